@@ -1,0 +1,184 @@
+"""Per-head gates xi_h (paper §2.3): MHAtt(x, q) = sum_h xi_h * Att_h(x, q).
+
+A forward pre-hook on each block's output projection W_o scales the context vector of head h
+(the slice ``[h * head_dim, (h + 1) * head_dim)`` of W_o's input) by xi_h. W_o's bias is shared
+by all heads and is left alone, as in the authors' code. The same hook serves every family,
+without touching model code.
+
+Gates of ones are exact: while a kind's gates are all ones and do not require grad the hook
+leaves its input untouched, so outputs are bit-identical to the model without gates. (For
+fairseq this also keeps its fused attention kernel; any other gate value sends fairseq down its
+explicit attention path, the one it uses itself for pruned heads, so the hook can act.)
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator, Mapping, Sequence
+
+import torch
+from torch import nn
+
+from .sites import AttentionSite, HeadSpecError, attention_sites, device_of, resolve, sites_by_kind
+
+HeadSpec = Mapping[str, Mapping[int, Sequence[int]]]
+"""``{kind: {layer: [head, ...]}}`` with 0-based layers and original head indices."""
+
+
+@dataclass
+class GateRecord:
+    """What one gated call of W_o saw, kept while recording (for importance.py).
+
+    ``context``: W_o's input before gating, detached, shape ``[..., num_heads * head_dim]``.
+    ``gated``: the gated input that W_o consumed (part of the autograd graph).
+    """
+
+    site: AttentionSite
+    context: torch.Tensor
+    gated: torch.Tensor
+
+
+class HeadGates:
+    """Context manager that installs one gate per head and removes every hook on exit.
+
+    ``gates.tensor(kind)`` is a leaf tensor ``[n_layers, n_heads]`` (float32, on the model's
+    device), initialised to ones, indexed by *original* head numbers: after pruning, the
+    columns of removed heads have no effect. Edit it in place (under ``torch.no_grad()`` if it
+    requires grad)::
+
+        with HeadGates(model) as gates:
+            gates.tensor("self")[3, 7] = 0.0     # mask head 7 of layer 3
+            logits = model(**batch).logits
+    """
+
+    def __init__(self, model: nn.Module, *, requires_grad: bool = False):
+        self.model = model
+        self.sites = attention_sites(model)
+        device = device_of(model)
+        self._tensors: dict[str, torch.Tensor] = {}
+        for kind, group in sites_by_kind(self.sites).items():
+            n_heads = max(s.total_heads for s in group)
+            t = torch.ones(len(group), n_heads, device=device)
+            self._tensors[kind] = t.requires_grad_(requires_grad)
+        self._handles: list[torch.utils.hooks.RemovableHandle] = []
+        self._identity_cache: dict[str, tuple[int, bool]] = {}
+        self._index_cache: dict[int, tuple[tuple[int, ...], torch.Tensor]] = {}
+        self._records: list[GateRecord] | None = None
+        self._fairseq_skip: dict[int, bool] = {}
+
+    # ---- public API ------------------------------------------------------------------
+    @property
+    def kinds(self) -> list[str]:
+        return list(self._tensors)
+
+    @property
+    def active(self) -> bool:
+        return bool(self._handles)
+
+    def tensor(self, kind: str) -> torch.Tensor:
+        """The gate tensor of ``kind``: ``[n_layers, n_heads]``, a leaf that can require grad."""
+        if kind not in self._tensors:
+            raise HeadSpecError(f"unknown attention kind {kind!r}; this model has kinds {self.kinds}")
+        return self._tensors[kind]
+
+    @torch.no_grad()
+    def reset(self) -> None:
+        """Set every gate back to one."""
+        for t in self._tensors.values():
+            t.fill_(1.0)
+
+    @torch.no_grad()
+    def mask(self, heads: HeadSpec, value: float = 0.0) -> None:
+        """Set the gates of ``heads`` (``{kind: {layer: [head, ...]}}``) to ``value``."""
+        for kind, layers in heads.items():
+            for layer, hs in layers.items():
+                site = resolve(self.sites, kind, layer)
+                for h in hs:
+                    _check_head(site, h)
+                    self._tensors[kind][layer, h] = value
+
+    @contextmanager
+    def recording(self) -> Iterator[list[GateRecord]]:
+        """Within this block every gated W_o call is recorded (and gated even at ones)."""
+        if not self.active:
+            raise RuntimeError("HeadGates.recording() needs the gates installed: use it inside `with HeadGates(model)`")
+        self._records = []
+        try:
+            yield self._records
+        finally:
+            self._records = None
+
+    # ---- context manager -------------------------------------------------------------
+    def __enter__(self) -> "HeadGates":
+        if self.active:
+            raise RuntimeError("these HeadGates are already installed")
+        for site in self.sites:
+            self._handles.append(site.output.register_forward_pre_hook(self._make_hook(site)))
+            if site.family == "fairseq":
+                self._fairseq_skip[id(site.module)] = site.module.skip_embed_dim_check
+                self._handles.append(site.module.register_forward_pre_hook(self._make_fairseq_hook(site)))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        for site in self.sites:
+            if site.family == "fairseq":
+                site.module.skip_embed_dim_check = self._fairseq_skip.pop(id(site.module))
+
+    # ---- hooks -------------------------------------------------------------------------
+    def _must_gate(self, kind: str) -> bool:
+        if self._records is not None:
+            return True
+        t = self._tensors[kind]
+        if t.requires_grad:
+            return True
+        version, identity = self._identity_cache.get(kind, (-1, False))
+        if version != t._version:  # in-place edits bump the version counter
+            identity = bool(torch.all(t == 1.0))
+            self._identity_cache[kind] = (t._version, identity)
+        return not identity
+
+    def _kept_index(self, site: AttentionSite) -> torch.Tensor:
+        heads = tuple(site.heads)
+        cached = self._index_cache.get(id(site))
+        if cached is None or cached[0] != heads:
+            cached = (heads, torch.tensor(heads, dtype=torch.long, device=self._tensors[site.kind].device))
+            self._index_cache[id(site)] = cached
+        return cached[1]
+
+    def _make_hook(self, site: AttentionSite):
+        def hook(module: nn.Module, args: tuple) -> tuple | None:
+            if not self._must_gate(site.kind) or site.num_heads == 0:
+                return None
+            (context,) = args
+            gate = self._tensors[site.kind][site.layer].index_select(0, self._kept_index(site))
+            shape = context.shape
+            per_head = context.reshape(*shape[:-1], site.num_heads, site.head_dim)
+            gated = (per_head * gate.to(context.dtype)[:, None]).reshape(shape)
+            if self._records is not None:
+                if not gated.requires_grad:
+                    gated.requires_grad_()
+                self._records.append(GateRecord(site, context.detach(), gated))
+            return (gated,)
+
+        return hook
+
+    def _make_fairseq_hook(self, site: AttentionSite):
+        original = self._fairseq_skip[id(site.module)]
+
+        def hook(module: nn.Module, args: tuple) -> None:
+            module.skip_embed_dim_check = original or self._must_gate(site.kind)
+
+        return hook
+
+
+def _check_head(site: AttentionSite, head: int) -> None:
+    if isinstance(head, bool) or not isinstance(head, int):
+        raise HeadSpecError(f"head must be an int, got {head!r} ({site.kind} layer {site.layer})")
+    if not 0 <= head < site.total_heads:
+        raise HeadSpecError(
+            f"head {head} is out of range for {site.kind} layer {site.layer}: "
+            f"valid heads are 0..{site.total_heads - 1}"
+        )

@@ -1,0 +1,111 @@
+"""Head importance (paper §4.1, Eq. 2): I_h = E_x | dL(x) / d xi_h |.
+
+By the chain rule on Eq. 1, dL(x)/d xi_h = sum_t < Att_h(x)_t , dL(x)/d Att_h(x)_t > where t runs
+over the query positions of example x. Two ways to place the absolute value:
+
+* ``abs_per="example"`` (the paper's Eq. 2): |sum_t <.,.>| per example, averaged over examples.
+* ``abs_per="token"`` (the authors' code, REFERENCE.md §9.1, §9.3): sum_t |<.,.>| per example,
+  averaged over examples. The authors then divide by the number of non-pad tokens instead of
+  the number of examples: one constant for the whole model, so no ranking changes, and it
+  cancels under per-layer normalization. Padded positions contribute nothing: their gradient
+  is zero whenever the loss ignores them.
+
+Each batch is one forward and one backward pass; gradients are taken with
+``torch.autograd.grad`` on the gated W_o inputs, so nothing accumulates in any ``.grad`` and
+nothing is carried from one batch to the next.
+"""
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import Any, Callable, Iterable
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from .gates import HeadGates
+from .sites import layout
+
+LossFn = Callable[[nn.Module, Any], torch.Tensor]
+
+
+def head_importance(
+    model: nn.Module,
+    batches: Iterable[Any],
+    loss_fn: LossFn,
+    *,
+    normalize: str | None = "layer",
+    abs_per: str = "example",
+    gates: HeadGates | None = None,
+    progress: bool = True,
+) -> dict[str, torch.Tensor]:
+    """Importance of every head, ``{kind: tensor [n_layers, n_heads]}`` (float64, CPU).
+
+    Args:
+        model: a supported model. It is put in eval mode (dropout off, as in the authors'
+            code) and its training flag is restored afterwards.
+        batches: any iterable; each item is passed unchanged to ``loss_fn``.
+        loss_fn: ``loss_fn(model, batch) -> losses`` of shape ``[batch_size]``: L(x) for
+            each example x (not averaged; e.g. ``reduction="none"``, or token losses summed
+            per sentence for translation).
+        normalize: ``"layer"`` divides each layer's scores by their L2 norm (paper §4.1,
+            following Molchanov et al. 2017); ``None`` returns raw expectations.
+        abs_per: ``"example"`` (paper) or ``"token"`` (authors' code); see module docstring.
+        gates: an active ``HeadGates`` to use instead of fresh ones, so heads already masked
+            stay masked while importance is re-estimated (paper's ``--exact_pruning``).
+        progress: show a tqdm bar over batches.
+
+    Heads that were physically pruned score 0. Rows of a layer with no head left stay 0.
+    """
+    if normalize not in ("layer", None):
+        raise ValueError(f"normalize must be 'layer' or None, got {normalize!r}")
+    if abs_per not in ("example", "token"):
+        raise ValueError(f"abs_per must be 'example' (the paper's Eq. 2) or 'token' (the authors' code), got {abs_per!r}")
+    if gates is not None and not gates.active:
+        raise RuntimeError("pass gates that are installed (inside `with HeadGates(model) as gates:`)")
+
+    totals = {kind: torch.zeros(shape, dtype=torch.float64) for kind, shape in layout(model).items()}
+    n_examples = 0
+    was_training = model.training
+    model.eval()
+    try:
+        with (nullcontext(gates) if gates is not None else HeadGates(model)) as g:
+            for batch in tqdm(batches, desc="head importance", disable=not progress, leave=False):
+                n_examples += _accumulate(model, g, batch, loss_fn, abs_per, totals)
+    finally:
+        model.train(was_training)
+    if n_examples == 0:
+        raise ValueError("head_importance got no batches")
+
+    scores = {kind: t / n_examples for kind, t in totals.items()}
+    if normalize == "layer":
+        scores = {kind: t / (t.norm(dim=-1, keepdim=True) + 1e-20) for kind, t in scores.items()}
+    return scores
+
+
+def _accumulate(model, gates: HeadGates, batch, loss_fn: LossFn, abs_per: str, totals) -> int:
+    """One forward + backward on ``batch``; adds per-head sums into ``totals``; returns batch size."""
+    with torch.enable_grad(), gates.recording() as records:
+        losses = loss_fn(model, batch)
+    if losses.dim() != 1:
+        raise ValueError(
+            f"loss_fn must return one loss per example, shape [batch_size]; got shape {tuple(losses.shape)}. "
+            "Use reduction='none' (and sum token losses per sentence)."
+        )
+    grads = torch.autograd.grad(losses.sum(), [r.gated for r in records], allow_unused=True)
+    batch_size = losses.shape[0]
+    for record, grad in zip(records, grads):
+        if grad is None:  # this block does not reach the loss
+            continue
+        site = record.site
+        if record.context.shape[site.batch_dim] != batch_size:
+            raise ValueError(
+                f"{site.kind} layer {site.layer} saw a batch of {record.context.shape[site.batch_dim]} "
+                f"but loss_fn returned {batch_size} losses; return one loss per example"
+            )
+        # per-position dot products <Att_h(x)_t, dL/dAtt_h(x)_t>: [batch, positions, heads]
+        dots = (record.context * grad).movedim(site.batch_dim, 0)
+        dots = dots.reshape(batch_size, -1, site.num_heads, site.head_dim).sum(-1).double()
+        per_example = dots.sum(1).abs() if abs_per == "example" else dots.abs().sum(1)
+        totals[site.kind][site.layer, site.heads] += per_example.sum(0).cpu()
+    return batch_size

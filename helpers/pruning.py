@@ -1,0 +1,272 @@
+"""Physical head pruning (paper §4.3): remove heads from the weights, not just mask them.
+
+Removing head h of a block deletes rows ``[h * head_dim, (h + 1) * head_dim)`` of the query,
+key and value projections and the same columns of the output projection W_o; W_o's bias stays
+(it is shared by all heads). The result computes exactly what the gated model computes with
+those gates at zero, with fewer parameters and FLOPs.
+
+A block may lose every head: it then returns W_o's bias alone, as the gated model does.
+
+transformers 5.x has neither ``head_mask`` nor ``prune_heads``; fairseq's own
+``_adaptive_prune_heads`` keeps a count, not an arbitrary set. This module does both families
+the same way and records the kept heads (original numbering) on each block, so pruning can be
+repeated, saved (``save_pruned``) and restored (``load_pruned``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import types
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import torch
+from torch import nn
+
+from .gates import HeadSpec, _check_head
+from .sites import AttentionSite, HeadSpecError, attention_sites, family_of, mark_heads, resolve
+
+PRUNED_HEADS_FILE = "pruned_heads.json"
+
+
+def prune_heads(model: nn.Module, heads: HeadSpec) -> dict[str, dict[int, list[int]]]:
+    """Remove ``heads`` (``{kind: {layer: [head, ...]}}``, original numbering) in place.
+
+    Everything is validated before any weight changes, so a bad request changes nothing.
+
+    Returns:
+        ``{kind: {layer: [heads still present]}}`` for every block of the model.
+
+    Raises:
+        HeadSpecError: unknown kind, layer or head out of range, a head listed twice, or a
+            head that was already pruned.
+    """
+    sites = attention_sites(model)
+    plan: list[tuple[AttentionSite, list[int]]] = []
+    for kind, layers in heads.items():
+        for layer, hs in layers.items():
+            site = resolve(sites, kind, layer)
+            hs = list(hs)
+            for h in hs:
+                _check_head(site, h)
+                if h not in site.heads:
+                    raise HeadSpecError(f"head {h} of {kind} layer {layer} was already pruned")
+            if len(set(hs)) != len(hs):
+                raise HeadSpecError(f"{kind} layer {layer}: a head is listed twice in {hs}")
+            plan.append((site, hs))
+    for site, hs in plan:
+        if hs:
+            _remove(site, set(hs))
+    return kept_heads(model)
+
+
+def kept_heads(model: nn.Module) -> dict[str, dict[int, list[int]]]:
+    """``{kind: {layer: [original indices of the heads still present]}}``."""
+    out: dict[str, dict[int, list[int]]] = {}
+    for s in attention_sites(model):
+        out.setdefault(s.kind, {})[s.layer] = s.heads
+    return out
+
+
+def pruned_heads(model: nn.Module) -> dict[str, dict[int, list[int]]]:
+    """``{kind: {layer: [original indices removed]}}``, only layers that lost a head."""
+    out: dict[str, dict[int, list[int]]] = {}
+    for s in attention_sites(model):
+        gone = sorted(set(range(s.total_heads)) - set(s.heads))
+        if gone:
+            out.setdefault(s.kind, {})[s.layer] = gone
+    return out
+
+
+def _remove(site: AttentionSite, remove: set[int]) -> None:
+    total, before = site.total_heads, site.heads
+    keep = [h for h in before if h not in remove]
+    positions = [i for i, h in enumerate(before) if h not in remove]
+    d = site.head_dim
+    idx = torch.tensor(
+        [p * d + j for p in positions for j in range(d)], dtype=torch.long, device=site.query.weight.device
+    )
+    for lin in (site.query, site.key, site.value):
+        _keep_rows(lin, idx)
+    _keep_columns(site.output, idx)
+    mark_heads(site.module, keep, total)
+    _SET_HEAD_COUNT[site.family](site.module, len(keep), d)
+    if not keep:
+        site.module.forward = types.MethodType(_EMPTY_FORWARD[site.family], site.module)
+
+
+def _keep_rows(lin: nn.Linear, idx: torch.Tensor) -> None:
+    lin.weight = nn.Parameter(lin.weight.detach().index_select(0, idx).clone(), lin.weight.requires_grad)
+    if lin.bias is not None:
+        lin.bias = nn.Parameter(lin.bias.detach().index_select(0, idx).clone(), lin.bias.requires_grad)
+    lin.out_features = len(idx)
+
+
+def _keep_columns(lin: nn.Linear, idx: torch.Tensor) -> None:
+    lin.weight = nn.Parameter(lin.weight.detach().index_select(1, idx).clone(), lin.weight.requires_grad)
+    lin.in_features = len(idx)
+
+
+# ---- what each family's block records as its head count ------------------------------------
+def _count_bert(m, n, d):
+    m.num_attention_heads, m.all_head_size = n, n * d
+
+
+def _count_distilbert(m, n, d):
+    m.n_heads = n
+
+
+def _count_bart(m, n, d):
+    m.num_heads = n
+
+
+def _count_fairseq(m, n, d):
+    # fairseq reads embed_dim in its reshapes; its fused kernel assumes the full width.
+    m.num_heads, m.embed_dim = n, n * d
+    m._set_skip_embed_dim_check()
+
+
+_SET_HEAD_COUNT = {"bert": _count_bert, "distilbert": _count_distilbert, "bart": _count_bart, "fairseq": _count_fairseq}
+
+
+# ---- forwards of a block with no head left: only W_o's bias reaches the residual stream ----
+def _empty_bert(self, hidden_states, *args, **kwargs):
+    # BertSelfAttention returns the concatenated heads; BertSelfOutput applies W_o after it.
+    return hidden_states.new_zeros(*hidden_states.shape[:-1], 0), None
+
+
+def _empty_distilbert(self, hidden_states, *args, **kwargs):
+    return self.out_lin(hidden_states.new_zeros(*hidden_states.shape[:-1], 0)), None
+
+
+def _empty_bart(self, hidden_states, key_value_states=None, past_key_values=None, attention_mask=None, **kwargs):
+    if past_key_values is not None and key_value_states is None:
+        # Keep the decoder cache's length right (transformers reads layer 0's key length to place
+        # new positions): cache a single all-zero phantom head that nothing ever attends with.
+        from transformers.cache_utils import EncoderDecoderCache
+
+        cache = past_key_values.self_attention_cache if isinstance(past_key_values, EncoderDecoderCache) else past_key_values
+        b, t = hidden_states.shape[:2]
+        phantom = hidden_states.new_zeros(b, 1, t, self.head_dim)
+        cache.update(phantom, phantom, self.layer_idx)
+    return self.out_proj(hidden_states.new_zeros(*hidden_states.shape[:-1], 0)), None
+
+
+def _empty_fairseq(self, query, key=None, value=None, *args, **kwargs):
+    t, b = query.shape[:2]
+    return self.out_proj(query.new_zeros(t, b, 0)), None
+
+
+_EMPTY_FORWARD = {"bert": _empty_bert, "distilbert": _empty_distilbert, "bart": _empty_bart, "fairseq": _empty_fairseq}
+
+
+# ---- saving and loading a pruned model --------------------------------------------------------
+def save_pruned(model: nn.Module, directory: str | os.PathLike) -> Path:
+    """Save ``model`` (pruned or not) so that ``load_pruned`` rebuilds it exactly.
+
+    transformers: ``save_pretrained`` files. fairseq: ``model.pt`` (args and state dict) and
+    the dictionaries. Both: ``pruned_heads.json`` with the removed heads, original numbering.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    family = family_of(model)
+    if family == "fairseq":
+        _save_fairseq(model, directory)
+    else:
+        model.save_pretrained(directory)
+    record = {
+        "format": 1,
+        "family": family,
+        "pruned": {k: {str(layer): hs for layer, hs in v.items()} for k, v in pruned_heads(model).items()},
+    }
+    _atomic_write_text(directory / PRUNED_HEADS_FILE, json.dumps(record, indent=2))
+    return directory
+
+
+def load_pruned(directory: str | os.PathLike, model: nn.Module | None = None) -> nn.Module:
+    """Load what ``save_pruned`` wrote, in eval mode.
+
+    Args:
+        directory: the folder ``save_pruned`` wrote.
+        model: optionally, an unpruned model of the same architecture to prune and fill;
+            by default it is rebuilt from the saved config (transformers) or args (fairseq).
+    """
+    directory = Path(directory)
+    record_path = directory / PRUNED_HEADS_FILE
+    if not record_path.exists():
+        raise FileNotFoundError(f"{record_path} is missing: was this folder written by helpers.save_pruned?")
+    record = json.loads(record_path.read_text())
+    family = record["family"]
+    if model is None:
+        model = _build_fairseq(directory) if family == "fairseq" else _build_transformers(directory)
+    elif family_of(model) != family:
+        raise ValueError(f"{directory} holds a {family} model but a {family_of(model)} model was given")
+    prune_heads(model, {k: {int(layer): hs for layer, hs in v.items()} for k, v in record["pruned"].items()})
+    if family == "fairseq":
+        state = torch.load(directory / "model.pt", map_location="cpu", weights_only=False)["model"]
+    else:
+        from safetensors.torch import load_file
+
+        state = load_file(str(directory / "model.safetensors"))
+    _load_state(model, state)
+    return model.eval()
+
+
+def _load_state(model: nn.Module, state: Mapping[str, torch.Tensor]) -> None:
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if unexpected:
+        raise ValueError(f"saved weights have keys this model lacks: {unexpected[:5]}")
+    if hasattr(model, "tie_weights"):
+        model.tie_weights()
+    # A key may be absent only when it is tied to (the same tensor as) a key that was loaded.
+    loaded_ids = {id(p) for name, p in model.named_parameters(remove_duplicate=False) if name in state}
+    params = dict(model.named_parameters(remove_duplicate=False))
+    untied = [k for k in missing if k in params and id(params[k]) not in loaded_ids]
+    if untied:
+        raise ValueError(f"saved weights lack keys: {untied[:5]}")
+
+
+def _build_transformers(directory: Path) -> nn.Module:
+    import transformers
+
+    config = transformers.AutoConfig.from_pretrained(directory)
+    cls = getattr(transformers, (config.architectures or [None])[0] or "", None)
+    if cls is None:
+        raise ValueError(f"{directory}/config.json names no known architecture: {config.architectures}")
+    return cls._from_config(config)
+
+
+def _save_fairseq(model: nn.Module, directory: Path) -> None:
+    args = getattr(model, "args", None)
+    if args is None:
+        raise ValueError("saving needs a fairseq TransformerModel built from args (model.args is missing)")
+    model.encoder.dictionary.save(str(directory / "dict.src.txt"))
+    model.decoder.dictionary.save(str(directory / "dict.tgt.txt"))
+    _atomic_torch_save({"args": args, "model": model.state_dict()}, directory / "model.pt")
+
+
+def _build_fairseq(directory: Path) -> nn.Module:
+    from fairseq.data import Dictionary
+    from fairseq.models.transformer import TransformerModel
+
+    args = torch.load(directory / "model.pt", map_location="cpu", weights_only=False)["args"]
+    task = types.SimpleNamespace(
+        source_dictionary=Dictionary.load(str(directory / "dict.src.txt")),
+        target_dictionary=Dictionary.load(str(directory / "dict.tgt.txt")),
+    )
+    return TransformerModel.build_model(args, task)
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _atomic_torch_save(obj, path: Path) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    os.close(fd)
+    torch.save(obj, tmp)
+    os.replace(tmp, path)

@@ -1,0 +1,129 @@
+"""Sites are found for every family; gates of ones change nothing; hooks go away on exit."""
+import copy
+
+import pytest
+import torch
+
+import helpers
+from tiny_models import ALL_CASES, bert
+
+CASES = sorted(ALL_CASES)
+
+
+@pytest.fixture(params=CASES)
+def case(request):
+    return ALL_CASES[request.param]()
+
+
+def test_sites_cover_every_layer_and_kind(case):
+    sites = helpers.attention_sites(case.model)
+    kinds = {s.kind for s in sites}
+    assert kinds == set(case.kinds)
+    for kind in case.kinds:
+        layers = [s.layer for s in sites if s.kind == kind]
+        assert layers == [0, 1]
+    for s in sites:
+        assert (s.num_heads, s.total_heads, s.head_dim) == (4, 4, 4)
+        assert s.query.out_features == s.num_heads * s.head_dim == s.output.in_features
+    assert helpers.layout(case.model) == {k: (2, 4) for k in case.kinds}
+
+
+def test_gates_of_ones_are_bit_identical(case):
+    expected = case.run(case.model, case.batch)
+    with helpers.HeadGates(case.model) as gates:
+        assert set(gates.kinds) == set(case.kinds)
+        assert all(gates.tensor(k).shape == (2, 4) for k in case.kinds)
+        got = case.run(case.model, case.batch)
+    assert torch.equal(got, expected)
+
+
+def test_gates_requiring_grad_keep_outputs(case):
+    expected = case.run(case.model, case.batch)
+    with helpers.HeadGates(case.model, requires_grad=True):
+        got = case.run(case.model, case.batch)
+    if case.name.startswith("fairseq"):
+        # gradient-carrying gates route fairseq through its explicit (non-fused) attention path
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-5)
+    else:
+        assert torch.equal(got, expected)
+
+
+def test_hooks_are_removed_on_exit(case):
+    expected = case.run(case.model, case.batch)
+    with helpers.HeadGates(case.model) as gates:
+        for k in case.kinds:
+            gates.tensor(k)[0, 1] = 0.0
+        masked = case.run(case.model, case.batch)
+    assert not torch.allclose(masked, expected)
+    for s in helpers.attention_sites(case.model):
+        assert not s.output._forward_pre_hooks and not s.module._forward_pre_hooks
+        if s.family == "fairseq":
+            assert s.module.skip_embed_dim_check is False
+    assert torch.equal(case.run(case.model, case.batch), expected)
+
+
+def test_gate_scales_the_head_output_linearly(case):
+    """W_o's output is affine in xi_h: at xi = 0.5 it is the mean of its values at 0 and 1."""
+    site = helpers.attention_sites(case.model)[-1]
+    case.model.double()
+    seen = []
+    handle = site.output.register_forward_hook(lambda m, i, o: seen.append(o.detach().clone()))
+    with helpers.HeadGates(case.model) as gates:
+        gates.tensor(site.kind)[site.layer, 0] = 0.7  # keeps every family on its gated path at xi=1
+        for xi in (0.0, 1.0, 0.5):
+            gates.tensor(site.kind)[site.layer, 2] = xi
+            case.run(case.model, case.batch)
+    handle.remove()
+    zero, one, half = seen[0], seen[1], seen[2]
+    assert not torch.allclose(zero, one)
+    torch.testing.assert_close(half, (zero + one) / 2, rtol=0, atol=1e-12)
+
+
+def test_mask_helper_matches_editing_the_tensor():
+    c = bert()
+    with helpers.HeadGates(c.model) as gates:
+        gates.mask({"self": {0: [1, 3], 1: [0]}})
+        t = gates.tensor("self")
+        assert t.tolist() == [[1, 0, 1, 0], [0, 1, 1, 1]]
+        a = c.run(c.model, c.batch)
+        gates.reset()
+        assert torch.equal(t, torch.ones(2, 4))
+        with torch.no_grad():
+            t[0, 1] = t[0, 3] = t[1, 0] = 0
+        b = c.run(c.model, c.batch)
+    assert torch.equal(a, b)
+
+
+def test_gates_cannot_be_installed_twice():
+    c = bert()
+    with helpers.HeadGates(c.model) as gates:
+        with pytest.raises(RuntimeError, match="already installed"):
+            gates.__enter__()
+
+
+def test_recording_needs_installed_gates():
+    gates = helpers.HeadGates(bert().model)
+    with pytest.raises(RuntimeError, match="inside `with HeadGates"):
+        with gates.recording():
+            pass
+
+
+def test_gates_follow_the_model_dtype():
+    c = bert()
+    c.model.double()
+    with helpers.HeadGates(c.model) as gates:
+        gates.tensor("self")[0, 0] = 0.0
+        out = c.run(c.model, c.batch)
+    assert out.dtype == torch.float64
+
+
+def test_unsupported_model_names_the_supported_families():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=8, vocab_size=20, n_positions=16))
+    for model in (gpt2, torch.nn.Linear(3, 3)):
+        with pytest.raises(helpers.UnsupportedModelError) as err:
+            helpers.HeadGates(model)
+        assert "BERT-like" in str(err.value) and "fairseq" in str(err.value) and "marian" in str(err.value)
+    with pytest.raises(helpers.UnsupportedModelError):
+        helpers.prune_heads(gpt2, {"self": {0: [0]}})

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 import types
 from pathlib import Path
@@ -222,7 +223,12 @@ def _load_state(model: nn.Module, state: Mapping[str, torch.Tensor]) -> None:
     # A key may be absent only when it is tied to (the same tensor as) a key that was loaded.
     loaded_ids = {id(p) for name, p in model.named_parameters(remove_duplicate=False) if name in state}
     params = dict(model.named_parameters(remove_duplicate=False))
-    untied = [k for k in missing if k in params and id(params[k]) not in loaded_ids]
+    # transformers also lists keys it recomputes itself (e.g. Marian's sinusoidal positions).
+    recomputed = [re.compile(p) for p in (getattr(model, "_keys_to_ignore_on_load_missing", None) or [])]
+    untied = [
+        k for k in missing
+        if not (k in params and id(params[k]) in loaded_ids) and not any(p.search(k) for p in recomputed)
+    ]
     if untied:
         raise ValueError(f"saved weights lack keys: {untied[:5]}")
 

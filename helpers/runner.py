@@ -1,0 +1,142 @@
+"""Execute the book's notebooks with papermill for one profile.
+
+    python -m helpers.runner --profile course                 # every notebook
+    python -m helpers.runner --profile smoke --only 01_gates_and_pruning
+    python -m helpers.runner --profile course -p seed=3       # override a parameter
+
+A profile is ``profiles/<name>.yml``: ``defaults`` (parameters for every notebook) and
+``notebooks`` (per-notebook parameters, in book order). Executed copies go to
+``book/executed/<notebook>.ipynb``, where the book reads them. A notebook whose source and
+parameters are unchanged since its last successful run is not run again (``--force`` reruns).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+PROFILES = ROOT / "profiles"
+NOTEBOOKS = ROOT / "notebooks"
+EXECUTED = ROOT / "book" / "executed"
+
+
+class NotebookFailed(RuntimeError):
+    pass
+
+
+def load_profile(name: str) -> dict:
+    path = PROFILES / f"{name}.yml"
+    if not path.exists():
+        known = sorted(p.stem for p in PROFILES.glob("*.yml"))
+        raise SystemExit(f"unknown profile {name!r}: profiles are {known} (files in {PROFILES})")
+    profile = yaml.safe_load(path.read_text())
+    profile.setdefault("defaults", {})
+    profile.setdefault("notebooks", {})
+    return profile
+
+
+def parameters_for(profile: dict, notebook: str, overrides: dict) -> dict:
+    params = {**profile["defaults"], **(profile["notebooks"].get(notebook) or {}), **overrides}
+    params["profile"] = profile["name"]
+    return params
+
+
+def parse_overrides(items: list[str]) -> dict:
+    """``["seed=3", "model=bert-base-uncased"]`` -> dict; values are parsed as YAML scalars."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"parameter override {item!r} must look like name=value")
+        out[key] = yaml.safe_load(value)
+    return out
+
+
+def fingerprint(source: Path, params: dict) -> str:
+    h = hashlib.sha256(source.read_bytes())
+    h.update(json.dumps(params, sort_keys=True).encode())
+    return h.hexdigest()[:16]
+
+
+def _cached(output: Path, key: str) -> bool:
+    if not output.exists():
+        return False
+    try:
+        meta = json.loads(output.read_text())["metadata"].get("sixteen_heads", {})
+    except (ValueError, KeyError):
+        return False
+    return meta.get("fingerprint") == key and meta.get("status") == "ok"
+
+
+def run_notebook(notebook: str, params: dict, output_dir: Path = EXECUTED, force: bool = False) -> tuple[Path, float, bool]:
+    """Execute one notebook; returns (executed path, seconds, reused from cache)."""
+    import nbformat
+    import papermill as pm
+
+    source = NOTEBOOKS / f"{notebook}.ipynb"
+    if not source.exists():
+        raise SystemExit(f"notebook {source} does not exist")
+    output = output_dir / f"{notebook}.ipynb"
+    key = fingerprint(source, params)
+    if not force and _cached(output, key):
+        return output, 0.0, True
+    output_dir.mkdir(parents=True, exist_ok=True)
+    partial = output.with_suffix(".running.ipynb")
+    start = time.perf_counter()
+    try:
+        pm.execute_notebook(str(source), str(partial), parameters=params, cwd=str(ROOT),
+                            kernel_name="python3", progress_bar=False)
+    except pm.PapermillExecutionError as err:
+        raise NotebookFailed(
+            f"{notebook} failed in cell {err.exec_count} ({err.ename}: {err.evalue}); "
+            f"the partly executed notebook is {partial}"
+        ) from None
+    seconds = time.perf_counter() - start
+    nb = nbformat.read(partial, as_version=4)
+    nb.metadata["sixteen_heads"] = {"fingerprint": key, "status": "ok", "seconds": round(seconds, 1),
+                                    "parameters": params}
+    nbformat.write(nb, partial)
+    os.replace(partial, output)  # atomic: a half-run notebook never looks finished
+    return output, seconds, False
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", default="course", help="smoke, course or paper (profiles/*.yml)")
+    parser.add_argument("--only", action="append", default=[], help="run only this notebook (repeatable)")
+    parser.add_argument("-p", "--param", action="append", default=[], help="override: name=value (repeatable)")
+    parser.add_argument("--output-dir", type=Path, default=EXECUTED)
+    parser.add_argument("--force", action="store_true", help="rerun even if cached")
+    args = parser.parse_args(argv)
+
+    profile = load_profile(args.profile)
+    profile["name"] = args.profile
+    if profile.get("offline", True):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    overrides = parse_overrides(args.param)
+    names = args.only or list(profile["notebooks"])
+    unknown = [n for n in names if n not in profile["notebooks"]]
+    if unknown:
+        raise SystemExit(f"profile {args.profile!r} has no notebook {unknown}; it has {list(profile['notebooks'])}")
+    total = time.perf_counter()
+    for i, name in enumerate(names, 1):
+        print(f"[{i}/{len(names)}] {name} ({args.profile}) ...", flush=True)
+        try:
+            path, seconds, reused = run_notebook(name, parameters_for(profile, name, overrides), args.output_dir, args.force)
+        except NotebookFailed as err:
+            print(f"FAILED: {err}", file=sys.stderr)
+            return 1
+        print(f"      {'cached' if reused else f'done in {seconds:.1f} s'} -> {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+    print(f"all {len(names)} notebooks ready in {time.perf_counter() - total:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -94,8 +94,9 @@ def run_notebook(notebook: str, params: dict, output_dir: Path = EXECUTED, force
         pm.execute_notebook(str(source), str(partial), parameters=params, cwd=str(ROOT),
                             kernel_name="python3", progress_bar=False)
     except pm.PapermillExecutionError as err:
+        first_line = (err.source or "").strip().splitlines()[0] if (err.source or "").strip() else ""
         raise NotebookFailed(
-            f"{notebook} failed in cell {err.exec_count} ({err.ename}: {err.evalue}); "
+            f"{notebook} failed in the cell starting {first_line!r} ({err.ename}: {err.evalue}); "
             f"the partly executed notebook is {partial}"
         ) from None
     seconds = time.perf_counter() - start

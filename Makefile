@@ -1,0 +1,45 @@
+# sixteen-heads: one entry point for setting up, running the notebooks, building the book and testing.
+#   make book      set up, execute every notebook on PROFILE (default: course), build the book
+#   make test      set up, run the test suite
+PYTHON  ?= python3
+VENV    ?= .venv
+BIN     := $(VENV)/bin
+PROFILE ?= course
+STAMP   := $(VENV)/.installed
+
+.PHONY: setup notebooks book test bench clean fairseq
+
+setup: $(STAMP)
+
+# torch first, pinned, so pip takes the CPU build on disk instead of a multi-GB CUDA build.
+# fairseq-fixed last with --no-deps: its metadata pulls a torchaudio wheel that cannot load
+# beside torch 2.13 and breaks `import transformers`; its real dependencies are in pyproject.toml.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(MAKE) fairseq PIP="$(BIN)/python -m pip"
+	$(BIN)/python -c "import helpers, fairseq, transformers; print('setup ok: transformers', transformers.__version__, '| fairseq', fairseq.__version__)"
+	touch $@
+
+PIP ?= pip
+fairseq:
+	$(PIP) install --quiet --no-deps fairseq-fixed==0.12.3.1
+	-$(PIP) uninstall --yes --quiet torchaudio
+
+notebooks: setup
+	HF_HUB_OFFLINE=1 $(BIN)/python -m helpers.runner --profile $(PROFILE)
+
+book: notebooks
+	$(BIN)/jupyter-book build . -W -n --keep-going
+	@echo "book: _build/html/index.html ($(PROFILE) profile)"
+
+test: setup
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
+
+bench: setup
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_helpers.py
+
+clean:
+	rm -rf _build book/executed

@@ -1,0 +1,74 @@
+"""Every notebook runs end to end on the smoke profile; profiles and notebooks stay in step."""
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from helpers import runner
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
+PROFILES = ("smoke", "course", "paper")
+
+
+def test_every_notebook_is_in_every_profile_and_the_book():
+    toc = (ROOT / "_toc.yml").read_text()
+    for profile in PROFILES:
+        listed = list(runner.load_profile(profile)["notebooks"])
+        assert listed == NOTEBOOKS, f"profiles/{profile}.yml lists {listed}, notebooks/ has {NOTEBOOKS}"
+    for name in NOTEBOOKS:
+        assert f"book/executed/{name}" in toc
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_is_stored_clean_with_a_parameters_cell(name):
+    nb = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
+    tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
+    # every profile parameter is declared in the parameters cell, so papermill overrides a default
+    for profile in PROFILES:
+        params = runner.parameters_for(runner.load_profile(profile) | {"name": profile}, name, {})
+        for key in params:
+            assert f"{key} =" in tagged[0].source, f"{key} (profile {profile}) is not in the parameters cell of {name}"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_runs_on_smoke_and_is_cached(name, tmp_path):
+    profile = runner.load_profile("smoke") | {"name": "smoke"}
+    params = runner.parameters_for(profile, name, {})
+    path, seconds, reused = runner.run_notebook(name, params, output_dir=tmp_path)
+    assert not reused
+    nb = nbformat.read(path, as_version=4)
+    assert nb.metadata["sixteen_heads"]["parameters"]["profile"] == "smoke"
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    assert not errors
+    assert sum(1 for c in nb.cells if c.cell_type == "code" and c.outputs) >= 3
+    assert runner.run_notebook(name, params, output_dir=tmp_path)[2]  # unchanged: reused
+    assert not runner.run_notebook(name, params | {"seed": 1}, output_dir=tmp_path)[2]  # changed: rerun
+
+
+def test_runner_reports_the_failing_cell(tmp_path, monkeypatch):
+    bad = tmp_path / "notebooks"
+    bad.mkdir()
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("x = 1", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("raise ValueError('broken on purpose')"),
+    ])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, bad / "broken.ipynb")
+    monkeypatch.setattr(runner, "NOTEBOOKS", bad)
+    with pytest.raises(runner.NotebookFailed, match=r"broken failed in the cell starting \"raise ValueError\('broken on purpose'\)\" \(ValueError: broken on purpose\)"):
+        runner.run_notebook("broken", {"x": 2}, output_dir=tmp_path / "out")
+    assert not (tmp_path / "out" / "broken.ipynb").exists()  # no finished-looking output
+
+
+def test_overrides_parse_as_yaml_and_bad_ones_are_explained():
+    assert runner.parse_overrides(["seed=3", "model_name=bert-base-uncased", "prune_share=0.4"]) == {
+        "seed": 3, "model_name": "bert-base-uncased", "prune_share": 0.4}
+    with pytest.raises(SystemExit, match="name=value"):
+        runner.parse_overrides(["seed"])
+    with pytest.raises(SystemExit, match="unknown profile 'gpu'"):
+        runner.load_profile("gpu")

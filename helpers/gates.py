@@ -125,7 +125,9 @@ class HeadGates:
         self._handles.clear()
         for site in self.sites:
             if site.family == "fairseq":
-                site.module.skip_embed_dim_check = self._fairseq_skip.pop(id(site.module))
+                # a block pruned while the gates were on must stay off the fused kernel
+                pruned = site.num_heads != site.total_heads
+                site.module.skip_embed_dim_check = self._fairseq_skip.pop(id(site.module)) or pruned
 
     # ---- hooks -------------------------------------------------------------------------
     def _must_gate(self, kind: str) -> bool:

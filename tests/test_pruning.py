@@ -157,3 +157,16 @@ def test_pruned_attention_parameters_shrink_by_one_head_share():
     share = (before - after) / before
     assert share == pytest.approx((3 * (48 * 4 + 4) + 48 * 4) / (4 * 48 * 48 + 4 * 48))
     assert 0.0825 < share < 0.0834
+
+
+def test_pruning_while_gates_are_installed():
+    """Pruning inside a HeadGates block leaves a model that runs, gated and after the gates go."""
+    for build in (fairseq_wmt, bert):
+        case = build()
+        spec = {case.kinds[0]: {0: [0, 2]}}
+        with helpers.HeadGates(case.model) as gates:
+            gates.mask(spec)
+            expected = case.run(case.model, case.batch)
+            helpers.prune_heads(case.model, spec)
+            torch.testing.assert_close(case.run(case.model, case.batch), expected, rtol=0, atol=2e-5)
+        torch.testing.assert_close(case.run(case.model, case.batch), expected, rtol=0, atol=2e-5)

@@ -1,0 +1,52 @@
+"""The pinned fairseq (fairseq-fixed 0.12.3.1 on Python 3.11) trains; pruned models still train."""
+import pytest
+import torch
+
+import helpers
+from tiny_models import bert, fairseq_wmt
+
+
+def fairseq_label_smoothed_loss(model, batch):
+    from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
+
+    logits = model(batch["src_tokens"], batch["src_lengths"], batch["prev_output_tokens"])[0]
+    lprobs = torch.log_softmax(logits, dim=-1).view(-1, logits.size(-1))
+    loss, _ = label_smoothed_nll_loss(lprobs, batch["target"].view(-1), 0.1, ignore_index=1)
+    return loss
+
+
+def bert_loss(case):
+    return lambda model, batch: case.loss(model, batch).mean()
+
+
+def train(model, batch, loss_fn, steps=60):
+    model.train()
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=3e-3, betas=(0.9, 0.98))
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = loss_fn(model, batch)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+@pytest.mark.parametrize("pruned", [False, True], ids=["full", "pruned"])
+def test_fairseq_training_step_reduces_label_smoothed_loss(pruned):
+    case = fairseq_wmt()
+    if pruned:
+        helpers.prune_heads(case.model, {"enc_self": {0: [1, 2]}, "enc_dec": {1: [0, 1, 2, 3]}, "dec_self": {0: [3]}})
+    losses = train(case.model, case.batch, fairseq_label_smoothed_loss)
+    assert losses[-1] < 0.5 * losses[0]
+    site = helpers.attention_sites(case.model)[0]
+    assert site.query.weight.grad is not None and site.query.weight.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("pruned", [False, True], ids=["full", "pruned"])
+def test_bert_training_step_reduces_loss(pruned):
+    case = bert()
+    if pruned:
+        helpers.prune_heads(case.model, {"self": {0: [0, 1, 2], 1: [0, 1, 2, 3]}})
+    losses = train(case.model, case.batch, bert_loss(case))
+    assert losses[-1] < 0.5 * losses[0]

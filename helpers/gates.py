@@ -19,7 +19,7 @@ from typing import Iterator, Mapping, Sequence
 import torch
 from torch import nn
 
-from .sites import AttentionSite, HeadSpecError, attention_sites, device_of, resolve, sites_by_kind
+from .sites import AttentionSite, HeadSpecError, attention_sites, check_head, device_of, resolve, sites_by_kind
 
 HeadSpec = Mapping[str, Mapping[int, Sequence[int]]]
 """``{kind: {layer: [head, ...]}}`` with 0-based layers and original head indices."""
@@ -94,7 +94,7 @@ class HeadGates:
             for layer, hs in layers.items():
                 site = resolve(self.sites, kind, layer)
                 for h in hs:
-                    _check_head(site, h)
+                    check_head(site, h)
                     self._tensors[kind][layer, h] = value
 
     @contextmanager
@@ -175,12 +175,3 @@ class HeadGates:
 
         return hook
 
-
-def _check_head(site: AttentionSite, head: int) -> None:
-    if isinstance(head, bool) or not isinstance(head, int):
-        raise HeadSpecError(f"head must be an int, got {head!r} ({site.kind} layer {site.layer})")
-    if not 0 <= head < site.total_heads:
-        raise HeadSpecError(
-            f"head {head} is out of range for {site.kind} layer {site.layer}: "
-            f"valid heads are 0..{site.total_heads - 1}"
-        )

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 import types
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -25,8 +24,9 @@ from typing import Mapping, Sequence
 import torch
 from torch import nn
 
-from .gates import HeadSpec, _check_head
-from .sites import AttentionSite, HeadSpecError, attention_sites, family_of, mark_heads, resolve
+from .atomic import atomic_path
+from .gates import HeadSpec
+from .sites import AttentionSite, HeadSpecError, attention_sites, check_head, family_of, mark_heads, resolve
 
 PRUNED_HEADS_FILE = "pruned_heads.json"
 
@@ -50,7 +50,7 @@ def prune_heads(model: nn.Module, heads: HeadSpec) -> dict[str, dict[int, list[i
             site = resolve(sites, kind, layer)
             hs = list(hs)
             for h in hs:
-                _check_head(site, h)
+                check_head(site, h)
                 if h not in site.heads:
                     raise HeadSpecError(f"head {h} of {kind} layer {layer} was already pruned")
             if len(set(hs)) != len(hs):
@@ -181,7 +181,8 @@ def save_pruned(model: nn.Module, directory: str | os.PathLike) -> Path:
         "family": family,
         "pruned": {k: {str(layer): hs for layer, hs in v.items()} for k, v in pruned_heads(model).items()},
     }
-    _atomic_write_text(directory / PRUNED_HEADS_FILE, json.dumps(record, indent=2))
+    with atomic_path(directory / PRUNED_HEADS_FILE) as tmp:
+        tmp.write_text(json.dumps(record, indent=2))
     return directory
 
 
@@ -249,7 +250,8 @@ def _save_fairseq(model: nn.Module, directory: Path) -> None:
         raise ValueError("saving needs a fairseq TransformerModel built from args (model.args is missing)")
     model.encoder.dictionary.save(str(directory / "dict.src.txt"))
     model.decoder.dictionary.save(str(directory / "dict.tgt.txt"))
-    _atomic_torch_save({"args": args, "model": model.state_dict()}, directory / "model.pt")
+    with atomic_path(directory / "model.pt") as tmp:
+        torch.save({"args": args, "model": model.state_dict()}, tmp)
 
 
 def _build_fairseq(directory: Path) -> nn.Module:
@@ -262,17 +264,3 @@ def _build_fairseq(directory: Path) -> nn.Module:
         target_dictionary=Dictionary.load(str(directory / "dict.tgt.txt")),
     )
     return TransformerModel.build_model(args, task)
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
-def _atomic_torch_save(obj, path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    os.close(fd)
-    torch.save(obj, tmp)
-    os.replace(tmp, path)

@@ -1,11 +1,11 @@
 """Results are data first: tables written atomically under results/<profile>/."""
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
+
+from .atomic import atomic_path
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -19,8 +19,6 @@ def results_dir(profile: str) -> Path:
 def save_table(df: pd.DataFrame, profile: str, name: str) -> Path:
     """Write ``df`` to ``results/<profile>/<name>.csv`` atomically (a crash leaves the old file)."""
     path = results_dir(profile) / f"{name}.csv"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    os.close(fd)
-    df.to_csv(tmp, index=False)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, index=False)
     return path

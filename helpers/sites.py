@@ -228,6 +228,17 @@ def resolve(model_or_sites, kind: str, layer: int) -> AttentionSite:
     return grouped[kind][layer]
 
 
+def check_head(site: AttentionSite, head: int) -> None:
+    """Raise HeadSpecError unless ``head`` is an original head index of ``site``."""
+    if isinstance(head, bool) or not isinstance(head, int):
+        raise HeadSpecError(f"head must be an int, got {head!r} ({site.kind} layer {site.layer})")
+    if not 0 <= head < site.total_heads:
+        raise HeadSpecError(
+            f"head {head} is out of range for {site.kind} layer {site.layer}: "
+            f"valid heads are 0..{site.total_heads - 1}"
+        )
+
+
 def mark_heads(module: nn.Module, kept: list[int], total: int) -> None:
     """Record on ``module`` which original heads remain (used by pruning and loading)."""
     setattr(module, _KEPT_ATTR, list(kept))

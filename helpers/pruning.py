@@ -222,8 +222,8 @@ def _load_state(model: nn.Module, state: Mapping[str, torch.Tensor]) -> None:
     if hasattr(model, "tie_weights"):
         model.tie_weights()
     # A key may be absent only when it is tied to (the same tensor as) a key that was loaded.
-    loaded_ids = {id(p) for name, p in model.named_parameters(remove_duplicate=False) if name in state}
     params = dict(model.named_parameters(remove_duplicate=False))
+    loaded_ids = {id(p) for name, p in params.items() if name in state}
     # transformers also lists keys it recomputes itself (e.g. Marian's sinusoidal positions).
     recomputed = [re.compile(p) for p in (getattr(model, "_keys_to_ignore_on_load_missing", None) or [])]
     untied = [

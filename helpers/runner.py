@@ -37,6 +37,7 @@ def load_profile(name: str) -> dict:
         known = sorted(p.stem for p in PROFILES.glob("*.yml"))
         raise SystemExit(f"unknown profile {name!r}: profiles are {known} (files in {PROFILES})")
     profile = yaml.safe_load(path.read_text())
+    profile["name"] = name
     profile.setdefault("defaults", {})
     profile.setdefault("notebooks", {})
     return profile
@@ -94,7 +95,7 @@ def run_notebook(notebook: str, params: dict, output_dir: Path = EXECUTED, force
         pm.execute_notebook(str(source), str(partial), parameters=params, cwd=str(ROOT),
                             kernel_name="python3", progress_bar=False)
     except pm.PapermillExecutionError as err:
-        first_line = (err.source or "").strip().splitlines()[0] if (err.source or "").strip() else ""
+        first_line = next(iter((err.source or "").strip().splitlines()), "")
         raise NotebookFailed(
             f"{notebook} failed in the cell starting {first_line!r} ({err.ename}: {err.evalue}); "
             f"the partly executed notebook is {partial}"
@@ -118,7 +119,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     profile = load_profile(args.profile)
-    profile["name"] = args.profile
     if profile.get("offline", True):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
     overrides = parse_overrides(args.param)

@@ -30,14 +30,14 @@ def test_notebook_is_stored_clean_with_a_parameters_cell(name):
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
     # every profile parameter is declared in the parameters cell, so papermill overrides a default
     for profile in PROFILES:
-        params = runner.parameters_for(runner.load_profile(profile) | {"name": profile}, name, {})
+        params = runner.parameters_for(runner.load_profile(profile), name, {})
         for key in params:
             assert f"{key} =" in tagged[0].source, f"{key} (profile {profile}) is not in the parameters cell of {name}"
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_runs_on_smoke_and_is_cached(name, tmp_path):
-    profile = runner.load_profile("smoke") | {"name": "smoke"}
+    profile = runner.load_profile("smoke")
     params = runner.parameters_for(profile, name, {})
     path, seconds, reused = runner.run_notebook(name, params, output_dir=tmp_path)
     assert not reused

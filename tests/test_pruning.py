@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import helpers
+from helpers.models import count_parameters
 from tiny_models import ALL_CASES, bert, fairseq_wmt, marian
 
 CASES = sorted(ALL_CASES)
@@ -30,16 +31,12 @@ def gated_output(case, spec):
         return case.run(case.model, case.batch)
 
 
-def n_params(model):
-    return sum(p.numel() for p in model.parameters())
-
-
 @pytest.mark.parametrize("whole_layer", [False, True], ids=["some-heads", "whole-layer"])
 def test_zero_gate_equals_pruning(case, whole_layer):
     spec = spec_for(case.kinds, whole_layer)
     unpruned = case.run(case.model, case.batch)
     expected = gated_output(case, spec)
-    before = n_params(case.model)
+    before = count_parameters(case.model)
     kept = helpers.prune_heads(case.model, spec)
     got = case.run(case.model, case.batch)
     torch.testing.assert_close(got, expected, rtol=0, atol=2e-5)
@@ -49,7 +46,7 @@ def test_zero_gate_equals_pruning(case, whole_layer):
         assert kept[k][1] == ([] if whole_layer else [0, 1, 2, 3])
     removed_heads = sum(len(h) for layers in spec.values() for h in layers.values())
     d = 16  # d_model of the tiny models; one head = 4 dims of Q, K, V (weights + biases) and 4 columns of W_o
-    assert before - n_params(case.model) == removed_heads * (3 * (4 * d + 4) + 4 * d)
+    assert before - count_parameters(case.model) == removed_heads * (3 * (4 * d + 4) + 4 * d)
 
 
 @pytest.mark.parametrize("kind_index", [0, 1, 2])
@@ -99,14 +96,9 @@ def test_save_and_load_round_trip(case, whole_layer, tmp_path):
     assert helpers.pruned_heads(loaded) == helpers.pruned_heads(case.model)
     assert torch.equal(case.run(loaded, case.batch), expected)
     # loading into a fresh unpruned model of the same architecture works too
-    fresh = ALL_CASES[case_key(case)]().model
+    fresh = ALL_CASES[case.name]().model
     filled = helpers.load_pruned(tmp_path / "pruned", model=fresh)
     assert torch.equal(case.run(filled, case.batch), expected)
-
-
-def case_key(case):
-    return {"fairseq-transformer_vaswani_wmt_en_de_big": "fairseq-wmt",
-            "fairseq-transformer_iwslt_de_en": "fairseq-iwslt"}.get(case.name, case.name)
 
 
 def test_fairseq_generation_matches_gated_model():

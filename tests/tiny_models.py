@@ -205,7 +205,7 @@ def fairseq_batch(seed: int = 0) -> dict:
     return {"src_tokens": src, "src_lengths": src_lengths, "prev_output_tokens": prev, "target": tgt}
 
 
-def fairseq_case(arch: str = "transformer_vaswani_wmt_en_de_big", **overrides) -> Case:
+def fairseq_case(name: str, arch: str, **overrides) -> Case:
     model = fairseq_model(arch, **overrides)
 
     def run(m, b):
@@ -216,17 +216,18 @@ def fairseq_case(arch: str = "transformer_vaswani_wmt_en_de_big", **overrides) -
         tok = F.cross_entropy(logits.transpose(1, 2), b["target"], reduction="none", ignore_index=1)
         return tok.sum(1)
 
-    return Case(f"fairseq-{arch}", model, fairseq_batch(), run, loss, ("enc_self", "enc_dec", "dec_self"))
+    return Case(name, model, fairseq_batch(), run, loss, ("enc_self", "enc_dec", "dec_self"))
 
 
 def fairseq_wmt() -> Case:
     """The paper's WMT architecture family (post-norm, shared embeddings), tiny."""
-    return fairseq_case("transformer_vaswani_wmt_en_de_big", share_all_embeddings=True)
+    return fairseq_case("fairseq-wmt", "transformer_vaswani_wmt_en_de_big", share_all_embeddings=True)
 
 
 def fairseq_iwslt() -> Case:
     """The paper's IWSLT shape (pre-norm), tiny."""
-    return fairseq_case("transformer_iwslt_de_en", encoder_normalize_before=True, decoder_normalize_before=True)
+    return fairseq_case("fairseq-iwslt", "transformer_iwslt_de_en", encoder_normalize_before=True,
+                        decoder_normalize_before=True)
 
 
 ALL_CASES = {

@@ -5,7 +5,6 @@ runs the model on a batch and returns its main output tensor, and a per-example 
 """
 from __future__ import annotations
 
-import argparse
 import types
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -13,6 +12,8 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from helpers.translation_model import fairseq_args
 
 VOCAB = 40
 PAD = 0
@@ -152,25 +153,6 @@ def fairseq_dictionary(n_words: int = VOCAB):
     for i in range(n_words):
         d.add_symbol(f"w{i}")
     return d
-
-
-def fairseq_args(arch: str = "transformer", **overrides) -> argparse.Namespace:
-    """Args of a registered fairseq architecture (e.g. the paper's
-    ``transformer_vaswani_wmt_en_de_big`` or ``transformer_iwslt_de_en``) shrunk by overrides."""
-    from fairseq.models import ARCH_CONFIG_REGISTRY
-    from fairseq.models.transformer import TransformerModel
-
-    parser = argparse.ArgumentParser()
-    TransformerModel.add_args(parser)
-    args = parser.parse_args([])
-    for key in list(vars(args)):  # let the architecture fill its own defaults
-        if getattr(args, key) is None or key in overrides:
-            delattr(args, key)
-    for key, value in overrides.items():
-        setattr(args, key, value)
-    ARCH_CONFIG_REGISTRY[arch](args)
-    args.arch = arch
-    return args
 
 
 TINY_FAIRSEQ = dict(encoder_embed_dim=16, decoder_embed_dim=16, encoder_ffn_embed_dim=32,

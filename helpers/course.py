@@ -1,0 +1,262 @@
+"""Build, cache and load the models and data that a profile's notebooks study.
+
+    python -m helpers.course --profile course          # build every model (make models)
+    python -m helpers.course --profile smoke --only nli
+    python -m helpers.course --profile course --force  # rebuild even if cached
+
+A profile's ``models`` section names each model: its ``task`` (``nli``, ``acceptability``,
+``sentiment``, ``paraphrase`` or ``translation``), the split ``sizes`` of the generated data,
+the ``encoder`` to fine-tune (classifiers) and the training settings. Each model is built in
+``.cache/models/<name>-<hash>/``, where the hash covers its settings and the source of the code
+that generates its data and trains it; a finished folder holds ``record.json`` and is never
+written again, so a second build reuses it. A build runs in ``<folder>.partial`` and is renamed
+only when complete; an interrupted translation model resumes from its last finished epoch.
+
+``results/<profile>/models.json`` records, for each model, its task, settings, training time
+on the machine that trained it, and its score on every evaluation split.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import platform
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import appendix_tasks, nli_task, translation_task
+from .atomic import atomic_path
+from .results import results_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+CLASSIFIER_TASKS = {"nli": "accuracy", "acceptability": "matthews", "sentiment": "accuracy", "paraphrase": "f1"}
+TASKS = (*CLASSIFIER_TASKS, "translation")
+_SOURCES = ("lexicon.py", "nli_task.py", "appendix_tasks.py", "translation_task.py", "classifier_training.py",
+            "translation_model.py", "course.py", "models.py")
+
+
+def cache_root() -> Path:
+    """``$SIXTEEN_HEADS_CACHE`` or ``<repo>/.cache/models``."""
+    return Path(os.environ.get("SIXTEEN_HEADS_CACHE", ROOT / ".cache" / "models"))
+
+
+def model_specs(profile: dict) -> dict[str, dict]:
+    specs = profile.get("models") or {}
+    for name, spec in specs.items():
+        if spec.get("task") not in TASKS:
+            raise ValueError(f"model {name!r} in profile {profile['name']!r} has task {spec.get('task')!r}; "
+                             f"the tasks are {TASKS}")
+    return specs
+
+
+def spec_hash(name: str, spec: dict) -> str:
+    """12 hex digits over the model's settings and the code that builds it."""
+    h = hashlib.sha256(json.dumps({"name": name, "spec": spec}, sort_keys=True).encode())
+    for source in _SOURCES:
+        h.update((Path(__file__).parent / source).read_bytes())
+    return h.hexdigest()[:12]
+
+
+def model_dir(profile: dict, name: str) -> Path:
+    specs = model_specs(profile)
+    if name not in specs:
+        raise KeyError(f"profile {profile['name']!r} has no model {name!r}; it has {sorted(specs)}")
+    return cache_root() / f"{name}-{spec_hash(name, specs[name])}"
+
+
+# ---- data ------------------------------------------------------------------------------------
+def generate_data(spec: dict) -> dict[str, list]:
+    sizes, seed = spec["sizes"], spec.get("data_seed", 0)
+    task = spec["task"]
+    if task == "nli":
+        return nli_task.generate(sizes, seed)
+    if task == "translation":
+        return translation_task.generate(sizes, seed)
+    return appendix_tasks.generate(task, sizes, seed)
+
+
+_EXAMPLE_TYPES = {"nli": nli_task.Example, "translation": translation_task.Pair}
+
+
+def _write_data(data: dict[str, list], directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for split, examples in data.items():
+        with atomic_path(directory / f"{split}.jsonl") as tmp:
+            tmp.write_text("".join(json.dumps(dataclasses.asdict(e)) + "\n" for e in examples))
+
+
+def load_data(profile: dict, name: str, build_missing: bool = True) -> dict[str, list]:
+    """The generated splits of model ``name``: ``{split: [Example or Pair]}``."""
+    directory = ensure_built(profile, name) if build_missing else model_dir(profile, name)
+    cls = _EXAMPLE_TYPES.get(model_specs(profile)[name]["task"], appendix_tasks.Example)
+    out = {}
+    for path in sorted((directory / "data").glob("*.jsonl")):
+        out[path.stem] = [cls(**json.loads(line)) for line in path.read_text().splitlines()]
+    return out
+
+
+# ---- building --------------------------------------------------------------------------------
+def machine() -> str:
+    return f"{platform.machine()} {platform.system()}, {os.cpu_count()} CPUs, torch {torch.__version__} " \
+           f"({torch.get_num_threads()} threads)"
+
+
+def _build_classifier(spec: dict, data: dict, directory: Path, progress: bool) -> dict:
+    from .classifier_training import FineTuneConfig, fine_tune, predict
+    from .metrics import METRICS, accuracy
+    from .models import load_encoder
+    from .pruning import save_pruned
+
+    labels = 3 if spec["task"] == "nli" else 2
+    config = FineTuneConfig(**spec.get("fine_tune", {}))
+    model, tokenizer = load_encoder(spec["encoder"], num_labels=labels, seed=config.seed)
+    t0 = time.perf_counter()
+    losses = fine_tune(model, tokenizer, data["train"], config, progress=progress)
+    seconds = time.perf_counter() - t0
+    save_pruned(model, directory / "model")
+    tokenizer.save_pretrained(directory / "model")
+    metric = CLASSIFIER_TASKS[spec["task"]]
+    scores = {}
+    for split, examples in data.items():
+        if split == "train":
+            continue
+        pred = predict(model, tokenizer, examples, max_length=config.max_length)
+        gold = [e.label for e in examples]
+        scores[split] = {metric: METRICS[metric](pred, gold), "accuracy": accuracy(pred, gold)}
+    return {"metric": metric, "train_seconds": seconds, "train_loss_by_epoch": losses, "scores": scores,
+            "chance": {"accuracy": 1 / labels, metric: 1 / labels if metric == "accuracy" else 0.0}}
+
+
+def _build_translation(spec: dict, data: dict, directory: Path, progress: bool) -> dict:
+    from .metrics import bleu
+    from .pruning import save_pruned
+    from .translation_model import (TranslationConfig, build_dictionary, build_model, encode_pairs,
+                                    translate, train)
+
+    config = TranslationConfig(**spec.get("train", {}))
+    src_dict = build_dictionary([p.src for p in data["train"]])
+    tgt_dict = build_dictionary([p.ref for p in data["train"]])
+    model = build_model(config, src_dict, tgt_dict)
+    t0 = time.perf_counter()
+    history = train(model, encode_pairs(data["train"], src_dict, tgt_dict),
+                    encode_pairs(data["valid"], src_dict, tgt_dict), config, directory / "checkpoints", progress)
+    seconds = time.perf_counter() - t0
+    save_pruned(model, directory / "model")
+    (directory / "checkpoints" / "last.pt").unlink()  # optimiser state: only needed to resume
+    scores, signature = {}, ""
+    for split, pairs in data.items():
+        if split == "train":
+            continue
+        hyps = translate(model, [p.src for p in pairs], beam=spec.get("beam", 5))
+        score, signature = bleu(hyps, [p.ref for p in pairs])
+        scores[split] = {"bleu": score}
+    return {"metric": "bleu", "train_seconds": sum(h["seconds"] for h in history), "session_seconds": seconds,
+            "epochs": history, "scores": scores, "bleu_signature": signature, "chance": {"bleu": 0.0},
+            "vocabulary": {"source": len(src_dict), "target": len(tgt_dict)}}
+
+
+def build_one(profile: dict, name: str, force: bool = False, progress: bool = True) -> dict:
+    """Build model ``name`` of ``profile`` unless its cache folder is complete; return its record."""
+    spec = model_specs(profile)[name]
+    final = model_dir(profile, name)
+    if (final / "record.json").exists() and not force:
+        return json.loads((final / "record.json").read_text())
+    partial = final.with_name(final.name + ".partial")
+    if spec["task"] != "translation" and partial.exists():
+        shutil.rmtree(partial)  # a classifier restarts; only translation training resumes
+    partial.mkdir(parents=True, exist_ok=True)
+    data = generate_data(spec)
+    _write_data(data, partial / "data")
+    if progress:
+        print(f"[{name}] training ({spec['task']}) in {partial}", file=sys.stderr, flush=True)
+    build = _build_translation if spec["task"] == "translation" else _build_classifier
+    record = {"name": name, "task": spec["task"], "spec": spec, "hash": final.name.rsplit("-", 1)[1],
+              **build(spec, data, partial, progress), "machine": machine(),
+              "built": time.strftime("%Y-%m-%d %H:%M:%S")}
+    record["sizes"] = {split: len(examples) for split, examples in data.items()}
+    with atomic_path(partial / "record.json") as tmp:
+        tmp.write_text(json.dumps(record, indent=2))
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(partial, final)
+    return record
+
+
+def ensure_built(profile: dict, name: str) -> Path:
+    build_one(profile, name)
+    return model_dir(profile, name)
+
+
+def build(profile: dict, only: list[str] | None = None, force: bool = False, progress: bool = True) -> dict:
+    """Build (or reuse) every model of ``profile`` and write ``results/<profile>/models.json``."""
+    specs = model_specs(profile)
+    unknown = set(only or []) - set(specs)
+    if unknown:
+        raise SystemExit(f"profile {profile['name']!r} has no model(s) {sorted(unknown)}; it has {sorted(specs)}")
+    records: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    for name in specs:
+        if only and name not in only:
+            continue
+        cached = (model_dir(profile, name) / "record.json").exists() and not force
+        start = time.perf_counter()
+        record = build_one(profile, name, force=force, progress=progress)
+        records[name] = {**record, "reused_from_cache": cached, "path": str(model_dir(profile, name))}
+        if progress:
+            main = record["scores"]
+            line = ", ".join(f"{s} {v[record['metric']]:.3f}" for s, v in main.items())
+            print(f"[{name}] {'cached' if cached else 'built'} in {time.perf_counter() - start:.0f} s: "
+                  f"{record['metric']} {line}", file=sys.stderr, flush=True)
+    summary = {"profile": profile["name"], "models": records, "seconds_this_run": time.perf_counter() - t0}
+    if not only:
+        with atomic_path(results_dir(profile["name"]) / "models.json") as tmp:
+            tmp.write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def load_classifier(profile: dict, name: str):
+    """``(model, tokenizer)`` of a fine-tuned classifier, built first if needed; eval mode."""
+    from transformers import AutoTokenizer
+
+    from .pruning import load_pruned
+
+    directory = ensure_built(profile, name) / "model"
+    return load_pruned(directory), AutoTokenizer.from_pretrained(directory)
+
+
+def load_translation(profile: dict, name: str = "translation", epoch: int | None = None):
+    """The trained fairseq model (the final one, or the checkpoint after ``epoch``); eval mode."""
+    from .pruning import load_pruned
+
+    directory = ensure_built(profile, name)
+    if epoch is None:
+        return load_pruned(directory / "model")
+    path = directory / "checkpoints" / f"checkpoint{epoch}"
+    if not path.exists():
+        have = sorted(int(p.name.removeprefix("checkpoint")) for p in (directory / "checkpoints").glob("checkpoint*"))
+        raise FileNotFoundError(f"{name} has no checkpoint for epoch {epoch}; it has epochs {have}")
+    return load_pruned(path)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from .runner import load_profile
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--profile", default="course")
+    parser.add_argument("--only", nargs="*", help="build only these models")
+    parser.add_argument("--force", action="store_true", help="rebuild even if cached")
+    args = parser.parse_args(argv)
+    summary = build(load_profile(args.profile), only=args.only, force=args.force)
+    print(f"models of profile {args.profile!r} ready in {summary['seconds_this_run']:.0f} s; "
+          f"summary in results/{args.profile}/models.json")
+
+
+if __name__ == "__main__":
+    main()

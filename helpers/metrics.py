@@ -1,0 +1,57 @@
+"""The paper's scores: accuracy (MNLI, SST-2), Matthews correlation (CoLA), F1 (MRPC), BLEU."""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+
+
+def _as_lists(pred, gold) -> tuple[list[int], list[int]]:
+    pred = pred.tolist() if isinstance(pred, torch.Tensor) else list(pred)
+    gold = gold.tolist() if isinstance(gold, torch.Tensor) else list(gold)
+    if len(pred) != len(gold):
+        raise ValueError(f"{len(pred)} predictions for {len(gold)} labels")
+    return pred, gold
+
+
+def accuracy(pred, gold) -> float:
+    pred, gold = _as_lists(pred, gold)
+    return sum(p == g for p, g in zip(pred, gold)) / len(gold)
+
+
+def _confusion(pred, gold) -> tuple[int, int, int, int]:
+    pred, gold = _as_lists(pred, gold)
+    tp = sum(p == 1 and g == 1 for p, g in zip(pred, gold))
+    tn = sum(p == 0 and g == 0 for p, g in zip(pred, gold))
+    fp = sum(p == 1 and g == 0 for p, g in zip(pred, gold))
+    fn = sum(p == 0 and g == 1 for p, g in zip(pred, gold))
+    return tp, tn, fp, fn
+
+
+def matthews(pred, gold) -> float:
+    """Matthews correlation of binary labels; 0 when a row or column of the confusion is empty."""
+    tp, tn, fp, fn = _confusion(pred, gold)
+    denom = math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+    return (tp * tn - fp * fn) / denom if denom else 0.0
+
+
+def f1(pred, gold) -> float:
+    """F1 of the positive class (label 1), as GLUE reports for MRPC."""
+    tp, _, fp, fn = _confusion(pred, gold)
+    return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+
+
+METRICS = {"accuracy": accuracy, "matthews": matthews, "f1": f1}
+
+
+def bleu(hypotheses: Sequence[str], references: Sequence[str], tokenize: str = "none") -> tuple[float, str]:
+    """Corpus BLEU (sacrebleu) and its signature. ``tokenize="none"`` scores already tokenised
+    text as it is, i.e. tokenised BLEU, which is what the paper reports (REFERENCE.md §9.3)."""
+    import sacrebleu
+
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
+    metric = sacrebleu.BLEU(tokenize=tokenize, force=True)
+    score = metric.corpus_score(list(hypotheses), [list(references)])
+    return score.score, str(metric.get_signature())

@@ -1,0 +1,260 @@
+"""Build, train, save and decode a fairseq Transformer on tokenised sentence pairs.
+
+Training follows the paper's IWSLT recipe (REFERENCE.md §1.3) scaled down: Adam (0.9, 0.98),
+inverse square-root schedule after a linear warm-up from ``warmup_init_lr``, label-smoothed
+cross-entropy (0.1), dropout, weight decay, batches capped by a token count. A checkpoint is
+written after every epoch (Section 6 studies them), each in ``helpers.save_pruned``'s format,
+plus a resumable ``last.pt`` (model, optimiser, schedule and random states).
+
+Decoding: beam 5, length penalty 1.0, max length ``1.0 * src + 200`` tokens (the authors'
+settings, §1.1), with fairseq's own SequenceGenerator.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import random
+import time
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from .atomic import atomic_path
+
+
+@dataclass(frozen=True)
+class TranslationConfig:
+    arch: str = "transformer_iwslt_de_en"
+    layers: int = 6
+    heads: int = 8
+    embed_dim: int = 128
+    ffn_dim: int = 256
+    normalize_before: bool = True  # pre-norm, as the authors' IWSLT model
+    dropout: float = 0.1
+    attention_dropout: float = 0.1
+    epochs: int = 16
+    max_tokens: int = 2000
+    lr: float = 1e-3
+    warmup_updates: int = 300
+    warmup_init_lr: float = 1e-7
+    label_smoothing: float = 0.1
+    weight_decay: float = 1e-4
+    seed: int = 0
+
+
+def fairseq_args(arch: str = "transformer", **overrides) -> argparse.Namespace:
+    """The args of a registered fairseq architecture (e.g. ``transformer_iwslt_de_en`` or the
+    paper's WMT ``transformer_vaswani_wmt_en_de_big``) with ``overrides`` applied first, so the
+    architecture fills in only what is not overridden."""
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+    from fairseq.models.transformer import TransformerModel
+
+    parser = argparse.ArgumentParser()
+    TransformerModel.add_args(parser)
+    args = parser.parse_args([])
+    for key in list(vars(args)):
+        if getattr(args, key) is None or key in overrides:
+            delattr(args, key)
+    for key, value in overrides.items():
+        setattr(args, key, value)
+    ARCH_CONFIG_REGISTRY[arch](args)
+    args.arch = arch
+    return args
+
+
+def build_dictionary(sentences: Sequence[str]):
+    """A fairseq Dictionary of every whitespace token in ``sentences`` (specials first)."""
+    from fairseq.data import Dictionary
+
+    d = Dictionary()
+    for s in sentences:
+        for w in s.split():
+            d.add_symbol(w)
+    d.finalize(padding_factor=8)
+    return d
+
+
+def build_model(config: TranslationConfig, src_dict, tgt_dict) -> nn.Module:
+    from fairseq.models.transformer import TransformerModel
+
+    torch.manual_seed(config.seed)
+    args = fairseq_args(
+        config.arch,
+        encoder_layers=config.layers, decoder_layers=config.layers,
+        encoder_attention_heads=config.heads, decoder_attention_heads=config.heads,
+        encoder_embed_dim=config.embed_dim, decoder_embed_dim=config.embed_dim,
+        encoder_ffn_embed_dim=config.ffn_dim, decoder_ffn_embed_dim=config.ffn_dim,
+        encoder_normalize_before=config.normalize_before, decoder_normalize_before=config.normalize_before,
+        dropout=config.dropout, attention_dropout=config.attention_dropout,
+        share_decoder_input_output_embed=True, max_source_positions=256, max_target_positions=256,
+    )
+    task = types.SimpleNamespace(source_dictionary=src_dict, target_dictionary=tgt_dict)
+    return TransformerModel.build_model(args, task)
+
+
+# ---- batches ---------------------------------------------------------------------------------
+def encode_pairs(pairs: Sequence, src_dict, tgt_dict) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(source ids, target ids), each ending in </s>; unknown words map to <unk>."""
+    def ids(d, s):
+        return d.encode_line(s, add_if_not_exist=False, append_eos=True).long()
+
+    return [(ids(src_dict, p.src), ids(tgt_dict, p.ref)) for p in pairs]
+
+
+def collate(items: Sequence[tuple[torch.Tensor, torch.Tensor]], pad: int, eos: int) -> dict:
+    """A fairseq-style batch: sources left-padded [B, S]; targets and decoder inputs
+    (``</s>`` + target[:-1]) right-padded [B, T]."""
+    from fairseq.data import data_utils
+
+    src = data_utils.collate_tokens([s for s, _ in items], pad, eos, left_pad=True)
+    tgt = data_utils.collate_tokens([t for _, t in items], pad, eos, left_pad=False)
+    prev = data_utils.collate_tokens([t for _, t in items], pad, eos, left_pad=False, move_eos_to_beginning=True)
+    return {"net_input": {"src_tokens": src, "src_lengths": torch.tensor([len(s) for s, _ in items]),
+                          "prev_output_tokens": prev}, "target": tgt}
+
+
+def token_batches(items: Sequence, max_tokens: int, rng: random.Random | None = None) -> list[list[int]]:
+    """Indices grouped by length so that each batch has at most ``max_tokens`` padded tokens;
+    batch order shuffled by ``rng`` (kept in length order without one)."""
+    order = sorted(range(len(items)), key=lambda i: (max(len(items[i][0]), len(items[i][1])), i))
+    groups, current, longest = [], [], 0
+    for i in order:
+        size = max(len(items[i][0]), len(items[i][1]))
+        if current and max(longest, size) * (len(current) + 1) > max_tokens:
+            groups.append(current)
+            current, longest = [], 0
+        current.append(i)
+        longest = max(longest, size)
+    if current:
+        groups.append(current)
+    if rng is not None:
+        rng.shuffle(groups)
+    return groups
+
+
+# ---- loss ------------------------------------------------------------------------------------
+def sentence_losses(model: nn.Module, batch: dict, label_smoothing: float = 0.0) -> torch.Tensor:
+    """Summed (label-smoothed) token cross-entropy of each sentence, [B], in nats."""
+    from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
+
+    logits = model(**batch["net_input"])[0]
+    lprobs = torch.log_softmax(logits.float(), dim=-1)
+    target = batch["target"]
+    pad = model.decoder.dictionary.pad()
+    loss, _ = label_smoothed_nll_loss(lprobs.view(-1, lprobs.size(-1)), target.view(-1), label_smoothing,
+                                      ignore_index=pad, reduce=False)
+    return loss.view(target.shape).sum(1)
+
+
+# ---- training --------------------------------------------------------------------------------
+def inverse_sqrt(step: int, config: TranslationConfig) -> float:
+    """Learning rate at update ``step`` (1-based), fairseq's inverse_sqrt schedule."""
+    if step <= config.warmup_updates:
+        return config.warmup_init_lr + step * (config.lr - config.warmup_init_lr) / config.warmup_updates
+    return config.lr * math.sqrt(config.warmup_updates / step)
+
+
+def epoch_dir(directory: str | os.PathLike, epoch: int) -> Path:
+    return Path(directory) / f"checkpoint{epoch}"
+
+
+def train(model: nn.Module, train_items: Sequence, valid_items: Sequence, config: TranslationConfig,
+          directory: str | os.PathLike, progress: bool = True) -> list[dict]:
+    """Train ``model`` for ``config.epochs`` epochs, writing ``checkpoint<epoch>/`` after each and
+    resuming from ``last.pt`` if an earlier run was interrupted. Returns one record per epoch:
+    ``{"epoch", "train_loss", "valid_loss", "seconds"}`` (losses in nats per target token,
+    label-smoothed for train, plain for valid)."""
+    from .pruning import save_pruned
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(0.9, 0.98), eps=1e-8,
+                                 weight_decay=config.weight_decay)
+    rng = random.Random(config.seed)
+    torch.manual_seed(config.seed)
+    history: list[dict] = []
+    step, start = 0, 1
+    last = directory / "last.pt"
+    if last.exists():
+        state = torch.load(last, map_location="cpu", weights_only=False)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        rng.setstate(state["python_rng"])
+        torch.set_rng_state(state["torch_rng"])
+        step, start, history = state["step"], state["epoch"] + 1, state["history"]
+    pad, eos = model.decoder.dictionary.pad(), model.decoder.dictionary.eos()
+    for epoch in range(start, config.epochs + 1):
+        t0 = time.perf_counter()
+        model.train()
+        groups = token_batches(train_items, config.max_tokens, rng)
+        total_loss, total_tokens = 0.0, 0
+        bar = tqdm(groups, desc=f"epoch {epoch}/{config.epochs}", disable=not progress, unit="batch", leave=False)
+        for group in bar:
+            batch = collate([train_items[i] for i in group], pad, eos)
+            step += 1
+            for g in optimizer.param_groups:
+                g["lr"] = inverse_sqrt(step, config)
+            loss = sentence_losses(model, batch, config.label_smoothing).sum()
+            tokens = int(batch["target"].ne(pad).sum())
+            (loss / tokens).backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            total_loss, total_tokens = total_loss + loss.item(), total_tokens + tokens
+            bar.set_postfix(loss=f"{total_loss / total_tokens:.3f}")
+        record = {"epoch": epoch, "train_loss": total_loss / total_tokens,
+                  "valid_loss": mean_token_loss(model, valid_items), "seconds": time.perf_counter() - t0}
+        history.append(record)
+        if progress:
+            tqdm.write(f"epoch {epoch}: train loss {record['train_loss']:.3f}, valid loss "
+                       f"{record['valid_loss']:.3f} ({record['seconds']:.0f} s)")
+        save_pruned(model.eval(), epoch_dir(directory, epoch))
+        with atomic_path(last) as tmp:
+            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
+                        "epoch": epoch, "history": history, "python_rng": rng.getstate(),
+                        "torch_rng": torch.get_rng_state()}, tmp)
+    model.eval()
+    return history
+
+
+@torch.no_grad()
+def mean_token_loss(model: nn.Module, items: Sequence, max_tokens: int = 4000) -> float:
+    """Cross-entropy per target token (nats, no smoothing) of ``items`` in eval mode."""
+    model.eval()
+    pad, eos = model.decoder.dictionary.pad(), model.decoder.dictionary.eos()
+    total, tokens = 0.0, 0
+    for group in token_batches(items, max_tokens):
+        batch = collate([items[i] for i in group], pad, eos)
+        total += sentence_losses(model, batch).sum().item()
+        tokens += int(batch["target"].ne(pad).sum())
+    return total / tokens
+
+
+# ---- decoding --------------------------------------------------------------------------------
+@torch.no_grad()
+def translate(model: nn.Module, sources: Sequence[str], beam: int = 5, lenpen: float = 1.0,
+              batch_size: int = 64, progress: bool = False) -> list[str]:
+    """Beam-search translations of tokenised ``sources``, in order, as token strings."""
+    from fairseq.data import data_utils
+    from fairseq.sequence_generator import SequenceGenerator
+
+    model.eval()
+    src_dict, tgt_dict = model.encoder.dictionary, model.decoder.dictionary
+    generator = SequenceGenerator([model], tgt_dict, beam_size=beam, len_penalty=lenpen, max_len_a=1.0,
+                                  max_len_b=200, min_len=1)
+    encoded = [src_dict.encode_line(s, add_if_not_exist=False, append_eos=True).long() for s in sources]
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+    out: list[str] = [""] * len(sources)
+    starts = range(0, len(order), batch_size)
+    for start in tqdm(starts, desc="translate", disable=not progress, unit="batch", leave=False):
+        idx = order[start:start + batch_size]
+        src = data_utils.collate_tokens([encoded[i] for i in idx], src_dict.pad(), src_dict.eos(), left_pad=True)
+        sample = {"net_input": {"src_tokens": src, "src_lengths": torch.tensor([len(encoded[i]) for i in idx])}}
+        for i, hyps in zip(idx, generator.generate([model], sample)):
+            out[i] = tgt_dict.string(hyps[0]["tokens"])
+    return out

@@ -1,5 +1,7 @@
 # sixteen-heads: one entry point for setting up, running the notebooks, building the book and testing.
-#   make book      set up, execute every notebook on PROFILE (default: course), build the book
+#   make book      set up, build the profile's models, execute every notebook on PROFILE
+#                  (default: course), build the book
+#   make models    set up, build (or reuse from .cache/models) the profile's models
 #   make test      set up, run the test suite
 PYTHON  ?= python3
 VENV    ?= .venv
@@ -7,7 +9,7 @@ BIN     := $(VENV)/bin
 PROFILE ?= course
 STAMP   := $(VENV)/.installed
 
-.PHONY: setup notebooks book test bench clean fairseq
+.PHONY: setup models notebooks book test bench clean fairseq
 
 setup: $(STAMP)
 
@@ -28,7 +30,10 @@ fairseq:
 	$(PIP) install --quiet --no-deps fairseq-fixed==0.12.3.1
 	-$(PIP) uninstall --yes --quiet torchaudio
 
-notebooks: setup
+models: setup
+	HF_HUB_OFFLINE=1 $(BIN)/python -m helpers.course --profile $(PROFILE)
+
+notebooks: models
 	HF_HUB_OFFLINE=1 $(BIN)/python -m helpers.runner --profile $(PROFILE)
 
 book: notebooks

@@ -55,7 +55,7 @@ def batches(encoded: dict[str, torch.Tensor], batch_size: int, order: Sequence[i
         idx = torch.tensor(order[start:start + batch_size])
         batch = {k: v[idx] for k, v in encoded.items()}
         width = int(batch["attention_mask"].sum(1).max())
-        yield {k: v[:, :width] for k, v in batch.items()}
+        yield {k: v[:, :width] if v.dim() == 2 else v for k, v in batch.items()}
 
 
 def _parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:

@@ -156,7 +156,8 @@ def _build_translation(spec: dict, data: dict, directory: Path, progress: bool) 
             continue
         hyps = translate(model, [p.src for p in pairs], beam=spec.get("beam", 5))
         score, signature = bleu(hyps, [p.ref for p in pairs])
-        scores[split] = {"bleu": score}
+        ceiling, _ = bleu([p.oracle for p in pairs], [p.ref for p in pairs])
+        scores[split] = {"bleu": score, "oracle_bleu": ceiling}
     return {"metric": "bleu", "train_seconds": sum(h["seconds"] for h in history), "session_seconds": seconds,
             "epochs": history, "scores": scores, "bleu_signature": signature, "chance": {"bleu": 0.0},
             "vocabulary": {"source": len(src_dict), "target": len(tgt_dict)}}

@@ -293,6 +293,7 @@ def add_noise(sentence: str, rng: random.Random) -> str:
 class Pair:
     src: str
     ref: str
+    oracle: str = ""  # an exact translation with its own coin flips: BLEU(oracle, ref) is the ceiling
 
 
 def generate(sizes: dict[str, int], seed: int = 0) -> dict[str, list[Pair]]:
@@ -317,6 +318,6 @@ def generate(sizes: dict[str, int], seed: int = 0) -> dict[str, list[Pair]]:
             if src in seen:
                 continue
             seen.add(src)
-            pairs.append(Pair(add_noise(src, rng) if split == "mtnt" else src, french(tree, rng)))
+            pairs.append(Pair(add_noise(src, rng) if split == "mtnt" else src, french(tree, rng), french(tree, rng)))
         out[split] = pairs
     return {s: out[s] for s in SPLITS if s in out}

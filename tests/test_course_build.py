@@ -1,0 +1,131 @@
+"""The model build on the smoke profile: trains, saves, reloads to the same scores, reuses its
+cache, resumes an interrupted translation run exactly, and writes models.json."""
+import json
+import time
+
+import pytest
+import torch
+
+from helpers import course, metrics
+from helpers.classifier_training import predict
+from helpers.runner import load_profile
+from helpers.translation_model import TranslationConfig, build_dictionary, build_model, encode_pairs, train, translate
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SIXTEEN_HEADS_CACHE", str(tmp_path_factory.mktemp("models")))
+    profile = load_profile("smoke")
+    t0 = time.perf_counter()
+    summary = course.build(profile, progress=False)
+    summary["test_seconds"] = time.perf_counter() - t0
+    yield profile, summary
+    mp.undo()
+
+
+def test_every_model_is_built_with_scores_on_every_split(smoke):
+    profile, summary = smoke
+    assert set(summary["models"]) == set(profile["models"])
+    for name, record in summary["models"].items():
+        splits = set(profile["models"][name]["sizes"]) - {"train"}
+        assert set(record["scores"]) == splits
+        assert record["train_seconds"] > 0 and record["machine"]
+        assert not record["reused_from_cache"]
+    written = json.loads((course.results_dir("smoke") / "models.json").read_text())
+    assert written["models"].keys() == summary["models"].keys()
+
+
+def test_a_second_build_reuses_the_cache(smoke):
+    profile, summary = smoke
+    t0 = time.perf_counter()
+    again = course.build(profile, progress=False)
+    assert all(r["reused_from_cache"] for r in again["models"].values())
+    assert time.perf_counter() - t0 < summary["test_seconds"]
+    for name in summary["models"]:
+        assert again["models"][name]["scores"] == summary["models"][name]["scores"]
+
+
+def test_changed_settings_get_a_new_cache_folder(smoke):
+    profile, _ = smoke
+    other = json.loads(json.dumps(profile))
+    other["models"]["nli"]["fine_tune"]["lr"] = 2e-3
+    assert course.model_dir(other, "nli") != course.model_dir(profile, "nli")
+    assert course.model_dir(other, "sentiment") == course.model_dir(profile, "sentiment")
+
+
+@pytest.mark.parametrize("name", ["nli", "acceptability", "paraphrase"])
+def test_a_reloaded_classifier_scores_the_same(smoke, name):
+    profile, summary = smoke
+    record = summary["models"][name]
+    model, tokenizer = course.load_classifier(profile, name)
+    data = course.load_data(profile, name)
+    for split, scores in record["scores"].items():
+        pred = predict(model, tokenizer, data[split], max_length=profile["models"][name]["fine_tune"]["max_length"])
+        gold = [e.label for e in data[split]]
+        assert metrics.METRICS[record["metric"]](pred, gold) == pytest.approx(scores[record["metric"]], abs=1e-12)
+
+
+def test_translation_keeps_every_epoch_and_reloads_to_the_same_bleu(smoke):
+    profile, summary = smoke
+    record = summary["models"]["translation"]
+    spec = profile["models"]["translation"]
+    epochs = spec["train"]["epochs"]
+    assert [h["epoch"] for h in record["epochs"]] == list(range(1, epochs + 1))
+    for epoch in range(1, epochs + 1):
+        assert course.load_translation(profile, epoch=epoch) is not None
+    with pytest.raises(FileNotFoundError, match="has epochs"):
+        course.load_translation(profile, epoch=epochs + 5)
+    model = course.load_translation(profile)
+    data = course.load_data(profile, "translation")
+    hyps = translate(model, [p.src for p in data["test13"]], beam=spec["beam"])
+    assert all(isinstance(h, str) for h in hyps)
+    score, signature = metrics.bleu(hyps, [p.ref for p in data["test13"]])
+    assert score == pytest.approx(record["scores"]["test13"]["bleu"], abs=1e-9)
+    assert "tok:none" in signature and signature == record["bleu_signature"]
+
+
+def test_an_interrupted_translation_run_resumes_exactly(tmp_path):
+    from helpers.translation_task import generate
+
+    data = generate({"train": 40, "valid": 8}, seed=5)
+    src = build_dictionary([p.src for p in data["train"]])
+    tgt = build_dictionary([p.ref for p in data["train"]])
+    config = TranslationConfig(layers=1, heads=2, embed_dim=8, ffn_dim=16, epochs=3, max_tokens=200, warmup_updates=3)
+    items = encode_pairs(data["train"], src, tgt), encode_pairs(data["valid"], src, tgt)
+
+    straight = build_model(config, src, tgt)
+    history = train(straight, *items, config, tmp_path / "straight", progress=False)
+
+    import dataclasses
+
+    interrupted = build_model(config, src, tgt)
+    train(interrupted, *items, dataclasses.replace(config, epochs=2), tmp_path / "resumed", progress=False)
+    resumed = build_model(config, src, tgt)  # a fresh process: weights come from last.pt
+    history_resumed = train(resumed, *items, config, tmp_path / "resumed", progress=False)
+
+    assert [h["train_loss"] for h in history_resumed] == [h["train_loss"] for h in history]
+    for (k, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items()):
+        assert torch.equal(a, b), k
+    assert sorted(p.name for p in (tmp_path / "resumed").iterdir()) == ["checkpoint1", "checkpoint2", "checkpoint3", "last.pt"]
+
+
+def test_a_left_over_partial_folder_is_rebuilt_cleanly(smoke, tmp_path, monkeypatch):
+    monkeypatch.setenv("SIXTEEN_HEADS_CACHE", str(tmp_path))
+    profile, _ = smoke
+    final = course.model_dir(profile, "sentiment")
+    partial = final.with_name(final.name + ".partial")
+    (partial / "model").mkdir(parents=True)
+    (partial / "model" / "model.safetensors").write_bytes(b"truncated")
+    record = course.build_one(profile, "sentiment", progress=False)
+    assert (final / "record.json").exists() and not partial.exists()
+    assert set(record["scores"]) == {"valid"}
+
+
+def test_unknown_model_or_task_is_refused(smoke):
+    profile, _ = smoke
+    with pytest.raises(KeyError, match="has no model"):
+        course.model_dir(profile, "mnli")
+    bad = {**profile, "models": {"x": {"task": "qqp"}}}
+    with pytest.raises(ValueError, match="the tasks are"):
+        course.model_specs(bad)

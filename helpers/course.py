@@ -71,6 +71,11 @@ def model_dir(profile: dict, name: str) -> Path:
     return cache_root() / f"{name}-{spec_hash(name, specs[name])}"
 
 
+def models_key(profile: dict) -> str:
+    """One string that changes whenever any model of ``profile`` would be rebuilt."""
+    return json.dumps({name: model_dir(profile, name).name for name in model_specs(profile)}, sort_keys=True)
+
+
 # ---- data ------------------------------------------------------------------------------------
 def generate_data(spec: dict) -> dict[str, list]:
     sizes, seed = spec["sizes"], spec.get("data_seed", 0)
@@ -92,9 +97,9 @@ def _write_data(data: dict[str, list], directory: Path) -> None:
             tmp.write_text("".join(json.dumps(dataclasses.asdict(e)) + "\n" for e in examples))
 
 
-def load_data(profile: dict, name: str, build_missing: bool = True) -> dict[str, list]:
-    """The generated splits of model ``name``: ``{split: [Example or Pair]}``."""
-    directory = ensure_built(profile, name) if build_missing else model_dir(profile, name)
+def load_data(profile: dict, name: str) -> dict[str, list]:
+    """The generated splits of model ``name`` (built first if needed): ``{split: [Example or Pair]}``."""
+    directory = ensure_built(profile, name)
     cls = _EXAMPLE_TYPES.get(model_specs(profile)[name]["task"], appendix_tasks.Example)
     out = {}
     for path in sorted((directory / "data").glob("*.jsonl")):

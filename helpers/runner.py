@@ -60,9 +60,11 @@ def parse_overrides(items: list[str]) -> dict:
     return out
 
 
-def fingerprint(source: Path, params: dict) -> str:
+def fingerprint(source: Path, params: dict, models: str = "") -> str:
+    """Hash of the notebook, its parameters and the cache keys of the models it may read."""
     h = hashlib.sha256(source.read_bytes())
     h.update(json.dumps(params, sort_keys=True).encode())
+    h.update(models.encode())
     return h.hexdigest()[:16]
 
 
@@ -76,8 +78,10 @@ def _cached(output: Path, key: str) -> bool:
     return meta.get("fingerprint") == key and meta.get("status") == "ok"
 
 
-def run_notebook(notebook: str, params: dict, output_dir: Path = EXECUTED, force: bool = False) -> tuple[Path, float, bool]:
-    """Execute one notebook; returns (executed path, seconds, reused from cache)."""
+def run_notebook(notebook: str, params: dict, output_dir: Path = EXECUTED, force: bool = False,
+                 models: str = "") -> tuple[Path, float, bool]:
+    """Execute one notebook; returns (executed path, seconds, reused from cache). ``models``
+    identifies the trained models it reads (``course.models_key``): new models rerun it."""
     import nbformat
     import papermill as pm
 
@@ -85,7 +89,7 @@ def run_notebook(notebook: str, params: dict, output_dir: Path = EXECUTED, force
     if not source.exists():
         raise SystemExit(f"notebook {source} does not exist")
     output = output_dir / f"{notebook}.ipynb"
-    key = fingerprint(source, params)
+    key = fingerprint(source, params, models)
     if not force and _cached(output, key):
         return output, 0.0, True
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -126,11 +130,15 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in profile["notebooks"]]
     if unknown:
         raise SystemExit(f"profile {args.profile!r} has no notebook {unknown}; it has {list(profile['notebooks'])}")
+    from .course import models_key
+
+    models = models_key(profile)
     total = time.perf_counter()
     for i, name in enumerate(names, 1):
         print(f"[{i}/{len(names)}] {name} ({args.profile}) ...", flush=True)
         try:
-            path, seconds, reused = run_notebook(name, parameters_for(profile, name, overrides), args.output_dir, args.force)
+            path, seconds, reused = run_notebook(name, parameters_for(profile, name, overrides), args.output_dir,
+                                                 args.force, models)
         except NotebookFailed as err:
             print(f"FAILED: {err}", file=sys.stderr)
             return 1

@@ -222,14 +222,24 @@ def test_mtnt_is_noisy_longer_and_uses_held_out_pairs(mt):
 
 
 # ---- appendix tasks ----------------------------------------------------------------------------
-def test_sentiment_labels_follow_the_last_clause():
-    data = appendix_tasks.generate("sentiment", {"train": 500}, seed=3)["train"]
-    for e in data:
-        last = e.text.removesuffix(" .").split(" but ")[-1].split()
-        polarity = last[-1] in appendix_tasks.POSITIVE
-        if "not" in last or "never" in last:
+def test_sentiment_labels_follow_the_main_clause():
+    data = appendix_tasks.generate("sentiment", {"train": 500, "valid": 300}, seed=3)
+    for e in data["train"] + data["valid"]:
+        clauses = e.text.removesuffix(" .").split(" , ")
+        if e.text.startswith("although"):
+            main = clauses[1]
+        elif len(clauses) == 2 and clauses[1].startswith("although"):
+            main = clauses[0]
+        else:
+            main = clauses[-1].removeprefix("but ")
+        words = main.split()
+        polarity = words[-1] in appendix_tasks.POSITIVE
+        if {"not", "never", "hardly"} & set(words):
             polarity = not polarity
         assert e.label == int(polarity), e
+    unseen = set(appendix_tasks.POSITIVE + appendix_tasks.NEGATIVE) - appendix_tasks.SEEN
+    assert not any(unseen & set(e.text.split()) for e in data["train"])
+    assert any(unseen & set(e.text.split()) for e in data["valid"])
 
 
 def test_acceptability_labels_match_the_rules():

@@ -20,6 +20,7 @@ import random
 from dataclasses import dataclass
 
 from .lexicon import ADJECTIVES, VERBS
+from .splits import draw_splits
 from .translation_task import NOUNS, Grammar, Sentence, english, english_np
 
 SPLITS = ("train", "valid")
@@ -182,27 +183,9 @@ _MAKERS = {"acceptability": _acceptability, "sentiment": _sentiment, "paraphrase
 
 
 def generate(task: str, sizes: dict[str, int], seed: int = 0) -> dict[str, list[Example]]:
-    """``sizes[split]`` examples of ``task`` per split; deterministic by seed; no text (first text
-    for pairs) in two splits. Sentiment texts repeat within a split only when the space is small."""
+    """``sizes[split]`` examples of ``task`` per split; deterministic by seed; no text (first
+    text of a pair) occurs twice."""
     if task not in _MAKERS:
         raise ValueError(f"unknown task {task!r}; the tasks are {TASKS}")
-    unknown = set(sizes) - set(SPLITS)
-    if unknown:
-        raise ValueError(f"unknown split(s) {sorted(unknown)}; the splits are {SPLITS}")
     rng = random.Random(f"{task}/{seed}")
-    seen: set[str] = set()
-    out: dict[str, list[Example]] = {}
-    for split in sorted(sizes, key=lambda s: s == "train"):
-        examples: list[Example] = []
-        attempts = 0
-        while len(examples) < sizes[split]:
-            attempts += 1
-            if attempts > 100 * sizes[split] + 1000:
-                raise RuntimeError(f"cannot draw {sizes[split]} distinct {task} {split} examples")
-            ex = _MAKERS[task](rng, split)
-            if ex.text in seen:
-                continue
-            seen.add(ex.text)
-            examples.append(ex)
-        out[split] = examples
-    return {s: out[s] for s in SPLITS if s in out}
+    return draw_splits(sizes, SPLITS, lambda split: _MAKERS[task](rng, split), across=lambda e: e.text)

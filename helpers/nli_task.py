@@ -26,6 +26,7 @@ import random
 from dataclasses import dataclass, replace
 
 from .lexicon import ADJECTIVES, Noun, Verb, field_nouns, field_verbs, is_hyponym, noun
+from .splits import draw_splits
 
 LABELS = ("entailment", "neutral", "contradiction")
 SPLITS = ("train", "matched", "mismatched")
@@ -252,29 +253,10 @@ def _draw(f: Field, rng: random.Random) -> Example:
 def generate(sizes: dict[str, int], seed: int = 0) -> dict[str, list[Example]]:
     """``sizes[split]`` examples per split, labels balanced (to within one), deterministic by
     seed. No premise occurs in two splits."""
-    unknown = set(sizes) - set(SPLITS)
-    if unknown:
-        raise ValueError(f"unknown split(s) {sorted(unknown)}; the splits are {SPLITS}")
     rng = random.Random(seed)
-    seen: set[str] = set()
-    out: dict[str, list[Example]] = {}
-    for split in sorted(sizes, key=lambda s: s == "train"):
-        f = FIELDS["work" if split == "mismatched" else "everyday"]
-        quota = [sizes[split] // 3 + (i < sizes[split] % 3) for i in range(3)]
-        examples: list[Example] = []
-        premises_here: set[str] = set()
-        attempts = 0
-        while len(examples) < sizes[split]:
-            attempts += 1
-            if attempts > 200 * sizes[split] + 1000:
-                raise RuntimeError(f"cannot draw {sizes[split]} distinct {split} examples")
-            ex = _draw(f, rng)
-            if quota[ex.label] == 0 or ex.premise in seen or (ex.premise, ex.hypothesis) in premises_here:
-                continue
-            quota[ex.label] -= 1
-            premises_here.add((ex.premise, ex.hypothesis))
-            examples.append(ex)
-        seen.update(ex.premise for ex in examples)
-        rng.shuffle(examples)
-        out[split] = examples
-    return {s: out[s] for s in SPLITS if s in out}
+
+    def draw(split: str) -> Example:
+        return _draw(FIELDS["work" if split == "mismatched" else "everyday"], rng)
+
+    return draw_splits(sizes, SPLITS, draw, across=lambda e: e.premise, within=lambda e: (e.premise, e.hypothesis),
+                       balance=lambda e: e.label, classes=len(LABELS))

@@ -19,7 +19,7 @@ import os
 import re
 import types
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Mapping
 
 import torch
 from torch import nn

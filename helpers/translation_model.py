@@ -19,7 +19,7 @@ import time
 import types
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import torch
 from torch import nn

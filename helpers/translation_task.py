@@ -22,6 +22,7 @@ import random
 from dataclasses import dataclass
 
 from .lexicon import ADJECTIVES, PLACES, Adjective, Noun, Verb, field_nouns, field_verbs
+from .splits import draw_splits
 
 NOUNS = field_nouns("animals", "home")
 TRANSITIVE = field_verbs("everyday", transitive=True)
@@ -298,26 +299,16 @@ class Pair:
 
 def generate(sizes: dict[str, int], seed: int = 0) -> dict[str, list[Pair]]:
     """Splits named in ``SPLITS`` with ``sizes[split]`` pairs each; no English source (before
-    noise) occurs in two splits. Deterministic for a given ``sizes`` and ``seed``."""
-    unknown = set(sizes) - set(SPLITS)
-    if unknown:
-        raise ValueError(f"unknown split(s) {sorted(unknown)}; the splits are {SPLITS}")
+    noise) occurs twice. Deterministic for a given ``sizes`` and ``seed``."""
     rng = random.Random(seed)
-    seen: set[str] = set()
-    out: dict[str, list[Pair]] = {}
-    for split in sorted(sizes, key=lambda s: s == "train"):  # evaluation splits first
-        grammar = Grammar(rng, out_of_domain=split == "mtnt")
-        pairs: list[Pair] = []
-        attempts = 0
-        while len(pairs) < sizes[split]:
-            attempts += 1
-            if attempts > 50 * sizes[split] + 1000:
-                raise RuntimeError(f"the grammar cannot produce {sizes[split]} distinct {split} sentences")
-            tree = grammar.sentence()
-            src = english(tree)
-            if src in seen:
-                continue
-            seen.add(src)
-            pairs.append(Pair(add_noise(src, rng) if split == "mtnt" else src, french(tree, rng), french(tree, rng)))
-        out[split] = pairs
-    return {s: out[s] for s in SPLITS if s in out}
+    grammars = {False: Grammar(rng), True: Grammar(rng, out_of_domain=True)}
+    clean: dict[Pair, str] = {}
+
+    def draw(split: str) -> Pair:
+        tree = grammars[split == "mtnt"].sentence()
+        src = english(tree)
+        pair = Pair(add_noise(src, rng) if split == "mtnt" else src, french(tree, rng), french(tree, rng))
+        clean[pair] = src
+        return pair
+
+    return draw_splits(sizes, SPLITS, draw, across=lambda p: clean[p])

@@ -1,10 +1,8 @@
 """Every notebook runs end to end on the smoke profile; profiles and notebooks stay in step."""
-import json
 from pathlib import Path
 
 import nbformat
 import pytest
-import yaml
 
 from helpers import runner
 

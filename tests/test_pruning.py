@@ -1,5 +1,4 @@
 """Physical pruning equals zero gates, for every family and kind; pruned models round-trip."""
-import copy
 
 import pytest
 import torch

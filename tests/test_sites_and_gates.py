@@ -1,5 +1,4 @@
 """Sites are found for every family; gates of ones change nothing; hooks go away on exit."""
-import copy
 
 import pytest
 import torch

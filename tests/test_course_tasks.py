@@ -278,3 +278,10 @@ def test_paraphrases_keep_the_words_up_to_synonyms():
         if e.kind in ("negate", "noun"):
             assert bag(e.text) != bag(e.text_pair), e
     assert re.search(r"\bnot\b", " ".join(e.text_pair for e in data))
+
+
+def test_a_generator_space_too_small_for_the_sizes_is_reported():
+    from helpers.splits import draw_splits
+
+    with pytest.raises(RuntimeError, match="space is too small"):
+        draw_splits({"train": 5}, ("train",), lambda split: "same", across=lambda x: x)

@@ -134,9 +134,11 @@ def _build_classifier(spec: dict, data: dict, directory: Path, progress: bool) -
             continue
         pred = predict(model, tokenizer, examples, max_length=config.max_length)
         gold = [e.label for e in examples]
-        scores[split] = {metric: METRICS[metric](pred, gold), "accuracy": accuracy(pred, gold)}
-    return {"metric": metric, "train_seconds": seconds, "train_loss_by_epoch": losses, "scores": scores,
-            "chance": {"accuracy": 1 / labels, metric: 1 / labels if metric == "accuracy" else 0.0}}
+        # the baseline: the best constant prediction (majority class for accuracy, always
+        # "paraphrase" for F1, 0 for Matthews correlation)
+        baseline = max(METRICS[metric]([c] * len(gold), gold) for c in range(labels))
+        scores[split] = {metric: METRICS[metric](pred, gold), "accuracy": accuracy(pred, gold), "baseline": baseline}
+    return {"metric": metric, "train_seconds": seconds, "train_loss_by_epoch": losses, "scores": scores}
 
 
 def _build_translation(spec: dict, data: dict, directory: Path, progress: bool) -> dict:
@@ -162,9 +164,9 @@ def _build_translation(spec: dict, data: dict, directory: Path, progress: bool) 
         hyps = translate(model, [p.src for p in pairs], beam=spec.get("beam", 5))
         score, signature = bleu(hyps, [p.ref for p in pairs])
         ceiling, _ = bleu([p.oracle for p in pairs], [p.ref for p in pairs])
-        scores[split] = {"bleu": score, "oracle_bleu": ceiling}
+        scores[split] = {"bleu": score, "oracle_bleu": ceiling, "baseline": 0.0}
     return {"metric": "bleu", "train_seconds": sum(h["seconds"] for h in history), "session_seconds": seconds,
-            "epochs": history, "scores": scores, "bleu_signature": signature, "chance": {"bleu": 0.0},
+            "epochs": history, "scores": scores, "bleu_signature": signature,
             "vocabulary": {"source": len(src_dict), "target": len(tgt_dict)}}
 
 

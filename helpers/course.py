@@ -22,24 +22,20 @@ import dataclasses
 import hashlib
 import json
 import os
-import platform
 import shutil
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from . import appendix_tasks, nli_task, translation_task
 from .atomic import atomic_path
+from .course_training import TASKS, build_classifier, build_translation, generate_data, machine
 from .results import results_dir
 
 ROOT = Path(__file__).resolve().parent.parent
-CLASSIFIER_TASKS = {"nli": "accuracy", "acceptability": "matthews", "sentiment": "accuracy", "paraphrase": "f1"}
-TASKS = (*CLASSIFIER_TASKS, "translation")
 _SOURCES = ("lexicon.py", "nli_task.py", "appendix_tasks.py", "translation_task.py", "classifier_training.py",
-            "translation_model.py", "course.py", "models.py")
+            "translation_model.py", "course_training.py", "models.py", "metrics.py", "splits.py")
 
 
 def cache_root() -> Path:
@@ -76,17 +72,7 @@ def models_key(profile: dict) -> str:
     return json.dumps({name: model_dir(profile, name).name for name in model_specs(profile)}, sort_keys=True)
 
 
-# ---- data ------------------------------------------------------------------------------------
-def generate_data(spec: dict) -> dict[str, list]:
-    sizes, seed = spec["sizes"], spec.get("data_seed", 0)
-    task = spec["task"]
-    if task == "nli":
-        return nli_task.generate(sizes, seed)
-    if task == "translation":
-        return translation_task.generate(sizes, seed)
-    return appendix_tasks.generate(task, sizes, seed)
-
-
+# ---- data ----------------------------------------------------------------------------------
 _EXAMPLE_TYPES = {"nli": nli_task.Example, "translation": translation_task.Pair}
 
 
@@ -108,68 +94,6 @@ def load_data(profile: dict, name: str) -> dict[str, list]:
 
 
 # ---- building --------------------------------------------------------------------------------
-def machine() -> str:
-    return f"{platform.machine()} {platform.system()}, {os.cpu_count()} CPUs, torch {torch.__version__} " \
-           f"({torch.get_num_threads()} threads)"
-
-
-def _build_classifier(spec: dict, data: dict, directory: Path, progress: bool) -> dict:
-    from .classifier_training import FineTuneConfig, fine_tune, predict
-    from .metrics import METRICS, accuracy
-    from .models import load_encoder
-    from .pruning import save_pruned
-
-    labels = 3 if spec["task"] == "nli" else 2
-    config = FineTuneConfig(**spec.get("fine_tune", {}))
-    model, tokenizer = load_encoder(spec["encoder"], num_labels=labels, seed=config.seed)
-    t0 = time.perf_counter()
-    losses = fine_tune(model, tokenizer, data["train"], config, progress=progress)
-    seconds = time.perf_counter() - t0
-    save_pruned(model, directory / "model")
-    tokenizer.save_pretrained(directory / "model")
-    metric = CLASSIFIER_TASKS[spec["task"]]
-    scores = {}
-    for split, examples in data.items():
-        if split == "train":
-            continue
-        pred = predict(model, tokenizer, examples, max_length=config.max_length)
-        gold = [e.label for e in examples]
-        # the baseline: the best constant prediction (majority class for accuracy, always
-        # "paraphrase" for F1, 0 for Matthews correlation)
-        baseline = max(METRICS[metric]([c] * len(gold), gold) for c in range(labels))
-        scores[split] = {metric: METRICS[metric](pred, gold), "accuracy": accuracy(pred, gold), "baseline": baseline}
-    return {"metric": metric, "train_seconds": seconds, "train_loss_by_epoch": losses, "scores": scores}
-
-
-def _build_translation(spec: dict, data: dict, directory: Path, progress: bool) -> dict:
-    from .metrics import bleu
-    from .pruning import save_pruned
-    from .translation_model import (TranslationConfig, build_dictionary, build_model, encode_pairs,
-                                    translate, train)
-
-    config = TranslationConfig(**spec.get("train", {}))
-    src_dict = build_dictionary([p.src for p in data["train"]])
-    tgt_dict = build_dictionary([p.ref for p in data["train"]])
-    model = build_model(config, src_dict, tgt_dict)
-    t0 = time.perf_counter()
-    history = train(model, encode_pairs(data["train"], src_dict, tgt_dict),
-                    encode_pairs(data["valid"], src_dict, tgt_dict), config, directory / "checkpoints", progress)
-    seconds = time.perf_counter() - t0
-    save_pruned(model, directory / "model")
-    (directory / "checkpoints" / "last.pt").unlink()  # optimiser state: only needed to resume
-    scores, signature = {}, ""
-    for split, pairs in data.items():
-        if split == "train":
-            continue
-        hyps = translate(model, [p.src for p in pairs], beam=spec.get("beam", 5))
-        score, signature = bleu(hyps, [p.ref for p in pairs])
-        ceiling, _ = bleu([p.oracle for p in pairs], [p.ref for p in pairs])
-        scores[split] = {"bleu": score, "oracle_bleu": ceiling, "baseline": 0.0}
-    return {"metric": "bleu", "train_seconds": sum(h["seconds"] for h in history), "session_seconds": seconds,
-            "epochs": history, "scores": scores, "bleu_signature": signature,
-            "vocabulary": {"source": len(src_dict), "target": len(tgt_dict)}}
-
-
 def build_one(profile: dict, name: str, force: bool = False, progress: bool = True) -> dict:
     """Build model ``name`` of ``profile`` unless its cache folder is complete; return its record."""
     spec = model_specs(profile)[name]
@@ -184,7 +108,7 @@ def build_one(profile: dict, name: str, force: bool = False, progress: bool = Tr
     _write_data(data, partial / "data")
     if progress:
         print(f"[{name}] training ({spec['task']}) in {partial}", file=sys.stderr, flush=True)
-    build = _build_translation if spec["task"] == "translation" else _build_classifier
+    build = build_translation if spec["task"] == "translation" else build_classifier
     record = {"name": name, "task": spec["task"], "spec": spec, "hash": final.name.rsplit("-", 1)[1],
               **build(spec, data, partial, progress), "machine": machine(),
               "built": time.strftime("%Y-%m-%d %H:%M:%S")}
@@ -227,6 +151,12 @@ def build(profile: dict, only: list[str] | None = None, force: bool = False, pro
         with atomic_path(results_dir(profile["name"]) / "models.json") as tmp:
             tmp.write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def records(profile: dict) -> dict[str, dict]:
+    """``{name: record}`` of every model of ``profile`` (built first if needed), as in
+    models.json but without rewriting it."""
+    return {name: build_one(profile, name, progress=False) for name in model_specs(profile)}
 
 
 def load_classifier(profile: dict, name: str):

@@ -1,0 +1,91 @@
+"""How each course model is made: its data generated, trained, scored on every split.
+
+``helpers.course`` caches what these functions produce under a hash of the model's settings
+and of the source of this module and of the modules it calls, so a change here rebuilds.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+from . import appendix_tasks, nli_task, translation_task
+
+CLASSIFIER_TASKS = {"nli": "accuracy", "acceptability": "matthews", "sentiment": "accuracy", "paraphrase": "f1"}
+TASKS = (*CLASSIFIER_TASKS, "translation")
+
+
+# ---- data ------------------------------------------------------------------------------------
+def generate_data(spec: dict) -> dict[str, list]:
+    sizes, seed = spec["sizes"], spec.get("data_seed", 0)
+    task = spec["task"]
+    if task == "nli":
+        return nli_task.generate(sizes, seed)
+    if task == "translation":
+        return translation_task.generate(sizes, seed)
+    return appendix_tasks.generate(task, sizes, seed)
+
+
+def machine() -> str:
+    return f"{platform.machine()} {platform.system()}, {os.cpu_count()} CPUs, torch {torch.__version__} " \
+           f"({torch.get_num_threads()} threads)"
+
+
+def build_classifier(spec: dict, data: dict, directory: Path, progress: bool) -> dict:
+    from .classifier_training import FineTuneConfig, fine_tune, predict
+    from .metrics import METRICS, accuracy
+    from .models import load_encoder
+    from .pruning import save_pruned
+
+    labels = 3 if spec["task"] == "nli" else 2
+    config = FineTuneConfig(**spec.get("fine_tune", {}))
+    model, tokenizer = load_encoder(spec["encoder"], num_labels=labels, seed=config.seed)
+    t0 = time.perf_counter()
+    losses = fine_tune(model, tokenizer, data["train"], config, progress=progress)
+    seconds = time.perf_counter() - t0
+    save_pruned(model, directory / "model")
+    tokenizer.save_pretrained(directory / "model")
+    metric = CLASSIFIER_TASKS[spec["task"]]
+    scores = {}
+    for split, examples in data.items():
+        if split == "train":
+            continue
+        pred = predict(model, tokenizer, examples, max_length=config.max_length)
+        gold = [e.label for e in examples]
+        # the baseline: the best constant prediction (majority class for accuracy, always
+        # "paraphrase" for F1, 0 for Matthews correlation)
+        baseline = max(METRICS[metric]([c] * len(gold), gold) for c in range(labels))
+        scores[split] = {metric: METRICS[metric](pred, gold), "accuracy": accuracy(pred, gold), "baseline": baseline}
+    return {"metric": metric, "train_seconds": seconds, "train_loss_by_epoch": losses, "scores": scores}
+
+
+def build_translation(spec: dict, data: dict, directory: Path, progress: bool) -> dict:
+    from .metrics import bleu
+    from .pruning import save_pruned
+    from .translation_model import (TranslationConfig, build_dictionary, build_model, encode_pairs,
+                                    translate, train)
+
+    config = TranslationConfig(**spec.get("train", {}))
+    src_dict = build_dictionary([p.src for p in data["train"]])
+    tgt_dict = build_dictionary([p.ref for p in data["train"]])
+    model = build_model(config, src_dict, tgt_dict)
+    t0 = time.perf_counter()
+    history = train(model, encode_pairs(data["train"], src_dict, tgt_dict),
+                    encode_pairs(data["valid"], src_dict, tgt_dict), config, directory / "checkpoints", progress)
+    seconds = time.perf_counter() - t0
+    save_pruned(model, directory / "model")
+    (directory / "checkpoints" / "last.pt").unlink()  # optimiser state: only needed to resume
+    scores, signature = {}, ""
+    for split, pairs in data.items():
+        if split == "train":
+            continue
+        hyps = translate(model, [p.src for p in pairs], beam=spec.get("beam", 5))
+        score, signature = bleu(hyps, [p.ref for p in pairs])
+        ceiling, _ = bleu([p.oracle for p in pairs], [p.ref for p in pairs])
+        scores[split] = {"bleu": score, "oracle_bleu": ceiling, "baseline": 0.0}
+    return {"metric": "bleu", "train_seconds": sum(h["seconds"] for h in history), "session_seconds": seconds,
+            "epochs": history, "scores": scores, "bleu_signature": signature,
+            "vocabulary": {"source": len(src_dict), "target": len(tgt_dict)}}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import torch
 from torch import nn
@@ -67,7 +67,7 @@ def _parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
 
 
 def fine_tune(model: nn.Module, tokenizer, train: Sequence, config: FineTuneConfig,
-              progress: bool = True, on_step: Callable[[int, float], None] | None = None) -> list[float]:
+              progress: bool = True) -> list[float]:
     """Train ``model`` in place on ``train``; returns the mean training loss of every epoch.
 
     A fractional ``config.epochs`` (e.g. 1.5) trains on that many passes' worth of batches.
@@ -101,8 +101,6 @@ def fine_tune(model: nn.Module, tokenizer, train: Sequence, config: FineTuneConf
             running, count, step = running + loss.item(), count + 1, step + 1
             bar.update()
             bar.set_postfix(loss=f"{running / count:.3f}")
-            if on_step is not None:
-                on_step(step, loss.item())
             if step >= total:
                 break
         losses.append(running / count)

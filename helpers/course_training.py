@@ -30,11 +30,14 @@ def generate_data(spec: dict) -> dict[str, list]:
 
 
 def machine() -> str:
+    """A one-line description of this machine, stored with every training time."""
     return f"{platform.machine()} {platform.system()}, {os.cpu_count()} CPUs, torch {torch.__version__} " \
            f"({torch.get_num_threads()} threads)"
 
 
 def build_classifier(spec: dict, data: dict, directory: Path, progress: bool) -> dict:
+    """Fine-tune ``spec["encoder"]`` on ``data["train"]``, save it to ``directory/model`` and
+    score it on every other split; returns the record's training and score fields."""
     from .classifier_training import FineTuneConfig, fine_tune, predict
     from .metrics import METRICS, accuracy
     from .models import load_encoder
@@ -63,6 +66,9 @@ def build_classifier(spec: dict, data: dict, directory: Path, progress: bool) ->
 
 
 def build_translation(spec: dict, data: dict, directory: Path, progress: bool) -> dict:
+    """Train a fairseq Transformer on ``data["train"]`` with a checkpoint per epoch in
+    ``directory/checkpoints`` (resuming from ``last.pt`` if there is one), save the final model
+    to ``directory/model`` and score it (beam search, tokenised BLEU) on every other split."""
     from .metrics import bleu
     from .pruning import save_pruned
     from .translation_model import (TranslationConfig, build_dictionary, build_model, encode_pairs,

@@ -129,3 +129,32 @@ def test_unknown_model_or_task_is_refused(smoke):
     bad = {**profile, "models": {"x": {"task": "qqp"}}}
     with pytest.raises(ValueError, match="the tasks are"):
         course.model_specs(bad)
+
+
+def test_an_interrupted_build_resumes_from_its_partial_folder(smoke, tmp_path, monkeypatch):
+    """Epoch 1 left in <folder>.partial by a killed build is kept; the build trains only epoch 2
+    and ends with the same weights as an uninterrupted build."""
+    import dataclasses
+
+    from helpers.course_training import generate_data
+
+    profile, summary = smoke
+    spec = profile["models"]["translation"]
+    monkeypatch.setenv("SIXTEEN_HEADS_CACHE", str(tmp_path))
+    final = course.model_dir(profile, "translation")
+    data = generate_data(spec)
+    src = build_dictionary([p.src for p in data["train"]])
+    tgt = build_dictionary([p.ref for p in data["train"]])
+    config = TranslationConfig(**spec["train"])
+    first = train(build_model(config, src, tgt), encode_pairs(data["train"], src, tgt),
+                  encode_pairs(data["valid"], src, tgt), dataclasses.replace(config, epochs=1),
+                  final.with_name(final.name + ".partial") / "checkpoints", progress=False)
+
+    record = course.build_one(profile, "translation", progress=False)
+    assert record["epochs"][0] == first[0]
+    assert record["scores"] == summary["models"]["translation"]["scores"]
+    resumed = course.load_translation(profile)
+    monkeypatch.setenv("SIXTEEN_HEADS_CACHE", summary["models"]["translation"]["path"].rsplit("/", 1)[0])
+    straight = course.load_translation(profile)
+    for (k, a), (_, b) in zip(resumed.state_dict().items(), straight.state_dict().items()):
+        assert torch.equal(a, b), k

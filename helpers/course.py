@@ -3,6 +3,7 @@
     python -m helpers.course --profile course          # build every model (make models)
     python -m helpers.course --profile smoke --only nli
     python -m helpers.course --profile course --force  # rebuild even if cached
+    python -m helpers.course --prune                   # delete models no profile uses any more
 
 A profile's ``models`` section names each model: its ``task`` (``nli``, ``acceptability``,
 ``sentiment``, ``paraphrase`` or ``translation``), the split ``sizes`` of the generated data,
@@ -183,14 +184,33 @@ def load_translation(profile: dict, name: str = "translation", epoch: int | None
     return load_pruned(path)
 
 
+def stale_folders(profiles: list[dict]) -> list[Path]:
+    """Cache folders that no model of ``profiles`` uses any more (older settings or code); an
+    unfinished ``.partial`` folder of a current model is kept, so it can resume."""
+    keep = {model_dir(p, name).name for p in profiles for name in model_specs(p)}
+    root = cache_root()
+    if not root.exists():
+        return []
+    return sorted(d for d in root.iterdir() if d.is_dir() and d.name.removesuffix(".partial") not in keep)
+
+
 def main(argv: list[str] | None = None) -> None:
-    from .runner import load_profile
+    from .runner import PROFILES, load_profile
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", default="course")
     parser.add_argument("--only", nargs="*", help="build only these models")
     parser.add_argument("--force", action="store_true", help="rebuild even if cached")
+    parser.add_argument("--prune", action="store_true",
+                        help="delete cached models that no profile uses any more, then exit")
     args = parser.parse_args(argv)
+    if args.prune:
+        stale = stale_folders([load_profile(p.stem) for p in sorted(PROFILES.glob("*.yml"))])
+        size = sum(f.stat().st_size for d in stale for f in d.rglob("*") if f.is_file())
+        for d in stale:
+            shutil.rmtree(d)
+        print(f"removed {len(stale)} stale model folders ({size / 2**20:.0f} MiB) from {cache_root()}")
+        return
     summary = build(load_profile(args.profile), only=args.only, force=args.force)
     print(f"models of profile {args.profile!r} ready in {summary['seconds_this_run']:.0f} s; "
           f"summary in results/{args.profile}/models.json")

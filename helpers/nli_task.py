@@ -125,16 +125,18 @@ def _children(n: Noun, pool: list[Noun]) -> list[Noun]:
     return [m for m in pool if m.hypernym == n.en]
 
 
-def _edit_subject_noun(c: Clause, f: Field, rng: random.Random, general: bool):
+def _related(n: Noun, pool: list[Noun], rng: random.Random, general: bool) -> Noun | None:
+    """The hypernym of ``n`` (general) or one of its hyponyms in ``pool``; None if there is none."""
     if general:
-        if c.subj.hypernym is None:
-            return None
-        new = noun(c.subj.hypernym)
-    else:
-        kids = _children(c.subj, f.subjects)
-        if not kids:
-            return None
-        new = rng.choice(kids)
+        return noun(n.hypernym) if n.hypernym else None
+    kids = _children(n, pool)
+    return rng.choice(kids) if kids else None
+
+
+def _edit_subject_noun(c: Clause, f: Field, rng: random.Random, general: bool):
+    new = _related(c.subj, f.subjects, rng, general)
+    if new is None:
+        return None
     return replace(c, subj=new), _entails_if(subject_upward(c.q), general)
 
 
@@ -146,17 +148,9 @@ def _edit_adjective(c: Clause, f: Field, rng: random.Random, general: bool):
 
 
 def _edit_object(c: Clause, f: Field, rng: random.Random, general: bool):
-    if c.obj is None:
+    new = _related(c.obj, f.objects, rng, general) if c.obj is not None else None
+    if new is None:
         return None
-    if general:
-        if c.obj.hypernym is None:
-            return None
-        new = noun(c.obj.hypernym)
-    else:
-        kids = _children(c.obj, f.objects)
-        if not kids:
-            return None
-        new = rng.choice(kids)
     return replace(c, obj=new), _entails_if(predicate_upward(c), general)
 
 

@@ -158,3 +158,13 @@ def test_an_interrupted_build_resumes_from_its_partial_folder(smoke, tmp_path, m
     straight = course.load_translation(profile)
     for (k, a), (_, b) in zip(resumed.state_dict().items(), straight.state_dict().items()):
         assert torch.equal(a, b), k
+
+
+def test_prune_keeps_current_models_and_resumable_partials(smoke, tmp_path, monkeypatch):
+    profile, _ = smoke
+    monkeypatch.setenv("SIXTEEN_HEADS_CACHE", str(tmp_path))
+    current = course.model_dir(profile, "nli")
+    for d in (current, current.with_name(current.name + ".partial"), tmp_path / "nli-0123456789ab",
+              tmp_path / "sentiment-0123456789ab.partial"):
+        d.mkdir()
+    assert course.stale_folders([profile]) == [tmp_path / "nli-0123456789ab", tmp_path / "sentiment-0123456789ab.partial"]

@@ -1,0 +1,76 @@
+"""Paired bootstrap resampling (Koehn, 2004), the paper's significance test (1,000 resamples,
+p < 0.01; the authors ran it with compare-mt, REFERENCE.md §1.1).
+
+A score is computed from per-example statistics summed over a set of examples: correctness for
+accuracy (one column), sacrebleu's n-gram counts for BLEU (ten columns). Each resample draws N
+example indices with replacement, the same indices for both systems (paired), and scores both.
+
+``p_value`` is the share of resamples in which the difference does not have the sign it has on
+the full set (ties count against it), as compare-mt reports "system X is better in (1 - p) of
+resamples". With no difference on the full set, p is 1.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+Scorer = Callable[[np.ndarray], float]  # summed statistics [k] -> score
+
+
+@dataclass(frozen=True)
+class PairedResult:
+    delta: float  # score(b) - score(a) on the full set
+    p_value: float
+    significant: bool
+
+
+def resample_indices(n: int, n_resamples: int = 1000, seed: int = 0) -> np.ndarray:
+    """[n_resamples, n] example indices drawn with replacement; share them across comparisons."""
+    return np.random.default_rng(seed).integers(0, n, size=(n_resamples, n))
+
+
+def paired_bootstrap(stats_a: np.ndarray, stats_b: np.ndarray, score: Scorer, indices: np.ndarray | None = None,
+                     alpha: float = 0.01) -> PairedResult:
+    """Is system b's score different from system a's? ``stats_*``: [N, k] per-example statistics."""
+    stats_a, stats_b = np.asarray(stats_a, dtype=np.float64), np.asarray(stats_b, dtype=np.float64)
+    if stats_a.shape != stats_b.shape:
+        raise ValueError(f"paired systems need statistics of one shape, got {stats_a.shape} and {stats_b.shape}")
+    if stats_a.ndim == 1:
+        stats_a, stats_b = stats_a[:, None], stats_b[:, None]
+    indices = resample_indices(len(stats_a)) if indices is None else indices
+    delta = score(stats_b.sum(0)) - score(stats_a.sum(0))
+    if delta == 0:
+        return PairedResult(0.0, 1.0, False)
+    sums_a, sums_b = stats_a[indices].sum(1), stats_b[indices].sum(1)  # [R, k]
+    deltas = np.array([score(b) - score(a) for a, b in zip(sums_a, sums_b)])
+    p = float(np.mean(np.sign(deltas) != np.sign(delta)))
+    return PairedResult(float(delta), p, p < alpha)
+
+
+# ---- scores from summed statistics ------------------------------------------------------------
+def accuracy_stats(pred: Sequence[int], gold: Sequence[int]) -> np.ndarray:
+    """[N, 2]: (correct, 1) per example."""
+    correct = np.asarray(pred) == np.asarray(gold)
+    return np.stack([correct, np.ones_like(correct)], 1).astype(np.float64)
+
+
+def accuracy_from_stats(sums: np.ndarray) -> float:
+    return float(sums[0] / sums[1])
+
+
+def bleu_stats(hypotheses: Sequence[str], references: Sequence[str], tokenize: str = "none") -> np.ndarray:
+    """[N, 10] sacrebleu statistics per sentence: hypothesis and reference length, then matches and
+    totals of 1- to 4-grams."""
+    import sacrebleu
+
+    metric = sacrebleu.BLEU(tokenize=tokenize, force=True)
+    return np.array(metric._extract_corpus_statistics(list(hypotheses), [list(references)]), dtype=np.float64)
+
+
+def bleu_from_stats(sums: np.ndarray, tokenize: str = "none") -> float:
+    """Corpus BLEU of summed ``bleu_stats``, exactly as sacrebleu computes it."""
+    import sacrebleu
+
+    return sacrebleu.BLEU(tokenize=tokenize, force=True)._compute_score_from_stats([int(x) for x in sums]).score

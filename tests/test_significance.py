@@ -1,0 +1,60 @@
+"""Paired bootstrap against cases worked out by hand, and BLEU statistics against sacrebleu."""
+import numpy as np
+import pytest
+
+from helpers import metrics
+from helpers.significance import (accuracy_from_stats, accuracy_stats, bleu_from_stats, bleu_stats,
+                                  paired_bootstrap, resample_indices)
+
+
+def test_one_extra_error_in_ten_is_not_significant_with_the_probability_by_hand():
+    """System b errs on one example of ten that a gets right. b differs from a in a resample only
+    if that example is drawn, so the share of resamples with no difference (which count against
+    the observed sign) is (9/10)^10 = 0.349."""
+    gold = [1] * 10
+    a = accuracy_stats([1] * 10, gold)
+    b = accuracy_stats([1] * 9 + [0], gold)
+    result = paired_bootstrap(a, b, accuracy_from_stats, resample_indices(10, 20000, seed=1))
+    assert result.delta == pytest.approx(-0.1)
+    assert result.p_value == pytest.approx(0.9 ** 10, abs=0.01)
+    assert not result.significant
+
+
+def test_many_extra_errors_are_significant_and_identical_systems_are_not():
+    gold = [0, 1] * 50
+    a = accuracy_stats(gold, gold)
+    b = accuracy_stats([1 - g if i % 5 == 0 else g for i, g in enumerate(gold)], gold)  # 20 errors
+    result = paired_bootstrap(a, b, accuracy_from_stats)
+    assert result.delta == pytest.approx(-0.2) and result.p_value < 0.001 and result.significant
+    same = paired_bootstrap(a, a, accuracy_from_stats)
+    assert same.p_value == 1.0 and not same.significant
+
+
+def test_resampling_is_paired():
+    """a is right on 100 of 200 examples; b equals a except that it fixes 5 of a's errors. Each
+    system's accuracy varies by about 0.035 across resamples, more than the 0.025 difference, but
+    the paired difference is positive unless none of the 5 examples is drawn:
+    p = (195/200)^200 = 0.0063 < 0.01, significant."""
+    gold = np.zeros(200, dtype=int)
+    pred_a = np.array([0, 1] * 100)
+    pred_b = pred_a.copy()
+    pred_b[[1, 3, 5, 7, 9]] = 0
+    result = paired_bootstrap(accuracy_stats(pred_a, gold), accuracy_stats(pred_b, gold), accuracy_from_stats,
+                              resample_indices(200, 50000, seed=2))
+    assert result.delta == pytest.approx(0.025)
+    assert result.p_value == pytest.approx((195 / 200) ** 200, abs=0.002)
+    assert result.significant
+
+
+def test_bleu_statistics_reproduce_sacrebleu():
+    hyps = ["le chat noir dort .", "un chien court .", "la vache mange dans le jardin ."]
+    refs = ["le chat noir dort .", "un chien saute .", "la vache mange près du jardin ."]
+    stats = bleu_stats(hyps, refs)
+    assert stats.shape == (3, 10)
+    assert bleu_from_stats(stats.sum(0)) == pytest.approx(metrics.bleu(hyps, refs)[0])
+    assert bleu_from_stats(stats[[0, 2]].sum(0)) == pytest.approx(metrics.bleu([hyps[0], hyps[2]], [refs[0], refs[2]])[0])
+
+
+def test_shapes_must_match():
+    with pytest.raises(ValueError, match="one shape"):
+        paired_bootstrap(np.ones((3, 2)), np.ones((4, 2)), accuracy_from_stats)

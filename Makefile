@@ -45,6 +45,7 @@ test: setup
 
 bench: setup
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_helpers.py
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_ablation.py
 
 clean:
 	rm -rf _build book/executed

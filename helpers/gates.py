@@ -61,7 +61,7 @@ class HeadGates:
             t = torch.ones(len(group), n_heads, device=device)
             self._tensors[kind] = t.requires_grad_(requires_grad)
         self._handles: list[torch.utils.hooks.RemovableHandle] = []
-        self._identity_cache: dict[str, tuple[int, bool]] = {}
+        self._identity_cache: dict[str, tuple[int, list[bool]]] = {}  # kind -> (version, row is all ones)
         self._index_cache: dict[int, tuple[tuple[int, ...], torch.Tensor]] = {}
         self._records: list[GateRecord] | None = None
         self._fairseq_skip: dict[int, bool] = {}
@@ -130,17 +130,20 @@ class HeadGates:
                 site.module.skip_embed_dim_check = self._fairseq_skip.pop(id(site.module)) or pruned
 
     # ---- hooks -------------------------------------------------------------------------
-    def _must_gate(self, kind: str) -> bool:
+    def _must_gate(self, site: AttentionSite) -> bool:
+        """False when this site's gates are all ones and nothing records or differentiates them,
+        so the site runs exactly as without gates (fairseq keeps its fused kernel), whatever
+        the gates of other layers are."""
         if self._records is not None:
             return True
-        t = self._tensors[kind]
+        t = self._tensors[site.kind]
         if t.requires_grad:
             return True
-        version, identity = self._identity_cache.get(kind, (-1, False))
+        version, identity = self._identity_cache.get(site.kind, (-1, None))
         if version != t._version:  # in-place edits bump the version counter
-            identity = bool(torch.all(t == 1.0))
-            self._identity_cache[kind] = (t._version, identity)
-        return not identity
+            identity = torch.all(t == 1.0, dim=1).tolist()
+            self._identity_cache[site.kind] = (t._version, identity)
+        return not identity[site.layer]
 
     def _kept_index(self, site: AttentionSite) -> torch.Tensor:
         heads = tuple(site.heads)
@@ -152,7 +155,7 @@ class HeadGates:
 
     def _make_hook(self, site: AttentionSite):
         def hook(module: nn.Module, args: tuple) -> tuple | None:
-            if not self._must_gate(site.kind) or site.num_heads == 0:
+            if not self._must_gate(site) or site.num_heads == 0:
                 return None
             (context,) = args
             gate = self._tensors[site.kind][site.layer].index_select(0, self._kept_index(site))
@@ -171,7 +174,7 @@ class HeadGates:
         original = self._fairseq_skip[id(site.module)]
 
         def hook(module: nn.Module, args: tuple) -> None:
-            module.skip_embed_dim_check = original or self._must_gate(site.kind)
+            module.skip_embed_dim_check = original or self._must_gate(site)
 
         return hook
 

@@ -1,0 +1,128 @@
+"""Sweeps that mask heads in one layer at a time (paper §3.2 and §3.3), reusing the layers below.
+
+Masking a head of layer l changes nothing below l. So for every batch the sweep runs the model
+once, keeps the output of every layer block, and for each configuration in layer l replays the
+kept outputs of the blocks below l instead of computing them (the block's ``forward`` is
+swapped for a lookup while that configuration runs). With L layers of H heads this costs
+H * (L + (L-1) + ... + 1) block evaluations instead of H * L * L: about 0.58 of the naive
+loop for 6 layers, less for deeper models. The outputs are the same as the naive loop's, bit
+for bit, because each block sees exactly the inputs it would have computed.
+
+The model's forward (``run``) must call every block once per batch, as an encoder, a classifier
+or a teacher-forced encoder-decoder does; incremental generation does not (use ``reuse=False``).
+For decoder kinds (``enc_dec``, ``dec_self``) the whole encoder is replayed as well.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Sequence
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from .gates import HeadGates
+from .sites import attention_sites, sites_by_kind
+
+Config = tuple[str, int, tuple[int, ...]]  # (kind, layer, heads to mask)
+DECODER_KINDS = ("enc_dec", "dec_self")
+
+
+def one_head_configs(model: nn.Module, kinds: Sequence[str] | None = None) -> list[Config]:
+    """Mask each head alone (§3.2): one configuration per head."""
+    return [(s.kind, s.layer, (h,)) for s in _sites(model, kinds) for h in s.heads]
+
+
+def all_but_one_configs(model: nn.Module, kinds: Sequence[str] | None = None) -> list[Config]:
+    """Keep only head h of its layer (§3.3): one configuration per head."""
+    return [(s.kind, s.layer, tuple(g for g in s.heads if g != h)) for s in _sites(model, kinds) for h in s.heads]
+
+
+def _sites(model: nn.Module, kinds: Sequence[str] | None):
+    return [s for s in attention_sites(model) if kinds is None or s.kind in kinds]
+
+
+def _blocks(model: nn.Module) -> dict[str, list[nn.Module]]:
+    """The layer block (an element of a ModuleList) around each site, by kind, in layer order."""
+    parent_of = {child: parent for parent in model.modules() for child in parent.children()}
+    out: dict[str, list[nn.Module]] = {}
+    for kind, sites in sites_by_kind(attention_sites(model)).items():
+        blocks = []
+        for site in sites:
+            m = site.module
+            while m in parent_of and not isinstance(parent_of[m], nn.ModuleList):
+                m = parent_of[m]
+            if m not in parent_of:
+                raise ValueError(f"cannot find the layer block around {kind} layer {site.layer}")
+            blocks.append(m)
+        out[kind] = blocks
+    return out
+
+
+def _replayed(blocks: dict[str, list[nn.Module]], kind: str, layer: int) -> list[nn.Module]:
+    """Blocks whose output a mask in (kind, layer) cannot change, in no particular order."""
+    stack = blocks[kind][:layer]
+    if kind in DECODER_KINDS and "enc_self" in blocks:
+        stack = stack + blocks["enc_self"]
+    return list(dict.fromkeys(stack))  # enc_dec and dec_self share blocks
+
+
+class _Recorder:
+    """Forward hooks that keep every block's output of the last forward pass."""
+
+    def __init__(self, blocks: Iterable[nn.Module]):
+        self.outputs: dict[nn.Module, Any] = {}
+        self.handles = [b.register_forward_hook(self._keep) for b in dict.fromkeys(blocks)]
+
+    def _keep(self, module, args, output):
+        self.outputs[module] = output
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+
+@torch.no_grad()
+def single_layer_sweep(model: nn.Module, batches: Iterable, run: Callable[[nn.Module, Any], torch.Tensor],
+                       configs: Sequence[Config], reuse: bool = True, progress: bool = True
+                       ) -> tuple[torch.Tensor, dict[Config, torch.Tensor]]:
+    """Run ``run(model, batch)`` (per-example outputs [B, ...]) on every batch unmasked and under
+    every configuration of ``configs``, each masking heads of a single layer.
+
+    Returns the unmasked outputs and ``{config: outputs}``, concatenated over batches [N, ...].
+    """
+    model.eval()
+    order = sorted(configs, key=lambda c: (c[0] in DECODER_KINDS, c[1]))
+    blocks = _blocks(model)
+    base: list[torch.Tensor] = []
+    outs: dict[Config, list[torch.Tensor]] = {c: [] for c in configs}
+    batches = list(batches)
+    bar = tqdm(total=len(batches) * len(order), desc="ablation sweep", disable=not progress, unit="run")
+    with HeadGates(model) as gates:
+        for batch in batches:
+            recorder = _Recorder(b for bs in blocks.values() for b in bs) if reuse else None
+            try:
+                base.append(run(model, batch).detach().cpu())
+            finally:
+                if recorder:
+                    recorder.remove()
+            for kind, layer, heads in order:
+                replay = _replayed(blocks, kind, layer) if reuse else []
+                for block in replay:
+                    block.forward = _constant(recorder.outputs[block])
+                gates.mask({kind: {layer: list(heads)}})
+                try:
+                    outs[(kind, layer, heads)].append(run(model, batch).detach().cpu())
+                finally:
+                    gates.reset()
+                    for block in replay:
+                        del block.forward  # back to the class's forward
+                bar.update()
+    bar.close()
+    return torch.cat(base), {c: torch.cat(v) for c, v in outs.items()}
+
+
+def _constant(value):
+    def forward(*args, **kwargs):
+        return value
+
+    return forward

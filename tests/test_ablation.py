@@ -1,0 +1,42 @@
+"""The single-layer sweep that replays lower layers gives exactly the naive loop's outputs."""
+import pytest
+import torch
+
+import helpers
+from helpers.ablation import all_but_one_configs, one_head_configs, single_layer_sweep
+from tiny_models import ALL_CASES
+
+
+@pytest.mark.parametrize("name", sorted(ALL_CASES))
+def test_replaying_lower_layers_equals_the_naive_loop(name):
+    case = ALL_CASES[name]()
+    configs = one_head_configs(case.model) + all_but_one_configs(case.model)[:6]
+    batches = [case.batch, case.batch]
+    base, fast = single_layer_sweep(case.model, batches, case.run, configs, reuse=True, progress=False)
+    base_naive, naive = single_layer_sweep(case.model, batches, case.run, configs, reuse=False, progress=False)
+    assert torch.equal(base, base_naive)
+    for config in configs:
+        assert torch.equal(fast[config], naive[config]), config
+    # and the naive loop is what masking means: gates applied to a full forward pass
+    kind, layer, heads = configs[-1]
+    with helpers.HeadGates(case.model) as gates:
+        gates.mask({kind: {layer: list(heads)}})
+        expected = case.run(case.model, case.batch)
+    assert torch.equal(naive[configs[-1]][: len(expected)], expected)
+
+
+def test_masks_change_outputs_and_forward_is_restored():
+    case = ALL_CASES["bert"]()
+    configs = one_head_configs(case.model)
+    base, outs = single_layer_sweep(case.model, [case.batch], case.run, configs, progress=False)
+    assert any(not torch.equal(outs[c], base) for c in configs)
+    assert all("forward" not in vars(m) for m in case.model.modules())
+    assert torch.equal(case.run(case.model, case.batch), base)
+
+
+def test_configs_cover_every_head():
+    case = ALL_CASES["bert"]()
+    sites = helpers.attention_sites(case.model)
+    assert len(one_head_configs(case.model)) == sum(s.num_heads for s in sites)
+    for kind, layer, heads in all_but_one_configs(case.model):
+        assert len(heads) == sites[layer].num_heads - 1

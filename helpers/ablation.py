@@ -126,3 +126,23 @@ def _constant(value):
         return value
 
     return forward
+
+
+def translation_sweep(model: nn.Module, sources: Sequence[str], configs: Sequence[Config], beam: int = 5,
+                      lenpen: float = 1.0, batch_size: int = 64, progress: bool = True
+                      ) -> tuple[list[str], dict[Config, list[str]]]:
+    """Translate ``sources`` unmasked and under every configuration (beam search, so no layer is
+    replayed: the decoder runs once per output position). Returns the unmasked hypotheses and
+    ``{config: hypotheses}``."""
+    from .translation_model import translate
+
+    with HeadGates(model) as gates:
+        base = translate(model, sources, beam=beam, lenpen=lenpen, batch_size=batch_size)
+        out = {}
+        for kind, layer, heads in tqdm(configs, desc="translation sweep", disable=not progress, unit="config"):
+            gates.mask({kind: {layer: list(heads)}})
+            try:
+                out[(kind, layer, heads)] = translate(model, sources, beam=beam, lenpen=lenpen, batch_size=batch_size)
+            finally:
+                gates.reset()
+    return base, out

@@ -40,3 +40,23 @@ def test_configs_cover_every_head():
     assert len(one_head_configs(case.model)) == sum(s.num_heads for s in sites)
     for kind, layer, heads in all_but_one_configs(case.model):
         assert len(heads) == sites[layer].num_heads - 1
+
+
+def test_translation_sweep_masks_one_configuration_at_a_time():
+    from helpers.ablation import translation_sweep
+    from helpers.translation_model import TranslationConfig, build_dictionary, build_model, translate
+    from helpers.translation_task import generate
+
+    data = generate({"train": 30}, seed=1)["train"]
+    src = build_dictionary([p.src for p in data])
+    tgt = build_dictionary([p.ref for p in data])
+    model = build_model(TranslationConfig(layers=1, heads=2, embed_dim=8, ffn_dim=16), src, tgt).eval()
+    sources = [p.src for p in data[:5]]
+    configs = one_head_configs(model)
+    base, outs = translation_sweep(model, sources, configs, beam=2, progress=False)
+    assert base == translate(model, sources, beam=2)
+    kind, layer, heads = configs[0]
+    with helpers.HeadGates(model) as gates:
+        gates.mask({kind: {layer: list(heads)}})
+        assert outs[configs[0]] == translate(model, sources, beam=2)
+    assert translate(model, sources, beam=2) == base  # gates removed afterwards

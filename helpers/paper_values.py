@@ -1,0 +1,176 @@
+"""The paper's reported numbers as data (Michel, Levy & Neubig 2019, v3; transcribed in
+../shared/paper/REFERENCE.md), so notebooks can show them beside ours.
+
+Layers and heads are 1-based here, as printed in the paper; ``significant`` marks the cells the
+paper underlines (p < 0.01, paired bootstrap with compare-mt).
+"""
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+
+# Table 1: BLEU change on newstest2013 when one Enc-Enc head of the WMT model is masked
+# (base BLEU 36.05). Columns: layer, head, delta, significant.
+_TABLE1 = """layer,head,delta,significant
+    1,1,0.03,0
+    1,2,0.07,0
+    1,3,0.05,0
+    1,4,-0.06,0
+    1,5,0.03,0
+    1,6,-0.53,1
+    1,7,0.09,0
+    1,8,-0.33,1
+    1,9,0.06,0
+    1,10,0.03,0
+    1,11,0.11,0
+    1,12,0.04,0
+    1,13,0.01,0
+    1,14,-0.04,0
+    1,15,0.04,0
+    1,16,0.00,0
+    2,1,0.01,0
+    2,2,0.04,0
+    2,3,0.10,0
+    2,4,0.20,1
+    2,5,0.06,0
+    2,6,0.03,0
+    2,7,0.00,0
+    2,8,0.09,0
+    2,9,0.10,0
+    2,10,0.04,0
+    2,11,0.15,1
+    2,12,0.03,0
+    2,13,0.05,0
+    2,14,0.04,0
+    2,15,0.14,0
+    2,16,0.04,0
+    3,1,0.05,0
+    3,2,-0.01,0
+    3,3,0.08,0
+    3,4,0.09,0
+    3,5,0.11,0
+    3,6,0.02,0
+    3,7,0.03,0
+    3,8,0.03,0
+    3,9,-0.00,0
+    3,10,0.13,0
+    3,11,0.09,0
+    3,12,0.09,0
+    3,13,-0.11,0
+    3,14,0.24,1
+    3,15,0.07,0
+    3,16,-0.04,0
+    4,1,-0.02,0
+    4,2,0.03,0
+    4,3,0.13,0
+    4,4,0.06,0
+    4,5,-0.05,0
+    4,6,0.13,0
+    4,7,0.14,0
+    4,8,0.05,0
+    4,9,0.02,0
+    4,10,0.14,0
+    4,11,0.05,0
+    4,12,0.06,0
+    4,13,0.03,0
+    4,14,-0.06,0
+    4,15,-0.10,0
+    4,16,-0.06,0
+    5,1,-0.31,1
+    5,2,-0.11,0
+    5,3,-0.04,0
+    5,4,0.12,0
+    5,5,0.10,0
+    5,6,0.02,0
+    5,7,0.09,0
+    5,8,0.08,0
+    5,9,0.04,0
+    5,10,0.21,1
+    5,11,-0.02,0
+    5,12,0.02,0
+    5,13,-0.03,0
+    5,14,-0.04,0
+    5,15,0.07,0
+    5,16,-0.02,0
+    6,1,0.06,0
+    6,2,0.07,0
+    6,3,-0.31,1
+    6,4,0.15,0
+    6,5,-0.19,0
+    6,6,0.15,0
+    6,7,0.11,0
+    6,8,0.05,0
+    6,9,0.01,0
+    6,10,-0.08,0
+    6,11,0.06,0
+    6,12,0.01,0
+    6,13,0.01,0
+    6,14,0.02,0
+    6,15,0.07,0
+    6,16,0.05,0
+"""
+
+# Tables 2 and 5 (WMT, keep one head per layer; best delta per layer) and 3 and 6 (BERT).
+_TABLE2 = """layer,enc_self,enc_dec,dec_self,sig_enc_self,sig_enc_dec,sig_dec_self
+    1,-1.31,0.24,-0.03,1,1,0
+    2,-0.16,0.06,0.12,0,0,0
+    3,0.12,0.05,0.18,0,0,0
+    4,-0.15,-0.24,0.17,0,0,0
+    5,0.02,-1.55,-0.04,0,1,0
+    6,-0.36,-13.56,0.24,1,1,0
+"""
+_TABLE5 = """layer,enc_self,enc_dec,dec_self,sig_enc_self,sig_enc_dec,sig_dec_self
+    1,-1.96,0.02,0.03,1,0,0
+    2,-0.57,0.09,-0.13,1,0,0
+    3,-0.45,-0.42,0.00,1,1,0
+    4,-0.30,-0.60,-0.31,0,1,0
+    5,-0.32,-2.75,-0.66,0,1,1
+    6,-0.67,-18.89,-0.03,1,1,0
+"""
+# accuracy change in percentage points; no cell significant
+_TABLE3 = """layer,delta
+    1,-0.01
+    2,0.10
+    3,-0.14
+    4,-0.53
+    5,-0.29
+    6,-0.52
+    7,0.05
+    8,-0.72
+    9,-0.96
+    10,0.07
+    11,-0.19
+    12,-0.12
+"""
+_TABLE6 = """layer,delta
+    1,-0.01
+    2,-0.02
+    3,-0.26
+    4,-0.53
+    5,-0.29
+    6,-0.52
+    7,0.05
+    8,-0.72
+    9,-0.96
+    10,0.07
+    11,-0.19
+    12,-0.15
+"""
+
+WMT_BASE_BLEU = 36.05  # newstest2013
+SIGNIFICANT_ENC_SELF = 8  # of 96 Enc-Enc heads (Table 1) ...
+SIGNIFICANT_ENC_SELF_UP = 4  # ... of which 4 increase BLEU
+CROSS_DOMAIN_R = {"translation": 0.56, "classifier": 0.68}  # Fig. 2, Pearson r
+
+
+def _read(text: str) -> pd.DataFrame:
+    return pd.read_csv(io.StringIO(text.replace("\n    ", "\n")))
+
+
+def table(number: int) -> pd.DataFrame:
+    """Table 1, 2, 3, 5 or 6 of the paper as a DataFrame."""
+    tables = {1: _TABLE1, 2: _TABLE2, 3: _TABLE3, 5: _TABLE5, 6: _TABLE6}
+    if number not in tables:
+        raise KeyError(f"the paper's tables with per-head or per-layer numbers are {sorted(tables)}")
+    return _read(tables[number])

@@ -71,16 +71,12 @@ def build_translation(spec: dict, data: dict, directory: Path, progress: bool) -
     to ``directory/model`` and score it (beam search, tokenised BLEU) on every other split."""
     from .metrics import bleu
     from .pruning import save_pruned
-    from .translation_model import (TranslationConfig, build_dictionary, build_model, encode_pairs,
-                                    translate, train)
+    from .translation_model import TranslationConfig, model_for, train, translate
 
     config = TranslationConfig(**spec.get("train", {}))
-    src_dict = build_dictionary([p.src for p in data["train"]])
-    tgt_dict = build_dictionary([p.ref for p in data["train"]])
-    model = build_model(config, src_dict, tgt_dict)
+    model = model_for(data["train"], config)
     t0 = time.perf_counter()
-    history = train(model, encode_pairs(data["train"], src_dict, tgt_dict),
-                    encode_pairs(data["valid"], src_dict, tgt_dict), config, directory / "checkpoints", progress)
+    history = train(model, data["train"], data["valid"], config, directory / "checkpoints", progress)
     seconds = time.perf_counter() - t0
     save_pruned(model, directory / "model")
     (directory / "checkpoints" / "last.pt").unlink()  # optimiser state: only needed to resume
@@ -94,4 +90,4 @@ def build_translation(spec: dict, data: dict, directory: Path, progress: bool) -
         scores[split] = {"bleu": score, "oracle_bleu": ceiling, "baseline": 0.0}
     return {"metric": "bleu", "train_seconds": sum(h["seconds"] for h in history), "session_seconds": seconds,
             "epochs": history, "scores": scores, "bleu_signature": signature,
-            "vocabulary": {"source": len(src_dict), "target": len(tgt_dict)}}
+            "vocabulary": {"source": len(model.encoder.dictionary), "target": len(model.decoder.dictionary)}}

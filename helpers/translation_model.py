@@ -98,12 +98,21 @@ def build_model(config: TranslationConfig, src_dict, tgt_dict) -> nn.Module:
     return TransformerModel.build_model(args, task)
 
 
+def model_for(train_pairs: Sequence, config: TranslationConfig) -> nn.Module:
+    """A fresh model whose source and target dictionaries hold the words of ``train_pairs``."""
+    src_dict = build_dictionary([p.src for p in train_pairs])
+    tgt_dict = build_dictionary([p.ref for p in train_pairs])
+    return build_model(config, src_dict, tgt_dict)
+
+
 # ---- batches ---------------------------------------------------------------------------------
-def encode_pairs(pairs: Sequence, src_dict, tgt_dict) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """(source ids, target ids), each ending in </s>; unknown words map to <unk>."""
+def encode_pairs(pairs: Sequence, model: nn.Module) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(source ids, target ids) in ``model``'s dictionaries, each ending in </s>; unknown words
+    map to <unk>."""
     def ids(d, s):
         return d.encode_line(s, add_if_not_exist=False, append_eos=True).long()
 
+    src_dict, tgt_dict = model.encoder.dictionary, model.decoder.dictionary
     return [(ids(src_dict, p.src), ids(tgt_dict, p.ref)) for p in pairs]
 
 
@@ -164,9 +173,10 @@ def epoch_dir(directory: str | os.PathLike, epoch: int) -> Path:
     return Path(directory) / f"checkpoint{epoch}"
 
 
-def train(model: nn.Module, train_items: Sequence, valid_items: Sequence, config: TranslationConfig,
+def train(model: nn.Module, train_pairs: Sequence, valid_pairs: Sequence, config: TranslationConfig,
           directory: str | os.PathLike, progress: bool = True) -> list[dict]:
-    """Train ``model`` for ``config.epochs`` epochs, writing ``checkpoint<epoch>/`` after each and
+    """Train ``model`` on ``train_pairs`` (objects with ``src`` and ``ref``) for ``config.epochs``
+    epochs, writing ``checkpoint<epoch>/`` after each and
     resuming from ``last.pt`` if an earlier run was interrupted. Returns one record per epoch:
     ``{"epoch", "train_loss", "valid_loss", "seconds"}`` (losses in nats per target token,
     label-smoothed for train, plain for valid)."""
@@ -174,6 +184,7 @@ def train(model: nn.Module, train_items: Sequence, valid_items: Sequence, config
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    train_items, valid_items = encode_pairs(train_pairs, model), encode_pairs(valid_pairs, model)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(0.9, 0.98), eps=1e-8,
                                  weight_decay=config.weight_decay)
     rng = random.Random(config.seed)

@@ -44,13 +44,11 @@ def test_configs_cover_every_head():
 
 def test_translation_sweep_masks_one_configuration_at_a_time():
     from helpers.ablation import translation_sweep
-    from helpers.translation_model import TranslationConfig, build_dictionary, build_model, translate
+    from helpers.translation_model import TranslationConfig, model_for, translate
     from helpers.translation_task import generate
 
     data = generate({"train": 30}, seed=1)["train"]
-    src = build_dictionary([p.src for p in data])
-    tgt = build_dictionary([p.ref for p in data])
-    model = build_model(TranslationConfig(layers=1, heads=2, embed_dim=8, ffn_dim=16), src, tgt).eval()
+    model = model_for(data, TranslationConfig(layers=1, heads=2, embed_dim=8, ffn_dim=16)).eval()
     sources = [p.src for p in data[:5]]
     configs = one_head_configs(model)
     base, outs = translation_sweep(model, sources, configs, beam=2, progress=False)

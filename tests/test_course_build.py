@@ -9,7 +9,7 @@ import torch
 from helpers import course, metrics
 from helpers.classifier_training import predict
 from helpers.runner import load_profile
-from helpers.translation_model import TranslationConfig, build_dictionary, build_model, encode_pairs, train, translate
+from helpers.translation_model import TranslationConfig, model_for, train, translate
 
 
 @pytest.fixture(scope="module")
@@ -89,19 +89,17 @@ def test_an_interrupted_translation_run_resumes_exactly(tmp_path):
     from helpers.translation_task import generate
 
     data = generate({"train": 40, "valid": 8}, seed=5)
-    src = build_dictionary([p.src for p in data["train"]])
-    tgt = build_dictionary([p.ref for p in data["train"]])
     config = TranslationConfig(layers=1, heads=2, embed_dim=8, ffn_dim=16, epochs=3, max_tokens=200, warmup_updates=3)
-    items = encode_pairs(data["train"], src, tgt), encode_pairs(data["valid"], src, tgt)
+    items = data["train"], data["valid"]
 
-    straight = build_model(config, src, tgt)
+    straight = model_for(data["train"], config)
     history = train(straight, *items, config, tmp_path / "straight", progress=False)
 
     import dataclasses
 
-    interrupted = build_model(config, src, tgt)
+    interrupted = model_for(data["train"], config)
     train(interrupted, *items, dataclasses.replace(config, epochs=2), tmp_path / "resumed", progress=False)
-    resumed = build_model(config, src, tgt)  # a fresh process: weights come from last.pt
+    resumed = model_for(data["train"], config)  # a fresh process: weights come from last.pt
     history_resumed = train(resumed, *items, config, tmp_path / "resumed", progress=False)
 
     assert [h["train_loss"] for h in history_resumed] == [h["train_loss"] for h in history]
@@ -143,11 +141,8 @@ def test_an_interrupted_build_resumes_from_its_partial_folder(smoke, tmp_path, m
     monkeypatch.setenv("SIXTEEN_HEADS_CACHE", str(tmp_path))
     final = course.model_dir(profile, "translation")
     data = generate_data(spec)
-    src = build_dictionary([p.src for p in data["train"]])
-    tgt = build_dictionary([p.ref for p in data["train"]])
     config = TranslationConfig(**spec["train"])
-    first = train(build_model(config, src, tgt), encode_pairs(data["train"], src, tgt),
-                  encode_pairs(data["valid"], src, tgt), dataclasses.replace(config, epochs=1),
+    first = train(model_for(data["train"], config), data["train"], data["valid"], dataclasses.replace(config, epochs=1),
                   final.with_name(final.name + ".partial") / "checkpoints", progress=False)
 
     record = course.build_one(profile, "translation", progress=False)

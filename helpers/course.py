@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -32,9 +33,8 @@ from typing import Any
 from . import appendix_tasks, nli_task, translation_task
 from .atomic import atomic_path
 from .course_training import TASKS, build_classifier, build_translation, generate_data, machine
-from .results import results_dir
+from .results import ROOT, results_dir
 
-ROOT = Path(__file__).resolve().parent.parent
 _SOURCES = ("lexicon.py", "nli_task.py", "appendix_tasks.py", "translation_task.py", "classifier_training.py",
             "translation_model.py", "course_training.py", "models.py", "metrics.py", "splits.py")
 
@@ -53,11 +53,19 @@ def model_specs(profile: dict) -> dict[str, dict]:
     return specs
 
 
+@functools.lru_cache(maxsize=1)
+def _code_digest() -> bytes:
+    """Digest of the code that generates and trains the models, read once per process."""
+    h = hashlib.sha256()
+    for source in _SOURCES:
+        h.update((Path(__file__).parent / source).read_bytes())
+    return h.digest()
+
+
 def spec_hash(name: str, spec: dict) -> str:
     """12 hex digits over the model's settings and the code that builds it."""
     h = hashlib.sha256(json.dumps({"name": name, "spec": spec}, sort_keys=True).encode())
-    for source in _SOURCES:
-        h.update((Path(__file__).parent / source).read_bytes())
+    h.update(_code_digest())
     return h.hexdigest()[:12]
 
 

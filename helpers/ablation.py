@@ -22,8 +22,8 @@ from tqdm.auto import tqdm
 
 from .gates import HeadGates
 from .sites import attention_sites, sites_by_kind
+from .sweep_cache import UNMASKED, Config, SweepCache  # Config: (kind, layer, heads to mask)
 
-Config = tuple[str, int, tuple[int, ...]]  # (kind, layer, heads to mask)
 DECODER_KINDS = ("enc_dec", "dec_self")
 
 
@@ -129,20 +129,27 @@ def _constant(value):
 
 
 def translation_sweep(model: nn.Module, sources: Sequence[str], configs: Sequence[Config], beam: int = 5,
-                      lenpen: float = 1.0, batch_size: int = 64, progress: bool = True
-                      ) -> tuple[list[str], dict[Config, list[str]]]:
+                      lenpen: float = 1.0, batch_size: int = 64, progress: bool = True,
+                      cache: SweepCache | None = None) -> tuple[list[str], dict[Config, list[str]]]:
     """Translate ``sources`` unmasked and under every configuration (beam search, so no layer is
     replayed: the decoder runs once per output position). Returns the unmasked hypotheses and
-    ``{config: hypotheses}``."""
+    ``{config: hypotheses}``. With a ``cache`` (made for exactly these sources and settings),
+    configurations found there are not decoded again, and each new one is stored as it finishes."""
     from .translation_model import translate
 
+    cache = cache or SweepCache(None)
+    out = {c: cache.get(c) for c in configs}
+    todo = [c for c in configs if out[c] is None]
     with HeadGates(model) as gates:
-        base = translate(model, sources, beam=beam, lenpen=lenpen, batch_size=batch_size)
-        out = {}
-        for kind, layer, heads in tqdm(configs, desc="translation sweep", disable=not progress, unit="config"):
+        base = cache.get(UNMASKED)
+        if base is None:
+            base = translate(model, sources, beam=beam, lenpen=lenpen, batch_size=batch_size)
+            cache.put(UNMASKED, base)
+        for kind, layer, heads in tqdm(todo, desc="translation sweep", disable=not progress, unit="config"):
             gates.mask({kind: {layer: list(heads)}})
             try:
                 out[(kind, layer, heads)] = translate(model, sources, beam=beam, lenpen=lenpen, batch_size=batch_size)
             finally:
                 gates.reset()
+            cache.put((kind, layer, heads), out[(kind, layer, heads)])
     return base, out

@@ -9,8 +9,9 @@ A profile's ``models`` section names each model: its ``task`` (``nli``, ``accept
 ``sentiment``, ``paraphrase`` or ``translation``), the split ``sizes`` of the generated data,
 the ``encoder`` to fine-tune (classifiers) and the training settings. Each model is built in
 ``.cache/models/<name>-<hash>/``, where the hash covers its settings and the source of the code
-that generates its data and trains it; a finished folder holds ``record.json`` and is never
-written again, so a second build reuses it. A build runs in ``<folder>.partial`` and is renamed
+that generates its data and trains it; a finished folder holds ``record.json``, and its model
+and data are never written again, so a second build reuses them. Its ``sweeps/`` subfolder
+caches the model's outputs under head masks (``helpers/sweep_cache.py``) for the chapters. A build runs in ``<folder>.partial`` and is renamed
 only when complete; an interrupted translation model resumes from its last finished epoch.
 
 ``results/<profile>/models.json`` records, for each model, its task, settings, training time
@@ -34,6 +35,7 @@ from . import appendix_tasks, nli_task, translation_task
 from .atomic import atomic_path
 from .course_training import TASKS, build_classifier, build_translation, generate_data, machine
 from .results import ROOT, results_dir
+from .sweep_cache import stale_sweeps
 
 _SOURCES = ("lexicon.py", "nli_task.py", "appendix_tasks.py", "translation_task.py", "classifier_training.py",
             "translation_model.py", "course_training.py", "models.py", "metrics.py", "splits.py")
@@ -192,14 +194,22 @@ def load_translation(profile: dict, name: str = "translation", epoch: int | None
     return load_pruned(path)
 
 
+def sweeps_dir(profile: dict, name: str) -> Path:
+    """Where the chapters cache model ``name``'s outputs under head masks (see sweep_cache)."""
+    return model_dir(profile, name) / "sweeps"
+
+
 def stale_folders(profiles: list[dict]) -> list[Path]:
-    """Cache folders that no model of ``profiles`` uses any more (older settings or code); an
-    unfinished ``.partial`` folder of a current model is kept, so it can resume."""
+    """Cache folders that no model of ``profiles`` uses any more (older settings or code), and
+    sweep folders of current models written by older code; an unfinished ``.partial`` folder of
+    a current model is kept, so it can resume."""
     keep = {model_dir(p, name).name for p in profiles for name in model_specs(p)}
     root = cache_root()
     if not root.exists():
         return []
-    return sorted(d for d in root.iterdir() if d.is_dir() and d.name.removesuffix(".partial") not in keep)
+    stale = [d for d in root.iterdir() if d.is_dir() and d.name.removesuffix(".partial") not in keep]
+    current = [root / name for name in keep if (root / name).is_dir()]
+    return sorted(stale + [s for d in current for s in stale_sweeps(d)])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -217,7 +227,7 @@ def main(argv: list[str] | None = None) -> None:
         size = sum(f.stat().st_size for d in stale for f in d.rglob("*") if f.is_file())
         for d in stale:
             shutil.rmtree(d)
-        print(f"removed {len(stale)} stale model folders ({size / 2**20:.0f} MiB) from {cache_root()}")
+        print(f"removed {len(stale)} stale model and sweep folders ({size / 2**20:.0f} MiB) from {cache_root()}")
         return
     summary = build(load_profile(args.profile), only=args.only, force=args.force)
     print(f"models of profile {args.profile!r} ready in {summary['seconds_this_run']:.0f} s; "

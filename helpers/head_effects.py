@@ -3,10 +3,12 @@
 Each function returns one row per configuration (``kind``, ``layer``, ``heads`` masked; layers
 and heads 0-based) with the masked score, ``delta`` = masked - unmasked, the paired-bootstrap
 ``p_value`` and ``significant`` (p < alpha). ``grid`` lays one kind out as layers x heads,
-1-based like the paper's tables, with significant cells marked ``*``.
+1-based like the paper's tables, with significant cells marked ``*``; ``best_per_layer``,
+``held_out`` and ``layer_table`` make §3.3's tables from all-but-one effects.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
@@ -15,6 +17,7 @@ from .ablation import Config, single_layer_sweep, translation_sweep
 from .classifier_training import batches, encode
 from .significance import (accuracy_from_stats, accuracy_stats, bleu_from_stats, bleu_stats,
                            paired_bootstrap, resample_indices)
+from .sweep_cache import UNMASKED, SweepCache, sweep_key
 
 
 def _rows(configs: Sequence[Config], base_stats, stats_of, score, n_resamples: int, alpha: float, seed: int):
@@ -33,32 +36,95 @@ def _rows(configs: Sequence[Config], base_stats, stats_of, score, n_resamples: i
 
 def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[Config], max_length: int = 64,
                        batch_size: int = 64, n_resamples: int = 1000, alpha: float = 0.01, seed: int = 0,
-                       progress: bool = True) -> pd.DataFrame:
-    """Accuracy of a sequence classifier under each configuration (lower layers replayed)."""
-    data = list(batches(encode(tokenizer, examples, max_length), batch_size))
-    base, outs = single_layer_sweep(model, data, lambda m, b: m(**b).logits.argmax(-1), configs, progress=progress)
+                       progress: bool = True, cache_dir: Path | None = None) -> pd.DataFrame:
+    """Accuracy of a sequence classifier under each configuration (lower layers replayed).
+
+    ``cache_dir`` (e.g. ``course.sweeps_dir``; only for a model as loaded, never one modified in
+    place) keeps the predictions per configuration, so a later call on the same examples and
+    settings computes only the configurations it has not seen."""
+    inputs = [_text_of(e) for e in examples]
+    cache = _cache(cache_dir, inputs, {"max_length": max_length, "batch_size": batch_size})
+    todo = cache.missing([UNMASKED, *configs])
+    if todo:
+        data = list(batches(encode(tokenizer, examples, max_length), batch_size))
+        todo = [c for c in todo if c != UNMASKED]
+        base, outs = single_layer_sweep(model, data, lambda m, b: m(**b).logits.argmax(-1), todo, progress=progress)
+        cache.put(UNMASKED, base.tolist())
+        for config, predicted in outs.items():
+            cache.put(config, predicted.tolist())
     gold = [e.label for e in examples]
-    return _rows(configs, accuracy_stats(base, gold), lambda c: accuracy_stats(outs[c], gold), accuracy_from_stats,
-                 n_resamples, alpha, seed)
+    return _rows(configs, accuracy_stats(cache.get(UNMASKED), gold), lambda c: accuracy_stats(cache.get(c), gold),
+                 accuracy_from_stats, n_resamples, alpha, seed)
+
+
+def _text_of(example) -> list:
+    return [example.premise, example.hypothesis] if hasattr(example, "premise") else [example.text, example.text_pair]
+
+
+def _cache(cache_dir: Path | None, inputs: Sequence, settings: dict) -> SweepCache:
+    return SweepCache(None if cache_dir is None else Path(cache_dir) / sweep_key(inputs, settings))
 
 
 def translation_effects(model, pairs: Sequence, configs: Sequence[Config], beam: int = 5, batch_size: int = 64,
-                        n_resamples: int = 1000, alpha: float = 0.01, seed: int = 0, progress: bool = True
-                        ) -> pd.DataFrame:
-    """Tokenised BLEU of a translation model under each configuration (beam search)."""
+                        n_resamples: int = 1000, alpha: float = 0.01, seed: int = 0, progress: bool = True,
+                        cache_dir: Path | None = None) -> pd.DataFrame:
+    """Tokenised BLEU of a translation model under each configuration (beam search); ``cache_dir``
+    as in ``classifier_effects`` (hypotheses per configuration, stored as each one finishes)."""
     refs = [p.ref for p in pairs]
-    base, outs = translation_sweep(model, [p.src for p in pairs], configs, beam=beam, batch_size=batch_size,
-                                   progress=progress)
+    sources = [p.src for p in pairs]
+    cache = _cache(cache_dir, sources, {"beam": beam, "lenpen": 1.0, "batch_size": batch_size})
+    base, outs = translation_sweep(model, sources, configs, beam=beam, batch_size=batch_size, progress=progress,
+                                   cache=cache)
     return _rows(configs, bleu_stats(base, refs), lambda c: bleu_stats(outs[c], refs), bleu_from_stats,
                  n_resamples, alpha, seed)
+
+
+def _cells(part: pd.DataFrame, scale: float, digits: int) -> list[str]:
+    return [f"{d * scale:+.{digits}f}" + ("*" if s else "") for d, s in zip(part["delta"], part["significant"])]
 
 
 def grid(df: pd.DataFrame, kind: str, scale: float = 1.0, digits: int = 2) -> pd.DataFrame:
     """Layers x heads table of ``delta * scale`` for ``kind`` (1-based), ``*`` where significant."""
     part = df[df["kind"] == kind]
-    cells = part.assign(cell=[f"{d * scale:+.{digits}f}" + ("*" if s else "")
-                              for d, s in zip(part["delta"], part["significant"])])
-    table = cells.pivot(index="layer", columns="head", values="cell")
+    table = part.assign(cell=_cells(part, scale, digits)).pivot(index="layer", columns="head", values="cell")
     table.index = [f"layer {i + 1}" for i in table.index]
     table.columns = [int(h) + 1 for h in table.columns]
+    return table
+
+
+# ---- §3.3: keeping one head per layer ----------------------------------------------------------
+def kept_head(heads: Sequence[int]) -> int:
+    """The head an all-but-one configuration keeps: the index in 0..len(heads) it does not mask."""
+    (kept,) = set(range(len(heads) + 1)) - set(heads)
+    return kept
+
+
+def best_per_layer(effects: pd.DataFrame) -> pd.DataFrame:
+    """One row per (kind, layer) of all-but-one ``effects``: the kept head with the highest
+    score (ties: the lowest head), as in Tables 2 and 3; adds the column ``kept`` (0-based)."""
+    df = effects.assign(kept=[kept_head(h) for h in effects["heads"]])
+    df = df.sort_values(["kind", "layer", "delta", "kept"], ascending=[True, True, False, True], kind="stable")
+    return df.groupby(["kind", "layer"], sort=False).head(1).reset_index(drop=True)
+
+
+def configs_of(rows: pd.DataFrame) -> list[Config]:
+    """The configurations of ``rows`` (e.g. the heads ``best_per_layer`` chose), to evaluate elsewhere."""
+    return [(k, int(layer), tuple(int(h) for h in heads)) for k, layer, heads in zip(rows["kind"], rows["layer"], rows["heads"])]
+
+
+def held_out(chosen: pd.DataFrame, report: pd.DataFrame) -> pd.DataFrame:
+    """Appendix A: the rows of ``report`` (effects on another set) for the configurations in
+    ``chosen`` (``best_per_layer`` of the selection set), one per (kind, layer), with ``kept``."""
+    wanted = set(configs_of(chosen))
+    rows = report[[c in wanted for c in configs_of(report)]]
+    if len(rows) != len(wanted):
+        raise ValueError(f"the report set has {len(rows)} of the {len(wanted)} chosen configurations; "
+                         "evaluate configs_of(chosen) on it first")
+    return rows.assign(kept=[kept_head(h) for h in rows["heads"]]).sort_values(["kind", "layer"]).reset_index(drop=True)
+
+
+def layer_table(rows: pd.DataFrame, scale: float = 1.0, digits: int = 2) -> pd.DataFrame:
+    """Layers x kinds table (1-based) of ``delta * scale``, ``*`` where significant."""
+    table = rows.assign(cell=_cells(rows, scale, digits)).pivot(index="layer", columns="kind", values="cell")
+    table.index = [f"layer {i + 1}" for i in table.index]
     return table

@@ -1,0 +1,81 @@
+"""A disk cache for a model's outputs under head-mask configurations (one JSON file each).
+
+Two chapters often need the same sweep: §3.4 compares the in-domain scores of §3.2's one-head
+ablation with out-of-domain ones, and a rebuilt book should not decode 144 configurations again.
+A ``SweepCache`` is a folder for one model on one exact list of inputs with one set of
+evaluation settings (beam, batch size, ...); each configuration's outputs (hypotheses or
+predicted labels, one per input) are written atomically as soon as they are computed, so an
+interrupted sweep resumes where it stopped.
+
+``sweep_key`` names the folder: a digest of the inputs, the settings and the source of the code
+that masks heads and decodes, so changing any of them starts a new folder instead of reading
+stale outputs.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from .atomic import atomic_path
+
+Config = tuple[str, int, tuple[int, ...]]  # (kind, layer, heads masked), 0-based
+UNMASKED: Config = ("none", -1, ())
+_CODE = ("gates.py", "sites.py", "ablation.py", "translation_model.py", "classifier_training.py")
+
+
+@functools.lru_cache(maxsize=1)
+def code_digest() -> str:
+    """8 hex digits over the source that computes sweep outputs."""
+    h = hashlib.sha256()
+    for source in _CODE:
+        h.update((Path(__file__).parent / source).read_bytes())
+    return h.hexdigest()[:8]
+
+
+def sweep_key(inputs: Sequence[Any], settings: dict) -> str:
+    """``<code digest>-<12 hex digits over inputs and settings>``; inputs must be JSON-able."""
+    h = hashlib.sha256(json.dumps({"inputs": list(inputs), "settings": settings}, sort_keys=True).encode())
+    return f"{code_digest()}-{h.hexdigest()[:12]}"
+
+
+def _file_name(config: Config) -> str:
+    kind, layer, heads = config
+    if config == UNMASKED:
+        return "unmasked.json"
+    return f"{kind}-L{layer}-mask{'.'.join(map(str, heads)) or 'none'}.json"
+
+
+class SweepCache:
+    """Outputs per configuration in ``directory``; ``SweepCache(None)`` keeps them in memory only."""
+
+    def __init__(self, directory: Path | str | None):
+        self.directory = None if directory is None else Path(directory)
+        self._memory: dict[Config, list] = {}
+
+    def get(self, config: Config) -> list | None:
+        if self.directory is None:
+            return self._memory.get(config)
+        path = self.directory / _file_name(config)
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def put(self, config: Config, outputs: Sequence) -> None:
+        if self.directory is None:
+            self._memory[config] = list(outputs)
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with atomic_path(self.directory / _file_name(config)) as tmp:
+            tmp.write_text(json.dumps(list(outputs)))
+
+    def missing(self, configs: Sequence[Config]) -> list[Config]:
+        return [c for c in configs if self.get(c) is None]
+
+
+def stale_sweeps(model_folder: Path) -> list[Path]:
+    """Sweep folders of a model written by older code (their digest prefix differs)."""
+    root = model_folder / "sweeps"
+    if not root.exists():
+        return []
+    return sorted(d for d in root.iterdir() if d.is_dir() and not d.name.startswith(code_digest() + "-"))

@@ -1,0 +1,116 @@
+"""Head-effect tables: the sweep cache returns what a fresh sweep computes, resumes an interrupted
+sweep, and §3.3's per-layer selection picks the right head on hand-made data."""
+import pandas as pd
+import pytest
+
+from helpers import ablation, course, head_effects
+from helpers.ablation import all_but_one_configs, one_head_configs
+from helpers.head_effects import (best_per_layer, classifier_effects, configs_of, held_out, kept_head, layer_table,
+                                  translation_effects)
+from helpers.runner import load_profile
+from helpers.sweep_cache import code_digest
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SIXTEEN_HEADS_CACHE", str(tmp_path_factory.mktemp("models")))
+    profile = load_profile("smoke")
+    course.build(profile, only=["nli", "translation"], progress=False)
+    yield profile
+    mp.undo()
+
+
+def _no_sweep(*args, **kwargs):
+    raise AssertionError("the cache should have answered")
+
+
+def test_classifier_cache_gives_the_uncached_table_and_computes_only_new_configs(smoke, tmp_path, monkeypatch):
+    model, tokenizer = course.load_classifier(smoke, "nli")
+    examples = course.load_data(smoke, "nli")["matched"][:20]
+    configs = one_head_configs(model)
+    args = dict(max_length=48, n_resamples=50, progress=False)
+    fresh = classifier_effects(model, tokenizer, examples, configs, **args)
+    first = classifier_effects(model, tokenizer, examples, configs[:3], cache_dir=tmp_path, **args)
+    swept = []
+    real = head_effects.single_layer_sweep
+    monkeypatch.setattr(head_effects, "single_layer_sweep",
+                        lambda m, d, run, todo, **kw: swept.append(list(todo)) or real(m, d, run, todo, **kw))
+    cached = classifier_effects(model, tokenizer, examples, configs, cache_dir=tmp_path, **args)
+    assert swept == [configs[3:]]  # the first three came from the cache
+    pd.testing.assert_frame_equal(cached, fresh)
+    pd.testing.assert_frame_equal(first, fresh.iloc[:3])
+    monkeypatch.setattr(head_effects, "single_layer_sweep", _no_sweep)
+    pd.testing.assert_frame_equal(classifier_effects(model, tokenizer, examples, configs, cache_dir=tmp_path, **args),
+                                  fresh)
+    # other examples or settings are another sweep, not a stale answer
+    monkeypatch.setattr(head_effects, "single_layer_sweep", real)
+    other = classifier_effects(model, tokenizer, examples[:10], configs[:2], cache_dir=tmp_path, **args)
+    assert len({p.name for p in tmp_path.iterdir()}) == 2 and len(other) == 2
+
+
+def test_an_interrupted_translation_sweep_resumes_with_the_same_hypotheses(smoke, tmp_path, monkeypatch):
+    model = course.load_translation(smoke)
+    pairs = course.load_data(smoke, "translation")["test13"][:8]
+    configs = one_head_configs(model)
+    fresh = translation_effects(model, pairs, configs, beam=2, n_resamples=50, progress=False)
+
+    import helpers.translation_model as tm
+    real, calls = tm.translate, []
+
+    def dies_on_the_fourth_call(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tm, "translate", dies_on_the_fourth_call)
+    with pytest.raises(KeyboardInterrupt):
+        translation_effects(model, pairs, configs, beam=2, n_resamples=50, progress=False, cache_dir=tmp_path)
+    (folder,) = tmp_path.iterdir()
+    assert len(list(folder.glob("*.json"))) == 3  # unmasked + two configurations, each complete
+    monkeypatch.setattr(tm, "translate", real)
+    resumed = translation_effects(model, pairs, configs, beam=2, n_resamples=50, progress=False, cache_dir=tmp_path)
+    pd.testing.assert_frame_equal(resumed, fresh)
+    assert folder.name.startswith(code_digest() + "-")
+
+
+def test_stale_sweeps_are_pruned_with_the_models(smoke):
+    folder = course.sweeps_dir(smoke, "nli")
+    (folder / "0000dead-0123456789ab").mkdir(parents=True)
+    (folder / f"{code_digest()}-0123456789ab").mkdir()
+    assert course.stale_folders([smoke]) == [folder / "0000dead-0123456789ab"]
+
+
+def _abo(rows):
+    """All-but-one effects of one 3-head layer: (kind, layer, kept head, delta, significant)."""
+    return pd.DataFrame([{"kind": k, "layer": layer, "heads": [h for h in range(3) if h != kept], "delta": d,
+                          "significant": s} for k, layer, kept, d, s in rows])
+
+
+def test_best_per_layer_keeps_the_highest_delta_and_breaks_ties_by_head():
+    effects = _abo([("enc_self", 0, 0, -2.0, True), ("enc_self", 0, 1, -0.5, False), ("enc_self", 0, 2, -1.0, True),
+                    ("enc_dec", 1, 0, 0.3, False), ("enc_dec", 1, 1, 0.3, False), ("enc_dec", 1, 2, 0.1, False)])
+    best = best_per_layer(effects)
+    assert list(zip(best["kind"], best["layer"], best["kept"], best["delta"])) == [
+        ("enc_dec", 1, 0, 0.3), ("enc_self", 0, 1, -0.5)]
+    assert configs_of(best) == [("enc_dec", 1, (1, 2)), ("enc_self", 0, (0, 2))]
+    assert layer_table(best).loc["layer 1", "enc_self"] == "-0.50"
+
+
+def test_held_out_reports_the_head_chosen_on_the_other_set():
+    selection = _abo([("self", 0, 0, -0.1, False), ("self", 0, 1, -0.9, True), ("self", 0, 2, -0.3, False)])
+    report = _abo([("self", 0, 0, -1.5, True), ("self", 0, 1, 0.0, False), ("self", 0, 2, 0.2, False)])
+    chosen = held_out(best_per_layer(selection), report)
+    assert chosen[["kept", "delta", "significant"]].values.tolist() == [[0, -1.5, True]]
+    # and it is not simply the best head of the report set
+    assert best_per_layer(report)["kept"].tolist() == [2]
+    with pytest.raises(ValueError, match="evaluate configs_of"):
+        held_out(best_per_layer(selection), report.iloc[1:])
+
+
+def test_kept_head_and_all_but_one_configs_agree(smoke):
+    model, _ = course.load_classifier(smoke, "nli")
+    configs = all_but_one_configs(model)
+    heads = ablation.attention_sites(model)[0].num_heads
+    assert [kept_head(h) for _, layer, h in configs if layer == 0] == list(range(heads))

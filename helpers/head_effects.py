@@ -4,7 +4,8 @@ Each function returns one row per configuration (``kind``, ``layer``, ``heads`` 
 and heads 0-based) with the masked score, ``delta`` = masked - unmasked, the paired-bootstrap
 ``p_value`` and ``significant`` (p < alpha). ``grid`` lays one kind out as layers x heads,
 1-based like the paper's tables, with significant cells marked ``*``; ``best_per_layer``,
-``held_out`` and ``layer_table`` make §3.3's tables from all-but-one effects.
+``held_out`` and ``layer_table`` make §3.3's tables from all-but-one effects;
+``paired_scores`` and ``correlation`` compare two sets for §3.4.
 """
 from __future__ import annotations
 
@@ -93,6 +94,9 @@ def grid(df: pd.DataFrame, kind: str, scale: float = 1.0, digits: int = 2) -> pd
 
 
 # ---- §3.3: keeping one head per layer ----------------------------------------------------------
+KIND_ORDER = ("enc_self", "enc_dec", "dec_self", "self")
+
+
 def kept_head(heads: Sequence[int]) -> int:
     """The head an all-but-one configuration keeps: the index in 0..len(heads) it does not mask."""
     (kept,) = set(range(len(heads) + 1)) - set(heads)
@@ -102,9 +106,14 @@ def kept_head(heads: Sequence[int]) -> int:
 def best_per_layer(effects: pd.DataFrame) -> pd.DataFrame:
     """One row per (kind, layer) of all-but-one ``effects``: the kept head with the highest
     score (ties: the lowest head), as in Tables 2 and 3; adds the column ``kept`` (0-based)."""
-    df = effects.assign(kept=[kept_head(h) for h in effects["heads"]])
-    df = df.sort_values(["kind", "layer", "delta", "kept"], ascending=[True, True, False, True], kind="stable")
-    return df.groupby(["kind", "layer"], sort=False).head(1).reset_index(drop=True)
+    df = effects.assign(kept=[kept_head(h) for h in effects["heads"]], _order=effects["kind"].map(_kind_order))
+    df = df.sort_values(["_order", "layer", "delta", "kept"], ascending=[True, True, False, True], kind="stable")
+    return df.groupby(["kind", "layer"], sort=False).head(1).drop(columns="_order").reset_index(drop=True)
+
+
+def _kind_order(kind: str) -> int:
+    """The paper's order of attention kinds (enc_self, enc_dec, dec_self), then any other."""
+    return KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER)
 
 
 def configs_of(rows: pd.DataFrame) -> list[Config]:
@@ -120,11 +129,40 @@ def held_out(chosen: pd.DataFrame, report: pd.DataFrame) -> pd.DataFrame:
     if len(rows) != len(wanted):
         raise ValueError(f"the report set has {len(rows)} of the {len(wanted)} chosen configurations; "
                          "evaluate configs_of(chosen) on it first")
-    return rows.assign(kept=[kept_head(h) for h in rows["heads"]]).sort_values(["kind", "layer"]).reset_index(drop=True)
+    rows = rows.assign(kept=[kept_head(h) for h in rows["heads"]], _order=rows["kind"].map(_kind_order))
+    return rows.sort_values(["_order", "layer"]).drop(columns="_order").reset_index(drop=True)
 
 
 def layer_table(rows: pd.DataFrame, scale: float = 1.0, digits: int = 2) -> pd.DataFrame:
-    """Layers x kinds table (1-based) of ``delta * scale``, ``*`` where significant."""
+    """Layers x kinds table of ``delta * scale``, ``*`` where significant; the index is the
+    1-based layer, so tables of models with different depths line up with ``pd.concat``."""
     table = rows.assign(cell=_cells(rows, scale, digits)).pivot(index="layer", columns="kind", values="cell")
-    table.index = [f"layer {i + 1}" for i in table.index]
-    return table
+    table.index = pd.Index([int(i) + 1 for i in table.index], name="layer")
+    return table[sorted(table.columns, key=_kind_order)]
+
+
+# ---- §3.4: the same heads on two domains -------------------------------------------------------
+def paired_scores(in_domain: pd.DataFrame, out_of_domain: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration evaluated on both sets: ``kind``, ``layer``, ``head``, and
+    ``score_in``/``score_out``, ``delta_in``/``delta_out`` (Figure 2's points)."""
+    def keyed(df, side):
+        out = df.assign(key=configs_of(df))[["key", "kind", "layer", "head", "score", "delta"]]
+        return out.rename(columns={"score": f"score_{side}", "delta": f"delta_{side}"})
+
+    both = keyed(in_domain, "in").merge(keyed(out_of_domain, "out").drop(columns=["kind", "layer", "head"]), on="key")
+    if len(both) != len(in_domain) or len(both) != len(out_of_domain):
+        raise ValueError(f"the two sets share {len(both)} configurations, but have {len(in_domain)} and "
+                         f"{len(out_of_domain)}; evaluate the same configurations on both")
+    return both.drop(columns="key")
+
+
+def correlation(paired: pd.DataFrame) -> tuple[float, float]:
+    """Pearson r between in- and out-of-domain scores, and its two-sided p-value; (nan, nan)
+    when either side does not vary (r is undefined)."""
+    from scipy.stats import pearsonr
+
+    a, b = paired["score_in"].to_numpy(float), paired["score_out"].to_numpy(float)
+    if len(a) < 3 or a.std() == 0 or b.std() == 0:
+        return float("nan"), float("nan")
+    result = pearsonr(a, b)
+    return float(result.statistic), float(result.pvalue)

@@ -174,3 +174,21 @@ def table(number: int) -> pd.DataFrame:
     if number not in tables:
         raise KeyError(f"the paper's tables with per-head or per-layer numbers are {sorted(tables)}")
     return _read(tables[number])
+
+
+def effects(number: int) -> pd.DataFrame:
+    """A table in the long form of ``helpers.head_effects`` (``kind``, 0-based ``layer`` and
+    ``head``, ``delta``, ``significant``), so the same table functions lay out ours and theirs.
+    Accuracy changes (Tables 3, 6) become fractions, like ours; BERT's kind is ``self``."""
+    t = table(number)
+    if number == 1:
+        return pd.DataFrame({"kind": "enc_self", "layer": t["layer"] - 1, "head": t["head"] - 1,
+                             "delta": t["delta"], "significant": t["significant"].astype(bool)})
+    if number in (3, 6):
+        return pd.DataFrame({"kind": "self", "layer": t["layer"] - 1, "delta": t["delta"] / 100,
+                             "significant": False})
+    return pd.DataFrame([{"kind": kind, "layer": layer - 1, "delta": row[kind], "significant": bool(row[f"sig_{kind}"])}
+                         for layer, row in t.set_index("layer").iterrows() for kind in KINDS])
+
+
+KINDS = ("enc_self", "enc_dec", "dec_self")  # the paper's order of WMT's attention kinds

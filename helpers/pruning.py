@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from .atomic import atomic_path
+from .fairseq_compat import import_fairseq
 from .gates import HeadSpec
 from .sites import AttentionSite, HeadSpecError, attention_sites, check_head, family_of, mark_heads, resolve
 
@@ -255,6 +256,7 @@ def _save_fairseq(model: nn.Module, directory: Path) -> None:
 
 
 def _build_fairseq(directory: Path) -> nn.Module:
+    import_fairseq()
     from fairseq.data import Dictionary
     from fairseq.models.transformer import TransformerModel
 

@@ -157,7 +157,7 @@ def _fairseq_sites(model: nn.Module) -> list[AttentionSite]:
 def _is_fairseq_transformer(model: nn.Module) -> bool:
     if not type(model).__module__.startswith("fairseq"):
         return False
-    from fairseq.models.transformer import TransformerModelBase
+    from fairseq.models.transformer import TransformerModelBase  # already imported: the model is one
 
     return isinstance(model, TransformerModelBase)
 

@@ -26,6 +26,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .atomic import atomic_path
+from .fairseq_compat import import_fairseq
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ def fairseq_args(arch: str = "transformer", **overrides) -> argparse.Namespace:
     """The args of a registered fairseq architecture (e.g. ``transformer_iwslt_de_en`` or the
     paper's WMT ``transformer_vaswani_wmt_en_de_big``) with ``overrides`` applied first, so the
     architecture fills in only what is not overridden."""
+    import_fairseq()
     from fairseq.models import ARCH_CONFIG_REGISTRY
     from fairseq.models.transformer import TransformerModel
 
@@ -70,6 +72,7 @@ def fairseq_args(arch: str = "transformer", **overrides) -> argparse.Namespace:
 
 def build_dictionary(sentences: Sequence[str]):
     """A fairseq Dictionary of every whitespace token in ``sentences`` (specials first)."""
+    import_fairseq()
     from fairseq.data import Dictionary
 
     d = Dictionary()
@@ -81,6 +84,7 @@ def build_dictionary(sentences: Sequence[str]):
 
 
 def build_model(config: TranslationConfig, src_dict, tgt_dict) -> nn.Module:
+    import_fairseq()
     from fairseq.models.transformer import TransformerModel
 
     torch.manual_seed(config.seed)
@@ -119,6 +123,7 @@ def encode_pairs(pairs: Sequence, model: nn.Module) -> list[tuple[torch.Tensor, 
 def collate(items: Sequence[tuple[torch.Tensor, torch.Tensor]], pad: int, eos: int) -> dict:
     """A fairseq-style batch: sources left-padded [B, S]; targets and decoder inputs
     (``</s>`` + target[:-1]) right-padded [B, T]."""
+    import_fairseq()
     from fairseq.data import data_utils
 
     src = data_utils.collate_tokens([s for s, _ in items], pad, eos, left_pad=True)
@@ -150,6 +155,7 @@ def token_batches(items: Sequence, max_tokens: int, rng: random.Random | None = 
 # ---- loss ------------------------------------------------------------------------------------
 def sentence_losses(model: nn.Module, batch: dict, label_smoothing: float = 0.0) -> torch.Tensor:
     """Summed (label-smoothed) token cross-entropy of each sentence, [B], in nats."""
+    import_fairseq()
     from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
 
     logits = model(**batch["net_input"])[0]
@@ -251,6 +257,7 @@ def mean_token_loss(model: nn.Module, items: Sequence, max_tokens: int = 4000) -
 def translate(model: nn.Module, sources: Sequence[str], beam: int = 5, lenpen: float = 1.0,
               batch_size: int = 64, progress: bool = False) -> list[str]:
     """Beam-search translations of tokenised ``sources``, in order, as token strings."""
+    import_fairseq()
     from fairseq.data import data_utils
     from fairseq.sequence_generator import SequenceGenerator
 

@@ -93,9 +93,10 @@ def test_best_per_layer_keeps_the_highest_delta_and_breaks_ties_by_head():
                     ("enc_dec", 1, 0, 0.3, False), ("enc_dec", 1, 1, 0.3, False), ("enc_dec", 1, 2, 0.1, False)])
     best = best_per_layer(effects)
     assert list(zip(best["kind"], best["layer"], best["kept"], best["delta"])) == [
-        ("enc_dec", 1, 0, 0.3), ("enc_self", 0, 1, -0.5)]
-    assert configs_of(best) == [("enc_dec", 1, (1, 2)), ("enc_self", 0, (0, 2))]
-    assert layer_table(best).loc["layer 1", "enc_self"] == "-0.50"
+        ("enc_self", 0, 1, -0.5), ("enc_dec", 1, 0, 0.3)]  # the paper's order of kinds
+    assert configs_of(best) == [("enc_self", 0, (0, 2)), ("enc_dec", 1, (1, 2))]
+    assert layer_table(best).loc[1, "enc_self"] == "-0.50"
+    assert list(layer_table(best).columns) == ["enc_self", "enc_dec"]
 
 
 def test_held_out_reports_the_head_chosen_on_the_other_set():
@@ -114,3 +115,38 @@ def test_kept_head_and_all_but_one_configs_agree(smoke):
     configs = all_but_one_configs(model)
     heads = ablation.attention_sites(model)[0].num_heads
     assert [kept_head(h) for _, layer, h in configs if layer == 0] == list(range(heads))
+
+
+def test_the_papers_tables_lay_out_like_ours():
+    from helpers import paper_values
+    from helpers.head_effects import grid
+
+    table1 = grid(paper_values.effects(1), "enc_self")
+    assert table1.shape == (6, 16) and table1.loc["layer 1", 6] == "-0.53*"
+    assert table1.map(lambda c: c.endswith("*")).sum().sum() == paper_values.SIGNIFICANT_ENC_SELF
+    table5 = layer_table(paper_values.effects(5))
+    assert list(table5.columns) == list(paper_values.KINDS) and table5.loc[6, "enc_dec"] == "-18.89*"
+    assert table5.map(lambda c: c.endswith("*")).sum().sum() == 9  # "50% of layers" (App. A)
+    table3 = layer_table(paper_values.effects(3), scale=100)
+    assert table3.loc[9, "self"] == "-0.96" and len(table3) == 12
+
+
+def test_cross_domain_pairs_configurations_and_correlates_like_numpy():
+    import numpy as np
+
+    from helpers.head_effects import correlation, paired_scores
+
+    def one_head(scores):
+        return pd.DataFrame([{"kind": "self", "layer": i // 2, "heads": [i % 2], "head": i % 2, "score": s,
+                              "delta": s - 1.0} for i, s in enumerate(scores)])
+
+    a, b = one_head([0.9, 0.8, 1.0, 0.7]), one_head([0.5, 0.6, 0.9, 0.2])
+    paired = paired_scores(a, b.iloc[::-1])  # order does not matter, configurations do
+    assert paired["score_out"].tolist() == [0.5, 0.6, 0.9, 0.2]
+    r, p = correlation(paired)
+    assert r == pytest.approx(np.corrcoef([0.9, 0.8, 1.0, 0.7], [0.5, 0.6, 0.9, 0.2])[0, 1])
+    assert 0 < p < 1
+    flat = paired_scores(a, one_head([0.5] * 4))
+    assert np.isnan(correlation(flat)[0])
+    with pytest.raises(ValueError, match="same configurations"):
+        paired_scores(a, b.iloc[:3])

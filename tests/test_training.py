@@ -50,3 +50,17 @@ def test_bert_training_step_reduces_loss(pruned):
         helpers.prune_heads(case.model, {"self": {0: [0, 1, 2], 1: [0, 1, 2, 3]}})
     losses = train(case.model, case.batch, bert_loss(case))
     assert losses[-1] < 0.5 * losses[0]
+
+
+def test_importing_fairseq_through_helpers_leaves_logging_alone():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    report = "import logging; r = logging.getLogger(); print(r.level, len(r.handlers))"
+    def run(code):
+        return subprocess.run([sys.executable, "-c", f"{code}; {report}"], cwd=Path(__file__).parent.parent,
+                              capture_output=True, text=True, check=True).stdout.split()
+
+    assert run("import fairseq") != ["30", "0"]  # what fairseq 0.12 does on its own
+    assert run("from helpers.fairseq_compat import import_fairseq; import_fairseq()") == ["30", "0"]

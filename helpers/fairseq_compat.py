@@ -1,0 +1,26 @@
+"""Import fairseq without letting it reconfigure logging.
+
+fairseq 0.12 calls ``logging.basicConfig`` while importing (``level=DEBUG`` in
+``models/wav2vec/wav2vec2_classification.py``, INFO in ``tasks/text_to_speech.py``). In a fresh
+process, such as a notebook kernel, that installs a root handler at DEBUG, and every library's
+debug lines (matplotlib's font search, hundreds of them) end up in the notebook. Every helper
+that needs fairseq calls ``import_fairseq()`` first; it imports the package once and puts the
+root logger back as it was.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+
+
+@functools.lru_cache(maxsize=1)
+def import_fairseq():
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    try:
+        import fairseq
+    finally:
+        root.setLevel(level)
+        for handler in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(handler)
+    return fairseq

@@ -1,0 +1,124 @@
+"""Greedy head pruning curves (paper §4.2, §5, §6 and Appendix B; Figures 3 to 6).
+
+Heads are put in an order, least useful first, and the model is scored with the first 0%, 10%,
+..., 90% and 100% of them masked (cumulative, nothing retrained). The orders:
+
+* ``order_by_importance``: increasing importance I_h (computed once; §4.1, per-layer L2
+  normalised by ``head_importance``), the paper's solid line;
+* ``order_by_ablation``: decreasing score after masking the head alone (§3.2's deltas), the
+  paper's dashed "individual oracle" line;
+* ``random_order``: a shuffle, for a band over seeds;
+* ``reestimated_curve`` re-computes I_h with the heads pruned so far masked before each step
+  (the authors' ``--exact_pruning`` option).
+
+Steps count heads of the whole pool (all heads, or one attention kind for §5): step k masks
+``round(k * step * n)`` heads. Masking is through ``HeadGates``; a zero gate is the same as
+removing the head (tested in tests/test_pruning.py), so the curves hold for physical pruning.
+"""
+from __future__ import annotations
+
+import random
+from typing import Callable, Sequence
+
+import pandas as pd
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from .gates import HeadGates
+from .sites import attention_sites
+
+Head = tuple[str, int, int]  # (kind, layer, head), 0-based
+Evaluate = Callable[[nn.Module], float]
+
+
+def heads_of(model: nn.Module, kinds: Sequence[str] | None = None) -> list[Head]:
+    """Every head of ``model`` (of ``kinds`` only, if given), in (kind, layer, head) order."""
+    return [(s.kind, s.layer, h) for s in attention_sites(model) if kinds is None or s.kind in kinds for h in s.heads]
+
+
+def order_by_importance(scores: dict[str, torch.Tensor], pool: Sequence[Head]) -> list[Head]:
+    """``pool`` sorted by increasing importance (``scores[kind][layer, head]``); ties keep pool order."""
+    return sorted(pool, key=lambda h: float(scores[h[0]][h[1], h[2]]))
+
+
+def order_by_ablation(effects: pd.DataFrame, pool: Sequence[Head]) -> list[Head]:
+    """``pool`` sorted by decreasing score change when the head is masked alone (§3.2's one-head
+    ``effects``: columns kind, layer, head, delta): the head whose removal hurts least goes first."""
+    delta = {(k, int(layer), int(h)): float(d)
+             for k, layer, h, d in zip(effects["kind"], effects["layer"], effects["head"], effects["delta"])}
+    missing = [h for h in pool if h not in delta]
+    if missing:
+        raise ValueError(f"the one-head effects have no delta for {len(missing)} heads of the pool, e.g. {missing[0]}; "
+                         "run the one-head ablation on every head first")
+    return sorted(pool, key=lambda h: -delta[h])
+
+
+def random_order(pool: Sequence[Head], seed: int) -> list[Head]:
+    order = list(pool)
+    random.Random(seed).shuffle(order)
+    return order
+
+
+def counts(n: int, step: float = 0.1) -> list[int]:
+    """Heads masked at each step: round(k * step * n) for k = 0, 1, ... up to all ``n``."""
+    steps = round(1 / step)
+    return sorted({round(k * n / steps) for k in range(steps + 1)})
+
+
+def spec_of(heads: Sequence[Head]) -> dict[str, dict[int, list[int]]]:
+    """``{kind: {layer: [heads]}}`` for ``HeadGates.mask`` or ``prune_heads``."""
+    spec: dict[str, dict[int, list[int]]] = {}
+    for kind, layer, head in heads:
+        spec.setdefault(kind, {}).setdefault(layer, []).append(head)
+    return spec
+
+
+def pruning_curve(model: nn.Module, order: Sequence[Head], evaluate: Evaluate, step: float = 0.1,
+                  progress: bool = True, desc: str = "pruning curve") -> pd.DataFrame:
+    """Score with the first ``count`` heads of ``order`` masked, for every step.
+
+    Returns one row per step: ``pruned`` (heads masked), ``share`` (of ``order``, 0..1), ``score``.
+    """
+    rows = []
+    with HeadGates(model) as gates:
+        for count in tqdm(counts(len(order), step), desc=desc, disable=not progress, unit="step"):
+            gates.reset()
+            if count:
+                gates.mask(spec_of(order[:count]))
+            rows.append({"pruned": count, "share": count / len(order), "score": float(evaluate(model))})
+    return pd.DataFrame(rows)
+
+
+def reestimated_curve(model: nn.Module, pool: Sequence[Head], importance: Callable[[nn.Module, HeadGates], dict],
+                      evaluate: Evaluate, step: float = 0.1, progress: bool = True) -> tuple[pd.DataFrame, list[Head]]:
+    """Like ``pruning_curve`` with ``order_by_importance``, but before each step I_h is computed
+    again (``importance(model, gates)``, e.g. ``head_importance(..., gates=gates)``) with the
+    heads pruned so far masked, and the next heads are the least important of those left.
+
+    Returns the curve and the order in which heads were pruned.
+    """
+    order: list[Head] = []
+    rows = []
+    with HeadGates(model) as gates:
+        for count in tqdm(counts(len(pool), step), desc="pruning curve (re-estimated)", disable=not progress,
+                          unit="step"):
+            if count > len(order):
+                left = [h for h in pool if h not in set(order)]
+                order += order_by_importance(importance(model, gates), left)[: count - len(order)]
+                gates.reset()
+                gates.mask(spec_of(order))
+            rows.append({"pruned": count, "share": count / len(pool), "score": float(evaluate(model))})
+    return pd.DataFrame(rows), order
+
+
+def prunable_share(curve: pd.DataFrame, tolerance: float) -> float:
+    """The largest share such that every step up to it keeps ``score >= unpruned - tolerance``
+    (the paper's "no noticeable loss": 1 BLEU point, or 1% accuracy as 0.01)."""
+    base = float(curve.loc[curve["pruned"] == 0, "score"].iloc[0])
+    share = 0.0
+    for s, score in zip(curve["share"], curve["score"]):
+        if score < base - tolerance:
+            break
+        share = float(s)
+    return share

@@ -1,0 +1,77 @@
+"""Pruning curves: masking the first k heads of an order scores like physically removing them;
+orders, steps and the prunable share behave as specified on hand-made inputs."""
+import copy
+
+import pandas as pd
+import pytest
+import torch
+
+import helpers
+from helpers.pruning_curves import (counts, heads_of, order_by_ablation, order_by_importance, prunable_share,
+                                    pruning_curve, random_order, reestimated_curve, spec_of)
+from tiny_models import ALL_CASES, bert
+
+
+def test_steps_are_tenths_of_the_pool_and_end_with_all_of_it():
+    assert counts(144) == [0, 14, 29, 43, 58, 72, 86, 101, 115, 130, 144]
+    assert counts(8) == [0, 1, 2, 3, 4, 5, 6, 7, 8]  # 8 heads: some tenths round to the same count
+    assert counts(96, step=0.5) == [0, 48, 96]
+
+
+@pytest.mark.parametrize("name", ["bert", "fairseq-iwslt"])
+def test_a_masked_curve_equals_physically_pruned_copies(name):
+    case = ALL_CASES[name]()
+    order = random_order(heads_of(case.model), seed=3)
+
+    def evaluate(m):
+        return float(case.run(m, case.batch).detach().double().sum())
+
+    with torch.no_grad():
+        curve = pruning_curve(case.model, order, evaluate, progress=False)
+        for count, score in zip(curve["pruned"], curve["score"]):
+            pruned = copy.deepcopy(case.model)
+            helpers.prune_heads(pruned, spec_of(order[:count]))
+            assert score == pytest.approx(evaluate(pruned), rel=1e-4, abs=1e-4), count
+    assert curve["share"].tolist()[0] == 0 and curve["share"].tolist()[-1] == 1
+    assert evaluate(case.model) == curve["score"].iloc[0]  # gates removed afterwards
+
+
+def test_orders():
+    pool = [("self", 0, 0), ("self", 0, 1), ("self", 1, 0), ("self", 1, 1)]
+    scores = {"self": torch.tensor([[0.5, 0.1], [0.9, 0.1]])}
+    assert order_by_importance(scores, pool) == [("self", 0, 1), ("self", 1, 1), ("self", 0, 0), ("self", 1, 0)]
+    effects = pd.DataFrame({"kind": "self", "layer": [0, 0, 1, 1], "head": [0, 1, 0, 1],
+                            "delta": [-0.2, 0.05, -1.0, 0.0]})
+    assert order_by_ablation(effects, pool) == [("self", 0, 1), ("self", 1, 1), ("self", 0, 0), ("self", 1, 0)]
+    with pytest.raises(ValueError, match="no delta for 1 heads"):
+        order_by_ablation(effects.iloc[:3], pool)
+    assert sorted(random_order(pool, 0)) == sorted(pool)
+    assert random_order(pool, 0) == random_order(pool, 0)
+    assert spec_of([("enc_dec", 2, 1), ("self", 0, 3), ("enc_dec", 2, 0)]) == {"enc_dec": {2: [1, 0]}, "self": {0: [3]}}
+
+
+def test_prunable_share_stops_at_the_first_step_out_of_tolerance():
+    curve = pd.DataFrame({"pruned": [0, 1, 2, 3], "share": [0, 0.1, 0.2, 0.3], "score": [0.80, 0.795, 0.78, 0.80]})
+    assert prunable_share(curve, 0.01) == 0.1  # 0.3 is back within tolerance, but 0.2 was not
+    assert prunable_share(curve, 0.05) == 0.3
+
+
+def test_reestimation_masks_the_pruned_heads_and_never_picks_them_again():
+    case = bert(layers=2, heads=4)
+    pool = heads_of(case.model)
+    seen_masked = []
+
+    def importance(model, gates):
+        seen_masked.append(int((gates.tensor("self") == 0).sum()))
+        return helpers.head_importance(model, [case.batch], case.loss, gates=gates, progress=False)
+
+    def evaluate(m):
+        return float(case.run(m, case.batch).detach().double().sum())
+
+    curve, order = reestimated_curve(case.model, pool, importance, evaluate, step=0.25, progress=False)
+    assert seen_masked == [0, 2, 4, 6]  # before each step, the heads pruned so far are masked
+    assert sorted(order) == sorted(pool)
+    # the first step is the one-shot importance order; each curve point is that prefix masked
+    first = order_by_importance(helpers.head_importance(case.model, [case.batch], case.loss, progress=False), pool)
+    assert order[:2] == first[:2]
+    assert curve["score"].tolist() == pruning_curve(case.model, order, evaluate, step=0.25, progress=False)["score"].tolist()

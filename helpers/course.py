@@ -25,11 +25,12 @@ import functools
 import hashlib
 import json
 import os
+import random
 import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from . import appendix_tasks, nli_task, translation_task
 from .atomic import atomic_path
@@ -102,6 +103,16 @@ def load_data(profile: dict, name: str) -> dict[str, list]:
     for path in sorted((directory / "data").glob("*.jsonl")):
         out[path.stem] = [cls(**json.loads(line)) for line in path.read_text().splitlines()]
     return out
+
+
+def subset(examples: Sequence, n: int, seed: int = 0) -> list:
+    """``n`` examples drawn at random (fixed ``seed``, so every chapter draws the same ones and
+    shares their cached sweeps), kept in their original order; all of them when ``n`` is 0 or
+    at least their number. Not the first ``n``: generated splits are filled label by label, so a
+    prefix is not representative (the first 300 of ``nli``'s matched split are 58% neutral)."""
+    if not n or n >= len(examples):
+        return list(examples)
+    return [examples[i] for i in sorted(random.Random(seed).sample(range(len(examples)), n))]
 
 
 # ---- building --------------------------------------------------------------------------------

@@ -150,3 +150,11 @@ def test_cross_domain_pairs_configurations_and_correlates_like_numpy():
     assert np.isnan(correlation(flat)[0])
     with pytest.raises(ValueError, match="same configurations"):
         paired_scores(a, b.iloc[:3])
+
+
+def test_subsets_are_random_fixed_and_in_order():
+    items = list(range(100))
+    a = course.subset(items, 10)
+    assert a == course.subset(items, 10) == sorted(a) and len(set(a)) == 10
+    assert a != items[:10]
+    assert course.subset(items, 0) == items == course.subset(items, 500)

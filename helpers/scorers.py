@@ -1,0 +1,74 @@
+"""What the pruning chapters need from each track: a score for a split, and per-example losses
+for the importance estimate (``head_importance``'s ``batches`` and ``loss_fn``).
+
+* Classifier: the task's metric (accuracy, Matthews correlation or F1) of argmax predictions;
+  loss = cross-entropy of the gold label, one value per example.
+* Translation: tokenised corpus BLEU of beam-search output; loss = summed token cross-entropy
+  of the reference, one value per sentence, teacher-forced (no label smoothing: I_h is the
+  gradient of the model's likelihood of the data).
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .classifier_training import batches, encode, labels_of, predict
+from .metrics import METRICS, bleu
+
+
+def classifier_scorer(tokenizer, examples: Sequence, metric: str = "accuracy", max_length: int = 64,
+                      batch_size: int = 64) -> Callable[[nn.Module], float]:
+    """``score(model)``: ``metric`` of the model's predictions on ``examples``."""
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; the classifier metrics are {sorted(METRICS)}")
+    gold = [e.label for e in examples]
+
+    @torch.no_grad()
+    def score(model: nn.Module) -> float:
+        return METRICS[metric](predict(model, tokenizer, examples, batch_size, max_length), gold)
+
+    return score
+
+
+def classifier_loss_batches(tokenizer, examples: Sequence, max_length: int = 64, batch_size: int = 32) -> list[dict]:
+    """Tokenised batches with their ``labels``, for ``classifier_loss``."""
+    encoded = encode(tokenizer, examples, max_length)
+    encoded["labels"] = labels_of(examples)
+    return list(batches(encoded, batch_size))
+
+
+def classifier_loss(model: nn.Module, batch: dict) -> torch.Tensor:
+    """Cross-entropy of the gold label of each example, [B] (nats)."""
+    inputs = {k: v for k, v in batch.items() if k != "labels"}
+    return F.cross_entropy(model(**inputs).logits, batch["labels"], reduction="none")
+
+
+def translation_scorer(pairs: Sequence, beam: int = 5, batch_size: int = 64) -> Callable[[nn.Module], float]:
+    """``score(model)``: tokenised BLEU of beam-search translations of ``pairs`` against their refs."""
+    from .translation_model import translate
+
+    sources, refs = [p.src for p in pairs], [p.ref for p in pairs]
+
+    def score(model: nn.Module) -> float:
+        return bleu(translate(model, sources, beam=beam, batch_size=batch_size), refs)[0]
+
+    return score
+
+
+def translation_loss_batches(model: nn.Module, pairs: Sequence, max_tokens: int = 2000) -> list[dict]:
+    """fairseq-style batches of ``pairs`` in ``model``'s dictionaries, for ``translation_loss``."""
+    from .translation_model import collate, encode_pairs, token_batches
+
+    items = encode_pairs(pairs, model)
+    pad, eos = model.decoder.dictionary.pad(), model.decoder.dictionary.eos()
+    return [collate([items[i] for i in idx], pad, eos) for idx in token_batches(items, max_tokens)]
+
+
+def translation_loss(model: nn.Module, batch: dict) -> torch.Tensor:
+    """Summed token cross-entropy of each reference sentence, [B] (nats)."""
+    from .translation_model import sentence_losses
+
+    return sentence_losses(model, batch, label_smoothing=0.0)

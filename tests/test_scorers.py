@@ -1,0 +1,48 @@
+"""Scorers and importance losses for the pruning chapters agree with independent computations."""
+import pytest
+import torch
+
+from helpers import course, metrics
+from helpers.classifier_training import predict
+from helpers.runner import load_profile
+from helpers.scorers import (classifier_loss, classifier_loss_batches, classifier_scorer, translation_loss,
+                             translation_loss_batches, translation_scorer)
+from helpers.translation_model import encode_pairs, mean_token_loss, translate
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SIXTEEN_HEADS_CACHE", str(tmp_path_factory.mktemp("models")))
+    profile = load_profile("smoke")
+    course.build(profile, only=["paraphrase", "translation"], progress=False)
+    yield profile
+    mp.undo()
+
+
+def test_classifier_scores_and_losses(smoke):
+    model, tokenizer = course.load_classifier(smoke, "paraphrase")
+    examples = course.load_data(smoke, "paraphrase")["valid"]
+    pred = predict(model, tokenizer, examples, max_length=80)
+    gold = [e.label for e in examples]
+    assert classifier_scorer(tokenizer, examples, "f1", max_length=80)(model) == metrics.f1(pred, gold)
+    with pytest.raises(ValueError, match="unknown metric 'bleu'"):
+        classifier_scorer(tokenizer, examples, "bleu")
+    batches = classifier_loss_batches(tokenizer, examples, max_length=80, batch_size=8)
+    with torch.no_grad():
+        for batch in batches:
+            mean = model(**batch).loss  # transformers' own mean cross-entropy with labels
+            assert classifier_loss(model, batch).mean() == pytest.approx(float(mean), rel=1e-5)
+    assert sum(len(b["labels"]) for b in batches) == len(examples)
+
+
+def test_translation_scores_and_losses(smoke):
+    model = course.load_translation(smoke)
+    pairs = course.load_data(smoke, "translation")["valid"]
+    hyps = translate(model, [p.src for p in pairs], beam=2)
+    assert translation_scorer(pairs, beam=2)(model) == metrics.bleu(hyps, [p.ref for p in pairs])[0]
+    batches = translation_loss_batches(model, pairs, max_tokens=200)
+    with torch.no_grad():
+        total = sum(float(translation_loss(model, b).sum()) for b in batches)
+    tokens = sum(len(tgt) for _, tgt in encode_pairs(pairs, model))
+    assert total / tokens == pytest.approx(mean_token_loss(model, encode_pairs(pairs, model)), rel=1e-5)

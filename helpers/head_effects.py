@@ -2,7 +2,8 @@
 
 Each function returns one row per configuration (``kind``, ``layer``, ``heads`` masked; layers
 and heads 0-based) with the masked score, ``delta`` = masked - unmasked, the paired-bootstrap
-``p_value`` and ``significant`` (p < alpha). ``grid`` lays one kind out as layers x heads,
+``p_value`` and ``significant`` (p < alpha), and ``score_even``/``score_odd``, the score on
+each half of the examples. ``grid`` lays one kind out as layers x heads,
 1-based like the paper's tables, with significant cells marked ``*``; ``best_per_layer``,
 ``held_out`` and ``layer_table`` make §3.3's tables from all-but-one effects;
 ``paired_scores`` and ``correlation`` compare two sets for §3.4.
@@ -31,7 +32,9 @@ def _rows(configs: Sequence[Config], base_stats, stats_of, score, n_resamples: i
         kind, layer, heads = config
         rows.append({"kind": kind, "layer": layer, "heads": list(heads), "head": heads[0] if len(heads) == 1 else None,
                      "score": base + test.delta, "base": base, "delta": test.delta, "p_value": test.p_value,
-                     "significant": test.significant})
+                     "significant": test.significant,
+                     # the same score on the even- and odd-numbered examples: two independent halves
+                     "score_even": score(stats[0::2].sum(0)), "score_odd": score(stats[1::2].sum(0))})
     return pd.DataFrame(rows)
 
 
@@ -156,12 +159,16 @@ def paired_scores(in_domain: pd.DataFrame, out_of_domain: pd.DataFrame) -> pd.Da
     return both.drop(columns="key")
 
 
-def correlation(paired: pd.DataFrame) -> tuple[float, float]:
-    """Pearson r between in- and out-of-domain scores, and its two-sided p-value; (nan, nan)
-    when either side does not vary (r is undefined)."""
+def correlation(paired: pd.DataFrame, x: str = "score_in", y: str = "score_out") -> tuple[float, float]:
+    """Pearson r between columns ``x`` and ``y`` (by default in- and out-of-domain scores), and
+    its two-sided p-value; (nan, nan) when either side does not vary (r is undefined).
+
+    ``correlation(effects, "score_even", "score_odd")`` is the split-half agreement of one set:
+    how far the scores after masking are a property of the heads rather than of the sample. A
+    cross-domain r cannot be expected to exceed it much."""
     from scipy.stats import pearsonr
 
-    a, b = paired["score_in"].to_numpy(float), paired["score_out"].to_numpy(float)
+    a, b = paired[x].to_numpy(float), paired[y].to_numpy(float)
     if len(a) < 3 or a.std() == 0 or b.std() == 0:
         return float("nan"), float("nan")
     result = pearsonr(a, b)

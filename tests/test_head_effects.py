@@ -43,6 +43,14 @@ def test_classifier_cache_gives_the_uncached_table_and_computes_only_new_configs
     monkeypatch.setattr(head_effects, "single_layer_sweep", _no_sweep)
     pd.testing.assert_frame_equal(classifier_effects(model, tokenizer, examples, configs, cache_dir=tmp_path, **args),
                                   fresh)
+    # the split-half scores are the metric on the even- and odd-numbered examples
+    import json
+
+    from helpers import metrics
+    folder = next(p for p in tmp_path.iterdir() if (p / "self-L0-mask0.json").exists())
+    predicted, gold = json.loads((folder / "self-L0-mask0.json").read_text()), [e.label for e in examples]
+    assert fresh["score_even"][0] == metrics.accuracy(predicted[0::2], gold[0::2])
+    assert fresh["score_odd"][0] == metrics.accuracy(predicted[1::2], gold[1::2])
     # other examples or settings are another sweep, not a stale answer
     monkeypatch.setattr(head_effects, "single_layer_sweep", real)
     other = classifier_effects(model, tokenizer, examples[:10], configs[:2], cache_dir=tmp_path, **args)

@@ -7,18 +7,7 @@ from helpers import ablation, course, head_effects
 from helpers.ablation import all_but_one_configs, one_head_configs
 from helpers.head_effects import (best_per_layer, classifier_effects, configs_of, held_out, kept_head, layer_table,
                                   translation_effects)
-from helpers.runner import load_profile
 from helpers.sweep_cache import code_digest
-
-
-@pytest.fixture(scope="module")
-def smoke(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("SIXTEEN_HEADS_CACHE", str(tmp_path_factory.mktemp("models")))
-    profile = load_profile("smoke")
-    course.build(profile, only=["nli", "translation"], progress=False)
-    yield profile
-    mp.undo()
 
 
 def _no_sweep(*args, **kwargs):

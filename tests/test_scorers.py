@@ -4,20 +4,9 @@ import torch
 
 from helpers import course, metrics
 from helpers.classifier_training import predict
-from helpers.runner import load_profile
 from helpers.scorers import (classifier_loss, classifier_loss_batches, classifier_scorer, translation_loss,
                              translation_loss_batches, translation_scorer)
 from helpers.translation_model import encode_pairs, mean_token_loss, translate
-
-
-@pytest.fixture(scope="module")
-def smoke(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("SIXTEEN_HEADS_CACHE", str(tmp_path_factory.mktemp("models")))
-    profile = load_profile("smoke")
-    course.build(profile, only=["paraphrase", "translation"], progress=False)
-    yield profile
-    mp.undo()
 
 
 def test_classifier_scores_and_losses(smoke):

@@ -1,0 +1,34 @@
+"""FLOP counts match the closed-form count of a BERT layer, before and after pruning heads."""
+import pytest
+
+import helpers
+from helpers.throughput import forward_flops, mean_std, throughput
+from tiny_models import bert
+
+
+def _bert_flops(batch, seq, layers, hidden, heads, head_dim, ffn, labels, kept):
+    """Closed form: Q, K, V and W_o, the FFN, Q K^T and A V, per layer; pooler and classifier on [CLS]."""
+    tokens = batch * seq
+    per_layer = [2 * tokens * (3 * hidden * h * head_dim + h * head_dim * hidden + 2 * hidden * ffn)
+                 + 4 * tokens * seq * h * head_dim for h in kept]
+    assert len(per_layer) == layers
+    return sum(per_layer) + 2 * batch * (hidden * hidden + hidden * labels)
+
+
+def test_flops_of_a_tiny_bert_before_and_after_pruning():
+    case = bert(layers=2, heads=4, hidden=16)
+    config = case.model.config
+    b, t = case.batch["input_ids"].shape
+    shape = dict(batch=b, seq=t, layers=2, hidden=16, heads=4, head_dim=4, ffn=config.intermediate_size,
+                 labels=config.num_labels)
+    assert forward_flops(case.model, case.batch, case.run) == _bert_flops(**shape, kept=[4, 4])
+    helpers.prune_heads(case.model, {"self": {0: [0, 1], 1: [0, 1, 2, 3]}})
+    assert forward_flops(case.model, case.batch, case.run) == _bert_flops(**shape, kept=[2, 0])
+
+
+def test_throughput_returns_one_rate_per_repeat():
+    case = bert()
+    rates = throughput(case.model, [case.batch, case.batch], case.run, repeats=3, warmup=1)
+    assert len(rates) == 3 and all(r > 0 for r in rates)
+    mean, std = mean_std([1.0, 2.0, 3.0])
+    assert mean == 2.0 and std == pytest.approx(1.0)

@@ -88,3 +88,38 @@ def forward_flops(model: nn.Module, batch: dict, run: Run) -> int:
         for h in handles:
             h.remove()
     return total
+
+
+def compare_speed(model: nn.Module, pruned: nn.Module, masked: dict, batches_by_size: dict[int, Sequence[dict]],
+                  run: Run, repeats: int = 3, warmup: int = 1, progress: bool = True) -> "pd.DataFrame":
+    """Table 4's measurement: for each batch size, examples per second of the ``original``
+    model, the physically ``pruned`` one, and the original ``gated`` with ``masked`` heads set
+    to zero (masked, not removed), with FLOPs per pass. Repeats alternate between the three
+    variants so that a slow spell of the machine does not favour one of them.
+
+    Returns rows of batch_size, variant, mean and std (examples/s), runs (the raw rates), flops.
+    """
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    from .gates import HeadGates
+
+    rows = []
+    for size, batches in tqdm(batches_by_size.items(), desc="batch sizes", disable=not progress):
+        rates: dict[str, list[float]] = {"original": [], "pruned": [], "gated": []}
+        with HeadGates(model) as gates:
+            variants = {"original": (model, lambda: gates.reset()), "pruned": (pruned, lambda: None),
+                        "gated": (model, lambda: gates.mask(masked))}
+            for r in range(repeats):
+                for name, (m, prepare) in variants.items():
+                    prepare()
+                    rates[name] += throughput(m, batches, run, repeats=1, warmup=warmup if r == 0 else 0)
+            gates.reset()
+        flops = {"original": sum(forward_flops(model, b, run) for b in batches),
+                 "pruned": sum(forward_flops(pruned, b, run) for b in batches)}
+        flops["gated"] = flops["original"]
+        for name, values in rates.items():
+            mean, std = mean_std(values)
+            rows.append({"batch_size": size, "variant": name, "mean": mean, "std": std, "runs": values,
+                         "flops": flops[name]})
+    return pd.DataFrame(rows)

@@ -1,5 +1,6 @@
 """FLOP counts match the closed-form count of a BERT layer, before and after pruning heads."""
 import pytest
+import torch
 
 import helpers
 from helpers.throughput import forward_flops, mean_std, throughput
@@ -32,3 +33,22 @@ def test_throughput_returns_one_rate_per_repeat():
     assert len(rates) == 3 and all(r > 0 for r in rates)
     mean, std = mean_std([1.0, 2.0, 3.0])
     assert mean == 2.0 and std == pytest.approx(1.0)
+
+
+def test_compare_speed_measures_three_variants_and_counts_fewer_flops_when_pruned():
+    import copy
+
+    from helpers.throughput import compare_speed
+
+    case = bert(layers=2, heads=4, hidden=16)
+    spec = {"self": {0: [0, 1], 1: [2, 3]}}
+    pruned = copy.deepcopy(case.model)
+    helpers.prune_heads(pruned, spec)
+    before = case.run(case.model, case.batch).detach()
+    table = compare_speed(case.model, pruned, spec, {4: [case.batch]}, case.run, repeats=2, progress=False)
+    assert list(table["variant"]) == ["original", "pruned", "gated"]
+    assert all(len(r) == 2 for r in table["runs"]) and (table["mean"] > 0).all()
+    flops = table.set_index("variant")["flops"]
+    assert flops["pruned"] < flops["original"] == flops["gated"]
+    # the gates are gone afterwards: the original computes what it did before
+    assert torch.equal(case.run(case.model, case.batch).detach(), before)

@@ -14,9 +14,12 @@ import statistics
 import time
 from typing import Callable, Sequence
 
+import pandas as pd
 import torch
 from torch import nn
+from tqdm.auto import tqdm
 
+from .gates import HeadGates
 from .sites import attention_sites
 
 Run = Callable[[nn.Module, dict], object]
@@ -91,7 +94,7 @@ def forward_flops(model: nn.Module, batch: dict, run: Run) -> int:
 
 
 def compare_speed(model: nn.Module, pruned: nn.Module, masked: dict, batches_by_size: dict[int, Sequence[dict]],
-                  run: Run, repeats: int = 3, warmup: int = 1, progress: bool = True) -> "pd.DataFrame":
+                  run: Run, repeats: int = 3, warmup: int = 1, progress: bool = True) -> pd.DataFrame:
     """Table 4's measurement: for each batch size, examples per second of the ``original``
     model, the physically ``pruned`` one, and the original ``gated`` with ``masked`` heads set
     to zero (masked, not removed), with FLOPs per pass. Repeats alternate between the three
@@ -99,11 +102,6 @@ def compare_speed(model: nn.Module, pruned: nn.Module, masked: dict, batches_by_
 
     Returns rows of batch_size, variant, mean and std (examples/s), runs (the raw rates), flops.
     """
-    import pandas as pd
-    from tqdm.auto import tqdm
-
-    from .gates import HeadGates
-
     rows = []
     for size, batches in tqdm(batches_by_size.items(), desc="batch sizes", disable=not progress):
         rates: dict[str, list[float]] = {"original": [], "pruned": [], "gated": []}

@@ -46,6 +46,7 @@ test: setup
 bench: setup
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_helpers.py
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_ablation.py
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_pruned_speed.py
 
 clean:
 	rm -rf _build book/executed

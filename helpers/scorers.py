@@ -72,3 +72,20 @@ def translation_loss(model: nn.Module, batch: dict) -> torch.Tensor:
     from .translation_model import sentence_losses
 
     return sentence_losses(model, batch, label_smoothing=0.0)
+
+
+def classifier_importance(model: nn.Module, tokenizer, examples: Sequence, max_length: int = 64,
+                          **kwargs) -> dict[str, torch.Tensor]:
+    """I_h of a classifier on ``examples`` (cross-entropy of the gold label); ``kwargs`` go to
+    ``head_importance`` (e.g. ``gates=`` to re-estimate with some heads masked)."""
+    from .importance import head_importance
+
+    return head_importance(model, classifier_loss_batches(tokenizer, examples, max_length), classifier_loss,
+                           progress=False, **kwargs)
+
+
+def translation_importance(model: nn.Module, pairs: Sequence, **kwargs) -> dict[str, torch.Tensor]:
+    """I_h of a translation model on sentence ``pairs`` (summed token cross-entropy)."""
+    from .importance import head_importance
+
+    return head_importance(model, translation_loss_batches(model, pairs), translation_loss, progress=False, **kwargs)

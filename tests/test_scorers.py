@@ -35,3 +35,19 @@ def test_translation_scores_and_losses(smoke):
         total = sum(float(translation_loss(model, b).sum()) for b in batches)
     tokens = sum(len(tgt) for _, tgt in encode_pairs(pairs, model))
     assert total / tokens == pytest.approx(mean_token_loss(model, encode_pairs(pairs, model)), rel=1e-5)
+
+
+def test_importance_wrappers_equal_head_importance_on_the_same_batches(smoke):
+    import helpers
+    from helpers.scorers import classifier_importance, translation_importance
+
+    model, tokenizer = course.load_classifier(smoke, "paraphrase")
+    examples = course.load_data(smoke, "paraphrase")["train"][:16]
+    direct = helpers.head_importance(model, classifier_loss_batches(tokenizer, examples, 80), classifier_loss,
+                                     progress=False)
+    assert torch.equal(classifier_importance(model, tokenizer, examples, 80)["self"], direct["self"])
+    mt = course.load_translation(smoke)
+    pairs = course.load_data(smoke, "translation")["train"][:16]
+    direct = helpers.head_importance(mt, translation_loss_batches(mt, pairs), translation_loss, progress=False)
+    wrapped = translation_importance(mt, pairs)
+    assert all(torch.equal(wrapped[k], direct[k]) for k in direct)

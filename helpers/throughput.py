@@ -98,7 +98,8 @@ def compare_speed(model: nn.Module, pruned: nn.Module, masked: dict, batches_by_
     """Table 4's measurement: for each batch size, examples per second of the ``original``
     model, the physically ``pruned`` one, and the original ``gated`` with ``masked`` heads set
     to zero (masked, not removed), with FLOPs per pass. Repeats alternate between the three
-    variants so that a slow spell of the machine does not favour one of them.
+    variants, and each variant leads in turn, so that neither a slow spell of the machine nor
+    the position in the rotation favours one of them.
 
     Returns rows of batch_size, variant, mean and std (examples/s), runs (the raw rates), flops.
     """
@@ -108,8 +109,10 @@ def compare_speed(model: nn.Module, pruned: nn.Module, masked: dict, batches_by_
         with HeadGates(model) as gates:
             variants = {"original": (model, lambda: gates.reset()), "pruned": (pruned, lambda: None),
                         "gated": (model, lambda: gates.mask(masked))}
+            names = list(variants)
             for r in range(repeats):
-                for name, (m, prepare) in variants.items():
+                for name in names[r % 3:] + names[:r % 3]:  # each variant leads in turn
+                    m, prepare = variants[name]
                     prepare()
                     rates[name] += throughput(m, batches, run, repeats=1, warmup=warmup if r == 0 else 0)
             gates.reset()

@@ -40,7 +40,8 @@ def main() -> None:
     importance = helpers.head_importance(model, classifier_loss_batches(tokenizer, data["train"], 48), classifier_loss,
                                          progress=False)
     pool = heads_of(model)
-    spec = spec_of(order_by_importance(importance, pool)[: round(args.share * len(pool))])
+    removed = round(args.share * len(pool))
+    spec = spec_of(order_by_importance(importance, pool)[:removed])
     pruned = copy.deepcopy(model)
     helpers.prune_heads(pruned, spec)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -53,7 +54,7 @@ def main() -> None:
         return m(**batch).logits
 
     table = compare_speed(model, pruned, spec, by_size, run, repeats=args.repeats, progress=False)
-    print(f"MiniLM-L6, {len(pool) - len(pruned_heads(spec))} of {len(pool)} heads kept; parameters "
+    print(f"MiniLM-L6, {len(pool) - removed} of {len(pool)} heads kept; parameters "
           f"{count_parameters(model):,} -> {count_parameters(pruned):,}; {args.examples} examples per batch size, "
           f"{args.repeats} alternating repeats; {device_name()}")
     print(f"{'batch':>5}  {'original ex/s':>15}  {'pruned ex/s':>15}  {'gated ex/s':>15}  {'measured':>8}  "
@@ -65,10 +66,6 @@ def main() -> None:
         cells = "  ".join(f"{row.loc[v, 'mean']:8.1f} ± {row.loc[v, 'std']:4.1f}" for v in ("original", "pruned", "gated"))
         print(f"{size:>5}  {cells}  {measured:8.3f}  {predicted:9.3f}  {(measured - 1) / (predicted - 1):23.0%}")
     print("target: at batch 64, share of predicted gain >= 80%")
-
-
-def pruned_heads(spec: dict) -> list:
-    return [h for layers in spec.values() for heads in layers.values() for h in heads]
 
 
 if __name__ == "__main__":

@@ -11,8 +11,9 @@ the ``encoder`` to fine-tune (classifiers) and the training settings. Each model
 ``.cache/models/<name>-<hash>/``, where the hash covers its settings and the source of the code
 that generates its data and trains it; a finished folder holds ``record.json``, and its model
 and data are never written again, so a second build reuses them. Its ``sweeps/`` subfolder
-caches the model's outputs under head masks (``helpers/sweep_cache.py``) for the chapters. A build runs in ``<folder>.partial`` and is renamed
-only when complete; an interrupted translation model resumes from its last finished epoch.
+caches the model's outputs under head masks (``helpers/sweep_cache.py``) for the chapters. A
+build runs in ``<folder>.partial`` and is renamed only when complete; an interrupted
+translation model resumes from its last finished epoch.
 
 ``results/<profile>/models.json`` records, for each model, its task, settings, training time
 on the machine that trained it, and its score on every evaluation split.

@@ -17,6 +17,7 @@ import pandas as pd
 
 from .ablation import Config, single_layer_sweep, translation_sweep
 from .classifier_training import batches, encode
+from .sites import ENCODER_ONLY_KINDS, SEQ2SEQ_KINDS
 from .significance import (accuracy_from_stats, accuracy_stats, bleu_from_stats, bleu_stats,
                            paired_bootstrap, resample_indices)
 from .sweep_cache import UNMASKED, SweepCache, sweep_key
@@ -97,9 +98,6 @@ def grid(df: pd.DataFrame, kind: str, scale: float = 1.0, digits: int = 2) -> pd
 
 
 # ---- §3.3: keeping one head per layer ----------------------------------------------------------
-KIND_ORDER = ("enc_self", "enc_dec", "dec_self", "self")
-
-
 def kept_head(heads: Sequence[int]) -> int:
     """The head an all-but-one configuration keeps: the index in 0..len(heads) it does not mask."""
     (kept,) = set(range(len(heads) + 1)) - set(heads)
@@ -115,8 +113,9 @@ def best_per_layer(effects: pd.DataFrame) -> pd.DataFrame:
 
 
 def _kind_order(kind: str) -> int:
-    """The paper's order of attention kinds (enc_self, enc_dec, dec_self), then any other."""
-    return KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER)
+    """The library's order of attention kinds (self; enc_self, enc_dec, dec_self, the paper's), then any other."""
+    order = ENCODER_ONLY_KINDS + SEQ2SEQ_KINDS
+    return order.index(kind) if kind in order else len(order)
 
 
 def configs_of(rows: pd.DataFrame) -> list[Config]:

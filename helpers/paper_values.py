@@ -10,6 +10,8 @@ import io
 
 import pandas as pd
 
+from .sites import SEQ2SEQ_KINDS as KINDS  # WMT's attention kinds, in the paper's order
+
 # Table 1: BLEU change on newstest2013 when one Enc-Enc head of the WMT model is masked
 # (base BLEU 36.05). Columns: layer, head, delta, significant.
 _TABLE1 = """layer,head,delta,significant
@@ -190,5 +192,3 @@ def effects(number: int) -> pd.DataFrame:
     return pd.DataFrame([{"kind": kind, "layer": layer - 1, "delta": row[kind], "significant": bool(row[f"sig_{kind}"])}
                          for layer, row in t.set_index("layer").iterrows() for kind in KINDS])
 
-
-KINDS = ("enc_self", "enc_dec", "dec_self")  # the paper's order of WMT's attention kinds

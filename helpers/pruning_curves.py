@@ -104,7 +104,8 @@ def reestimated_curve(model: nn.Module, pool: Sequence[Head], importance: Callab
         for count in tqdm(counts(len(pool), step), desc="pruning curve (re-estimated)", disable=not progress,
                           unit="step"):
             if count > len(order):
-                left = [h for h in pool if h not in set(order)]
+                done = set(order)
+                left = [h for h in pool if h not in done]
                 order += order_by_importance(importance(model, gates), left)[: count - len(order)]
                 gates.reset()
                 gates.mask(spec_of(order))

@@ -111,7 +111,7 @@ def compare_speed(model: nn.Module, pruned: nn.Module, masked: dict, batches_by_
                         "gated": (model, lambda: gates.mask(masked))}
             names = list(variants)
             for r in range(repeats):
-                for name in names[r % 3:] + names[:r % 3]:  # each variant leads in turn
+                for name in names[r % len(names):] + names[:r % len(names)]:  # each variant leads in turn
                     m, prepare = variants[name]
                     prepare()
                     rates[name] += throughput(m, batches, run, repeats=1, warmup=warmup if r == 0 else 0)

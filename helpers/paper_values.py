@@ -165,6 +165,34 @@ SIGNIFICANT_ENC_SELF = 8  # of 96 Enc-Enc heads (Table 1) ...
 SIGNIFICANT_ENC_SELF_UP = 4  # ... of which 4 increase BLEU
 CROSS_DOMAIN_R = {"translation": 0.56, "classifier": 0.68}  # Fig. 2, Pearson r
 
+# §4.2, Figure 3: share of all heads prunable by I_h with no noticeable loss (WMT, BERT).
+PRUNABLE_SHARE = {"translation": 0.20, "classifier": 0.40}
+
+# §4.3, Table 4: BERT on MNLI-matched, GTX 1080Ti, examples/s (mean, std) by batch size, and the
+# speed-ups the paper prints (computed by the authors from unrounded means).
+TABLE4_THROUGHPUT = {"original": {1: (17.0, 0.3), 4: (67.3, 1.3), 16: (114.0, 3.6), 64: (124.7, 2.9)},
+                     "pruned": {1: (17.3, 0.6), 4: (69.1, 1.3), 16: (134.0, 3.6), 64: (146.6, 3.4)}}
+TABLE4_SPEEDUP = {1: 0.019, 4: 0.027, 16: 0.175, 64: 0.175}
+
+# §5, Figure 4 (read off the figure): BLEU with 80% of one kind's heads pruned. Pruning more than
+# 60% of the Enc-Dec heads brings BLEU close to 0; Enc-Enc and Dec-Dec still give about 30.
+FIGURE4_BLEU_AT_80 = {"enc_self": 30.0, "enc_dec": 0.0, "dec_self": 30.0}
+
+# §6, Figure 5: unpruned BLEU of the IWSLT model by epoch (brackets under the x axis), and the
+# claim: from about epoch 10, 40% of heads pruned keeps 85 to 90% of the BLEU.
+FIGURE5_BLEU = {1: 3.0, 2: 6.2, 3: 18.1, 5: 26.9, 10: 30.6, 20: 34.5, 30: 34.7, 40: 34.9}
+FIGURE5_EPOCH_PRUNABLE = 10
+FIGURE5_KEPT_AT_40 = (0.85, 0.90)
+
+# Appendix B, Figure 6 (read off the figure): the metric of the unpruned model and the share
+# pruned by I_h before the curve leaves its flat start, by the paper's task, with the course task
+# that plays its role (helpers.course_training.TASKS).
+FIGURE6 = pd.DataFrame([
+    {"task": "SST-2", "course_task": "sentiment", "metric": "accuracy", "unpruned": 0.92, "flat_until": 0.6},
+    {"task": "CoLA", "course_task": "acceptability", "metric": "matthews", "unpruned": 0.57, "flat_until": 0.5},
+    {"task": "MRPC", "course_task": "paraphrase", "metric": "f1", "unpruned": 0.88, "flat_until": 0.5},
+    {"task": "IWSLT", "course_task": "translation", "metric": "BLEU", "unpruned": 33.0, "flat_until": 0.2}])
+
 
 def _read(text: str) -> pd.DataFrame:
     return pd.read_csv(io.StringIO(text.replace("\n    ", "\n")))

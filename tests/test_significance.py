@@ -73,3 +73,15 @@ def test_paper_values_are_internally_consistent():
     assert paper_values.table(2).set_index("layer").loc[6, "enc_dec"] == -13.56
     with pytest.raises(KeyError, match="tables"):
         paper_values.table(4)
+
+
+def test_paper_table4_speedups_follow_from_its_throughputs():
+    """Table 4 prints both the rates and the speed-ups; the transcription must agree with itself
+    (to the rounding of the printed means: 17.3 / 17.0 gives +1.8%, printed +1.9%)."""
+    from helpers import paper_values
+
+    rates = paper_values.TABLE4_THROUGHPUT
+    for size, printed in paper_values.TABLE4_SPEEDUP.items():
+        assert rates["pruned"][size][0] / rates["original"][size][0] - 1 == pytest.approx(printed, abs=0.002)
+    assert set(paper_values.FIGURE5_BLEU) == {1, 2, 3, 5, 10, 20, 30, 40}
+    assert list(paper_values.FIGURE6["flat_until"]) == [0.6, 0.5, 0.5, 0.2]

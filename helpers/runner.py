@@ -6,8 +6,9 @@
 
 A profile is ``profiles/<name>.yml``: ``defaults`` (parameters for every notebook) and
 ``notebooks`` (per-notebook parameters, in book order). Executed copies go to
-``book/executed/<notebook>.ipynb``, where the book reads them. A notebook whose source and
-parameters are unchanged since its last successful run is not run again (``--force`` reruns).
+``book/executed/<notebook>.ipynb``, where the book reads them. A notebook whose source,
+parameters, ``helpers`` code and models are all unchanged since its last successful run is not
+run again (``--force`` reruns).
 """
 from __future__ import annotations
 
@@ -60,11 +61,22 @@ def parse_overrides(items: list[str]) -> dict:
     return out
 
 
+def helpers_digest() -> str:
+    """Hash of every module of ``helpers``: a notebook's results depend on the library as much as
+    on its own cells, so a change to either reruns it."""
+    h = hashlib.sha256()
+    for path in sorted((ROOT / "helpers").glob("*.py")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def fingerprint(source: Path, params: dict, models: str = "") -> str:
-    """Hash of the notebook, its parameters and the cache keys of the models it may read."""
+    """Hash of the notebook, its parameters, the ``helpers`` code and the cache keys of the models
+    it may read."""
     h = hashlib.sha256(source.read_bytes())
     h.update(json.dumps(params, sort_keys=True).encode())
     h.update(models.encode())
+    h.update(helpers_digest().encode())
     return h.hexdigest()[:16]
 
 

@@ -52,6 +52,20 @@ def test_notebook_runs_on_smoke_and_is_cached(name, tmp_path):
     assert not runner.run_notebook(name, params | {"seed": 1}, output_dir=tmp_path)[2]  # changed: rerun
 
 
+def test_fingerprint_follows_notebook_parameters_models_and_helpers_code(tmp_path, monkeypatch):
+    (tmp_path / "helpers").mkdir()
+    (tmp_path / "helpers" / "gates.py").write_text("SCALE = 1\n")
+    notebook = tmp_path / "chapter.ipynb"
+    notebook.write_text("{}")
+    monkeypatch.setattr(runner, "ROOT", tmp_path)
+    key = runner.fingerprint(notebook, {"seed": 0}, "models-a")
+    assert runner.fingerprint(notebook, {"seed": 0}, "models-a") == key
+    assert runner.fingerprint(notebook, {"seed": 1}, "models-a") != key
+    assert runner.fingerprint(notebook, {"seed": 0}, "models-b") != key
+    (tmp_path / "helpers" / "gates.py").write_text("SCALE = 2\n")  # a library change reruns the chapter
+    assert runner.fingerprint(notebook, {"seed": 0}, "models-a") != key
+
+
 def test_runner_reports_the_failing_cell(tmp_path, monkeypatch):
     bad = tmp_path / "notebooks"
     bad.mkdir()

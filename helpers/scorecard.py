@@ -1,0 +1,293 @@
+"""The paper's claims, each checked against the result tables the chapters saved (results/<profile>/).
+
+Every claim states the paper's value (../shared/paper/REFERENCE.md), reads ours from the CSV
+files, and applies a rule written next to it that gives one of three verdicts:
+``reproduced``, ``partly`` or ``not reproduced``. A claim whose chapter has not run on the
+profile is ``not run``. Nothing here is typed in by hand except the paper's side and the rules.
+
+    from helpers.scorecard import scorecard
+    scorecard("course")   # DataFrame: section, claim, paper, ours, verdict, rule, chapter
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from . import paper_values
+from .results import ROOT
+
+REPRODUCED, PARTLY, NOT_REPRODUCED, NOT_RUN = "reproduced", "partly", "not reproduced", "not run"
+VERDICTS = (REPRODUCED, PARTLY, NOT_REPRODUCED, NOT_RUN)
+SHARE_TOLERANCE = 0.10  # "about 20% prunable" is met within 10 points of the share of heads
+
+
+class MissingResults(LookupError):
+    pass
+
+
+class Results:
+    """The CSV tables of one profile, read on demand: ``results["06_prunable_shares"]``."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+
+    def __getitem__(self, name: str) -> pd.DataFrame:
+        path = self.folder / f"{name}.csv"
+        if not path.exists():
+            raise MissingResults(name)
+        return pd.read_csv(path)
+
+
+@dataclass(frozen=True)
+class Claim:
+    section: str
+    claim: str
+    paper: str
+    rule: str
+    chapter: str
+    check: Callable[[Results], tuple[str, str]]  # -> (ours, verdict)
+
+
+def _ours(table: pd.DataFrame, column: str) -> pd.DataFrame:
+    """Our rows of a table that also holds the paper's (labelled "Michel et al. 2019: ...")."""
+    return table[~table[column].astype(str).str.startswith("Michel")]
+
+
+def _three_way(full: bool, some: bool) -> str:
+    return REPRODUCED if full else PARTLY if some else NOT_REPRODUCED
+
+
+def _within(ours: float, paper: float, tolerance: float = SHARE_TOLERANCE) -> bool:
+    return abs(ours - paper) <= tolerance + 1e-9
+
+
+# ---- §3: one head at a time ----------------------------------------------------------------
+def _few_significant(r: Results) -> tuple[str, str]:
+    counts = _ours(r["03_one_head_counts"], "model").groupby("model")[["heads", "significant"]].sum()
+    shares = counts["significant"] / counts["heads"]
+    ours = "; ".join(f"{m.split(': ')[-1]} {s}/{h}" for m, (h, s) in counts.iterrows())
+    return ours, _three_way((shares < 0.2).all(), (shares < 0.2).any())
+
+
+def _some_gain(r: Results) -> tuple[str, str]:
+    counts = _ours(r["03_one_head_counts"], "model")
+    up, gains = int(counts["significant_up"].sum()), (counts["largest_gain"] > 0).any()
+    return f"{up} of {int(counts['significant'].sum())} significant changes are gains", \
+        REPRODUCED if up else PARTLY if gains else NOT_REPRODUCED
+
+
+def _keep_one(r: Results, track: str, held_out: bool) -> pd.DataFrame:
+    counts = _ours(r["04_keep_one_counts"], "source")
+    counts = counts[counts["source"].str.endswith(track)]
+    chosen_on_reported = counts["protocol"].str.startswith("chosen and reported")
+    return counts[~chosen_on_reported if held_out else chosen_on_reported]
+
+
+def _most_layers_one_head(r: Results) -> tuple[str, str]:
+    part = _keep_one(r, "translation", held_out=False)
+    down, layers = int(part["significant_down"].sum()), int(part["layers"].sum())
+    return f"{down} of {layers} layers", _three_way(down <= layers / 2, down < layers)
+
+
+def _last_enc_dec(r: Results) -> tuple[str, str]:
+    part = _keep_one(r, "translation", held_out=False).set_index("kind")
+    base = r["04_keep_one_translation"]["base"].iloc[0]
+    worst = part.loc["enc_dec", "worst_delta"]
+    most_hit = part["worst_delta"].idxmin() == "enc_dec"
+    return (f"worst enc_dec layer {int(part.loc['enc_dec', 'worst_layer'])}: {worst:+.2f} BLEU of {base:.1f}",
+            _three_way(-worst >= 0.25 * base, most_hit))
+
+
+def _bert_layers_one_head(r: Results) -> tuple[str, str]:
+    part = _keep_one(r, "nli", held_out=False)
+    down, layers = int(part["significant_down"].sum()), int(part["layers"].sum())
+    return f"{down} of {layers} layers", _three_way(down == 0, down <= layers / 4)
+
+
+def _held_out_worse(r: Results) -> tuple[str, str]:
+    held = int(_keep_one(r, "translation", held_out=True)["significant_down"].sum())
+    same = int(_keep_one(r, "translation", held_out=False)["significant_down"].sum())
+    layers = int(_keep_one(r, "translation", held_out=True)["layers"].sum())
+    return f"{held} of {layers} held out, {same} chosen on the reported set", \
+        _three_way(held > same, held == same and held > 0)
+
+
+def _cross_domain(r: Results) -> tuple[str, str]:
+    table = r["05_cross_domain_r"]
+    pooled = table[table["kind"].isin(["all", "self"])]
+    strong = (pooled["pearson_r"] >= 0.4) & (pooled["p_value"] < 0.01)
+    ours = "; ".join(f"{m.split(': ')[-1]} r = {v:.2f}" for m, v in zip(pooled["model"], pooled["pearson_r"]))
+    return ours, _three_way(strong.all(), strong.any())
+
+
+# ---- §4: pruning --------------------------------------------------------------------------
+def _prunable(track: str) -> Callable[[Results], tuple[str, str]]:
+    def check(r: Results) -> tuple[str, str]:
+        table = r["06_prunable_shares"]
+        share = table[(table["track"] == track) & (table["order"] == "importance")]["prunable_share"].iloc[0]
+        return f"{share:.0%}", _three_way(_within(share, paper_values.PRUNABLE_SHARE[track]), share > 0)
+    return check
+
+
+def _importance_beats_ablation(r: Results) -> tuple[str, str]:
+    table = r["06_prunable_shares"].pivot(index="model", columns="order", values="prunable_share")
+    wins = table["importance"] >= table["ablation"]
+    ours = "; ".join(f"{m}: {row['importance']:.0%} vs {row['ablation']:.0%}" for m, row in table.iterrows())
+    return ours, _three_way(wins.all(), wins.any())
+
+
+def _speedups(r: Results) -> pd.Series:
+    speed = r["07_speed"].pivot(index="batch_size", columns="variant", values="mean")
+    return speed["pruned"] / speed["original"] - 1
+
+
+def _speedup_large(r: Results) -> tuple[str, str]:
+    gains = _speedups(r)
+    paper, ours = paper_values.TABLE4_SPEEDUP[64], gains.iloc[-1]
+    return (f"{ours:+.1%} at batch {gains.index[-1]} ({r['07_speed']['device'].iloc[0]})",
+            _three_way(abs(ours - paper) <= paper / 2, ours > 0))
+
+
+def _speedup_small(r: Results) -> tuple[str, str]:
+    gains = _speedups(r)
+    return (f"{gains.iloc[0]:+.1%} at batch {gains.index[0]}, {gains.iloc[-1]:+.1%} at {gains.index[-1]}",
+            _three_way(gains.iloc[0] < gains.iloc[-1] and gains.iloc[0] < paper_values.TABLE4_SPEEDUP[64] / 2,
+                       gains.iloc[0] < gains.iloc[-1]))
+
+
+# ---- §5, §6, Appendix B ---------------------------------------------------------------------
+def _enc_dec_most_sensitive(r: Results) -> tuple[str, str]:
+    table = r["08_pruning_by_kind_summary"].set_index("kind")["relative_80%"]
+    ours = ", ".join(f"{k} {v:.0%}" for k, v in table.items())
+    return ours + " of the BLEU left at 80% pruned", _three_way(table.idxmin() == "enc_dec", False)
+
+
+def _self_attention_survives(r: Results) -> tuple[str, str]:
+    table = r["08_pruning_by_kind_summary"].set_index("kind")["relative_80%"].drop("enc_dec")
+    paper = paper_values.FIGURE4_BLEU_AT_80["enc_self"] / paper_values.WMT_BASE_BLEU
+    kept = table >= paper - SHARE_TOLERANCE
+    return ", ".join(f"{k} {v:.0%}" for k, v in table.items()), _three_way(kept.all(), kept.any())
+
+
+def _relative_at_40(r: Results) -> pd.Series:
+    """Relative BLEU with 40% pruned, by epoch, for the epochs the chapter's verdict keeps."""
+    d = r["09_importance_dynamics"]
+    bases = d.drop_duplicates("epoch").set_index("epoch")["unpruned"]
+    usable = bases[bases >= 0.02 * bases.iloc[-1]].index
+    near = d.loc[d.groupby("epoch")["share"].apply(lambda s: (s - 0.4).abs().idxmin())]
+    return near.set_index("epoch")["relative"].loc[usable]
+
+
+def _early_hurts(r: Results) -> tuple[str, str]:
+    rel = _relative_at_40(r)
+    low = paper_values.FIGURE5_KEPT_AT_40[0]
+    return f"{rel.iloc[0]:.0%} left at epoch {rel.index[0]}", _three_way(rel.iloc[0] < low, rel.iloc[0] < 0.95)
+
+
+def _late_survives(r: Results) -> tuple[str, str]:
+    rel = _relative_at_40(r)
+    low = paper_values.FIGURE5_KEPT_AT_40[0]
+    return f"{rel.iloc[-1]:.0%} left at epoch {rel.index[-1]}", _three_way(rel.iloc[-1] >= low, rel.iloc[-1] >= low - 0.1)
+
+
+def _flat_start(course_task: str) -> Callable[[Results], tuple[str, str]]:
+    def check(r: Results) -> tuple[str, str]:
+        table = r["10_appendix_summary"]
+        row = table[table["paper_task"] == _paper_task(course_task)].iloc[0]
+        return f"{row['prunable_share']:.0%} ({row['model']})", \
+            _three_way(_within(row["prunable_share"], row["paper_flat_until"]), row["prunable_share"] > 0)
+    return check
+
+
+def _paper_task(course_task: str) -> str:
+    return paper_values.FIGURE6.set_index("course_task").loc[course_task, "task"]
+
+
+def _figure6_claims() -> list[Claim]:
+    return [Claim("App. B", f"{row.task} ({row.metric}) can lose heads before its score drops",
+                  f"flat to about {row.flat_until:.0%}", f"reproduced: prunable share within {SHARE_TOLERANCE:.0%} of "
+                  "the paper's; partly: above 0", "10_appendix_more_tasks", _flat_start(row.course_task))
+            for row in paper_values.FIGURE6.itertuples()]
+
+
+CLAIMS: list[Claim] = [
+    Claim("§3.2, Table 1", "Few heads matter alone: masking one changes the score significantly for a minority",
+          f"{paper_values.SIGNIFICANT_ENC_SELF} of 96 WMT Enc-Enc heads",
+          "reproduced: under 20% of the heads significant in every model; partly: in some",
+          "03_ablating_one_head", _few_significant),
+    Claim("§3.2, Table 1", "Masking a head can improve the score",
+          f"{paper_values.SIGNIFICANT_ENC_SELF_UP} of the {paper_values.SIGNIFICANT_ENC_SELF} significant changes are gains",
+          "reproduced: a significant gain; partly: gains, none significant", "03_ablating_one_head", _some_gain),
+    Claim("§3.3, Table 2", "Most layers can be reduced to one head (head chosen on the reported set)",
+          "5 of 18 WMT layers drop significantly", "reproduced: at most half the layers drop significantly",
+          "04_keeping_one_head", _most_layers_one_head),
+    Claim("§3.3, Table 2", "The last Enc-Dec layer is the exception: it needs its heads",
+          "-13.56 BLEU of 36.05 with one head", "reproduced: the worst Enc-Dec layer loses a quarter of the BLEU; "
+          "partly: it is the worst layer of all kinds", "04_keeping_one_head", _last_enc_dec),
+    Claim("§3.3, Table 3", "No BERT layer needs more than one head", "0 of 12 layers drop significantly",
+          "reproduced: no layer drops significantly; partly: at most a quarter", "04_keeping_one_head",
+          _bert_layers_one_head),
+    Claim("App. A, Table 5", "Choosing the head on other data than the reported set costs more layers",
+          "9 of 18 WMT layers (5 when chosen on the reported set)", "reproduced: more significant drops held out "
+          "than chosen on the reported set; partly: as many, and some", "04_keeping_one_head", _held_out_worse),
+    Claim("§3.4, Figure 2", "A head's effect in domain predicts its effect out of domain",
+          f"r = {paper_values.CROSS_DOMAIN_R['translation']} (WMT), {paper_values.CROSS_DOMAIN_R['classifier']} (BERT)",
+          "reproduced: r >= 0.4 with p < 0.01 for every model; partly: for one", "05_cross_domain", _cross_domain),
+    Claim("§4.2, Figure 3", "A share of the translation model's heads can be pruned with no noticeable loss",
+          f"about {paper_values.PRUNABLE_SHARE['translation']:.0%} (WMT, within 1 BLEU)",
+          f"reproduced: within {SHARE_TOLERANCE:.0%} of the paper's share; partly: above 0", "06_pruning_curves",
+          _prunable("translation")),
+    Claim("§4.2, Figure 3", "A share of the classifier's heads can be pruned with no noticeable loss",
+          f"about {paper_values.PRUNABLE_SHARE['classifier']:.0%} (BERT, within 1 accuracy point)",
+          f"reproduced: within {SHARE_TOLERANCE:.0%} of the paper's share; partly: above 0", "06_pruning_curves",
+          _prunable("classifier")),
+    Claim("§4.2, Figure 3", "Ranking by importance prunes at least as well as ranking by one-head ablation",
+          "importance above the ablation curve", "reproduced: importance's prunable share >= ablation's for every "
+          "model; partly: for some", "06_pruning_curves", _importance_beats_ablation),
+    Claim("§4.3, Table 4", "Removing half the heads speeds inference up at large batches",
+          f"{paper_values.TABLE4_SPEEDUP[64]:+.1%} at batch 64 (GTX 1080Ti)",
+          "reproduced: within half of the paper's gain either way; partly: faster", "07_pruning_speed",
+          _speedup_large),
+    Claim("§4.3, Table 4", "At batch size 1 there is almost no gain",
+          f"{paper_values.TABLE4_SPEEDUP[1]:+.1%} at batch 1", "reproduced: batch 1 gains less than the largest "
+          "batch and under half the paper's large-batch gain; partly: less than the largest batch",
+          "07_pruning_speed", _speedup_small),
+    Claim("§5, Figure 4", "Enc-Dec attention depends on its heads most", "Enc-Dec collapses past 60% pruned",
+          "reproduced: Enc-Dec keeps the smallest share of its BLEU at 80% of its heads pruned",
+          "08_attention_kinds", _enc_dec_most_sensitive),
+    Claim("§5, Figure 4", "Self-attention survives losing most of its heads",
+          f"about {paper_values.FIGURE4_BLEU_AT_80['enc_self']:.0f} of {paper_values.WMT_BASE_BLEU} BLEU at 80% pruned",
+          f"reproduced: both self-attention kinds keep at least the paper's share less {SHARE_TOLERANCE:.0%}; "
+          "partly: one", "08_attention_kinds", _self_attention_survives),
+    Claim("§6, Figure 5", "Early in training, pruning 40% of the heads hurts",
+          "well under 85% of the BLEU left in epochs 1-2", "reproduced: under 85% left at the first epoch with a "
+          "usable BLEU; partly: under 95%", "09_training_dynamics", _early_hurts),
+    Claim("§6, Figure 5", "Later, 40% of the heads can go at little cost (unimportant heads emerge)",
+          "85 to 90% of the BLEU left from about epoch 10", "reproduced: at least 85% left at the last epoch; "
+          "partly: at least 75%", "09_training_dynamics", _late_survives),
+    *_figure6_claims(),
+]
+
+
+def scorecard(profile: str, results_root: Path = ROOT / "results") -> pd.DataFrame:
+    """One row per claim: section, claim, paper, ours, verdict, rule, chapter, profile."""
+    results = Results(Path(results_root) / profile)
+    rows = []
+    for c in CLAIMS:
+        try:
+            ours, verdict = c.check(results)
+        except MissingResults as missing:
+            ours, verdict = f"({missing.args[0]}.csv not found: run {c.chapter})", NOT_RUN
+        except KeyError as missing:  # a table written by an older version of the chapter
+            ours, verdict = f"(no {missing.args[0]!r} in the results: rerun {c.chapter})", NOT_RUN
+        rows.append({"section": c.section, "claim": c.claim, "paper": c.paper, "ours": ours, "verdict": verdict,
+                     "rule": c.rule, "chapter": c.chapter, "profile": profile})
+    return pd.DataFrame(rows)
+
+
+def verdict_counts(card: pd.DataFrame) -> dict[str, int]:
+    counts = card["verdict"].value_counts()
+    return {v: int(counts.get(v, 0)) for v in VERDICTS}

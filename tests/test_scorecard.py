@@ -1,0 +1,77 @@
+"""The scorecard's verdicts follow its stated rules on hand-made result tables."""
+import pandas as pd
+import pytest
+
+from helpers.scorecard import CLAIMS, NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED, scorecard, verdict_counts
+
+
+def _write(folder, name, rows):
+    folder.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(folder / f"{name}.csv", index=False)
+
+
+def _verdicts(root, profile="p"):
+    card = scorecard(profile, results_root=root)
+    return dict(zip(card["claim"], card["verdict"])), card
+
+
+def _shares(translation, nli_importance=0.4, nli_ablation=0.1):
+    return [{"track": "translation", "model": "mt", "order": "importance", "prunable_share": translation},
+            {"track": "translation", "model": "mt", "order": "ablation", "prunable_share": 0.1},
+            {"track": "classifier", "model": "nli", "order": "importance", "prunable_share": nli_importance},
+            {"track": "classifier", "model": "nli", "order": "ablation", "prunable_share": nli_ablation}]
+
+
+def test_every_claim_is_not_run_without_results(tmp_path):
+    card = scorecard("empty", results_root=tmp_path)
+    assert len(card) == len(CLAIMS) and set(card["verdict"]) == {NOT_RUN}
+    assert card["ours"].str.contains("not found: run").all()
+    assert verdict_counts(card) == {REPRODUCED: 0, PARTLY: 0, NOT_REPRODUCED: 0, NOT_RUN: len(CLAIMS)}
+
+
+@pytest.mark.parametrize("share, expected", [(0.2, REPRODUCED), (0.3, REPRODUCED), (0.05, PARTLY), (0.0, NOT_REPRODUCED)])
+def test_prunable_share_rule(tmp_path, share, expected):
+    _write(tmp_path / "p", "06_prunable_shares", _shares(share))
+    verdicts, card = _verdicts(tmp_path)
+    row = card[card["claim"].str.contains("translation model's heads can be pruned")].iloc[0]
+    assert row["verdict"] == expected and row["ours"] == f"{share:.0%}"
+    # importance (share) against ablation (0.1) in translation, 0.4 against 0.1 in the classifier
+    beats = verdicts["Ranking by importance prunes at least as well as ranking by one-head ablation"]
+    assert beats == (REPRODUCED if share >= 0.1 else PARTLY)
+
+
+def test_speed_rules_compare_batch_sizes(tmp_path):
+    def speed(gain_small, gain_large):
+        return [{"batch_size": b, "variant": v, "mean": 100 * (1 + g if v == "pruned" else 1), "device": "cpu"}
+                for b, g in ((1, gain_small), (64, gain_large)) for v in ("original", "pruned", "gated")]
+
+    _write(tmp_path / "p", "07_speed", speed(0.01, 0.175))
+    verdicts, _ = _verdicts(tmp_path)
+    assert verdicts["Removing half the heads speeds inference up at large batches"] == REPRODUCED
+    assert verdicts["At batch size 1 there is almost no gain"] == REPRODUCED
+    _write(tmp_path / "p", "07_speed", speed(0.20, 0.03))
+    verdicts, _ = _verdicts(tmp_path)
+    assert verdicts["Removing half the heads speeds inference up at large batches"] == PARTLY  # faster, far below
+    assert verdicts["At batch size 1 there is almost no gain"] == NOT_REPRODUCED
+
+
+def test_one_head_rules_ignore_the_papers_rows(tmp_path):
+    rows = [{"model": "p: nli", "kind": "self", "heads": 72, "significant": 3, "significant_up": 1,
+             "largest_drop": -0.01, "largest_gain": 0.01},
+            {"model": "p: mt", "kind": "enc_self", "heads": 48, "significant": 20, "significant_up": 0,
+             "largest_drop": -1.0, "largest_gain": 0.1},
+            {"model": "Michel et al. 2019: WMT", "kind": "enc_self", "heads": 96, "significant": 96,
+             "significant_up": 0, "largest_drop": -0.5, "largest_gain": 0.2}]
+    _write(tmp_path / "p", "03_one_head_counts", rows)
+    verdicts, card = _verdicts(tmp_path)
+    # nli 3/72 is a minority, mt 20/48 is not: partly; the paper's 96/96 row is not ours
+    assert verdicts["Few heads matter alone: masking one changes the score significantly for a minority"] == PARTLY
+    assert verdicts["Masking a head can improve the score"] == REPRODUCED
+    assert "mt 20/48" in card.loc[0, "ours"] and "96" not in card.loc[0, "ours"]
+
+
+def test_a_table_from_an_older_chapter_asks_for_a_rerun(tmp_path):
+    _write(tmp_path / "p", "10_appendix_summary", [{"model": "sentiment", "prunable_share": 0.5}])
+    _, card = _verdicts(tmp_path)
+    appendix = card[card["chapter"] == "10_appendix_more_tasks"]
+    assert (appendix["verdict"] == NOT_RUN).all() and appendix["ours"].str.contains("rerun").all()

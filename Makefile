@@ -2,14 +2,17 @@
 #   make book      set up, build the profile's models, execute every notebook on PROFILE
 #                  (default: course), build the book
 #   make models    set up, build (or reuse from .cache/models) the profile's models
-#   make test      set up, run the test suite
+#   make test      set up (with a headless browser), run the test suite
+#   make browser   install Debian's chromium and chromium-driver for the book's browser test
 PYTHON  ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
 PROFILE ?= course
 STAMP   := $(VENV)/.installed
+# extra pip arguments for torch, e.g. the CPU wheel index where PyPI would give the CUDA build
+TORCH_PIP_ARGS ?=
 
-.PHONY: setup models notebooks book test bench clean fairseq
+.PHONY: setup models notebooks book test bench clean fairseq browser
 
 setup: $(STAMP)
 
@@ -19,7 +22,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet torch==2.13.0 $(TORCH_PIP_ARGS)
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	$(MAKE) fairseq PIP="$(BIN)/python -m pip"
 	$(BIN)/python -c "import helpers, fairseq, transformers; print('setup ok: transformers', transformers.__version__, '| fairseq', fairseq.__version__)"
@@ -40,8 +43,14 @@ book: notebooks
 	$(BIN)/jupyter-book build . -W -n --keep-going
 	@echo "book: _build/html/index.html ($(PROFILE) profile)"
 
-test: setup
+test: setup browser
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
+
+# The browser test (tests/test_book_in_browser.py) drives Debian's Chromium through chromedriver.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+browser:
+	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then echo "browser ok: $$(/usr/bin/chromium --version)"; \
+	else $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium chromium-driver; fi
 
 bench: setup
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_helpers.py

@@ -15,12 +15,14 @@ import logging
 
 @functools.lru_cache(maxsize=1)
 def import_fairseq():
-    root = logging.getLogger()
-    level, handlers = root.level, list(root.handlers)
+    root, own = logging.getLogger(), logging.getLogger("fairseq")
+    level, own_level, handlers = root.level, own.level, list(root.handlers)
+    own.setLevel(logging.WARNING)  # import-time INFO lines ("Please install tensorboardX") are noise
     try:
         import fairseq
     finally:
         root.setLevel(level)
+        own.setLevel(own_level)
         for handler in [h for h in root.handlers if h not in handlers]:
             root.removeHandler(handler)
     return fairseq

@@ -22,3 +22,18 @@ def save_table(df: pd.DataFrame, profile: str, name: str) -> Path:
     with atomic_path(path) as tmp:
         df.to_csv(tmp, index=False)
     return path
+
+
+def record_run_time(profile: str, notebook: str, seconds: float) -> Path:
+    """Keep ``results/<profile>/run_times.csv`` (notebook, seconds, finished: UTC time) up to date
+    with the last complete run of ``notebook``; the teaching guide reads it."""
+    import datetime
+
+    path = results_dir(profile) / "run_times.csv"
+    table = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["notebook", "seconds", "finished"])
+    row = pd.DataFrame([{"notebook": notebook, "seconds": round(seconds, 1),
+                         "finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")}])
+    table = pd.concat([table[table["notebook"] != notebook], row], ignore_index=True).sort_values("notebook")
+    with atomic_path(path) as tmp:
+        table.to_csv(tmp, index=False)
+    return path

@@ -90,6 +90,22 @@ def _cached(output: Path, key: str) -> bool:
     return meta.get("fingerprint") == key and meta.get("status") == "ok"
 
 
+def launch_links(notebook: str, profile: str) -> str:
+    """The line under a chapter's title: open its source notebook on Colab or Binder (the
+    repository in ``_config.yml``), or download this executed copy."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text()).get("repository", {})
+    url, branch = config.get("url", "").rstrip("/"), config.get("branch", "main")
+    repo = url.removeprefix("https://github.com/")
+    source = f"notebooks/{notebook}.ipynb"
+    folder = url.rsplit("/", 1)[-1]
+    return (f"*Executed on the `{profile}` profile.* Run it yourself: "
+            f"[Colab](https://colab.research.google.com/github/{repo}/blob/{branch}/{source}) · "
+            f"[Binder](https://mybinder.org/v2/gh/{repo}/{branch}?labpath={source}) · "
+            f"{{download}}`this executed notebook <{notebook}.ipynb>` · "
+            f"{{doc}}`its parameters <12_rerunning>`. On Colab, first run "
+            f"`!git clone {url} && pip install -e {folder}` and `%cd {folder}`.")
+
+
 def run_notebook(notebook: str, params: dict, output_dir: Path = EXECUTED, force: bool = False,
                  models: str = "") -> tuple[Path, float, bool]:
     """Execute one notebook; returns (executed path, seconds, reused from cache). ``models``
@@ -118,10 +134,16 @@ def run_notebook(notebook: str, params: dict, output_dir: Path = EXECUTED, force
         ) from None
     seconds = time.perf_counter() - start
     nb = nbformat.read(partial, as_version=4)
+    nb.cells.insert(1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0,
+                    nbformat.v4.new_markdown_cell(launch_links(notebook, params.get("profile", "?"))))
     nb.metadata["sixteen_heads"] = {"fingerprint": key, "status": "ok", "seconds": round(seconds, 1),
                                     "parameters": params}
     nbformat.write(nb, partial)
     os.replace(partial, output)  # atomic: a half-run notebook never looks finished
+    if "profile" in params:
+        from .results import record_run_time
+
+        record_run_time(params["profile"], notebook, seconds)
     return output, seconds, False
 
 

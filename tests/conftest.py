@@ -30,3 +30,46 @@ def smoke(smoke_cache, monkeypatch):
 
     monkeypatch.setenv("SIXTEEN_HEADS_CACHE", str(smoke_cache))
     return load_profile("smoke")
+
+
+@pytest.fixture(scope="session")
+def smoke_executed(tmp_path_factory) -> dict:
+    """Every notebook executed once on the smoke profile, in book order, as the runner does it:
+    name -> executed path, or the ``NotebookFailed`` it raised. Shared by the notebook tests and
+    the book build, so no notebook runs twice."""
+    from helpers import course, runner
+
+    profile = runner.load_profile("smoke")
+    models = course.models_key(profile)
+    folder = tmp_path_factory.mktemp("smoke-executed")
+    out = {}
+    for name in profile["notebooks"]:
+        try:
+            out[name] = runner.run_notebook(name, runner.parameters_for(profile, name, {}), folder, models=models)[0]
+        except runner.NotebookFailed as err:
+            out[name] = err
+    return out
+
+
+@pytest.fixture(scope="session")
+def smoke_book(smoke_executed, tmp_path_factory) -> Path:
+    """The book built in strict mode (as ``make book`` does) from the smoke notebooks; returns
+    its HTML folder."""
+    import shutil
+    import subprocess
+
+    failed = {n: str(e) for n, e in smoke_executed.items() if isinstance(e, Exception)}
+    if failed:
+        pytest.fail(f"smoke notebooks failed, so there is no book to test: {failed}")
+    root = Path(__file__).resolve().parent.parent
+    source = tmp_path_factory.mktemp("smoke-book")
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy(root / name, source / name)
+    shutil.copytree(root / "book", source / "book", ignore=shutil.ignore_patterns("executed", "*.running.ipynb"))
+    (source / "book" / "executed").mkdir()
+    for path in smoke_executed.values():
+        shutil.copy(path, source / "book" / "executed" / path.name)
+    build = subprocess.run([str(Path(sys.executable).parent / "jupyter-book"), "build", str(source), "-W", "-n",
+                            "--keep-going"], capture_output=True, text=True)
+    assert build.returncode == 0, f"strict book build failed:\n{build.stdout[-3000:]}\n{build.stderr[-3000:]}"
+    return source / "_build" / "html"

@@ -38,18 +38,38 @@ def test_notebook_is_stored_clean_with_a_parameters_cell(name):
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_notebook_runs_on_smoke_and_is_cached(name, tmp_path):
-    profile = runner.load_profile("smoke")
-    params = runner.parameters_for(profile, name, {})
-    path, seconds, reused = runner.run_notebook(name, params, output_dir=tmp_path)
-    assert not reused
-    nb = nbformat.read(path, as_version=4)
+def test_notebook_runs_on_smoke_and_is_cached(name, smoke_executed):
+    outcome = smoke_executed[name]
+    if isinstance(outcome, Exception):
+        pytest.fail(str(outcome))
+    nb = nbformat.read(outcome, as_version=4)
     assert nb.metadata["sixteen_heads"]["parameters"]["profile"] == "smoke"
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
-    assert sum(1 for c in nb.cells if c.cell_type == "code" and c.outputs) >= 3
-    assert runner.run_notebook(name, params, output_dir=tmp_path)[2]  # unchanged: reused
-    assert not runner.run_notebook(name, params | {"seed": 1}, output_dir=tmp_path)[2]  # changed: rerun
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(c.execution_count for c in code), "a cell was not executed"
+    assert any(c.outputs for c in code)
+    from helpers import course
+
+    profile = runner.load_profile("smoke")
+    again = runner.run_notebook(name, runner.parameters_for(profile, name, {}), output_dir=outcome.parent,
+                                models=course.models_key(profile))
+    assert again[2] and again[1] == 0.0  # unchanged: reused, not run (a change reruns: see the fingerprint test)
+
+
+def test_runner_records_each_chapters_run_time(smoke_executed, tmp_path, monkeypatch):
+    import pandas as pd
+
+    from helpers import results
+
+    table = pd.read_csv(results.results_dir("smoke") / "run_times.csv")
+    assert set(NOTEBOOKS) <= set(table["notebook"]) and (table["seconds"] > 0).all()
+    monkeypatch.setattr(results, "ROOT", tmp_path)
+    results.record_run_time("p", "a", 3.0)
+    results.record_run_time("p", "b", 1.0)
+    results.record_run_time("p", "a", 5.0)  # a rerun replaces the row
+    table = pd.read_csv(tmp_path / "results" / "p" / "run_times.csv")
+    assert list(table["notebook"]) == ["a", "b"] and list(table["seconds"]) == [5.0, 1.0]
 
 
 def test_fingerprint_follows_notebook_parameters_models_and_helpers_code(tmp_path, monkeypatch):

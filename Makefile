@@ -1,6 +1,7 @@
 # sixteen-heads: one entry point for setting up, running the notebooks, building the book and testing.
 #   make book      set up, build the profile's models, execute every notebook on PROFILE
 #                  (default: course), build the book
+#   make data      fetch what the paper profile reads into data/ (needs internet; PROFILE=paper)
 #   make models    set up, build (or reuse from .cache/models) the profile's models
 #   make test      set up (with a headless browser), run the test suite
 #   make browser   install Debian's chromium and chromium-driver for the book's browser test
@@ -12,7 +13,7 @@ STAMP   := $(VENV)/.installed
 # extra pip arguments for torch, e.g. the CPU wheel index where PyPI would give the CUDA build
 TORCH_PIP_ARGS ?=
 
-.PHONY: setup models notebooks book test bench clean fairseq browser
+.PHONY: setup data models notebooks book test bench clean fairseq browser
 
 setup: $(STAMP)
 
@@ -32,6 +33,11 @@ PIP ?= pip
 fairseq:
 	$(PIP) install --quiet --no-deps fairseq-fixed==0.12.3.1
 	-$(PIP) uninstall --yes --quiet torchaudio
+
+# The paper profile reads local files only; this fetches them (GLUE, sacrebleu test sets, the WMT
+# archive, bert-base-uncased) into data/ on a machine with internet. IWSLT14 is prepared by hand.
+data: setup
+	$(BIN)/python -m helpers.paper_sources --profile $(PROFILE) download
 
 models: setup
 	HF_HUB_OFFLINE=1 $(BIN)/python -m helpers.course --profile $(PROFILE)

@@ -138,18 +138,16 @@ def translation_sweep(model: nn.Module, sources: Sequence[str], configs: Sequenc
     from .translation_model import translate
 
     cache = cache or SweepCache(None)
-    out = {c: cache.get(c) for c in configs}
-    todo = [c for c in configs if out[c] is None]
+    everything = [UNMASKED, *configs]
+    todo = cache.share(cache.missing(everything))  # under torchrun, this process's share
     with HeadGates(model) as gates:
-        base = cache.get(UNMASKED)
-        if base is None:
-            base = translate(model, sources, beam=beam, lenpen=lenpen, batch_size=batch_size)
-            cache.put(UNMASKED, base)
-        for kind, layer, heads in tqdm(todo, desc="translation sweep", disable=not progress, unit="config"):
-            gates.mask({kind: {layer: list(heads)}})
+        for config in tqdm(todo, desc="translation sweep", disable=not progress, unit="config"):
+            if config != UNMASKED:
+                kind, layer, heads = config
+                gates.mask({kind: {layer: list(heads)}})
             try:
-                out[(kind, layer, heads)] = translate(model, sources, beam=beam, lenpen=lenpen, batch_size=batch_size)
+                cache.put(config, translate(model, sources, beam=beam, lenpen=lenpen, batch_size=batch_size))
             finally:
                 gates.reset()
-            cache.put((kind, layer, heads), out[(kind, layer, heads)])
-    return base, out
+    cache.wait_for(everything)
+    return cache.get(UNMASKED), {c: cache.get(c) for c in configs}

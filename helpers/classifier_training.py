@@ -17,6 +17,8 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from .devices import to_device
+
 
 @dataclass(frozen=True)
 class FineTuneConfig:
@@ -93,7 +95,7 @@ def fine_tune(model: nn.Module, tokenizer, train: Sequence, config: FineTuneConf
         rng.shuffle(order)
         running, count = 0.0, 0
         for batch in batches(encoded, config.batch_size, order):
-            loss = model(**batch).loss
+            loss = model(**to_device(batch, model)).loss
             loss.backward()
             optimizer.step()
             schedule.step()
@@ -112,8 +114,34 @@ def fine_tune(model: nn.Module, tokenizer, train: Sequence, config: FineTuneConf
 @torch.no_grad()
 def predict(model: nn.Module, tokenizer, examples: Sequence, batch_size: int = 64, max_length: int = 64
             ) -> torch.Tensor:
-    """Predicted label of each example, [N] int64. The model is used in eval mode."""
+    """Predicted label of each example, [N] int64 on the CPU. The model is used in eval mode."""
     model.eval()
     encoded = encode(tokenizer, examples, max_length)
-    out = [model(**batch).logits.argmax(-1) for batch in batches(encoded, batch_size)]
+    out = [model(**to_device(batch, model)).logits.argmax(-1).cpu() for batch in batches(encoded, batch_size)]
     return torch.cat(out)
+
+
+def align_labels(model: nn.Module, ours: Sequence[str], theirs: Sequence[str] | None = None) -> list[int]:
+    """Reorder the output rows of a fine-tuned checkpoint so that output ``i`` means ``ours[i]``.
+
+    ``theirs``: the checkpoint's label name of each output (default: its ``config.id2label``).
+    Names are compared case-insensitively. When they are not a permutation of ``ours`` (hub
+    checkpoints often say only ``LABEL_0``...), the checkpoint is taken to follow GLUE's order,
+    which is ours, and is left alone. Returns, for each of our labels, the output it came from.
+    """
+    n = len(ours)
+    if theirs is None:
+        theirs = [model.config.id2label[i] for i in range(n)]
+    theirs = [str(t).lower() for t in theirs]
+    wanted = [o.lower() for o in ours]
+    if sorted(theirs) != sorted(wanted):
+        return list(range(n))
+    order = [theirs.index(o) for o in wanted]
+    head = [m for m in model.modules() if isinstance(m, nn.Linear) and m.out_features == n][-1]
+    with torch.no_grad():
+        head.weight.copy_(head.weight[order].clone())
+        if head.bias is not None:
+            head.bias.copy_(head.bias[order].clone())
+    model.config.id2label = dict(enumerate(ours))
+    model.config.label2id = {name: i for i, name in enumerate(ours)}
+    return order

@@ -33,14 +33,16 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from . import appendix_tasks, nli_task, translation_task
+from . import appendix_tasks, nli_task, shards, translation_task
 from .atomic import atomic_path
+from .devices import default_device
 from .course_training import TASKS, build_classifier, build_translation, generate_data, machine
+from .paper_sources import check_local
 from .results import ROOT, results_dir
 from .sweep_cache import stale_sweeps
 
 _SOURCES = ("lexicon.py", "nli_task.py", "appendix_tasks.py", "translation_task.py", "classifier_training.py",
-            "translation_model.py", "course_training.py", "models.py", "metrics.py", "splits.py")
+            "translation_model.py", "course_training.py", "models.py", "metrics.py", "splits.py", "paper_sources.py")
 
 
 def cache_root() -> Path:
@@ -123,6 +125,10 @@ def build_one(profile: dict, name: str, force: bool = False, progress: bool = Tr
     final = model_dir(profile, name)
     if (final / "record.json").exists() and not force:
         return json.loads((final / "record.json").read_text())
+    if shards.rank() > 0:  # under torchrun, rank 0 builds; the others wait for its record
+        shards.wait_for_file(final / "record.json", f"model {name} (built by rank 0)")
+        return json.loads((final / "record.json").read_text())
+    check_local({"name": profile["name"], "models": {name: spec}})
     partial = final.with_name(final.name + ".partial")
     if spec["task"] != "translation" and partial.exists():
         shutil.rmtree(partial)  # a classifier restarts; only translation training resumes
@@ -155,6 +161,7 @@ def build(profile: dict, only: list[str] | None = None, force: bool = False, pro
     unknown = set(only or []) - set(specs)
     if unknown:
         raise SystemExit(f"profile {profile['name']!r} has no model(s) {sorted(unknown)}; it has {sorted(specs)}")
+    check_local({**profile, "models": {n: s for n, s in specs.items() if not only or n in only}})
     records: dict[str, Any] = {}
     t0 = time.perf_counter()
     for name in specs:
@@ -189,21 +196,22 @@ def load_classifier(profile: dict, name: str):
     from .pruning import load_pruned
 
     directory = ensure_built(profile, name) / "model"
-    return load_pruned(directory), AutoTokenizer.from_pretrained(directory)
+    return load_pruned(directory).to(default_device()), AutoTokenizer.from_pretrained(directory)
 
 
 def load_translation(profile: dict, name: str = "translation", epoch: int | None = None):
-    """The trained fairseq model (the final one, or the checkpoint after ``epoch``); eval mode."""
+    """The trained fairseq model (the final one, or the checkpoint after ``epoch``); eval mode,
+    on ``default_device()``."""
     from .pruning import load_pruned
 
     directory = ensure_built(profile, name)
     if epoch is None:
-        return load_pruned(directory / "model")
+        return load_pruned(directory / "model").to(default_device())
     path = directory / "checkpoints" / f"checkpoint{epoch}"
     if not path.exists():
         have = sorted(int(p.name.removeprefix("checkpoint")) for p in (directory / "checkpoints").glob("checkpoint*"))
         raise FileNotFoundError(f"{name} has no checkpoint for epoch {epoch}; it has epochs {have}")
-    return load_pruned(path)
+    return load_pruned(path).to(default_device())
 
 
 def sweeps_dir(profile: dict, name: str) -> Path:

@@ -18,8 +18,24 @@ CLASSIFIER_TASKS = {"nli": "accuracy", "acceptability": "matthews", "sentiment":
 TASKS = (*CLASSIFIER_TASKS, "translation")
 
 
+# label id -> name, as GLUE names them (our generated tasks use the same ids)
+LABEL_NAMES = {"nli": nli_task.LABELS, "sentiment": ("negative", "positive"),
+               "acceptability": ("unacceptable", "acceptable"), "paraphrase": ("not_equivalent", "equivalent")}
+
+
+def label_names(spec: dict) -> tuple[str, ...]:
+    """Our label order for a classifier task (index = label id in the data)."""
+    return LABEL_NAMES[spec["task"]]
+
+
 # ---- data ------------------------------------------------------------------------------------
 def generate_data(spec: dict) -> dict[str, list]:
+    """The model's splits: generated, or read from local files when ``spec`` has a ``data``
+    section (the paper profile; ``paper_sources.load_splits``)."""
+    if "data" in spec:
+        from .paper_sources import load_splits
+
+        return load_splits(spec)
     sizes, seed = spec["sizes"], spec.get("data_seed", 0)
     task = spec["task"]
     if task == "nli":
@@ -36,19 +52,28 @@ def machine() -> str:
 
 
 def build_classifier(spec: dict, data: dict, directory: Path, progress: bool) -> dict:
-    """Fine-tune ``spec["encoder"]`` on ``data["train"]``, save it to ``directory/model`` and
-    score it on every other split; returns the record's training and score fields."""
-    from .classifier_training import FineTuneConfig, fine_tune, predict
+    """Fine-tune ``spec["encoder"]`` on ``data["train"]`` (or take the fine-tuned
+    ``spec["checkpoint"]`` as it is), save it to ``directory/model`` and score it on every other
+    split; returns the record's training and score fields."""
+    from .classifier_training import FineTuneConfig, align_labels, fine_tune, predict
+    from .devices import default_device
     from .metrics import METRICS, accuracy
     from .models import load_encoder
     from .pruning import save_pruned
 
     labels = 3 if spec["task"] == "nli" else 2
     config = FineTuneConfig(**spec.get("fine_tune", {}))
-    model, tokenizer = load_encoder(spec["encoder"], num_labels=labels, seed=config.seed)
-    t0 = time.perf_counter()
-    losses = fine_tune(model, tokenizer, data["train"], config, progress=progress)
-    seconds = time.perf_counter() - t0
+    if spec.get("checkpoint"):
+        model, tokenizer = load_encoder(spec["checkpoint"], num_labels=labels, seed=config.seed)
+        align_labels(model, label_names(spec), spec.get("checkpoint_labels"))
+        losses, seconds = [], 0.0
+    else:
+        model, tokenizer = load_encoder(spec["encoder"], num_labels=labels, seed=config.seed)
+        model.to(default_device())
+        t0 = time.perf_counter()
+        losses = fine_tune(model, tokenizer, data["train"], config, progress=progress)
+        seconds = time.perf_counter() - t0
+    model.to(default_device())
     save_pruned(model, directory / "model")
     tokenizer.save_pretrained(directory / "model")
     metric = CLASSIFIER_TASKS[spec["task"]]
@@ -69,24 +94,31 @@ def build_translation(spec: dict, data: dict, directory: Path, progress: bool) -
     """Train a fairseq Transformer on ``data["train"]`` with a checkpoint per epoch in
     ``directory/checkpoints`` (resuming from ``last.pt`` if there is one), save the final model
     to ``directory/model`` and score it (beam search, tokenised BLEU) on every other split."""
+    from .devices import default_device
     from .metrics import bleu
     from .pruning import save_pruned
     from .translation_model import TranslationConfig, model_for, train, translate
 
-    config = TranslationConfig(**spec.get("train", {}))
-    model = model_for(data["train"], config)
-    t0 = time.perf_counter()
-    history = train(model, data["train"], data["valid"], config, directory / "checkpoints", progress)
-    seconds = time.perf_counter() - t0
-    save_pruned(model, directory / "model")
-    (directory / "checkpoints" / "last.pt").unlink()  # optimiser state: only needed to resume
+    if spec.get("archive"):  # a published model (the paper's WMT): scored, not trained
+        from .paper_sources import load_fairseq_archive
+
+        model, history, seconds = load_fairseq_archive(spec["archive"]).to(default_device()), [], 0.0
+        save_pruned(model, directory / "model")
+    else:
+        config = TranslationConfig(**spec.get("train", {}))
+        model = model_for(data["train"], config).to(default_device())
+        t0 = time.perf_counter()
+        history = train(model, data["train"], data["valid"], config, directory / "checkpoints", progress)
+        seconds = time.perf_counter() - t0
+        save_pruned(model, directory / "model")
+        (directory / "checkpoints" / "last.pt").unlink()  # optimiser state: only needed to resume
     scores, signature = {}, ""
     for split, pairs in data.items():
         if split == "train":
             continue
         hyps = translate(model, [p.src for p in pairs], beam=spec.get("beam", 5))
         score, signature = bleu(hyps, [p.ref for p in pairs])
-        ceiling, _ = bleu([p.oracle for p in pairs], [p.ref for p in pairs])
+        ceiling = bleu([p.oracle for p in pairs], [p.ref for p in pairs])[0] if pairs[0].oracle else None
         scores[split] = {"bleu": score, "oracle_bleu": ceiling, "baseline": 0.0}
     return {"metric": "bleu", "train_seconds": sum(h["seconds"] for h in history), "session_seconds": seconds,
             "epochs": history, "scores": scores, "bleu_signature": signature,

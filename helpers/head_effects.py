@@ -17,6 +17,7 @@ import pandas as pd
 
 from .ablation import Config, single_layer_sweep, translation_sweep
 from .classifier_training import batches, encode
+from .devices import to_device
 from .sites import ENCODER_ONLY_KINDS, SEQ2SEQ_KINDS
 from .significance import (accuracy_from_stats, accuracy_stats, bleu_from_stats, bleu_stats,
                            paired_bootstrap, resample_indices)
@@ -49,14 +50,16 @@ def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[C
     settings computes only the configurations it has not seen."""
     inputs = [_text_of(e) for e in examples]
     cache = _cache(cache_dir, inputs, {"max_length": max_length, "batch_size": batch_size})
-    todo = cache.missing([UNMASKED, *configs])
+    everything = [UNMASKED, *configs]
+    todo = cache.share(cache.missing(everything))
     if todo:
         data = list(batches(encode(tokenizer, examples, max_length), batch_size))
         todo = [c for c in todo if c != UNMASKED]
-        base, outs = single_layer_sweep(model, data, lambda m, b: m(**b).logits.argmax(-1), todo, progress=progress)
+        base, outs = single_layer_sweep(model, data, lambda m, b: m(**to_device(b, m)).logits.argmax(-1), todo, progress=progress)
         cache.put(UNMASKED, base.tolist())
         for config, predicted in outs.items():
             cache.put(config, predicted.tolist())
+    cache.wait_for(everything)
     gold = [e.label for e in examples]
     return _rows(configs, accuracy_stats(cache.get(UNMASKED), gold), lambda c: accuracy_stats(cache.get(c), gold),
                  accuracy_from_stats, n_resamples, alpha, seed)

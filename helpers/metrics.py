@@ -45,13 +45,21 @@ def f1(pred, gold) -> float:
 METRICS = {"accuracy": accuracy, "matthews": matthews, "f1": f1}
 
 
+def merge_bpe(text: str) -> str:
+    """``text`` with subword-nmt's ``@@`` continuation markers joined (``"chat@@ on" -> "chaton"``),
+    as fairseq's ``--remove-bpe``; text without them is returned unchanged."""
+    return (text + " ").replace("@@ ", "").rstrip() if "@@" in text else text
+
+
 def bleu(hypotheses: Sequence[str], references: Sequence[str], tokenize: str = "none") -> tuple[float, str]:
     """Corpus BLEU (sacrebleu) and its signature. ``tokenize="none"`` scores already tokenised
-    text as it is, i.e. tokenised BLEU, which is what the paper reports (REFERENCE.md §9.3)."""
+    text as it is, i.e. tokenised BLEU, which is what the paper reports (REFERENCE.md §9.3).
+    BPE markers are merged first on both sides (``merge_bpe``): models and data keep sentences
+    as the subword tokens the model reads, and BLEU counts words."""
     import sacrebleu
 
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
     metric = sacrebleu.BLEU(tokenize=tokenize, force=True)
-    score = metric.corpus_score(list(hypotheses), [list(references)])
+    score = metric.corpus_score([merge_bpe(h) for h in hypotheses], [[merge_bpe(r) for r in references]])
     return score.score, str(metric.get_signature())

@@ -35,7 +35,9 @@ def load_encoder(name: str, *, num_labels: int | None = None, seed: int = 0):
         config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
                             num_attention_heads=4, intermediate_size=64, max_position_embeddings=128, **kwargs)
         return cls.from_config(config).eval(), tokenizer
-    source = minilm_dir() if name == "minilm" else name
+    from .paper_sources import resolve_model
+
+    source = minilm_dir() if name == "minilm" else resolve_model(name)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
         model = cls.from_pretrained(source, **kwargs)
@@ -43,8 +45,9 @@ def load_encoder(name: str, *, num_labels: int | None = None, seed: int = 0):
         raise MissingDownloadError(
             f"could not load {name!r}: it is not a local folder and the Hugging Face hub is not reachable "
             f"(HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', 'unset')}). On a machine with internet run "
-            f"`huggingface-cli download {name} --local-dir models/{Path(str(name)).name}` and pass that folder "
-            f"as the model parameter."
+            f"`huggingface-cli download {name} --local-dir data/{name}` (or `python -m helpers.paper_sources "
+            f"--profile paper download`); a folder under data/ with the hub name is found by that name, any other "
+            f"folder can be passed as the model parameter."
         ) from err
     return model.eval(), tokenizer
 

@@ -1,6 +1,7 @@
 """Results are data first: tables written atomically under results/<profile>/."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -11,7 +12,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def results_dir(profile: str) -> Path:
-    path = ROOT / "results" / profile
+    """``$SIXTEEN_HEADS_RESULTS/<profile>`` (default ``<repo>/results/<profile>``), created."""
+    path = Path(os.environ.get("SIXTEEN_HEADS_RESULTS", ROOT / "results")) / profile
     path.mkdir(parents=True, exist_ok=True)
     return path
 

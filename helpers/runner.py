@@ -22,6 +22,8 @@ from pathlib import Path
 
 import yaml
 
+from . import shards
+
 ROOT = Path(__file__).resolve().parent.parent
 PROFILES = ROOT / "profiles"
 NOTEBOOKS = ROOT / "notebooks"
@@ -32,11 +34,17 @@ class NotebookFailed(RuntimeError):
     pass
 
 
+def profile_folders() -> list[Path]:
+    """Where profiles are looked up: ``$SIXTEEN_HEADS_PROFILES`` (if set) first, then ``profiles/``."""
+    extra = os.environ.get("SIXTEEN_HEADS_PROFILES")
+    return ([Path(extra)] if extra else []) + [PROFILES]
+
+
 def load_profile(name: str) -> dict:
-    path = PROFILES / f"{name}.yml"
-    if not path.exists():
-        known = sorted(p.stem for p in PROFILES.glob("*.yml"))
-        raise SystemExit(f"unknown profile {name!r}: profiles are {known} (files in {PROFILES})")
+    path = next((f / f"{name}.yml" for f in profile_folders() if (f / f"{name}.yml").exists()), None)
+    if path is None:
+        known = sorted({p.stem for f in profile_folders() for p in f.glob("*.yml")})
+        raise SystemExit(f"unknown profile {name!r}: profiles are {known} (files in {', '.join(map(str, profile_folders()))})")
     profile = yaml.safe_load(path.read_text())
     profile["name"] = name
     profile.setdefault("defaults", {})
@@ -140,7 +148,7 @@ def run_notebook(notebook: str, params: dict, output_dir: Path = EXECUTED, force
                                     "parameters": params}
     nbformat.write(nb, partial)
     os.replace(partial, output)  # atomic: a half-run notebook never looks finished
-    if "profile" in params:
+    if "profile" in params and shards.rank() == 0:
         from .results import record_run_time
 
         record_run_time(params["profile"], notebook, seconds)
@@ -157,15 +165,23 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     profile = load_profile(args.profile)
-    if profile.get("offline", True):
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the book never downloads (helpers.paper_sources does)
+    if shards.rank() > 0:  # under torchrun: every rank runs the notebooks, rank 0's copies are the book's
+        args.output_dir = args.output_dir / f"rank{shards.rank()}"
     overrides = parse_overrides(args.param)
     names = args.only or list(profile["notebooks"])
     unknown = [n for n in names if n not in profile["notebooks"]]
     if unknown:
         raise SystemExit(f"profile {args.profile!r} has no notebook {unknown}; it has {list(profile['notebooks'])}")
     from .course import models_key
+    from .models import MissingDownloadError
+    from .paper_sources import check_local
 
+    try:
+        check_local(profile)
+    except MissingDownloadError as err:
+        print(f"FAILED before running any notebook: {err}", file=sys.stderr)
+        return 1
     models = models_key(profile)
     total = time.perf_counter()
     for i, name in enumerate(names, 1):

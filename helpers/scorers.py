@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .devices import to_device
 from .classifier_training import batches, encode, labels_of, predict
 from .metrics import METRICS, bleu
 
@@ -42,6 +43,7 @@ def classifier_loss_batches(tokenizer, examples: Sequence, max_length: int = 64,
 
 def classifier_loss(model: nn.Module, batch: dict) -> torch.Tensor:
     """Cross-entropy of the gold label of each example, [B] (nats)."""
+    batch = to_device(batch, model)
     inputs = {k: v for k, v in batch.items() if k != "labels"}
     return F.cross_entropy(model(**inputs).logits, batch["labels"], reduction="none")
 

@@ -62,11 +62,14 @@ def accuracy_from_stats(sums: np.ndarray) -> float:
 
 def bleu_stats(hypotheses: Sequence[str], references: Sequence[str], tokenize: str = "none") -> np.ndarray:
     """[N, 10] sacrebleu statistics per sentence: hypothesis and reference length, then matches and
-    totals of 1- to 4-grams."""
+    totals of 1- to 4-grams. BPE markers are merged first, as in ``metrics.bleu``."""
     import sacrebleu
 
+    from .metrics import merge_bpe
+
     metric = sacrebleu.BLEU(tokenize=tokenize, force=True)
-    return np.array(metric._extract_corpus_statistics(list(hypotheses), [list(references)]), dtype=np.float64)
+    return np.array(metric._extract_corpus_statistics([merge_bpe(h) for h in hypotheses],
+                                                      [[merge_bpe(r) for r in references]]), dtype=np.float64)
 
 
 def bleu_from_stats(sums: np.ndarray, tokenize: str = "none") -> float:

@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
+from . import shards
 from .atomic import atomic_path
 
 Config = tuple[str, int, tuple[int, ...]]  # (kind, layer, heads masked), 0-based
@@ -70,7 +71,25 @@ class SweepCache:
             tmp.write_text(json.dumps(list(outputs)))
 
     def missing(self, configs: Sequence[Config]) -> list[Config]:
-        return [c for c in configs if self.get(c) is None]
+        if self.directory is None:
+            return [c for c in configs if c not in self._memory]
+        return [c for c in configs if not (self.directory / _file_name(c)).exists()]
+
+    def share(self, todo: Sequence[Config]) -> list[Config]:
+        """The part of ``todo`` this process computes: all of it, or under torchrun its share
+        (``shards.my_share``); the other processes write theirs to the same folder."""
+        if shards.world_size() == 1:
+            return list(todo)
+        if self.directory is None:
+            raise ValueError("a sweep split over several processes (WORLD_SIZE > 1) needs a cache_dir, "
+                             "through which the processes share their outputs")
+        return shards.my_share(todo)
+
+    def wait_for(self, configs: Sequence[Config]) -> None:
+        """Under torchrun, block until every process has written its share of ``configs``."""
+        if shards.world_size() > 1:
+            shards.wait_until(lambda: len(configs) - len(self.missing(configs)), len(configs),
+                              f"the other ranks' configurations in {self.directory.name}")
 
 
 def stale_sweeps(model_folder: Path) -> list[Path]:

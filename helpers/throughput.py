@@ -19,6 +19,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from .devices import to_device
 from .gates import HeadGates
 from .sites import attention_sites
 
@@ -39,10 +40,12 @@ def _sync(device: torch.device) -> None:
 
 @torch.inference_mode()
 def throughput(model: nn.Module, batches: Sequence[dict], run: Run, repeats: int = 3, warmup: int = 1) -> list[float]:
-    """Examples per second of ``run(model, batch)`` over all ``batches`` (dicts of tensors [B, ...]
-    on the model's device), one value per repeat, after ``warmup`` untimed passes."""
+    """Examples per second of ``run(model, batch)`` over all ``batches`` (dicts of tensors [B, ...],
+    moved to the model's device before the clock starts), one value per repeat, after ``warmup``
+    untimed passes."""
     model.eval()
     device = next(model.parameters()).device
+    batches = [to_device(b, device) for b in batches]
     n = sum(len(next(iter(b.values()))) for b in batches)
     for _ in range(warmup):
         for batch in batches:
@@ -68,6 +71,7 @@ def forward_flops(model: nn.Module, batch: dict, run: Run) -> int:
     score and value products, from the shape of its output projection's input [B, T, H * d]
     (self-attention, so T_k = T_q; encoders only)."""
     total = 0
+    batch = to_device(batch, model)
     out_projections = {site.output: site for site in attention_sites(model)}
 
     def count(module, args, output):

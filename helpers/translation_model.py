@@ -26,6 +26,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .atomic import atomic_path
+from .devices import to_device
 from .fairseq_compat import import_fairseq
 
 
@@ -46,6 +47,7 @@ class TranslationConfig:
     warmup_init_lr: float = 1e-7
     label_smoothing: float = 0.1
     weight_decay: float = 1e-4
+    max_positions: int = 256  # longest source or target, in tokens (subword units)
     seed: int = 0
 
 
@@ -96,7 +98,8 @@ def build_model(config: TranslationConfig, src_dict, tgt_dict) -> nn.Module:
         encoder_ffn_embed_dim=config.ffn_dim, decoder_ffn_embed_dim=config.ffn_dim,
         encoder_normalize_before=config.normalize_before, decoder_normalize_before=config.normalize_before,
         dropout=config.dropout, attention_dropout=config.attention_dropout,
-        share_decoder_input_output_embed=True, max_source_positions=256, max_target_positions=256,
+        share_decoder_input_output_embed=True, max_source_positions=config.max_positions,
+        max_target_positions=config.max_positions,
     )
     task = types.SimpleNamespace(source_dictionary=src_dict, target_dictionary=tgt_dict)
     return TransformerModel.build_model(args, task)
@@ -158,6 +161,7 @@ def sentence_losses(model: nn.Module, batch: dict, label_smoothing: float = 0.0)
     import_fairseq()
     from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
 
+    batch = to_device(batch, model)
     logits = model(**batch["net_input"])[0]
     lprobs = torch.log_softmax(logits.float(), dim=-1)
     target = batch["target"]
@@ -272,7 +276,8 @@ def translate(model: nn.Module, sources: Sequence[str], beam: int = 5, lenpen: f
     for start in tqdm(starts, desc="translate", disable=not progress, unit="batch", leave=False):
         idx = order[start:start + batch_size]
         src = data_utils.collate_tokens([encoded[i] for i in idx], src_dict.pad(), src_dict.eos(), left_pad=True)
-        sample = {"net_input": {"src_tokens": src, "src_lengths": torch.tensor([len(encoded[i]) for i in idx])}}
+        sample = to_device({"net_input": {"src_tokens": src, "src_lengths": torch.tensor([len(encoded[i]) for i in idx])}},
+                           model)
         for i, hyps in zip(idx, generator.generate([model], sample)):
             out[i] = tgt_dict.string(hyps[0]["tokens"])
     return out

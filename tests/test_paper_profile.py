@@ -1,0 +1,242 @@
+"""The paper profile, without network or GPU: its loaders on files in the published formats, its
+offline errors, its sweeps split over processes, and every notebook end to end on tiny
+stand-ins (tests/paper_standins.py) selected by the profile's own path parameters."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+from helpers import nli_task, paper_sources, translation_task
+from helpers.metrics import bleu, merge_bpe
+from helpers.models import MissingDownloadError
+from helpers.runner import PROFILES, load_profile
+
+import paper_standins
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def standin_data(tmp_path_factory) -> Path:
+    return paper_standins.make_data(tmp_path_factory.mktemp("paper-data"))
+
+
+@pytest.fixture
+def data_root(standin_data, monkeypatch) -> Path:
+    monkeypatch.setenv("SIXTEEN_HEADS_DATA", str(standin_data))
+    return standin_data
+
+
+# ---- readers ---------------------------------------------------------------------------------
+def test_glue_files_read_back_the_examples_they_were_written_from(tmp_path):
+    paper_standins.write_glue(tmp_path)
+    mnli = paper_sources.read_glue("nli", tmp_path / "MNLI")
+    written = nli_task.generate({"train": 60, "matched": 30, "mismatched": 30}, seed=1)
+    for split in ("train", "matched", "mismatched"):
+        assert [(e.premise, e.hypothesis, e.label) for e in mnli[split]] == \
+               [(e.premise, e.hypothesis, e.label) for e in written[split]]
+    cola = paper_sources.read_glue("acceptability", tmp_path / "CoLA")["valid"]
+    mrpc = paper_sources.read_glue("paraphrase", tmp_path / "MRPC")["train"]
+    assert len(cola) == 30 and {e.label for e in cola} == {0, 1}
+    assert all(e.text_pair for e in mrpc)
+
+
+def test_datasets_rows_written_as_glue_files_read_back_unchanged(tmp_path):
+    from datasets import Dataset
+
+    rows = {
+        "nli": {"premise": ["a cat sleeps", "no dog runs"], "hypothesis": ["an animal sleeps", "a dog runs"],
+                "label": [0, 2], "idx": [0, 1]},
+        "sentiment": {"sentence": ["a fine film", "dull"], "label": [1, 0], "idx": [0, 1]},
+        "acceptability": {"sentence": ["the cat sleeps .", "the cat sleep ."], "label": [1, 0], "idx": [0, 1]},
+        "paraphrase": {"sentence1": ["he left", "she came"], "sentence2": ["he went away", "she left"],
+                       "label": [1, 0], "idx": [0, 1]},
+    }
+    for task, columns in rows.items():
+        spec = paper_sources.GLUE[task]
+        ds = Dataset.from_dict(columns)
+        paper_sources.write_glue(task, {split: list(ds) for split in spec.files}, tmp_path / spec.folder)
+        back = paper_sources.read_glue(task, tmp_path / spec.folder)["train"]
+        assert [e.label for e in back] == columns["label"]
+        first = columns.get("premise") or columns.get("sentence") or columns["sentence1"]
+        assert [getattr(e, "premise", None) or e.text for e in back] == first
+
+
+def test_unknown_glue_column_names_the_file(tmp_path):
+    (tmp_path / "train.tsv").write_text("text\tlabel\nfine\t1\n")
+    with pytest.raises(ValueError, match=r"train.tsv has no column 'sentence'"):
+        paper_sources.read_glue_file("sentiment", tmp_path / "train.tsv")
+
+
+def test_bpe_is_merged_back_into_moses_tokens(data_root):
+    from sacremoses import MosesTokenizer
+
+    prep = paper_sources.Preprocessor("en-fr", data_root / "wmt14.en-fr.joined-dict.transformer" / "bpecodes")
+    text = "Les chiens du voisin n'aiment pas l'orage, dit-il."
+    encoded = prep.target(text)
+    assert "@@" in encoded  # the codes split some of these words
+    assert merge_bpe(encoded) == MosesTokenizer(lang="fr").tokenize(text, return_str=True, aggressive_dash_splits=True)
+
+
+def test_bleu_scores_words_not_subwords():
+    assert bleu(["le chat@@ on dort ."], ["le chaton dort ."])[0] == pytest.approx(100.0)
+    assert merge_bpe("no markers here") == "no markers here"
+
+
+def test_archive_loads_the_weights_and_dictionaries_it_holds(data_root):
+    folder = data_root / "wmt14.en-fr.joined-dict.transformer"
+    model = paper_sources.load_fairseq_archive(folder)
+    saved = torch.load(folder / "model.pt", map_location="cpu", weights_only=False)
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, saved["model"][name]), name
+    assert model.encoder.embed_tokens is model.decoder.embed_tokens  # --share-all-embeddings
+    assert model.args.arch == "transformer_vaswani_wmt_en_de_big"
+    assert len(model.encoder.dictionary) == len(open(folder / "dict.en.txt").readlines()) + 4
+
+
+def test_checkpoint_labels_are_reordered_to_ours():
+    from helpers.classifier_training import align_labels
+    from helpers.models import load_encoder
+
+    model, tokenizer = load_encoder("tiny-bert", num_labels=3, seed=0)
+    model.config.id2label = {0: "CONTRADICTION", 1: "entailment", 2: "Neutral"}
+    batch = tokenizer(["a cat sleeps", "no dog runs"], return_tensors="pt")
+    before = model(**batch).logits
+    order = align_labels(model, nli_task.LABELS)
+    after = model(**batch).logits
+    assert order == [1, 2, 0]
+    assert torch.allclose(after, before[:, order])
+    assert model.config.id2label == {0: "entailment", 1: "neutral", 2: "contradiction"}
+    assert align_labels(model, nli_task.LABELS, ["LABEL_0", "LABEL_1", "LABEL_2"]) == [0, 1, 2]
+
+
+# ---- offline ---------------------------------------------------------------------------------
+def test_paper_profile_offline_fails_fast_naming_every_download(tmp_path, monkeypatch, capsys):
+    from helpers import course, runner
+
+    monkeypatch.setenv("SIXTEEN_HEADS_DATA", str(tmp_path / "empty"))
+    monkeypatch.setenv("SIXTEEN_HEADS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty hub cache
+    assert runner.main(["--profile", "paper", "--output-dir", str(tmp_path / "out")]) == 1
+    message = capsys.readouterr().err
+    for item in ("GLUE MNLI", "GLUE CoLA", "GLUE SST-2", "GLUE MRPC", "test set wmt13 en-fr", "test set wmt14/full",
+                 "test set mtnt1.1/test", "fairseq model archive wmt14.en-fr.joined-dict.transformer",
+                 "prepare-iwslt14.sh", "Hugging Face model bert-base-uncased",
+                 "python -m helpers.paper_sources --profile paper download"):
+        assert item in message, item
+    assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()  # nothing started
+    with pytest.raises(MissingDownloadError, match="dev_matched.tsv"):
+        course.build(load_profile("paper"), only=["nli"], progress=False)
+    assert paper_sources.main(["--profile", "paper", "check"]) == 1
+
+
+def test_hub_model_offline_says_how_to_provide_it(tmp_path, monkeypatch):
+    from helpers.models import load_encoder
+
+    monkeypatch.setenv("SIXTEEN_HEADS_DATA", str(tmp_path))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    with pytest.raises(MissingDownloadError, match=r"huggingface-cli download bert-base-uncased --local-dir data/"):
+        load_encoder("bert-base-uncased", num_labels=3)
+
+
+def test_every_chapter_has_a_paper_configuration_with_its_gpu_time():
+    text = (PROFILES / "paper.yml").read_text()
+    profile = load_profile("paper")
+    notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
+    assert sorted(profile["notebooks"]) == notebooks
+    for name in notebooks[:10]:  # the chapters that compute; 11-13 read their results
+        line = next(line for line in text.splitlines() if line.strip().startswith(f"{name}:"))
+        assert re.search(r"#~ \d", line), f"{name}: no estimated GPU time in profiles/paper.yml"
+    for name, spec in profile["models"].items():
+        assert "data" in spec, f"paper model {name} reads no real data"
+
+
+# ---- sweeps over several processes ------------------------------------------------------------
+SWEEP = """
+import json, sys
+from helpers import nli_task
+from helpers.ablation import one_head_configs
+from helpers.head_effects import classifier_effects
+from helpers.models import load_encoder
+model, tokenizer = load_encoder("tiny-bert", num_labels=3, seed=0)
+examples = nli_task.generate({"train": 1, "matched": 40, "mismatched": 1}, seed=0)["matched"]
+df = classifier_effects(model, tokenizer, examples, one_head_configs(model), n_resamples=50, cache_dir=sys.argv[1],
+                        progress=False)
+print(json.dumps(df[["kind", "layer", "heads", "score"]].astype(str).values.tolist()))
+"""
+
+
+def _sweep(cache: Path, rank: int | None, world: int = 2, timeout: str = "120") -> subprocess.Popen:
+    env = {**os.environ, "SIXTEEN_HEADS_SHARD_TIMEOUT": timeout, "HF_HUB_OFFLINE": "1"}
+    env.pop("RANK", None), env.pop("WORLD_SIZE", None)
+    if rank is not None:
+        env.update(RANK=str(rank), WORLD_SIZE=str(world))
+    return subprocess.Popen([sys.executable, "-c", SWEEP, str(cache)], env=env, cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_a_sweep_split_over_two_processes_equals_one_process(tmp_path):
+    alone = _sweep(tmp_path / "one", None)
+    pair = [_sweep(tmp_path / "two", r) for r in (0, 1)]
+    outs = [p.communicate() for p in (alone, *pair)]
+    for p, (out, err) in zip((alone, *pair), outs):
+        assert p.returncode == 0, err[-2000:]
+    assert json.loads(outs[1][0]) == json.loads(outs[0][0]) == json.loads(outs[2][0])
+
+
+def test_each_process_computes_only_its_share(tmp_path):
+    proc = _sweep(tmp_path, 1, world=2, timeout="3")
+    _, err = proc.communicate()
+    assert proc.returncode != 0 and "rank 1 waited" in err and "Rerun the same command" in err
+    written = sorted(p.stem for p in tmp_path.glob("*/*.json"))
+    # tiny-bert: the unmasked run, then 2 layers x 4 heads; rank 1 of 2 owns items 1, 3, 5, 7 of
+    # that list (the classifier sweep also stores the unmasked predictions it computes anyway)
+    assert written == ["self-L0-mask0", "self-L0-mask2", "self-L1-mask0", "self-L1-mask2", "unmasked"]
+
+
+# ---- end to end ------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def standin_run(standin_data, tmp_path_factory):
+    """Every notebook executed by the runner on the stand-in profile (paper.yml, sizes shrunk)."""
+    from helpers import runner
+
+    work = tmp_path_factory.mktemp("paper-standin")
+    name = paper_standins.standin_profile(work)
+    env = {"SIXTEEN_HEADS_DATA": str(standin_data), "SIXTEEN_HEADS_PROFILES": str(work),
+           "SIXTEEN_HEADS_RESULTS": str(work / "results"), "SIXTEEN_HEADS_CACHE": str(work / "cache")}
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in env.items():
+            mp.setenv(key, value)
+        code = runner.main(["--profile", name, "--output-dir", str(work / "executed")])
+    return code, work, name
+
+
+def test_every_notebook_runs_on_the_paper_profile_standins(standin_run):
+    code, work, name = standin_run
+    assert code == 0
+    assert sorted(p.stem for p in (work / "executed").glob("*.ipynb")) == sorted(load_profile("paper")["notebooks"])
+    models = json.loads((work / "results" / name / "models.json").read_text())["models"]
+    assert models["translation"]["spec"]["archive"] == "wmt14.en-fr.joined-dict.transformer"
+    assert models["translation"]["sizes"] == {"train": 40, "test13": 24, "test14": 24, "mtnt": 16}
+    assert models["nli"]["sizes"] == {"train": 60, "matched": 30, "mismatched": 30}
+    assert [e["epoch"] for e in models["iwslt"]["epochs"]] == [1, 2, 3]
+
+
+def test_standin_results_cover_the_paper_models_heads(standin_run):
+    _, work, name = standin_run
+    results = work / "results" / name
+    one_head = pd.read_csv(results / "03_one_head_translation.csv")
+    assert sorted(one_head.groupby("kind").size().items()) == [("dec_self", 8), ("enc_dec", 8), ("enc_self", 8)]
+    assert len(pd.read_csv(results / "03_one_head_classifier.csv")) == 2 * 4  # the stand-in BERT's heads
+    params = yaml.safe_load((PROFILES / "paper.yml").read_text())["notebooks"]
+    executed = json.loads((work / "executed" / "09_training_dynamics.ipynb").read_text())
+    assert executed["metadata"]["sixteen_heads"]["parameters"]["translation"] == params["09_training_dynamics"]["translation"]

@@ -15,7 +15,7 @@ import pytest
 import torch
 import yaml
 
-from helpers import nli_task, paper_sources, translation_task
+from helpers import nli_task, paper_sources
 from helpers.metrics import bleu, merge_bpe
 from helpers.models import MissingDownloadError
 from helpers.runner import PROFILES, load_profile
@@ -217,22 +217,25 @@ def standin_run(standin_data, tmp_path_factory):
         for key, value in env.items():
             mp.setenv(key, value)
         code = runner.main(["--profile", name, "--output-dir", str(work / "executed")])
-    return code, work, name
+        from helpers import course
+
+        records = course.records(load_profile(name))
+    return code, work, name, records
 
 
 def test_every_notebook_runs_on_the_paper_profile_standins(standin_run):
-    code, work, name = standin_run
+    code, work, name, models = standin_run
     assert code == 0
     assert sorted(p.stem for p in (work / "executed").glob("*.ipynb")) == sorted(load_profile("paper")["notebooks"])
-    models = json.loads((work / "results" / name / "models.json").read_text())["models"]
     assert models["translation"]["spec"]["archive"] == "wmt14.en-fr.joined-dict.transformer"
     assert models["translation"]["sizes"] == {"train": 40, "test13": 24, "test14": 24, "mtnt": 16}
     assert models["nli"]["sizes"] == {"train": 60, "matched": 30, "mismatched": 30}
     assert [e["epoch"] for e in models["iwslt"]["epochs"]] == [1, 2, 3]
+    assert models["nli"]["spec"]["fine_tune"]["lr"] == 2.0e-5  # the paper's recipe, unchanged
 
 
 def test_standin_results_cover_the_paper_models_heads(standin_run):
-    _, work, name = standin_run
+    _, work, name, _ = standin_run
     results = work / "results" / name
     one_head = pd.read_csv(results / "03_one_head_translation.csv")
     assert sorted(one_head.groupby("kind").size().items()) == [("dec_self", 8), ("enc_dec", 8), ("enc_self", 8)]

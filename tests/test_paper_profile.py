@@ -203,6 +203,30 @@ def test_each_process_computes_only_its_share(tmp_path):
     assert written == ["self-L0-mask0", "self-L0-mask2", "self-L1-mask0", "self-L1-mask2", "unmasked"]
 
 
+def test_under_torchrun_only_rank_0_writes_the_books_copy(smoke, tmp_path, monkeypatch):
+    from helpers import runner
+
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("SIXTEEN_HEADS_RESULTS", str(tmp_path / "results"))
+    assert runner.main(["--profile", "smoke", "--only", "12_rerunning", "--output-dir", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "rank1" / "12_rerunning.ipynb").exists()
+    assert not (tmp_path / "out" / "12_rerunning.ipynb").exists()
+    assert not (tmp_path / "results" / "smoke" / "run_times.csv").exists()
+
+
+def test_other_ranks_wait_for_rank_0_to_build_a_model(tmp_path, monkeypatch):
+    from helpers import course
+
+    monkeypatch.setenv("SIXTEEN_HEADS_CACHE", str(tmp_path))
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("SIXTEEN_HEADS_SHARD_TIMEOUT", "1")
+    with pytest.raises(TimeoutError, match=r"rank 1 waited .* model nli \(built by rank 0\)"):
+        course.build_one(load_profile("smoke"), "nli", progress=False)
+    assert list(tmp_path.iterdir()) == []  # it built nothing itself
+
+
 # ---- end to end ------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def standin_run(standin_data, tmp_path_factory):

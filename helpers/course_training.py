@@ -63,17 +63,16 @@ def build_classifier(spec: dict, data: dict, directory: Path, progress: bool) ->
 
     labels = 3 if spec["task"] == "nli" else 2
     config = FineTuneConfig(**spec.get("fine_tune", {}))
-    if spec.get("checkpoint"):
-        model, tokenizer = load_encoder(spec["checkpoint"], num_labels=labels, seed=config.seed)
+    checkpoint = spec.get("checkpoint")
+    model, tokenizer = load_encoder(checkpoint or spec["encoder"], num_labels=labels, seed=config.seed)
+    model.to(default_device())
+    if checkpoint:
         align_labels(model, label_names(spec), spec.get("checkpoint_labels"))
         losses, seconds = [], 0.0
     else:
-        model, tokenizer = load_encoder(spec["encoder"], num_labels=labels, seed=config.seed)
-        model.to(default_device())
         t0 = time.perf_counter()
         losses = fine_tune(model, tokenizer, data["train"], config, progress=progress)
         seconds = time.perf_counter() - t0
-    model.to(default_device())
     save_pruned(model, directory / "model")
     tokenizer.save_pretrained(directory / "model")
     metric = CLASSIFIER_TASKS[spec["task"]]

@@ -19,18 +19,20 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from .devices import to_device
+from .devices import default_device, to_device
 from .gates import HeadGates
 from .sites import attention_sites
 
 Run = Callable[[nn.Module, dict], object]
 
 
-def device_name() -> str:
-    """``"cuda: <GPU name>"`` when a GPU is present, else ``"cpu: <n> threads"``."""
-    if torch.cuda.is_available():
-        return f"cuda: {torch.cuda.get_device_name(0)}"
-    return f"cpu: {torch.get_num_threads()} threads"
+def device_name(device: torch.device | None = None) -> str:
+    """``"cuda: <GPU name>"`` or ``"cpu: <n> threads"`` for ``device`` (default: where
+    ``course`` puts models, ``devices.default_device()``)."""
+    device = device or default_device()
+    if device.type == "cuda":
+        return f"cuda: {torch.cuda.get_device_name(device)}"
+    return f"{device.type}: {torch.get_num_threads()} threads"
 
 
 def _sync(device: torch.device) -> None:

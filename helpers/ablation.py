@@ -139,8 +139,8 @@ def translation_sweep(model: nn.Module, sources: Sequence[str], configs: Sequenc
 
     cache = cache or SweepCache(None)
     everything = [UNMASKED, *configs]
-    todo = cache.share(cache.missing(everything))  # under torchrun, this process's share
-    with HeadGates(model) as gates:
+    todo = cache.share(everything)  # what is missing; under torchrun, of this process's share
+    with cache.working(), HeadGates(model) as gates:
         for config in tqdm(todo, desc="translation sweep", disable=not progress, unit="config"):
             if config != UNMASKED:
                 kind, layer, heads = config

@@ -125,11 +125,20 @@ def build_one(profile: dict, name: str, force: bool = False, progress: bool = Tr
     final = model_dir(profile, name)
     if (final / "record.json").exists() and not force:
         return json.loads((final / "record.json").read_text())
+    partial = final.with_name(final.name + ".partial")
+    log = shards.RankLog(final.with_name(final.name + ".status"))  # beside the model: partial is renamed
     if shards.rank() > 0:  # under torchrun, rank 0 builds; the others wait for its record
-        shards.wait_for_file(final / "record.json", f"model {name} (built by rank 0)")
+        shards.wait_for_file(final / "record.json", f"model {name} (built by rank 0)", log)
         return json.loads((final / "record.json").read_text())
     check_local({"name": profile["name"], "models": {name: spec}})
-    partial = final.with_name(final.name + ".partial")
+    if shards.world_size() == 1:
+        return _build_into(spec, name, partial, final, progress)
+    with log.working(f"model {name}"):
+        return _build_into(spec, name, partial, final, progress)
+
+
+def _build_into(spec: dict, name: str, partial: Path, final: Path, progress: bool) -> dict:
+    """Generate the data and train model ``name`` in ``partial``, then rename it to ``final``."""
     if spec["task"] != "translation" and partial.exists():
         shutil.rmtree(partial)  # a classifier restarts; only translation training resumes
     partial.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,8 @@ Each function returns one row per configuration (``kind``, ``layer``, ``heads`` 
 and heads 0-based) with the masked score, ``delta`` = masked - unmasked, the paired-bootstrap
 ``p_value`` and ``significant`` (p < alpha), and ``score_even``/``score_odd``, the score on
 each half of the examples. ``grid`` lays one kind out as layers x heads,
-1-based like the paper's tables, with significant cells marked ``*``; ``best_per_layer``,
+1-based like the paper's tables, with significant cells marked ``*``; ``significance_counts``
+counts one model's significant changes per kind (Table 1's headline); ``best_per_layer``,
 ``held_out`` and ``layer_table`` make §3.3's tables from all-but-one effects;
 ``paired_scores`` and ``correlation`` compare two sets for §3.4.
 """
@@ -51,14 +52,16 @@ def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[C
     inputs = [_text_of(e) for e in examples]
     cache = _cache(cache_dir, inputs, {"max_length": max_length, "batch_size": batch_size})
     everything = [UNMASKED, *configs]
-    todo = cache.share(cache.missing(everything))
-    if todo:
-        data = list(batches(encode(tokenizer, examples, max_length), batch_size))
-        todo = [c for c in todo if c != UNMASKED]
-        base, outs = single_layer_sweep(model, data, lambda m, b: m(**to_device(b, m)).logits.argmax(-1), todo, progress=progress)
-        cache.put(UNMASKED, base.tolist())
-        for config, predicted in outs.items():
-            cache.put(config, predicted.tolist())
+    todo = cache.share(everything)
+    with cache.working():
+        if todo:
+            data = list(batches(encode(tokenizer, examples, max_length), batch_size))
+            todo = [c for c in todo if c != UNMASKED]
+            base, outs = single_layer_sweep(model, data, lambda m, b: m(**to_device(b, m)).logits.argmax(-1), todo,
+                                            progress=progress)
+            cache.put(UNMASKED, base.tolist())
+            for config, predicted in outs.items():
+                cache.put(config, predicted.tolist())
     cache.wait_for(everything)
     gold = [e.label for e in examples]
     return _rows(configs, accuracy_stats(cache.get(UNMASKED), gold), lambda c: accuracy_stats(cache.get(c), gold),
@@ -98,6 +101,23 @@ def grid(df: pd.DataFrame, kind: str, scale: float = 1.0, digits: int = 2) -> pd
     table.index = [f"layer {i + 1}" for i in table.index]
     table.columns = [int(h) + 1 for h in table.columns]
     return table
+
+
+def significance_counts(effects: pd.DataFrame) -> pd.DataFrame:
+    """One row per attention kind of ONE model's one-head ``effects`` (in their order of
+    appearance): ``heads``, ``significant`` (p < alpha), ``significant_up`` (significant and
+    delta > 0: removing the head improves the score), ``largest_drop`` and ``largest_gain``
+    (min and max delta, in the score's unit). Count each model on its own and concatenate the
+    results: every count is taken inside one kind's rows, so no model's rows can reach another's."""
+    rows = []
+    for kind, part in effects.groupby("kind", sort=False):
+        significant = part["significant"].astype(bool).to_numpy()
+        delta = part["delta"].to_numpy(float)
+        rows.append({"kind": kind, "heads": len(part), "significant": int(significant.sum()),
+                     "significant_up": int((significant & (delta > 0)).sum()),
+                     "largest_drop": float(delta.min()), "largest_gain": float(delta.max())})
+    return pd.DataFrame(rows, columns=["kind", "heads", "significant", "significant_up", "largest_drop",
+                                       "largest_gain"])
 
 
 # ---- §3.3: keeping one head per layer ----------------------------------------------------------
@@ -149,10 +169,13 @@ def layer_table(rows: pd.DataFrame, scale: float = 1.0, digits: int = 2) -> pd.D
 # ---- §3.4: the same heads on two domains -------------------------------------------------------
 def paired_scores(in_domain: pd.DataFrame, out_of_domain: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration evaluated on both sets: ``kind``, ``layer``, ``head``, and
-    ``score_in``/``score_out``, ``delta_in``/``delta_out`` (Figure 2's points)."""
+    ``score_in``/``score_out``, ``delta_in``/``delta_out`` (Figure 2's points), with each set's
+    split halves ``score_even_in``, ``score_odd_in``, ``score_even_out``, ``score_odd_out``."""
+    measured = ["score", "delta", "score_even", "score_odd"]
+
     def keyed(df, side):
-        out = df.assign(key=configs_of(df))[["key", "kind", "layer", "head", "score", "delta"]]
-        return out.rename(columns={"score": f"score_{side}", "delta": f"delta_{side}"})
+        out = df.assign(key=configs_of(df))[["key", "kind", "layer", "head", *measured]]
+        return out.rename(columns={c: f"{c}_{side}" for c in measured})
 
     both = keyed(in_domain, "in").merge(keyed(out_of_domain, "out").drop(columns=["kind", "layer", "head"]), on="key")
     if len(both) != len(in_domain) or len(both) != len(out_of_domain):

@@ -16,6 +16,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -114,6 +115,43 @@ def launch_links(notebook: str, profile: str) -> str:
             f"`!git clone {url} && pip install -e {folder}` and `%cd {folder}`.")
 
 
+_ASSIGNMENT = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>.*?)(?P<comment>\s+#.*)?$")
+
+
+def fold_parameters(nb, params: dict) -> None:
+    """Show the parameters of an executed notebook once: papermill runs the ``parameters`` cell
+    (defaults, each with its meaning) and then an ``injected-parameters`` cell (the profile's
+    values). Rewrite the first to show the values that were in force, each overridden one with
+    its default in its comment, and tag the second ``remove-cell`` so the book does not render
+    it (it stays in the notebook, for a rerun). Lines that are not ``name = literal`` stay as
+    they are."""
+    import ast
+
+    cells = {tag: c for c in nb.cells for tag in c.metadata.get("tags", []) if tag in ("parameters", "injected-parameters")}
+    if "parameters" not in cells or "injected-parameters" not in cells:
+        return
+    lines = []
+    for line in cells["parameters"].source.splitlines():
+        m = _ASSIGNMENT.match(line)
+        if line.startswith("#") and "papermill injects" in line:
+            line = f"# Parameters of this run ({params.get('profile', '?')} profile; a changed default is named in its comment)"
+        elif m and m["name"] in params:
+            try:
+                default = ast.literal_eval(m["value"])
+            except (ValueError, SyntaxError):
+                default = None
+            value = params[m["name"]]
+            if value != default or type(value) is not type(default):
+                head, comment = f"{m['name']} = {value!r}", (m["comment"] or "").lstrip()
+                column = line.index(comment) if comment else len(head) + 2  # keep the comments aligned
+                line = f"{head}{' ' * max(2, column - len(head))}{comment or '#'} (default: {m['value']})"
+        lines.append(line)
+    cells["parameters"].source = "\n".join(lines)
+    tags = cells["injected-parameters"].metadata.setdefault("tags", [])
+    if "remove-cell" not in tags:
+        tags.append("remove-cell")
+
+
 def run_notebook(notebook: str, params: dict, output_dir: Path = EXECUTED, force: bool = False,
                  models: str = "") -> tuple[Path, float, bool]:
     """Execute one notebook; returns (executed path, seconds, reused from cache). ``models``
@@ -142,6 +180,7 @@ def run_notebook(notebook: str, params: dict, output_dir: Path = EXECUTED, force
         ) from None
     seconds = time.perf_counter() - start
     nb = nbformat.read(partial, as_version=4)
+    fold_parameters(nb, params)
     nb.cells.insert(1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0,
                     nbformat.v4.new_markdown_cell(launch_links(notebook, params.get("profile", "?"))))
     nb.metadata["sixteen_heads"] = {"fingerprint": key, "status": "ok", "seconds": round(seconds, 1),
@@ -166,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
 
     profile = load_profile(args.profile)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the book never downloads (helpers.paper_sources does)
+    os.environ.setdefault(shards.JOB_STARTED, str(time.time()))  # ranks ignore status files of earlier jobs
     if shards.rank() > 0:  # under torchrun: every rank runs the notebooks, rank 0's copies are the book's
         args.output_dir = args.output_dir / f"rank{shards.rank()}"
     overrides = parse_overrides(args.param)

@@ -16,8 +16,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from . import shards
 from .atomic import atomic_path
@@ -75,21 +76,47 @@ class SweepCache:
             return [c for c in configs if c not in self._memory]
         return [c for c in configs if not (self.directory / _file_name(c)).exists()]
 
-    def share(self, todo: Sequence[Config]) -> list[Config]:
-        """The part of ``todo`` this process computes: all of it, or under torchrun its share
-        (``shards.my_share``); the other processes write theirs to the same folder."""
+    def share(self, everything: Sequence[Config]) -> list[Config]:
+        """The configurations of the sweep's WHOLE list ``everything`` that this process computes:
+        those missing from the cache, and under torchrun only those it owns (``shards.my_share``
+        of the whole list, so that a late process cannot shift its share onto configurations
+        another one skipped); the other processes write theirs to the same folder."""
         if shards.world_size() == 1:
-            return list(todo)
+            return self.missing(everything)
         if self.directory is None:
             raise ValueError("a sweep split over several processes (WORLD_SIZE > 1) needs a cache_dir, "
                              "through which the processes share their outputs")
-        return shards.my_share(todo)
+        shards.cap_threads()
+        return self.missing(shards.my_share(everything))
 
-    def wait_for(self, configs: Sequence[Config]) -> None:
-        """Under torchrun, block until every process has written its share of ``configs``."""
-        if shards.world_size() > 1:
-            shards.wait_until(lambda: len(configs) - len(self.missing(configs)), len(configs),
-                              f"the other ranks' configurations in {self.directory.name}")
+    @contextmanager
+    def working(self) -> Iterator[None]:
+        """Around computing this process's share: under torchrun, its status in the cache folder
+        (``shards.RankLog``), so the others stop with its error instead of waiting if it fails."""
+        if shards.world_size() == 1:
+            yield
+            return
+        with shards.RankLog(self.directory).working(f"its share of the sweep {self.directory.name}"):
+            yield
+
+    def wait_for(self, everything: Sequence[Config]) -> None:
+        """Under torchrun, block until every process has written its share of ``everything`` (the
+        same whole list given to ``share``); raise ``shards.RankFailed`` as soon as a process
+        failed, died, or finished without writing a configuration it owns."""
+        if shards.world_size() == 1:
+            return
+        log = shards.RankLog(self.directory)
+
+        def check() -> None:
+            finished = {r for r, s in log.check_others().items() if s["state"] == "finished"}
+            lost = [c for i, c in enumerate(everything) if shards.owner(i) in finished and c in self.missing([c])]
+            if lost:
+                raise shards.RankFailed(f"rank {shards.owner(everything.index(lost[0]))} finished without writing "
+                                        f"{len(lost)} configuration(s) it owns, e.g. {lost[0]}, in {self.directory}. "
+                                        "Do all processes run the same code and WORLD_SIZE? Rerun the same command.")
+
+        shards.wait_until(lambda: len(everything) - len(self.missing(everything)), len(everything),
+                          f"the other ranks' configurations in {self.directory.name}", check)
 
 
 def stale_sweeps(model_folder: Path) -> list[Path]:

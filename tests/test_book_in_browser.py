@@ -89,3 +89,25 @@ def test_internal_links_resolve(browser, smoke_book):
             checked += 1
     assert checked > len(pages), "too few internal links found: is the navigation there?"
     assert not broken, "broken internal links:\n" + "\n".join(broken[:20])
+
+
+def _visible_text(driver, page: Path) -> str:
+    _open(driver, page)
+    return driver.execute_script("return document.querySelector('main, article, body').innerText;")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_parameters_show_once_with_the_profiles_values(browser, smoke_book, chapter):
+    # papermill runs the notebook's parameters cell, then injects the profile's values in a second
+    # cell; the reader sees one cell, with the values in force (the runner folds the two)
+    text = _visible_text(browser, smoke_book / "book" / "executed" / f"{chapter}.html")
+    assert text.count("profile = ") == 1, f"{chapter}: {text.count('profile = ')} parameter cells visible"
+    assert "profile = 'smoke'" in text and "Parameters of this run (smoke profile" in text
+
+
+def test_scorecard_leads_with_its_table_not_its_styling_code(browser, smoke_book):
+    text = _visible_text(browser, smoke_book / "book" / "executed" / "11_scorecard.html")
+    assert "COLOURS" not in text and ".style" not in text  # folded away behind "Show code cell source"
+    claims = text.index("The claims")
+    assert "Few heads matter alone" in text[claims:text.index("By section")]
+    assert "Show code cell source" in text  # the code is one click away, not gone

@@ -108,3 +108,37 @@ def test_overrides_parse_as_yaml_and_bad_ones_are_explained():
         runner.parse_overrides(["seed"])
     with pytest.raises(SystemExit, match="unknown profile 'gpu'"):
         runner.load_profile("gpu")
+
+
+def test_parameters_fold_into_one_cell_with_the_values_in_force():
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell('# Parameters (papermill injects the profile\'s values after this cell)\n'
+                                  'profile = "course"\nmax_examples = 0      # 0: the whole split\nbeam = 5\n'
+                                  'epochs = [1, 2]  # checkpoints', metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell('# Parameters\nprofile = "smoke"\nmax_examples = 30\n',
+                                  metadata={"tags": ["injected-parameters"]}),
+    ])
+    runner.fold_parameters(nb, {"profile": "smoke", "max_examples": 30, "beam": 5, "epochs": [1, 2, 3]})
+    assert nb.cells[0].source.splitlines() == [
+        "# Parameters of this run (smoke profile; a changed default is named in its comment)",
+        "profile = 'smoke'  # (default: \"course\")",
+        "max_examples = 30     # 0: the whole split (default: 0)",  # comments stay aligned
+        "beam = 5",
+        "epochs = [1, 2, 3]  # checkpoints (default: [1, 2])"]
+    assert nb.cells[1].metadata["tags"] == ["injected-parameters", "remove-cell"]
+    exec(nb.cells[0].source, scope := {})  # still valid Python with the same values
+    assert (scope["max_examples"], scope["epochs"]) == (30, [1, 2, 3])
+
+
+def test_the_repository_address_is_written_in_one_place():
+    import subprocess
+
+    import yaml
+
+    url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    if not files:  # not a git checkout (e.g. an sdist): every text file under the root
+        files = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*") if p.is_file() and ".venv" not in p.parts]
+    naming = [f for f in files if (ROOT / f).is_file() and url in (ROOT / f).read_text(errors="ignore")]
+    assert naming == ["_config.yml"], f"the repository address {url} is also in {naming}: read it from _config.yml"
+    assert url.split("github.com/")[-1] in runner.launch_links("03_ablating_one_head", "course")

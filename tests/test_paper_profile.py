@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -162,26 +163,41 @@ def test_every_chapter_has_a_paper_configuration_with_its_gpu_time():
 
 # ---- sweeps over several processes ------------------------------------------------------------
 SWEEP = """
-import json, sys
-from helpers import nli_task
+import json, os, sys
+import torch
+from helpers import head_effects, nli_task
 from helpers.ablation import one_head_configs
 from helpers.head_effects import classifier_effects
 from helpers.models import load_encoder
+fault = os.environ.get("SWEEP_FAULT", "")
+if fault:  # this rank breaks inside its share: with an error, or dying without one
+    def broken(*args, **kwargs):
+        if fault == "die":
+            os._exit(3)
+        raise RuntimeError("injected fault in the sweep")
+    head_effects.single_layer_sweep = broken
 model, tokenizer = load_encoder("tiny-bert", num_labels=3, seed=0)
 examples = nli_task.generate({"train": 1, "matched": 40, "mismatched": 1}, seed=0)["matched"]
 df = classifier_effects(model, tokenizer, examples, one_head_configs(model), n_resamples=50, cache_dir=sys.argv[1],
                         progress=False)
 print(json.dumps(df[["kind", "layer", "heads", "score"]].astype(str).values.tolist()))
+print("threads", torch.get_num_threads(), file=sys.stderr)
 """
 
 
-def _sweep(cache: Path, rank: int | None, world: int = 2, timeout: str = "120") -> subprocess.Popen:
-    env = {**os.environ, "SIXTEEN_HEADS_SHARD_TIMEOUT": timeout, "HF_HUB_OFFLINE": "1"}
-    env.pop("RANK", None), env.pop("WORLD_SIZE", None)
+def _sweep(cache: Path, rank: int | None, world: int = 2, timeout: str = "120", **env_extra) -> subprocess.Popen:
+    env = {**os.environ, "SIXTEEN_HEADS_SHARD_TIMEOUT": timeout, "HF_HUB_OFFLINE": "1", **env_extra}
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "SIXTEEN_HEADS_JOB_STARTED"):
+        env.pop(name, None)
+    env["SIXTEEN_HEADS_JOB_STARTED"] = str(time.time())  # as the runner sets it for a job's notebooks
     if rank is not None:
         env.update(RANK=str(rank), WORLD_SIZE=str(world))
     return subprocess.Popen([sys.executable, "-c", SWEEP, str(cache)], env=env, cwd=ROOT, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _written(cache: Path) -> list[str]:
+    return sorted(p.stem for p in cache.glob("*/*.json"))
 
 
 def test_a_sweep_split_over_two_processes_equals_one_process(tmp_path):
@@ -191,16 +207,82 @@ def test_a_sweep_split_over_two_processes_equals_one_process(tmp_path):
     for p, (out, err) in zip((alone, *pair), outs):
         assert p.returncode == 0, err[-2000:]
     assert json.loads(outs[1][0]) == json.loads(outs[0][0]) == json.loads(outs[2][0])
+    from helpers import shards
+
+    share = max(1, shards.usable_cores() // 2)  # two ranks on this machine: each caps its torch threads
+    assert [int(re.search(r"threads (\d+)", err).group(1)) <= share for _, err in outs[1:]] == [True, True]
 
 
 def test_each_process_computes_only_its_share(tmp_path):
     proc = _sweep(tmp_path, 1, world=2, timeout="3")
     _, err = proc.communicate()
     assert proc.returncode != 0 and "rank 1 waited" in err and "Rerun the same command" in err
-    written = sorted(p.stem for p in tmp_path.glob("*/*.json"))
     # tiny-bert: the unmasked run, then 2 layers x 4 heads; rank 1 of 2 owns items 1, 3, 5, 7 of
     # that list (the classifier sweep also stores the unmasked predictions it computes anyway)
-    assert written == ["self-L0-mask0", "self-L0-mask2", "self-L1-mask0", "self-L1-mask2", "unmasked"]
+    assert _written(tmp_path) == ["self-L0-mask0", "self-L0-mask2", "self-L1-mask0", "self-L1-mask2", "unmasked"]
+
+
+def test_a_late_rank_still_computes_its_whole_share(tmp_path):
+    # The stall seen on a 16-core GPU machine: rank 0 had written its share before rank 1 looked
+    # at the cache. Rank 1 used to split what was MISSING (its own 4) as if it were the whole
+    # list, computed 2 of them and waited forever for the other 2. Here rank 0 runs first, alone
+    # (it gives up waiting), then rank 1: it must compute its whole share and finish.
+    first = _sweep(tmp_path, 0, timeout="3")
+    _, err = first.communicate()
+    assert first.returncode != 0 and "rank 0 waited" in err
+    owned_by_0 = ["self-L0-mask1", "self-L0-mask3", "self-L1-mask1", "self-L1-mask3", "unmasked"]
+    assert _written(tmp_path) == owned_by_0
+    late = _sweep(tmp_path, 1, timeout="60")
+    out, err = late.communicate()
+    assert late.returncode == 0, err[-2000:]
+    assert len(_written(tmp_path)) == 9 and len(json.loads(out)) == 8
+
+
+def test_a_failing_rank_stops_the_others_with_its_error(tmp_path):
+    start = time.monotonic()
+    waiting = _sweep(tmp_path, 0, timeout="300")
+    failing = _sweep(tmp_path, 1, timeout="300", SWEEP_FAULT="raise")
+    (_, err0), (_, err1) = waiting.communicate(), failing.communicate()
+    assert failing.returncode != 0 and "injected fault in the sweep" in err1
+    assert waiting.returncode != 0
+    assert "rank 1 failed while computing its share of the sweep" in err0 and "injected fault in the sweep" in err0
+    assert time.monotonic() - start < 150  # stopped by the failure, not by the 300 s timeout
+
+
+def test_a_rank_that_dies_without_an_error_is_noticed(tmp_path):
+    start = time.monotonic()
+    waiting = _sweep(tmp_path, 0, timeout="300")
+    dying = _sweep(tmp_path, 1, timeout="300", SWEEP_FAULT="die")
+    (_, err0), _ = waiting.communicate(), dying.communicate()
+    assert dying.returncode == 3
+    assert waiting.returncode != 0 and re.search(r"rank 1 \(pid \d+\) exited without finishing", err0), err0[-2000:]
+    assert time.monotonic() - start < 150
+
+
+def test_status_files_of_an_earlier_job_are_ignored(tmp_path, monkeypatch):
+    from helpers import shards
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    with pytest.raises(RuntimeError), shards.RankLog(tmp_path).working("an old sweep"):
+        raise RuntimeError("old failure")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv(shards.JOB_STARTED, str(time.time() + 10))  # a job that started after that failure
+    assert shards.RankLog(tmp_path).check_others() == {}
+    monkeypatch.setenv(shards.JOB_STARTED, str(time.time() - 10))  # the same job: the failure counts
+    with pytest.raises(shards.RankFailed, match="rank 1 failed while computing an old sweep: RuntimeError: old failure"):
+        shards.RankLog(tmp_path).check_others()
+
+
+def test_ranks_sharing_a_machine_share_its_cores():
+    from helpers import shards
+
+    probe = subprocess.run([sys.executable, "-c", "import torch; from helpers import shards; "
+                            "print(torch.get_num_threads(), shards.cap_threads())"],
+                           env={**os.environ, "RANK": "0", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2"},
+                           cwd=ROOT, text=True, capture_output=True, check=True)
+    before, after = map(int, probe.stdout.split())
+    assert after == min(before, max(1, shards.usable_cores() // 2)), (before, after)
 
 
 def test_under_torchrun_only_rank_0_writes_the_books_copy(smoke, tmp_path, monkeypatch):

@@ -1,0 +1,402 @@
+"""Every summary table the chapters save adds up: after the smoke run, each one is recomputed
+from the per-item tables it summarises (one row per head, configuration or pruning step) with
+code written here, independently of the notebooks and of ``helpers``, and compared.
+
+The recomputations read the CSV files with the standard library and count with plain loops,
+always inside one model's rows: the first version of chapter 03's count mixed the classifier's
+significance into the translation model's because both tables number their rows from 0.
+"""
+from __future__ import annotations
+
+import ast
+import csv
+import math
+import re
+from collections import defaultdict
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from helpers import paper_values, results, runner
+
+PROFILE = "smoke"
+KIND_ORDER = ("self", "enc_self", "enc_dec", "dec_self")
+CLOSE = dict(rel=1e-9, abs=1e-9)
+
+
+# ---- reading ----------------------------------------------------------------------------------
+def _value(text: str):
+    if text in ("True", "False"):
+        return text == "True"
+    if text == "":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+@pytest.fixture(scope="module")
+def table(smoke_executed):
+    failed = [n for n, e in smoke_executed.items() if isinstance(e, Exception)]
+    assert not failed, f"smoke notebooks failed: {failed}"
+    folder = results.results_dir(PROFILE)
+
+    def read(name: str) -> list[dict]:
+        with open(folder / f"{name}.csv", newline="") as f:
+            return [{k: _value(v) for k, v in row.items()} for row in csv.DictReader(f)]
+    return read
+
+
+def _param(notebook: str, name: str):
+    """The value a chapter ran with on the smoke profile (the profile's, else the notebook's default)."""
+    import papermill as pm
+
+    given = runner.parameters_for(runner.load_profile(PROFILE), notebook, {})
+    if name in given:
+        return given[name]
+    return ast.literal_eval(pm.inspect_notebook(str(runner.NOTEBOOKS / f"{notebook}.ipynb"))[name]["default"])
+
+
+def _ours(rows: list[dict], column: str) -> list[dict]:
+    return [r for r in rows if not str(r[column]).startswith("Michel")]
+
+
+def _by(rows: list[dict], *keys: str) -> dict[tuple, list[dict]]:
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[tuple(r[k] for k in keys)].append(r)
+    return dict(groups)
+
+
+# ---- §3.2: one head at a time -------------------------------------------------------------------
+def _significance(rows: list[dict]) -> dict:
+    deltas = [r["delta"] for r in rows]
+    return {"heads": len(rows), "significant": sum(1 for r in rows if r["significant"]),
+            "significant_up": sum(1 for r in rows if r["significant"] and r["delta"] > 0),
+            "largest_drop": min(deltas), "largest_gain": max(deltas)}
+
+
+def test_chapter_03_counts_add_up(table):
+    per_model = {f"{PROFILE}: {_param('03_ablating_one_head', 'classifier')}": table("03_one_head_classifier"),
+                 f"{PROFILE}: {_param('03_ablating_one_head', 'translation')}": table("03_one_head_translation")}
+    counts = _ours(table("03_one_head_counts"), "model")
+    expected = {(model, kind): _significance(part)
+                for model, rows in per_model.items() for (kind,), part in _by(rows, "kind").items()}
+    assert {(r["model"], r["kind"]) for r in counts} == set(expected)
+    for row in counts:
+        want = expected[(row["model"], row["kind"])]
+        for column, value in want.items():
+            assert row[column] == pytest.approx(value, **CLOSE), (row["model"], row["kind"], column)
+    paper = [r for r in table("03_one_head_counts") if str(r["model"]).startswith("Michel")]
+    table1 = paper_values.table(1)
+    assert [paper[0]["heads"], paper[0]["significant"], paper[0]["significant_up"]] == [
+        len(table1), int(table1["significant"].sum()), int((table1["significant"] & (table1["delta"] > 0)).sum())]
+
+
+# ---- §3.3: keeping one head per layer ---------------------------------------------------------
+def _kept(row: dict) -> int:
+    masked = ast.literal_eval(row["heads"]) if isinstance(row["heads"], str) else row["heads"]
+    (kept,) = set(range(len(masked) + 1)) - set(masked)
+    return kept
+
+
+def _best_per_layer(rows: list[dict]) -> dict[tuple, dict]:
+    """(kind, layer) -> the row whose kept head scores highest (ties: the lowest head)."""
+    best: dict[tuple, dict] = {}
+    for r in rows:
+        key = (r["kind"], r["layer"])
+        if key not in best or (r["delta"], -_kept(r)) > (best[key]["delta"], -_kept(best[key])):
+            best[key] = r
+    return best
+
+
+def _layer_summary(chosen: list[dict]) -> dict[str, dict]:
+    """kind -> layers, significant, significant_down, worst_layer (1-based), worst_delta (scaled)."""
+    out = {}
+    for kind in KIND_ORDER:
+        rows = sorted((r for r in chosen if r["kind"] == kind), key=lambda r: r["layer"])
+        if not rows:
+            continue
+        worst = rows[0]
+        for r in rows[1:]:
+            if r["delta"] < worst["delta"]:
+                worst = r
+        scale = 100 if kind == "self" else 1
+        out[kind] = {"layers": len(rows), "significant": sum(1 for r in rows if r["significant"]),
+                     "significant_down": sum(1 for r in rows if r["significant"] and r["delta"] < 0),
+                     "worst_layer": worst["layer"] + 1, "worst_delta": round(worst["delta"] * scale, 2)}
+    return out
+
+
+def _protocol_rows(per_item: list[dict], protocol: str) -> list[dict]:
+    same = re.fullmatch(r"chosen and reported on (\w+)", protocol)
+    if same:
+        return list(_best_per_layer([r for r in per_item if r["set"] == same[1]]).values())
+    chosen_on, reported_on = re.fullmatch(r"chosen on (\w+), reported on (\w+)", protocol).groups()
+    chosen = _best_per_layer([r for r in per_item if r["set"] == chosen_on])
+    reported = {(r["kind"], r["layer"], _kept(r)): r for r in per_item if r["set"] == reported_on}
+    return [reported[(kind, layer, _kept(r))] for (kind, layer), r in chosen.items()]
+
+
+def test_chapter_04_counts_add_up(table):
+    per_model = {f"{PROFILE}: {_param('04_keeping_one_head', 'classifier')}": table("04_keep_one_classifier"),
+                 f"{PROFILE}: {_param('04_keeping_one_head', 'translation')}": table("04_keep_one_translation")}
+    counts = _ours(table("04_keep_one_counts"), "source")
+    assert {r["source"] for r in counts} == set(per_model) and len(counts) >= 4 + 1
+    for (source, protocol), rows in _by(counts, "source", "protocol").items():
+        want = _layer_summary(_protocol_rows(per_model[source], protocol))
+        assert [r["kind"] for r in rows] == list(want), (source, protocol)
+        for row in rows:
+            for column, value in want[row["kind"]].items():
+                assert row[column] == pytest.approx(value, **CLOSE), (source, protocol, row["kind"], column)
+
+
+def test_chapter_04_paper_rows_are_counted_from_the_papers_tables(table):
+    paper = [r for r in table("04_keep_one_counts") if str(r["source"]).startswith("Michel")]
+    for number in (2, 3, 5, 6):
+        effects = paper_values.effects(number).to_dict("records")
+        want = _layer_summary(effects)
+        rows = [r for r in paper if r["protocol"] == f"Table {number}"]
+        assert {r["kind"]: {c: r[c] for c in want[r["kind"]]} for r in rows} == want
+
+
+# ---- §3.4: across domains ---------------------------------------------------------------------
+def _pearson(x: list[float], y: list[float]) -> tuple[float, float]:
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if len(x) < 3 or x.std() == 0 or y.std() == 0:
+        return math.nan, math.nan
+    dx, dy = x - x.mean(), y - y.mean()
+    r = float((dx * dy).sum() / math.sqrt((dx * dx).sum() * (dy * dy).sum()))
+    n = len(x)
+    if abs(r) >= 1:
+        return r, 0.0
+    t = r * math.sqrt((n - 2) / (1 - r * r))
+    return r, float(2 * stats.t.sf(abs(t), n - 2))
+
+
+def _same(a, b, tol: float = 1e-6) -> bool:
+    if a is None or (isinstance(a, float) and math.isnan(a)):
+        return b is None or (isinstance(b, float) and math.isnan(b))
+    return b is not None and math.isclose(a, b, rel_tol=tol, abs_tol=tol)
+
+
+def test_chapter_05_correlations_add_up(table):
+    per_model = {f"{PROFILE}: {_param('05_cross_domain', 'classifier')}": table("05_cross_domain_classifier"),
+                 f"{PROFILE}: {_param('05_cross_domain', 'translation')}": table("05_cross_domain_translation")}
+    rows = table("05_cross_domain_r")
+    assert {r["model"] for r in rows} == set(per_model)
+    for row in rows:
+        pairs = [p for p in per_model[row["model"]] if row["kind"] == "all" or p["kind"] == row["kind"]]
+        col = lambda name: [p[name] for p in pairs]  # noqa: E731
+        r, p = _pearson(col("score_in"), col("score_out"))
+        want = {"heads": len(pairs), "pearson_r": r, "p_value": p,
+                "split_half_r_in": _pearson(col("score_even_in"), col("score_odd_in"))[0],
+                "split_half_r_out": _pearson(col("score_even_out"), col("score_odd_out"))[0],
+                "spread_in": max(col("score_in")) - min(col("score_in")),
+                "spread_out": max(col("score_out")) - min(col("score_out"))}
+        for column, value in want.items():
+            assert _same(value, row[column]), (row["model"], row["kind"], column, value, row[column])
+        kinds = {p["kind"] for p in per_model[row["model"]]}
+        assert row["kind"] in kinds | {"all"}
+    translation_kinds = {p["kind"] for p in per_model[f"{PROFILE}: {_param('05_cross_domain', 'translation')}"]}
+    assert {r["kind"] for r in rows if r["model"].endswith("translation")} == translation_kinds | {"all"}
+
+
+# ---- §4 to App. B: pruning curves -------------------------------------------------------------
+def _prunable(steps: list[dict], tolerance: float) -> float:
+    steps = sorted(steps, key=lambda s: s["pruned"])
+    base, share = steps[0]["score"], 0.0
+    assert steps[0]["pruned"] == 0
+    for s in steps:
+        if s["score"] < base - tolerance:
+            break
+        share = s["share"]
+    return share
+
+
+def _at(steps: list[dict], share: float) -> float:
+    return min(steps, key=lambda s: (abs(s["share"] - share), s["pruned"]))["score"]
+
+
+def test_chapter_06_prunable_shares_add_up(table):
+    tolerance = {"classifier": 0.01, "translation": 1.0}
+    curves = _by(table("06_pruning_curves"), "track", "model", "order")
+    expected: dict[tuple, list[dict]] = defaultdict(list)
+    for (track, model, order), steps in curves.items():
+        label = "random (mean)" if order.startswith("random") else order
+        expected[(track, model, label)].append({
+            "prunable_share": _prunable(steps, tolerance[track]), "unpruned": _at(steps, 0.0),
+            "at_50%": _at(steps, 0.5), "all_pruned": next(s["score"] for s in steps if s["share"] == 1)})
+    summary = table("06_prunable_shares")
+    assert {(r["track"], r["model"], r["order"]) for r in summary} == set(expected)
+    assert len(expected[next(k for k in expected if k[2] == "random (mean)")]) == _param("06_pruning_curves", "random_orders")
+    for row in summary:
+        runs = expected[(row["track"], row["model"], row["order"])]
+        for column in ("prunable_share", "unpruned", "at_50%", "all_pruned"):
+            assert row[column] == pytest.approx(sum(r[column] for r in runs) / len(runs), **CLOSE), (row, column)
+        paper = paper_values.PRUNABLE_SHARE[row["track"]] if row["order"] == "importance" else None
+        assert _same(paper, row["paper_prunable_share"])
+
+
+def test_chapter_08_summary_adds_up(table):
+    curves = _by(table("08_pruning_by_kind"), "kind")
+    rows = table("08_pruning_by_kind_summary")
+    assert [r["kind"] for r in rows] == [k for k in KIND_ORDER if (k,) in curves]
+    for row in rows:
+        steps = curves[(row["kind"],)]
+        base = _at(steps, 0.0)
+        want = {"unpruned": base, "bleu_40%_pruned": _at(steps, 0.4), "bleu_80%_pruned": _at(steps, 0.8),
+                "relative_80%": _at(steps, 0.8) / base if base else math.nan,
+                "prunable_share_1_bleu": _prunable(steps, 1.0),
+                "paper_relative_80%": paper_values.FIGURE4_BLEU_AT_80[row["kind"]] / paper_values.WMT_BASE_BLEU}
+        for column, value in want.items():
+            assert _same(value, row[column], 1e-9), (row["kind"], column)
+
+
+def test_chapter_09_relative_scores_add_up(table):
+    rows = table("09_importance_dynamics")
+    epochs = _by(rows, "epoch")
+    assert sorted(e for (e,) in epochs) == sorted(_param("09_training_dynamics", "epochs"))
+    for (epoch,), steps in epochs.items():
+        base = next(s["score"] for s in steps if s["pruned"] == 0)
+        for s in steps:
+            assert s["unpruned"] == pytest.approx(base, **CLOSE)
+            assert _same(s["score"] / base if base > 0 else math.nan, s["relative"], 1e-9), (epoch, s["share"])
+
+
+def test_chapter_10_summary_adds_up(table):
+    curves = _by(table("10_appendix_pruning_curves"), "model")
+    rows = table("10_appendix_summary")
+    assert [r["model"] for r in rows] == [m for (m,) in curves]
+    for row in rows:
+        steps = curves[(row["model"],)]
+        tolerance = 1.0 if row["metric"] == "BLEU" else 0.01
+        assert row["unpruned"] == pytest.approx(_at(steps, 0.0), **CLOSE)
+        assert row["prunable_share"] == pytest.approx(_prunable(steps, tolerance), **CLOSE)
+        assert row["score_90%_pruned"] == pytest.approx(_at(steps, 0.9), **CLOSE)
+
+
+# ---- §2 and §4.3: the pruned models --------------------------------------------------------------
+def test_chapter_01_and_07_pruned_models_add_up(table):
+    heads = len(table("01_importance"))
+    removed = int(_param("01_gates_and_pruning", "prune_share") * heads)
+    full, gated, pruned = table("01_pruned_summary")
+    assert (full["heads"], gated["heads"], pruned["heads"]) == (heads, heads - removed, heads - removed)
+    assert pruned["parameters"] < full["parameters"] == gated["parameters"]
+    assert pruned["mean loss"] == pytest.approx(gated["mean loss"], abs=1e-5)  # a zero gate is a removed head
+
+    sizes = {r["model"]: r for r in table("07_pruned_model")}
+    pool = sizes["original"]["heads"]
+    assert sizes["pruned"]["heads"] == pool - round(_param("07_pruning_speed", "prune_share") * pool)
+    assert sizes["pruned"]["accuracy"] == pytest.approx(sizes["gated"]["accuracy"], abs=1e-9)
+    speed = table("07_speed")
+    assert {(r["batch_size"], r["variant"]) for r in speed} == {
+        (b, v) for b in _param("07_pruning_speed", "batch_sizes") for v in ("original", "pruned", "gated")}
+
+
+# ---- the scorecard ----------------------------------------------------------------------------
+def _numbers(text: str) -> list[float]:
+    """The numbers a cell shows, in order (signs kept; "nan" kept as nan); text in brackets, such
+    as the name of the timing device, is left out."""
+    text = re.sub(r"\([^)]*\)", "", text)
+    return [float(x) for x in re.findall(r"[-+]?\d+(?:\.\d+)?|\bnan\b", text)]
+
+
+def _pct(x: float) -> tuple[float, int]:
+    return 100 * x, 0
+
+
+def _pct1(x: float) -> tuple[float, int]:
+    return 100 * x, 1
+
+
+def _int(x: int) -> tuple[float, int]:
+    return x, 0
+
+
+def _recomputed_ours(table) -> dict[str, list[tuple[float, int]]]:
+    """For each claim (by the start of its text), the numbers its "ours" cell must show, each with
+    the decimals it is shown to, computed from the per-item tables."""
+    one_head = {_param("03_ablating_one_head", "classifier"): table("03_one_head_classifier"),
+                _param("03_ablating_one_head", "translation"): table("03_one_head_translation")}
+    significant = {m: [r for r in rows if r["significant"]] for m, rows in one_head.items()}
+
+    keep = table("04_keep_one_translation")
+    t13, t14 = _param("04_keeping_one_head", "translation_split"), _param("04_keeping_one_head", "heldout_split")
+    reported = _protocol_rows(keep, f"chosen and reported on {t13}")
+    held = _protocol_rows(keep, f"chosen on {t13}, reported on {t14}")
+    bert = _protocol_rows(table("04_keep_one_classifier"),
+                          f"chosen and reported on {_param('04_keeping_one_head', 'classifier_split')}")
+    down = lambda rows: sum(1 for r in rows if r["significant"] and r["delta"] < 0)  # noqa: E731
+    enc_dec = _layer_summary(reported)["enc_dec"]
+
+    r05 = [_pearson([p["score_in"] for p in rows], [p["score_out"] for p in rows])[0]
+           for rows in (table("05_cross_domain_translation"), table("05_cross_domain_classifier"))]
+
+    curves = _by(table("06_pruning_curves"), "track", "model", "order")
+    share06 = {k: _prunable(v, {"classifier": 0.01, "translation": 1.0}[k[0]]) for k, v in curves.items()}
+    first = lambda track, order: next(v for k, v in share06.items() if k[0] == track and k[2] == order)  # noqa: E731
+    per_model = []
+    for model in sorted({k[1] for k in curves}):  # the scorecard's pivot orders the models by name
+        track = next(k[0] for k in curves if k[1] == model)
+        per_model += [_pct(share06[(track, model, "importance")]), _pct(share06[(track, model, "ablation")])]
+
+    speed = {(r["batch_size"], r["variant"]): r["mean"] for r in table("07_speed")}
+    sizes = sorted({b for b, _ in speed})
+    gain = {b: speed[(b, "pruned")] / speed[(b, "original")] - 1 for b in sizes}
+
+    kinds = _by(table("08_pruning_by_kind"), "kind")
+    rel80 = {k: _at(v, 0.8) / _at(v, 0.0) for (k,), v in kinds.items()}
+
+    dyn = _by(table("09_importance_dynamics"), "epoch")
+    bases = {e: next(s["score"] for s in v if s["pruned"] == 0) for (e,), v in dyn.items()}
+    usable = sorted(e for e, b in bases.items() if b >= 0.02 * bases[max(bases)])
+    rel40 = {e: _at(dyn[(e,)], 0.4) / bases[e] for e in usable}
+
+    appendix = _by(table("10_appendix_pruning_curves"), "model")
+    flat = {steps[0]["task"]: _prunable(steps, 1.0 if steps[0]["metric"] == "BLEU" else 0.01)
+            for (_,), steps in appendix.items()}
+
+    return {
+        "Few heads matter alone": [_int(n) for m in sorted(one_head) for n in (len(significant[m]), len(one_head[m]))],
+        "Masking a head can improve the score": [
+            _int(sum(1 for rows in significant.values() for r in rows if r["delta"] > 0)),
+            _int(sum(len(rows) for rows in significant.values()))],
+        "Most layers can be reduced to one head": [_int(down(reported)), _int(len(reported))],
+        "The last Enc-Dec layer": [_int(enc_dec["worst_layer"]), (enc_dec["worst_delta"], 2), (keep[0]["base"], 1)],
+        "No BERT layer needs more than one head": [_int(down(bert)), _int(len(bert))],
+        "Choosing the head on other data": [_int(down(held)), _int(len(held)), _int(down(reported))],
+        "A head's effect in domain": [(r, 2) for r in r05],
+        "A share of the translation model's heads": [_pct(first("translation", "importance"))],
+        "A share of the classifier's heads": [_pct(first("classifier", "importance"))],
+        "Ranking by importance": per_model,
+        "Removing half the heads": [_pct1(gain[sizes[-1]]), _int(sizes[-1])],
+        "At batch size 1": [_pct1(gain[sizes[0]]), _int(sizes[0]), _pct1(gain[sizes[-1]]), _int(sizes[-1])],
+        "Enc-Dec attention depends": [_pct(rel80[k]) for k in KIND_ORDER if (k,) in kinds] + [_int(80)],
+        "Self-attention survives": [_pct(rel80[k]) for k in ("enc_self", "dec_self")],
+        "Early in training": [_pct(rel40[usable[0]]), _int(usable[0])],
+        "Later, 40% of the heads": [_pct(rel40[usable[-1]]), _int(usable[-1])],
+        **{f"{row.task} ({row.metric})": [_pct(flat[row.course_task])] for row in paper_values.FIGURE6.itertuples()},
+    }
+
+
+def test_the_scorecards_values_are_computed_from_the_chapters_rows(table):
+    expected = _recomputed_ours(table)
+    card = table("11_scorecard")
+    assert len(card) == len(expected) and all(r["verdict"] != "not run" for r in card), \
+        [(r["claim"], r["ours"]) for r in card if r["verdict"] == "not run"]
+    for row in card:
+        (claim,) = [c for c in expected if row["claim"].startswith(c)]
+        shown, want = _numbers(row["ours"]), expected[claim]
+        assert len(shown) == len(want), (claim, row["ours"], want)
+        for got, (value, decimals) in zip(shown, want):
+            if math.isnan(value):
+                assert math.isnan(got), (claim, row["ours"], value)
+            else:  # as shown: rounded to `decimals` (half a unit of slack for round-half-even)
+                assert abs(got - value) <= 0.5 * 10 ** -decimals + 1e-9, (claim, row["ours"], value, decimals)

@@ -2,6 +2,9 @@
 from the per-item tables it summarises (one row per head, configuration or pruning step) with
 code written here, independently of the notebooks and of ``helpers``, and compared.
 
+On other profiles' results, without the smoke run (e.g. after ``make book`` or on the paper
+profile): ``SIXTEEN_HEADS_CHECK_PROFILE=course .venv/bin/python -m pytest tests/test_results_add_up.py``.
+
 The recomputations read the CSV files with the standard library and count with plain loops,
 always inside one model's rows: the first version of chapter 03's count mixed the classifier's
 significance into the translation model's because both tables number their rows from 0.
@@ -11,6 +14,7 @@ from __future__ import annotations
 import ast
 import csv
 import math
+import os
 import re
 from collections import defaultdict
 
@@ -20,7 +24,7 @@ from scipy import stats
 
 from helpers import paper_values, results, runner
 
-PROFILE = "smoke"
+PROFILE = os.environ.get("SIXTEEN_HEADS_CHECK_PROFILE", "smoke")
 KIND_ORDER = ("self", "enc_self", "enc_dec", "dec_self")
 CLOSE = dict(rel=1e-9, abs=1e-9)
 
@@ -42,9 +46,13 @@ def _value(text: str):
 
 
 @pytest.fixture(scope="module")
-def table(smoke_executed):
-    failed = [n for n, e in smoke_executed.items() if isinstance(e, Exception)]
-    assert not failed, f"smoke notebooks failed: {failed}"
+def table(request):
+    """``table(name)``: the rows of ``results/<PROFILE>/<name>.csv``, typed; on the smoke profile
+    after running every notebook once (the session's shared run)."""
+    if PROFILE == "smoke":
+        executed = request.getfixturevalue("smoke_executed")
+        failed = [n for n, e in executed.items() if isinstance(e, Exception)]
+        assert not failed, f"smoke notebooks failed: {failed}"
     folder = results.results_dir(PROFILE)
 
     def read(name: str) -> list[dict]:

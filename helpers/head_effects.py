@@ -170,8 +170,10 @@ def layer_table(rows: pd.DataFrame, scale: float = 1.0, digits: int = 2) -> pd.D
 def paired_scores(in_domain: pd.DataFrame, out_of_domain: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration evaluated on both sets: ``kind``, ``layer``, ``head``, and
     ``score_in``/``score_out``, ``delta_in``/``delta_out`` (Figure 2's points), with each set's
-    split halves ``score_even_in``, ``score_odd_in``, ``score_even_out``, ``score_odd_out``."""
-    measured = ["score", "delta", "score_even", "score_odd"]
+    split halves ``score_even_in``, ``score_odd_in``, ``score_even_out``, ``score_odd_out`` when
+    both tables have them (the effects functions above always do)."""
+    halves = ["score_even", "score_odd"]
+    measured = ["score", "delta"] + [c for c in halves if c in in_domain and c in out_of_domain]
 
     def keyed(df, side):
         out = df.assign(key=configs_of(df))[["key", "kind", "layer", "head", *measured]]

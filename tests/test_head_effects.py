@@ -159,6 +159,11 @@ def test_cross_domain_pairs_configurations_and_correlates_like_numpy():
     r, p = correlation(paired)
     assert r == pytest.approx(np.corrcoef([0.9, 0.8, 1.0, 0.7], [0.5, 0.6, 0.9, 0.2])[0, 1])
     assert 0 < p < 1
+    assert "score_even_in" not in paired  # hand-made effects without split halves pair as they are
+    halves = lambda df: df.assign(score_even=df["score"] + 0.1, score_odd=df["score"] - 0.1)  # noqa: E731
+    both = paired_scores(halves(a), halves(b))
+    assert both["score_even_out"].tolist() == pytest.approx([0.6, 0.7, 1.0, 0.3])
+    assert both["score_odd_in"].tolist() == pytest.approx([0.8, 0.7, 0.9, 0.6])
     flat = paired_scores(a, one_head([0.5] * 4))
     assert np.isnan(correlation(flat)[0])
     with pytest.raises(ValueError, match="same configurations"):

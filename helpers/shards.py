@@ -7,7 +7,7 @@ accelerate), for example on one machine with 8 GPUs::
 
 Every process executes the same notebook. Rank 0 builds missing models while the others wait for
 them. In each sweep, process ``r`` owns the configurations at positions ``r, r + n, r + 2n, ...``
-of the sweep's whole list (``owned``), computes those of them that the sweep cache lacks, and
+of the sweep's whole list (``my_share``), computes those of them that the sweep cache lacks, and
 writes each to the cache as it finishes; then every process waits until the cache holds all of
 them and goes on with the whole result, so the notebook never knows. Ownership depends on the
 whole list, never on what is missing when a process arrives: a late rank that saw some of the

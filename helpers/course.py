@@ -125,20 +125,18 @@ def build_one(profile: dict, name: str, force: bool = False, progress: bool = Tr
     final = model_dir(profile, name)
     if (final / "record.json").exists() and not force:
         return json.loads((final / "record.json").read_text())
-    partial = final.with_name(final.name + ".partial")
-    log = shards.RankLog(final.with_name(final.name + ".status"))  # beside the model: partial is renamed
+    status = final.with_name(final.name + ".status")  # rank 0's status, beside the model: partial is renamed
     if shards.rank() > 0:  # under torchrun, rank 0 builds; the others wait for its record
-        shards.wait_for_file(final / "record.json", f"model {name} (built by rank 0)", log)
+        shards.wait_for_file(final / "record.json", f"model {name} (built by rank 0)", shards.RankLog(status))
         return json.loads((final / "record.json").read_text())
     check_local({"name": profile["name"], "models": {name: spec}})
-    if shards.world_size() == 1:
-        return _build_into(spec, name, partial, final, progress)
-    with log.working(f"model {name}"):
-        return _build_into(spec, name, partial, final, progress)
+    with shards.working(status, f"model {name}"):
+        return _build_into(spec, name, final, progress)
 
 
-def _build_into(spec: dict, name: str, partial: Path, final: Path, progress: bool) -> dict:
-    """Generate the data and train model ``name`` in ``partial``, then rename it to ``final``."""
+def _build_into(spec: dict, name: str, final: Path, progress: bool) -> dict:
+    """Generate the data and train model ``name`` in ``<final>.partial``, then rename it to ``final``."""
+    partial = final.with_name(final.name + ".partial")
     if spec["task"] != "translation" and partial.exists():
         shutil.rmtree(partial)  # a classifier restarts; only translation training resumes
     partial.mkdir(parents=True, exist_ok=True)

@@ -155,6 +155,17 @@ class RankLog:
         return states
 
 
+@contextmanager
+def working(folder: Path | str, what: str) -> Iterator[None]:
+    """``RankLog(folder).working(what)`` when several processes share the work; nothing to record
+    (and no folder needed) for a single process."""
+    if world_size() == 1:
+        yield
+        return
+    with RankLog(folder).working(what):
+        yield
+
+
 def _alive(pid: int) -> bool:
     """Whether process ``pid`` of this machine still runs (an exited child not yet reaped by its
     launcher, a zombie, counts as dead)."""

@@ -13,12 +13,12 @@ stale outputs.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 from . import shards
 from .atomic import atomic_path
@@ -89,15 +89,10 @@ class SweepCache:
         shards.cap_threads()
         return self.missing(shards.my_share(everything))
 
-    @contextmanager
-    def working(self) -> Iterator[None]:
+    def working(self) -> contextlib.AbstractContextManager:
         """Around computing this process's share: under torchrun, its status in the cache folder
-        (``shards.RankLog``), so the others stop with its error instead of waiting if it fails."""
-        if shards.world_size() == 1:
-            yield
-            return
-        with shards.RankLog(self.directory).working(f"its share of the sweep {self.directory.name}"):
-            yield
+        (``shards.working``), so the others stop with its error instead of waiting if it fails."""
+        return shards.working(self.directory, f"its share of the sweep {getattr(self.directory, 'name', '')}")
 
     def wait_for(self, everything: Sequence[Config]) -> None:
         """Under torchrun, block until every process has written its share of ``everything`` (the
@@ -109,10 +104,11 @@ class SweepCache:
 
         def check() -> None:
             finished = {r for r, s in log.check_others().items() if s["state"] == "finished"}
-            lost = [c for i, c in enumerate(everything) if shards.owner(i) in finished and c in self.missing([c])]
+            missing = set(self.missing(everything))
+            lost = [(i, c) for i, c in enumerate(everything) if shards.owner(i) in finished and c in missing]
             if lost:
-                raise shards.RankFailed(f"rank {shards.owner(everything.index(lost[0]))} finished without writing "
-                                        f"{len(lost)} configuration(s) it owns, e.g. {lost[0]}, in {self.directory}. "
+                raise shards.RankFailed(f"rank {shards.owner(lost[0][0])} finished without writing {len(lost)} "
+                                        f"configuration(s) it owns, e.g. {lost[0][1]}, in {self.directory}. "
                                         "Do all processes run the same code and WORLD_SIZE? Rerun the same command.")
 
         shards.wait_until(lambda: len(everything) - len(self.missing(everything)), len(everything),

@@ -187,7 +187,7 @@ print("threads", torch.get_num_threads(), file=sys.stderr)
 
 def _sweep(cache: Path, rank: int | None, world: int = 2, timeout: str = "120", **env_extra) -> subprocess.Popen:
     env = {**os.environ, "SIXTEEN_HEADS_SHARD_TIMEOUT": timeout, "HF_HUB_OFFLINE": "1", **env_extra}
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "SIXTEEN_HEADS_JOB_STARTED"):
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"):
         env.pop(name, None)
     env["SIXTEEN_HEADS_JOB_STARTED"] = str(time.time())  # as the runner sets it for a job's notebooks
     if rank is not None:

@@ -19,10 +19,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
 
-from helpers.ablation import one_head_configs, single_layer_sweep
-from helpers.classifier_training import batches, encode
-from helpers.models import load_encoder
-from helpers.nli_task import generate
+from helpers.heads.ablation import one_head_configs, single_layer_sweep
+from helpers.zoo.classifier_training import batches, encode
+from helpers.zoo.registry import load_encoder
+from helpers.zoo.nli_task import generate
 
 
 def main() -> None:

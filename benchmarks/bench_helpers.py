@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 import helpers
-from helpers.shipped import minilm_dir
+from helpers.zoo.shipped import minilm_dir
 
 
 def minilm_batches(n_batches: int, batch_size: int, length: int, seed: int = 0):

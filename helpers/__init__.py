@@ -1,24 +1,40 @@
 """sixteen-heads helpers: gate, score and prune attention heads (Michel, Levy & Neubig, 2019).
 
-Public API (see each module for shapes and units):
+Three parts, imported one way (book -> zoo -> heads):
 
-* ``attention_sites(model)``: every multi-head attention block (sites.py)
-* ``HeadGates(model)``: per-head gates xi_h as a context manager (gates.py)
-* ``head_importance(model, batches, loss_fn, ...)``: I_h = E_x |dL/dxi_h| (importance.py)
-* ``prune_heads(model, {kind: {layer: [heads]}})``: physical removal (pruning.py)
-* ``save_pruned`` / ``load_pruned``: round-trip a pruned model (pruning.py)
+* ``helpers.heads``: the head library (sites, gates, importance, pruning, sweeps, curves,
+  throughput, significance, metrics); usable on its own;
+* ``helpers.zoo``: models and data (generated tasks, real corpora, training recipes, the
+  paper's downloads, the model cache, and ``registry``: where every model comes from);
+* ``helpers.book``: the book's machinery (profiles, runner, results, sweep cache, sharding,
+  the paper's reported values, the scorecard).
+
+The head library's main names are here too (see each module for shapes and units):
+
+* ``attention_sites(model)``: every multi-head attention block (heads/sites.py)
+* ``HeadGates(model)``: per-head gates xi_h as a context manager (heads/gates.py)
+* ``head_importance(model, batches, loss_fn, ...)``: I_h = E_x |dL/dxi_h| (heads/importance.py)
+* ``prune_heads(model, {kind: {layer: [heads]}})``: physical removal (heads/pruning.py)
+* ``save_pruned`` / ``load_pruned``: round-trip a pruned model (heads/pruning.py)
 """
-from .gates import GateRecord, HeadGates, HeadSpec
-from .importance import head_importance
-from .pruning import kept_heads, load_pruned, prune_heads, pruned_heads, save_pruned
-from .sites import (
+from .heads import (
     SUPPORTED_FAMILIES,
     AttentionSite,
+    GateRecord,
+    HeadGates,
+    HeadSpec,
     HeadSpecError,
     UnsupportedModelError,
     attention_sites,
+    count_parameters,
     family_of,
+    head_importance,
+    kept_heads,
     layout,
+    load_pruned,
+    prune_heads,
+    pruned_heads,
+    save_pruned,
 )
 
 __all__ = [
@@ -30,6 +46,7 @@ __all__ = [
     "SUPPORTED_FAMILIES",
     "UnsupportedModelError",
     "attention_sites",
+    "count_parameters",
     "family_of",
     "head_importance",
     "kept_heads",

@@ -13,8 +13,8 @@ import pytest  # noqa: E402
 @pytest.fixture(scope="session")
 def smoke_cache(tmp_path_factory):
     """A temporary model cache with every smoke-profile model, built once per session."""
-    from helpers import course
-    from helpers.runner import load_profile
+    from helpers.book import course
+    from helpers.book.profiles import load_profile
 
     path = tmp_path_factory.mktemp("smoke-models")
     with pytest.MonkeyPatch.context() as mp:
@@ -26,7 +26,7 @@ def smoke_cache(tmp_path_factory):
 @pytest.fixture
 def smoke(smoke_cache, monkeypatch):
     """The smoke profile, its models read from ``smoke_cache`` during this test only."""
-    from helpers.runner import load_profile
+    from helpers.book.profiles import load_profile
 
     monkeypatch.setenv("SIXTEEN_HEADS_CACHE", str(smoke_cache))
     return load_profile("smoke")
@@ -37,7 +37,7 @@ def smoke_executed(tmp_path_factory) -> dict:
     """Every notebook executed once on the smoke profile, in book order, as the runner does it:
     name -> executed path, or the ``NotebookFailed`` it raised. Shared by the notebook tests and
     the book build, so no notebook runs twice."""
-    from helpers import course, runner
+    from helpers.book import course, runner
 
     profile = runner.load_profile("smoke")
     models = course.models_key(profile)

@@ -27,8 +27,8 @@ from pathlib import Path
 import torch
 import yaml
 
-from helpers import appendix_tasks, nli_task, translation_task
-from helpers.runner import PROFILES
+from helpers.zoo import appendix_tasks, nli_task, translation_task
+from helpers.book.profiles import PROFILES
 
 SETS = {"wmt09": 10, "wmt10": 10, "wmt11": 10, "wmt12": 10, "wmt13": 24, "wmt14/full": 24, "mtnt1.1/test": 16}
 MNLI_TRAIN_HEADER = ("index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\t"
@@ -39,7 +39,7 @@ MNLI_DEV_HEADER = MNLI_TRAIN_HEADER.replace("label1\tgold_label", "label1\tlabel
 def write_tiny_bert(folder: Path) -> None:
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from helpers.shipped import minilm_dir
+    from helpers.zoo.shipped import minilm_dir
 
     tokenizer = AutoTokenizer.from_pretrained(minilm_dir())
     torch.manual_seed(0)
@@ -87,10 +87,10 @@ def _learn_bpe(texts: list[str], path: Path, merges: int = 200) -> None:
 
 def write_wmt(root: Path) -> None:
     """The archive and the sacrebleu test sets (raw text; the profile's Preprocessor tokenises)."""
-    from helpers.paper_sources import Preprocessor
-    from helpers.translation_model import TranslationConfig, build_dictionary, fairseq_args, train
+    from helpers.zoo.paper_sources import Preprocessor
+    from helpers.zoo.translation_model import TranslationConfig, build_dictionary, fairseq_args, train
 
-    from helpers.fairseq_compat import import_fairseq
+    from helpers.heads.fairseq_compat import import_fairseq
 
     pairs = translation_task.generate({"train": 400, "valid": 20, "test13": 24, "test14": 24, "mtnt": 16}, seed=2)
     archive = root / "wmt14.en-fr.joined-dict.transformer"

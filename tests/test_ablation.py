@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import helpers
-from helpers.ablation import all_but_one_configs, one_head_configs, single_layer_sweep
+from helpers.heads.ablation import UNMASKED, all_but_one_configs, gated_runs, one_head_configs, single_layer_sweep
 from tiny_models import ALL_CASES
 
 
@@ -42,10 +42,24 @@ def test_configs_cover_every_head():
         assert len(heads) == sites[layer].num_heads - 1
 
 
+def test_gated_runs_gate_each_configuration_and_reset_after_it():
+    case = ALL_CASES["bert"]()
+    configs = [UNMASKED, *one_head_configs(case.model)[:3]]
+    got = dict(gated_runs(case.model, configs, lambda m: case.run(m, case.batch), progress=False))
+    assert list(got) == configs
+    assert torch.equal(got[UNMASKED], case.run(case.model, case.batch))
+    for kind, layer, heads in configs[1:]:
+        with helpers.HeadGates(case.model) as gates:
+            gates.mask({kind: {layer: list(heads)}})
+            assert torch.equal(got[(kind, layer, heads)], case.run(case.model, case.batch))
+    assert not torch.equal(got[configs[1]], got[UNMASKED])
+    assert torch.equal(case.run(case.model, case.batch), got[UNMASKED])  # no gate left behind
+
+
 def test_translation_sweep_masks_one_configuration_at_a_time():
-    from helpers.ablation import translation_sweep
-    from helpers.translation_model import TranslationConfig, model_for, translate
-    from helpers.translation_task import generate
+    from helpers.book.head_effects import translation_sweep
+    from helpers.zoo.translation_model import TranslationConfig, model_for, translate
+    from helpers.zoo.translation_task import generate
 
     data = generate({"train": 30}, seed=1)["train"]
     model = model_for(data, TranslationConfig(layers=1, heads=2, embed_dim=8, ffn_dim=16)).eval()

@@ -6,10 +6,11 @@ import time
 import pytest
 import torch
 
-from helpers import course, metrics
-from helpers.classifier_training import predict
-from helpers.runner import load_profile
-from helpers.translation_model import TranslationConfig, model_for, train, translate
+from helpers.book import course
+from helpers.heads import metrics
+from helpers.zoo.classifier_training import predict
+from helpers.book.profiles import load_profile
+from helpers.zoo.translation_model import TranslationConfig, model_for, train, translate
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +55,27 @@ def test_changed_settings_get_a_new_cache_folder(smoke):
     assert course.model_dir(other, "sentiment") == course.model_dir(profile, "sentiment")
 
 
+def test_a_built_model_loads_through_the_registry_and_not_the_paper_readers(smoke, monkeypatch):
+    from helpers.zoo import needs, paper_sources, registry
+
+    profile, _ = smoke
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a course model must not be read through the paper profile's readers")
+
+    for module, names in ((paper_sources, ("resolve_model", "load_fairseq_archive", "load_splits", "read_glue")),
+                          (needs, ("needs", "check_local"))):
+        for name in names:
+            monkeypatch.setattr(module, name, refuse)
+    loaded = []
+    real = registry.load_model
+    monkeypatch.setattr(registry, "load_model", lambda ref, **kw: loaded.append(registry.source_of(ref).name) or real(ref, **kw))
+    course.load_classifier(profile, "nli")
+    course.load_translation(profile)
+    course.load_translation(profile, epoch=1)
+    assert loaded == ["trained"] * 3
+
+
 @pytest.mark.parametrize("name", ["nli", "acceptability", "paraphrase"])
 def test_a_reloaded_classifier_scores_the_same(smoke, name):
     profile, summary = smoke
@@ -86,7 +108,7 @@ def test_translation_keeps_every_epoch_and_reloads_to_the_same_bleu(smoke):
 
 
 def test_an_interrupted_translation_run_resumes_exactly(tmp_path):
-    from helpers.translation_task import generate
+    from helpers.zoo.translation_task import generate
 
     data = generate({"train": 40, "valid": 8}, seed=5)
     config = TranslationConfig(layers=1, heads=2, embed_dim=8, ffn_dim=16, epochs=3, max_tokens=200, warmup_updates=3)
@@ -134,7 +156,7 @@ def test_an_interrupted_build_resumes_from_its_partial_folder(smoke, tmp_path, m
     and ends with the same weights as an uninterrupted build."""
     import dataclasses
 
-    from helpers.course_training import generate_data
+    from helpers.zoo.recipes import generate_data
 
     profile, summary = smoke
     spec = profile["models"]["translation"]

@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from helpers import appendix_tasks, lexicon, nli_task, translation_task
-from helpers.nli_task import LABELS
+from helpers.zoo import appendix_tasks, lexicon, nli_task, translation_task
+from helpers.zoo.nli_task import LABELS
 
 NLI_SIZES = {"train": 3000, "matched": 600, "mismatched": 600}
 MT_SIZES = {"train": 3000, "valid": 200, "test13": 300, "test14": 300, "mtnt": 300}
@@ -281,7 +281,7 @@ def test_paraphrases_keep_the_words_up_to_synonyms():
 
 
 def test_a_generator_space_too_small_for_the_sizes_is_reported():
-    from helpers.splits import draw_splits
+    from helpers.zoo.splits import draw_splits
 
     with pytest.raises(RuntimeError, match="space is too small"):
         draw_splits({"train": 5}, ("train",), lambda split: "same", across=lambda x: x)

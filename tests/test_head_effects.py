@@ -3,11 +3,12 @@ sweep, and §3.3's per-layer selection picks the right head on hand-made data.""
 import pandas as pd
 import pytest
 
-from helpers import ablation, course, head_effects
-from helpers.ablation import all_but_one_configs, one_head_configs
-from helpers.head_effects import (best_per_layer, classifier_effects, configs_of, held_out, kept_head, layer_table,
+from helpers.heads import ablation
+from helpers.book import course, head_effects
+from helpers.heads.ablation import all_but_one_configs, one_head_configs
+from helpers.book.head_effects import (best_per_layer, classifier_effects, configs_of, held_out, kept_head, layer_table,
                                   significance_counts, translation_effects)
-from helpers.sweep_cache import code_digest
+from helpers.book.sweep_cache import code_digest
 
 
 def _no_sweep(*args, **kwargs):
@@ -35,7 +36,7 @@ def test_classifier_cache_gives_the_uncached_table_and_computes_only_new_configs
     # the split-half scores are the metric on the even- and odd-numbered examples
     import json
 
-    from helpers import metrics
+    from helpers.heads import metrics
     folder = next(p for p in tmp_path.iterdir() if (p / "self-L0-mask0.json").exists())
     predicted, gold = json.loads((folder / "self-L0-mask0.json").read_text()), [e.label for e in examples]
     assert fresh["score_even"][0] == metrics.accuracy(predicted[0::2], gold[0::2])
@@ -52,7 +53,7 @@ def test_an_interrupted_translation_sweep_resumes_with_the_same_hypotheses(smoke
     configs = one_head_configs(model)
     fresh = translation_effects(model, pairs, configs, beam=2, n_resamples=50, progress=False)
 
-    import helpers.translation_model as tm
+    import helpers.zoo.translation_model as tm
     real, calls = tm.translate, []
 
     def dies_on_the_fourth_call(*args, **kwargs):
@@ -131,8 +132,8 @@ def test_kept_head_and_all_but_one_configs_agree(smoke):
 
 
 def test_the_papers_tables_lay_out_like_ours():
-    from helpers import paper_values
-    from helpers.head_effects import grid
+    from helpers.book import paper_values
+    from helpers.book.head_effects import grid
 
     table1 = grid(paper_values.effects(1), "enc_self")
     assert table1.shape == (6, 16) and table1.loc["layer 1", 6] == "-0.53*"
@@ -147,7 +148,7 @@ def test_the_papers_tables_lay_out_like_ours():
 def test_cross_domain_pairs_configurations_and_correlates_like_numpy():
     import numpy as np
 
-    from helpers.head_effects import correlation, paired_scores
+    from helpers.book.head_effects import correlation, paired_scores
 
     def one_head(scores):
         return pd.DataFrame([{"kind": "self", "layer": i // 2, "heads": [i % 2], "head": i % 2, "score": s,

@@ -4,7 +4,7 @@ import random
 import pytest
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
-from helpers import metrics
+from helpers.heads import metrics
 
 
 @pytest.mark.parametrize("seed", range(5))

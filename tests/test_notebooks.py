@@ -4,7 +4,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import runner
+from helpers.book import runner
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
@@ -49,7 +49,7 @@ def test_notebook_runs_on_smoke_and_is_cached(name, smoke_executed):
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(c.execution_count for c in code), "a cell was not executed"
     assert any(c.outputs for c in code)
-    from helpers import course
+    from helpers.book import course
 
     profile = runner.load_profile("smoke")
     again = runner.run_notebook(name, runner.parameters_for(profile, name, {}), output_dir=outcome.parent,
@@ -60,7 +60,7 @@ def test_notebook_runs_on_smoke_and_is_cached(name, smoke_executed):
 def test_runner_records_each_chapters_run_time(smoke_executed, tmp_path, monkeypatch):
     import pandas as pd
 
-    from helpers import results
+    from helpers.book import results
 
     table = pd.read_csv(results.results_dir("smoke") / "run_times.csv")
     assert set(NOTEBOOKS) <= set(table["notebook"]) and (table["seconds"] > 0).all()
@@ -73,8 +73,8 @@ def test_runner_records_each_chapters_run_time(smoke_executed, tmp_path, monkeyp
 
 
 def test_fingerprint_follows_notebook_parameters_models_and_helpers_code(tmp_path, monkeypatch):
-    (tmp_path / "helpers").mkdir()
-    (tmp_path / "helpers" / "gates.py").write_text("SCALE = 1\n")
+    (tmp_path / "helpers" / "heads").mkdir(parents=True)
+    (tmp_path / "helpers" / "heads" / "gates.py").write_text("SCALE = 1\n")
     notebook = tmp_path / "chapter.ipynb"
     notebook.write_text("{}")
     monkeypatch.setattr(runner, "ROOT", tmp_path)
@@ -82,7 +82,7 @@ def test_fingerprint_follows_notebook_parameters_models_and_helpers_code(tmp_pat
     assert runner.fingerprint(notebook, {"seed": 0}, "models-a") == key
     assert runner.fingerprint(notebook, {"seed": 1}, "models-a") != key
     assert runner.fingerprint(notebook, {"seed": 0}, "models-b") != key
-    (tmp_path / "helpers" / "gates.py").write_text("SCALE = 2\n")  # a library change reruns the chapter
+    (tmp_path / "helpers" / "heads" / "gates.py").write_text("SCALE = 2\n")  # a library change reruns the chapter
     assert runner.fingerprint(notebook, {"seed": 0}, "models-a") != key
 
 

@@ -16,10 +16,10 @@ import pytest
 import torch
 import yaml
 
-from helpers import nli_task, paper_sources
-from helpers.metrics import bleu, merge_bpe
-from helpers.models import MissingDownloadError
-from helpers.runner import PROFILES, load_profile
+from helpers.zoo import nli_task, paper_sources
+from helpers.heads.metrics import bleu, merge_bpe
+from helpers.zoo.registry import MissingDownloadError
+from helpers.book.profiles import PROFILES, load_profile
 
 import paper_standins
 
@@ -105,8 +105,8 @@ def test_archive_loads_the_weights_and_dictionaries_it_holds(data_root):
 
 
 def test_checkpoint_labels_are_reordered_to_ours():
-    from helpers.classifier_training import align_labels
-    from helpers.models import load_encoder
+    from helpers.zoo.classifier_training import align_labels
+    from helpers.zoo.registry import load_encoder
 
     model, tokenizer = load_encoder("tiny-bert", num_labels=3, seed=0)
     model.config.id2label = {0: "CONTRADICTION", 1: "entailment", 2: "Neutral"}
@@ -122,7 +122,7 @@ def test_checkpoint_labels_are_reordered_to_ours():
 
 # ---- offline ---------------------------------------------------------------------------------
 def test_paper_profile_offline_fails_fast_naming_every_download(tmp_path, monkeypatch, capsys):
-    from helpers import course, runner
+    from helpers.book import course, downloads, runner
 
     monkeypatch.setenv("SIXTEEN_HEADS_DATA", str(tmp_path / "empty"))
     monkeypatch.setenv("SIXTEEN_HEADS_CACHE", str(tmp_path / "cache"))
@@ -132,16 +132,16 @@ def test_paper_profile_offline_fails_fast_naming_every_download(tmp_path, monkey
     for item in ("GLUE MNLI", "GLUE CoLA", "GLUE SST-2", "GLUE MRPC", "test set wmt13 en-fr", "test set wmt14/full",
                  "test set mtnt1.1/test", "fairseq model archive wmt14.en-fr.joined-dict.transformer",
                  "prepare-iwslt14.sh", "Hugging Face model bert-base-uncased",
-                 "python -m helpers.paper_sources --profile paper download"):
+                 "python -m helpers.book.downloads --profile paper download"):
         assert item in message, item
     assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()  # nothing started
     with pytest.raises(MissingDownloadError, match="dev_matched.tsv"):
         course.build(load_profile("paper"), only=["nli"], progress=False)
-    assert paper_sources.main(["--profile", "paper", "check"]) == 1
+    assert downloads.main(["--profile", "paper", "check"]) == 1
 
 
 def test_hub_model_offline_says_how_to_provide_it(tmp_path, monkeypatch):
-    from helpers.models import load_encoder
+    from helpers.zoo.registry import load_encoder
 
     monkeypatch.setenv("SIXTEEN_HEADS_DATA", str(tmp_path))
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
@@ -165,10 +165,11 @@ def test_every_chapter_has_a_paper_configuration_with_its_gpu_time():
 SWEEP = """
 import json, os, sys
 import torch
-from helpers import head_effects, nli_task
-from helpers.ablation import one_head_configs
-from helpers.head_effects import classifier_effects
-from helpers.models import load_encoder
+from helpers.book import head_effects
+from helpers.zoo import nli_task
+from helpers.heads.ablation import one_head_configs
+from helpers.book.head_effects import classifier_effects
+from helpers.zoo.registry import load_encoder
 fault = os.environ.get("SWEEP_FAULT", "")
 if fault:  # this rank breaks inside its share: with an error, or dying without one
     def broken(*args, **kwargs):
@@ -207,7 +208,7 @@ def test_a_sweep_split_over_two_processes_equals_one_process(tmp_path):
     for p, (out, err) in zip((alone, *pair), outs):
         assert p.returncode == 0, err[-2000:]
     assert json.loads(outs[1][0]) == json.loads(outs[0][0]) == json.loads(outs[2][0])
-    from helpers import shards
+    from helpers.book import shards
 
     share = max(1, shards.usable_cores() // 2)  # two ranks on this machine: each caps its torch threads
     assert [int(re.search(r"threads (\d+)", err).group(1)) <= share for _, err in outs[1:]] == [True, True]
@@ -260,7 +261,7 @@ def test_a_rank_that_dies_without_an_error_is_noticed(tmp_path):
 
 
 def test_status_files_of_an_earlier_job_are_ignored(tmp_path, monkeypatch):
-    from helpers import shards
+    from helpers.book import shards
 
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", "1")
@@ -275,9 +276,9 @@ def test_status_files_of_an_earlier_job_are_ignored(tmp_path, monkeypatch):
 
 
 def test_ranks_sharing_a_machine_share_its_cores():
-    from helpers import shards
+    from helpers.book import shards
 
-    probe = subprocess.run([sys.executable, "-c", "import torch; from helpers import shards; "
+    probe = subprocess.run([sys.executable, "-c", "import torch; from helpers.book import shards; "
                             "print(torch.get_num_threads(), shards.cap_threads())"],
                            env={**os.environ, "RANK": "0", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2"},
                            cwd=ROOT, text=True, capture_output=True, check=True)
@@ -286,7 +287,7 @@ def test_ranks_sharing_a_machine_share_its_cores():
 
 
 def test_under_torchrun_only_rank_0_writes_the_books_copy(smoke, tmp_path, monkeypatch):
-    from helpers import runner
+    from helpers.book import runner
 
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
@@ -298,7 +299,7 @@ def test_under_torchrun_only_rank_0_writes_the_books_copy(smoke, tmp_path, monke
 
 
 def test_other_ranks_wait_for_rank_0_to_build_a_model(tmp_path, monkeypatch):
-    from helpers import course
+    from helpers.book import course
 
     monkeypatch.setenv("SIXTEEN_HEADS_CACHE", str(tmp_path))
     monkeypatch.setenv("RANK", "1")
@@ -313,7 +314,7 @@ def test_other_ranks_wait_for_rank_0_to_build_a_model(tmp_path, monkeypatch):
 @pytest.fixture(scope="session")
 def standin_run(standin_data, tmp_path_factory):
     """Every notebook executed by the runner on the stand-in profile (paper.yml, sizes shrunk)."""
-    from helpers import runner
+    from helpers.book import runner
 
     work = tmp_path_factory.mktemp("paper-standin")
     name = paper_standins.standin_profile(work)
@@ -323,7 +324,7 @@ def standin_run(standin_data, tmp_path_factory):
         for key, value in env.items():
             mp.setenv(key, value)
         code = runner.main(["--profile", name, "--output-dir", str(work / "executed")])
-        from helpers import course
+        from helpers.book import course
 
         records = course.records(load_profile(name))
     return code, work, name, records

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import helpers
-from helpers.models import count_parameters
+from helpers.heads.pruning import count_parameters
 from tiny_models import ALL_CASES, bert, fairseq_wmt, marian
 
 CASES = sorted(ALL_CASES)

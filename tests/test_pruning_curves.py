@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import helpers
-from helpers.pruning_curves import (counts, heads_of, order_by_ablation, order_by_importance, prunable_share,
+from helpers.heads.pruning_curves import (counts, heads_of, order_by_ablation, order_by_importance, prunable_share,
                                     pruning_curve, random_order, reestimated_curve, spec_of)
 from tiny_models import ALL_CASES, bert
 

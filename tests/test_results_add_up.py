@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from helpers import paper_values, results, runner
+from helpers.book import paper_values, results, runner
 
 PROFILE = os.environ.get("SIXTEEN_HEADS_CHECK_PROFILE", "smoke")
 KIND_ORDER = ("self", "enc_self", "enc_dec", "dec_self")

@@ -2,7 +2,7 @@
 import pandas as pd
 import pytest
 
-from helpers.scorecard import CLAIMS, NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED, scorecard, verdict_counts
+from helpers.book.scorecard import CLAIMS, NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED, scorecard, verdict_counts
 
 
 def _write(folder, name, rows):
@@ -13,6 +13,17 @@ def _write(folder, name, rows):
 def _verdicts(root, profile="p"):
     card = scorecard(profile, results_root=root)
     return dict(zip(card["claim"], card["verdict"])), card
+
+
+def test_by_default_the_card_reads_where_the_chapters_write(tmp_path, monkeypatch):
+    from helpers.book.results import save_table
+
+    monkeypatch.setenv("SIXTEEN_HEADS_RESULTS", str(tmp_path))
+    save_table(pd.DataFrame(_shares(0.4)), "p", "06_prunable_shares")
+    by_default, given = scorecard("p"), scorecard("p", results_root=tmp_path)
+    assert by_default.equals(given)
+    assert (by_default["chapter"] == "06_pruning_curves").any()
+    assert not by_default.loc[by_default["chapter"] == "06_pruning_curves", "verdict"].eq(NOT_RUN).all()
 
 
 def _shares(translation, nli_importance=0.4, nli_ablation=0.1):

@@ -2,11 +2,12 @@
 import pytest
 import torch
 
-from helpers import course, metrics
-from helpers.classifier_training import predict
-from helpers.scorers import (classifier_loss, classifier_loss_batches, classifier_scorer, translation_loss,
+from helpers.book import course
+from helpers.heads import metrics
+from helpers.zoo.classifier_training import predict
+from helpers.zoo.scorers import (classifier_loss, classifier_loss_batches, classifier_scorer, translation_loss,
                              translation_loss_batches, translation_scorer)
-from helpers.translation_model import encode_pairs, mean_token_loss, translate
+from helpers.zoo.translation_model import encode_pairs, mean_token_loss, translate
 
 
 def test_classifier_scores_and_losses(smoke):
@@ -39,7 +40,7 @@ def test_translation_scores_and_losses(smoke):
 
 def test_importance_wrappers_equal_head_importance_on_the_same_batches(smoke):
     import helpers
-    from helpers.scorers import classifier_importance, translation_importance
+    from helpers.zoo.scorers import classifier_importance, translation_importance
 
     model, tokenizer = course.load_classifier(smoke, "paraphrase")
     examples = course.load_data(smoke, "paraphrase")["train"][:16]

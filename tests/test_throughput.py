@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import helpers
-from helpers.throughput import forward_flops, mean_std, throughput
+from helpers.heads.throughput import forward_flops, mean_std, throughput
 from tiny_models import bert
 
 
@@ -38,7 +38,7 @@ def test_throughput_returns_one_rate_per_repeat():
 def test_compare_speed_measures_three_variants_and_counts_fewer_flops_when_pruned():
     import copy
 
-    from helpers.throughput import compare_speed
+    from helpers.heads.throughput import compare_speed
 
     case = bert(layers=2, heads=4, hidden=16)
     spec = {"self": {0: [0, 1], 1: [2, 3]}}

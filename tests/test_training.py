@@ -63,11 +63,11 @@ def test_importing_fairseq_through_helpers_leaves_logging_alone():
                               capture_output=True, text=True, check=True).stdout.split()
 
     assert run("import fairseq") != ["30", "0"]  # what fairseq 0.12 does on its own
-    assert run("from helpers.fairseq_compat import import_fairseq; import_fairseq()") == ["30", "0"]
+    assert run("from helpers.heads.fairseq_compat import import_fairseq; import_fairseq()") == ["30", "0"]
     # and its import-time INFO lines do not reach a notebook that logs at INFO
     chatty = "import logging; logging.basicConfig(level=logging.INFO); "
     def stderr(code):
         return subprocess.run([sys.executable, "-c", chatty + code], cwd=Path(__file__).parent.parent,
                               capture_output=True, text=True, check=True).stderr
     assert "INFO:fairseq" in stderr("import fairseq")
-    assert "INFO:fairseq" not in stderr("from helpers.fairseq_compat import import_fairseq; import_fairseq()")
+    assert "INFO:fairseq" not in stderr("from helpers.heads.fairseq_compat import import_fairseq; import_fairseq()")

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from helpers.translation_model import fairseq_args
+from helpers.zoo.translation_model import fairseq_args
 
 VOCAB = 40
 PAD = 0

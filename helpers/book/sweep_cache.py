@@ -20,12 +20,13 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..heads.ablation import UNMASKED, Config
+from ..heads.atomic import atomic_path
 from . import shards
-from .atomic import atomic_path
 
-Config = tuple[str, int, tuple[int, ...]]  # (kind, layer, heads masked), 0-based
-UNMASKED: Config = ("none", -1, ())
-_CODE = ("gates.py", "sites.py", "ablation.py", "translation_model.py", "classifier_training.py")
+# the source that computes sweep outputs, relative to helpers/
+_CODE = ("heads/gates.py", "heads/sites.py", "heads/ablation.py", "zoo/translation_model.py",
+         "zoo/classifier_training.py")
 
 
 @functools.lru_cache(maxsize=1)
@@ -33,7 +34,7 @@ def code_digest() -> str:
     """8 hex digits over the source that computes sweep outputs."""
     h = hashlib.sha256()
     for source in _CODE:
-        h.update((Path(__file__).parent / source).read_bytes())
+        h.update((Path(__file__).parent.parent / source).read_bytes())
     return h.hexdigest()[:8]
 
 

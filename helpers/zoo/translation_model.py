@@ -25,9 +25,9 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from .atomic import atomic_path
-from .devices import to_device
-from .fairseq_compat import import_fairseq
+from ..heads.atomic import atomic_path
+from ..heads.devices import to_device
+from ..heads.fairseq_compat import import_fairseq
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,7 @@ def train(model: nn.Module, train_pairs: Sequence, valid_pairs: Sequence, config
     resuming from ``last.pt`` if an earlier run was interrupted. Returns one record per epoch:
     ``{"epoch", "train_loss", "valid_loss", "seconds"}`` (losses in nats per target token,
     label-smoothed for train, plain for valid)."""
-    from .pruning import save_pruned
+    from ..heads.pruning import save_pruned
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)

@@ -15,9 +15,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .devices import to_device
+from ..heads.devices import to_device
 from .classifier_training import batches, encode, labels_of, predict
-from .metrics import METRICS, bleu
+from ..heads.metrics import METRICS, bleu
 
 
 def classifier_scorer(tokenizer, examples: Sequence, metric: str = "accuracy", max_length: int = 64,
@@ -80,7 +80,7 @@ def classifier_importance(model: nn.Module, tokenizer, examples: Sequence, max_l
                           **kwargs) -> dict[str, torch.Tensor]:
     """I_h of a classifier on ``examples`` (cross-entropy of the gold label); ``kwargs`` go to
     ``head_importance`` (e.g. ``gates=`` to re-estimate with some heads masked)."""
-    from .importance import head_importance
+    from ..heads.importance import head_importance
 
     return head_importance(model, classifier_loss_batches(tokenizer, examples, max_length), classifier_loss,
                            progress=False, **kwargs)
@@ -88,6 +88,6 @@ def classifier_importance(model: nn.Module, tokenizer, examples: Sequence, max_l
 
 def translation_importance(model: nn.Module, pairs: Sequence, **kwargs) -> dict[str, torch.Tensor]:
     """I_h of a translation model on sentence ``pairs`` (summed token cross-entropy)."""
-    from .importance import head_importance
+    from ..heads.importance import head_importance
 
     return head_importance(model, translation_loss_batches(model, pairs), translation_loss, progress=False, **kwargs)

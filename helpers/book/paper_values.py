@@ -10,7 +10,7 @@ import io
 
 import pandas as pd
 
-from .sites import SEQ2SEQ_KINDS as KINDS  # WMT's attention kinds, in the paper's order
+from ..heads.sites import SEQ2SEQ_KINDS as KINDS  # WMT's attention kinds, in the paper's order
 
 # Table 1: BLEU change on newstest2013 when one Enc-Enc head of the WMT model is masked
 # (base BLEU 36.05). Columns: layer, head, delta, significant.
@@ -186,7 +186,7 @@ FIGURE5_KEPT_AT_40 = (0.85, 0.90)
 
 # Appendix B, Figure 6 (read off the figure): the metric of the unpruned model and the share
 # pruned by I_h before the curve leaves its flat start, by the paper's task, with the course task
-# that plays its role (helpers.course_training.TASKS).
+# that plays its role (helpers.zoo.recipes.TASKS).
 FIGURE6 = pd.DataFrame([
     {"task": "SST-2", "course_task": "sentiment", "metric": "accuracy", "unpruned": 0.92, "flat_until": 0.6},
     {"task": "CoLA", "course_task": "acceptability", "metric": "matthews", "unpruned": 0.57, "flat_until": 0.5},
@@ -207,7 +207,7 @@ def table(number: int) -> pd.DataFrame:
 
 
 def effects(number: int) -> pd.DataFrame:
-    """A table in the long form of ``helpers.head_effects`` (``kind``, 0-based ``layer`` and
+    """A table in the long form of ``helpers.book.head_effects`` (``kind``, 0-based ``layer`` and
     ``head``, ``delta``, ``significant``), so the same table functions lay out ours and theirs.
     Accuracy changes (Tables 3, 6) become fractions, like ours; BERT's kind is ``self``."""
     t = table(number)

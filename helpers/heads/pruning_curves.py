@@ -55,6 +55,7 @@ def order_by_ablation(effects: pd.DataFrame, pool: Sequence[Head]) -> list[Head]
 
 
 def random_order(pool: Sequence[Head], seed: int) -> list[Head]:
+    """``pool`` shuffled with ``random.Random(seed)``: a random order, the baseline for the other two."""
     order = list(pool)
     random.Random(seed).shuffle(order)
     return order

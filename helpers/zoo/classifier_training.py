@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from .devices import to_device
+from ..heads.devices import to_device
 
 
 @dataclass(frozen=True)

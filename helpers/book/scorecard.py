@@ -5,7 +5,7 @@ files, and applies a rule written next to it that gives one of three verdicts:
 ``reproduced``, ``partly`` or ``not reproduced``. A claim whose chapter has not run on the
 profile is ``not run``. Nothing here is typed in by hand except the paper's side and the rules.
 
-    from helpers.scorecard import scorecard
+    from helpers.book.scorecard import scorecard
     scorecard("course")   # DataFrame: section, claim, paper, ours, verdict, rule, chapter
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Callable
 import pandas as pd
 
 from . import paper_values
-from .results import ROOT
+from .results import results_root as default_results_root
 
 REPRODUCED, PARTLY, NOT_REPRODUCED, NOT_RUN = "reproduced", "partly", "not reproduced", "not run"
 VERDICTS = (REPRODUCED, PARTLY, NOT_REPRODUCED, NOT_RUN)
@@ -272,9 +272,10 @@ CLAIMS: list[Claim] = [
 ]
 
 
-def scorecard(profile: str, results_root: Path = ROOT / "results") -> pd.DataFrame:
-    """One row per claim: section, claim, paper, ours, verdict, rule, chapter, profile."""
-    results = Results(Path(results_root) / profile)
+def scorecard(profile: str, results_root: Path | None = None) -> pd.DataFrame:
+    """One row per claim: section, claim, paper, ours, verdict, rule, chapter, profile; read from
+    ``results_root/<profile>`` (default: where the chapters write, ``results.results_root()``)."""
+    results = Results(Path(results_root or default_results_root()) / profile)
     rows = []
     for c in CLAIMS:
         try:

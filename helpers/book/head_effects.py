@@ -16,13 +16,14 @@ from typing import Sequence
 
 import pandas as pd
 
-from .ablation import Config, single_layer_sweep, translation_sweep
-from .classifier_training import batches, encode
-from .devices import to_device
-from .sites import ENCODER_ONLY_KINDS, SEQ2SEQ_KINDS
-from .significance import (accuracy_from_stats, accuracy_stats, bleu_from_stats, bleu_stats,
-                           paired_bootstrap, resample_indices)
-from .sweep_cache import UNMASKED, SweepCache, sweep_key
+from ..heads.ablation import UNMASKED, Config, gated_runs, single_layer_sweep
+from ..heads.devices import to_device
+from ..heads.significance import (accuracy_from_stats, accuracy_stats, bleu_from_stats, bleu_stats,
+                                  paired_bootstrap, resample_indices)
+from ..heads.sites import ENCODER_ONLY_KINDS, SEQ2SEQ_KINDS
+from ..zoo import translation_model
+from ..zoo.classifier_training import batches, encode
+from .sweep_cache import SweepCache, sweep_key
 
 
 def _rows(configs: Sequence[Config], base_stats, stats_of, score, n_resamples: int, alpha: float, seed: int):
@@ -88,6 +89,28 @@ def translation_effects(model, pairs: Sequence, configs: Sequence[Config], beam:
                                    cache=cache)
     return _rows(configs, bleu_stats(base, refs), lambda c: bleu_stats(outs[c], refs), bleu_from_stats,
                  n_resamples, alpha, seed)
+
+
+def translation_sweep(model, sources: Sequence[str], configs: Sequence[Config], beam: int = 5,
+                      lenpen: float = 1.0, batch_size: int = 64, progress: bool = True,
+                      cache: SweepCache | None = None) -> tuple[list[str], dict[Config, list[str]]]:
+    """Translate ``sources`` unmasked and under every configuration (beam search, so no layer is
+    replayed: the decoder runs once per output position). Returns the unmasked hypotheses and
+    ``{config: hypotheses}``. With a ``cache`` (made for exactly these sources and settings),
+    configurations found there are not decoded again, and each new one is stored as it finishes;
+    under torchrun each process decodes its share (``SweepCache.share``)."""
+    cache = cache or SweepCache(None)
+    everything = [UNMASKED, *configs]
+    todo = cache.share(everything)  # what is missing; under torchrun, of this process's share
+
+    def decode(m):
+        return translation_model.translate(m, sources, beam=beam, lenpen=lenpen, batch_size=batch_size)
+
+    with cache.working():
+        for config, hypotheses in gated_runs(model, todo, decode, progress, desc="translation sweep"):
+            cache.put(config, hypotheses)
+    cache.wait_for(everything)
+    return cache.get(UNMASKED), {c: cache.get(c) for c in configs}
 
 
 def _cells(part: pd.DataFrame, scale: float, digits: int) -> list[str]:

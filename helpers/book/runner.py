@@ -1,8 +1,8 @@
 """Execute the book's notebooks with papermill for one profile.
 
-    python -m helpers.runner --profile course                 # every notebook
-    python -m helpers.runner --profile smoke --only 01_gates_and_pruning
-    python -m helpers.runner --profile course -p seed=3       # override a parameter
+    python -m helpers.book.runner --profile course                 # every notebook
+    python -m helpers.book.runner --profile smoke --only 01_gates_and_pruning
+    python -m helpers.book.runner --profile course -p seed=3       # override a parameter
 
 A profile is ``profiles/<name>.yml``: ``defaults`` (parameters for every notebook) and
 ``notebooks`` (per-notebook parameters, in book order). Executed copies go to
@@ -23,10 +23,10 @@ from pathlib import Path
 
 import yaml
 
+from ..zoo.locations import REPO as ROOT
 from . import shards
+from .profiles import load_profile, parameters_for, parse_overrides
 
-ROOT = Path(__file__).resolve().parent.parent
-PROFILES = ROOT / "profiles"
 NOTEBOOKS = ROOT / "notebooks"
 EXECUTED = ROOT / "book" / "executed"
 
@@ -35,47 +35,13 @@ class NotebookFailed(RuntimeError):
     pass
 
 
-def profile_folders() -> list[Path]:
-    """Where profiles are looked up: ``$SIXTEEN_HEADS_PROFILES`` (if set) first, then ``profiles/``."""
-    extra = os.environ.get("SIXTEEN_HEADS_PROFILES")
-    return ([Path(extra)] if extra else []) + [PROFILES]
-
-
-def load_profile(name: str) -> dict:
-    path = next((f / f"{name}.yml" for f in profile_folders() if (f / f"{name}.yml").exists()), None)
-    if path is None:
-        known = sorted({p.stem for f in profile_folders() for p in f.glob("*.yml")})
-        raise SystemExit(f"unknown profile {name!r}: profiles are {known} (files in {', '.join(map(str, profile_folders()))})")
-    profile = yaml.safe_load(path.read_text())
-    profile["name"] = name
-    profile.setdefault("defaults", {})
-    profile.setdefault("notebooks", {})
-    return profile
-
-
-def parameters_for(profile: dict, notebook: str, overrides: dict) -> dict:
-    params = {**profile["defaults"], **(profile["notebooks"].get(notebook) or {}), **overrides}
-    params["profile"] = profile["name"]
-    return params
-
-
-def parse_overrides(items: list[str]) -> dict:
-    """``["seed=3", "model=bert-base-uncased"]`` -> dict; values are parsed as YAML scalars."""
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"parameter override {item!r} must look like name=value")
-        out[key] = yaml.safe_load(value)
-    return out
-
-
 def helpers_digest() -> str:
     """Hash of every module of ``helpers``: a notebook's results depend on the library as much as
     on its own cells, so a change to either reruns it."""
     h = hashlib.sha256()
-    for path in sorted((ROOT / "helpers").glob("*.py")):
-        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    root = ROOT / "helpers"
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -204,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     profile = load_profile(args.profile)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the book never downloads (helpers.paper_sources does)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the book never downloads (helpers.zoo.paper_sources does)
     os.environ.setdefault(shards.JOB_STARTED, str(time.time()))  # ranks ignore status files of earlier jobs
     if shards.rank() > 0:  # under torchrun: every rank runs the notebooks, rank 0's copies are the book's
         args.output_dir = args.output_dir / f"rank{shards.rank()}"
@@ -213,9 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in profile["notebooks"]]
     if unknown:
         raise SystemExit(f"profile {args.profile!r} has no notebook {unknown}; it has {list(profile['notebooks'])}")
+    from ..zoo.locations import MissingDownloadError
+    from ..zoo.needs import check_local
     from .course import models_key
-    from .models import MissingDownloadError
-    from .paper_sources import check_local
 
     try:
         check_local(profile)

@@ -266,3 +266,8 @@ def _build_fairseq(directory: Path) -> nn.Module:
         target_dictionary=Dictionary.load(str(directory / "dict.tgt.txt")),
     )
     return TransformerModel.build_model(args, task)
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of parameters of ``model`` (each shared tensor once); drops as heads are pruned."""
+    return sum(p.numel() for p in model.parameters())

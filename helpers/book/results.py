@@ -6,14 +6,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from .atomic import atomic_path
+from ..heads.atomic import atomic_path
+from ..zoo.locations import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+
+def results_root() -> Path:
+    """``$SIXTEEN_HEADS_RESULTS`` or ``<repo>/results``: one folder per profile below it."""
+    return Path(os.environ.get("SIXTEEN_HEADS_RESULTS", ROOT / "results"))
 
 
 def results_dir(profile: str) -> Path:
-    """``$SIXTEEN_HEADS_RESULTS/<profile>`` (default ``<repo>/results/<profile>``), created."""
-    path = Path(os.environ.get("SIXTEEN_HEADS_RESULTS", ROOT / "results")) / profile
+    """``results_root()/<profile>``, created."""
+    path = results_root() / profile
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -14,7 +14,7 @@ For decoder kinds (``enc_dec``, ``dec_self``) the whole encoder is replayed as w
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
 from torch import nn
@@ -22,8 +22,9 @@ from tqdm.auto import tqdm
 
 from .gates import HeadGates
 from .sites import attention_sites, sites_by_kind
-from .sweep_cache import UNMASKED, Config, SweepCache  # Config: (kind, layer, heads to mask)
 
+Config = tuple[str, int, tuple[int, ...]]  # (kind, layer, heads masked), 0-based
+UNMASKED: Config = ("none", -1, ())  # the configuration that masks nothing
 DECODER_KINDS = ("enc_dec", "dec_self")
 
 
@@ -128,26 +129,22 @@ def _constant(value):
     return forward
 
 
-def translation_sweep(model: nn.Module, sources: Sequence[str], configs: Sequence[Config], beam: int = 5,
-                      lenpen: float = 1.0, batch_size: int = 64, progress: bool = True,
-                      cache: SweepCache | None = None) -> tuple[list[str], dict[Config, list[str]]]:
-    """Translate ``sources`` unmasked and under every configuration (beam search, so no layer is
-    replayed: the decoder runs once per output position). Returns the unmasked hypotheses and
-    ``{config: hypotheses}``. With a ``cache`` (made for exactly these sources and settings),
-    configurations found there are not decoded again, and each new one is stored as it finishes."""
-    from .translation_model import translate
+def gated_runs(model: nn.Module, configs: Sequence[Config], run: Callable[[nn.Module], Any],
+               progress: bool = True, desc: str = "masked runs") -> Iterator[tuple[Config, Any]]:
+    """Yield ``(config, run(model))`` for each configuration in turn, with that configuration's
+    heads masked (``UNMASKED`` masks none) and the gates reset afterwards.
 
-    cache = cache or SweepCache(None)
-    everything = [UNMASKED, *configs]
-    todo = cache.share(everything)  # what is missing; under torchrun, of this process's share
-    with cache.working(), HeadGates(model) as gates:
-        for config in tqdm(todo, desc="translation sweep", disable=not progress, unit="config"):
+    For computations that do not call every layer block once, such as beam search, where
+    ``single_layer_sweep`` cannot replay the layers below; each configuration costs one full
+    ``run``. Consuming the iterator lazily lets a caller store each result as it arrives.
+    """
+    with HeadGates(model) as gates:
+        for config in tqdm(configs, desc=desc, disable=not progress, unit="config"):
             if config != UNMASKED:
                 kind, layer, heads = config
                 gates.mask({kind: {layer: list(heads)}})
             try:
-                cache.put(config, translate(model, sources, beam=beam, lenpen=lenpen, batch_size=batch_size))
+                result = run(model)
             finally:
                 gates.reset()
-    cache.wait_for(everything)
-    return cache.get(UNMASKED), {c: cache.get(c) for c in configs}
+            yield config, result

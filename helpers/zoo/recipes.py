@@ -1,6 +1,6 @@
-"""How each course model is made: its data generated, trained, scored on every split.
+"""How each model of a profile is made: its data generated (or read), trained, scored on every split.
 
-``helpers.course`` caches what these functions produce under a hash of the model's settings
+``model_cache`` caches what these functions produce under a hash of the model's settings
 and of the source of this module and of the modules it calls, so a change here rebuilds.
 """
 from __future__ import annotations
@@ -56,10 +56,10 @@ def build_classifier(spec: dict, data: dict, directory: Path, progress: bool) ->
     ``spec["checkpoint"]`` as it is), save it to ``directory/model`` and score it on every other
     split; returns the record's training and score fields."""
     from .classifier_training import FineTuneConfig, align_labels, fine_tune, predict
-    from .devices import default_device
-    from .metrics import METRICS, accuracy
-    from .models import load_encoder
-    from .pruning import save_pruned
+    from ..heads.devices import default_device
+    from ..heads.metrics import METRICS, accuracy
+    from .registry import load_encoder
+    from ..heads.pruning import save_pruned
 
     labels = 3 if spec["task"] == "nli" else 2
     config = FineTuneConfig(**spec.get("fine_tune", {}))
@@ -93,15 +93,15 @@ def build_translation(spec: dict, data: dict, directory: Path, progress: bool) -
     """Train a fairseq Transformer on ``data["train"]`` with a checkpoint per epoch in
     ``directory/checkpoints`` (resuming from ``last.pt`` if there is one), save the final model
     to ``directory/model`` and score it (beam search, tokenised BLEU) on every other split."""
-    from .devices import default_device
-    from .metrics import bleu
-    from .pruning import save_pruned
+    from ..heads.devices import default_device
+    from ..heads.metrics import bleu
+    from ..heads.pruning import save_pruned
     from .translation_model import TranslationConfig, model_for, train, translate
 
     if spec.get("archive"):  # a published model (the paper's WMT): scored, not trained
-        from .paper_sources import load_fairseq_archive
+        from .registry import load_model
 
-        model, history, seconds = load_fairseq_archive(spec["archive"]).to(default_device()), [], 0.0
+        model, history, seconds = load_model(spec["archive"])[0].to(default_device()), [], 0.0
         save_pruned(model, directory / "model")
     else:
         config = TranslationConfig(**spec.get("train", {}))

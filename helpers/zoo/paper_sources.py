@@ -2,14 +2,13 @@
 
 Nothing in this module touches the network while the book runs. On a machine with internet,
 
-    python -m helpers.paper_sources --profile paper download   # (make data PROFILE=paper)
+    python -m helpers.book.downloads --profile paper download   # (make data PROFILE=paper)
 
 fetches what the profile names into the data folder (``$SIXTEEN_HEADS_DATA``, default
 ``<repo>/data``); the GPU machine then needs only that folder. Every path in a profile's
 ``models`` section is a *path parameter*: absolute, or relative to the data folder, so
-pointing one at your own copy is a one-line change (or a copied profile). When something is
-missing, ``check_local`` (which ``make models`` and the runner call first) stops with one
-message that lists each missing item, what it is, where it is expected and how to get it.
+pointing one at your own copy is a one-line change (or a copied profile). What a profile
+reads, and the message when something is missing, are in ``needs.py``.
 
 Formats, one reader each:
 
@@ -35,41 +34,22 @@ Every sentence stays in the subword units the model reads; BLEU merges BPE befor
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import os
-import shutil
-import sys
-import tarfile
 import types
-import urllib.request
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
+from ..heads.atomic import atomic_path
+from ..heads.fairseq_compat import import_fairseq
 from . import appendix_tasks, nli_task, translation_task
-from .atomic import atomic_path
-from .models import MissingDownloadError
-from .results import ROOT
+from .locations import data_root, local_path
 
-DATA_ENV = "SIXTEEN_HEADS_DATA"
 ARCHIVE_URLS = {  # REFERENCE.md §1.1 (the fairseq README link, now on dl.fbaipublicfiles.com)
     "wmt14.en-fr.joined-dict.transformer":
         "https://dl.fbaipublicfiles.com/fairseq/models/wmt14.en-fr.joined-dict.transformer.tar.bz2",
 }
-DOWNLOAD = "python -m helpers.paper_sources --profile {profile} download"
-
-
-def data_root() -> Path:
-    """``$SIXTEEN_HEADS_DATA`` or ``<repo>/data``."""
-    return Path(os.environ.get(DATA_ENV, ROOT / "data"))
-
-
-def local_path(path: str | os.PathLike) -> Path:
-    """``path`` as given when absolute, else under ``data_root()``."""
-    path = Path(path).expanduser()
-    return path if path.is_absolute() else data_root() / path
 
 
 # ---- GLUE ----------------------------------------------------------------------------------
@@ -183,8 +163,6 @@ class Preprocessor:
     space-separated subword tokens the model reads and writes."""
 
     def __init__(self, langpair: str, bpe_codes: Path):
-        from .fairseq_compat import import_fairseq
-
         import_fairseq()
         from fairseq.data.encoders.moses_tokenizer import MosesTokenizer, MosesTokenizerConfig
         from fairseq.data.encoders.subword_nmt_bpe import SubwordNMTBPE, SubwordNMTBPEConfig
@@ -240,7 +218,7 @@ def resolve_model(name: str) -> str:
     return name
 
 
-def _in_hub_cache(name: str) -> bool:
+def in_hub_cache(name: str) -> bool:
     try:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:  # pragma: no cover - transformers depends on it
@@ -253,8 +231,6 @@ def load_fairseq_archive(folder: str | os.PathLike):
     ``model.pt`` with the dictionaries beside it. fairseq's own loader cannot open these files
     on torch >= 2.6 (``torch.load`` now refuses pickled ``argparse.Namespace``), so this reads
     the file itself and then lets fairseq upgrade old checkpoints as it always did."""
-    from .fairseq_compat import import_fairseq
-
     import_fairseq()
     import torch
     from fairseq import checkpoint_utils
@@ -273,158 +249,3 @@ def load_fairseq_archive(folder: str | os.PathLike):
     model = TransformerModel.build_model(cfg.model, task)
     model.load_state_dict(state["model"], strict=True, model_cfg=cfg.model)
     return model.eval()
-
-
-# ---- what a profile needs ---------------------------------------------------------------------
-@dataclass(frozen=True)
-class Need:
-    model: str                 # the profile's model that needs it
-    what: str                  # in words
-    path: Path                 # where it is expected
-    how: str                   # how to get it
-    fetch: Callable[[], None] | None = None  # what `download` runs (None: by hand, see `how`)
-
-    def present(self) -> bool:
-        return self.path.exists()
-
-
-def _glue_need(model: str, task: str, folder: str) -> Need:
-    spec, path = GLUE[task], local_path(folder)
-
-    def fetch() -> None:
-        from datasets import load_dataset
-
-        ds = load_dataset("nyu-mll/glue", spec.hub_config)
-        write_glue(task, {ours: list(ds[theirs]) for ours, theirs in spec.hub_splits.items()}, path)
-
-    return Need(model, f"GLUE {spec.folder} ({', '.join(spec.files.values())})", path / spec.files["train"],
-                f"GLUE's {spec.folder} folder (e.g. from `datasets`: nyu-mll/glue, {spec.hub_config})", fetch)
-
-
-def _test_set_need(model: str, folder: str, test_set: str, langpair: str) -> Need:
-    src_path, ref_path = test_set_files(folder, test_set, langpair)
-
-    def fetch() -> None:
-        from sacrebleu.utils import get_reference_files, get_source_file
-
-        src_path.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(get_source_file(test_set, langpair), src_path)
-        shutil.copyfile(get_reference_files(test_set, langpair)[0], ref_path)
-
-    return Need(model, f"test set {test_set} {langpair} (sacrebleu)", ref_path,
-                f"`sacrebleu -t {test_set} -l {langpair} --echo src > {src_path}` and `--echo ref > {ref_path}`", fetch)
-
-
-def _archive_need(model: str, folder: str) -> Need:
-    path = local_path(folder)
-    url = ARCHIVE_URLS.get(path.name)
-
-    def fetch() -> None:
-        archive = path.parent / f"{path.name}.tar.bz2"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        urllib.request.urlretrieve(url, archive)
-        with tarfile.open(archive) as tar:
-            tar.extractall(path.parent, filter="data")
-        archive.unlink()
-
-    how = f"download and unpack {url}" if url else "a fairseq archive folder (model.pt, dict.*.txt, bpecodes)"
-    return Need(model, f"fairseq model archive {path.name}", path / "model.pt", how, fetch if url else None)
-
-
-def _hub_need(model: str, name: str) -> Need | None:
-    resolved = resolve_model(name)
-    if resolved != name or Path(name).is_absolute() or _in_hub_cache(name):
-        return None
-    target = data_root() / name
-
-    def fetch() -> None:
-        from huggingface_hub import snapshot_download
-
-        snapshot_download(repo_id=name, local_dir=target)
-
-    return Need(model, f"Hugging Face model {name}", target / "config.json",
-                f"`huggingface-cli download {name} --local-dir {target}`", fetch)
-
-
-def needs(profile: dict) -> list[Need]:
-    """Everything the external models of ``profile`` read (models with a ``data`` or ``archive``
-    section, or a hub encoder), in profile order."""
-    out: list[Need] = []
-    for name, spec in (profile.get("models") or {}).items():
-        data = spec.get("data") or {}
-        if "glue" in data:
-            out.append(_glue_need(name, spec["task"], data["glue"]))
-        for split_sets in (data.get("splits") or {}).values():
-            out += [_test_set_need(name, data["folder"], s, data["langpair"]) for s in split_sets]
-        if "prepared" in data:
-            folder = local_path(data["prepared"])
-            out.append(Need(name, f"corpus {folder.name} prepared by fairseq's prepare-iwslt14.sh",
-                            folder / f"train.{data['langpair'].split('-')[0]}",
-                            "run fairseq's examples/translation/prepare-iwslt14.sh (it needs mosesdecoder and "
-                            "subword-nmt) and put its output folder there"))
-        if spec.get("archive"):
-            out.append(_archive_need(name, spec["archive"]))
-        for key in ("checkpoint", "encoder"):
-            if spec.get(key) and "data" in spec and spec[key] not in ("minilm", "tiny-bert"):
-                need = _hub_need(name, spec[key])
-                out += [need] if need else []
-                break
-    return out
-
-
-def check_local(profile: dict) -> None:
-    """Raise ``MissingDownloadError`` listing every missing item of ``profile`` (see ``needs``)."""
-    missing = [n for n in needs(profile) if not n.present()]
-    if not missing:
-        return
-    lines = [f"- [{n.model}] {n.what}: expected at {n.path}\n    get it: {n.how}" for n in missing]
-    raise MissingDownloadError(
-        f"profile {profile['name']!r} reads {len(missing)} item(s) that are not on this machine, and the book "
-        f"never downloads while it runs:\n" + "\n".join(lines) +
-        f"\nOn a machine with internet, `{DOWNLOAD.format(profile=profile['name'])}` fetches them into "
-        f"{data_root()} (${DATA_ENV}); copy that folder here. Or point the profile's path parameters "
-        f"(models.<name>.data / archive / encoder / checkpoint) at your own copies.")
-
-
-def download(profile: dict) -> list[Need]:
-    """Fetch every missing item of ``profile`` that can be fetched; returns those left to do by hand."""
-    from tqdm.auto import tqdm
-
-    left = []
-    for need in tqdm([n for n in needs(profile) if not n.present()], desc="download", unit="item"):
-        if need.fetch is None:
-            left.append(need)
-            continue
-        tqdm.write(f"[{need.model}] {need.what} -> {need.path}")
-        need.fetch()
-    return left
-
-
-def main(argv: list[str] | None = None) -> int:
-    from .runner import load_profile
-
-    parser = argparse.ArgumentParser(description="List, check or download what a profile's models read.")
-    parser.add_argument("--profile", default="paper")
-    parser.add_argument("action", choices=["list", "check", "download"])
-    args = parser.parse_args(argv)
-    profile = load_profile(args.profile)
-    if args.action == "list":
-        for n in needs(profile):
-            print(f"{'ok     ' if n.present() else 'MISSING'} [{n.model}] {n.what}: {n.path}")
-        return 0
-    if args.action == "check":
-        try:
-            check_local(profile)
-        except MissingDownloadError as err:
-            print(err, file=sys.stderr)
-            return 1
-        print(f"everything profile {args.profile!r} reads is in place")
-        return 0
-    left = download(profile)
-    for n in left:
-        print(f"[{n.model}] {n.what}: do this by hand: {n.how}; expected at {n.path}", file=sys.stderr)
-    return 1 if left else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,48 @@
+"""Profiles: ``profiles/<name>.yml`` holds ``defaults`` (parameters of every notebook),
+``notebooks`` (per-notebook parameters, in book order) and ``models`` (what ``course`` builds).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+
+from ..zoo.locations import REPO
+
+PROFILES = REPO / "profiles"
+
+
+def profile_folders() -> list[Path]:
+    """Where profiles are looked up: ``$SIXTEEN_HEADS_PROFILES`` (if set) first, then ``profiles/``."""
+    extra = os.environ.get("SIXTEEN_HEADS_PROFILES")
+    return ([Path(extra)] if extra else []) + [PROFILES]
+
+
+def load_profile(name: str) -> dict:
+    path = next((f / f"{name}.yml" for f in profile_folders() if (f / f"{name}.yml").exists()), None)
+    if path is None:
+        known = sorted({p.stem for f in profile_folders() for p in f.glob("*.yml")})
+        raise SystemExit(f"unknown profile {name!r}: profiles are {known} (files in {', '.join(map(str, profile_folders()))})")
+    profile = yaml.safe_load(path.read_text())
+    profile["name"] = name
+    profile.setdefault("defaults", {})
+    profile.setdefault("notebooks", {})
+    return profile
+
+
+def parameters_for(profile: dict, notebook: str, overrides: dict) -> dict:
+    params = {**profile["defaults"], **(profile["notebooks"].get(notebook) or {}), **overrides}
+    params["profile"] = profile["name"]
+    return params
+
+
+def parse_overrides(items: list[str]) -> dict:
+    """``["seed=3", "model=bert-base-uncased"]`` -> dict; values are parsed as YAML scalars."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"parameter override {item!r} must look like name=value")
+        out[key] = yaml.safe_load(value)
+    return out

@@ -1,0 +1,45 @@
+"""The head library: gate, score and prune the attention heads of a transformer.
+
+It imports torch, transformers and (for fairseq models) fairseq, and nothing from the rest of
+``helpers``; a project that only wants head gates or pruning uses this package alone.
+
+* sites.py: ``attention_sites(model)``, every multi-head attention block of a supported family
+  (``SUPPORTED_FAMILIES``) with its kind, layer, head count and head size;
+* gates.py: ``HeadGates(model)``, per-head gates xi_h (§2.3) as a context manager;
+* importance.py: ``head_importance``, I_h = E_x |dL(x)/dxi_h| (§4.1, eq. 2);
+* pruning.py: ``prune_heads`` (physical removal), ``kept_heads``/``pruned_heads``,
+  ``save_pruned``/``load_pruned``, ``count_parameters``;
+* ablation.py: sweeps that mask heads one configuration at a time (§3.2, §3.3);
+* pruning_curves.py: score against the share of heads pruned, in importance, ablation or
+  random order (§4.2);
+* throughput.py: examples per second and FLOPs, full against pruned (§4.3);
+* significance.py: the paired bootstrap test of a score change (§3.2);
+* metrics.py: accuracy, Matthews, F1 and tokenised BLEU;
+* devices.py, atomic.py, fairseq_compat.py: moving batches to a model's device, atomic writes,
+  importing fairseq 0.12 quietly.
+"""
+from .ablation import UNMASKED, Config, all_but_one_configs, gated_runs, one_head_configs, single_layer_sweep
+from .gates import GateRecord, HeadGates, HeadSpec
+from .importance import head_importance
+from .pruning import count_parameters, kept_heads, load_pruned, prune_heads, pruned_heads, save_pruned
+from .pruning_curves import order_by_ablation, order_by_importance, prunable_share, pruning_curve, random_order
+from .significance import paired_bootstrap
+from .sites import (
+    SUPPORTED_FAMILIES,
+    AttentionSite,
+    HeadSpecError,
+    UnsupportedModelError,
+    attention_sites,
+    family_of,
+    layout,
+)
+from .throughput import compare_speed, forward_flops, throughput
+
+__all__ = [
+    "AttentionSite", "Config", "GateRecord", "HeadGates", "HeadSpec", "HeadSpecError", "SUPPORTED_FAMILIES",
+    "UNMASKED", "UnsupportedModelError", "all_but_one_configs", "attention_sites", "compare_speed",
+    "count_parameters", "family_of", "forward_flops", "gated_runs", "head_importance", "kept_heads", "layout",
+    "load_pruned", "one_head_configs", "order_by_ablation", "order_by_importance", "paired_bootstrap",
+    "prunable_share", "prune_heads", "pruned_heads", "pruning_curve", "random_order", "save_pruned",
+    "single_layer_sweep", "throughput",
+]

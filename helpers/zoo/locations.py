@@ -1,0 +1,34 @@
+"""Where models and data live on disk, and the error raised when something is not there.
+
+* ``data_root()``: the paper profile's downloads, ``$SIXTEEN_HEADS_DATA`` or ``<repo>/data``;
+* ``cache_root()``: models generated and trained here, ``$SIXTEEN_HEADS_CACHE`` or
+  ``<repo>/.cache/models``.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+DATA_ENV = "SIXTEEN_HEADS_DATA"
+CACHE_ENV = "SIXTEEN_HEADS_CACHE"
+
+
+class MissingDownloadError(FileNotFoundError):
+    """A model or data set must be downloaded first and this machine is offline."""
+
+
+def data_root() -> Path:
+    """``$SIXTEEN_HEADS_DATA`` or ``<repo>/data``."""
+    return Path(os.environ.get(DATA_ENV, REPO / "data"))
+
+
+def local_path(path: str | os.PathLike) -> Path:
+    """``path`` as given when absolute, else under ``data_root()``."""
+    path = Path(path).expanduser()
+    return path if path.is_absolute() else data_root() / path
+
+
+def cache_root() -> Path:
+    """``$SIXTEEN_HEADS_CACHE`` or ``<repo>/.cache/models``."""
+    return Path(os.environ.get(CACHE_ENV, REPO / ".cache" / "models"))

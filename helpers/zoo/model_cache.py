@@ -1,0 +1,137 @@
+"""The cache of models generated and trained here: one folder per model.
+
+A model (a ``spec`` from a profile's ``models`` section: its task, data sizes, encoder and
+training settings) is built in ``<cache_root()>/<name>-<hash>/``, where the hash covers its
+settings and the source of the code that generates its data and trains it. A build runs in
+``<folder>.partial`` and is renamed only when complete; a finished folder holds:
+
+* ``record.json``: task, settings, training time, the machine, scores on every split;
+* ``data/<split>.jsonl``: the examples (generated, or read from the paper's downloads);
+* ``model/``: the model as ``save_pruned`` wrote it (``registry.load_model`` reads it);
+* ``checkpoints/checkpoint<epoch>``: translation models only, one per epoch.
+
+Its model and data are never written again, so a second build reuses them. An interrupted
+translation model resumes from its last finished epoch.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import random
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from torch import nn
+
+from ..heads.atomic import atomic_path
+from . import appendix_tasks, nli_task, registry, translation_task
+from .locations import cache_root
+from .recipes import build_classifier, build_translation, generate_data, machine
+
+# the code that generates a model's data and trains it, relative to helpers/: a change rebuilds
+_SOURCES = ("zoo/lexicon.py", "zoo/nli_task.py", "zoo/appendix_tasks.py", "zoo/translation_task.py",
+            "zoo/classifier_training.py", "zoo/translation_model.py", "zoo/recipes.py", "zoo/registry.py",
+            "zoo/splits.py", "zoo/paper_sources.py", "zoo/model_cache.py", "heads/metrics.py")
+
+
+@functools.lru_cache(maxsize=1)
+def _code_digest() -> bytes:
+    """Digest of the code that generates and trains the models, read once per process."""
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parents[1]
+    for source in _SOURCES:
+        h.update((root / source).read_bytes())
+    return h.digest()
+
+
+def spec_hash(name: str, spec: dict) -> str:
+    """12 hex digits over the model's settings and the code that builds it."""
+    h = hashlib.sha256(json.dumps({"name": name, "spec": spec}, sort_keys=True).encode())
+    h.update(_code_digest())
+    return h.hexdigest()[:12]
+
+
+def folder_of(name: str, spec: dict) -> Path:
+    """``<cache_root()>/<name>-<spec_hash>``: where model ``name`` with settings ``spec`` lives."""
+    return cache_root() / f"{name}-{spec_hash(name, spec)}"
+
+
+def is_built(folder: Path) -> bool:
+    return (folder / "record.json").exists()
+
+
+def read_record(folder: Path) -> dict:
+    return json.loads((folder / "record.json").read_text())
+
+
+# ---- building ----------------------------------------------------------------------------------
+def _write_data(data: dict[str, list], directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for split, examples in data.items():
+        with atomic_path(directory / f"{split}.jsonl") as tmp:
+            tmp.write_text("".join(json.dumps(dataclasses.asdict(e)) + "\n" for e in examples))
+
+
+def build_into(spec: dict, name: str, final: Path, progress: bool = True) -> dict:
+    """Generate the data and train model ``name`` in ``<final>.partial``, then rename it to
+    ``final``; returns its record."""
+    partial = final.with_name(final.name + ".partial")
+    if spec["task"] != "translation" and partial.exists():
+        shutil.rmtree(partial)  # a classifier restarts; only translation training resumes
+    partial.mkdir(parents=True, exist_ok=True)
+    data = generate_data(spec)
+    _write_data(data, partial / "data")
+    if progress:
+        print(f"[{name}] training ({spec['task']}) in {partial}", file=sys.stderr, flush=True)
+    build = build_translation if spec["task"] == "translation" else build_classifier
+    record = {"name": name, "task": spec["task"], "spec": spec, "hash": final.name.rsplit("-", 1)[1],
+              **build(spec, data, partial, progress), "machine": machine(),
+              "built": time.strftime("%Y-%m-%d %H:%M:%S")}
+    record["sizes"] = {split: len(examples) for split, examples in data.items()}
+    with atomic_path(partial / "record.json") as tmp:
+        tmp.write_text(json.dumps(record, indent=2))
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(partial, final)
+    return record
+
+
+# ---- reading -----------------------------------------------------------------------------------
+_EXAMPLE_TYPES = {"nli": nli_task.Example, "translation": translation_task.Pair}
+
+
+def read_data(folder: Path, task: str) -> dict[str, list]:
+    """The splits stored with a built model: ``{split: [Example or Pair]}``."""
+    cls = _EXAMPLE_TYPES.get(task, appendix_tasks.Example)
+    out = {}
+    for path in sorted((folder / "data").glob("*.jsonl")):
+        out[path.stem] = [cls(**json.loads(line)) for line in path.read_text().splitlines()]
+    return out
+
+
+def subset(examples: Sequence, n: int, seed: int = 0) -> list:
+    """``n`` examples drawn at random (fixed ``seed``, so every chapter draws the same ones and
+    shares their cached sweeps), kept in their original order; all of them when ``n`` is 0 or
+    at least their number. Not the first ``n``: generated splits are filled label by label, so a
+    prefix is not representative (the first 300 of ``nli``'s matched split are 58% neutral)."""
+    if not n or n >= len(examples):
+        return list(examples)
+    return [examples[i] for i in sorted(random.Random(seed).sample(range(len(examples)), n))]
+
+
+def load_built(folder: Path, epoch: int | None = None) -> tuple[nn.Module, object]:
+    """``(model, tokenizer or None)`` of a built model, the final one or the checkpoint after
+    ``epoch`` (translation models), through the registry's ``trained`` source; eval mode, CPU."""
+    if epoch is None:
+        return registry.load_model(folder / "model")
+    path = folder / "checkpoints" / f"checkpoint{epoch}"
+    if not path.exists():
+        have = sorted(int(p.name.removeprefix("checkpoint")) for p in (folder / "checkpoints").glob("checkpoint*"))
+        raise FileNotFoundError(f"{folder.name} has no checkpoint for epoch {epoch}; it has epochs {have}")
+    return registry.load_model(path)

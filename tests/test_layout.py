@@ -1,0 +1,185 @@
+"""helpers/ has three parts imported one way: book -> zoo -> heads, with no import cycle.
+
+The graph is read from the source (every ``import`` statement, at module level or inside a
+function), so a lazy import that would close a cycle counts as much as a top-level one.
+"""
+import ast
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PARTS = {"heads": 0, "zoo": 1, "book": 2}  # a part may import its own rank or lower
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _resolve(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """``{module: modules of the package under root that it imports}``."""
+    package = root.name
+    files = {module_name(p, root): p for p in root.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = _resolve(node, module, path.name == "__init__.py")
+                for alias in node.names:  # `from pkg import mod` imports a module, `from mod import f` a name
+                    targets.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in files else base)
+        graph[module] = {t for t in targets if t in files and t.split(".")[0] == package and t != module}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as ``[a, b, ..., a]``, or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def part_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def wrong_way(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Imports that go up (heads -> zoo or book, zoo -> book); the top ``helpers`` package may
+    import only the head library."""
+    bad = []
+    for module, targets in graph.items():
+        mine = part_of(module)
+        for target in targets:
+            theirs = part_of(target)
+            if mine is None and theirs != "heads":
+                bad.append((module, target))
+            elif mine is not None and theirs is not None and PARTS[theirs] > PARTS[mine]:
+                bad.append((module, target))
+    return sorted(bad)
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return import_graph(ROOT / "helpers")
+
+
+def test_every_module_belongs_to_one_of_the_three_parts(graph):
+    loose = [m for m in graph if m != "helpers" and part_of(m) not in PARTS]
+    assert not loose, f"modules outside helpers/heads, helpers/zoo, helpers/book: {loose}"
+    assert all(part in {part_of(m) for m in graph} for part in PARTS)
+
+
+def test_helpers_has_no_import_cycle(graph):
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
+
+
+def test_imports_go_one_way_book_zoo_heads(graph):
+    assert wrong_way(graph) == []
+
+
+def test_the_checks_catch_a_cycle_and_an_upward_import(tmp_path):
+    pkg = tmp_path / "pkg"
+    for part in ("heads", "zoo", "book"):
+        (pkg / part).mkdir(parents=True)
+        (pkg / part / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("from .heads import gates\n")
+    (pkg / "heads" / "gates.py").write_text("def f():\n    from ..zoo.models import load  # lazy, still counted\n")
+    (pkg / "zoo" / "models.py").write_text("from ..heads import gates\nfrom ..book import runner\n")
+    (pkg / "book" / "runner.py").write_text("import pkg.zoo.models\n")
+    fake = import_graph(pkg)
+    assert fake["pkg.heads.gates"] == {"pkg.zoo.models"}
+    assert fake["pkg.zoo.models"] == {"pkg.heads.gates", "pkg.book.runner"}
+    cycle = find_cycle(fake)
+    assert cycle[0] == cycle[-1] and set(cycle) in ({"pkg.book.runner", "pkg.zoo.models"},
+                                                    {"pkg.heads.gates", "pkg.zoo.models"})
+    assert wrong_way(fake) == [("pkg.heads.gates", "pkg.zoo.models"), ("pkg.zoo.models", "pkg.book.runner")]
+
+
+def _loaded_after(statement: str) -> set[str]:
+    code = f"import sys; {statement}; print(' '.join(m for m in sys.modules if m.startswith('helpers')))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    return set(out.stdout.split())
+
+
+def test_the_head_library_loads_without_the_other_parts():
+    for statement in ("import helpers", "import helpers.heads", "from helpers.heads import pruning_curves"):
+        loaded = _loaded_after(statement)
+        assert "helpers.heads.gates" in loaded
+        assert not {m for m in loaded if part_of(m) in ("zoo", "book")}, (statement, loaded)
+
+
+def test_import_helpers_keeps_the_public_api():
+    import helpers
+    from helpers import heads
+
+    for name in ("attention_sites", "HeadGates", "head_importance", "prune_heads", "kept_heads", "pruned_heads",
+                 "save_pruned", "load_pruned", "SUPPORTED_FAMILIES", "HeadSpecError", "UnsupportedModelError"):
+        assert getattr(helpers, name) is getattr(heads, name), name
+    assert set(helpers.__all__) <= set(heads.__all__)
+    assert all(hasattr(heads, name) for name in heads.__all__)
+
+
+def test_the_installed_project_ships_every_subpackage():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    packages = set(config["tool"]["setuptools"]["packages"])
+    on_disk = {module_name(p, ROOT / "helpers") for p in (ROOT / "helpers").rglob("__init__.py")}
+    assert packages == on_disk
+
+
+def _call(name: str, obj) -> str:
+    """``name(a, b=1, *, c=None)`` as the API page writes a signature: no annotations."""
+    import inspect
+
+    parts, star = [], False
+    for p in inspect.signature(obj).parameters.values():
+        if p.kind is p.KEYWORD_ONLY and not star:
+            parts.append("*")
+            star = True
+        parts.append(p.name if p.default is p.empty else f"{p.name}={p.default!r}")
+    return f"{name}({', '.join(parts)})"
+
+
+def test_the_api_page_lists_every_public_name_with_its_current_signature():
+    import inspect
+
+    from helpers import heads
+
+    page = (ROOT / "book" / "api.md").read_text()
+    assert "book/api" in (ROOT / "_toc.yml").read_text()
+    for name in heads.__all__:
+        obj = getattr(heads, name)
+        if inspect.isfunction(obj) or name == "HeadGates":
+            assert f"`{_call(name, obj)}`" in page, f"book/api.md lacks {_call(name, obj)}"
+        else:
+            assert f"`{name}`" in page, f"book/api.md does not mention {name}"

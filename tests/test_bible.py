@@ -51,14 +51,19 @@ def _verses(chapters, per_chapter=3):
 
 
 def test_chapter_splits_hold_out_whole_chapters_reproducibly():
-    verses = _verses([(b, c) for b in range(1, 6) for c in range(1, 5)])
-    splits = bible.chapter_splits(verses, {"test13": 3, "test14": 2}, seed=1)
+    verses = _verses([(b, c) for b in range(1, 6) for c in range(1, 5)])  # 20 chapters of 3 verses
+    sizes = {"train": 20, "test13": 5, "test14": 4}
+    splits = bible.chapter_splits(verses, sizes, seed=1)
+    assert {s: len(vs) for s, vs in splits.items()} == sizes
     chapters = {s: {v.key[:2] for v in vs} for s, vs in splits.items()}
-    assert len(chapters["test13"]) == 3 and len(chapters["test14"]) == 2 and len(chapters["train"]) == 15
-    assert not (chapters["test13"] & chapters["test14"]) and not (chapters["train"] & chapters["test14"])
-    assert sorted(v.key for vs in splits.values() for v in vs) == sorted(v.key for v in verses)
+    assert len(chapters["test13"]) == 2 and len(chapters["test14"]) == 2  # whole chapters until the size is reached
+    assert not (chapters["test13"] & chapters["test14"]) and not (chapters["train"] & (chapters["test13"] | chapters["test14"]))
+    assert len({v.key for vs in splits.values() for v in vs}) == sum(sizes.values())
     assert all(vs == sorted(vs, key=lambda v: v.key) for vs in splits.values())
-    assert bible.chapter_splits(verses, {"test13": 3, "test14": 2}, seed=1) == splits
-    assert bible.chapter_splits(verses, {"test13": 3, "test14": 2}, seed=2) != splits
-    with pytest.raises(ValueError, match="none of the 20 to train on"):
-        bible.chapter_splits(verses, {"test13": 10, "test14": 10})
+    assert bible.chapter_splits(verses, sizes, seed=1) == splits
+    assert bible.chapter_splits(verses, sizes, seed=2) != splits
+    assert len(bible.chapter_splits(verses, {"train": 0, "test13": 3}, seed=1)["train"]) == 57
+    with pytest.raises(ValueError, match="run out of chapters before split 'test14'"):
+        bible.chapter_splits(verses, {"test13": 40, "test14": 30})
+    with pytest.raises(ValueError, match="train asks for 60 verses"):
+        bible.chapter_splits(verses, {"train": 60, "test13": 3})

@@ -18,9 +18,11 @@ name               code  translation
 
 ``read_verses`` returns the verses present and non-empty in every requested version, cleaned
 of the database's markup (``God`s`` for an apostrophe, ``[ ]`` around words the translators
-supplied). ``chapter_splits`` assigns whole chapters to splits, so that no test verse has a
-training verse from its own chapter beside it, while every split still samples all books
-(the same genres and style: an in-domain test, as newstest is for WMT).
+supplied). ``chapter_splits`` gives each held-out split whole chapters, so that no test verse
+has a training verse from its own chapter beside it, while chapters drawn at random from all 66
+books keep every split in the same genres and style: an in-domain test, as newstest is for WMT.
+Holding out whole books instead would make each test a different genre (a domain shift of its
+own), which is the out-of-domain set's role, not the in-domain one's.
 """
 from __future__ import annotations
 
@@ -84,18 +86,38 @@ def read_verses(versions: Sequence[str], db: Path | None = None) -> list[Verse]:
     return [Verse(k, {n: texts[n][k] for n in versions}) for k in keys if all(texts[n][k] for n in versions)]
 
 
-def chapter_splits(verses: Sequence[Verse], held_out: Mapping[str, int], seed: int = 0) -> dict[str, list[Verse]]:
-    """Whole chapters to each held-out split (``{split: number of chapters}``), drawn at random
-    with ``seed``; every other chapter to ``train``. Verses keep canonical order in each split."""
-    chapters = sorted({v.key[:2] for v in verses})
-    if sum(held_out.values()) >= len(chapters):
-        raise ValueError(f"{sum(held_out.values())} held-out chapters leave none of the {len(chapters)} to train on")
-    order = random.Random(seed).sample(chapters, len(chapters))
-    split_of, start = {}, 0
-    for split, count in held_out.items():
-        split_of.update({c: split for c in order[start:start + count]})
-        start += count
-    out: dict[str, list[Verse]] = {"train": [], **{s: [] for s in held_out}}
+def chapter_splits(verses: Sequence[Verse], sizes: Mapping[str, int], seed: int = 0) -> dict[str, list[Verse]]:
+    """``sizes[split]`` verses per split, each held-out split made of whole chapters.
+
+    Chapters are shuffled with ``seed``; each held-out split (every name but ``train``, in the
+    order of ``sizes``) takes whole chapters until it has at least its size, then keeps that
+    many of their verses at random. ``train`` draws its size (all, if 0) from the chapters no
+    held-out split took, so no training verse shares a chapter with a held-out one. Verses keep
+    canonical order in each split.
+    """
+    chapters: dict[tuple[int, int], list[Verse]] = {}
     for verse in verses:
-        out[split_of.get(verse.key[:2], "train")].append(verse)
-    return out
+        chapters.setdefault(verse.key[:2], []).append(verse)
+    rng = random.Random(seed)
+    order = iter(rng.sample(sorted(chapters), len(chapters)))
+    out: dict[str, list[Verse]] = {}
+    for split, size in sizes.items():
+        if split == "train":
+            continue
+        pool: list[Verse] = []
+        while len(pool) < size:
+            chapter = next(order, None)
+            if chapter is None:
+                raise ValueError(f"the {len(verses)} verses run out of chapters before split {split!r} has {size}")
+            pool += chapters[chapter]
+        out[split] = _draw(pool, size, rng)
+    if "train" in sizes:
+        rest = [v for chapter in order for v in chapters[chapter]]
+        if sizes["train"] > len(rest):
+            raise ValueError(f"train asks for {sizes['train']} verses but the chapters left hold {len(rest)}")
+        out["train"] = _draw(rest, sizes["train"] or len(rest), rng)
+    return {split: out[split] for split in sizes}
+
+
+def _draw(pool: Sequence[Verse], n: int, rng: random.Random) -> list[Verse]:
+    return sorted(rng.sample(list(pool), n), key=lambda v: v.key)

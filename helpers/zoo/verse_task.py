@@ -1,0 +1,115 @@
+"""Tasks made from the verse-aligned Bible (``bible.py``): real English and French text.
+
+Translation, in the WMT En-Fr role (the paper's §3 to §5):
+
+* source: the World English Bible (``web``); reference: Louis Segond 1910 (``segond``);
+* ``train`` and ``valid``, and two disjoint in-domain test sets, ``test13`` (newstest2013's
+  role: choosing heads) and ``test14`` (newstest2014's: reporting), each of whole chapters
+  unseen in training (``bible.chapter_splits``);
+* ``mtnt`` (MTNT's role, out of domain): chapters of their own with the Bible in Basic English
+  (1949, a vocabulary of 850 words, other syntax) as the source, against the same French; the
+  shift is in the input, as MTNT's noisy Reddit English is for a model trained on news;
+* each pair's ``oracle`` is a second human translation, Ostervald 1996: BLEU(oracle, ref) is
+  what another translator scores against Segond, a ceiling for single-reference BLEU.
+
+Sentences are Moses-tokenised (sacremoses, as fairseq's ``moses`` encoder) and split with a joint
+BPE (subword-nmt) learned on the training pairs only; BLEU merges BPE back and scores Moses tokens
+(tokenised BLEU, as the paper reports). Verses longer than ``max_words`` words in any version
+used are left out, to bound sequence length on a CPU.
+
+Paraphrase, in the MRPC role (Appendix B): the same verse in two English versions (``web`` and
+``basic``) is a paraphrase (label 1); a verse against a different verse close by in the same
+chapter (up to three verses away, other version) is not (label 0). Half of each split is each.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import random
+from typing import Mapping, Sequence
+
+from . import bible
+from .appendix_tasks import Example
+from .translation_task import Pair
+
+SOURCE, REFERENCE, SHIFTED, SECOND_FRENCH = "web", "segond", "basic", "ostervald"
+TRANSLATION_SPLITS = ("train", "valid", "test13", "test14", "mtnt")
+PARAPHRASE_SPLITS = ("train", "valid")
+
+
+def _check(sizes: Mapping[str, int], names: Sequence[str]) -> None:
+    unknown = set(sizes) - set(names)
+    if unknown:
+        raise ValueError(f"unknown split(s) {sorted(unknown)}; the splits are {tuple(names)}")
+
+
+def _short(verses: Sequence[bible.Verse], max_words: int) -> list[bible.Verse]:
+    return [v for v in verses if all(len(t.split()) <= max_words for t in v.texts.values())]
+
+
+class Subwords:
+    """Moses tokenisation per language, then one joint BPE learned from training text."""
+
+    def __init__(self, train_lines: Sequence[str], merges: int):
+        from subword_nmt.apply_bpe import BPE
+        from subword_nmt.learn_bpe import learn_bpe
+
+        codes = io.StringIO()
+        with contextlib.redirect_stderr(io.StringIO()):  # learn_bpe draws a progress bar per call
+            learn_bpe(io.StringIO("\n".join(train_lines) + "\n"), codes, merges, min_frequency=2)
+        codes.seek(0)
+        self._bpe = BPE(codes)
+
+    @staticmethod
+    def tokenize(texts: Sequence[str], lang: str) -> list[str]:
+        from sacremoses import MosesTokenizer
+
+        tok = MosesTokenizer(lang=lang)
+        return [tok.tokenize(t, return_str=True, escape=False, aggressive_dash_splits=True) for t in texts]
+
+    def encode(self, tokenized: Sequence[str]) -> list[str]:
+        return [self._bpe.process_line(line) for line in tokenized]
+
+
+def translation_splits(sizes: Mapping[str, int], seed: int = 0, merges: int = 8000,
+                       max_words: int = 30) -> dict[str, list[Pair]]:
+    """``{split: [Pair]}`` for the splits in ``sizes`` (names in ``TRANSLATION_SPLITS``), with
+    ``src``, ``ref`` and ``oracle`` as BPE-encoded Moses tokens; deterministic by ``seed``."""
+    _check(sizes, TRANSLATION_SPLITS)
+    verses = _short(bible.read_verses([SOURCE, SHIFTED, REFERENCE, SECOND_FRENCH]), max_words)
+    splits = bible.chapter_splits(verses, sizes, seed)
+    source = {s: SHIFTED if s == "mtnt" else SOURCE for s in splits}
+    en = {s: Subwords.tokenize([v.texts[source[s]] for v in vs], "en") for s, vs in splits.items()}
+    fr = {s: Subwords.tokenize([v.texts[REFERENCE] for v in vs], "fr") for s, vs in splits.items()}
+    oracle = {s: Subwords.tokenize([v.texts[SECOND_FRENCH] for v in vs], "fr") for s, vs in splits.items()}
+    subwords = Subwords(en.get("train", []) + fr.get("train", []), merges)
+    return {s: [Pair(a, b, c) for a, b, c in zip(subwords.encode(en[s]), subwords.encode(fr[s]),
+                                                 subwords.encode(oracle[s]))]
+            for s in splits}
+
+
+def paraphrase_splits(sizes: Mapping[str, int], seed: int = 0, max_words: int = 30) -> dict[str, list[Example]]:
+    """``{split: [Example]}`` (``text``, ``text_pair``, ``label``; ``kind`` is ``same-verse`` or
+    ``nearby-verse``), half of each split paraphrases; deterministic by ``seed``."""
+    _check(sizes, PARAPHRASE_SPLITS)
+    verses = _short(bible.read_verses([SOURCE, SHIFTED]), max_words)
+    by_key = {v.key: v for v in verses}
+    splits = bible.chapter_splits(verses, sizes, seed)
+    rng = random.Random(f"paraphrase/{seed}")
+    out = {}
+    for split, chosen in splits.items():
+        examples = []
+        for i, verse in enumerate(chosen):
+            flip = rng.random() < 0.5  # which version comes first
+            a, b = (SOURCE, SHIFTED) if flip else (SHIFTED, SOURCE)
+            if i % 2 == 0:
+                examples.append(Example(verse.texts[a], 1, verse.texts[b], "same-verse"))
+                continue
+            book, chapter, number = verse.key
+            near = [by_key[k] for d in (-3, -2, -1, 1, 2, 3) if (k := (book, chapter, number + d)) in by_key]
+            if not near:  # a chapter of one usable verse: a paraphrase keeps the halves within one
+                examples.append(Example(verse.texts[a], 1, verse.texts[b], "same-verse"))
+                continue
+            examples.append(Example(verse.texts[a], 0, rng.choice(near).texts[b], "nearby-verse"))
+        out[split] = examples
+    return out

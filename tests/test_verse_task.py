@@ -13,10 +13,6 @@ def pairs():
     return verse_task.translation_splits(SIZES, seed=3, merges=500)
 
 
-def _verse_of(text: str, verses: dict, version: str):
-    return verses[version].get(text)
-
-
 def test_translation_splits_have_their_sizes_and_share_no_verse(pairs):
     assert {s: len(p) for s, p in pairs.items()} == SIZES
     sources = [merge_bpe(p.src) for s in ("train", "valid", "test13", "test14") for p in pairs[s]]

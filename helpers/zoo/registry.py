@@ -46,29 +46,37 @@ SHIPPED: dict[str, Callable[[], Path]] = {"minilm": shipped.minilm_dir}  # name 
 RANDOM = ("tiny-bert",)
 
 
+def _auto_class(num_labels: int | None):
+    """The transformers auto class and its keyword arguments: a sequence classifier with
+    ``num_labels`` labels, or the bare encoder when ``num_labels`` is None."""
+    from transformers import AutoModel, AutoModelForSequenceClassification
+
+    if num_labels is None:
+        return AutoModel, {}
+    return AutoModelForSequenceClassification, {"num_labels": num_labels}
+
+
 def _random_bert(reference: Reference, num_labels: int | None, seed: int):
     """A 2-layer, 4-head BERT (hidden 32) with MiniLM's tokenizer, initialised from ``seed``."""
-    from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer, BertConfig
+    from transformers import AutoTokenizer, BertConfig
 
     torch.manual_seed(seed)
     tokenizer = AutoTokenizer.from_pretrained(shipped.minilm_dir())
-    kwargs = {} if num_labels is None else {"num_labels": num_labels}
+    cls, kwargs = _auto_class(num_labels)
     config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                         intermediate_size=64, max_position_embeddings=128, **kwargs)
-    cls = AutoModel if num_labels is None else AutoModelForSequenceClassification
     return cls.from_config(config), tokenizer
 
 
 def _hugging_face(reference: Reference, num_labels: int | None, seed: int):
     """A shipped folder, a local folder in the hub layout, or a hub name; a classification head
     the checkpoint lacks is initialised from ``seed``."""
-    from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer
+    from transformers import AutoTokenizer
 
     name = str(reference)
     folder = SHIPPED[name]() if name in SHIPPED else paper_sources.resolve_model(name)
     torch.manual_seed(seed)
-    cls = AutoModel if num_labels is None else AutoModelForSequenceClassification
-    kwargs = {} if num_labels is None else {"num_labels": num_labels}
+    cls, kwargs = _auto_class(num_labels)
     try:
         return cls.from_pretrained(folder, **kwargs), AutoTokenizer.from_pretrained(folder)
     except OSError as err:

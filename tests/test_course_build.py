@@ -27,14 +27,30 @@ def smoke(tmp_path_factory):
 
 def test_every_model_is_built_with_scores_on_every_split(smoke):
     profile, summary = smoke
-    assert set(summary["models"]) == set(profile["models"])
+    specs = course.model_specs(profile)
+    assert set(summary["models"]) == set(specs)
+    assert {"nli@0", "nli@1", "translation@0", "translation@1", "sentiment"} <= set(specs)  # seeds, as the profile says
     for name, record in summary["models"].items():
-        splits = set(profile["models"][name]["sizes"]) - {"train"}
+        splits = set(specs[name]["sizes"]) - {"train"}
         assert set(record["scores"]) == splits
         assert record["train_seconds"] > 0 and record["machine"]
         assert not record["reused_from_cache"]
     written = json.loads((course.results_dir("smoke") / "models.json").read_text())
     assert written["models"].keys() == summary["models"].keys()
+    machine = written["machine"]
+    assert machine["cpus"] >= 1 and machine["torch_threads"] >= 1 and machine["cpu_model"]
+    assert machine["torch"] == torch.__version__.split("+")[0] or machine["torch"] == torch.__version__
+    assert machine["transformers"] != "not installed" and machine["fairseq"] != "not installed"
+
+
+def test_seeds_train_different_models_on_the_same_data(smoke):
+    profile, summary = smoke
+    first, second = (course.load_classifier(profile, f"nli@{s}")[0] for s in (0, 1))
+    assert any(not torch.equal(a, b) for a, b in zip(first.state_dict().values(), second.state_dict().values()))
+    assert course.load_data(profile, "nli@0") == course.load_data(profile, "nli@1")
+    assert course.load_data(profile, "translation@0") == course.load_data(profile, "translation@1")
+    losses = [[h["train_loss"] for h in summary["models"][f"translation@{s}"]["epochs"]] for s in (0, 1)]
+    assert losses[0] != losses[1]
 
 
 def test_a_second_build_reuses_the_cache(smoke):
@@ -79,7 +95,7 @@ def test_a_built_model_loads_through_the_registry_and_not_the_paper_readers(smok
 @pytest.mark.parametrize("name", ["nli", "acceptability", "paraphrase"])
 def test_a_reloaded_classifier_scores_the_same(smoke, name):
     profile, summary = smoke
-    record = summary["models"][name]
+    record = summary["models"][course.resolve(profile, name)]
     model, tokenizer = course.load_classifier(profile, name)
     data = course.load_data(profile, name)
     for split, scores in record["scores"].items():
@@ -90,7 +106,7 @@ def test_a_reloaded_classifier_scores_the_same(smoke, name):
 
 def test_translation_keeps_every_epoch_and_reloads_to_the_same_bleu(smoke):
     profile, summary = smoke
-    record = summary["models"]["translation"]
+    record = summary["models"][course.resolve(profile, "translation")]
     spec = profile["models"]["translation"]
     epochs = spec["train"]["epochs"]
     assert [h["epoch"] for h in record["epochs"]] == list(range(1, epochs + 1))
@@ -159,7 +175,8 @@ def test_an_interrupted_build_resumes_from_its_partial_folder(smoke, tmp_path, m
     from helpers.zoo.recipes import generate_data
 
     profile, summary = smoke
-    spec = profile["models"]["translation"]
+    run = course.resolve(profile, "translation")
+    spec = course.model_specs(profile)[run]
     monkeypatch.setenv("SIXTEEN_HEADS_CACHE", str(tmp_path))
     final = course.model_dir(profile, "translation")
     data = generate_data(spec)
@@ -169,9 +186,9 @@ def test_an_interrupted_build_resumes_from_its_partial_folder(smoke, tmp_path, m
 
     record = course.build_one(profile, "translation", progress=False)
     assert record["epochs"][0] == first[0]
-    assert record["scores"] == summary["models"]["translation"]["scores"]
+    assert record["scores"] == summary["models"][run]["scores"]
     resumed = course.load_translation(profile)
-    monkeypatch.setenv("SIXTEEN_HEADS_CACHE", summary["models"]["translation"]["path"].rsplit("/", 1)[0])
+    monkeypatch.setenv("SIXTEEN_HEADS_CACHE", summary["models"][run]["path"].rsplit("/", 1)[0])
     straight = course.load_translation(profile)
     for (k, a), (_, b) in zip(resumed.state_dict().items(), straight.state_dict().items()):
         assert torch.equal(a, b), k
@@ -185,3 +202,26 @@ def test_prune_keeps_current_models_and_resumable_partials(smoke, tmp_path, monk
               tmp_path / "sentiment-0123456789ab.partial"):
         d.mkdir()
     assert course.stale_folders([profile]) == [tmp_path / "nli-0123456789ab", tmp_path / "sentiment-0123456789ab.partial"]
+
+
+def test_seeds_expand_into_one_model_per_training_seed():
+    profile = {"name": "t", "models": {
+        "nli": {"task": "nli", "encoder": "tiny-bert", "sizes": {"train": 8}, "seeds": [0, 3],
+                "fine_tune": {"lr": 1e-3}},
+        "translation": {"task": "translation", "sizes": {"train": 8}, "seeds": [5], "train": {"epochs": 1}},
+        "sentiment": {"task": "sentiment", "encoder": "tiny-bert", "sizes": {"train": 8}}}}
+    specs = course.model_specs(profile)
+    assert set(specs) == {"nli@0", "nli@3", "translation@5", "sentiment"}
+    assert specs["nli@3"]["fine_tune"] == {"lr": 1e-3, "seed": 3} and "seeds" not in specs["nli@3"]
+    assert specs["translation@5"]["train"] == {"epochs": 1, "seed": 5}
+    assert course.training_seeds(profile, "nli") == [0, 3] and course.training_seeds(profile, "sentiment") == [0]
+    assert course.seed_runs(profile, "nli") == [(0, "nli@0"), (3, "nli@3")]
+    assert course.seed_runs(profile, "nli", limit=1) == [(0, "nli@0")]
+    assert course.seed_runs(profile, "sentiment") == [(0, "sentiment")]
+    # the bare name is the first seed's run; runs of different seeds live in different folders
+    assert course.model_dir(profile, "nli") == course.model_dir(profile, "nli@0") != course.model_dir(profile, "nli@3")
+    for bad in ([], [1, 1], "0,1", [0.5]):
+        with pytest.raises(ValueError, match="distinct integers"):
+            course.model_specs({"name": "t", "models": {"nli": {**profile["models"]["nli"], "seeds": bad}}})
+    with pytest.raises(ValueError, match="drop its `seeds`"):
+        course.model_specs({"name": "t", "models": {"nli": {**profile["models"]["nli"], "checkpoint": "x"}}})

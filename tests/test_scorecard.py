@@ -2,7 +2,8 @@
 import pandas as pd
 import pytest
 
-from helpers.book.scorecard import CLAIMS, NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED, scorecard, verdict_counts
+from helpers.book.scorecard import (CLAIMS, DEPENDS_ON_SEED, NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED, scorecard,
+                                    verdict_counts)
 
 
 def _write(folder, name, rows):
@@ -37,7 +38,7 @@ def test_every_claim_is_not_run_without_results(tmp_path):
     card = scorecard("empty", results_root=tmp_path)
     assert len(card) == len(CLAIMS) and set(card["verdict"]) == {NOT_RUN}
     assert card["ours"].str.contains("not found: run").all()
-    assert verdict_counts(card) == {REPRODUCED: 0, PARTLY: 0, NOT_REPRODUCED: 0, NOT_RUN: len(CLAIMS)}
+    assert verdict_counts(card) == {REPRODUCED: 0, PARTLY: 0, DEPENDS_ON_SEED: 0, NOT_REPRODUCED: 0, NOT_RUN: len(CLAIMS)}
 
 
 @pytest.mark.parametrize("share, expected", [(0.2, REPRODUCED), (0.3, REPRODUCED), (0.05, PARTLY), (0.0, NOT_REPRODUCED)])
@@ -86,3 +87,50 @@ def test_a_table_from_an_older_chapter_asks_for_a_rerun(tmp_path):
     _, card = _verdicts(tmp_path)
     appendix = card[card["chapter"] == "10_appendix_more_tasks"]
     assert (appendix["verdict"] == NOT_RUN).all() and appendix["ours"].str.contains("rerun").all()
+
+
+def _seeded(rows, training_seed):
+    return [{**row, "training_seed": training_seed} for row in rows]
+
+
+TRANSLATION_PRUNABLE = "A share of the translation model's heads can be pruned with no noticeable loss"
+CLASSIFIER_PRUNABLE = "A share of the classifier's heads can be pruned with no noticeable loss"
+
+
+def test_a_claim_is_reproduced_only_if_every_seed_reproduces_it(tmp_path):
+    # seed 0: 20% (reproduced), seed 1: 5% (partly) -> depends on the seed; the classifier holds for both
+    _write(tmp_path / "p", "06_prunable_shares", _seeded(_shares(0.2), 0) + _seeded(_shares(0.05), 1))
+    verdicts, card = _verdicts(tmp_path)
+    assert verdicts[TRANSLATION_PRUNABLE] == DEPENDS_ON_SEED
+    assert verdicts[CLASSIFIER_PRUNABLE] == REPRODUCED
+    row = card[card["claim"] == TRANSLATION_PRUNABLE].iloc[0]
+    assert row["ours"] == "seed 0: 20%; seed 1: 5%" and row["seeds"] == "0, 1"
+    assert card[card["claim"] == CLASSIFIER_PRUNABLE].iloc[0]["ours"] == "40%"  # the same on both seeds: said once
+    assert verdict_counts(card)[DEPENDS_ON_SEED] >= 1
+
+
+def test_seeds_that_agree_give_their_common_verdict_and_a_seed_missing_from_a_table_is_skipped(tmp_path):
+    # the classifier has a third seed, the translation model only two: seed 2 is checked where it has rows
+    rows = _seeded(_shares(0.05), 0) + _seeded(_shares(0.07), 1)
+    rows += _seeded([r for r in _shares(0.0) if r["track"] == "classifier"], 2)
+    _write(tmp_path / "p", "06_prunable_shares", rows)
+    verdicts, card = _verdicts(tmp_path)
+    assert verdicts[TRANSLATION_PRUNABLE] == PARTLY
+    assert card[card["claim"] == TRANSLATION_PRUNABLE].iloc[0]["seeds"] == "0, 1"
+    # seed 2 has no translation run, so no claim that reads this table uses it (it would judge one model alone)
+    assert card[card["claim"] == CLASSIFIER_PRUNABLE].iloc[0]["seeds"] == "0, 1"
+    _write(tmp_path / "p", "06_prunable_shares", [r for r in rows if r["track"] == "classifier"])
+    verdicts, card = _verdicts(tmp_path)
+    assert card[card["claim"] == CLASSIFIER_PRUNABLE].iloc[0]["seeds"] == "0, 1, 2"
+    assert card[card["claim"] == TRANSLATION_PRUNABLE].iloc[0]["verdict"] == NOT_RUN
+
+
+def test_the_papers_rows_go_with_every_seed(tmp_path):
+    mine = [{"model": "course: nli", "kind": "self", "heads": 72, "significant": n, "significant_up": 0,
+             "largest_drop": -0.01, "largest_gain": 0.0} for n in (3,)]
+    paper = [{"model": "Michel et al. 2019: WMT", "kind": "enc_self", "heads": 96, "significant": 8,
+              "significant_up": 4, "largest_drop": -0.53, "largest_gain": 0.24}]
+    _write(tmp_path / "p", "03_one_head_counts", _seeded(mine, 0) + _seeded(mine, 1) + paper)
+    verdicts, card = _verdicts(tmp_path)
+    row = card[card["chapter"] == "03_ablating_one_head"].iloc[0]
+    assert row["verdict"] == REPRODUCED and row["seeds"] == "0, 1" and "Michel" not in row["ours"]

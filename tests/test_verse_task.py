@@ -30,16 +30,19 @@ def test_sentences_are_moses_tokens_with_bpe_that_merges_back(pairs):
     assert all(len(merge_bpe(p.src).split()) <= 2 * 30 for s in pairs.values() for p in s)
 
 
-def test_the_out_of_domain_set_reads_basic_english_against_the_same_french():
-    verses = bible.read_verses([verse_task.SOURCE, verse_task.SHIFTED, verse_task.REFERENCE])
-    pairs = verse_task.translation_splits({"train": 50, "mtnt": 20}, seed=0, merges=200)
-    basic = {verse_task.Subwords.tokenize([v.texts["basic"]], "en")[0]: v for v in verses
-             if len(v.texts["basic"].split()) <= 30}
-    found = [basic.get(merge_bpe(p.src)) for p in pairs["mtnt"]]
+@pytest.mark.parametrize("shifted", ["kjv", "basic"])
+def test_the_out_of_domain_set_reads_another_english_version_against_the_same_french(shifted):
+    verses = bible.read_verses([verse_task.SOURCE, shifted, verse_task.REFERENCE])
+    options = {} if shifted == verse_task.OUT_OF_DOMAIN else {"shifted": shifted}
+    pairs = verse_task.translation_splits({"train": 50, "mtnt": 20}, seed=0, merges=200, **options)
+    other = {verse_task.Subwords.tokenize([v.texts[shifted]], "en")[0]: v for v in verses
+             if len(v.texts[shifted].split()) <= 30}
+    found = [other.get(merge_bpe(p.src)) for p in pairs["mtnt"]]
     assert sum(v is not None for v in found) >= 18  # Moses may tokenise a rare verse differently
     for pair, verse in zip(pairs["mtnt"], found):
         if verse is not None:
             assert merge_bpe(pair.ref) == verse_task.Subwords.tokenize([verse.texts["segond"]], "fr")[0]
+            assert verse.texts[shifted] != verse.texts[verse_task.SOURCE]
 
 
 def test_a_second_translator_scores_far_above_copying_the_source(pairs):

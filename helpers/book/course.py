@@ -22,7 +22,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..heads.devices import default_device
 from ..heads.atomic import atomic_path
@@ -30,27 +30,107 @@ from ..zoo import model_cache
 from ..zoo.model_cache import subset  # noqa: F401 (chapters draw their examples with course.subset)
 from ..zoo.locations import cache_root
 from ..zoo.needs import check_local
-from ..zoo.recipes import TASKS
+from ..zoo.recipes import TASKS, machine_info
 from . import shards
 from .profiles import PROFILES, load_profile
 from .results import results_dir
 from .sweep_cache import stale_sweeps
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 def model_specs(profile: dict) -> dict[str, dict]:
-    specs = profile.get("models") or {}
-    for name, spec in specs.items():
+    """Every model of ``profile`` by name. A spec with ``seeds: [0, 1, 2]`` stands for one model
+    per training seed, named ``<name>@<seed>`` (``seeded_name``), each with that seed in its
+    training settings (``fine_tune.seed`` or ``train.seed``) and the same data."""
+    specs: dict[str, dict] = {}
+    for name, spec in (profile.get("models") or {}).items():
         if spec.get("task") not in TASKS:
             raise ValueError(f"model {name!r} in profile {profile['name']!r} has task {spec.get('task')!r}; "
                              f"the tasks are {TASKS}")
+        if "seeds" not in spec:
+            specs[name] = spec
+            continue
+        for seed in _checked_seeds(profile, name, spec):
+            specs[seeded_name(name, seed)] = _with_seed(spec, seed)
     return specs
 
 
-def model_dir(profile: dict, name: str) -> Path:
+def _checked_seeds(profile: dict, name: str, spec: dict) -> list[int]:
+    seeds = spec["seeds"]
+    if (not isinstance(seeds, list) or not seeds or len(set(seeds)) != len(seeds)
+            or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)):
+        raise ValueError(f"model {name!r} in profile {profile['name']!r} has seeds {seeds!r}; give a list of "
+                         "distinct integers, e.g. `seeds: [0, 1, 2]`")
+    if spec.get("checkpoint") or spec.get("archive"):
+        raise ValueError(f"model {name!r} in profile {profile['name']!r} is a published model (checkpoint or "
+                         "archive), which is not trained here; drop its `seeds`")
+    return seeds
+
+
+def _training_key(spec: dict) -> str:
+    return "train" if spec["task"] == "translation" else "fine_tune"
+
+
+def _with_seed(spec: dict, seed: int) -> dict:
+    key = _training_key(spec)
+    out = {k: v for k, v in spec.items() if k != "seeds"}
+    out[key] = {**spec.get(key, {}), "seed": seed}
+    return out
+
+
+def seeded_name(name: str, seed: int) -> str:
+    """The name of model ``name``'s run with training seed ``seed``: ``nli@1``."""
+    return f"{name}@{seed}"
+
+
+def training_seeds(profile: dict, name: str) -> list[int]:
+    """The training seeds of model ``name``: its ``seeds``, or the one seed its settings name."""
+    spec = (profile.get("models") or {}).get(name)
+    if spec is None:
+        raise KeyError(f"profile {profile['name']!r} has no model {name!r}; it has {sorted(profile.get('models') or {})}")
+    return list(spec["seeds"]) if "seeds" in spec else [spec.get(_training_key(spec), {}).get("seed", 0)]
+
+
+def seed_runs(profile: dict, name: str, limit: int = 0) -> list[tuple[int, str]]:
+    """``[(seed, model name)]`` of model ``name``'s training runs, the first ``limit`` of them
+    (0: all), for a chapter that repeats its measurement on every run."""
+    seeds = training_seeds(profile, name)[:limit or None]
+    spec = profile["models"][name]
+    return [(s, seeded_name(name, s) if "seeds" in spec else name) for s in seeds]
+
+
+def over_seeds(profile: dict, name: str, measure: Callable[[int, str], "pd.DataFrame"], limit: int = 0
+               ) -> "pd.DataFrame":
+    """``measure(seed, run)`` (a table) for each training run of model ``name`` (the first
+    ``limit``; 0: all), stacked, with the run's seed in a ``training_seed`` column."""
+    import pandas as pd
+
+    return pd.concat([measure(seed, run).assign(training_seed=seed) for seed, run in seed_runs(profile, name, limit)],
+                     ignore_index=True)
+
+
+def first_seed(table: "pd.DataFrame") -> "pd.DataFrame":
+    """The rows of ``table`` (stacked by ``over_seeds``) of its first training seed: the run the
+    chapters draw their figures from."""
+    return table[table["training_seed"] == table["training_seed"].iloc[0]]
+
+
+def resolve(profile: dict, name: str) -> str:
+    """``name`` as ``model_specs`` knows it: a model with seeds, named without one, is its first seed's run."""
     specs = model_specs(profile)
-    if name not in specs:
-        raise KeyError(f"profile {profile['name']!r} has no model {name!r}; it has {sorted(specs)}")
-    return model_cache.folder_of(name, specs[name])
+    if name in specs:
+        return name
+    base = (profile.get("models") or {}).get(name)
+    if base is not None and "seeds" in base:
+        return seeded_name(name, base["seeds"][0])
+    raise KeyError(f"profile {profile['name']!r} has no model {name!r}; it has {sorted(specs)}")
+
+
+def model_dir(profile: dict, name: str) -> Path:
+    name = resolve(profile, name)
+    return model_cache.folder_of(name, model_specs(profile)[name])
 
 
 def models_key(profile: dict) -> str:
@@ -60,12 +140,13 @@ def models_key(profile: dict) -> str:
 
 def load_data(profile: dict, name: str) -> dict[str, list]:
     """The splits of model ``name`` (built first if needed): ``{split: [Example or Pair]}``."""
-    return model_cache.read_data(ensure_built(profile, name), model_specs(profile)[name]["task"])
+    return model_cache.read_data(ensure_built(profile, name), model_specs(profile)[resolve(profile, name)]["task"])
 
 
 # ---- building --------------------------------------------------------------------------------
 def build_one(profile: dict, name: str, force: bool = False, progress: bool = True) -> dict:
     """Build model ``name`` of ``profile`` unless its cache folder is complete; return its record."""
+    name = resolve(profile, name)
     spec = model_specs(profile)[name]
     final = model_dir(profile, name)
     if model_cache.is_built(final) and not force:
@@ -87,9 +168,12 @@ def ensure_built(profile: dict, name: str) -> Path:
 def build(profile: dict, only: list[str] | None = None, force: bool = False, progress: bool = True) -> dict:
     """Build (or reuse) every model of ``profile`` and write ``results/<profile>/models.json``."""
     specs = model_specs(profile)
-    unknown = set(only or []) - set(specs)
-    if unknown:
-        raise SystemExit(f"profile {profile['name']!r} has no model(s) {sorted(unknown)}; it has {sorted(specs)}")
+    if only:  # a model with seeds, named without one, stands for all its runs
+        runs = {n: [m for _, m in seed_runs(profile, n)] for n in only if n not in specs and n in profile["models"]}
+        unknown = set(only) - set(specs) - set(runs)
+        if unknown:
+            raise SystemExit(f"profile {profile['name']!r} has no model(s) {sorted(unknown)}; it has {sorted(specs)}")
+        only = [m for n in only for m in runs.get(n, [n])]
     check_local({**profile, "models": {n: s for n, s in specs.items() if not only or n in only}})
     records: dict[str, Any] = {}
     t0 = time.perf_counter()
@@ -105,7 +189,8 @@ def build(profile: dict, only: list[str] | None = None, force: bool = False, pro
             line = ", ".join(f"{s} {v[record['metric']]:.3f}" for s, v in main.items())
             print(f"[{name}] {'cached' if cached else 'built'} in {time.perf_counter() - start:.0f} s: "
                   f"{record['metric']} {line}", file=sys.stderr, flush=True)
-    summary = {"profile": profile["name"], "models": records, "seconds_this_run": time.perf_counter() - t0}
+    summary = {"profile": profile["name"], "machine": machine_info(), "models": records,
+               "seconds_this_run": time.perf_counter() - t0}
     if not only:
         with atomic_path(results_dir(profile["name"]) / "models.json") as tmp:
             tmp.write_text(json.dumps(summary, indent=2))

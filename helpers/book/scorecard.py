@@ -5,6 +5,13 @@ files, and applies a rule written next to it that gives one of three verdicts:
 ``reproduced``, ``partly`` or ``not reproduced``. A claim whose chapter has not run on the
 profile is ``not run``. Nothing here is typed in by hand except the paper's side and the rules.
 
+Where the chapters measured several training runs of a model (a ``training_seed`` column in
+their tables), each claim is checked on every seed's rows on their own (the paper's rows, with
+no seed, go with every seed). The verdict is the seeds' common verdict when they agree, and
+``depends on the seed`` when they do not: a claim is ``reproduced`` only if it holds for every
+seed. A seed is checked on a claim only where every model in the tables the claim reads has a
+run with that seed (the ``seeds`` column lists those checked).
+
     from helpers.book.scorecard import scorecard
     scorecard("course")   # DataFrame: section, claim, paper, ours, verdict, rule, chapter
 """
@@ -20,7 +27,10 @@ from . import paper_values
 from .results import results_root as default_results_root
 
 REPRODUCED, PARTLY, NOT_REPRODUCED, NOT_RUN = "reproduced", "partly", "not reproduced", "not run"
-VERDICTS = (REPRODUCED, PARTLY, NOT_REPRODUCED, NOT_RUN)
+DEPENDS_ON_SEED = "depends on the seed"
+VERDICTS = (REPRODUCED, PARTLY, DEPENDS_ON_SEED, NOT_REPRODUCED, NOT_RUN)
+SEED = "training_seed"
+IDENTITY_COLUMNS = ("model", "source", "track")  # the column that names the model of a row, by table
 SHARE_TOLERANCE = 0.10  # "about 20% prunable" is met within 10 points of the share of heads
 
 
@@ -28,17 +38,48 @@ class MissingResults(LookupError):
     pass
 
 
-class Results:
-    """The CSV tables of one profile, read on demand: ``results["06_prunable_shares"]``."""
+class SeedNotRun(LookupError):
+    """A table has rows for other training seeds but none for this one (e.g. a model trained
+    with fewer seeds than another)."""
 
-    def __init__(self, folder: Path):
+
+class Results:
+    """The CSV tables of one profile, read on demand: ``results["06_prunable_shares"]``; with a
+    ``training_seed``, the rows of that seed (and rows without a seed, such as the paper's)."""
+
+    def __init__(self, folder: Path, training_seed: int | None = None):
         self.folder = Path(folder)
+        self.training_seed = training_seed
 
     def __getitem__(self, name: str) -> pd.DataFrame:
         path = self.folder / f"{name}.csv"
         if not path.exists():
             raise MissingResults(name)
-        return pd.read_csv(path)
+        table = pd.read_csv(path)
+        if self.training_seed is None or SEED not in table:
+            return table
+        seeded = table[SEED].notna()
+        mine = table[SEED] == self.training_seed
+        if seeded.any() and not mine.any():
+            raise SeedNotRun(name)
+        # a seed counts only where it has every model the table has (e.g. a classifier's third
+        # seed, in a table that also holds a translation model trained with two seeds, does not)
+        model = next((c for c in IDENTITY_COLUMNS if c in table), None)
+        if model and set(table.loc[seeded, model]) - set(table.loc[mine, model]):
+            raise SeedNotRun(name)
+        return table[~seeded | mine].reset_index(drop=True)
+
+    def training_seeds(self) -> list[int]:
+        """Every training seed found in the profile's tables, in order."""
+        seeds: set[int] = set()
+        for path in sorted(self.folder.glob("*.csv")):
+            columns = pd.read_csv(path, nrows=0).columns
+            if SEED in columns:
+                seeds.update(int(s) for s in pd.read_csv(path, usecols=[SEED])[SEED].dropna().unique())
+        return sorted(seeds)
+
+    def for_seed(self, training_seed: int) -> "Results":
+        return Results(self.folder, training_seed)
 
 
 @dataclass(frozen=True)
@@ -54,6 +95,13 @@ class Claim:
 def _ours(table: pd.DataFrame, column: str) -> pd.DataFrame:
     """Our rows of a table that also holds the paper's (labelled "Michel et al. 2019: ...")."""
     return table[~table[column].astype(str).str.startswith("Michel")]
+
+
+def _present(rows: pd.DataFrame, what: str) -> pd.DataFrame:
+    """``rows``, or ``SeedNotRun`` when there are none: the seed has no run of that model."""
+    if rows.empty:
+        raise SeedNotRun(what)
+    return rows
 
 
 def _three_way(full: bool, some: bool) -> str:
@@ -83,7 +131,7 @@ def _keep_one(r: Results, track: str, held_out: bool) -> pd.DataFrame:
     counts = _ours(r["04_keep_one_counts"], "source")
     counts = counts[counts["source"].str.endswith(track)]
     chosen_on_reported = counts["protocol"].str.startswith("chosen and reported")
-    return counts[~chosen_on_reported if held_out else chosen_on_reported]
+    return _present(counts[~chosen_on_reported if held_out else chosen_on_reported], f"04_keep_one_counts: {track}")
 
 
 def _most_layers_one_head(r: Results) -> tuple[str, str]:
@@ -127,7 +175,8 @@ def _cross_domain(r: Results) -> tuple[str, str]:
 def _prunable(track: str) -> Callable[[Results], tuple[str, str]]:
     def check(r: Results) -> tuple[str, str]:
         table = r["06_prunable_shares"]
-        share = table[(table["track"] == track) & (table["order"] == "importance")]["prunable_share"].iloc[0]
+        share = _present(table[(table["track"] == track) & (table["order"] == "importance")],
+                         f"06_prunable_shares: {track}")["prunable_share"].iloc[0]
         return f"{share:.0%}", _three_way(_within(share, paper_values.PRUNABLE_SHARE[track]), share > 0)
     return check
 
@@ -196,7 +245,7 @@ def _late_survives(r: Results) -> tuple[str, str]:
 def _flat_start(course_task: str) -> Callable[[Results], tuple[str, str]]:
     def check(r: Results) -> tuple[str, str]:
         table = r["10_appendix_summary"]
-        row = table[table["paper_task"] == _paper_task(course_task)].iloc[0]
+        row = _present(table[table["paper_task"] == _paper_task(course_task)], f"10_appendix_summary: {course_task}").iloc[0]
         return f"{row['prunable_share']:.0%} ({row['model']})", \
             _three_way(_within(row["prunable_share"], row["paper_flat_until"]), row["prunable_share"] > 0)
     return check
@@ -276,17 +325,39 @@ def scorecard(profile: str, results_root: Path | None = None) -> pd.DataFrame:
     """One row per claim: section, claim, paper, ours, verdict, rule, chapter, profile; read from
     ``results_root/<profile>`` (default: where the chapters write, ``results.results_root()``)."""
     results = Results(Path(results_root or default_results_root()) / profile)
+    seeds = results.training_seeds()
     rows = []
     for c in CLAIMS:
         try:
-            ours, verdict = c.check(results)
+            ours, verdict, checked = _check_every_seed(c, results, seeds)
         except MissingResults as missing:
-            ours, verdict = f"({missing.args[0]}.csv not found: run {c.chapter})", NOT_RUN
+            ours, verdict, checked = f"({missing.args[0]}.csv not found: run {c.chapter})", NOT_RUN, ""
         except KeyError as missing:  # a table written by an older version of the chapter
-            ours, verdict = f"(no {missing.args[0]!r} in the results: rerun {c.chapter})", NOT_RUN
+            ours, verdict, checked = f"(no {missing.args[0]!r} in the results: rerun {c.chapter})", NOT_RUN, ""
         rows.append({"section": c.section, "claim": c.claim, "paper": c.paper, "ours": ours, "verdict": verdict,
-                     "rule": c.rule, "chapter": c.chapter, "profile": profile})
+                     "seeds": checked, "rule": c.rule, "chapter": c.chapter, "profile": profile})
     return pd.DataFrame(rows)
+
+
+def _check_every_seed(claim: Claim, results: Results, seeds: list[int]) -> tuple[str, str, str]:
+    """``(ours, verdict, seeds checked)``: the claim on each seed's rows, then combined."""
+    if not seeds:
+        try:
+            return (*claim.check(results), "")
+        except SeedNotRun as missing:
+            raise MissingResults(missing.args[0]) from None
+    found: dict[int, tuple[str, str]] = {}
+    for seed in seeds:
+        try:
+            found[seed] = claim.check(results.for_seed(seed))
+        except SeedNotRun:
+            continue
+    if not found:
+        raise MissingResults(f"{claim.chapter} (no training seed)")
+    verdicts = {verdict for _, verdict in found.values()}
+    ours = {text for text, _ in found.values()}
+    text = next(iter(ours)) if len(ours) == 1 else "; ".join(f"seed {s}: {t}" for s, (t, _) in found.items())
+    return text, next(iter(verdicts)) if len(verdicts) == 1 else DEPENDS_ON_SEED, ", ".join(map(str, found))
 
 
 def verdict_counts(card: pd.DataFrame) -> dict[str, int]:

@@ -37,7 +37,7 @@ from .recipes import build_classifier, build_translation, generate_data, machine
 # the code that generates a model's data and trains it, relative to helpers/: a change rebuilds
 _SOURCES = ("zoo/lexicon.py", "zoo/nli_task.py", "zoo/appendix_tasks.py", "zoo/translation_task.py",
             "zoo/classifier_training.py", "zoo/translation_model.py", "zoo/recipes.py", "zoo/registry.py",
-            "zoo/splits.py", "zoo/paper_sources.py", "zoo/model_cache.py", "heads/metrics.py")
+            "zoo/splits.py", "zoo/paper_sources.py", "zoo/bible.py", "zoo/verse_task.py", "zoo/model_cache.py", "heads/metrics.py")
 
 
 @functools.lru_cache(maxsize=1)

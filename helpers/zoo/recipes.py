@@ -8,11 +8,12 @@ from __future__ import annotations
 import os
 import platform
 import time
+from collections import Counter
 from pathlib import Path
 
 import torch
 
-from . import appendix_tasks, nli_task, translation_task
+from . import appendix_tasks, nli_task, translation_task, verse_task
 
 CLASSIFIER_TASKS = {"nli": "accuracy", "acceptability": "matthews", "sentiment": "accuracy", "paraphrase": "f1"}
 TASKS = (*CLASSIFIER_TASKS, "translation")
@@ -30,7 +31,9 @@ def label_names(spec: dict) -> tuple[str, ...]:
 
 # ---- data ------------------------------------------------------------------------------------
 def generate_data(spec: dict) -> dict[str, list]:
-    """The model's splits: generated, or read from local files when ``spec`` has a ``data``
+    """The model's splits: generated; made from the verse-aligned Bible when ``spec["corpus"]``
+    is ``bible`` (translation and paraphrase, ``verse_task``, with ``corpus_options`` such as
+    ``merges`` and ``max_words``); or read from local files when ``spec`` has a ``data``
     section (the paper profile; ``paper_sources.load_splits``)."""
     if "data" in spec:
         from .paper_sources import load_splits
@@ -38,6 +41,17 @@ def generate_data(spec: dict) -> dict[str, list]:
         return load_splits(spec)
     sizes, seed = spec["sizes"], spec.get("data_seed", 0)
     task = spec["task"]
+    corpus = spec.get("corpus", "generated")
+    if corpus == "bible":
+        options = spec.get("corpus_options", {})
+        if task == "translation":
+            return verse_task.translation_splits(sizes, seed, **options)
+        if task == "paraphrase":
+            return verse_task.paraphrase_splits(sizes, seed, **options)
+        raise ValueError(f"the bible corpus has a translation and a paraphrase task, not {task!r}; "
+                         "drop `corpus: bible` from this model or change its task")
+    if corpus != "generated":
+        raise ValueError(f"unknown corpus {corpus!r}; use `generated` (the default) or `bible`")
     if task == "nli":
         return nli_task.generate(sizes, seed)
     if task == "translation":
@@ -49,6 +63,35 @@ def machine() -> str:
     """A one-line description of this machine, stored with every training time."""
     return f"{platform.machine()} {platform.system()}, {os.cpu_count()} CPUs, torch {torch.__version__} " \
            f"({torch.get_num_threads()} threads)"
+
+
+def machine_info() -> dict[str, str | int]:
+    """What trained the models, for ``models.json``: CPU model, CPU and thread counts, and the
+    versions of Python and of the packages that train and run them. Training differs slightly
+    between machines, so a result is read with the machine that produced it."""
+    from importlib import metadata
+
+    def version(*names: str) -> str:  # the first installed distribution of these names
+        for name in names:
+            try:
+                return metadata.version(name)
+            except metadata.PackageNotFoundError:
+                continue
+        return "not installed"
+
+    return {"cpu_model": _cpu_model(), "cpus": os.cpu_count() or 0, "torch_threads": torch.get_num_threads(),
+            "system": f"{platform.system()} {platform.machine()}", "python": platform.python_version(),
+            "torch": version("torch"), "transformers": version("transformers"),
+            "fairseq": version("fairseq", "fairseq-fixed")}  # fairseq-fixed: 0.12 for Python 3.11
+
+
+def _cpu_model() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
 
 
 def build_classifier(spec: dict, data: dict, directory: Path, progress: bool) -> dict:
@@ -112,13 +155,18 @@ def build_translation(spec: dict, data: dict, directory: Path, progress: bool) -
         save_pruned(model, directory / "model")
         (directory / "checkpoints" / "last.pt").unlink()  # optimiser state: only needed to resume
     scores, signature = {}, ""
+    frequent = Counter(p.ref for p in data["train"]).most_common(1)[0][0] if data.get("train") else ""
     for split, pairs in data.items():
         if split == "train":
             continue
+        refs = [p.ref for p in pairs]
         hyps = translate(model, [p.src for p in pairs], beam=spec.get("beam", 5))
-        score, signature = bleu(hyps, [p.ref for p in pairs])
-        ceiling = bleu([p.oracle for p in pairs], [p.ref for p in pairs])[0] if pairs[0].oracle else None
-        scores[split] = {"bleu": score, "oracle_bleu": ceiling, "baseline": 0.0}
+        score, signature = bleu(hyps, refs)
+        ceiling = bleu([p.oracle for p in pairs], refs)[0] if pairs[0].oracle else None
+        # trivial baselines: the source copied as it is, and the most frequent training reference for every sentence
+        copied, constant = bleu([p.src for p in pairs], refs)[0], bleu([frequent] * len(pairs), refs)[0]
+        scores[split] = {"bleu": score, "oracle_bleu": ceiling, "copy_bleu": copied, "frequent_bleu": constant,
+                         "baseline": max(copied, constant)}
     return {"metric": "bleu", "train_seconds": sum(h["seconds"] for h in history), "session_seconds": seconds,
             "epochs": history, "scores": scores, "bleu_signature": signature,
             "vocabulary": {"source": len(model.encoder.dictionary), "target": len(model.decoder.dictionary)}}

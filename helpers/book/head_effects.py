@@ -79,21 +79,25 @@ def _cache(cache_dir: Path | None, inputs: Sequence, settings: dict) -> SweepCac
 
 def translation_effects(model, pairs: Sequence, configs: Sequence[Config], beam: int = 5, batch_size: int = 64,
                         n_resamples: int = 1000, alpha: float = 0.01, seed: int = 0, progress: bool = True,
-                        cache_dir: Path | None = None) -> pd.DataFrame:
-    """Tokenised BLEU of a translation model under each configuration (beam search); ``cache_dir``
-    as in ``classifier_effects`` (hypotheses per configuration, stored as each one finishes)."""
+                        cache_dir: Path | None = None, max_len_b: int = 200) -> pd.DataFrame:
+    """Tokenised BLEU of a translation model under each configuration (beam search, stopping at
+    source length + ``max_len_b`` tokens); ``cache_dir`` as in ``classifier_effects``
+    (hypotheses per configuration, stored as each one finishes)."""
     refs = [p.ref for p in pairs]
     sources = [p.src for p in pairs]
-    cache = _cache(cache_dir, sources, {"beam": beam, "lenpen": 1.0, "batch_size": batch_size})
+    settings = {"beam": beam, "lenpen": 1.0, "batch_size": batch_size}
+    if max_len_b != 200:  # the default keeps the cache keys that earlier sweeps were stored under
+        settings["max_len_b"] = max_len_b
     base, outs = translation_sweep(model, sources, configs, beam=beam, batch_size=batch_size, progress=progress,
-                                   cache=cache)
+                                   cache=_cache(cache_dir, sources, settings), max_len_b=max_len_b)
     return _rows(configs, bleu_stats(base, refs), lambda c: bleu_stats(outs[c], refs), bleu_from_stats,
                  n_resamples, alpha, seed)
 
 
 def translation_sweep(model, sources: Sequence[str], configs: Sequence[Config], beam: int = 5,
                       lenpen: float = 1.0, batch_size: int = 64, progress: bool = True,
-                      cache: SweepCache | None = None) -> tuple[list[str], dict[Config, list[str]]]:
+                      cache: SweepCache | None = None, max_len_b: int = 200
+                      ) -> tuple[list[str], dict[Config, list[str]]]:
     """Translate ``sources`` unmasked and under every configuration (beam search, so no layer is
     replayed: the decoder runs once per output position). Returns the unmasked hypotheses and
     ``{config: hypotheses}``. With a ``cache`` (made for exactly these sources and settings),
@@ -104,7 +108,8 @@ def translation_sweep(model, sources: Sequence[str], configs: Sequence[Config], 
     todo = cache.share(everything)  # what is missing; under torchrun, of this process's share
 
     def decode(m):
-        return translation_model.translate(m, sources, beam=beam, lenpen=lenpen, batch_size=batch_size)
+        return translation_model.translate(m, sources, beam=beam, lenpen=lenpen, batch_size=batch_size,
+                                           max_len_b=max_len_b)
 
     with cache.working():
         for config, hypotheses in gated_runs(model, todo, decode, progress, desc="translation sweep"):

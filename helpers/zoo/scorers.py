@@ -48,14 +48,16 @@ def classifier_loss(model: nn.Module, batch: dict) -> torch.Tensor:
     return F.cross_entropy(model(**inputs).logits, batch["labels"], reduction="none")
 
 
-def translation_scorer(pairs: Sequence, beam: int = 5, batch_size: int = 64) -> Callable[[nn.Module], float]:
-    """``score(model)``: tokenised BLEU of beam-search translations of ``pairs`` against their refs."""
+def translation_scorer(pairs: Sequence, beam: int = 5, batch_size: int = 64, max_len_b: int = 200
+                       ) -> Callable[[nn.Module], float]:
+    """``score(model)``: tokenised BLEU of beam-search translations of ``pairs`` against their refs
+    (``max_len_b`` as in ``translation_model.translate``)."""
     from .translation_model import translate
 
     sources, refs = [p.src for p in pairs], [p.ref for p in pairs]
 
     def score(model: nn.Module) -> float:
-        return bleu(translate(model, sources, beam=beam, batch_size=batch_size), refs)[0]
+        return bleu(translate(model, sources, beam=beam, batch_size=batch_size, max_len_b=max_len_b), refs)[0]
 
     return score
 

@@ -30,6 +30,9 @@ from ..heads.devices import to_device
 from ..heads.fairseq_compat import import_fairseq
 
 
+MAX_LEN_B = 200  # decoding stops at source length + this many tokens (the authors' setting, REFERENCE.md §1.1)
+
+
 @dataclass(frozen=True)
 class TranslationConfig:
     arch: str = "transformer_iwslt_de_en"
@@ -259,8 +262,12 @@ def mean_token_loss(model: nn.Module, items: Sequence, max_tokens: int = 4000) -
 # ---- decoding --------------------------------------------------------------------------------
 @torch.no_grad()
 def translate(model: nn.Module, sources: Sequence[str], beam: int = 5, lenpen: float = 1.0,
-              batch_size: int = 64, progress: bool = False) -> list[str]:
-    """Beam-search translations of tokenised ``sources``, in order, as token strings."""
+              batch_size: int = 64, progress: bool = False, max_len_b: int = MAX_LEN_B) -> list[str]:
+    """Beam-search translations of tokenised ``sources``, in order, as token strings; each stops
+    at ``max_len_b`` tokens beyond its batch's longest source (with its ``</s>``; fairseq's
+    ``max_len_a=1.0`` rule), the authors' 200 by default. A model caught in a repetition loop
+    runs to that limit and holds its whole batch there, so a CPU budget may set a tighter limit;
+    kept well above the references' length, it truncates only such loops."""
     import_fairseq()
     from fairseq.data import data_utils
     from fairseq.sequence_generator import SequenceGenerator
@@ -268,7 +275,7 @@ def translate(model: nn.Module, sources: Sequence[str], beam: int = 5, lenpen: f
     model.eval()
     src_dict, tgt_dict = model.encoder.dictionary, model.decoder.dictionary
     generator = SequenceGenerator([model], tgt_dict, beam_size=beam, len_penalty=lenpen, max_len_a=1.0,
-                                  max_len_b=200, min_len=1)
+                                  max_len_b=max_len_b, min_len=1)
     encoded = [src_dict.encode_line(s, add_if_not_exist=False, append_eos=True).long() for s in sources]
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
     out: list[str] = [""] * len(sources)

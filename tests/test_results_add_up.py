@@ -75,6 +75,13 @@ def _ours(rows: list[dict], column: str) -> list[dict]:
     return [r for r in rows if not str(r[column]).startswith("Michel")]
 
 
+SEED = "training_seed"  # the training run a row measures (chapters 02-10); the paper's rows have none
+
+
+def _seed_of(rows: list[dict], seed) -> list[dict]:
+    return [r for r in rows if r.get(SEED) == seed]
+
+
 def _by(rows: list[dict], *keys: str) -> dict[tuple, list[dict]]:
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
@@ -94,13 +101,13 @@ def test_chapter_03_counts_add_up(table):
     per_model = {f"{PROFILE}: {_param('03_ablating_one_head', 'classifier')}": table("03_one_head_classifier"),
                  f"{PROFILE}: {_param('03_ablating_one_head', 'translation')}": table("03_one_head_translation")}
     counts = _ours(table("03_one_head_counts"), "model")
-    expected = {(model, kind): _significance(part)
-                for model, rows in per_model.items() for (kind,), part in _by(rows, "kind").items()}
-    assert {(r["model"], r["kind"]) for r in counts} == set(expected)
+    expected = {(model, seed, kind): _significance(part)
+                for model, rows in per_model.items() for (seed, kind), part in _by(rows, SEED, "kind").items()}
+    assert {(r["model"], r[SEED], r["kind"]) for r in counts} == set(expected)
     for row in counts:
-        want = expected[(row["model"], row["kind"])]
+        want = expected[(row["model"], row[SEED], row["kind"])]
         for column, value in want.items():
-            assert row[column] == pytest.approx(value, **CLOSE), (row["model"], row["kind"], column)
+            assert row[column] == pytest.approx(value, **CLOSE), (row["model"], row[SEED], row["kind"], column)
     paper = [r for r in table("03_one_head_counts") if str(r["model"]).startswith("Michel")]
     table1 = paper_values.table(1)
     assert [paper[0]["heads"], paper[0]["significant"], paper[0]["significant_up"]] == [
@@ -157,9 +164,9 @@ def test_chapter_04_counts_add_up(table):
                  f"{PROFILE}: {_param('04_keeping_one_head', 'translation')}": table("04_keep_one_translation")}
     counts = _ours(table("04_keep_one_counts"), "source")
     assert {r["source"] for r in counts} == set(per_model) and len(counts) >= 4 + 1
-    for (source, protocol), rows in _by(counts, "source", "protocol").items():
-        want = _layer_summary(_protocol_rows(per_model[source], protocol))
-        assert [r["kind"] for r in rows] == list(want), (source, protocol)
+    for (source, protocol, seed), rows in _by(counts, "source", "protocol", SEED).items():
+        want = _layer_summary(_protocol_rows(_seed_of(per_model[source], seed), protocol))
+        assert [r["kind"] for r in rows] == list(want), (source, protocol, seed)
         for row in rows:
             for column, value in want[row["kind"]].items():
                 assert row[column] == pytest.approx(value, **CLOSE), (source, protocol, row["kind"], column)
@@ -200,7 +207,7 @@ def test_chapter_05_correlations_add_up(table):
     rows = table("05_cross_domain_r")
     assert {r["model"] for r in rows} == set(per_model)
     for row in rows:
-        pairs = [p for p in per_model[row["model"]] if row["kind"] == "all" or p["kind"] == row["kind"]]
+        pairs = [p for p in _seed_of(per_model[row["model"]], row[SEED]) if row["kind"] == "all" or p["kind"] == row["kind"]]
         col = lambda name: [p[name] for p in pairs]  # noqa: E731
         r, p = _pearson(col("score_in"), col("score_out"))
         want = {"heads": len(pairs), "pearson_r": r, "p_value": p,
@@ -234,18 +241,18 @@ def _at(steps: list[dict], share: float) -> float:
 
 def test_chapter_06_prunable_shares_add_up(table):
     tolerance = {"classifier": 0.01, "translation": 1.0}
-    curves = _by(table("06_pruning_curves"), "track", "model", "order")
+    curves = _by(table("06_pruning_curves"), "track", "model", SEED, "order")
     expected: dict[tuple, list[dict]] = defaultdict(list)
-    for (track, model, order), steps in curves.items():
+    for (track, model, seed, order), steps in curves.items():
         label = "random (mean)" if order.startswith("random") else order
-        expected[(track, model, label)].append({
+        expected[(track, model, seed, label)].append({
             "prunable_share": _prunable(steps, tolerance[track]), "unpruned": _at(steps, 0.0),
             "at_50%": _at(steps, 0.5), "all_pruned": next(s["score"] for s in steps if s["share"] == 1)})
     summary = table("06_prunable_shares")
-    assert {(r["track"], r["model"], r["order"]) for r in summary} == set(expected)
-    assert len(expected[next(k for k in expected if k[2] == "random (mean)")]) == _param("06_pruning_curves", "random_orders")
+    assert {(r["track"], r["model"], r[SEED], r["order"]) for r in summary} == set(expected)
+    assert len(expected[next(k for k in expected if k[3] == "random (mean)")]) == _param("06_pruning_curves", "random_orders")
     for row in summary:
-        runs = expected[(row["track"], row["model"], row["order"])]
+        runs = expected[(row["track"], row["model"], row[SEED], row["order"])]
         for column in ("prunable_share", "unpruned", "at_50%", "all_pruned"):
             assert row[column] == pytest.approx(sum(r[column] for r in runs) / len(runs), **CLOSE), (row, column)
         paper = paper_values.PRUNABLE_SHARE[row["track"]] if row["order"] == "importance" else None
@@ -253,11 +260,12 @@ def test_chapter_06_prunable_shares_add_up(table):
 
 
 def test_chapter_08_summary_adds_up(table):
-    curves = _by(table("08_pruning_by_kind"), "kind")
+    curves = _by(table("08_pruning_by_kind"), SEED, "kind")
     rows = table("08_pruning_by_kind_summary")
-    assert [r["kind"] for r in rows] == [k for k in KIND_ORDER if (k,) in curves]
+    seeds = sorted({seed for seed, _ in curves})
+    assert [(r[SEED], r["kind"]) for r in rows] == [(s, k) for s in seeds for k in KIND_ORDER if (s, k) in curves]
     for row in rows:
-        steps = curves[(row["kind"],)]
+        steps = curves[(row[SEED], row["kind"])]
         base = _at(steps, 0.0)
         want = {"unpruned": base, "bleu_40%_pruned": _at(steps, 0.4), "bleu_80%_pruned": _at(steps, 0.8),
                 "relative_80%": _at(steps, 0.8) / base if base else math.nan,
@@ -269,9 +277,10 @@ def test_chapter_08_summary_adds_up(table):
 
 def test_chapter_09_relative_scores_add_up(table):
     rows = table("09_importance_dynamics")
-    epochs = _by(rows, "epoch")
-    assert sorted(e for (e,) in epochs) == sorted(_param("09_training_dynamics", "epochs"))
-    for (epoch,), steps in epochs.items():
+    epochs = _by(rows, SEED, "epoch")
+    for seed in {s for s, _ in epochs}:
+        assert sorted(e for s, e in epochs if s == seed) == sorted(_param("09_training_dynamics", "epochs"))
+    for (_, epoch), steps in epochs.items():
         base = next(s["score"] for s in steps if s["pruned"] == 0)
         for s in steps:
             assert s["unpruned"] == pytest.approx(base, **CLOSE)
@@ -279,11 +288,11 @@ def test_chapter_09_relative_scores_add_up(table):
 
 
 def test_chapter_10_summary_adds_up(table):
-    curves = _by(table("10_appendix_pruning_curves"), "model")
+    curves = _by(table("10_appendix_pruning_curves"), "model", SEED)
     rows = table("10_appendix_summary")
-    assert [r["model"] for r in rows] == [m for (m,) in curves]
+    assert [(r["model"], r[SEED]) for r in rows] == list(curves)
     for row in rows:
-        steps = curves[(row["model"],)]
+        steps = curves[(row["model"], row[SEED])]
         tolerance = 1.0 if row["metric"] == "BLEU" else 0.01
         assert row["unpruned"] == pytest.approx(_at(steps, 0.0), **CLOSE)
         assert row["prunable_share"] == pytest.approx(_prunable(steps, tolerance), **CLOSE)
@@ -365,7 +374,7 @@ def _recomputed_ours(table) -> dict[str, list[tuple[float, int]]]:
     dyn = _by(table("09_importance_dynamics"), "epoch")
     bases = {e: next(s["score"] for s in v if s["pruned"] == 0) for (e,), v in dyn.items()}
     usable = sorted(e for e, b in bases.items() if b >= 0.02 * bases[max(bases)])
-    rel40 = {e: _at(dyn[(e,)], 0.4) / bases[e] for e in usable}
+    rel40 = {e: _at(dyn[(e,)], 0.4) / bases[e] if bases[e] else math.nan for e in usable}  # BLEU 0: no share
 
     appendix = _by(table("10_appendix_pruning_curves"), "model")
     flat = {steps[0]["task"]: _prunable(steps, 1.0 if steps[0]["metric"] == "BLEU" else 0.01)
@@ -390,18 +399,34 @@ def _recomputed_ours(table) -> dict[str, list[tuple[float, int]]]:
         "Self-attention survives": [_pct(rel80[k]) for k in ("enc_self", "dec_self")],
         "Early in training": [_pct(rel40[usable[0]]), _int(usable[0])],
         "Later, 40% of the heads": [_pct(rel40[usable[-1]]), _int(usable[-1])],
-        **{f"{row.task} ({row.metric})": [_pct(flat[row.course_task])] for row in paper_values.FIGURE6.itertuples()},
+        # None: no run of that task with this seed (the card must not use the seed for it)
+        **{f"{row.task} ({row.metric})": [_pct(flat[row.course_task])] if row.course_task in flat else None
+           for row in paper_values.FIGURE6.itertuples()},
     }
 
 
+def _one_seed(table, seed):
+    """``table`` restricted to one training seed's rows (and the rows without a seed)."""
+    return lambda name: [r for r in table(name) if r.get(SEED) in (None, seed)]
+
+
 def test_the_scorecards_values_are_computed_from_the_chapters_rows(table):
-    expected = _recomputed_ours(table)
     card = table("11_scorecard")
+    seeds = sorted({int(s) for r in card if r["seeds"] is not None for s in str(r["seeds"]).split(", ")})
+    per_seed = {seed: _recomputed_ours(_one_seed(table, seed)) for seed in seeds}
+    expected = per_seed[seeds[0]]
     assert len(card) == len(expected) and all(r["verdict"] != "not run" for r in card), \
         [(r["claim"], r["ours"]) for r in card if r["verdict"] == "not run"]
     for row in card:
         (claim,) = [c for c in expected if row["claim"].startswith(c)]
-        shown, want = _numbers(row["ours"]), expected[claim]
+        used = [int(s) for s in str(row["seeds"]).split(", ")]
+        values = [per_seed[s][claim] for s in used]
+        assert None not in values, (claim, used)
+        if all(str(v) == str(values[0]) for v in values):  # str: nan equals nan
+            want = values[0]
+        else:  # "seed 0: ...; seed 1: ...": each seed's number, then its values
+            want = [n for s, v in zip(used, values) for n in [_int(s), *v]]
+        shown = _numbers(row["ours"])
         assert len(shown) == len(want), (claim, row["ours"], want)
         for got, (value, decimals) in zip(shown, want):
             if math.isnan(value):

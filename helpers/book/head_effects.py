@@ -79,14 +79,14 @@ def _cache(cache_dir: Path | None, inputs: Sequence, settings: dict) -> SweepCac
 
 def translation_effects(model, pairs: Sequence, configs: Sequence[Config], beam: int = 5, batch_size: int = 64,
                         n_resamples: int = 1000, alpha: float = 0.01, seed: int = 0, progress: bool = True,
-                        cache_dir: Path | None = None, max_len_b: int = 200) -> pd.DataFrame:
+                        cache_dir: Path | None = None, max_len_b: int = translation_model.MAX_LEN_B) -> pd.DataFrame:
     """Tokenised BLEU of a translation model under each configuration (beam search, stopping at
     source length + ``max_len_b`` tokens); ``cache_dir`` as in ``classifier_effects``
     (hypotheses per configuration, stored as each one finishes)."""
     refs = [p.ref for p in pairs]
     sources = [p.src for p in pairs]
     settings = {"beam": beam, "lenpen": 1.0, "batch_size": batch_size}
-    if max_len_b != 200:  # the default keeps the cache keys that earlier sweeps were stored under
+    if max_len_b != translation_model.MAX_LEN_B:  # the default keeps the cache keys of earlier sweeps
         settings["max_len_b"] = max_len_b
     base, outs = translation_sweep(model, sources, configs, beam=beam, batch_size=batch_size, progress=progress,
                                    cache=_cache(cache_dir, sources, settings), max_len_b=max_len_b)
@@ -96,7 +96,7 @@ def translation_effects(model, pairs: Sequence, configs: Sequence[Config], beam:
 
 def translation_sweep(model, sources: Sequence[str], configs: Sequence[Config], beam: int = 5,
                       lenpen: float = 1.0, batch_size: int = 64, progress: bool = True,
-                      cache: SweepCache | None = None, max_len_b: int = 200
+                      cache: SweepCache | None = None, max_len_b: int = translation_model.MAX_LEN_B
                       ) -> tuple[list[str], dict[Config, list[str]]]:
     """Translate ``sources`` unmasked and under every configuration (beam search, so no layer is
     replayed: the decoder runs once per output position). Returns the unmasked hypotheses and

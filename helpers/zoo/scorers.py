@@ -18,6 +18,7 @@ from torch import nn
 from ..heads.devices import to_device
 from .classifier_training import batches, encode, labels_of, predict
 from ..heads.metrics import METRICS, bleu
+from .translation_model import MAX_LEN_B
 
 
 def classifier_scorer(tokenizer, examples: Sequence, metric: str = "accuracy", max_length: int = 64,
@@ -48,7 +49,7 @@ def classifier_loss(model: nn.Module, batch: dict) -> torch.Tensor:
     return F.cross_entropy(model(**inputs).logits, batch["labels"], reduction="none")
 
 
-def translation_scorer(pairs: Sequence, beam: int = 5, batch_size: int = 64, max_len_b: int = 200
+def translation_scorer(pairs: Sequence, beam: int = 5, batch_size: int = 64, max_len_b: int = MAX_LEN_B
                        ) -> Callable[[nn.Module], float]:
     """``score(model)``: tokenised BLEU of beam-search translations of ``pairs`` against their refs
     (``max_len_b`` as in ``translation_model.translate``)."""

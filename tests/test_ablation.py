@@ -25,6 +25,22 @@ def test_replaying_lower_layers_equals_the_naive_loop(name):
     assert torch.equal(naive[configs[-1]][: len(expected)], expected)
 
 
+@pytest.mark.parametrize("reuse", [True, False])
+@pytest.mark.parametrize("name", sorted(ALL_CASES))
+def test_many_configurations_per_pass_equal_one_at_a_time(name, reuse):
+    case = ALL_CASES[name]()
+    configs = one_head_configs(case.model) + all_but_one_configs(case.model)[:6]
+    batches = [case.batch, case.batch]
+    base, one = single_layer_sweep(case.model, batches, case.run, configs, reuse=reuse, progress=False)
+    base_many, many = single_layer_sweep(case.model, batches, case.run, configs, reuse=reuse, progress=False,
+                                         configs_per_pass=5)
+    assert torch.equal(base, base_many)
+    for config in configs:
+        assert torch.equal(one[config], many[config]), config
+    assert any(not torch.equal(one[c], base) for c in configs)  # the masks did something
+    assert all("forward" not in vars(m) for m in case.model.modules())
+
+
 def test_masks_change_outputs_and_forward_is_restored():
     case = ALL_CASES["bert"]()
     configs = one_head_configs(case.model)
@@ -72,3 +88,25 @@ def test_translation_sweep_masks_one_configuration_at_a_time():
         gates.mask({kind: {layer: list(heads)}})
         assert outs[configs[0]] == translate(model, sources, beam=2)
     assert translate(model, sources, beam=2) == base  # gates removed afterwards
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_translation_sweep_with_many_configurations_per_search_equals_one_at_a_time(beam):
+    """Row gates follow fairseq's reordering of beams and its dropping of finished sentences,
+    and decoder-only passes (which share one encoder output) decode what they decode alone."""
+    from helpers.book.head_effects import translation_sweep
+    from helpers.zoo.translation_model import TranslationConfig, model_for
+    from helpers.zoo.translation_task import generate
+
+    data = generate({"train": 40}, seed=1)["train"]
+    torch.manual_seed(0)
+    model = model_for(data, TranslationConfig(layers=2, heads=4, embed_dim=16, ffn_dim=32)).eval()
+    sources = [p.src for p in data[:9]]
+    configs = one_head_configs(model) + all_but_one_configs(model)[:5]
+    settings = dict(beam=beam, progress=False, batch_size=4, max_len_b=10)  # 3 batches, the last of 1
+    base, one = translation_sweep(model, sources, configs, configs_per_pass=1, **settings)
+    base_many, many = translation_sweep(model, sources, configs, configs_per_pass=5, **settings)
+    assert base_many == base
+    assert {c: many[c] for c in configs} == {c: one[c] for c in configs}
+    assert sum(one[c] != base for c in configs) > len(configs) // 2  # most masks change the output
+    assert "forward" not in vars(model.encoder) and "reorder_encoder_out" not in vars(model.encoder)

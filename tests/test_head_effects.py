@@ -54,20 +54,21 @@ def test_an_interrupted_translation_sweep_resumes_with_the_same_hypotheses(smoke
     fresh = translation_effects(model, pairs, configs, beam=2, n_resamples=50, progress=False)
 
     import helpers.zoo.translation_model as tm
-    real, calls = tm.translate, []
+    real, calls = tm.translate_copies, []
 
-    def dies_on_the_fourth_call(*args, **kwargs):
+    def dies_on_the_third_search(*args, **kwargs):
         calls.append(1)
-        if len(calls) == 4:
+        if len(calls) == 3:
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(tm, "translate", dies_on_the_fourth_call)
+    monkeypatch.setattr(tm, "translate_copies", dies_on_the_third_search)
     with pytest.raises(KeyboardInterrupt):
-        translation_effects(model, pairs, configs, beam=2, n_resamples=50, progress=False, cache_dir=tmp_path)
+        translation_effects(model, pairs, configs, beam=2, n_resamples=50, progress=False, cache_dir=tmp_path,
+                            configs_per_pass=2)
     (folder,) = tmp_path.iterdir()
-    assert len(list(folder.glob("*.json"))) == 3  # unmasked + two configurations, each complete
-    monkeypatch.setattr(tm, "translate", real)
+    assert len(list(folder.glob("*.json"))) == 4  # two searches of two: unmasked + three configurations
+    monkeypatch.setattr(tm, "translate_copies", real)
     resumed = translation_effects(model, pairs, configs, beam=2, n_resamples=50, progress=False, cache_dir=tmp_path)
     pd.testing.assert_frame_equal(resumed, fresh)
     assert folder.name.startswith(code_digest() + "-")

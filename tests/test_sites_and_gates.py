@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import helpers
+from helpers.heads.sites import HeadSpecError
 from tiny_models import ALL_CASES, bert
 
 CASES = sorted(ALL_CASES)
@@ -126,3 +127,47 @@ def test_unsupported_model_names_the_supported_families():
         assert "BERT-like" in str(err.value) and "fairseq" in str(err.value) and "marian" in str(err.value)
     with pytest.raises(helpers.UnsupportedModelError):
         helpers.prune_heads(gpt2, {"self": {0: [0]}})
+
+
+def test_row_gates_give_each_example_its_own_heads():
+    """Row r of a batch under row gates equals that example alone under the same gates."""
+    from helpers.heads.config_batches import repeat_rows
+
+    case = ALL_CASES["bert"]()
+    model, batch = case.model, case.batch
+    rows = len(case.run(model, batch))
+    layers, heads = helpers.HeadGates(model).tensor("self").shape
+    with helpers.HeadGates(model) as gates:
+        plain = case.run(model, batch)
+        with gates.rows({"self": torch.ones(2 * rows, layers, heads)}):
+            assert torch.equal(case.run(model, repeat_rows(batch, 2)), torch.cat([plain, plain]))  # ones change nothing
+        row_gates = torch.ones(2 * rows, layers, heads)
+        row_gates[rows:, 1, 2] = 0.0
+        with gates.rows({"self": row_gates}):
+            both = case.run(model, repeat_rows(batch, 2))
+        gates.mask({"self": {1: [2]}})
+        masked = case.run(model, batch)
+    assert torch.equal(both[:rows], plain) and torch.equal(both[rows:], masked)
+    assert not torch.equal(masked, plain)
+
+
+def test_row_gates_reject_bad_shapes_and_batches():
+    from helpers.heads.config_batches import config_row_gates
+
+    case = ALL_CASES["bert"]()
+    with helpers.HeadGates(case.model) as gates:
+        layers, heads = gates.tensor("self").shape
+        with pytest.raises(HeadSpecError, match="rows x layers x heads"):
+            with gates.rows({"self": torch.ones(3, layers + 1, heads)}):
+                pass
+        with gates.rows({"self": torch.zeros(3, layers, heads)}):
+            with pytest.raises(HeadSpecError, match="repeat the batch once per configuration"):
+                case.run(case.model, case.batch)  # 4 examples against 3 rows
+            with pytest.raises(RuntimeError, match="do not nest"):
+                with gates.rows({"self": torch.ones(3, layers, heads)}):
+                    pass
+        with pytest.raises(HeadSpecError, match="has no head 9"):
+            config_row_gates(gates, [("self", 0, (9,))], 2)
+    with pytest.raises(RuntimeError, match="inside `with HeadGates"):
+        with helpers.HeadGates(case.model).rows({}):
+            pass

@@ -16,7 +16,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from ..heads.ablation import UNMASKED, Config, gated_runs, single_layer_sweep
+from ..heads.ablation import UNMASKED, Config, gated_passes, single_layer_sweep
 from ..heads.devices import to_device
 from ..heads.significance import (accuracy_from_stats, accuracy_stats, bleu_from_stats, bleu_stats,
                                   paired_bootstrap, resample_indices)
@@ -24,6 +24,10 @@ from ..heads.sites import ENCODER_ONLY_KINDS, SEQ2SEQ_KINDS
 from ..zoo import translation_model
 from ..zoo.classifier_training import batches, encode
 from .sweep_cache import SweepCache, sweep_key
+
+# Configurations per forward pass or beam search: a classifier layer's 12 heads in one pass; on
+# 2 CPU cores more copies of a translation batch stop paying off beyond about 8 (benchmarks/).
+CONFIGS_PER_PASS = 12
 
 
 def _rows(configs: Sequence[Config], base_stats, stats_of, score, n_resamples: int, alpha: float, seed: int):
@@ -44,8 +48,10 @@ def _rows(configs: Sequence[Config], base_stats, stats_of, score, n_resamples: i
 
 def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[Config], max_length: int = 64,
                        batch_size: int = 64, n_resamples: int = 1000, alpha: float = 0.01, seed: int = 0,
-                       progress: bool = True, cache_dir: Path | None = None) -> pd.DataFrame:
-    """Accuracy of a sequence classifier under each configuration (lower layers replayed).
+                       progress: bool = True, cache_dir: Path | None = None,
+                       configs_per_pass: int = CONFIGS_PER_PASS) -> pd.DataFrame:
+    """Accuracy of a sequence classifier under each configuration (lower layers replayed; up to
+    ``configs_per_pass`` configurations of a layer in one forward pass, with the same results).
 
     ``cache_dir`` (e.g. ``course.sweeps_dir``; only for a model as loaded, never one modified in
     place) keeps the predictions per configuration, so a later call on the same examples and
@@ -59,7 +65,7 @@ def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[C
             data = list(batches(encode(tokenizer, examples, max_length), batch_size))
             todo = [c for c in todo if c != UNMASKED]
             base, outs = single_layer_sweep(model, data, lambda m, b: m(**to_device(b, m)).logits.argmax(-1), todo,
-                                            progress=progress)
+                                            progress=progress, configs_per_pass=configs_per_pass)
             cache.put(UNMASKED, base.tolist())
             for config, predicted in outs.items():
                 cache.put(config, predicted.tolist())
@@ -79,27 +85,32 @@ def _cache(cache_dir: Path | None, inputs: Sequence, settings: dict) -> SweepCac
 
 def translation_effects(model, pairs: Sequence, configs: Sequence[Config], beam: int = 5, batch_size: int = 64,
                         n_resamples: int = 1000, alpha: float = 0.01, seed: int = 0, progress: bool = True,
-                        cache_dir: Path | None = None, max_len_b: int = translation_model.MAX_LEN_B) -> pd.DataFrame:
+                        cache_dir: Path | None = None, max_len_b: int = translation_model.MAX_LEN_B,
+                        configs_per_pass: int = CONFIGS_PER_PASS) -> pd.DataFrame:
     """Tokenised BLEU of a translation model under each configuration (beam search, stopping at
-    source length + ``max_len_b`` tokens); ``cache_dir`` as in ``classifier_effects``
-    (hypotheses per configuration, stored as each one finishes)."""
+    source length + ``max_len_b`` tokens; up to ``configs_per_pass`` configurations per search,
+    with the same results); ``cache_dir`` as in ``classifier_effects`` (hypotheses per
+    configuration, stored as each pass finishes)."""
     refs = [p.ref for p in pairs]
     sources = [p.src for p in pairs]
     settings = {"beam": beam, "lenpen": 1.0, "batch_size": batch_size}
     if max_len_b != translation_model.MAX_LEN_B:  # the default keeps the cache keys of earlier sweeps
         settings["max_len_b"] = max_len_b
     base, outs = translation_sweep(model, sources, configs, beam=beam, batch_size=batch_size, progress=progress,
-                                   cache=_cache(cache_dir, sources, settings), max_len_b=max_len_b)
+                                   cache=_cache(cache_dir, sources, settings), max_len_b=max_len_b,
+                                   configs_per_pass=configs_per_pass)
     return _rows(configs, bleu_stats(base, refs), lambda c: bleu_stats(outs[c], refs), bleu_from_stats,
                  n_resamples, alpha, seed)
 
 
 def translation_sweep(model, sources: Sequence[str], configs: Sequence[Config], beam: int = 5,
                       lenpen: float = 1.0, batch_size: int = 64, progress: bool = True,
-                      cache: SweepCache | None = None, max_len_b: int = translation_model.MAX_LEN_B
-                      ) -> tuple[list[str], dict[Config, list[str]]]:
+                      cache: SweepCache | None = None, max_len_b: int = translation_model.MAX_LEN_B,
+                      configs_per_pass: int = CONFIGS_PER_PASS) -> tuple[list[str], dict[Config, list[str]]]:
     """Translate ``sources`` unmasked and under every configuration (beam search, so no layer is
-    replayed: the decoder runs once per output position). Returns the unmasked hypotheses and
+    replayed: the decoder runs once per output position; ``configs_per_pass`` configurations share
+    one search, each on its own copy of the batch, and decoder-only passes share the encoder's
+    output). Returns the unmasked hypotheses and
     ``{config: hypotheses}``. With a ``cache`` (made for exactly these sources and settings),
     configurations found there are not decoded again, and each new one is stored as it finishes;
     under torchrun each process decodes its share (``SweepCache.share``)."""
@@ -107,12 +118,13 @@ def translation_sweep(model, sources: Sequence[str], configs: Sequence[Config], 
     everything = [UNMASKED, *configs]
     todo = cache.share(everything)  # what is missing; under torchrun, of this process's share
 
-    def decode(m):
-        return translation_model.translate(m, sources, beam=beam, lenpen=lenpen, batch_size=batch_size,
-                                           max_len_b=max_len_b)
+    def decode(m, copies: int, gated):
+        return translation_model.translate_copies(m, sources, copies, gated, beam=beam, lenpen=lenpen,
+                                                  batch_size=batch_size, max_len_b=max_len_b)
 
     with cache.working():
-        for config, hypotheses in gated_runs(model, todo, decode, progress, desc="translation sweep"):
+        for config, hypotheses in gated_passes(model, todo, decode, configs_per_pass, progress,
+                                               desc="translation sweep"):
             cache.put(config, hypotheses)
     cache.wait_for(everything)
     return cache.get(UNMASKED), {c: cache.get(c) for c in configs}

@@ -9,7 +9,8 @@ It imports torch, transformers and (for fairseq models) fairseq, and nothing fro
 * importance.py: ``head_importance``, I_h = E_x |dL(x)/dxi_h| (§4.1, eq. 2);
 * pruning.py: ``prune_heads`` (physical removal), ``kept_heads``/``pruned_heads``,
   ``save_pruned``/``load_pruned``, ``count_parameters``;
-* ablation.py: sweeps that mask heads one configuration at a time (§3.2, §3.3);
+* ablation.py: sweeps that mask heads of one configuration after another (§3.2, §3.3);
+* config_batches.py: many configurations in one pass (row gates on a repeated batch);
 * pruning_curves.py: score against the share of heads pruned, in importance, ablation or
   random order (§4.2);
 * throughput.py: examples per second and FLOPs, full against pruned (§4.3);
@@ -18,7 +19,9 @@ It imports torch, transformers and (for fairseq models) fairseq, and nothing fro
 * devices.py, atomic.py, fairseq_compat.py: moving batches to a model's device, atomic writes,
   importing fairseq 0.12 quietly.
 """
-from .ablation import UNMASKED, Config, all_but_one_configs, gated_runs, one_head_configs, single_layer_sweep
+from .ablation import (UNMASKED, Config, all_but_one_configs, gated_passes, gated_runs, one_head_configs,
+                       single_layer_sweep)
+from .config_batches import config_row_gates, repeat_rows
 from .gates import GateRecord, HeadGates, HeadSpec
 from .importance import head_importance
 from .pruning import count_parameters, kept_heads, load_pruned, prune_heads, pruned_heads, save_pruned
@@ -38,8 +41,9 @@ from .throughput import compare_speed, forward_flops, throughput
 __all__ = [
     "AttentionSite", "Config", "GateRecord", "HeadGates", "HeadSpec", "HeadSpecError", "SUPPORTED_FAMILIES",
     "UNMASKED", "UnsupportedModelError", "all_but_one_configs", "attention_sites", "compare_speed",
-    "count_parameters", "family_of", "forward_flops", "gated_runs", "head_importance", "kept_heads", "layout",
+    "config_row_gates", "count_parameters", "family_of", "forward_flops", "gated_passes", "gated_runs",
+    "head_importance", "kept_heads", "layout",
     "load_pruned", "one_head_configs", "order_by_ablation", "order_by_importance", "paired_bootstrap",
-    "prunable_share", "prune_heads", "pruned_heads", "pruning_curve", "random_order", "save_pruned",
-    "single_layer_sweep", "throughput",
+    "prunable_share", "prune_heads", "pruned_heads", "pruning_curve", "random_order", "repeat_rows",
+    "save_pruned", "single_layer_sweep", "throughput",
 ]

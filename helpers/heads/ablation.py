@@ -14,17 +14,17 @@ For decoder kinds (``enc_dec``, ``dec_self``) the whole encoder is replayed as w
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, ContextManager, Iterable, Iterator, Sequence
 
 import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from .config_batches import UNMASKED, Config, config_row_gates, fairseq_rows, gates_encoder, repeat_rows
 from .gates import HeadGates
-from .sites import attention_sites, sites_by_kind
+from .sites import attention_sites, family_of, sites_by_kind
 
-Config = tuple[str, int, tuple[int, ...]]  # (kind, layer, heads masked), 0-based
-UNMASKED: Config = ("none", -1, ())  # the configuration that masks nothing
 DECODER_KINDS = ("enc_dec", "dec_self")
 
 
@@ -42,10 +42,12 @@ def _sites(model: nn.Module, kinds: Sequence[str] | None):
     return [s for s in attention_sites(model) if kinds is None or s.kind in kinds]
 
 
-def _blocks(model: nn.Module) -> dict[str, list[nn.Module]]:
-    """The layer block (an element of a ModuleList) around each site, by kind, in layer order."""
+def _blocks(model: nn.Module) -> tuple[dict[str, list[nn.Module]], dict[nn.Module, int]]:
+    """The layer block (an element of a ModuleList) around each site, by kind, in layer order,
+    and each block's batch axis (that of its site's W_o input)."""
     parent_of = {child: parent for parent in model.modules() for child in parent.children()}
     out: dict[str, list[nn.Module]] = {}
+    batch_dims: dict[nn.Module, int] = {}
     for kind, sites in sites_by_kind(attention_sites(model)).items():
         blocks = []
         for site in sites:
@@ -55,8 +57,9 @@ def _blocks(model: nn.Module) -> dict[str, list[nn.Module]]:
             if m not in parent_of:
                 raise ValueError(f"cannot find the layer block around {kind} layer {site.layer}")
             blocks.append(m)
+            batch_dims[m] = site.batch_dim
         out[kind] = blocks
-    return out
+    return out, batch_dims
 
 
 def _replayed(blocks: dict[str, list[nn.Module]], kind: str, layer: int) -> list[nn.Module]:
@@ -84,16 +87,20 @@ class _Recorder:
 
 @torch.no_grad()
 def single_layer_sweep(model: nn.Module, batches: Iterable, run: Callable[[nn.Module, Any], torch.Tensor],
-                       configs: Sequence[Config], reuse: bool = True, progress: bool = True
-                       ) -> tuple[torch.Tensor, dict[Config, torch.Tensor]]:
+                       configs: Sequence[Config], reuse: bool = True, progress: bool = True,
+                       configs_per_pass: int = 1) -> tuple[torch.Tensor, dict[Config, torch.Tensor]]:
     """Run ``run(model, batch)`` (per-example outputs [B, ...]) on every batch unmasked and under
     every configuration of ``configs``, each masking heads of a single layer.
 
+    ``configs_per_pass`` > 1 evaluates up to that many configurations of the same layer in one
+    call of ``run`` on the batch repeated once per configuration (config_batches.py); ``run``
+    must then accept such a batch (every tensor repeated along axis 0).
     Returns the unmasked outputs and ``{config: outputs}``, concatenated over batches [N, ...].
     """
     model.eval()
     order = sorted(configs, key=lambda c: (c[0] in DECODER_KINDS, c[1]))
-    blocks = _blocks(model)
+    passes = _passes(order, configs_per_pass)
+    blocks, batch_dims = _blocks(model)
     base: list[torch.Tensor] = []
     outs: dict[Config, list[torch.Tensor]] = {c: [] for c in configs}
     batches = list(batches)
@@ -102,24 +109,41 @@ def single_layer_sweep(model: nn.Module, batches: Iterable, run: Callable[[nn.Mo
         for batch in batches:
             recorder = _Recorder(b for bs in blocks.values() for b in bs) if reuse else None
             try:
-                base.append(run(model, batch).detach().cpu())
+                unmasked = run(model, batch).detach().cpu()
             finally:
                 if recorder:
                     recorder.remove()
-            for kind, layer, heads in order:
+            base.append(unmasked)
+            rows = unmasked.shape[0]
+            for chunk in passes:
+                kind, layer, _ = chunk[0]
                 replay = _replayed(blocks, kind, layer) if reuse else []
                 for block in replay:
-                    block.forward = _constant(recorder.outputs[block])
-                gates.mask({kind: {layer: list(heads)}})
+                    block.forward = _constant(repeat_rows(recorder.outputs[block], len(chunk), batch_dims[block]))
                 try:
-                    outs[(kind, layer, heads)].append(run(model, batch).detach().cpu())
+                    with gates.rows(config_row_gates(gates, chunk, rows)):
+                        out = run(model, repeat_rows(batch, len(chunk))).detach().cpu()
                 finally:
-                    gates.reset()
                     for block in replay:
                         del block.forward  # back to the class's forward
-                bar.update()
+                for k, config in enumerate(chunk):
+                    outs[config].append(out[k * rows:(k + 1) * rows])
+                bar.update(len(chunk))
     bar.close()
     return torch.cat(base), {c: torch.cat(v) for c, v in outs.items()}
+
+
+def _passes(order: Sequence[Config], per_pass: int) -> list[list[Config]]:
+    """``order`` cut into runs of at most ``per_pass`` consecutive configurations of one (kind, layer)."""
+    if per_pass < 1:
+        raise ValueError(f"configs_per_pass must be at least 1, got {per_pass}")
+    passes: list[list[Config]] = []
+    for config in order:
+        if passes and len(passes[-1]) < per_pass and passes[-1][0][:2] == config[:2]:
+            passes[-1].append(config)
+        else:
+            passes.append([config])
+    return passes
 
 
 def _constant(value):
@@ -148,3 +172,42 @@ def gated_runs(model: nn.Module, configs: Sequence[Config], run: Callable[[nn.Mo
             finally:
                 gates.reset()
             yield config, result
+
+
+def gated_passes(model: nn.Module, configs: Sequence[Config],
+                 run: Callable[[nn.Module, int, Callable[[int], ContextManager]], Sequence[Any]],
+                 configs_per_pass: int = 8, progress: bool = True, desc: str = "masked runs"
+                 ) -> Iterator[tuple[Config, Any]]:
+    """``gated_runs`` with up to ``configs_per_pass`` configurations per call of
+    ``run(model, copies, gated)``: ``run`` computes ``copies`` copies of its work in one go,
+    entering ``gated(rows)`` around each batch of ``rows`` rows (copy k's rows after copy
+    k-1's), and returns one result per copy. Copy k runs under the k-th configuration of the
+    pass (config_batches.py); the results equal one configuration at a time.
+
+    For fairseq models the row gates follow ``SequenceGenerator``'s reordering of rows, so
+    ``run`` may be a beam search (``translation_model.translate_copies``); for other families it
+    must be a plain forward pass. Yields ``(config, result)`` as each pass finishes.
+    """
+    if configs_per_pass < 1:
+        raise ValueError(f"configs_per_pass must be at least 1, got {configs_per_pass}")
+    fairseq = family_of(model) == "fairseq"
+    bar = tqdm(total=len(configs), desc=desc, disable=not progress, unit="config")
+    with HeadGates(model) as gates:
+        for start in range(0, len(configs), configs_per_pass):
+            chunk = list(configs[start:start + configs_per_pass])
+
+            @contextmanager
+            def gated(rows: int, chunk=chunk):
+                if rows % len(chunk):
+                    raise ValueError(f"a pass of {len(chunk)} configurations got {rows} rows, not a multiple")
+                with gates.rows(config_row_gates(gates, chunk, rows // len(chunk))):
+                    if fairseq:
+                        with fairseq_rows(model, gates, len(chunk), encoder_shared=not gates_encoder(chunk)):
+                            yield
+                    else:
+                        yield
+
+            results = run(model, len(chunk), gated)
+            bar.update(len(chunk))
+            yield from zip(chunk, results)
+    bar.close()

@@ -9,6 +9,10 @@ Gates of ones are exact: while a kind's gates are all ones and do not require gr
 leaves its input untouched, so outputs are bit-identical to the model without gates. (For
 fairseq this also keeps its fused attention kernel; any other gate value sends fairseq down its
 explicit attention path, the one it uses itself for pruned heads, so the hook can act.)
+
+Row gates (``HeadGates.rows``) give each example of a batch its own gates, so that one forward
+pass, or one beam search, evaluates many head configurations: repeat the batch once per
+configuration and give each copy that configuration's gates. They multiply the shared gates.
 """
 from __future__ import annotations
 
@@ -65,6 +69,8 @@ class HeadGates:
         self._index_cache: dict[int, tuple[tuple[int, ...], torch.Tensor]] = {}
         self._records: list[GateRecord] | None = None
         self._fairseq_skip: dict[int, bool] = {}
+        self._rows: dict[str, torch.Tensor] = {}  # kind -> [rows, n_layers, n_heads]
+        self._rows_gated: dict[str, list[bool]] = {}  # kind -> per layer: some row gate is not one
 
     # ---- public API ------------------------------------------------------------------
     @property
@@ -96,6 +102,42 @@ class HeadGates:
                 for h in hs:
                     check_head(site, h)
                     self._tensors[kind][layer, h] = value
+
+    @contextmanager
+    def rows(self, gates: Mapping[str, torch.Tensor]) -> Iterator[None]:
+        """Within this block, row ``r`` of every batch is gated by ``gates[kind][r]`` as well.
+
+        ``gates``: ``{kind: [rows, n_layers, n_heads]}`` (kinds left out: ones), indexed like
+        ``tensor(kind)``; every batch a gated block sees must have exactly ``rows`` examples.
+        Beam search reorders and drops rows as it goes: call ``reorder_rows`` with its order.
+        """
+        if not self.active:
+            raise RuntimeError("HeadGates.rows() needs the gates installed: use it inside `with HeadGates(model)`")
+        if self._rows:
+            raise RuntimeError("row gates are already set; HeadGates.rows() blocks do not nest")
+        n_rows = set()
+        for kind, g in gates.items():
+            expected = tuple(self.tensor(kind).shape)
+            if g.dim() != 3 or tuple(g.shape[1:]) != expected:
+                raise HeadSpecError(f"row gates of {kind!r} have shape {tuple(g.shape)}; "
+                                    f"expected [rows, {expected[0]}, {expected[1]}] (rows x layers x heads)")
+            n_rows.add(g.shape[0])
+        if len(n_rows) > 1:
+            raise HeadSpecError(f"row gates of different kinds have different numbers of rows: {sorted(n_rows)}")
+        self._rows = {k: g.detach().to(self.tensor(k).device) for k, g in gates.items()}
+        self._refresh_rows()
+        try:
+            yield
+        finally:
+            self._rows, self._rows_gated = {}, {}
+
+    def reorder_rows(self, new_order: torch.Tensor) -> None:
+        """Row ``i`` becomes the old row ``new_order[i]`` (fairseq's ``reorder_encoder_out`` order)."""
+        self._rows = {k: g.index_select(0, new_order.to(g.device)) for k, g in self._rows.items()}
+        self._refresh_rows()
+
+    def _refresh_rows(self) -> None:
+        self._rows_gated = {k: (g != 1.0).any(dim=2).any(dim=0).tolist() for k, g in self._rows.items()}
 
     @contextmanager
     def recording(self) -> Iterator[list[GateRecord]]:
@@ -136,6 +178,9 @@ class HeadGates:
         the gates of other layers are."""
         if self._records is not None:
             return True
+        rows_gated = self._rows_gated.get(site.kind)
+        if rows_gated is not None and rows_gated[site.layer]:
+            return True
         t = self._tensors[site.kind]
         if t.requires_grad:
             return True
@@ -161,7 +206,10 @@ class HeadGates:
             gate = self._tensors[site.kind][site.layer].index_select(0, self._kept_index(site))
             shape = context.shape
             per_head = context.reshape(*shape[:-1], site.num_heads, site.head_dim)
-            gated = (per_head * gate.to(context.dtype)[:, None]).reshape(shape)
+            gate = gate.to(context.dtype)[:, None]  # [heads, 1]
+            if site.kind in self._rows:
+                gate = gate * self._row_gate(site, shape).to(context.dtype)
+            gated = (per_head * gate).reshape(shape)
             if self._records is not None:
                 if not gated.requires_grad:
                     gated.requires_grad_()
@@ -169,6 +217,16 @@ class HeadGates:
             return (gated,)
 
         return hook
+
+    def _row_gate(self, site: AttentionSite, shape: torch.Size) -> torch.Tensor:
+        """This site's row gates shaped to broadcast over W_o's input viewed as [..., heads, head_dim]."""
+        rows = self._rows[site.kind][:, site.layer].index_select(1, self._kept_index(site))  # [rows, heads]
+        if shape[site.batch_dim] != rows.shape[0]:
+            raise HeadSpecError(f"{site.kind} layer {site.layer} got a batch of {shape[site.batch_dim]} examples "
+                                f"but the row gates have {rows.shape[0]} rows; repeat the batch once per configuration")
+        view = [1] * (len(shape) - 1) + [rows.shape[1], 1]
+        view[site.batch_dim] = rows.shape[0]
+        return rows.reshape(view)
 
     def _make_fairseq_hook(self, site: AttentionSite):
         original = self._fairseq_skip[id(site.module)]

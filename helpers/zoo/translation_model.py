@@ -12,6 +12,7 @@ settings, §1.1), with fairseq's own SequenceGenerator.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import random
@@ -19,7 +20,7 @@ import time
 import types
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, ContextManager, Sequence
 
 import torch
 from torch import nn
@@ -268,6 +269,20 @@ def translate(model: nn.Module, sources: Sequence[str], beam: int = 5, lenpen: f
     ``max_len_a=1.0`` rule), the authors' 200 by default. A model caught in a repetition loop
     runs to that limit and holds its whole batch there, so a CPU budget may set a tighter limit;
     kept well above the references' length, it truncates only such loops."""
+    (out,) = translate_copies(model, sources, 1, beam=beam, lenpen=lenpen, batch_size=batch_size,
+                              progress=progress, max_len_b=max_len_b)
+    return out
+
+
+@torch.no_grad()
+def translate_copies(model: nn.Module, sources: Sequence[str], copies: int,
+                     gated: Callable[[int], ContextManager] | None = None, beam: int = 5, lenpen: float = 1.0,
+                     batch_size: int = 64, progress: bool = False, max_len_b: int = MAX_LEN_B) -> list[list[str]]:
+    """``translate`` of ``copies`` copies of ``sources`` in one beam search per batch: the batch
+    of b sources is repeated, rows ``[k * b, (k + 1) * b)`` being copy k, and the search runs
+    inside ``gated(copies * b)`` (e.g. row gates that give each copy its own heads; see
+    ``helpers.heads.ablation.gated_passes``). Returns one list of translations per copy. Batches
+    and decoding limits are those of ``translate``, so with equal gates every copy equals it."""
     import_fairseq()
     from fairseq.data import data_utils
     from fairseq.sequence_generator import SequenceGenerator
@@ -278,13 +293,16 @@ def translate(model: nn.Module, sources: Sequence[str], beam: int = 5, lenpen: f
                                   max_len_b=max_len_b, min_len=1)
     encoded = [src_dict.encode_line(s, add_if_not_exist=False, append_eos=True).long() for s in sources]
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
-    out: list[str] = [""] * len(sources)
+    out: list[list[str]] = [[""] * len(sources) for _ in range(copies)]
     starts = range(0, len(order), batch_size)
     for start in tqdm(starts, desc="translate", disable=not progress, unit="batch", leave=False):
         idx = order[start:start + batch_size]
         src = data_utils.collate_tokens([encoded[i] for i in idx], src_dict.pad(), src_dict.eos(), left_pad=True)
-        sample = to_device({"net_input": {"src_tokens": src, "src_lengths": torch.tensor([len(encoded[i]) for i in idx])}},
+        lengths = torch.tensor([len(encoded[i]) for i in idx])
+        sample = to_device({"net_input": {"src_tokens": src.repeat(copies, 1), "src_lengths": lengths.repeat(copies)}},
                            model)
-        for i, hyps in zip(idx, generator.generate([model], sample)):
-            out[i] = tgt_dict.string(hyps[0]["tokens"])
+        with gated(copies * len(idx)) if gated else contextlib.nullcontext():
+            hypotheses = generator.generate([model], sample)
+        for row, hyps in enumerate(hypotheses):
+            out[row // len(idx)][idx[row % len(idx)]] = tgt_dict.string(hyps[0]["tokens"])
     return out

@@ -47,6 +47,31 @@ def test_classifier_cache_gives_the_uncached_table_and_computes_only_new_configs
     assert len({p.name for p in tmp_path.iterdir()}) == 2 and len(other) == 2
 
 
+def test_classifier_sweeps_batched_by_length_keep_each_example_in_its_place(smoke, tmp_path):
+    """The sweep batches examples from the shortest to the longest, yet each stored prediction is
+    that of its own example: the same as the masked model predicting examples one at a time."""
+    import json
+
+    import helpers
+    from helpers.zoo.classifier_training import predict
+
+    model, tokenizer = course.load_classifier(smoke, "nli")
+    examples = course.load_data(smoke, "nli")["matched"][:24]
+    config = one_head_configs(model)[1]
+    classifier_effects(model, tokenizer, examples, [config], max_length=48, batch_size=8, n_resamples=10,
+                       progress=False, cache_dir=tmp_path)
+    (folder,) = tmp_path.iterdir()
+    kind, layer, heads = config
+    stored = json.loads((folder / f"{kind}-L{layer}-mask{heads[0]}.json").read_text())
+    with helpers.HeadGates(model) as gates:
+        gates.mask({kind: {layer: list(heads)}})
+        alone = [int(predict(model, tokenizer, [e], batch_size=1, max_length=48)[0]) for e in examples]
+        batched = predict(model, tokenizer, examples, batch_size=8, max_length=48).tolist()
+    assert stored == alone == batched
+    lengths = [len(tokenizer(e.premise, e.hypothesis)["input_ids"]) for e in examples]
+    assert lengths != sorted(lengths)  # the examples are not already in length order
+
+
 def test_an_interrupted_translation_sweep_resumes_with_the_same_hypotheses(smoke, tmp_path, monkeypatch):
     model = course.load_translation(smoke)
     pairs = course.load_data(smoke, "translation")["test13"][:8]

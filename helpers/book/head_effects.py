@@ -22,12 +22,15 @@ from ..heads.significance import (accuracy_from_stats, accuracy_stats, bleu_from
                                   paired_bootstrap, resample_indices)
 from ..heads.sites import ENCODER_ONLY_KINDS, SEQ2SEQ_KINDS
 from ..zoo import translation_model
-from ..zoo.classifier_training import batches, encode
+from ..zoo.classifier_training import batches, by_length, encode, in_order
 from .sweep_cache import SweepCache, sweep_key
 
-# Configurations per forward pass or beam search: a classifier layer's 12 heads in one pass; on
-# 2 CPU cores more copies of a translation batch stop paying off beyond about 8 (benchmarks/).
-CONFIGS_PER_PASS = 12
+# Configurations per forward pass or beam search. On 2 CPU cores a MiniLM classifier sweep is
+# bound by arithmetic (72 configurations of 256 NLI examples: 47.8 s one at a time, 46.9 s four
+# per pass, 52.5 s twelve), while greedy decoding of the course translation model is bound by
+# fairseq's per-step work (0.57 of the time with 4 to 24 per search); a GPU gains on both.
+CLASSIFIER_CONFIGS_PER_PASS = 1
+TRANSLATION_CONFIGS_PER_PASS = 12
 
 
 def _rows(configs: Sequence[Config], base_stats, stats_of, score, n_resamples: int, alpha: float, seed: int):
@@ -49,7 +52,7 @@ def _rows(configs: Sequence[Config], base_stats, stats_of, score, n_resamples: i
 def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[Config], max_length: int = 64,
                        batch_size: int = 64, n_resamples: int = 1000, alpha: float = 0.01, seed: int = 0,
                        progress: bool = True, cache_dir: Path | None = None,
-                       configs_per_pass: int = CONFIGS_PER_PASS) -> pd.DataFrame:
+                       configs_per_pass: int = CLASSIFIER_CONFIGS_PER_PASS) -> pd.DataFrame:
     """Accuracy of a sequence classifier under each configuration (lower layers replayed; up to
     ``configs_per_pass`` configurations of a layer in one forward pass, with the same results).
 
@@ -57,18 +60,20 @@ def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[C
     place) keeps the predictions per configuration, so a later call on the same examples and
     settings computes only the configurations it has not seen."""
     inputs = [_text_of(e) for e in examples]
-    cache = _cache(cache_dir, inputs, {"max_length": max_length, "batch_size": batch_size})
+    cache = _cache(cache_dir, inputs, {"max_length": max_length, "batch_size": batch_size, "by_length": True})
     everything = [UNMASKED, *configs]
     todo = cache.share(everything)
     with cache.working():
         if todo:
-            data = list(batches(encode(tokenizer, examples, max_length), batch_size))
+            encoded = encode(tokenizer, examples, max_length)
+            order = by_length(encoded)
+            data = list(batches(encoded, batch_size, order))
             todo = [c for c in todo if c != UNMASKED]
             base, outs = single_layer_sweep(model, data, lambda m, b: m(**to_device(b, m)).logits.argmax(-1), todo,
                                             progress=progress, configs_per_pass=configs_per_pass)
-            cache.put(UNMASKED, base.tolist())
+            cache.put(UNMASKED, in_order(base, order).tolist())
             for config, predicted in outs.items():
-                cache.put(config, predicted.tolist())
+                cache.put(config, in_order(predicted, order).tolist())
     cache.wait_for(everything)
     gold = [e.label for e in examples]
     return _rows(configs, accuracy_stats(cache.get(UNMASKED), gold), lambda c: accuracy_stats(cache.get(c), gold),
@@ -86,7 +91,7 @@ def _cache(cache_dir: Path | None, inputs: Sequence, settings: dict) -> SweepCac
 def translation_effects(model, pairs: Sequence, configs: Sequence[Config], beam: int = 5, batch_size: int = 64,
                         n_resamples: int = 1000, alpha: float = 0.01, seed: int = 0, progress: bool = True,
                         cache_dir: Path | None = None, max_len_b: int = translation_model.MAX_LEN_B,
-                        configs_per_pass: int = CONFIGS_PER_PASS) -> pd.DataFrame:
+                        configs_per_pass: int = TRANSLATION_CONFIGS_PER_PASS) -> pd.DataFrame:
     """Tokenised BLEU of a translation model under each configuration (beam search, stopping at
     source length + ``max_len_b`` tokens; up to ``configs_per_pass`` configurations per search,
     with the same results); ``cache_dir`` as in ``classifier_effects`` (hypotheses per
@@ -106,7 +111,7 @@ def translation_effects(model, pairs: Sequence, configs: Sequence[Config], beam:
 def translation_sweep(model, sources: Sequence[str], configs: Sequence[Config], beam: int = 5,
                       lenpen: float = 1.0, batch_size: int = 64, progress: bool = True,
                       cache: SweepCache | None = None, max_len_b: int = translation_model.MAX_LEN_B,
-                      configs_per_pass: int = CONFIGS_PER_PASS) -> tuple[list[str], dict[Config, list[str]]]:
+                      configs_per_pass: int = TRANSLATION_CONFIGS_PER_PASS) -> tuple[list[str], dict[Config, list[str]]]:
     """Translate ``sources`` unmasked and under every configuration (beam search, so no layer is
     replayed: the decoder runs once per output position; ``configs_per_pass`` configurations share
     one search, each on its own copy of the batch, and decoder-only passes share the encoder's

@@ -112,13 +112,29 @@ def fine_tune(model: nn.Module, tokenizer, train: Sequence, config: FineTuneConf
 
 
 @torch.no_grad()
+def by_length(encoded: dict[str, torch.Tensor]) -> list[int]:
+    """Example indices from the shortest to the longest (stable): batches taken in this order
+    carry little padding (a quarter to a half fewer tokens on the course sets)."""
+    lengths = encoded["attention_mask"].sum(1).tolist()
+    return sorted(range(len(lengths)), key=lengths.__getitem__)
+
+
+def in_order(rows: torch.Tensor, order: Sequence[int]) -> torch.Tensor:
+    """``rows`` computed in ``order`` (row i is example ``order[i]``) put back in example order."""
+    out = torch.empty_like(rows)
+    out[torch.tensor(list(order))] = rows
+    return out
+
+
 def predict(model: nn.Module, tokenizer, examples: Sequence, batch_size: int = 64, max_length: int = 64
             ) -> torch.Tensor:
-    """Predicted label of each example, [N] int64 on the CPU. The model is used in eval mode."""
+    """Predicted label of each example, [N] int64 on the CPU. The model is used in eval mode;
+    examples are batched by length and the predictions returned in their order."""
     model.eval()
     encoded = encode(tokenizer, examples, max_length)
-    out = [model(**to_device(batch, model)).logits.argmax(-1).cpu() for batch in batches(encoded, batch_size)]
-    return torch.cat(out)
+    order = by_length(encoded)
+    out = [model(**to_device(batch, model)).logits.argmax(-1).cpu() for batch in batches(encoded, batch_size, order)]
+    return in_order(torch.cat(out), order)
 
 
 def align_labels(model: nn.Module, ours: Sequence[str], theirs: Sequence[str] | None = None) -> list[int]:

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..heads.devices import to_device
-from .classifier_training import batches, encode, labels_of, predict
+from .classifier_training import batches, by_length, encode, labels_of, predict
 from ..heads.metrics import METRICS, bleu
 from .translation_model import MAX_LEN_B
 
@@ -39,7 +39,7 @@ def classifier_loss_batches(tokenizer, examples: Sequence, max_length: int = 64,
     """Tokenised batches with their ``labels``, for ``classifier_loss``."""
     encoded = encode(tokenizer, examples, max_length)
     encoded["labels"] = labels_of(examples)
-    return list(batches(encoded, batch_size))
+    return list(batches(encoded, batch_size, by_length(encoded)))
 
 
 def classifier_loss(model: nn.Module, batch: dict) -> torch.Tensor:

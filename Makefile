@@ -58,10 +58,12 @@ browser:
 	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then echo "browser ok: $$(/usr/bin/chromium --version)"; \
 	else $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium chromium-driver; fi
 
-bench: setup
+# bench_sweeps times the course models' sweeps, so `bench` builds (or reuses) the profile's models
+bench: models
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_helpers.py
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_ablation.py
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_pruned_speed.py
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_sweeps.py --profile $(PROFILE)
 
 clean:
 	rm -rf _build book/executed

@@ -1,6 +1,7 @@
 """Pruning curves: masking the first k heads of an order scores like physically removing them;
 orders, steps and the prunable share behave as specified on hand-made inputs."""
 import copy
+import dataclasses
 
 import pandas as pd
 import pytest
@@ -75,3 +76,25 @@ def test_reestimation_masks_the_pruned_heads_and_never_picks_them_again():
     first = order_by_importance(helpers.head_importance(case.model, [case.batch], case.loss, progress=False), pool)
     assert order[:2] == first[:2]
     assert curve["score"].tolist() == pruning_curve(case.model, order, evaluate, step=0.25, progress=False)["score"].tolist()
+
+
+@pytest.mark.parametrize("beam", [1, 2])
+def test_a_translation_curve_scored_many_steps_per_search_equals_one_step_at_a_time(beam):
+    """translation_scorer's ``many`` puts several steps (head specs across layers and kinds) in one
+    search; pruning_curve then gives exactly the curve of masking and decoding step by step."""
+    from helpers.zoo.scorers import translation_scorer
+    from helpers.zoo.translation_model import TranslationConfig, model_for, translate
+    from helpers.zoo.translation_task import generate
+
+    data = generate({"train": 40}, seed=2)["train"]
+    torch.manual_seed(1)
+    model = model_for(data, TranslationConfig(layers=2, heads=4, embed_dim=16, ffn_dim=32)).eval()
+    order = random_order(heads_of(model), seed=5)
+    # references = the unmasked model's own output, so BLEU is 100 unmasked and every changed word shows
+    own = translate(model, [p.src for p in data[:7]], beam=beam, batch_size=3, max_len_b=8)
+    pairs = [dataclasses.replace(p, ref=hyp) for p, hyp in zip(data[:7], own)]
+    score = translation_scorer(pairs, beam=beam, batch_size=3, max_len_b=8, configs_per_pass=4)
+    batched = pruning_curve(model, order, score, progress=False)
+    one_by_one = pruning_curve(model, order, lambda m: score(m), progress=False)  # a plain function: no `many`
+    pd.testing.assert_frame_equal(batched, one_by_one)
+    assert batched["score"].iloc[0] == pytest.approx(100) and batched["score"].nunique() > 3  # the masks changed the output

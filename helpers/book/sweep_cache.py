@@ -25,8 +25,8 @@ from ..heads.atomic import atomic_path
 from . import shards
 
 # the source that computes sweep outputs, relative to helpers/
-_CODE = ("heads/gates.py", "heads/sites.py", "heads/ablation.py", "zoo/translation_model.py",
-         "zoo/classifier_training.py")
+_CODE = ("heads/gates.py", "heads/sites.py", "heads/ablation.py", "heads/config_batches.py",
+         "zoo/translation_model.py", "zoo/classifier_training.py")
 
 
 @functools.lru_cache(maxsize=1)

@@ -22,7 +22,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .config_batches import UNMASKED, Config, config_row_gates, fairseq_rows, gates_encoder, repeat_rows
-from .gates import HeadGates
+from .gates import HeadGates, HeadSpec
 from .sites import attention_sites, family_of, sites_by_kind
 
 DECODER_KINDS = ("enc_dec", "dec_self")
@@ -174,7 +174,7 @@ def gated_runs(model: nn.Module, configs: Sequence[Config], run: Callable[[nn.Mo
             yield config, result
 
 
-def gated_passes(model: nn.Module, configs: Sequence[Config],
+def gated_passes(model: nn.Module, configs: Sequence[Config | HeadSpec],
                  run: Callable[[nn.Module, int, Callable[[int], ContextManager]], Sequence[Any]],
                  configs_per_pass: int = 8, progress: bool = True, desc: str = "masked runs"
                  ) -> Iterator[tuple[Config, Any]]:
@@ -186,7 +186,9 @@ def gated_passes(model: nn.Module, configs: Sequence[Config],
 
     For fairseq models the row gates follow ``SequenceGenerator``'s reordering of rows, so
     ``run`` may be a beam search (``translation_model.translate_copies``); for other families it
-    must be a plain forward pass. Yields ``(config, result)`` as each pass finishes.
+    must be a plain forward pass. ``configs`` may also be head specs ``{kind: {layer: [heads]}}``
+    masking heads of several layers (pruning curves). Yields ``(config, result)`` as each pass
+    finishes.
     """
     if configs_per_pass < 1:
         raise ValueError(f"configs_per_pass must be at least 1, got {configs_per_pass}")

@@ -19,7 +19,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import torch
 from torch import nn
 
-from .gates import HeadGates
+from .gates import HeadGates, HeadSpec
 from .sites import HeadSpecError, resolve
 
 Config = tuple[str, int, tuple[int, ...]]  # (kind, layer, heads masked), 0-based
@@ -27,24 +27,34 @@ UNMASKED: Config = ("none", -1, ())  # the configuration that masks nothing
 ENCODER_KINDS = ("self", "enc_self")
 
 
-def config_row_gates(gates: HeadGates, configs: Sequence[Config], rows_each: int) -> dict[str, torch.Tensor]:
+def config_row_gates(gates: HeadGates, configs: Sequence[Config | HeadSpec], rows_each: int) -> dict[str, torch.Tensor]:
     """Row gates for ``len(configs)`` copies of a batch of ``rows_each`` examples: copy k (rows
-    ``[k * rows_each, (k + 1) * rows_each)``) masks the heads of ``configs[k]``.
+    ``[k * rows_each, (k + 1) * rows_each)``) masks the heads of ``configs[k]``, a ``Config``
+    or a head spec ``{kind: {layer: [head, ...]}}`` (e.g. a step of a pruning curve).
 
     Returns ``{kind: [len(configs) * rows_each, n_layers, n_heads]}`` for the kinds the configurations
     touch (an unmasked configuration, kind ``"none"``, is a copy of ones)."""
     out: dict[str, torch.Tensor] = {}
-    for k, (kind, layer, heads) in enumerate(configs):
-        if not heads:
-            continue
-        if kind not in out:
-            out[kind] = torch.ones(len(configs), *gates.tensor(kind).shape, device=gates.tensor(kind).device)
-        site = resolve(gates.sites, kind, layer)
-        for h in heads:
-            if h not in site.heads:
-                raise HeadSpecError(f"{kind} layer {layer} has no head {h} (heads present: {site.heads})")
-            out[kind][k, layer, h] = 0.0
+    for k, config in enumerate(configs):
+        for kind, layers in as_spec(config).items():
+            if kind not in out:
+                out[kind] = torch.ones(len(configs), *gates.tensor(kind).shape, device=gates.tensor(kind).device)
+            for layer, heads in layers.items():
+                site = resolve(gates.sites, kind, layer)
+                for h in heads:
+                    if h not in site.heads:
+                        raise HeadSpecError(f"{kind} layer {layer} has no head {h} (heads present: {site.heads})")
+                    out[kind][k, layer, h] = 0.0
     return {kind: g.repeat_interleave(rows_each, dim=0) for kind, g in out.items()}
+
+
+def as_spec(config: Config | HeadSpec) -> HeadSpec:
+    """A ``Config`` ``(kind, layer, heads)`` as the head spec ``{kind: {layer: heads}}`` ({} if it
+    masks nothing); a head spec as it is."""
+    if isinstance(config, Mapping):
+        return config
+    kind, layer, heads = config
+    return {kind: {layer: list(heads)}} if heads else {}
 
 
 def repeat_rows(batch: Any, copies: int, dim: int = 0) -> Any:
@@ -96,6 +106,6 @@ def fairseq_rows(model: nn.Module, gates: HeadGates, copies: int, encoder_shared
             del encoder.forward
 
 
-def gates_encoder(configs: Sequence[Config]) -> bool:
-    """Whether any configuration masks a head of an encoder kind."""
-    return any(kind in ENCODER_KINDS and heads for kind, _, heads in configs)
+def gates_encoder(configs: Sequence[Config | HeadSpec]) -> bool:
+    """Whether any configuration (``Config`` or head spec) masks a head of an encoder kind."""
+    return any(kind in ENCODER_KINDS and any(layers.values()) for c in configs for kind, layers in as_spec(c).items())

@@ -79,16 +79,24 @@ def pruning_curve(model: nn.Module, order: Sequence[Head], evaluate: Evaluate, s
                   progress: bool = True, desc: str = "pruning curve") -> pd.DataFrame:
     """Score with the first ``count`` heads of ``order`` masked, for every step.
 
+    When ``evaluate`` has an attribute ``many`` (``many(model, specs) -> [score, ...]``, one score
+    per head spec, as ``zoo.scorers.translation_scorer`` gives), all steps are scored in one call,
+    which may put several of them in one pass; the scores are the same.
     Returns one row per step: ``pruned`` (heads masked), ``share`` (of ``order``, 0..1), ``score``.
     """
-    rows = []
-    with HeadGates(model) as gates:
-        for count in tqdm(counts(len(order), step), desc=desc, disable=not progress, unit="step"):
-            gates.reset()
-            if count:
-                gates.mask(spec_of(order[:count]))
-            rows.append({"pruned": count, "share": count / len(order), "score": float(evaluate(model))})
-    return pd.DataFrame(rows)
+    steps = counts(len(order), step)
+    many = getattr(evaluate, "many", None)
+    if many is not None:
+        scores = [float(s) for s in many(model, [spec_of(order[:count]) for count in steps])]
+    else:
+        scores = []
+        with HeadGates(model) as gates:
+            for count in tqdm(steps, desc=desc, disable=not progress, unit="step"):
+                gates.reset()
+                if count:
+                    gates.mask(spec_of(order[:count]))
+                scores.append(float(evaluate(model)))
+    return pd.DataFrame({"pruned": steps, "share": [c / len(order) for c in steps], "score": scores})
 
 
 def reestimated_curve(model: nn.Module, pool: Sequence[Head], importance: Callable[[nn.Module, HeadGates], dict],

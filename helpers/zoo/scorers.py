@@ -49,17 +49,26 @@ def classifier_loss(model: nn.Module, batch: dict) -> torch.Tensor:
     return F.cross_entropy(model(**inputs).logits, batch["labels"], reduction="none")
 
 
-def translation_scorer(pairs: Sequence, beam: int = 5, batch_size: int = 64, max_len_b: int = MAX_LEN_B
-                       ) -> Callable[[nn.Module], float]:
+def translation_scorer(pairs: Sequence, beam: int = 5, batch_size: int = 64, max_len_b: int = MAX_LEN_B,
+                       configs_per_pass: int = 12) -> Callable[[nn.Module], float]:
     """``score(model)``: tokenised BLEU of beam-search translations of ``pairs`` against their refs
-    (``max_len_b`` as in ``translation_model.translate``)."""
-    from .translation_model import translate
+    (``max_len_b`` as in ``translation_model.translate``). ``score.many(model, specs)`` gives the
+    score under each head spec, ``configs_per_pass`` of them per search (``pruning_curve`` uses it)."""
+    from ..heads.ablation import gated_passes
+    from .translation_model import translate, translate_copies
 
     sources, refs = [p.src for p in pairs], [p.ref for p in pairs]
 
     def score(model: nn.Module) -> float:
         return bleu(translate(model, sources, beam=beam, batch_size=batch_size, max_len_b=max_len_b), refs)[0]
 
+    def many(model: nn.Module, specs: Sequence[dict]) -> list[float]:
+        def decode(m, copies, gated):
+            return translate_copies(m, sources, copies, gated, beam=beam, batch_size=batch_size, max_len_b=max_len_b)
+
+        return [bleu(hyps, refs)[0] for _, hyps in gated_passes(model, specs, decode, configs_per_pass, progress=False)]
+
+    score.many = many
     return score
 
 

@@ -16,13 +16,14 @@ from typing import Sequence
 
 import pandas as pd
 
-from ..heads.ablation import UNMASKED, Config, gated_passes, single_layer_sweep
+from ..heads.ablation import UNMASKED, Config, single_layer_sweep
 from ..heads.devices import to_device
 from ..heads.significance import (accuracy_from_stats, accuracy_stats, bleu_from_stats, bleu_stats,
                                   paired_bootstrap, resample_indices)
 from ..heads.sites import ENCODER_ONLY_KINDS, SEQ2SEQ_KINDS
 from ..zoo import translation_model
 from ..zoo.classifier_training import batches, by_length, encode, in_order
+from ..zoo.scorers import masked_translations
 from .sweep_cache import SweepCache, sweep_key
 
 # Configurations per forward pass or beam search. On 2 CPU cores a MiniLM classifier sweep is
@@ -123,13 +124,10 @@ def translation_sweep(model, sources: Sequence[str], configs: Sequence[Config], 
     everything = [UNMASKED, *configs]
     todo = cache.share(everything)  # what is missing; under torchrun, of this process's share
 
-    def decode(m, copies: int, gated):
-        return translation_model.translate_copies(m, sources, copies, gated, beam=beam, lenpen=lenpen,
-                                                  batch_size=batch_size, max_len_b=max_len_b)
-
     with cache.working():
-        for config, hypotheses in gated_passes(model, todo, decode, configs_per_pass, progress,
-                                               desc="translation sweep"):
+        for config, hypotheses in masked_translations(model, sources, todo, configs_per_pass, progress,
+                                                      "translation sweep", beam=beam, lenpen=lenpen,
+                                                      batch_size=batch_size, max_len_b=max_len_b):
             cache.put(config, hypotheses)
     cache.wait_for(everything)
     return cache.get(UNMASKED), {c: cache.get(c) for c in configs}

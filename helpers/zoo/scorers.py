@@ -54,8 +54,7 @@ def translation_scorer(pairs: Sequence, beam: int = 5, batch_size: int = 64, max
     """``score(model)``: tokenised BLEU of beam-search translations of ``pairs`` against their refs
     (``max_len_b`` as in ``translation_model.translate``). ``score.many(model, specs)`` gives the
     score under each head spec, ``configs_per_pass`` of them per search (``pruning_curve`` uses it)."""
-    from ..heads.ablation import gated_passes
-    from .translation_model import translate, translate_copies
+    from .translation_model import translate
 
     sources, refs = [p.src for p in pairs], [p.ref for p in pairs]
 
@@ -63,13 +62,26 @@ def translation_scorer(pairs: Sequence, beam: int = 5, batch_size: int = 64, max
         return bleu(translate(model, sources, beam=beam, batch_size=batch_size, max_len_b=max_len_b), refs)[0]
 
     def many(model: nn.Module, specs: Sequence[dict]) -> list[float]:
-        def decode(m, copies, gated):
-            return translate_copies(m, sources, copies, gated, beam=beam, batch_size=batch_size, max_len_b=max_len_b)
-
-        return [bleu(hyps, refs)[0] for _, hyps in gated_passes(model, specs, decode, configs_per_pass, progress=False)]
+        return [bleu(hyps, refs)[0] for _, hyps in masked_translations(
+            model, sources, specs, configs_per_pass, progress=False, beam=beam, batch_size=batch_size,
+            max_len_b=max_len_b)]
 
     score.many = many
     return score
+
+
+def masked_translations(model: nn.Module, sources: Sequence[str], configs: Sequence, configs_per_pass: int,
+                        progress: bool = True, desc: str = "masked translations", **decoding):
+    """Yield ``(config, translations of sources)`` for each ``Config`` or head spec in
+    ``configs``, ``configs_per_pass`` of them per search (``gated_passes`` with
+    ``translate_copies``; ``decoding``: its beam, lenpen, batch_size, max_len_b)."""
+    from ..heads.ablation import gated_passes
+    from .translation_model import translate_copies
+
+    def decode(m: nn.Module, copies: int, gated):
+        return translate_copies(m, sources, copies, gated, **decoding)
+
+    return gated_passes(model, configs, decode, configs_per_pass, progress, desc=desc)
 
 
 def translation_loss_batches(model: nn.Module, pairs: Sequence, max_tokens: int = 2000) -> list[dict]:

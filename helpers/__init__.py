@@ -16,6 +16,8 @@ The head library's main names are here too (see each module for shapes and units
 * ``head_importance(model, batches, loss_fn, ...)``: I_h = E_x |dL/dxi_h| (heads/importance.py)
 * ``prune_heads(model, {kind: {layer: [heads]}})``: physical removal (heads/pruning.py)
 * ``save_pruned`` / ``load_pruned``: round-trip a pruned model (heads/pruning.py)
+* ``kv_group_importance`` / ``prune_kv_groups``: grouped-query attention's KV groups
+  (heads/grouped_query.py)
 """
 from .heads import (
     SUPPORTED_FAMILIES,
@@ -30,9 +32,11 @@ from .heads import (
     family_of,
     head_importance,
     kept_heads,
+    kv_group_importance,
     layout,
     load_pruned,
     prune_heads,
+    prune_kv_groups,
     pruned_heads,
     save_pruned,
 )
@@ -50,9 +54,11 @@ __all__ = [
     "family_of",
     "head_importance",
     "kept_heads",
+    "kv_group_importance",
     "layout",
     "load_pruned",
     "prune_heads",
+    "prune_kv_groups",
     "pruned_heads",
     "save_pruned",
 ]

@@ -5,7 +5,7 @@ import torch
 
 import helpers
 from helpers.heads.pruning import count_parameters
-from tiny_models import ALL_CASES, bert, fairseq_wmt, marian
+from tiny_models import ALL_CASES, GQA_CASES, bert, fairseq_wmt, marian
 
 CASES = sorted(ALL_CASES)
 
@@ -44,8 +44,13 @@ def test_zero_gate_equals_pruning(case, whole_layer):
         assert kept[k][0] == [0, 2]
         assert kept[k][1] == ([] if whole_layer else [0, 1, 2, 3])
     removed_heads = sum(len(h) for layers in spec.values() for h in layers.values())
-    d = 16  # d_model of the tiny models; one head = 4 dims of Q, K, V (weights + biases) and 4 columns of W_o
-    assert before - count_parameters(case.model) == removed_heads * (3 * (4 * d + 4) + 4 * d)
+    # d_model 16, head size 4: a query head is 4 rows of Q (+ bias) and 4 columns of W_o; a key/value
+    # head is 4 rows of K and of V (+ biases). Under GQA (2 query heads per KV head) layer 0 keeps
+    # one head of each group, so only the whole layer's 2 KV heads go; otherwise one per head.
+    d, bias = 16, int(helpers.attention_sites(case.model)[0].query.bias is not None)
+    removed_kv = (2 * len(case.kinds) if whole_layer else 0) if case.name in GQA_CASES else removed_heads
+    expected_drop = removed_heads * (4 * d + 4 * bias + 4 * d) + removed_kv * 2 * (4 * d + 4 * bias)
+    assert before - count_parameters(case.model) == expected_drop
 
 
 @pytest.mark.parametrize("kind_index", [0, 1, 2])

@@ -5,7 +5,7 @@ import torch
 
 import helpers
 from helpers.heads.sites import HeadSpecError
-from tiny_models import ALL_CASES, bert
+from tiny_models import ALL_CASES, GQA_CASES, bert
 
 CASES = sorted(ALL_CASES)
 
@@ -24,7 +24,13 @@ def test_sites_cover_every_layer_and_kind(case):
         assert layers == [0, 1]
     for s in sites:
         assert (s.num_heads, s.total_heads, s.head_dim) == (4, 4, 4)
-        assert s.query.out_features == s.num_heads * s.head_dim == s.output.in_features
+        if s.fused_qkv:  # GPT-2's Conv1D c_attn, weight [in, 3 * heads * head_dim]; c_proj weight [in, out]
+            assert s.query.weight.shape[1] == 3 * s.num_heads * s.head_dim == 3 * s.output.weight.shape[0]
+        else:
+            assert s.query.out_features == s.num_heads * s.head_dim == s.output.in_features
+            assert s.key.out_features == s.value.out_features == len(s.kv_groups) * s.head_dim
+        assert s.group_size == (2 if case.name in GQA_CASES else 1)
+        assert s.kv_groups == list(range(4 // s.group_size))
     assert helpers.layout(case.model) == {k: (2, 4) for k in case.kinds}
 
 
@@ -118,15 +124,19 @@ def test_gates_follow_the_model_dtype():
 
 
 def test_unsupported_model_names_the_supported_families():
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import GPT2Config, GPT2LMHeadModel, OPTConfig, OPTForCausalLM
 
-    gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=8, vocab_size=20, n_positions=16))
-    for model in (gpt2, torch.nn.Linear(3, 3)):
+    opt = OPTForCausalLM(OPTConfig(num_hidden_layers=1, num_attention_heads=2, hidden_size=8, ffn_dim=16,
+                                   word_embed_proj_dim=8, vocab_size=20, max_position_embeddings=16))
+    cross = GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=8, vocab_size=20, n_positions=16,
+                                       add_cross_attention=True))
+    for model in (opt, cross, torch.nn.Linear(3, 3)):
         with pytest.raises(helpers.UnsupportedModelError) as err:
             helpers.HeadGates(model)
-        assert "BERT-like" in str(err.value) and "fairseq" in str(err.value) and "marian" in str(err.value)
-    with pytest.raises(helpers.UnsupportedModelError):
-        helpers.prune_heads(gpt2, {"self": {0: [0]}})
+        for family in ("BERT-like", "fairseq", "marian", "gpt2", "llama", "qwen3", "gemma3_text"):
+            assert family in str(err.value)
+    with pytest.raises(helpers.UnsupportedModelError, match="cross-attention"):
+        helpers.prune_heads(cross, {"self": {0: [0]}})
 
 
 def test_row_gates_give_each_example_its_own_heads():

@@ -145,6 +145,81 @@ def marian() -> Case:
     return _seq2seq_case("marian", MarianMTModel(cfg))
 
 
+# ---- transformers decoder-only LMs ---------------------------------------------------------------
+def _causal_lm_case(name: str, config, n_examples: int = 3, length: int = 7, seed: int = 0) -> Case:
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config).eval()
+    ids, mask = _ids(n_examples, length, seed + 1)  # right padding on the last example
+    batch = {"input_ids": ids, "attention_mask": mask}
+
+    def run(m, b):
+        return m(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits
+
+    def loss(m, b):
+        logits = run(m, b)[:, :-1]
+        gold = b["input_ids"][:, 1:].masked_fill(b["attention_mask"][:, 1:] == 0, -100)
+        return F.cross_entropy(logits.transpose(1, 2), gold, reduction="none", ignore_index=-100).sum(1)
+
+    return Case(name, model, batch, run, loss, ("self",))
+
+
+def gpt2() -> Case:
+    from transformers import GPT2Config
+
+    cfg = GPT2Config(vocab_size=VOCAB, n_embd=16, n_layer=2, n_head=4, n_inner=32, n_positions=32,
+                     initializer_range=0.3, bos_token_id=1, eos_token_id=2, pad_token_id=PAD)
+    return _causal_lm_case("gpt2", cfg)
+
+
+_LLAMA_LIKE = dict(vocab_size=VOCAB, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+                   initializer_range=0.3, pad_token_id=PAD, bos_token_id=1, eos_token_id=2)
+
+
+def llama() -> Case:
+    """Grouped-query attention: 4 query heads, 2 key/value heads (query heads 0,1 -> KV 0; 2,3 -> KV 1)."""
+    from transformers import LlamaConfig
+
+    return _causal_lm_case("llama", LlamaConfig(**_LLAMA_LIKE))
+
+
+def qwen2() -> Case:
+    """Biases on the query, key and value projections."""
+    from transformers import Qwen2Config
+
+    return _causal_lm_case("qwen2", Qwen2Config(**_LLAMA_LIKE))
+
+
+def qwen3() -> Case:
+    """RMSNorm on each head's query and key (q_norm, k_norm over head_dim)."""
+    from transformers import Qwen3Config
+
+    return _causal_lm_case("qwen3", Qwen3Config(**_LLAMA_LIKE, head_dim=4))
+
+
+def mistral() -> Case:
+    """A sliding window shorter than the inputs."""
+    from transformers import MistralConfig
+
+    return _causal_lm_case("mistral", MistralConfig(**_LLAMA_LIKE, sliding_window=4))
+
+
+def gemma3() -> Case:
+    """Gemma 3's text model: q/k norms, a sliding layer and a global one, its own query scaling."""
+    from transformers import Gemma3TextConfig
+
+    cfg = Gemma3TextConfig(**_LLAMA_LIKE, head_dim=4, query_pre_attn_scalar=8, sliding_window=4,
+                           layer_types=["sliding_attention", "full_attention"])
+    return _causal_lm_case("gemma3", cfg)
+
+
+DECODER_ONLY_CASES = {"gpt2": gpt2, "llama": llama, "qwen2": qwen2, "qwen3": qwen3, "mistral": mistral,
+                      "gemma3": gemma3}
+GQA_CASES = {k: v for k, v in DECODER_ONLY_CASES.items() if k != "gpt2"}
+
+
 # ---- fairseq ----------------------------------------------------------------------------------
 def fairseq_dictionary(n_words: int = VOCAB):
     from fairseq.data import Dictionary
@@ -215,5 +290,5 @@ def fairseq_iwslt() -> Case:
 ALL_CASES = {
     "bert": bert, "roberta": roberta, "xlm-roberta": xlm_roberta, "electra": electra,
     "distilbert": distilbert, "bart": bart, "marian": marian,
-    "fairseq-wmt": fairseq_wmt, "fairseq-iwslt": fairseq_iwslt,
+    "fairseq-wmt": fairseq_wmt, "fairseq-iwslt": fairseq_iwslt, **DECODER_ONLY_CASES,
 }

@@ -9,6 +9,9 @@ It imports torch, transformers and (for fairseq models) fairseq, and nothing fro
 * importance.py: ``head_importance``, I_h = E_x |dL(x)/dxi_h| (§4.1, eq. 2);
 * pruning.py: ``prune_heads`` (physical removal), ``kept_heads``/``pruned_heads``,
   ``save_pruned``/``load_pruned``, ``count_parameters``;
+* grouped_query.py: grouped-query attention (Llama family): ``kv_group_importance``, KV groups
+  as head lists, and the routing that keeps unevenly pruned layers exact (``prune_kv_groups``
+  is in pruning.py);
 * ablation.py: sweeps that mask heads of one configuration after another (§3.2, §3.3);
 * config_batches.py: many configurations in one pass (row gates on a repeated batch);
 * pruning_curves.py: score against the share of heads pruned, in importance, ablation or
@@ -23,8 +26,10 @@ from .ablation import (UNMASKED, Config, all_but_one_configs, gated_passes, gate
                        single_layer_sweep)
 from .config_batches import config_row_gates, repeat_rows
 from .gates import GateRecord, HeadGates, HeadSpec
+from .grouped_query import kv_group_heads, kv_group_importance, kv_groups_to_heads
 from .importance import head_importance
-from .pruning import count_parameters, kept_heads, load_pruned, prune_heads, pruned_heads, save_pruned
+from .pruning import (count_parameters, kept_heads, load_pruned, prune_heads, prune_kv_groups, pruned_heads,
+                      save_pruned)
 from .pruning_curves import order_by_ablation, order_by_importance, prunable_share, pruning_curve, random_order
 from .significance import paired_bootstrap
 from .sites import (
@@ -42,8 +47,8 @@ __all__ = [
     "AttentionSite", "Config", "GateRecord", "HeadGates", "HeadSpec", "HeadSpecError", "SUPPORTED_FAMILIES",
     "UNMASKED", "UnsupportedModelError", "all_but_one_configs", "attention_sites", "compare_speed",
     "config_row_gates", "count_parameters", "family_of", "forward_flops", "gated_passes", "gated_runs",
-    "head_importance", "kept_heads", "layout",
+    "head_importance", "kept_heads", "kv_group_heads", "kv_group_importance", "kv_groups_to_heads", "layout",
     "load_pruned", "one_head_configs", "order_by_ablation", "order_by_importance", "paired_bootstrap",
-    "prunable_share", "prune_heads", "pruned_heads", "pruning_curve", "random_order", "repeat_rows",
+    "prunable_share", "prune_heads", "prune_kv_groups", "pruned_heads", "pruning_curve", "random_order", "repeat_rows",
     "save_pruned", "single_layer_sweep", "throughput",
 ]

@@ -5,6 +5,11 @@ key and value projections and the same columns of the output projection W_o; W_o
 (it is shared by all heads). The result computes exactly what the gated model computes with
 those gates at zero, with fewer parameters and FLOPs.
 
+GPT-2 fuses Q, K and V into one ``Conv1D`` (``c_attn``): the head's columns of each of its three
+blocks go. Under grouped-query attention (Llama family, grouped_query.py) a head is a query head:
+its query rows and W_o columns go at once, and its KV group's key and value rows go with the
+group's last query head.
+
 A block may lose every head: it then returns W_o's bias alone, as the gated model does.
 
 transformers 5.x has neither ``head_mask`` nor ``prune_heads``; fairseq's own
@@ -19,7 +24,7 @@ import os
 import re
 import types
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import torch
 from torch import nn
@@ -27,6 +32,7 @@ from torch import nn
 from .atomic import atomic_path
 from .fairseq_compat import import_fairseq
 from .gates import HeadSpec
+from .grouped_query import kv_groups_to_heads, route_query_heads
 from .sites import AttentionSite, HeadSpecError, attention_sites, check_head, family_of, mark_heads, resolve
 
 PRUNED_HEADS_FILE = "pruned_heads.json"
@@ -63,6 +69,15 @@ def prune_heads(model: nn.Module, heads: HeadSpec) -> dict[str, dict[int, list[i
     return kept_heads(model)
 
 
+def prune_kv_groups(model: nn.Module, groups: Mapping[str, Mapping[int, Sequence[int]]]) -> dict[str, dict[int, list[int]]]:
+    """Remove whole KV groups, ``{kind: {layer: [group, ...]}}`` (original numbering): every
+    query head of each group still present, and with them the group's key and value heads.
+
+    Returns what ``prune_heads`` returns: the query heads still present, per layer.
+    """
+    return prune_heads(model, kv_groups_to_heads(model, groups))
+
+
 def kept_heads(model: nn.Module) -> dict[str, dict[int, list[int]]]:
     """``{kind: {layer: [original indices of the heads still present]}}``."""
     out: dict[str, dict[int, list[int]]] = {}
@@ -82,57 +97,103 @@ def pruned_heads(model: nn.Module) -> dict[str, dict[int, list[int]]]:
 
 
 def _remove(site: AttentionSite, remove: set[int]) -> None:
-    total, before = site.total_heads, site.heads
+    total, before, groups_before = site.total_heads, site.heads, site.kv_groups
     keep = [h for h in before if h not in remove]
-    positions = [i for i, h in enumerate(before) if h not in remove]
     d = site.head_dim
-    idx = torch.tensor(
-        [p * d + j for p in positions for j in range(d)], dtype=torch.long, device=site.query.weight.device
-    )
-    for lin in (site.query, site.key, site.value):
-        _keep_rows(lin, idx)
-    _keep_columns(site.output, idx)
+    q_rows = _head_rows([i for i, h in enumerate(before) if h not in remove], d, site.output.weight.device)
+    if site.fused_qkv:  # GPT-2's c_attn: [query | key | value] blocks of the same width
+        width = len(before) * d
+        _keep_outputs(site.query, torch.cat([q_rows, q_rows + width, q_rows + 2 * width]))
+    else:
+        kept_groups = {site.kv_group(h) for h in keep}
+        kv_rows = q_rows if site.group_size == 1 else _head_rows(
+            [i for i, g in enumerate(groups_before) if g in kept_groups], d, q_rows.device)
+        _keep_outputs(site.query, q_rows)
+        _keep_outputs(site.key, kv_rows)
+        _keep_outputs(site.value, kv_rows)
+    _keep_inputs(site.output, q_rows)
     mark_heads(site.module, keep, total)
-    _SET_HEAD_COUNT[site.family](site.module, len(keep), d)
+    _SET_HEAD_COUNT[site.family](site, len(keep), d)
     if not keep:
         site.module.forward = types.MethodType(_EMPTY_FORWARD[site.family], site.module)
 
 
-def _keep_rows(lin: nn.Linear, idx: torch.Tensor) -> None:
-    lin.weight = nn.Parameter(lin.weight.detach().index_select(0, idx).clone(), lin.weight.requires_grad)
-    if lin.bias is not None:
-        lin.bias = nn.Parameter(lin.bias.detach().index_select(0, idx).clone(), lin.bias.requires_grad)
-    lin.out_features = len(idx)
+def _head_rows(positions: list[int], head_dim: int, device: torch.device) -> torch.Tensor:
+    """Indices of the rows of the heads stored at ``positions`` in a ``[heads * head_dim]`` axis."""
+    return torch.tensor([p * head_dim + j for p in positions for j in range(head_dim)], dtype=torch.long, device=device)
 
 
-def _keep_columns(lin: nn.Linear, idx: torch.Tensor) -> None:
-    lin.weight = nn.Parameter(lin.weight.detach().index_select(1, idx).clone(), lin.weight.requires_grad)
-    lin.in_features = len(idx)
+def _keep_outputs(proj: nn.Module, idx: torch.Tensor) -> None:
+    """Keep output features ``idx`` of an ``nn.Linear`` (weight ``[out, in]``) or a ``Conv1D``
+    (weight ``[in, out]``)."""
+    linear = isinstance(proj, nn.Linear)
+    w = proj.weight.detach().index_select(0 if linear else 1, idx)
+    proj.weight = nn.Parameter(w.clone(), proj.weight.requires_grad)
+    if proj.bias is not None:
+        proj.bias = nn.Parameter(proj.bias.detach().index_select(0, idx).clone(), proj.bias.requires_grad)
+    if linear:
+        proj.out_features = len(idx)
+    else:
+        proj.nf = len(idx)
+
+
+def _keep_inputs(proj: nn.Module, idx: torch.Tensor) -> None:
+    """Keep input features ``idx`` of an ``nn.Linear`` or a ``Conv1D``; the bias is untouched."""
+    linear = isinstance(proj, nn.Linear)
+    w = proj.weight.detach().index_select(1 if linear else 0, idx)
+    proj.weight = nn.Parameter(w.clone(), proj.weight.requires_grad)
+    if linear:
+        proj.in_features = len(idx)
+    else:
+        proj.nx = len(idx)
 
 
 # ---- what each family's block records as its head count ------------------------------------
-def _count_bert(m, n, d):
-    m.num_attention_heads, m.all_head_size = n, n * d
+def _count_bert(site, n, d):
+    site.module.num_attention_heads, site.module.all_head_size = n, n * d
 
 
-def _count_distilbert(m, n, d):
-    m.n_heads = n
+def _count_distilbert(site, n, d):
+    site.module.n_heads = n
 
 
-def _count_bart(m, n, d):
-    m.num_heads = n
+def _count_bart(site, n, d):
+    site.module.num_heads = n
 
 
-def _count_fairseq(m, n, d):
+def _count_gpt2(site, n, d):
+    # GPT-2 splits c_attn's output into query, key and value of split_size each.
+    site.module.num_heads, site.module.split_size = n, n * d
+
+
+def _count_llama(site, n, d):
+    route_query_heads(site)
+
+
+def _count_fairseq(site, n, d):
     # fairseq reads embed_dim in its reshapes; its fused kernel assumes the full width.
+    m = site.module
     m.num_heads, m.embed_dim = n, n * d
     m._set_skip_embed_dim_check()
 
 
-_SET_HEAD_COUNT = {"bert": _count_bert, "distilbert": _count_distilbert, "bart": _count_bart, "fairseq": _count_fairseq}
+_SET_HEAD_COUNT = {"bert": _count_bert, "distilbert": _count_distilbert, "bart": _count_bart,
+                   "gpt2": _count_gpt2, "llama": _count_llama, "fairseq": _count_fairseq}
 
 
 # ---- forwards of a block with no head left: only W_o's bias reaches the residual stream ----
+def _phantom_cache_entry(cache, hidden_states: torch.Tensor, head_dim: int, layer_idx: int) -> None:
+    """Keep a decoder cache's length right when a layer has no head left: transformers reads a
+    layer's key length to place new positions, so cache one all-zero head nothing attends with."""
+    from transformers.cache_utils import EncoderDecoderCache
+
+    if isinstance(cache, EncoderDecoderCache):
+        cache = cache.self_attention_cache
+    b, t = hidden_states.shape[:2]
+    phantom = hidden_states.new_zeros(b, 1, t, head_dim)
+    cache.update(phantom, phantom, layer_idx)
+
+
 def _empty_bert(self, hidden_states, *args, **kwargs):
     # BertSelfAttention returns the concatenated heads; BertSelfOutput applies W_o after it.
     return hidden_states.new_zeros(*hidden_states.shape[:-1], 0), None
@@ -144,15 +205,22 @@ def _empty_distilbert(self, hidden_states, *args, **kwargs):
 
 def _empty_bart(self, hidden_states, key_value_states=None, past_key_values=None, attention_mask=None, **kwargs):
     if past_key_values is not None and key_value_states is None:
-        # Keep the decoder cache's length right (transformers reads layer 0's key length to place
-        # new positions): cache a single all-zero phantom head that nothing ever attends with.
-        from transformers.cache_utils import EncoderDecoderCache
-
-        cache = past_key_values.self_attention_cache if isinstance(past_key_values, EncoderDecoderCache) else past_key_values
-        b, t = hidden_states.shape[:2]
-        phantom = hidden_states.new_zeros(b, 1, t, self.head_dim)
-        cache.update(phantom, phantom, self.layer_idx)
+        _phantom_cache_entry(past_key_values, hidden_states, self.head_dim, self.layer_idx)
     return self.out_proj(hidden_states.new_zeros(*hidden_states.shape[:-1], 0)), None
+
+
+def _empty_gpt2(self, hidden_states, past_key_values=None, *args, **kwargs):
+    if past_key_values is not None:
+        _phantom_cache_entry(past_key_values, hidden_states, self.head_dim, self.layer_idx)
+    # Conv1D cannot take a 0-wide input; with no head left it would return its bias, as here.
+    out = hidden_states.new_zeros(*hidden_states.shape[:-1], self.c_proj.nf) + self.c_proj.bias
+    return self.resid_dropout(out), None
+
+
+def _empty_llama(self, hidden_states, position_embeddings=None, attention_mask=None, past_key_values=None, **kwargs):
+    if past_key_values is not None:
+        _phantom_cache_entry(past_key_values, hidden_states, self.head_dim, self.layer_idx)
+    return self.o_proj(hidden_states.new_zeros(*hidden_states.shape[:-1], 0)), None
 
 
 def _empty_fairseq(self, query, key=None, value=None, *args, **kwargs):
@@ -160,7 +228,8 @@ def _empty_fairseq(self, query, key=None, value=None, *args, **kwargs):
     return self.out_proj(query.new_zeros(t, b, 0)), None
 
 
-_EMPTY_FORWARD = {"bert": _empty_bert, "distilbert": _empty_distilbert, "bart": _empty_bart, "fairseq": _empty_fairseq}
+_EMPTY_FORWARD = {"bert": _empty_bert, "distilbert": _empty_distilbert, "bart": _empty_bart,
+                  "gpt2": _empty_gpt2, "llama": _empty_llama, "fairseq": _empty_fairseq}
 
 
 # ---- saving and loading a pruned model --------------------------------------------------------

@@ -2,8 +2,9 @@
 
 An *attention site* is one multi-head attention block (paper §2.2, Eq. 1) with
 
-* ``kind``: ``"self"`` for encoder-only models; ``"enc_self"``, ``"enc_dec"`` or ``"dec_self"``
-  for encoder-decoder models (the paper's Enc-Enc, Enc-Dec and Dec-Dec);
+* ``kind``: ``"self"`` for models with a single stack, encoder-only (BERT) or decoder-only (GPT-2,
+  Llama: there ``"self"`` is the causal self-attention); ``"enc_self"``, ``"enc_dec"`` or
+  ``"dec_self"`` for encoder-decoder models (the paper's Enc-Enc, Enc-Dec and Dec-Dec);
 * ``layer``: 0-based layer index inside its stack;
 * handles to the query/key/value projections (``[d_model] -> [n_heads * head_dim]``) and the
   output projection W_o (``[n_heads * head_dim] -> [d_model]``), whose *input* is the
@@ -12,6 +13,11 @@ An *attention site* is one multi-head attention block (paper §2.2, Eq. 1) with
 
 Heads keep their original numbering after pruning: ``site.heads`` lists the original indices
 still present, in the order their weights are stored.
+
+Grouped-query attention (Llama, Qwen2/3, Mistral, Gemma 3): a head is a *query* head. The
+``group_size`` query heads ``g * group_size .. (g + 1) * group_size - 1`` share key/value head
+``g`` (a *KV group*); ``site.kv_groups`` lists the groups still present. Multi-head attention is
+the case ``group_size == 1``.
 """
 from __future__ import annotations
 
@@ -28,12 +34,16 @@ SEQ2SEQ_KINDS = ("enc_self", "enc_dec", "dec_self")
 BERT_LIKE_TYPES = ("bert", "roberta", "electra", "xlm-roberta")
 DISTILBERT_TYPES = ("distilbert",)
 BART_LIKE_TYPES = ("bart", "marian")
+GPT2_TYPES = ("gpt2",)
+LLAMA_LIKE_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma3_text")
 
 SUPPORTED_FAMILIES = (
     "transformers BERT-like encoders (model_type in "
     + ", ".join(BERT_LIKE_TYPES + DISTILBERT_TYPES)
     + "; MiniLM checkpoints are model_type 'bert'), "
     "transformers encoder-decoders (model_type in " + ", ".join(BART_LIKE_TYPES) + "), "
+    "transformers decoder-only LMs (model_type in " + ", ".join(GPT2_TYPES + LLAMA_LIKE_TYPES)
+    + "; grouped-query attention included), "
     "and fairseq's TransformerModel (fairseq.models.transformer)"
 )
 
@@ -57,13 +67,18 @@ class AttentionSite:
     Attributes:
         kind: ``"self"``, ``"enc_self"``, ``"enc_dec"`` or ``"dec_self"``.
         layer: 0-based layer index within the stack of that kind.
-        family: ``"bert"``, ``"distilbert"``, ``"bart"`` or ``"fairseq"``.
+        family: ``"bert"``, ``"distilbert"``, ``"bart"``, ``"gpt2"``, ``"llama"`` or ``"fairseq"``.
         module: the module that computes the per-head attention (holds query/key/value).
-        query, key, value: projections ``d_model -> num_heads * head_dim``.
+        query, key, value: projections ``d_model -> num_heads * head_dim`` (key and value:
+            ``num_kv_groups * head_dim`` under grouped-query attention). GPT-2 fuses the
+            three into one ``Conv1D`` (``c_attn``, ``d_model -> 3 * num_heads * head_dim``):
+            then query, key and value are that same module and ``fused_qkv`` is True.
         output: projection W_o ``num_heads * head_dim -> d_model``.
         head_dim: size of one head's context vector.
         batch_dim: the batch axis of W_o's input (0 for transformers, 1 for fairseq's
             time-first layout); the last axis is always ``num_heads * head_dim``.
+        group_size: query heads per key/value head (1 without grouped-query attention).
+        fused_qkv: query, key and value are one fused projection (GPT-2's ``c_attn``).
     """
 
     kind: str
@@ -76,6 +91,8 @@ class AttentionSite:
     output: nn.Linear
     head_dim: int
     batch_dim: int
+    group_size: int = 1
+    fused_qkv: bool = False
 
     @property
     def heads(self) -> list[int]:
@@ -92,13 +109,35 @@ class AttentionSite:
     def total_heads(self) -> int:
         """Number of heads the block had before any pruning."""
         total = getattr(self.module, _TOTAL_ATTR, None)
-        return total if total is not None else self.query.out_features // self.head_dim
+        if total is not None:
+            return total
+        return _out_width(self.query) // self.head_dim // (3 if self.fused_qkv else 1)
+
+    def kv_group(self, head: int) -> int:
+        """The key/value group of query head ``head`` (original numbering)."""
+        return head // self.group_size
+
+    @property
+    def kv_groups(self) -> list[int]:
+        """Original indices of the key/value groups still present (a group stays while one of
+        its query heads does), in storage order."""
+        return sorted({self.kv_group(h) for h in self.heads})
+
+    @property
+    def total_kv_groups(self) -> int:
+        """Number of key/value groups before any pruning."""
+        return self.total_heads // self.group_size
 
     def __repr__(self) -> str:
         return (
             f"AttentionSite(kind={self.kind!r}, layer={self.layer}, family={self.family!r}, "
             f"num_heads={self.num_heads}/{self.total_heads}, head_dim={self.head_dim})"
         )
+
+
+def _out_width(proj: nn.Module) -> int:
+    """Output width of an ``nn.Linear`` or of transformers' ``Conv1D`` (GPT-2), which calls it ``nf``."""
+    return proj.out_features if isinstance(proj, nn.Linear) else proj.nf
 
 
 # --------------------------------------------------------------------------------------
@@ -154,6 +193,28 @@ def _fairseq_sites(model: nn.Module) -> list[AttentionSite]:
     return _seq2seq_sites(model.encoder.layers, model.decoder.layers, "fairseq", batch_dim=1)
 
 
+def _gpt2_sites(model: nn.Module) -> list[AttentionSite]:
+    return [
+        AttentionSite(
+            "self", i, "gpt2", blk.attn, blk.attn.c_attn, blk.attn.c_attn, blk.attn.c_attn,
+            blk.attn.c_proj, blk.attn.head_dim, 0, fused_qkv=True,
+        )
+        for i, blk in enumerate(model.base_model.h)
+    ]
+
+
+def _llama_sites(model: nn.Module) -> list[AttentionSite]:
+    config = model.config
+    group_size = config.num_attention_heads // config.num_key_value_heads
+    return [
+        AttentionSite(
+            "self", i, "llama", blk.self_attn, blk.self_attn.q_proj, blk.self_attn.k_proj,
+            blk.self_attn.v_proj, blk.self_attn.o_proj, blk.self_attn.head_dim, 0, group_size=group_size,
+        )
+        for i, blk in enumerate(model.base_model.layers)
+    ]
+
+
 def _is_fairseq_transformer(model: nn.Module) -> bool:
     if not type(model).__module__.startswith("fairseq"):
         return False
@@ -173,6 +234,15 @@ def _finder(model: nn.Module) -> Callable[[nn.Module], list[AttentionSite]]:
         return _distilbert_sites
     if model_type in BART_LIKE_TYPES:
         return _bart_sites
+    if model_type in GPT2_TYPES:
+        if getattr(config, "add_cross_attention", False):
+            raise UnsupportedModelError(
+                "GPT-2 with cross-attention (add_cross_attention=True) is not supported; "
+                f"helpers supports {SUPPORTED_FAMILIES}."
+            )
+        return _gpt2_sites
+    if model_type in LLAMA_LIKE_TYPES:
+        return _llama_sites
     raise UnsupportedModelError(
         f"{type(model).__name__} (model_type={model_type!r}) is not supported. "
         f"helpers supports {SUPPORTED_FAMILIES}."
@@ -190,7 +260,7 @@ def attention_sites(model: nn.Module) -> list[AttentionSite]:
 
 
 def family_of(model: nn.Module) -> str:
-    """``"bert"``, ``"distilbert"``, ``"bart"`` or ``"fairseq"``."""
+    """``"bert"``, ``"distilbert"``, ``"bart"``, ``"gpt2"``, ``"llama"`` or ``"fairseq"``."""
     return _finder(model)(model)[0].family
 
 

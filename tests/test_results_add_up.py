@@ -410,6 +410,56 @@ def _one_seed(table, seed):
     return lambda name: [r for r in table(name) if r.get(SEED) in (None, seed)]
 
 
+# ---- chapter 11: the paper's questions asked of SmolLM2 --------------------------------------------
+def test_chapter_11_counts_add_up(table):
+    alpha = _param("11_nine_heads", "alpha")
+    grid = table("11_one_head_grid")
+    assert len({(r["layer"], r["head"]) for r in grid}) == len(grid) == (
+        len({r["layer"] for r in grid}) * len({r["head"] for r in grid}))  # every head of every layer, once
+    select = next(r for r in table("11_sets") if r["set"] == "select")["perplexity"]
+    for r in grid:
+        assert r["significant"] == (r["p_value"] < alpha)
+        assert r["change_pct"] == pytest.approx(100 * (r["perplexity"] / select - 1), rel=1e-6, abs=1e-6)
+    (row,) = table("11_one_head_counts")
+    assert row["heads"] == len(grid)
+    assert row["significantly worse"] == sum(1 for r in grid if r["significant"] and r["change_pct"] > 0)
+    assert row["significantly better"] == sum(1 for r in grid if r["significant"] and r["change_pct"] < 0)
+    assert row["expected by chance"] == pytest.approx(alpha * len(grid), **CLOSE)
+    assert row["within 1% of the unmasked perplexity"] == sum(1 for r in grid if abs(r["change_pct"]) < 1)
+    assert row["largest rise (%)"] == pytest.approx(max(r["change_pct"] for r in grid), **CLOSE)
+
+
+def test_chapter_11_kept_heads_and_prunable_shares_add_up(table):
+    alpha = _param("11_nine_heads", "alpha")
+    grid = _by(table("11_one_head_grid"), "layer")
+    report = next(r for r in table("11_sets") if r["set"] == "report")["perplexity"]
+    keep = table("11_keep_one_head")
+    assert sorted(r["layer"] for r in keep) == sorted(layer for (layer,) in grid)
+    for r in keep:  # the head kept is the one whose removal hurt the select set most
+        assert r["kept head"] == max(grid[(r["layer"],)], key=lambda g: g["change_pct"])["head"]
+        assert r["significant"] == (r["p_value"] < alpha)
+        assert r["change_pct"] == pytest.approx(100 * (r["perplexity"] / report - 1), rel=1e-6, abs=1e-6)
+    curves = _by(table("11_pruning_curves"), "unit", "order")
+    shares = {(r["unit"], r["order"]): r for r in table("11_prunable_shares")}
+    assert set(shares) == set(curves)
+    assert len({order for _, order in curves if order.startswith("random")}) == _param("11_nine_heads", "random_orders")
+    for key, steps in curves.items():
+        steps = sorted(steps, key=lambda s: s["pruned"])
+        base = steps[0]["perplexity"]
+        assert steps[0]["pruned"] == 0 and base == pytest.approx(report, rel=1e-5)
+        for step in steps:
+            assert step["perplexity"] == pytest.approx(math.exp(-step["score"]), rel=1e-9)
+        for tolerance, column in ((0.01, "prunable within 1%"), (0.10, "prunable within 10%")):
+            share = 0.0
+            for step in steps:
+                if step["perplexity"] > base * (1 + tolerance):
+                    break
+                share = step["share"]
+            assert shares[key][column] == pytest.approx(share, **CLOSE), (key, column)
+        (half,) = [s for s in steps if s["share"] == 0.5]
+        assert shares[key]["perplexity at 50%"] == pytest.approx(half["perplexity"], **CLOSE)
+
+
 def test_the_scorecards_values_are_computed_from_the_chapters_rows(table):
     card = table("12_scorecard")
     seeds = sorted({int(s) for r in card if r["seeds"] is not None for s in str(r["seeds"]).split(", ")})

@@ -123,6 +123,43 @@ def test_gates_follow_the_model_dtype():
     assert out.dtype == torch.float64
 
 
+def test_cached_gates_follow_every_edit_between_passes():
+    """The hook caches each layer's gates; edits in place, mask(), reset() and pruning while the
+    gates are installed must all reach the next pass (truth: fresh gates set the same way)."""
+    c = bert(layers=2, heads=4, hidden=16)
+
+    def fresh(spec, value=0.0):
+        with torch.no_grad(), helpers.HeadGates(c.model) as g:
+            g.mask(spec, value)
+            return c.run(c.model, c.batch)
+
+    expected = [fresh({"self": {0: [1]}}), fresh({"self": {0: [1]}}, 0.5), fresh({"self": {1: [0, 2]}})]
+    with torch.no_grad(), helpers.HeadGates(c.model) as gates:
+        gates.mask({"self": {0: [1]}})
+        seen = [c.run(c.model, c.batch)]
+        gates.tensor("self")[0, 1] = 0.5
+        seen.append(c.run(c.model, c.batch))
+        gates.reset()
+        gates.mask({"self": {1: [0, 2]}})
+        seen.append(c.run(c.model, c.batch))
+        helpers.prune_heads(c.model, {"self": {1: [3]}})
+        after = c.run(c.model, c.batch)
+    assert all(torch.equal(a, b) for a, b in zip(seen, expected))
+    assert list(helpers.attention_sites(c.model)[1].heads) == [0, 1, 2]
+    assert torch.equal(after, fresh({"self": {1: [0, 2]}}))
+    assert not torch.equal(after, expected[2])  # pruning head 3 did change the function
+
+
+def test_gates_made_under_inference_mode_can_be_edited_and_used():
+    c = bert(layers=2, heads=4, hidden=16)
+    with torch.no_grad(), helpers.HeadGates(c.model) as gates:
+        gates.mask({"self": {1: [2]}})
+        expected = c.run(c.model, c.batch)
+    with torch.inference_mode(), helpers.HeadGates(c.model) as gates:
+        gates.mask({"self": {1: [2]}})
+        assert torch.equal(c.run(c.model, c.batch), expected)
+
+
 def test_unsupported_model_names_the_supported_families():
     from transformers import GPT2Config, GPT2LMHeadModel, OPTConfig, OPTForCausalLM
 

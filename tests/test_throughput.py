@@ -73,7 +73,62 @@ def test_compare_speed_measures_three_variants_and_counts_fewer_flops_when_prune
     table = compare_speed(case.model, pruned, spec, {4: [case.batch]}, case.run, repeats=2, progress=False)
     assert list(table["variant"]) == ["original", "pruned", "gated"]
     assert all(len(r) == 2 for r in table["runs"]) and (table["mean"] > 0).all()
+    assert set(table["dtype"]) == {"float32"} and set(table["compile_mode"]) == {"eager"}
     flops = table.set_index("variant")["flops"]
     assert flops["pruned"] < flops["original"] == flops["gated"]
-    # the gates are gone afterwards: the original computes what it did before
+    # the variants were copies: the original has no hooks left and computes what it did before
     assert torch.equal(case.run(case.model, case.batch).detach(), before)
+    assert not any(m._forward_pre_hooks for m in case.model.modules())
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_compare_speed_times_copies_in_another_dtype_and_leaves_the_models_alone(dtype):
+    import copy
+
+    from helpers.heads.throughput import compare_speed
+
+    case = bert(layers=2, heads=4, hidden=16)
+    spec = {"self": {0: [1], 1: [0, 3]}}
+    pruned = copy.deepcopy(case.model)
+    helpers.prune_heads(pruned, spec)
+    table = compare_speed(case.model, pruned, spec, {2: [case.batch]}, case.run, repeats=1, progress=False, dtype=dtype)
+    assert set(table["dtype"]) == {dtype} and (table["mean"] > 0).all()
+    assert {p.dtype for p in case.model.parameters()} == {p.dtype for p in pruned.parameters()} == {torch.float32}
+
+
+def test_a_compiled_gated_model_computes_the_eager_gated_function():
+    """The gate hooks are traced by torch.compile (backend "eager": dynamo without code generation,
+    quick on a CPU); after the gates change, the compiled model follows them."""
+    from helpers.heads.throughput import compiled
+
+    case = bert(layers=2, heads=4, hidden=16)
+    with torch.inference_mode(), helpers.HeadGates(case.model) as gates:
+        fast = compiled(case.model, "default", backend="eager")
+        for spec in ({"self": {0: [1]}}, {"self": {0: [0, 2], 1: [3]}}, {}):
+            gates.reset()
+            gates.mask(spec)
+            assert torch.equal(fast(**case.batch).logits, case.model(**case.batch).logits)
+        gates.mask({"self": {1: [0, 1, 2, 3]}})
+        masked = fast(**case.batch).logits
+        gates.reset()
+        assert not torch.equal(fast(**case.batch).logits, masked)
+
+
+def test_speed_gains_recomputed_from_rates_and_flops():
+    import pandas as pd
+
+    from helpers.heads.throughput import speed_gains
+
+    rows = [dict(dtype="float16", compile_mode="eager", batch_size=64, variant=v, mean=m, flops=f)
+            for v, m, f in (("original", 100.0, 300), ("pruned", 110.0, 200), ("gated", 95.0, 300))]
+    (gain,) = speed_gains(pd.DataFrame(rows)).to_dict("records")
+    assert gain["pruned"] == pytest.approx(0.10) and gain["gated"] == pytest.approx(-0.05)
+    assert gain["predicted"] == pytest.approx(0.5) and gain["share_of_predicted"] == pytest.approx(0.2)
+    assert (gain["dtype"], gain["compile_mode"], gain["batch_size"]) == ("float16", "eager", 64)
+
+
+def test_an_unknown_dtype_is_a_clear_error():
+    from helpers.heads.throughput import dtype_of
+
+    with pytest.raises(ValueError, match="unknown dtype 'half'.*bfloat16"):
+        dtype_of("half")

@@ -41,7 +41,7 @@ from .sites import (
     family_of,
     layout,
 )
-from .throughput import compare_speed, forward_flops, throughput
+from .throughput import compare_speed, forward_flops, speed_gains, throughput
 
 __all__ = [
     "AttentionSite", "Config", "GateRecord", "HeadGates", "HeadSpec", "HeadSpecError", "SUPPORTED_FAMILIES",
@@ -50,5 +50,5 @@ __all__ = [
     "head_importance", "kept_heads", "kv_group_heads", "kv_group_importance", "kv_groups_to_heads", "layout",
     "load_pruned", "one_head_configs", "order_by_ablation", "order_by_importance", "paired_bootstrap",
     "prunable_share", "prune_heads", "prune_kv_groups", "pruned_heads", "pruning_curve", "random_order", "repeat_rows",
-    "save_pruned", "single_layer_sweep", "throughput",
+    "save_pruned", "single_layer_sweep", "speed_gains", "throughput",
 ]

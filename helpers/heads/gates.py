@@ -10,6 +10,10 @@ leaves its input untouched, so outputs are bit-identical to the model without ga
 fairseq this also keeps its fused attention kernel; any other gate value sends fairseq down its
 explicit attention path, the one it uses itself for pruned heads, so the hook can act.)
 
+Under ``torch.compile`` the hooks are traced with the model: there every layer is gated (by
+ones where nothing is masked), and the compiled graph reads the gate tensors at each call, so
+it follows later edits of the gates without recompiling.
+
 Row gates (``HeadGates.rows``) give each example of a batch its own gates, so that one forward
 pass, or one beam search, evaluates many head configurations: repeat the batch once per
 configuration and give each copy that configuration's gates. They multiply the shared gates.
@@ -62,11 +66,13 @@ class HeadGates:
         self._tensors: dict[str, torch.Tensor] = {}
         for kind, group in sites_by_kind(self.sites).items():
             n_heads = max(s.total_heads for s in group)
-            t = torch.ones(len(group), n_heads, device=device)
+            with torch.inference_mode(False):  # a normal tensor even when made under inference_mode:
+                t = torch.ones(len(group), n_heads, device=device)  # the hook reads its version counter
             self._tensors[kind] = t.requires_grad_(requires_grad)
         self._handles: list[torch.utils.hooks.RemovableHandle] = []
         self._identity_cache: dict[str, tuple[int, list[bool]]] = {}  # kind -> (version, row is all ones)
         self._index_cache: dict[int, tuple[tuple[int, ...], torch.Tensor]] = {}
+        self._gate_cache: dict[int, tuple[tuple, torch.Tensor]] = {}  # site -> (key, gates [heads, 1])
         self._records: list[GateRecord] | None = None
         self._fairseq_skip: dict[int, bool] = {}
         self._rows: dict[str, torch.Tensor] = {}  # kind -> [rows, n_layers, n_heads]
@@ -176,7 +182,9 @@ class HeadGates:
         """False when this site's gates are all ones and nothing records or differentiates them,
         so the site runs exactly as without gates (fairseq keeps its fused kernel), whatever
         the gates of other layers are."""
-        if self._records is not None:
+        if self._records is not None or torch.compiler.is_compiling():
+            # compiled: gate every layer (a gate of one is exact), so that the traced graph reads
+            # the gate tensors as inputs and follows their edits instead of specialising on them
             return True
         rows_gated = self._rows_gated.get(site.kind)
         if rows_gated is not None and rows_gated[site.layer]:
@@ -198,15 +206,28 @@ class HeadGates:
             self._index_cache[id(site)] = cached
         return cached[1]
 
+    def _site_gates(self, site: AttentionSite, dtype: torch.dtype) -> torch.Tensor:
+        """The gates of ``site``'s kept heads as ``[heads, 1]`` in ``dtype``. Without grad they are
+        cached until the gates change, so that a gated layer costs one multiplication and no
+        extra kernel launches (what counts on a GPU at small batches)."""
+        t = self._tensors[site.kind]
+        if t.requires_grad or torch.compiler.is_compiling():
+            return t[site.layer].index_select(0, self._kept_index(site)).to(dtype)[:, None]
+        key = (t._version, tuple(site.heads), dtype)
+        cached = self._gate_cache.get(id(site))
+        if cached is None or cached[0] != key:
+            cached = (key, t[site.layer].index_select(0, self._kept_index(site)).to(dtype)[:, None])
+            self._gate_cache[id(site)] = cached
+        return cached[1]
+
     def _make_hook(self, site: AttentionSite):
         def hook(module: nn.Module, args: tuple) -> tuple | None:
             if not self._must_gate(site) or site.num_heads == 0:
                 return None
             (context,) = args
-            gate = self._tensors[site.kind][site.layer].index_select(0, self._kept_index(site))
+            gate = self._site_gates(site, context.dtype)  # [heads, 1]
             shape = context.shape
             per_head = context.reshape(*shape[:-1], site.num_heads, site.head_dim)
-            gate = gate.to(context.dtype)[:, None]  # [heads, 1]
             if site.kind in self._rows:
                 gate = gate * self._row_gate(site, shape).to(context.dtype)
             gated = (per_head * gate).reshape(shape)

@@ -10,6 +10,7 @@ proportion, which is why the paper measures only +17.5% at batch 64 for 50% of h
 """
 from __future__ import annotations
 
+import copy
 import statistics
 import time
 from typing import Callable, Sequence
@@ -111,34 +112,100 @@ def forward_flops(model: nn.Module, batch: dict, run: Run) -> int:
     return total
 
 
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+EAGER = "eager"
+"""``compile_mode`` for a model run as it is, op by op; any other value is a ``torch.compile`` mode:
+``"reduce-overhead"`` records CUDA graphs, which removes the per-kernel launch cost that bounds a
+GPU at small batches."""
+
+
+def dtype_of(name: str | torch.dtype) -> torch.dtype:
+    """``torch.float16`` for ``"float16"`` (or a ``torch.dtype`` as given); a clear error otherwise."""
+    if isinstance(name, torch.dtype):
+        return name
+    if name not in DTYPES:
+        raise ValueError(f"unknown dtype {name!r}; use one of {sorted(DTYPES)}")
+    return DTYPES[name]
+
+
+def cast_copy(model: nn.Module, dtype: str | torch.dtype = "float32") -> nn.Module:
+    """A copy of ``model`` in evaluation mode with its parameters and buffers cast to ``dtype``."""
+    return copy.deepcopy(model).to(dtype_of(dtype)).eval()
+
+
+def compiled(model: nn.Module, compile_mode: str = EAGER, backend: str = "inductor") -> nn.Module:
+    """``model`` itself for ``"eager"``, else ``torch.compile(model, mode=compile_mode, backend=backend)``
+    (``"default"``: torch's default mode). Hooks installed before the call (head gates) are
+    compiled with it."""
+    if compile_mode == EAGER:
+        return model
+    return torch.compile(model, mode=None if compile_mode == "default" else compile_mode, backend=backend)
+
+
 def compare_speed(model: nn.Module, pruned: nn.Module, masked: dict, batches_by_size: dict[int, Sequence[dict]],
-                  run: Run, repeats: int = 3, warmup: int = 1, progress: bool = True) -> pd.DataFrame:
+                  run: Run, repeats: int = 3, warmup: int = 1, progress: bool = True,
+                  dtype: str | torch.dtype = "float32", compile_mode: str = EAGER,
+                  backend: str = "inductor") -> pd.DataFrame:
     """Table 4's measurement: for each batch size, examples per second of the ``original``
     model, the physically ``pruned`` one, and the original ``gated`` with ``masked`` heads set
-    to zero (masked, not removed), with FLOPs per pass. Repeats alternate between the three
-    variants, and each variant leads in turn, so that neither a slow spell of the machine nor
-    the position in the rotation favours one of them.
+    to zero (masked, not removed: ``HeadGates`` hooks), with FLOPs per pass. Repeats alternate
+    between the three variants, and each variant leads in turn, so that neither a slow spell of
+    the machine nor the position in the rotation favours one of them.
 
-    Returns rows of batch_size, variant, mean and std (examples/s), runs (the raw rates), flops.
+    Each variant is a copy in ``dtype`` (``"float32"``, ``"float16"``, ``"bfloat16"``), compiled
+    when ``compile_mode`` is a ``torch.compile`` mode (``"reduce-overhead"``: CUDA graphs); the
+    models passed in are left as they are. A compiled copy is warmed up with at least three
+    passes over each batch size (compilation, then CUDA-graph recording) before the clock
+    starts: give it batches of one shape per size. FLOPs are counted on ``model`` and ``pruned``
+    (they do not depend on the dtype).
+
+    Returns rows of batch_size, variant, mean and std (examples/s), runs (the raw rates), flops,
+    dtype and compile_mode.
     """
+    dtype_name = str(dtype_of(dtype)).removeprefix("torch.")
+    if compile_mode != EAGER:
+        warmup = max(warmup, 3)
+    timed_run = run
+    if compile_mode == "reduce-overhead" and hasattr(torch.compiler, "cudagraph_mark_step_begin"):
+        def timed_run(m, batch):  # each pass is a new CUDA-graph step: its outputs may be overwritten
+            torch.compiler.cudagraph_mark_step_begin()
+            return run(m, batch)
+    gated_model = cast_copy(model, dtype)
     rows = []
-    for size, batches in tqdm(batches_by_size.items(), desc="batch sizes", disable=not progress):
-        rates: dict[str, list[float]] = {"original": [], "pruned": [], "gated": []}
-        with HeadGates(model) as gates:
-            variants = {"original": (model, lambda: gates.reset()), "pruned": (pruned, lambda: None),
-                        "gated": (model, lambda: gates.mask(masked))}
-            names = list(variants)
+    with HeadGates(gated_model) as gates:
+        gates.mask(masked)
+        variants = {"original": compiled(cast_copy(model, dtype), compile_mode, backend),
+                    "pruned": compiled(cast_copy(pruned, dtype), compile_mode, backend),
+                    "gated": compiled(gated_model, compile_mode, backend)}
+        names = list(variants)
+        for size, batches in tqdm(batches_by_size.items(), desc="batch sizes", disable=not progress):
+            rates: dict[str, list[float]] = {name: [] for name in names}
             for r in range(repeats):
                 for name in names[r % len(names):] + names[:r % len(names)]:  # each variant leads in turn
-                    m, prepare = variants[name]
-                    prepare()
-                    rates[name] += throughput(m, batches, run, repeats=1, warmup=warmup if r == 0 else 0)
-            gates.reset()
-        flops = {"original": sum(forward_flops(model, b, run) for b in batches),
-                 "pruned": sum(forward_flops(pruned, b, run) for b in batches)}
-        flops["gated"] = flops["original"]
-        for name, values in rates.items():
-            mean, std = mean_std(values)
-            rows.append({"batch_size": size, "variant": name, "mean": mean, "std": std, "runs": values,
-                         "flops": flops[name]})
+                    rates[name] += throughput(variants[name], batches, timed_run, repeats=1,
+                                              warmup=warmup if r == 0 else 0)
+            flops = {"original": sum(forward_flops(model, b, run) for b in batches),
+                     "pruned": sum(forward_flops(pruned, b, run) for b in batches)}
+            flops["gated"] = flops["original"]
+            for name, values in rates.items():
+                mean, std = mean_std(values)
+                rows.append({"batch_size": size, "variant": name, "mean": mean, "std": std, "runs": values,
+                             "flops": flops[name], "dtype": dtype_name, "compile_mode": compile_mode})
+    return pd.DataFrame(rows)
+
+
+def speed_gains(table: pd.DataFrame) -> pd.DataFrame:
+    """From ``compare_speed`` rows (of one or more settings): one row per dtype, compile mode and
+    batch size with the measured speed-ups of the pruned and the gated model over the original
+    (ratio of mean rates minus one), the speed-up the FLOPs predict, and the share of that
+    prediction the pruned model realises."""
+    keys = [k for k in ("dtype", "compile_mode") if k in table.columns] + ["batch_size"]
+    rows = []
+    for key, part in table.groupby(keys, sort=False):
+        by = part.set_index("variant")
+        predicted = by.loc["original", "flops"] / by.loc["pruned", "flops"] - 1
+        measured = by.loc["pruned", "mean"] / by.loc["original", "mean"] - 1
+        rows.append(dict(zip(keys, key if isinstance(key, tuple) else (key,)),
+                         pruned=measured, gated=by.loc["gated", "mean"] / by.loc["original", "mean"] - 1,
+                         predicted=predicted, share_of_predicted=measured / predicted if predicted else float("nan")))
     return pd.DataFrame(rows)

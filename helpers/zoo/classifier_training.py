@@ -48,14 +48,18 @@ def labels_of(examples: Sequence) -> torch.Tensor:
     return torch.tensor([ex.label for ex in examples])
 
 
-def batches(encoded: dict[str, torch.Tensor], batch_size: int, order: Sequence[int] | None = None
-            ) -> Iterator[dict[str, torch.Tensor]]:
-    """Slices of ``encoded`` in ``order``, trimmed to the longest sequence of each batch."""
+def batches(encoded: dict[str, torch.Tensor], batch_size: int, order: Sequence[int] | None = None,
+            trim: bool = True) -> Iterator[dict[str, torch.Tensor]]:
+    """Slices of ``encoded`` in ``order``, trimmed to the longest sequence of each batch (with
+    ``trim=False`` every batch keeps ``encoded``'s width: one shape, as compiled models want)."""
     n = len(next(iter(encoded.values())))
     order = list(range(n)) if order is None else list(order)
     for start in range(0, n, batch_size):
         idx = torch.tensor(order[start:start + batch_size])
         batch = {k: v[idx] for k, v in encoded.items()}
+        if not trim:
+            yield batch
+            continue
         width = int(batch["attention_mask"].sum(1).max())
         yield {k: v[:, :width] if v.dim() == 2 else v for k, v in batch.items()}
 

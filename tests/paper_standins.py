@@ -156,7 +156,8 @@ def make_data(root: Path) -> Path:
 def standin_profile(folder: Path, name: str = "paper-standin") -> str:
     """Write ``<folder>/<name>.yml``: the paper profile with only its sizes shrunk (the IWSLT
     model's width, depth, epochs and batch size; chapter 09's checkpoints skip epoch 1, after
-    which this model still decodes every sentence to the maximum length, slowly). Returns ``name``."""
+    which this model still decodes every sentence to the maximum length, slowly), and chapter 07's
+``torch.compile`` backend (dynamo's tracing without code generation). Returns ``name``."""
     profile = yaml.safe_load((PROFILES / "paper.yml").read_text())
     shrunk = copy.deepcopy(profile)
     shrunk["description"] = "the paper profile on tiny stand-ins (tests/paper_standins.py)"
@@ -165,5 +166,7 @@ def standin_profile(folder: Path, name: str = "paper-standin") -> str:
     shrunk["notebooks"]["09_training_dynamics"].update(epochs=[2, 3], right_panel_epochs=[2, 3])
     shrunk["notebooks"]["11_nine_heads"].update(select_verses=12, report_verses=12, batch_size=12, random_orders=1,
                                                 timed_verses=4, speed_batch_sizes=[1, 4], repeats=1, n_resamples=100)
+    # torch.compile traces the models as on a GPU, without the minutes of C++ code generation per shape
+    shrunk["notebooks"]["07_pruning_speed"].update(compile_backend="eager")
     (folder / f"{name}.yml").write_text(yaml.safe_dump(shrunk, sort_keys=False))
     return name

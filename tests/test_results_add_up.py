@@ -315,6 +315,14 @@ def test_chapter_01_and_07_pruned_models_add_up(table):
     speed = table("07_speed")
     assert {(r["batch_size"], r["variant"]) for r in speed} == {
         (b, v) for b in _param("07_pruning_speed", "batch_sizes") for v in ("original", "pruned", "gated")}
+    precision = table("07_precision")
+    assert sorted((r["dtype"], r["compile_mode"], r["batch_size"], r["variant"]) for r in precision) == sorted(
+        (d, m, b, v) for d in _param("07_pruning_speed", "dtypes") for m in _param("07_pruning_speed", "compile_modes")
+        for b in _param("07_pruning_speed", "precision_batch_sizes") for v in ("original", "pruned", "gated"))
+    flops = defaultdict(dict)
+    for r in precision:
+        flops[(r["dtype"], r["compile_mode"], r["batch_size"])][r["variant"]] = r["flops"]
+    assert all(f["pruned"] < f["original"] == f["gated"] for f in flops.values())
 
 
 # ---- the scorecard ----------------------------------------------------------------------------

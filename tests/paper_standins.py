@@ -157,7 +157,7 @@ def standin_profile(folder: Path, name: str = "paper-standin") -> str:
     """Write ``<folder>/<name>.yml``: the paper profile with only its sizes shrunk (the IWSLT
     model's width, depth, epochs and batch size; chapter 09's checkpoints skip epoch 1, after
     which this model still decodes every sentence to the maximum length, slowly), and chapter 07's
-``torch.compile`` backend (dynamo's tracing without code generation). Returns ``name``."""
+    ``torch.compile`` backend (dynamo's tracing without code generation). Returns ``name``."""
     profile = yaml.safe_load((PROFILES / "paper.yml").read_text())
     shrunk = copy.deepcopy(profile)
     shrunk["description"] = "the paper profile on tiny stand-ins (tests/paper_standins.py)"

@@ -212,13 +212,16 @@ class HeadGates:
         extra kernel launches (what counts on a GPU at small batches)."""
         t = self._tensors[site.kind]
         if t.requires_grad or torch.compiler.is_compiling():
-            return t[site.layer].index_select(0, self._kept_index(site)).to(dtype)[:, None]
+            return self._kept_gates(site, dtype)
         key = (t._version, tuple(site.heads), dtype)
         cached = self._gate_cache.get(id(site))
         if cached is None or cached[0] != key:
-            cached = (key, t[site.layer].index_select(0, self._kept_index(site)).to(dtype)[:, None])
+            cached = (key, self._kept_gates(site, dtype))
             self._gate_cache[id(site)] = cached
         return cached[1]
+
+    def _kept_gates(self, site: AttentionSite, dtype: torch.dtype) -> torch.Tensor:
+        return self._tensors[site.kind][site.layer].index_select(0, self._kept_index(site)).to(dtype)[:, None]
 
     def _make_hook(self, site: AttentionSite):
         def hook(module: nn.Module, args: tuple) -> tuple | None:

@@ -51,6 +51,33 @@ def test_batched_losses_equal_each_verse_alone(tiny, verses):
     assert causal_lm.log_likelihood(got.sum(0).numpy()) == pytest.approx(-float(got[:, 0].sum() / got[:, 1].sum()))
 
 
+def test_output_layer_on_predicted_positions_equals_the_models_logits(tiny, verses, monkeypatch):
+    """token_nll applies the output layer itself, only where a token is predicted; on Llama and
+    GPT-2 (and a model that soft-caps its logits, which must take the full forward) it equals
+    the cross-entropy of the model's own logits over the whole padded batch."""
+    from transformers import AutoModelForCausalLM, GPT2Config
+
+    model, tokenizer = tiny
+    gpt2 = AutoModelForCausalLM.from_config(GPT2Config(vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=4,
+                                                       n_positions=128)).eval()
+    batch = causal_lm.lm_batches(tokenizer, verses["report"], batch_size=12)[0]
+    assert (batch["attention_mask"] == 0).any()  # some padding to skip
+
+    def full_logits(m):
+        logits = m(**batch).logits[:, :-1]
+        gold = batch["input_ids"][:, 1:].masked_fill(batch["attention_mask"][:, 1:] == 0, -100)
+        nll = F.cross_entropy(logits.transpose(1, 2), gold, reduction="none", ignore_index=-100).sum(1)
+        return torch.stack([nll, (gold != -100).sum(1).float()], 1)
+
+    with torch.no_grad():
+        for m in (model, gpt2):
+            assert causal_lm._plain_output_layer(m)
+            torch.testing.assert_close(causal_lm.token_nll(m, batch), full_logits(m), rtol=1e-5, atol=1e-4)
+        monkeypatch.setattr(model.config, "final_logit_softcapping", 30.0, raising=False)
+        assert not causal_lm._plain_output_layer(model)
+        torch.testing.assert_close(causal_lm.token_nll(model, batch), full_logits(model), rtol=1e-5, atol=1e-4)
+
+
 def test_scoring_many_head_specs_per_pass_equals_one_at_a_time(tiny, verses):
     model, tokenizer = tiny
     batches = causal_lm.lm_batches(tokenizer, verses["select"], batch_size=8)

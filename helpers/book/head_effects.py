@@ -23,6 +23,7 @@ from ..heads.significance import (accuracy_from_stats, accuracy_stats, bleu_from
 from ..heads.sites import ENCODER_ONLY_KINDS, SEQ2SEQ_KINDS
 from ..zoo import translation_model
 from ..zoo.classifier_training import batches, by_length, encode, in_order
+from ..zoo.first_token_only import first_token_only, supports_first_token_only
 from ..zoo.scorers import masked_translations
 from .sweep_cache import SweepCache, sweep_key
 
@@ -55,13 +56,17 @@ def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[C
                        progress: bool = True, cache_dir: Path | None = None,
                        configs_per_pass: int = CLASSIFIER_CONFIGS_PER_PASS) -> pd.DataFrame:
     """Accuracy of a sequence classifier under each configuration (lower layers replayed; up to
-    ``configs_per_pass`` configurations of a layer in one forward pass, with the same results).
+    ``configs_per_pass`` configurations of a layer in one forward pass, with the same results;
+    a BERT classifier's last layer computed at its first token only, first_token_only.py).
 
     ``cache_dir`` (e.g. ``course.sweeps_dir``; only for a model as loaded, never one modified in
     place) keeps the predictions per configuration, so a later call on the same examples and
     settings computes only the configurations it has not seen."""
     inputs = [_text_of(e) for e in examples]
-    cache = _cache(cache_dir, inputs, {"max_length": max_length, "batch_size": batch_size, "by_length": True})
+    settings = {"max_length": max_length, "batch_size": batch_size, "by_length": True}
+    if supports_first_token_only(model):
+        settings["first_token_only"] = True
+    cache = _cache(cache_dir, inputs, settings)
     everything = [UNMASKED, *configs]
     todo = cache.share(everything)
     with cache.working():
@@ -70,8 +75,9 @@ def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[C
             order = by_length(encoded)
             data = list(batches(encoded, batch_size, order))
             todo = [c for c in todo if c != UNMASKED]
-            base, outs = single_layer_sweep(model, data, lambda m, b: m(**to_device(b, m)).logits.argmax(-1), todo,
-                                            progress=progress, configs_per_pass=configs_per_pass)
+            with first_token_only(model):
+                base, outs = single_layer_sweep(model, data, lambda m, b: m(**to_device(b, m)).logits.argmax(-1),
+                                                todo, progress=progress, configs_per_pass=configs_per_pass)
             cache.put(UNMASKED, in_order(base, order).tolist())
             for config, predicted in outs.items():
                 cache.put(config, in_order(predicted, order).tolist())

@@ -17,20 +17,23 @@ from torch import nn
 
 from ..heads.devices import to_device
 from .classifier_training import batches, by_length, encode, labels_of, predict
+from .first_token_only import first_token_only
 from ..heads.metrics import METRICS, bleu
 from .translation_model import MAX_LEN_B
 
 
 def classifier_scorer(tokenizer, examples: Sequence, metric: str = "accuracy", max_length: int = 64,
                       batch_size: int = 64) -> Callable[[nn.Module], float]:
-    """``score(model)``: ``metric`` of the model's predictions on ``examples``."""
+    """``score(model)``: ``metric`` of the model's predictions on ``examples`` (a BERT classifier's
+    last layer at its first token only, first_token_only.py)."""
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; the classifier metrics are {sorted(METRICS)}")
     gold = [e.label for e in examples]
 
     @torch.no_grad()
     def score(model: nn.Module) -> float:
-        return METRICS[metric](predict(model, tokenizer, examples, batch_size, max_length), gold)
+        with first_token_only(model):
+            return METRICS[metric](predict(model, tokenizer, examples, batch_size, max_length), gold)
 
     return score
 

@@ -88,6 +88,7 @@ def test_an_interrupted_translation_sweep_resumes_with_the_same_hypotheses(smoke
         return real(*args, **kwargs)
 
     monkeypatch.setattr(tm, "translate_copies", dies_on_the_third_search)
+    monkeypatch.setenv("SIXTEEN_HEADS_SWEEP_PROCESSES", "1")  # counts the searches of this process
     with pytest.raises(KeyboardInterrupt):
         translation_effects(model, pairs, configs, beam=2, n_resamples=50, progress=False, cache_dir=tmp_path,
                             configs_per_pass=2)

@@ -22,6 +22,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .config_batches import UNMASKED, Config, config_row_gates, fairseq_rows, gates_encoder, repeat_rows
+from .forked import in_order, run_forked, sweep_processes
 from .gates import HeadGates, HeadSpec
 from .sites import attention_sites, family_of, sites_by_kind
 
@@ -88,23 +89,36 @@ class _Recorder:
 @torch.no_grad()
 def single_layer_sweep(model: nn.Module, batches: Iterable, run: Callable[[nn.Module, Any], torch.Tensor],
                        configs: Sequence[Config], reuse: bool = True, progress: bool = True,
-                       configs_per_pass: int = 1) -> tuple[torch.Tensor, dict[Config, torch.Tensor]]:
+                       configs_per_pass: int = 1, processes: int | None = None
+                       ) -> tuple[torch.Tensor, dict[Config, torch.Tensor]]:
     """Run ``run(model, batch)`` (per-example outputs [B, ...]) on every batch unmasked and under
     every configuration of ``configs``, each masking heads of a single layer.
 
     ``configs_per_pass`` > 1 evaluates up to that many configurations of the same layer in one
     call of ``run`` on the batch repeated once per configuration (config_batches.py); ``run``
-    must then accept such a batch (every tensor repeated along axis 0).
-    Returns the unmasked outputs and ``{config: outputs}``, concatenated over batches [N, ...].
+    must then accept such a batch (every tensor repeated along axis 0). ``processes`` > 1 splits
+    the passes over that many forked processes, each running the unmasked pass too (forked.py;
+    None: ``sweep_processes(model)``, 2 on a CPU of 2 or more cores). The results are the same
+    either way. Returns the unmasked outputs and ``{config: outputs}``, concatenated over batches
+    [N, ...].
     """
     model.eval()
     order = sorted(configs, key=lambda c: (c[0] in DECODER_KINDS, c[1]))
     passes = _passes(order, configs_per_pass)
+    batches = list(batches)
+    processes = sweep_processes(model) if processes is None else processes
+    if processes > 1 and len(passes) > 1:
+        return _forked_sweep(model, batches, run, passes, reuse, progress, processes)
+    with tqdm(total=len(batches) * len(order), desc="ablation sweep", disable=not progress, unit="run") as bar:
+        return _sweep_here(model, batches, run, passes, reuse, bar.update)
+
+
+def _sweep_here(model: nn.Module, batches: list, run: Callable, passes: list[list[Config]], reuse: bool,
+                advance: Callable[[int], Any]) -> tuple[torch.Tensor, dict[Config, torch.Tensor]]:
+    """``single_layer_sweep``'s work in this process, pass by pass (``advance(n)`` after each)."""
     blocks, batch_dims = _blocks(model)
     base: list[torch.Tensor] = []
-    outs: dict[Config, list[torch.Tensor]] = {c: [] for c in configs}
-    batches = list(batches)
-    bar = tqdm(total=len(batches) * len(order), desc="ablation sweep", disable=not progress, unit="run")
+    outs: dict[Config, list[torch.Tensor]] = {c: [] for chunk in passes for c in chunk}
     with HeadGates(model) as gates:
         for batch in batches:
             recorder = _Recorder(b for bs in blocks.values() for b in bs) if reuse else None
@@ -128,9 +142,25 @@ def single_layer_sweep(model: nn.Module, batches: Iterable, run: Callable[[nn.Mo
                         del block.forward  # back to the class's forward
                 for k, config in enumerate(chunk):
                     outs[config].append(out[k * rows:(k + 1) * rows])
-                bar.update(len(chunk))
-    bar.close()
+                advance(len(chunk))
     return torch.cat(base), {c: torch.cat(v) for c, v in outs.items()}
+
+
+def _forked_sweep(model: nn.Module, batches: list, run: Callable, passes: list[list[Config]], reuse: bool,
+                  progress: bool, processes: int) -> tuple[torch.Tensor, dict[Config, torch.Tensor]]:
+    """``_sweep_here`` with every ``processes``-th pass in each of ``processes`` forked processes
+    (a strided share holds passes of every layer, so the shares cost about the same)."""
+    shares = [passes[r::processes] for r in range(processes) if passes[r::processes]]
+
+    def work(share, emit):
+        base, outs = _sweep_here(model, batches, run, share, reuse, emit.advance)
+        emit.result(UNMASKED, base)
+        for config, out in outs.items():
+            emit.result(config, out)
+
+    total = len(batches) * sum(map(len, passes))
+    results = dict(run_forked(shares, work, total, "ablation sweep", progress))
+    return results.pop(UNMASKED), results
 
 
 def _passes(order: Sequence[Config], per_pass: int) -> list[list[Config]]:
@@ -176,8 +206,8 @@ def gated_runs(model: nn.Module, configs: Sequence[Config], run: Callable[[nn.Mo
 
 def gated_passes(model: nn.Module, configs: Sequence[Config | HeadSpec],
                  run: Callable[[nn.Module, int, Callable[[int], ContextManager]], Sequence[Any]],
-                 configs_per_pass: int = 8, progress: bool = True, desc: str = "masked runs"
-                 ) -> Iterator[tuple[Config, Any]]:
+                 configs_per_pass: int = 8, progress: bool = True, desc: str = "masked runs",
+                 processes: int | None = None) -> Iterator[tuple[Config, Any]]:
     """``gated_runs`` with up to ``configs_per_pass`` configurations per call of
     ``run(model, copies, gated)``: ``run`` computes ``copies`` copies of its work in one go,
     entering ``gated(rows)`` around each batch of ``rows`` rows (copy k's rows after copy
@@ -187,16 +217,37 @@ def gated_passes(model: nn.Module, configs: Sequence[Config | HeadSpec],
     For fairseq models the row gates follow ``SequenceGenerator``'s reordering of rows, so
     ``run`` may be a beam search (``translation_model.translate_copies``); for other families it
     must be a plain forward pass. ``configs`` may also be head specs ``{kind: {layer: [heads]}}``
-    masking heads of several layers (pruning curves). Yields ``(config, result)`` as each pass
-    finishes.
+    masking heads of several layers (pruning curves). ``processes`` > 1 splits the passes over
+    forked processes (forked.py; None: ``sweep_processes(model)``). Yields ``(config, result)``
+    in the order of ``configs``, each as soon as it and those before it are done.
     """
     if configs_per_pass < 1:
         raise ValueError(f"configs_per_pass must be at least 1, got {configs_per_pass}")
+    configs = list(configs)
+    passes = [list(range(s, min(s + configs_per_pass, len(configs)))) for s in range(0, len(configs), configs_per_pass)]
+    processes = sweep_processes(model) if processes is None else processes
+    if processes <= 1 or len(passes) <= 1:
+        with tqdm(total=len(configs), desc=desc, disable=not progress, unit="config") as bar:
+            for index, result in _passes_here(model, configs, passes, run, bar.update):
+                yield configs[index], result
+        return
+    shares = [passes[r::processes] for r in range(processes) if passes[r::processes]]
+
+    def work(share, emit):
+        for index, result in _passes_here(model, configs, share, run, emit.advance):
+            emit.result(index, result)
+
+    for index, result in in_order(run_forked(shares, work, len(configs), desc, progress)):
+        yield configs[index], result
+
+
+def _passes_here(model: nn.Module, configs: list, passes: list[list[int]], run: Callable,
+                 advance: Callable[[int], Any]) -> Iterator[tuple[int, Any]]:
+    """``gated_passes``'s work in this process: ``(index in configs, result)`` pass by pass."""
     fairseq = family_of(model) == "fairseq"
-    bar = tqdm(total=len(configs), desc=desc, disable=not progress, unit="config")
     with HeadGates(model) as gates:
-        for start in range(0, len(configs), configs_per_pass):
-            chunk = list(configs[start:start + configs_per_pass])
+        for indices in passes:
+            chunk = [configs[i] for i in indices]
 
             @contextmanager
             def gated(rows: int, chunk=chunk):
@@ -210,6 +261,5 @@ def gated_passes(model: nn.Module, configs: Sequence[Config | HeadSpec],
                         yield
 
             results = run(model, len(chunk), gated)
-            bar.update(len(chunk))
-            yield from zip(chunk, results)
-    bar.close()
+            advance(len(chunk))
+            yield from zip(indices, results)

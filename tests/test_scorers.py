@@ -26,6 +26,47 @@ def test_classifier_scores_and_losses(smoke):
     assert sum(len(b["labels"]) for b in batches) == len(examples)
 
 
+class _WordIds:
+    """A tokenizer for a tiny random BERT: a word's id is the sum of its characters' codes, modulo 45, plus 5."""
+
+    def __call__(self, first, pairs=None, padding=True, truncation=True, max_length=64, return_tensors="pt"):
+        rows = [[1] + [5 + sum(map(ord, w)) % 45 for w in text.split()][: max_length - 1] for text in first]
+        width = max(map(len, rows))
+        ids = torch.tensor([r + [0] * (width - len(r)) for r in rows])
+        return {"input_ids": ids, "attention_mask": (ids != 0).long()}
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+@pytest.mark.parametrize("per_pass", [1, 3])
+def test_classifier_scores_of_many_head_specs_equal_one_at_a_time(monkeypatch, processes, per_pass):
+    import random
+    from types import SimpleNamespace
+
+    from transformers import BertConfig, BertForSequenceClassification
+
+    import helpers
+
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=50, hidden_size=24, num_hidden_layers=3, num_attention_heads=4,
+                        intermediate_size=48, num_labels=3, initializer_range=0.5)
+    model = BertForSequenceClassification(config).eval()
+    rng = random.Random(0)
+    words = "the a cat dog sees runs blue red big small over under".split()
+    examples = [SimpleNamespace(text=" ".join(rng.choices(words, k=rng.randint(2, 12))), text_pair=None,
+                                label=rng.randrange(3)) for _ in range(60)]
+    score = classifier_scorer(_WordIds(), examples, "accuracy", max_length=16, batch_size=16,
+                              configs_per_pass=per_pass)
+    specs = [{}, {"self": {0: [0]}}, {"self": {2: [0, 1, 2]}}, {"self": {0: [1, 2], 1: [0, 1, 3], 2: [3]}}]
+    one = []
+    for spec in specs:
+        with helpers.HeadGates(model) as gates:
+            gates.mask(spec)
+            one.append(score(model))
+    monkeypatch.setenv("SIXTEEN_HEADS_SWEEP_PROCESSES", processes)
+    assert score.many(model, specs) == one
+    assert len(set(one)) > 1  # the specs change the score
+
+
 def test_translation_scores_and_losses(smoke):
     model = course.load_translation(smoke)
     pairs = course.load_data(smoke, "translation")["valid"]

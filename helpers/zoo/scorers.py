@@ -16,16 +16,19 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..heads.devices import to_device
-from .classifier_training import batches, by_length, encode, labels_of, predict
+from ..heads.config_batches import repeat_rows
+from .classifier_training import batches, by_length, encode, in_order, labels_of, predict
 from .first_token_only import first_token_only
 from ..heads.metrics import METRICS, bleu
 from .translation_model import MAX_LEN_B
 
 
 def classifier_scorer(tokenizer, examples: Sequence, metric: str = "accuracy", max_length: int = 64,
-                      batch_size: int = 64) -> Callable[[nn.Module], float]:
+                      batch_size: int = 64, configs_per_pass: int = 1) -> Callable[[nn.Module], float]:
     """``score(model)``: ``metric`` of the model's predictions on ``examples`` (a BERT classifier's
-    last layer at its first token only, first_token_only.py)."""
+    last layer at its first token only, first_token_only.py). ``score.many(model, specs)`` gives
+    the score under each head spec, ``configs_per_pass`` per forward pass, the passes split over
+    processes on a CPU (``gated_passes``); ``pruning_curve`` uses it."""
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; the classifier metrics are {sorted(METRICS)}")
     gold = [e.label for e in examples]
@@ -35,6 +38,29 @@ def classifier_scorer(tokenizer, examples: Sequence, metric: str = "accuracy", m
         with first_token_only(model):
             return METRICS[metric](predict(model, tokenizer, examples, batch_size, max_length), gold)
 
+    encoded = encode(tokenizer, examples, max_length)
+    order = by_length(encoded)
+    data = list(batches(encoded, batch_size, order))
+
+    @torch.no_grad()
+    def scores_of_copies(model: nn.Module, copies: int, gated) -> list[float]:
+        model.eval()
+        predicted = []                                                      # per batch: [copies, B]
+        with first_token_only(model):
+            for batch in data:
+                rows = len(batch["input_ids"])
+                with gated(rows * copies):
+                    logits = model(**to_device(repeat_rows(batch, copies), model)).logits
+                predicted.append(logits.argmax(-1).cpu().view(copies, rows))
+        return [METRICS[metric](in_order(p, order), gold) for p in torch.cat(predicted, 1)]
+
+    def many(model: nn.Module, specs: Sequence[dict]) -> list[float]:
+        from ..heads.ablation import gated_passes
+
+        return [s for _, s in gated_passes(model, specs, scores_of_copies, configs_per_pass, progress=False,
+                                           desc="classifier scores")]
+
+    score.many = many
     return score
 
 

@@ -14,6 +14,7 @@ It imports torch, transformers and (for fairseq models) fairseq, and nothing fro
   is in pruning.py);
 * ablation.py: sweeps that mask heads of one configuration after another (§3.2, §3.3);
 * config_batches.py: many configurations in one pass (row gates on a repeated batch);
+* forked.py: a sweep's passes split over forked processes on a CPU (``sweep_processes``);
 * pruning_curves.py: score against the share of heads pruned, in importance, ablation or
   random order (§4.2);
 * throughput.py: examples per second and FLOPs, full against pruned (§4.3);

@@ -35,6 +35,8 @@ from typing import Callable, Iterator, Sequence, TypeVar
 
 from tqdm.auto import tqdm
 
+from ..heads.forked import usable_cores
+
 T = TypeVar("T")
 POLL_SECONDS = 2.0
 JOB_STARTED = "SIXTEEN_HEADS_JOB_STARTED"  # epoch seconds; the runner sets it, its notebooks inherit it
@@ -73,10 +75,6 @@ def my_share(items: Sequence[T]) -> list[T]:
     """The items this process owns: every ``world_size()``-th of the WHOLE list, from its rank.
     Pass the whole list, not what is missing (see the module docstring)."""
     return list(items[rank()::world_size()])
-
-
-def usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def cap_threads() -> int:

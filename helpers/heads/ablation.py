@@ -22,7 +22,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .config_batches import UNMASKED, Config, config_row_gates, fairseq_rows, gates_encoder, repeat_rows
-from .forked import in_order, run_forked, sweep_processes
+from .forked import in_order, run_forked, strided_shares, sweep_processes
 from .gates import HeadGates, HeadSpec
 from .sites import attention_sites, family_of, sites_by_kind
 
@@ -150,7 +150,7 @@ def _forked_sweep(model: nn.Module, batches: list, run: Callable, passes: list[l
                   progress: bool, processes: int) -> tuple[torch.Tensor, dict[Config, torch.Tensor]]:
     """``_sweep_here`` with every ``processes``-th pass in each of ``processes`` forked processes
     (a strided share holds passes of every layer, so the shares cost about the same)."""
-    shares = [passes[r::processes] for r in range(processes) if passes[r::processes]]
+    shares = strided_shares(passes, processes)
 
     def work(share, emit):
         base, outs = _sweep_here(model, batches, run, share, reuse, emit.advance)
@@ -231,7 +231,7 @@ def gated_passes(model: nn.Module, configs: Sequence[Config | HeadSpec],
             for index, result in _passes_here(model, configs, passes, run, bar.update):
                 yield configs[index], result
         return
-    shares = [passes[r::processes] for r in range(processes) if passes[r::processes]]
+    shares = strided_shares(passes, processes)
 
     def work(share, emit):
         for index, result in _passes_here(model, configs, share, run, emit.advance):

@@ -30,6 +30,8 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from .sites import device_of
+
 ENV = "SIXTEEN_HEADS_SWEEP_PROCESSES"
 
 
@@ -46,10 +48,20 @@ def sweep_processes(model: nn.Module | None = None) -> int:
         return int(chosen)
     if sys.platform != "linux" or int(os.environ.get("WORLD_SIZE", 1)) > 1:
         return 1
-    if model is not None and any(p.device.type != "cpu" for p in model.parameters()):
+    if model is not None and device_of(model).type != "cpu":
         return 1
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return 2 if cores >= 2 else 1
+    return 2 if usable_cores() >= 2 else 1
+
+
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def strided_shares(items: Sequence, processes: int) -> list[list]:
+    """``items`` dealt out to at most ``processes`` non-empty shares: every n-th item from r."""
+    shares = [list(items[r::processes]) for r in range(processes)]
+    return [share for share in shares if share]
 
 
 class Emitter:

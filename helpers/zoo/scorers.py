@@ -9,6 +9,8 @@ for the importance estimate (``head_importance``'s ``batches`` and ``loss_fn``).
 """
 from __future__ import annotations
 
+import contextlib
+
 from typing import Callable, Sequence
 
 import torch
@@ -17,7 +19,7 @@ from torch import nn
 
 from ..heads.devices import to_device
 from ..heads.config_batches import repeat_rows
-from .classifier_training import batches, by_length, encode, in_order, labels_of, predict
+from .classifier_training import batches, by_length, encode, in_order, labels_of
 from .first_token_only import first_token_only
 from ..heads.metrics import METRICS, bleu
 from .translation_model import MAX_LEN_B
@@ -32,12 +34,6 @@ def classifier_scorer(tokenizer, examples: Sequence, metric: str = "accuracy", m
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; the classifier metrics are {sorted(METRICS)}")
     gold = [e.label for e in examples]
-
-    @torch.no_grad()
-    def score(model: nn.Module) -> float:
-        with first_token_only(model):
-            return METRICS[metric](predict(model, tokenizer, examples, batch_size, max_length), gold)
-
     encoded = encode(tokenizer, examples, max_length)
     order = by_length(encoded)
     data = list(batches(encoded, batch_size, order))
@@ -53,6 +49,9 @@ def classifier_scorer(tokenizer, examples: Sequence, metric: str = "accuracy", m
                     logits = model(**to_device(repeat_rows(batch, copies), model)).logits
                 predicted.append(logits.argmax(-1).cpu().view(copies, rows))
         return [METRICS[metric](in_order(p, order), gold) for p in torch.cat(predicted, 1)]
+
+    def score(model: nn.Module) -> float:
+        return scores_of_copies(model, 1, lambda rows: contextlib.nullcontext())[0]
 
     def many(model: nn.Module, specs: Sequence[dict]) -> list[float]:
         from ..heads.ablation import gated_passes

@@ -110,3 +110,50 @@ def test_translation_sweep_with_many_configurations_per_search_equals_one_at_a_t
     assert {c: many[c] for c in configs} == {c: one[c] for c in configs}
     assert sum(one[c] != base for c in configs) > len(configs) // 2  # most masks change the output
     assert "forward" not in vars(model.encoder) and "reorder_encoder_out" not in vars(model.encoder)
+
+
+def _calls(modules) -> tuple[dict, list]:
+    """Count the calls of each module (forward hooks); returns the counts and the hook handles."""
+    counts = {m: 0 for m in modules}
+
+    def count(module, args, output):
+        counts[module] += 1
+
+    return counts, [m.register_forward_hook(count) for m in modules]
+
+
+@pytest.mark.parametrize("first_token", [False, True])
+def test_the_masked_layers_own_attention_is_replayed_too(first_token):
+    """BERT's attention.self ends before W_o, so a mask in layer l does not change it: the sweep
+    computes layer l's keys only in the unmasked pass and in passes masking a layer below l
+    (also for the last layer computed at its first token only), with the naive loop's outputs."""
+    from transformers import BertConfig, BertForSequenceClassification
+    from helpers.zoo.first_token_only import first_token_only
+
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=3, num_attention_heads=4,
+                        intermediate_size=32, num_labels=3)
+    model = BertForSequenceClassification(config).eval()
+    ids = torch.randint(5, 50, (5, 8))
+    mask = torch.ones_like(ids)
+    mask[1, 5:] = mask[3, 2:] = 0
+    batches = [{"input_ids": ids, "attention_mask": mask}] * 2
+    run = lambda m, b: m(**b).logits
+    configs = one_head_configs(model) + all_but_one_configs(model)[:5]
+    keys = [layer.attention.self.key for layer in model.bert.encoder.layer]
+    with first_token_only(model) if first_token else torch.no_grad():
+        counts, handles = _calls(keys)
+        try:
+            base, fast = single_layer_sweep(model, batches, run, configs, progress=False, processes=1)
+        finally:
+            for h in handles:
+                h.remove()
+        base_naive, naive = single_layer_sweep(model, batches, run, configs, reuse=False, progress=False, processes=1)
+    assert torch.equal(base, base_naive)
+    for c in configs:
+        assert torch.equal(fast[c], naive[c]), c
+    assert any(not torch.equal(fast[c], base) for c in configs)
+    for layer, key in enumerate(keys):
+        below = sum(c[1] < layer for c in configs)
+        assert counts[key] == len(batches) * (1 + below), (layer, counts[key])
+    assert all("forward" not in vars(m) for m in model.modules())

@@ -11,7 +11,9 @@ about 5/6 of one layer's arithmetic per pass, and in a one-head sweep that repla
 below (ablation.py) about a quarter of the sweep.
 
 Head gates and pruning work as before: the gates act on the output projection's input, which
-is now ``[B, 1, heads x head_dim]``.
+is now ``[B, 1, heads x head_dim]``. That input comes from a call of the last layer's
+``attention.self`` module (its forward swapped too), so hooks on that module see it and a sweep
+can replay it (``helpers.heads.ablation``).
 """
 from __future__ import annotations
 
@@ -40,20 +42,22 @@ def first_token_only(model: nn.Module) -> Iterator[bool]:
         yield False
         return
     layer = model.bert.encoder.layer[-1]
+    attention = layer.attention.self
     layer.forward = _first_token_forward(layer)
+    attention.forward = lambda first, hidden_states, attention_mask: _first_query_context(
+        attention, first, hidden_states, attention_mask)
     try:
         yield True
     finally:
         del layer.forward  # back to BertLayer.forward
+        del attention.forward  # back to BertSelfAttention.forward
 
 
 def _first_token_forward(layer: nn.Module):
-    attention = layer.attention.self
-
     def forward(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, *args, **kwargs):
         # hidden_states [B, T, hidden]; attention_mask None or broadcastable to [B, heads, T, T]
         first = hidden_states[:, :1]                                       # [B, 1, hidden]
-        context = _first_query_context(attention, first, hidden_states, attention_mask)
+        context = layer.attention.self(first, hidden_states, attention_mask)   # [B, 1, heads x head_dim]
         return layer.feed_forward_chunk(layer.attention.output(context, first))   # [B, 1, hidden]
 
     return forward

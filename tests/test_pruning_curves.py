@@ -9,7 +9,8 @@ import torch
 
 import helpers
 from helpers.heads.pruning_curves import (counts, heads_of, order_by_ablation, order_by_importance, prunable_share,
-                                    pruning_curve, random_order, reestimated_curve, spec_of)
+                                    pruning_curve, pruning_curves, random_order, reestimated_curve, score_specs,
+                                    spec_of)
 from tiny_models import ALL_CASES, bert
 
 
@@ -98,3 +99,44 @@ def test_a_translation_curve_scored_many_steps_per_search_equals_one_step_at_a_t
     one_by_one = pruning_curve(model, order, lambda m: score(m), progress=False)  # a plain function: no `many`
     pd.testing.assert_frame_equal(batched, one_by_one)
     assert batched["score"].iloc[0] == pytest.approx(100) and batched["score"].nunique() > 3  # the masks changed the output
+
+
+@pytest.mark.parametrize("with_many", [False, True])
+def test_curves_of_several_orders_equal_one_curve_each_and_score_shared_steps_once(with_many):
+    case = bert(layers=2, heads=4)
+    pool = heads_of(case.model)
+    orders = {"importance": order_by_importance(
+        helpers.head_importance(case.model, [case.batch], case.loss, progress=False), pool),
+        "random 0": random_order(pool, 0), "random 1": random_order(pool, 1), "layer 0": pool[:4]}
+    masked = []
+
+    def evaluate(m):
+        return float(case.run(m, case.batch).detach().double().sum())
+
+    class Many:
+        def __call__(self, m):
+            return evaluate(m)
+
+        def many(self, m, specs):
+            masked.extend(specs)
+            out = []
+            with helpers.HeadGates(m) as gates:
+                for spec in specs:
+                    gates.reset()
+                    gates.mask(spec)
+                    out.append(evaluate(m))
+            return out
+
+    counting = Many() if with_many else (lambda m: masked.append(None) or evaluate(m))
+    with torch.no_grad():
+        together = pruning_curves(case.model, orders, counting, step=0.25, progress=False)
+        for label, order in orders.items():
+            alone = pruning_curve(case.model, order, evaluate, step=0.25, progress=False).assign(order=label)
+            pd.testing.assert_frame_equal(together[together["order"] == label].reset_index(drop=True), alone)
+    # 4 curves of 5 steps: every curve starts with no head masked, the first three end with all 8
+    distinct = {frozenset(order[:c]) for order in orders.values() for c in counts(len(order), 0.25)}
+    assert len(together) == 20 and len(masked) == len(distinct) <= 20 - 3 - 2
+    specs = [{"self": {0: [1, 0]}}, {"self": {0: [0, 1]}}, {}, {"self": {1: [2]}}]
+    with torch.no_grad():
+        scores = score_specs(case.model, specs, evaluate, progress=False)
+    assert scores[0] == scores[1] != scores[2] != scores[3]  # the same heads in another order: scored once

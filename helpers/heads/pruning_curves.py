@@ -18,14 +18,14 @@ removing the head (tested in tests/test_pruning.py), so the curves hold for phys
 from __future__ import annotations
 
 import random
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import pandas as pd
 import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from .gates import HeadGates
+from .gates import HeadGates, HeadSpec
 from .sites import attention_sites
 
 Head = tuple[str, int, int]  # (kind, layer, head), 0-based
@@ -84,19 +84,50 @@ def pruning_curve(model: nn.Module, order: Sequence[Head], evaluate: Evaluate, s
     which may put several of them in one pass; the scores are the same.
     Returns one row per step: ``pruned`` (heads masked), ``share`` (of ``order``, 0..1), ``score``.
     """
-    steps = counts(len(order), step)
+    curve = pruning_curves(model, {"": order}, evaluate, step=step, progress=progress, desc=desc)
+    return curve.drop(columns="order")
+
+
+def pruning_curves(model: nn.Module, orders: Mapping[str, Sequence[Head]], evaluate: Evaluate, step: float = 0.1,
+                   progress: bool = True, desc: str = "pruning curves") -> pd.DataFrame:
+    """``pruning_curve`` for each order of ``orders`` (label -> order), one after the other, with
+    the label in an ``order`` column (after ``pruned``, ``share`` and ``score``). A set of heads that
+    several curves mask is scored once: every curve's first step (none), and the last step (all)
+    of curves over one pool, such as the importance order and its random baselines."""
+    steps = {label: counts(len(order), step) for label, order in orders.items()}
+    specs = [spec_of(order[:count]) for label, order in orders.items() for count in steps[label]]
+    scores = iter(score_specs(model, specs, evaluate, progress=progress, desc=desc))
+    return pd.DataFrame([{"pruned": count, "share": count / len(order), "score": next(scores), "order": label}
+                         for label, order in orders.items() for count in steps[label]],
+                        columns=["pruned", "share", "score", "order"])
+
+
+def score_specs(model: nn.Module, specs: Sequence[HeadSpec], evaluate: Evaluate, progress: bool = True,
+                desc: str = "pruning curve") -> list[float]:
+    """``evaluate(model)`` with the heads of each spec masked (``{kind: {layer: [heads]}}``, as
+    ``spec_of`` gives), in order; specs that mask the same heads are scored once. With
+    ``evaluate.many`` (see ``pruning_curve``) every distinct spec is scored in one call."""
+    firsts: dict[frozenset, HeadSpec] = {}
+    for spec in specs:
+        firsts.setdefault(_heads_in(spec), spec)
     many = getattr(evaluate, "many", None)
     if many is not None:
-        scores = [float(s) for s in many(model, [spec_of(order[:count]) for count in steps])]
+        scores = [float(s) for s in many(model, list(firsts.values()))]
     else:
         scores = []
         with HeadGates(model) as gates:
-            for count in tqdm(steps, desc=desc, disable=not progress, unit="step"):
+            for spec in tqdm(firsts.values(), desc=desc, disable=not progress, unit="step"):
                 gates.reset()
-                if count:
-                    gates.mask(spec_of(order[:count]))
+                if spec:
+                    gates.mask(spec)
                 scores.append(float(evaluate(model)))
-    return pd.DataFrame({"pruned": steps, "share": [c / len(order) for c in steps], "score": scores})
+    by_heads = dict(zip(firsts, scores))
+    return [by_heads[_heads_in(spec)] for spec in specs]
+
+
+def _heads_in(spec: HeadSpec) -> frozenset:
+    return frozenset((kind, int(layer), int(h)) for kind, layers in spec.items() for layer, heads in layers.items()
+                     for h in heads)
 
 
 def reestimated_curve(model: nn.Module, pool: Sequence[Head], importance: Callable[[nn.Module, HeadGates], dict],

@@ -140,3 +140,26 @@ def test_a_pruned_lm_with_tied_embeddings_reloads(tiny, verses, tmp_path):
     assert helpers.pruned_heads(loaded) == helpers.pruned_heads(model)
     with torch.no_grad():
         assert torch.equal(loaded(**batch).logits, expected)
+
+
+def test_smollm2_is_converted_once_to_the_same_weights_and_tokens(verses, tmp_path):
+    """The cached folder holds exactly what the GGUF file de-quantises to, and tokenises alike."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = causal_lm.smollm2_folder(tmp_path)
+    assert folder.parent == tmp_path and (folder / "config.json").exists()
+    assert [p.name for p in tmp_path.iterdir()] == [folder.name]  # no temporary folder left
+    written = (folder / "config.json").stat().st_mtime_ns
+    assert causal_lm.smollm2_folder(tmp_path) == folder  # found, not converted again:
+    assert (folder / "config.json").stat().st_mtime_ns == written
+
+    gguf = causal_lm.smollm2_gguf()
+    original = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    cached = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    theirs, ours = original.state_dict(), cached.state_dict()
+    assert theirs.keys() == ours.keys()
+    assert all(torch.equal(theirs[k], ours[k]) for k in theirs)
+    original_tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    texts = verses["report"] + ["Ceci n'est pas un verset: 1,958 s — ok?"]
+    assert [tokenizer(t)["input_ids"] for t in texts] == [original_tokenizer(t)["input_ids"] for t in texts]

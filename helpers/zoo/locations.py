@@ -2,7 +2,10 @@
 
 * ``data_root()``: the paper profile's downloads, ``$SIXTEEN_HEADS_DATA`` or ``<repo>/data``;
 * ``cache_root()``: models generated and trained here, ``$SIXTEEN_HEADS_CACHE`` or
-  ``<repo>/.cache/models``.
+  ``<repo>/.cache/models``;
+* ``converted_root()``: models an installed package ships, converted once to a faster format
+  (SmolLM2's GGUF file), ``<repo>/.cache/converted``. Apart from ``cache_root()`` so that test
+  runs with a temporary model cache share them.
 """
 from __future__ import annotations
 
@@ -27,6 +30,11 @@ def local_path(path: str | os.PathLike) -> Path:
     """``path`` as given when absolute, else under ``data_root()``."""
     path = Path(path).expanduser()
     return path if path.is_absolute() else data_root() / path
+
+
+def converted_root() -> Path:
+    """``<repo>/.cache/converted``."""
+    return REPO / ".cache" / "converted"
 
 
 def cache_root() -> Path:

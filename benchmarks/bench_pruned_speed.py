@@ -80,11 +80,12 @@ def main() -> None:
                 row = part.set_index("variant")
                 g = gains.loc[size]
                 paired = statistics.median(p / o for p, o in zip(row.loc["pruned", "runs"], row.loc["original", "runs"]))
-                cells = "  ".join(f"{row.loc[v, 'mean']:8.1f} ± {row.loc[v, 'std']:4.1f}"
+                cells = "  ".join(f"{row.loc[v, 'median']:8.1f} ±{row.loc[v, 'iqr']:5.1f}"
                                   for v in ("original", "pruned", "gated"))
                 print(f"{dtype:>8}  {mode:>15}  {size:>5}  {cells}  {1 + g['pruned']:8.3f}  {1 + g['predicted']:9.3f}  "
                       f"{g['share_of_predicted']:23.0%}  {paired:8.3f} ({(paired - 1) / g['predicted']:4.0%})")
-    print("measured: ratio of mean rates; paired: median over rounds of pruned/original timed back to back")
+    print("rates: median ± interquartile range of the repeats, after two untimed warm-up passes")
+    print("measured: ratio of median rates; paired: median over rounds of pruned/original timed back to back")
     print("target: at batch 64, share of predicted gain >= 80% (on a GPU: in half precision too)")
 
 

@@ -17,13 +17,14 @@ first training seed's model; the script checks that every path gives the same hy
 predictions. It needs the course models (``make models``); it prints ratios, it asserts nothing
 about time.
 
-Run: .venv/bin/python benchmarks/bench_sweeps.py [--profile course] [--examples N] [--only translation|classifier]
+Run: .venv/bin/python benchmarks/bench_sweeps.py [--profile course] [--examples N] [--rounds R] [--only translation|classifier]
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import os
+import statistics
 import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -62,16 +63,28 @@ def processes(n: int):
             os.environ[PROCESSES_ENV] = old
 
 
-def timed_paths(before, now, split: int):
-    """Times of ``before`` and ``now`` in this process, and of ``now`` over ``split`` processes."""
-    with processes(1):
-        t_before, out_before = timed(before)
-        t_now, out_now = timed(now)
+def timed_paths(make_before, make_now, split: int, rounds: int, warmup_items: int = 8):
+    """Median times over ``rounds`` of ``before`` and ``now`` in this process, and of ``now`` over
+    ``split`` processes, and each path's output (of its last round). ``make_*(n)`` gives a path on
+    the first ``n`` items (0: all). Each round runs the paths in a rotated order, so that a slow
+    spell of the machine does not fall on one path; each path first runs once untimed on
+    ``warmup_items`` items."""
+    paths = [(make_before, 1), (make_now, 1)] + ([(make_now, split)] if split >= 2 else [])
+    for make, n in paths:
+        with processes(n):
+            make(warmup_items)()
+    times: list[list[float]] = [[] for _ in paths]
+    outs: list = [None] * len(paths)
+    for r in range(rounds):
+        for i in [*range(r % len(paths), len(paths)), *range(r % len(paths))]:
+            make, n = paths[i]
+            with processes(n):
+                seconds, outs[i] = timed(make(0))
+            times[i].append(seconds)
+    medians = [statistics.median(t) for t in times]
     if split < 2:  # on a GPU the sweep stays in one process
-        return (t_before, t_now, t_now), (out_before, out_now, out_now)
-    with processes(split):
-        t_split, out_split = timed(now)
-    return (t_before, t_now, t_split), (out_before, out_now, out_split)
+        medians, outs = medians + medians[1:], outs + outs[1:]
+    return tuple(medians), tuple(outs)
 
 
 def split_for(model) -> int:
@@ -79,8 +92,9 @@ def split_for(model) -> int:
     return 1 if device_of(model).type != "cpu" else max(2, sweep_processes(model))
 
 
-def report(times, split: int, per_pass_line: str, same: bool, what: str) -> None:
+def report(times, split: int, per_pass_line: str, same: bool, what: str, rounds: int) -> None:
     before, now, forked = times
+    print(f"  medians of {rounds} round(s), after an untimed warm-up of each path")
     labels = ["before, one process:", per_pass_line + ", one process:", f"the same over {split} processes:"]
     width = max(map(len, labels))
     print(f"  {labels[0]:{width}s} {before:.1f} s")
@@ -89,23 +103,25 @@ def report(times, split: int, per_pass_line: str, same: bool, what: str) -> None
     print(f"  same {what} on every path: {same}")
 
 
-def translation(profile: dict, examples: int, per_pass: int) -> None:
+def translation(profile: dict, examples: int, per_pass: int, rounds: int) -> None:
     model = course.load_translation(profile, "translation")
     pairs = course.load_data(profile, "translation")["test13"]
     sources = [p.src for p in (pairs[:examples] if examples else pairs)]
     configs = one_head_configs(model)
     settings = dict(beam=1, max_len_b=24, batch_size=64, progress=False)
     split = split_for(model)
-    times, outs = timed_paths(lambda: translation_sweep(model, sources, configs, configs_per_pass=1, **settings),
-                              lambda: translation_sweep(model, sources, configs, configs_per_pass=per_pass, **settings),
-                              split)
+
+    def path(per: int):
+        return lambda n: lambda: translation_sweep(model, sources[:n or None], configs, configs_per_pass=per, **settings)
+
+    times, outs = timed_paths(path(1), path(per_pass), split, rounds)
     (base_1, one), *others = outs
     same = all(base == base_1 and all(one[c] == got[c] for c in configs) for base, got in others)
     print(f"translation ({len(configs)} one-head configurations + unmasked, {len(sources)} verses of test13, greedy):")
-    report(times, split, f"{per_pass} per search", same, "hypotheses")
+    report(times, split, f"{per_pass} per search", same, "hypotheses", rounds)
 
 
-def classifier(profile: dict, examples: int, per_pass: int) -> None:
+def classifier(profile: dict, examples: int, per_pass: int, rounds: int) -> None:
     model, tokenizer = course.load_classifier(profile, "nli")
     data = course.load_data(profile, "nli")["matched"]
     data = data[:examples] if examples else data
@@ -117,19 +133,23 @@ def classifier(profile: dict, examples: int, per_pass: int) -> None:
 
     order = by_length(encoded)
 
-    def now():
-        with first_token_only(model):
-            return single_layer_sweep(model, list(batches(encoded, 64, order)), run, configs, progress=False,
-                                      configs_per_pass=per_pass)
+    def before(n: int):
+        return lambda: single_layer_sweep(model, list(batches(encoded, 64))[:n or None], run, configs, progress=False)
+
+    def now(n: int):
+        def sweep():
+            with first_token_only(model):
+                return single_layer_sweep(model, list(batches(encoded, 64, order))[:n or None], run, configs,
+                                          progress=False, configs_per_pass=per_pass)
+        return sweep
 
     split = split_for(model)
-    times, outs = timed_paths(lambda: single_layer_sweep(model, list(batches(encoded, 64)), run, configs,
-                                                         progress=False), now, split)
+    times, outs = timed_paths(before, now, split, rounds, warmup_items=1)  # classifier items: batches of 64
     (base_1, one), *others = outs
     same = all(torch.equal(base_1, in_order(base, order)) and all(torch.equal(one[c], in_order(got[c], order))
                                                                   for c in configs) for base, got in others)
     print(f"classifier ({len(configs)} one-head configurations + unmasked, {len(data)} examples of matched):")
-    report(times, split, f"by length, {per_pass} per pass, [CLS] last", same, "predictions")
+    report(times, split, f"by length, {per_pass} per pass, [CLS] last", same, "predictions", rounds)
 
 
 def main() -> None:
@@ -137,6 +157,7 @@ def main() -> None:
     parser.add_argument("--profile", default="course")
     parser.add_argument("--examples", type=int, default=0, help="0: the whole split")
     parser.add_argument("--only", choices=["translation", "classifier"], help="time one of the two sweeps")
+    parser.add_argument("--rounds", type=int, default=3, help="timed rounds of every path; medians are printed")
     args = parser.parse_args()
     profile = load_profile(args.profile)
     missing = [name for name in ("translation", "nli") if not course.model_dir(profile, name).exists()]
@@ -145,9 +166,9 @@ def main() -> None:
                          f"run `make models PROFILE={args.profile}` first")
     print(f"{torch.get_num_threads()} threads; first training seed's models")
     if args.only != "classifier":
-        translation(profile, args.examples, TRANSLATION_CONFIGS_PER_PASS)
+        translation(profile, args.examples, TRANSLATION_CONFIGS_PER_PASS, args.rounds)
     if args.only != "translation":
-        classifier(profile, args.examples, CLASSIFIER_CONFIGS_PER_PASS)
+        classifier(profile, args.examples, CLASSIFIER_CONFIGS_PER_PASS, args.rounds)
 
 
 if __name__ == "__main__":

@@ -67,3 +67,17 @@ def test_chapter_splits_hold_out_whole_chapters_reproducibly():
         bible.chapter_splits(verses, {"test13": 40, "test14": 30})
     with pytest.raises(ValueError, match="train asks for 60 verses"):
         bible.chapter_splits(verses, {"train": 60, "test13": 3})
+
+
+def test_a_wider_training_pool_keeps_the_held_out_splits_and_their_chapters_out():
+    verses = _verses([(b, c) for b in range(1, 6) for c in range(1, 5)])
+    # the wider pool: every chapter's verses 1-6, and a chapter the held-out verses never had
+    wide = _verses([(b, c) for b in range(1, 6) for c in range(1, 5)] + [(9, 1)], per_chapter=6)
+    sizes = {"train": 0, "test13": 5, "test14": 4}
+    narrow = bible.chapter_splits(verses, sizes, seed=1)
+    split = bible.chapter_splits(verses, sizes, seed=1, train_verses=wide)
+    assert split["test13"] == narrow["test13"] and split["test14"] == narrow["test14"]
+    held = {v.key[:2] for s in ("test13", "test14") for v in split[s]}
+    train = {v.key[:2] for v in split["train"]}
+    assert not train & held and (9, 1) in train
+    assert len(split["train"]) == 6 * (21 - 4)  # 4 chapters held out, all 6 verses of the other 17

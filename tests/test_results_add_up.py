@@ -372,7 +372,10 @@ def _recomputed_ours(table) -> dict[str, list[tuple[float, int]]]:
         track = next(k[0] for k in curves if k[1] == model)
         per_model += [_pct(share06[(track, model, "importance")]), _pct(share06[(track, model, "ablation")])]
 
-    speed = {(r["batch_size"], r["variant"]): r["mean"] for r in table("07_speed")}
+    speed = {}  # the median of each variant's raw rates, recomputed (sorted, middle or mean of the middle two)
+    for r in table("07_speed"):
+        runs = sorted(ast.literal_eval(r["runs"]) if isinstance(r["runs"], str) else r["runs"])
+        speed[(r["batch_size"], r["variant"])] = (runs[len(runs) // 2] + runs[(len(runs) - 1) // 2]) / 2
     sizes = sorted({b for b, _ in speed})
     gain = {b: speed[(b, "pruned")] / speed[(b, "original")] - 1 for b in sizes}
 

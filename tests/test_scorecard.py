@@ -54,7 +54,7 @@ def test_prunable_share_rule(tmp_path, share, expected):
 
 def test_speed_rules_compare_batch_sizes(tmp_path):
     def speed(gain_small, gain_large):
-        return [{"batch_size": b, "variant": v, "mean": 100 * (1 + g if v == "pruned" else 1), "device": "cpu"}
+        return [{"batch_size": b, "variant": v, "median": 100 * (1 + g if v == "pruned" else 1), "device": "cpu"}
                 for b, g in ((1, gain_small), (64, gain_large)) for v in ("original", "pruned", "gated")]
 
     _write(tmp_path / "p", "07_speed", speed(0.01, 0.175))

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import helpers
-from helpers.heads.throughput import forward_flops, mean_std, throughput
+from helpers.heads.throughput import forward_flops, median_iqr, throughput
 from tiny_models import bert, gpt2, llama
 
 
@@ -56,8 +56,17 @@ def test_throughput_returns_one_rate_per_repeat():
     case = bert()
     rates = throughput(case.model, [case.batch, case.batch], case.run, repeats=3, warmup=1)
     assert len(rates) == 3 and all(r > 0 for r in rates)
-    mean, std = mean_std([1.0, 2.0, 3.0])
-    assert mean == 2.0 and std == pytest.approx(1.0)
+    calls = []
+    throughput(case.model, [case.batch, case.batch], lambda m, b: calls.append(1), repeats=3, warmup=2)
+    assert len(calls) == (2 + 3) * 2  # the warm-up passes run, untimed: three rates come back
+
+
+def test_one_disturbed_run_barely_moves_the_median():
+    # chapter 07's course build of cc5739f: the unpruned model's five runs at batch 1
+    runs = [16.0, 146.0, 146.0, 141.0, 143.0]
+    median, iqr = median_iqr(runs)
+    assert median == 143.0 and iqr == 146.0 - 141.0  # the mean, 118.4, would be below four of the five runs
+    assert median_iqr([7.0]) == (7.0, 0.0)
 
 
 def test_compare_speed_measures_three_variants_and_counts_fewer_flops_when_pruned():
@@ -72,7 +81,9 @@ def test_compare_speed_measures_three_variants_and_counts_fewer_flops_when_prune
     before = case.run(case.model, case.batch).detach()
     table = compare_speed(case.model, pruned, spec, {4: [case.batch]}, case.run, repeats=2, progress=False)
     assert list(table["variant"]) == ["original", "pruned", "gated"]
-    assert all(len(r) == 2 for r in table["runs"]) and (table["mean"] > 0).all()
+    assert all(len(r) == 2 for r in table["runs"]) and (table["median"] > 0).all()
+    for row in table.to_dict("records"):  # the summary is recomputed from the raw rates
+        assert row["median"] == pytest.approx(sum(row["runs"]) / 2) and row["iqr"] == pytest.approx(abs(row["runs"][0] - row["runs"][1]) / 2)
     assert set(table["dtype"]) == {"float32"} and set(table["compile_mode"]) == {"eager"}
     flops = table.set_index("variant")["flops"]
     assert flops["pruned"] < flops["original"] == flops["gated"]
@@ -92,7 +103,7 @@ def test_compare_speed_times_copies_in_another_dtype_and_leaves_the_models_alone
     pruned = copy.deepcopy(case.model)
     helpers.prune_heads(pruned, spec)
     table = compare_speed(case.model, pruned, spec, {2: [case.batch]}, case.run, repeats=1, progress=False, dtype=dtype)
-    assert set(table["dtype"]) == {dtype} and (table["mean"] > 0).all()
+    assert set(table["dtype"]) == {dtype} and (table["median"] > 0).all()
     assert {p.dtype for p in case.model.parameters()} == {p.dtype for p in pruned.parameters()} == {torch.float32}
 
 
@@ -119,7 +130,7 @@ def test_speed_gains_recomputed_from_rates_and_flops():
 
     from helpers.heads.throughput import speed_gains
 
-    rows = [dict(dtype="float16", compile_mode="eager", batch_size=64, variant=v, mean=m, flops=f)
+    rows = [dict(dtype="float16", compile_mode="eager", batch_size=64, variant=v, median=m, flops=f)
             for v, m, f in (("original", 100.0, 300), ("pruned", 110.0, 200), ("gated", 95.0, 300))]
     (gain,) = speed_gains(pd.DataFrame(rows)).to_dict("records")
     assert gain["pruned"] == pytest.approx(0.10) and gain["gated"] == pytest.approx(-0.05)

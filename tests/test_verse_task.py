@@ -75,3 +75,47 @@ def test_paraphrase_pairs_are_the_same_verse_or_a_nearby_one():
                 assert any(a[:2] == b[:2] and 0 < abs(a[2] - b[2]) <= 3 for a, b in pairs), e
     with pytest.raises(ValueError, match="unknown split"):
         verse_task.paraphrase_splits({"test": 5})
+
+
+WIDE = dict(train_max_words=40, train_sources=("web", "basic"), train_references=("segond", "darby"))
+
+
+@pytest.fixture(scope="module")
+def wide_pairs():
+    return verse_task.translation_splits({**SIZES, "train": 400}, seed=3, merges=500, max_words=20, **WIDE)
+
+
+def test_more_training_pairs_leave_the_held_out_splits_as_they_were(wide_pairs):
+    narrow = verse_task.translation_splits(SIZES, seed=3, merges=500, max_words=20)
+    for split in ("valid", "test13", "test14", "mtnt"):  # the same verses (BPE differs: it learns from training)
+        assert [merge_bpe(p.src) for p in wide_pairs[split]] == [merge_bpe(p.src) for p in narrow[split]]
+        assert [merge_bpe(p.oracle) for p in wide_pairs[split]] == [merge_bpe(p.oracle) for p in narrow[split]]
+    assert len(wide_pairs["train"]) <= 400 * 4 and len(wide_pairs["train"]) % 4 == 0  # 2 sources x 2 references
+    assert all(p.oracle == "" for p in wide_pairs["train"])  # the second translator never trains
+    assert max(len(merge_bpe(p.src).split()) for p in wide_pairs["train"]) > 20  # longer verses train
+
+
+def test_no_held_out_verse_in_any_version_is_in_the_training_pairs(wide_pairs):
+    by_text = {}  # every version's tokenised text -> verse keys
+    verses = bible.read_verses(list(bible.VERSIONS))
+    segond = verse_task.Subwords.tokenize([v.texts["segond"] for v in verses], "fr")
+    keys = {t: v.key for t, v in zip(segond, verses)}
+    held = [keys[merge_bpe(p.ref)] for s in ("valid", "test13", "test14", "mtnt") for p in wide_pairs[s]]
+    assert len(held) == sum(len(wide_pairs[s]) for s in ("valid", "test13", "test14", "mtnt"))
+    held_verses = [v for v in verses if v.key in set(held)]
+    for name in bible.VERSIONS:
+        lang = "fr" if name in ("segond", "ostervald", "darby") else "en"
+        for text in verse_task.Subwords.tokenize([v.texts[name] for v in held_verses], lang):
+            by_text[text] = name
+    train = {merge_bpe(p.src) for p in wide_pairs["train"]} | {merge_bpe(p.ref) for p in wide_pairs["train"]}
+    assert not train & set(by_text), sorted(train & set(by_text))[:3]
+    held_chapters = {k[:2] for k in held}
+    train_chapters = {keys[merge_bpe(p.ref)][:2] for p in wide_pairs["train"] if merge_bpe(p.ref) in keys}
+    assert train_chapters and not train_chapters & held_chapters
+
+
+@pytest.mark.parametrize("version", ["kjv", "kjv2000", "ostervald"])
+def test_held_out_versions_cannot_train(version):
+    role = {"ostervald": "train_references"}.get(version, "train_sources")
+    with pytest.raises(ValueError, match="never train"):
+        verse_task.translation_splits({"train": 10, "test13": 5}, merges=50, **{role: ("web", version)})

@@ -189,7 +189,7 @@ def _importance_beats_ablation(r: Results) -> tuple[str, str]:
 
 
 def _speedups(r: Results) -> pd.Series:
-    speed = r["07_speed"].pivot(index="batch_size", columns="variant", values="mean")
+    speed = r["07_speed"].pivot(index="batch_size", columns="variant", values="median")
     return speed["pruned"] / speed["original"] - 1
 
 

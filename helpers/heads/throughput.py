@@ -1,7 +1,7 @@
 """Inference speed of a classifier, and the speed-up its removed FLOPs predict (paper §4.3, Table 4).
 
 ``throughput`` times whole passes over fixed batches (after warm-up passes) and returns examples
-per second, one value per repeat. ``forward_flops`` counts the floating-point operations of one
+per second, one value per repeat; tables report their median and interquartile range. ``forward_flops`` counts the floating-point operations of one
 forward pass as it actually runs: 2 * in * out per row for every ``nn.Linear``, plus the two
 attention products (Q K^T and A V: 4 * T_q * T_k * head_dim per head) for every attention
 site. The ratio of the original's FLOPs to the pruned model's is the speed-up that the
@@ -64,8 +64,14 @@ def throughput(model: nn.Module, batches: Sequence[dict], run: Run, repeats: int
     return out
 
 
-def mean_std(values: Sequence[float]) -> tuple[float, float]:
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+def median_iqr(values: Sequence[float]) -> tuple[float, float]:
+    """The median of ``values`` and their interquartile range (0 for fewer than two values): the
+    centre and spread that one disturbed run cannot move far, unlike a mean and a standard
+    deviation (timing tools report them for that reason)."""
+    if len(values) < 2:
+        return float(values[0]), 0.0
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return statistics.median(values), q3 - q1
 
 
 def _widths(module: nn.Module) -> tuple[int, int] | None:
@@ -143,7 +149,7 @@ def compiled(model: nn.Module, compile_mode: str = EAGER, backend: str = "induct
 
 
 def compare_speed(model: nn.Module, pruned: nn.Module, masked: dict, batches_by_size: dict[int, Sequence[dict]],
-                  run: Run, repeats: int = 3, warmup: int = 1, progress: bool = True,
+                  run: Run, repeats: int = 3, warmup: int = 2, progress: bool = True,
                   dtype: str | torch.dtype = "float32", compile_mode: str = EAGER,
                   backend: str = "inductor") -> pd.DataFrame:
     """Table 4's measurement: for each batch size, examples per second of the ``original``
@@ -159,8 +165,9 @@ def compare_speed(model: nn.Module, pruned: nn.Module, masked: dict, batches_by_
     starts: give it batches of one shape per size. FLOPs are counted on ``model`` and ``pruned``
     (they do not depend on the dtype).
 
-    Returns rows of batch_size, variant, mean and std (examples/s), runs (the raw rates), flops,
-    dtype and compile_mode.
+    Each variant runs ``warmup`` untimed passes over a batch size before its first timed one.
+    Returns rows of batch_size, variant, median and iqr (interquartile range) of the rates
+    (examples/s; ``median_iqr``), runs (the raw rates, in order), flops, dtype and compile_mode.
     """
     dtype_name = str(dtype_of(dtype)).removeprefix("torch.")
     if compile_mode != EAGER:
@@ -188,8 +195,8 @@ def compare_speed(model: nn.Module, pruned: nn.Module, masked: dict, batches_by_
                      "pruned": sum(forward_flops(pruned, b, run) for b in batches)}
             flops["gated"] = flops["original"]
             for name, values in rates.items():
-                mean, std = mean_std(values)
-                rows.append({"batch_size": size, "variant": name, "mean": mean, "std": std, "runs": values,
+                median, iqr = median_iqr(values)
+                rows.append({"batch_size": size, "variant": name, "median": median, "iqr": iqr, "runs": values,
                              "flops": flops[name], "dtype": dtype_name, "compile_mode": compile_mode})
     return pd.DataFrame(rows)
 
@@ -197,15 +204,15 @@ def compare_speed(model: nn.Module, pruned: nn.Module, masked: dict, batches_by_
 def speed_gains(table: pd.DataFrame) -> pd.DataFrame:
     """From ``compare_speed`` rows (of one or more settings): one row per dtype, compile mode and
     batch size with the measured speed-ups of the pruned and the gated model over the original
-    (ratio of mean rates minus one), the speed-up the FLOPs predict, and the share of that
+    (ratio of median rates minus one), the speed-up the FLOPs predict, and the share of that
     prediction the pruned model realises."""
     keys = [k for k in ("dtype", "compile_mode") if k in table.columns] + ["batch_size"]
     rows = []
     for key, part in table.groupby(keys, sort=False):
         by = part.set_index("variant")
         predicted = by.loc["original", "flops"] / by.loc["pruned", "flops"] - 1
-        measured = by.loc["pruned", "mean"] / by.loc["original", "mean"] - 1
+        measured = by.loc["pruned", "median"] / by.loc["original", "median"] - 1
         rows.append(dict(zip(keys, key if isinstance(key, tuple) else (key,)),
-                         pruned=measured, gated=by.loc["gated", "mean"] / by.loc["original", "mean"] - 1,
+                         pruned=measured, gated=by.loc["gated", "median"] / by.loc["original", "median"] - 1,
                          predicted=predicted, share_of_predicted=measured / predicted if predicted else float("nan")))
     return pd.DataFrame(rows)

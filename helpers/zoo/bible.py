@@ -86,7 +86,8 @@ def read_verses(versions: Sequence[str], db: Path | None = None) -> list[Verse]:
     return [Verse(k, {n: texts[n][k] for n in versions}) for k in keys if all(texts[n][k] for n in versions)]
 
 
-def chapter_splits(verses: Sequence[Verse], sizes: Mapping[str, int], seed: int = 0) -> dict[str, list[Verse]]:
+def chapter_splits(verses: Sequence[Verse], sizes: Mapping[str, int], seed: int = 0,
+                   train_verses: Sequence[Verse] | None = None) -> dict[str, list[Verse]]:
     """``sizes[split]`` verses per split, each held-out split made of whole chapters.
 
     Chapters are shuffled with ``seed``; each held-out split (every name but ``train``, in the
@@ -94,6 +95,9 @@ def chapter_splits(verses: Sequence[Verse], sizes: Mapping[str, int], seed: int 
     many of their verses at random. ``train`` draws its size (all, if 0) from the chapters no
     held-out split took, so no training verse shares a chapter with a held-out one. Verses keep
     canonical order in each split.
+
+    ``train_verses`` (default: ``verses``) is the pool ``train`` draws from, e.g. longer verses
+    than the held-out splits take; the held-out splits are the same either way.
     """
     chapters: dict[tuple[int, int], list[Verse]] = {}
     for verse in verses:
@@ -101,6 +105,7 @@ def chapter_splits(verses: Sequence[Verse], sizes: Mapping[str, int], seed: int 
     rng = random.Random(seed)
     order = iter(rng.sample(sorted(chapters), len(chapters)))
     out: dict[str, list[Verse]] = {}
+    taken: set[tuple[int, int]] = set()  # chapters the held-out splits took
     for split, size in sizes.items():
         if split == "train":
             continue
@@ -109,10 +114,14 @@ def chapter_splits(verses: Sequence[Verse], sizes: Mapping[str, int], seed: int 
             chapter = next(order, None)
             if chapter is None:
                 raise ValueError(f"the {len(verses)} verses run out of chapters before split {split!r} has {size}")
+            taken.add(chapter)
             pool += chapters[chapter]
         out[split] = _draw(pool, size, rng)
     if "train" in sizes:
-        rest = [v for chapter in order for v in chapters[chapter]]
+        if train_verses is None:
+            rest = [v for chapter in order for v in chapters[chapter]]
+        else:
+            rest = [v for v in train_verses if v.key[:2] not in taken]
         if sizes["train"] > len(rest):
             raise ValueError(f"train asks for {sizes['train']} verses but the chapters left hold {len(rest)}")
         out["train"] = _draw(rest, sizes["train"] or len(rest), rng)

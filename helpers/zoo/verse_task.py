@@ -38,6 +38,7 @@ from .translation_task import Pair
 
 SOURCE, REFERENCE, SHIFTED, SECOND_FRENCH = "web", "segond", "basic", "ostervald"
 OUT_OF_DOMAIN = "kjv"  # the source of ``mtnt``
+OLD_ENGLISH = ("kjv", "kjv2000")  # KJV 2000 revises the KJV's words: it never trains when the KJV is out of domain
 TRANSLATION_SPLITS = ("train", "valid", "test13", "test14", "mtnt")
 PARAPHRASE_SPLITS = ("train", "valid")
 
@@ -90,20 +91,60 @@ class Subwords:
 
 
 def translation_splits(sizes: Mapping[str, int], seed: int = 0, merges: int = 8000,
-                       max_words: int = 30, shifted: str = OUT_OF_DOMAIN) -> dict[str, list[Pair]]:
+                       max_words: int = 30, shifted: str = OUT_OF_DOMAIN, train_max_words: int | None = None,
+                       train_sources: Sequence[str] = (SOURCE,), train_references: Sequence[str] = (REFERENCE,)
+                       ) -> dict[str, list[Pair]]:
     """``{split: [Pair]}`` for the splits in ``sizes`` (names in ``TRANSLATION_SPLITS``), with
-    ``src``, ``ref`` and ``oracle`` as BPE-encoded Moses tokens; deterministic by ``seed``."""
+    ``src``, ``ref`` and ``oracle`` as BPE-encoded Moses tokens; deterministic by ``seed``.
+
+    The held-out splits take verses of at most ``max_words`` words in every version they read.
+    By default ``train`` draws from the same verses, as pairs ``SOURCE`` -> ``REFERENCE``. With
+    ``train_max_words`` or other training versions, ``train`` is built by ``_training_verses``
+    instead: every verse of at most ``train_max_words`` words in the chapters no held-out split
+    took, one pair per verse for each version in ``train_sources`` times each in
+    ``train_references`` (size 0: every such verse; otherwise that many verses)."""
     _check(sizes, TRANSLATION_SPLITS)
+    expanded = train_max_words is not None or tuple(train_sources) != (SOURCE,) \
+        or tuple(train_references) != (REFERENCE,)
     verses = _distinct(_short(bible.read_verses([SOURCE, shifted, REFERENCE, SECOND_FRENCH]), max_words))
-    splits = bible.chapter_splits(verses, sizes, seed)
-    source = {s: shifted if s == "mtnt" else SOURCE for s in splits}
-    en = {s: Subwords.tokenize([v.texts[source[s]] for v in vs], "en") for s, vs in splits.items()}
-    fr = {s: Subwords.tokenize([v.texts[REFERENCE] for v in vs], "fr") for s, vs in splits.items()}
-    oracle = {s: Subwords.tokenize([v.texts[SECOND_FRENCH] for v in vs], "fr") for s, vs in splits.items()}
+    pool = _training_verses(train_max_words or max_words, train_sources, train_references, shifted) \
+        if expanded and "train" in sizes else None
+    splits = bible.chapter_splits(verses, sizes, seed, train_verses=pool)
+    held_out = {s: vs for s, vs in splits.items() if s != "train"}
+    en = {s: Subwords.tokenize([v.texts[shifted if s == "mtnt" else SOURCE] for v in vs], "en") for s, vs in held_out.items()}
+    fr = {s: Subwords.tokenize([v.texts[REFERENCE] for v in vs], "fr") for s, vs in held_out.items()}
+    oracle = {s: Subwords.tokenize([v.texts[SECOND_FRENCH] for v in vs], "fr") for s, vs in held_out.items()}
+    if "train" in splits and expanded:
+        # a refrain repeated word for word in another chapter must not reach training
+        seen = {t for vs in held_out.values() for v in vs for t in v.texts.values()}
+        train = [v for v in splits["train"] if not seen & set(v.texts.values())]
+        combos = [(a, b) for a in train_sources for b in train_references]
+        en["train"] = Subwords.tokenize([v.texts[a] for v in train for a, _ in combos], "en")
+        fr["train"] = Subwords.tokenize([v.texts[b] for v in train for _, b in combos], "fr")
+        oracle["train"] = []  # the second translator never reaches training
+    elif "train" in splits:
+        en["train"] = Subwords.tokenize([v.texts[SOURCE] for v in splits["train"]], "en")
+        fr["train"] = Subwords.tokenize([v.texts[REFERENCE] for v in splits["train"]], "fr")
+        oracle["train"] = Subwords.tokenize([v.texts[SECOND_FRENCH] for v in splits["train"]], "fr")
     subwords = Subwords(en.get("train", []) + fr.get("train", []), merges)
-    return {s: [Pair(a, b, c) for a, b, c in zip(subwords.encode(en[s]), subwords.encode(fr[s]),
-                                                 subwords.encode(oracle[s]))]
-            for s in splits}
+    out = {}
+    for s in splits:
+        second = subwords.encode(oracle[s]) or [""] * len(en[s])
+        out[s] = [Pair(a, b, c) for a, b, c in zip(subwords.encode(en[s]), subwords.encode(fr[s]), second)]
+    return out
+
+
+def _training_verses(max_words: int, sources: Sequence[str], references: Sequence[str],
+                     shifted: str) -> list[bible.Verse]:
+    """Verses of at most ``max_words`` words in each of ``sources`` and ``references``. The
+    out-of-domain source (with its revision, for the KJV) and the second translator never train."""
+    banned = {shifted, SECOND_FRENCH, *(OLD_ENGLISH if shifted in OLD_ENGLISH else ())}
+    used = list(dict.fromkeys([*sources, *references]))
+    if banned & set(used):
+        raise ValueError(f"training versions {sorted(banned & set(used))} are held out: the out-of-domain source "
+                         f"({shifted}{' and its revision' if shifted in OLD_ENGLISH else ''}) and the second "
+                         f"translator ({SECOND_FRENCH}) never train; pick from {sorted(set(bible.VERSIONS) - banned)}")
+    return _short(bible.read_verses(used), max_words)
 
 
 def paraphrase_splits(sizes: Mapping[str, int], seed: int = 0, max_words: int = 30) -> dict[str, list[Example]]:

@@ -38,7 +38,8 @@ def test_classifier_cache_gives_the_uncached_table_and_computes_only_new_configs
 
     from helpers.heads import metrics
     folder = next(p for p in tmp_path.iterdir() if (p / "self-L0-mask0.json").exists())
-    predicted, gold = json.loads((folder / "self-L0-mask0.json").read_text()), [e.label for e in examples]
+    log_probs, gold = json.loads((folder / "self-L0-mask0.json").read_text()), [e.label for e in examples]
+    predicted = [max(range(len(lp)), key=lp.__getitem__) for lp in log_probs]  # the sweep keeps label log-probabilities
     assert fresh["score_even"][0] == metrics.accuracy(predicted[0::2], gold[0::2])
     assert fresh["score_odd"][0] == metrics.accuracy(predicted[1::2], gold[1::2])
     # other examples or settings are another sweep, not a stale answer
@@ -62,12 +63,12 @@ def test_classifier_sweeps_batched_by_length_keep_each_example_in_its_place(smok
                        progress=False, cache_dir=tmp_path)
     (folder,) = tmp_path.iterdir()
     kind, layer, heads = config
-    stored = json.loads((folder / f"{kind}-L{layer}-mask{heads[0]}.json").read_text())
+    stored = json.loads((folder / f"{kind}-L{layer}-mask{heads[0]}.json").read_text())  # label log-probabilities
     with helpers.HeadGates(model) as gates:
         gates.mask({kind: {layer: list(heads)}})
         alone = [int(predict(model, tokenizer, [e], batch_size=1, max_length=48)[0]) for e in examples]
         batched = predict(model, tokenizer, examples, batch_size=8, max_length=48).tolist()
-    assert stored == alone == batched
+    assert [max(range(len(lp)), key=lp.__getitem__) for lp in stored] == alone == batched
     lengths = [len(tokenizer(e.premise, e.hypothesis)["input_ids"]) for e in examples]
     assert lengths != sorted(lengths)  # the examples are not already in length order
 

@@ -8,23 +8,32 @@ each half of the examples. ``grid`` lays one kind out as layers x heads,
 counts one model's significant changes per kind (Table 1's headline); ``best_per_layer``,
 ``held_out`` and ``layer_table`` make §3.3's tables from all-but-one effects;
 ``paired_scores`` and ``correlation`` compare two sets for §3.4.
+
+Two measures per model: the paper's (a classifier's accuracy, a translation model's BLEU) and
+the likelihood (``measure="log_likelihood"``; ``translation_likelihood_effects``): the mean
+log-probability of the gold label per example, or of the reference per target token
+(teacher-forced), in nats, higher is better. The likelihood sees every example's change, where
+accuracy sees only flipped predictions and BLEU only changed n-grams of decoded output, so its
+paired bootstrap has far more power on the same examples.
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
 import pandas as pd
+import torch
 
 from ..heads.ablation import UNMASKED, Config, single_layer_sweep
 from ..heads.devices import to_device
-from ..heads.significance import (accuracy_from_stats, accuracy_stats, bleu_from_stats, bleu_stats,
+from ..heads.significance import (accuracy_from_stats, accuracy_stats, bleu_from_stats, bleu_stats, log_likelihood,
                                   paired_bootstrap, resample_indices)
 from ..heads.sites import ENCODER_ONLY_KINDS, SEQ2SEQ_KINDS
 from ..zoo import translation_model
 from ..zoo.classifier_training import batches, by_length, encode, in_order
 from ..zoo.first_token_only import first_token_only, supports_first_token_only
-from ..zoo.scorers import masked_translations
+from ..zoo.scorers import masked_translation_nll, masked_translations
 from .sweep_cache import SweepCache, sweep_key
 
 # Configurations per forward pass or beam search. On 2 CPU cores a MiniLM classifier sweep is
@@ -52,19 +61,26 @@ def _rows(configs: Sequence[Config], base_stats, stats_of, score, n_resamples: i
     return pd.DataFrame(rows)
 
 
+MEASURES = ("accuracy", "log_likelihood")
+
+
 def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[Config], max_length: int = 64,
                        batch_size: int = 64, n_resamples: int = 1000, alpha: float = 0.01, seed: int = 0,
                        progress: bool = True, cache_dir: Path | None = None,
-                       configs_per_pass: int = CLASSIFIER_CONFIGS_PER_PASS) -> pd.DataFrame:
-    """Accuracy of a sequence classifier under each configuration (lower layers replayed; up to
-    ``configs_per_pass`` configurations of a layer in one forward pass, with the same results;
+                       configs_per_pass: int = CLASSIFIER_CONFIGS_PER_PASS, measure: str = "accuracy") -> pd.DataFrame:
+    """Accuracy (or, with ``measure="log_likelihood"``, the mean log-probability of the gold
+    label, in nats) of a sequence classifier under each configuration (lower layers replayed; up
+    to ``configs_per_pass`` configurations of a layer in one forward pass, with the same results;
     a BERT classifier's last layer computed at its first token only, first_token_only.py).
 
+    One sweep serves both measures: it keeps each example's label log-probabilities.
     ``cache_dir`` (e.g. ``course.sweeps_dir``; only for a model as loaded, never one modified in
-    place) keeps the predictions per configuration, so a later call on the same examples and
-    settings computes only the configurations it has not seen."""
+    place) keeps them per configuration, so a later call on the same examples and settings
+    (either measure) computes only the configurations it has not seen."""
+    if measure not in MEASURES:
+        raise ValueError(f"unknown measure {measure!r}; use one of {MEASURES}")
     inputs = [_text_of(e) for e in examples]
-    settings = {"max_length": max_length, "batch_size": batch_size, "by_length": True}
+    settings = {"max_length": max_length, "batch_size": batch_size, "by_length": True, "outputs": "log_probs"}
     if supports_first_token_only(model):
         settings["first_token_only"] = True
     cache = _cache(cache_dir, inputs, settings)
@@ -77,15 +93,34 @@ def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[C
             data = list(batches(encoded, batch_size, order))
             todo = [c for c in todo if c != UNMASKED]
             with first_token_only(model):
-                base, outs = single_layer_sweep(model, data, lambda m, b: m(**to_device(b, m)).logits.argmax(-1),
-                                                todo, progress=progress, configs_per_pass=configs_per_pass)
+                base, outs = single_layer_sweep(model, data, _label_log_probs, todo, progress=progress,
+                                                configs_per_pass=configs_per_pass)
             cache.put(UNMASKED, in_order(base, order).tolist())
-            for config, predicted in outs.items():
-                cache.put(config, in_order(predicted, order).tolist())
+            for config, log_probs in outs.items():
+                cache.put(config, in_order(log_probs, order).tolist())
     cache.wait_for(everything)
     gold = [e.label for e in examples]
-    return _rows(configs, accuracy_stats(cache.get(UNMASKED), gold), lambda c: accuracy_stats(cache.get(c), gold),
-                 accuracy_from_stats, n_resamples, alpha, seed)
+    if measure == "accuracy":
+        def stats_of(config):
+            return accuracy_stats(np.argmax(np.asarray(cache.get(config)), 1), gold)
+        score = accuracy_from_stats
+    else:
+        def stats_of(config):
+            return gold_nll_stats(np.asarray(cache.get(config)), gold)
+        score = log_likelihood
+    return _rows(configs, stats_of(UNMASKED), stats_of, score, n_resamples, alpha, seed)
+
+
+def _label_log_probs(model, batch) -> torch.Tensor:
+    """[B, labels]: log-probabilities of every label (float32)."""
+    return torch.log_softmax(model(**to_device(batch, model)).logits.float(), -1)
+
+
+def gold_nll_stats(log_probs: np.ndarray, gold: Sequence[int]) -> np.ndarray:
+    """``[N, 2]`` rows (negative log-probability of the gold label, 1) from label log-probabilities
+    ``[N, labels]``: ``log_likelihood`` of their sum is the mean gold log-probability."""
+    nll = -np.asarray(log_probs, dtype=np.float64)[np.arange(len(gold)), np.asarray(gold)]
+    return np.stack([nll, np.ones_like(nll)], 1)
 
 
 def _text_of(example) -> list:
@@ -113,6 +148,28 @@ def translation_effects(model, pairs: Sequence, configs: Sequence[Config], beam:
                                    cache=_cache(cache_dir, sources, settings), max_len_b=max_len_b,
                                    configs_per_pass=configs_per_pass)
     return _rows(configs, bleu_stats(base, refs), lambda c: bleu_stats(outs[c], refs), bleu_from_stats,
+                 n_resamples, alpha, seed)
+
+
+def translation_likelihood_effects(model, pairs: Sequence, configs: Sequence[Config], max_tokens: int = 2000,
+                                   n_resamples: int = 1000, alpha: float = 0.01, seed: int = 0, progress: bool = True,
+                                   cache_dir: Path | None = None,
+                                   configs_per_pass: int = TRANSLATION_CONFIGS_PER_PASS) -> pd.DataFrame:
+    """The mean log-likelihood per reference token (nats, teacher-forced, ``scorers.translation_nll``)
+    of a translation model under each configuration, with the paired bootstrap over sentences;
+    columns as ``translation_effects``'s. One forward pass per ``configs_per_pass``
+    configurations, no decoding; ``cache_dir`` as in ``classifier_effects`` (each sentence's
+    NLL and token count per configuration)."""
+    settings = {"measure": "teacher_forced_nll", "max_tokens": max_tokens}
+    cache = _cache(cache_dir, [[p.src, p.ref] for p in pairs], settings)
+    everything = [UNMASKED, *configs]
+    todo = cache.share(everything)
+    with cache.working():
+        for config, rows in masked_translation_nll(model, pairs, todo, configs_per_pass, progress, max_tokens,
+                                                   "likelihood sweep"):
+            cache.put(config, rows.tolist())
+    cache.wait_for(everything)
+    return _rows(configs, np.asarray(cache.get(UNMASKED)), lambda c: np.asarray(cache.get(c)), log_likelihood,
                  n_resamples, alpha, seed)
 
 

@@ -26,7 +26,7 @@ from . import shards
 
 # the source that computes sweep outputs, relative to helpers/
 _CODE = ("heads/gates.py", "heads/sites.py", "heads/ablation.py", "heads/config_batches.py",
-         "zoo/translation_model.py", "zoo/classifier_training.py")
+         "zoo/translation_model.py", "zoo/classifier_training.py", "zoo/scorers.py", "book/head_effects.py")
 
 
 @functools.lru_cache(maxsize=1)

@@ -2,7 +2,8 @@
 p < 0.01; the authors ran it with compare-mt, REFERENCE.md §1.1).
 
 A score is computed from per-example statistics summed over a set of examples: correctness for
-accuracy (one column), sacrebleu's n-gram counts for BLEU (ten columns). Each resample draws N
+accuracy (one column), sacrebleu's n-gram counts for BLEU (ten columns), the negative
+log-likelihood and its number of tokens for a likelihood (two columns). Each resample draws N
 example indices with replacement, the same indices for both systems (paired), and scores both.
 
 ``p_value`` is the share of resamples in which the difference does not have the sign it has on
@@ -50,6 +51,13 @@ def paired_bootstrap(stats_a: np.ndarray, stats_b: np.ndarray, score: Scorer, in
 
 
 # ---- scores from summed statistics ------------------------------------------------------------
+def log_likelihood(sums: np.ndarray) -> float:
+    """Mean log-likelihood per unit (nats) from summed ``[negative log-likelihood, units]``
+    statistics ``[2]`` (units: predicted tokens of a text, or 1 per classified example): higher
+    is better, the score ``paired_bootstrap`` and ``prunable_share`` compare."""
+    return -float(sums[0] / sums[1])
+
+
 def accuracy_stats(pred: Sequence[int], gold: Sequence[int]) -> np.ndarray:
     """[N, 2]: (correct, 1) per example."""
     correct = np.asarray(pred) == np.asarray(gold)

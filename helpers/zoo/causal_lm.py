@@ -34,6 +34,7 @@ from torch import nn
 
 from ..heads.ablation import gated_passes
 from ..heads.config_batches import repeat_rows
+from ..heads.significance import log_likelihood  # noqa: F401 (the score of token_nll rows; chapter 11 imports it here)
 from . import bible, paper_sources
 from .locations import MissingDownloadError, converted_root
 
@@ -199,12 +200,6 @@ def perplexity(stats: np.ndarray | torch.Tensor) -> float:
     """exp(total NLL / total predicted tokens) of ``[N, 2]`` ``token_nll`` rows (or their sum ``[2]``)."""
     sums = np.asarray(stats, dtype=np.float64).reshape(-1, 2).sum(0)
     return math.exp(sums[0] / sums[1])
-
-
-def log_likelihood(sums: np.ndarray) -> float:
-    """Mean log-likelihood per token (nats) from summed ``token_nll`` statistics ``[2]``: higher is
-    better, the score ``paired_bootstrap`` and ``prunable_share`` compare."""
-    return -float(sums[0] / sums[1])
 
 
 class PerplexityScorer:

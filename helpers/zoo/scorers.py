@@ -6,6 +6,12 @@ for the importance estimate (``head_importance``'s ``batches`` and ``loss_fn``).
 * Translation: tokenised corpus BLEU of beam-search output; loss = summed token cross-entropy
   of the reference, one value per sentence, teacher-forced (no label smoothing: I_h is the
   gradient of the model's likelihood of the data).
+
+Beside the paper's metrics, a score with more power: the likelihood. ``translation_nll`` gives
+each reference's teacher-forced negative log-likelihood and its number of target tokens (``[N,
+2]``; ``significance.log_likelihood`` of their sums is the mean log-likelihood per token), one
+forward pass and no decoding, so every sentence's change under a head mask counts, not only the
+n-grams that change in a decoded output.
 """
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ import contextlib
 
 from typing import Callable, Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -22,6 +29,7 @@ from ..heads.config_batches import repeat_rows
 from .classifier_training import batches, by_length, encode, in_order, labels_of
 from .first_token_only import first_token_only
 from ..heads.metrics import METRICS, bleu
+from ..heads.significance import log_likelihood
 from .translation_model import MAX_LEN_B
 
 
@@ -114,11 +122,68 @@ def masked_translations(model: nn.Module, sources: Sequence[str], configs: Seque
 
 def translation_loss_batches(model: nn.Module, pairs: Sequence, max_tokens: int = 2000) -> list[dict]:
     """fairseq-style batches of ``pairs`` in ``model``'s dictionaries, for ``translation_loss``."""
+    return [batch for _, batch in _indexed_loss_batches(model, pairs, max_tokens)]
+
+
+def _indexed_loss_batches(model: nn.Module, pairs: Sequence, max_tokens: int) -> list[tuple[list[int], dict]]:
     from .translation_model import collate, encode_pairs, token_batches
 
     items = encode_pairs(pairs, model)
     pad, eos = model.decoder.dictionary.pad(), model.decoder.dictionary.eos()
-    return [collate([items[i] for i in idx], pad, eos) for idx in token_batches(items, max_tokens)]
+    return [(idx, collate([items[i] for i in idx], pad, eos)) for idx in token_batches(items, max_tokens)]
+
+
+@torch.no_grad()
+def _nll_of_copies(model: nn.Module, indexed: list[tuple[list[int], dict]], n: int, copies: int,
+                   gated) -> list[np.ndarray]:
+    """``copies`` arrays ``[n, 2]`` (summed NLL in nats, target tokens) of the sentences in
+    ``indexed`` batches, copy k computed on rows ``[k * b, (k + 1) * b)`` of each repeated batch
+    inside ``gated(copies * b)`` (``gated_passes``)."""
+    model.eval()
+    pad = model.decoder.dictionary.pad()
+    out = np.zeros((copies, n, 2))
+    for idx, batch in indexed:
+        with gated(copies * len(idx)):
+            nll = translation_loss(model, repeat_rows(batch, copies))                    # [copies * b]
+        out[:, idx, 0] = nll.double().cpu().numpy().reshape(copies, len(idx))
+        out[:, idx, 1] = batch["target"].ne(pad).sum(1).numpy()                          # </s> included
+    return list(out)
+
+
+def translation_nll(model: nn.Module, pairs: Sequence, max_tokens: int = 2000) -> np.ndarray:
+    """``[N, 2]``: each reference's teacher-forced negative log-likelihood (summed over its target
+    tokens, ``</s>`` included; nats, no label smoothing) and its number of target tokens, in the
+    order of ``pairs``; sentences are batched by length up to ``max_tokens`` padded tokens."""
+    indexed = _indexed_loss_batches(model, pairs, max_tokens)
+    return _nll_of_copies(model, indexed, len(pairs), 1, lambda rows: contextlib.nullcontext())[0]
+
+
+def masked_translation_nll(model: nn.Module, pairs: Sequence, configs: Sequence, configs_per_pass: int = 12,
+                           progress: bool = True, max_tokens: int = 2000, desc: str = "masked likelihoods"):
+    """Yield ``(config, translation_nll rows)`` for each ``Config`` or head spec in ``configs``,
+    ``configs_per_pass`` of them per forward pass (``gated_passes``; the rows equal one
+    configuration at a time)."""
+    from ..heads.ablation import gated_passes
+
+    indexed = _indexed_loss_batches(model, pairs, max_tokens)
+    return gated_passes(model, configs, lambda m, copies, gated: _nll_of_copies(m, indexed, len(pairs), copies, gated),
+                        configs_per_pass, progress, desc=desc)
+
+
+def translation_likelihood_scorer(pairs: Sequence, max_tokens: int = 2000,
+                                  configs_per_pass: int = 12) -> Callable[[nn.Module], float]:
+    """``score(model)``: the mean log-likelihood per reference token (nats; higher is better) of
+    ``pairs``, teacher-forced; ``score.many(model, specs)`` under each head spec, as
+    ``translation_scorer``'s."""
+    def score(model: nn.Module) -> float:
+        return log_likelihood(translation_nll(model, pairs, max_tokens).sum(0))
+
+    def many(model: nn.Module, specs: Sequence[dict]) -> list[float]:
+        return [log_likelihood(rows.sum(0)) for _, rows in
+                masked_translation_nll(model, pairs, specs, configs_per_pass, progress=False, max_tokens=max_tokens)]
+
+    score.many = many
+    return score
 
 
 def translation_loss(model: nn.Module, batch: dict) -> torch.Tensor:

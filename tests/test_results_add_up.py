@@ -204,10 +204,11 @@ def _same(a, b, tol: float = 1e-6) -> bool:
     return b is not None and math.isclose(a, b, rel_tol=tol, abs_tol=tol)
 
 
-def test_chapter_05_correlations_add_up(table):
-    per_model = {f"{PROFILE}: {_param('05_cross_domain', 'classifier')}": table("05_cross_domain_classifier"),
-                 f"{PROFILE}: {_param('05_cross_domain', 'translation')}": table("05_cross_domain_translation")}
-    rows = table("05_cross_domain_r")
+@pytest.mark.parametrize("measure", ["", "_likelihood"])
+def test_chapter_05_correlations_add_up(table, measure):
+    per_model = {f"{PROFILE}: {_param('05_cross_domain', 'classifier')}": table(f"05_cross_domain_classifier{measure}"),
+                 f"{PROFILE}: {_param('05_cross_domain', 'translation')}": table(f"05_cross_domain_translation{measure}")}
+    rows = table("05_cross_domain_r" + measure)
     assert {r["model"] for r in rows} == set(per_model)
     for row in rows:
         pairs = [p for p in _seed_of(per_model[row["model"]], row[SEED]) if row["kind"] == "all" or p["kind"] == row["kind"]]

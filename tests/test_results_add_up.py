@@ -134,8 +134,9 @@ def _best_per_layer(rows: list[dict]) -> dict[tuple, dict]:
     return best
 
 
-def _layer_summary(chosen: list[dict]) -> dict[str, dict]:
-    """kind -> layers, significant, significant_down, worst_layer (1-based), worst_delta (scaled)."""
+def _layer_summary(chosen: list[dict], likelihood: bool = False) -> dict[str, dict]:
+    """kind -> layers, significant, significant_down, worst_layer (1-based), worst_delta (scaled:
+    accuracy in points, BLEU as it is, a likelihood in millinats)."""
     out = {}
     for kind in KIND_ORDER:
         rows = sorted((r for r in chosen if r["kind"] == kind), key=lambda r: r["layer"])
@@ -145,7 +146,7 @@ def _layer_summary(chosen: list[dict]) -> dict[str, dict]:
         for r in rows[1:]:
             if r["delta"] < worst["delta"]:
                 worst = r
-        scale = 100 if kind == "self" else 1
+        scale = 1000 if likelihood else 100 if kind == "self" else 1
         out[kind] = {"layers": len(rows), "significant": sum(1 for r in rows if r["significant"]),
                      "significant_down": sum(1 for r in rows if r["significant"] and r["delta"] < 0),
                      "worst_layer": worst["layer"] + 1, "worst_delta": round(worst["delta"] * scale, 2)}
@@ -162,13 +163,14 @@ def _protocol_rows(per_item: list[dict], protocol: str) -> list[dict]:
     return [reported[(kind, layer, _kept(r))] for (kind, layer), r in chosen.items()]
 
 
-def test_chapter_04_counts_add_up(table):
-    per_model = {f"{PROFILE}: {_param('04_keeping_one_head', 'classifier')}": table("04_keep_one_classifier"),
-                 f"{PROFILE}: {_param('04_keeping_one_head', 'translation')}": table("04_keep_one_translation")}
-    counts = _ours(table("04_keep_one_counts"), "source")
+@pytest.mark.parametrize("measure", ["", "_likelihood"])
+def test_chapter_04_counts_add_up(table, measure):
+    per_model = {f"{PROFILE}: {_param('04_keeping_one_head', 'classifier')}": table(f"04_keep_one_classifier{measure}"),
+                 f"{PROFILE}: {_param('04_keeping_one_head', 'translation')}": table(f"04_keep_one_translation{measure}")}
+    counts = _ours(table(f"04_keep_one_counts{measure}"), "source")
     assert {r["source"] for r in counts} == set(per_model) and len(counts) >= 4 + 1
     for (source, protocol, seed), rows in _by(counts, "source", "protocol", SEED).items():
-        want = _layer_summary(_protocol_rows(_seed_of(per_model[source], seed), protocol))
+        want = _layer_summary(_protocol_rows(_seed_of(per_model[source], seed), protocol), likelihood=bool(measure))
         assert [r["kind"] for r in rows] == list(want), (source, protocol, seed)
         for row in rows:
             for column, value in want[row["kind"]].items():

@@ -132,10 +132,25 @@ def build_classifier(spec: dict, data: dict, directory: Path, progress: bool) ->
     return {"metric": metric, "train_seconds": seconds, "train_loss_by_epoch": losses, "scores": scores}
 
 
+CURVE_MAX_LEN_B = 24  # the learning curve decodes as the chapters' sweeps do: greedy, 24 tokens past the source
+
+
+def _curve_point(valid: list):
+    """After each epoch: greedy BLEU on ``valid`` (chapter 02's learning curve; the test splits stay unseen)."""
+    from ..heads.metrics import bleu
+    from .translation_model import translate
+
+    def evaluate(model) -> dict:
+        hyps = translate(model, [p.src for p in valid], beam=1, max_len_b=CURVE_MAX_LEN_B)
+        return {"valid_bleu_greedy": bleu(hyps, [p.ref for p in valid])[0]}
+    return evaluate
+
+
 def build_translation(spec: dict, data: dict, directory: Path, progress: bool) -> dict:
     """Train a fairseq Transformer on ``data["train"]`` with a checkpoint per epoch in
     ``directory/checkpoints`` (resuming from ``last.pt`` if there is one), save the final model
-    to ``directory/model`` and score it (beam search, tokenised BLEU) on every other split."""
+    to ``directory/model`` and score it (tokenised BLEU of beam search and of greedy decoding) on
+    every other split; the greedy BLEU on ``valid`` after each epoch is the learning curve."""
     from ..heads.devices import default_device
     from ..heads.metrics import bleu
     from ..heads.pruning import save_pruned
@@ -150,7 +165,8 @@ def build_translation(spec: dict, data: dict, directory: Path, progress: bool) -
         config = TranslationConfig(**spec.get("train", {}))
         model = model_for(data["train"], config).to(default_device())
         t0 = time.perf_counter()
-        history = train(model, data["train"], data["valid"], config, directory / "checkpoints", progress)
+        history = train(model, data["train"], data["valid"], config, directory / "checkpoints", progress,
+                        evaluate=_curve_point(data["valid"]))
         seconds = time.perf_counter() - t0
         save_pruned(model, directory / "model")
         (directory / "checkpoints" / "last.pt").unlink()  # optimiser state: only needed to resume
@@ -162,10 +178,11 @@ def build_translation(spec: dict, data: dict, directory: Path, progress: bool) -
         refs = [p.ref for p in pairs]
         hyps = translate(model, [p.src for p in pairs], beam=spec.get("beam", 5))
         score, signature = bleu(hyps, refs)
+        greedy = bleu(translate(model, [p.src for p in pairs], beam=1), refs)[0]  # as the chapters' sweeps decode
         ceiling = bleu([p.oracle for p in pairs], refs)[0] if pairs[0].oracle else None
         # trivial baselines: the source copied as it is, and the most frequent training reference for every sentence
         copied, constant = bleu([p.src for p in pairs], refs)[0], bleu([frequent] * len(pairs), refs)[0]
-        scores[split] = {"bleu": score, "oracle_bleu": ceiling, "copy_bleu": copied, "frequent_bleu": constant,
+        scores[split] = {"bleu": score, "bleu_greedy": greedy, "oracle_bleu": ceiling, "copy_bleu": copied, "frequent_bleu": constant,
                          "baseline": max(copied, constant)}
     return {"metric": "bleu", "train_seconds": sum(h["seconds"] for h in history), "session_seconds": seconds,
             "epochs": history, "scores": scores, "bleu_signature": signature,

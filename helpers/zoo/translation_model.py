@@ -188,12 +188,14 @@ def epoch_dir(directory: str | os.PathLike, epoch: int) -> Path:
 
 
 def train(model: nn.Module, train_pairs: Sequence, valid_pairs: Sequence, config: TranslationConfig,
-          directory: str | os.PathLike, progress: bool = True) -> list[dict]:
+          directory: str | os.PathLike, progress: bool = True,
+          evaluate: Callable[[nn.Module], dict] | None = None) -> list[dict]:
     """Train ``model`` on ``train_pairs`` (objects with ``src`` and ``ref``) for ``config.epochs``
     epochs, writing ``checkpoint<epoch>/`` after each and
     resuming from ``last.pt`` if an earlier run was interrupted. Returns one record per epoch:
     ``{"epoch", "train_loss", "valid_loss", "seconds"}`` (losses in nats per target token,
-    label-smoothed for train, plain for valid)."""
+    label-smoothed for train, plain for valid; seconds of training), plus what ``evaluate(model)``
+    returns after the epoch (e.g. a BLEU, for a learning curve) and its ``eval_seconds``."""
     from ..heads.pruning import save_pruned
 
     directory = Path(directory)
@@ -234,10 +236,15 @@ def train(model: nn.Module, train_pairs: Sequence, valid_pairs: Sequence, config
             bar.set_postfix(loss=f"{total_loss / total_tokens:.3f}")
         record = {"epoch": epoch, "train_loss": total_loss / total_tokens,
                   "valid_loss": mean_token_loss(model, valid_items), "seconds": time.perf_counter() - t0}
+        if evaluate is not None:
+            t1 = time.perf_counter()
+            record.update(evaluate(model.eval()), eval_seconds=time.perf_counter() - t1)
         history.append(record)
         if progress:
+            extra = "".join(f", {k} {v:.2f}" for k, v in record.items() if k not in
+                            ("epoch", "train_loss", "valid_loss", "seconds", "eval_seconds"))
             tqdm.write(f"epoch {epoch}: train loss {record['train_loss']:.3f}, valid loss "
-                       f"{record['valid_loss']:.3f} ({record['seconds']:.0f} s)")
+                       f"{record['valid_loss']:.3f}{extra} ({record['seconds']:.0f} s)")
         save_pruned(model.eval(), epoch_dir(directory, epoch))
         with atomic_path(last) as tmp:
             torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,

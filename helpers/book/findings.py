@@ -1,0 +1,160 @@
+"""The "What this run shows" paragraphs of the chapters, written from the run's own result tables.
+
+A paragraph that quotes numbers by hand goes stale the moment a reader reruns a chapter with
+another model, profile or seed. Each function here reads the tables a chapter has just saved
+under ``results/<profile>/`` and returns Markdown whose every number comes from them; the
+chapter displays it in its last cell. The static text around it keeps only what does not change.
+
+Counts are stated per training seed, beside what chance alone gives (a test at p < alpha flags
+about alpha of the heads that have no effect), and once per measure: the paper's metric
+(BLEU, accuracy) and the likelihood (``head_effects``).
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterable, Sequence
+
+import pandas as pd
+
+from .results import results_dir
+
+MEASURES = (("", "the paper's metric"), ("_likelihood", "the likelihood"))
+
+
+def read(profile: str, name: str) -> pd.DataFrame:
+    """``results/<profile>/<name>.csv``; a clear error when the chapter has not saved it yet."""
+    path = results_dir(profile) / f"{name}.csv"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: run the chapter that saves {name!r} on profile {profile!r} first")
+    return pd.read_csv(path)
+
+
+def words(items: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    items = [str(i) for i in items]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _r(value: float) -> str:
+    return "undefined" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.2f}"
+
+
+def _ours(table: pd.DataFrame, column: str = "model") -> pd.DataFrame:
+    return table[~table[column].astype(str).str.startswith("Michel")]
+
+
+def _split_half(effects: pd.DataFrame) -> dict[int, float]:
+    """Training seed -> Pearson r between the masked scores on the even and the odd examples."""
+    out = {}
+    for seed, part in effects.groupby("training_seed"):
+        a, b = part["score_even"].astype(float), part["score_odd"].astype(float)
+        out[int(seed)] = float("nan") if len(part) < 3 or a.std() == 0 or b.std() == 0 else float(a.corr(b))
+    return out
+
+
+def beyond_chance(count: int, heads: int, alpha: float, level: float = 0.01) -> bool:
+    """Whether ``count`` significant heads of ``heads`` are more than tests at level ``alpha``
+    flag by chance alone: P(Binomial(heads, alpha) >= count) < ``level``."""
+    from scipy.stats import binom
+
+    return bool(binom.sf(count - 1, heads, alpha) < level)
+
+
+def _model_name(counts: pd.DataFrame) -> Iterable[tuple[str, pd.DataFrame]]:
+    for model, part in counts.groupby("model", sort=False):
+        yield str(model).split(": ", 1)[-1], part
+
+
+# ---- chapter 03 --------------------------------------------------------------------------------
+def chapter_03(profile: str, alpha: float) -> str:
+    """Chapter 03's findings: per model, measure and seed, the heads significant alone against
+    chance, the gains among them, and the split-half r of the one-head effects."""
+    lines = []
+    for suffix, measure in MEASURES:
+        counts = _ours(read(profile, f"03_one_head_counts{suffix}"))
+        effects = {track: read(profile, f"03_one_head_{track}{suffix}") for track in ("classifier", "translation")}
+        for name, part in _model_name(counts):
+            per_seed = part.groupby("training_seed", sort=True)
+            heads = int(per_seed["heads"].sum().iloc[0])
+            sig = {int(s): int(p["significant"].sum()) for s, p in per_seed}
+            up = {int(s): int(p["significant_up"].sum()) for s, p in per_seed}
+            where = {int(s): [k for k, n in zip(p["kind"], p["significant"]) if n] for s, p in per_seed}
+            half = _split_half(effects["classifier" if set(part["kind"]) == {"self"} else "translation"])
+            chance = alpha * heads
+            seeds = sorted(sig)
+            above = [s for s in seeds if beyond_chance(sig[s], heads, alpha)]
+            text = (f"**{name}, {measure}:** {words([str(sig[s]) for s in seeds])} of {heads} heads change the "
+                    f"score significantly when masked alone (training seed{'s' if len(seeds) > 1 else ''} "
+                    f"{words([str(s) for s in seeds])}), against {chance:.1f} expected by chance at p < {alpha}")
+            kinds = sorted({k for s in seeds for k in where[s]})
+            if len(kinds) > 1 or (kinds and kinds != ["self"]):
+                text += f" (in {words(kinds)})"
+            share = max(sig.values()) / heads
+            text += (". " + ("That is a minority on every seed, as in the paper (8 of 96)" if share < 0.5 else
+                             "On some seed that is NOT a minority, unlike the paper"))
+            if not above:
+                text += (", and on no seed more than chance alone would flag (binomial test, p < 0.01): on this measure "
+                         "the one-head effects are not seen")
+            elif len(above) < len(seeds):
+                text += (f"; only on seed{'s' if len(above) > 1 else ''} {words(above)} more than chance alone would flag "
+                         "(binomial test, p < 0.01)")
+            else:
+                text += "; on every seed more than chance alone would flag (binomial test, p < 0.01)"
+            gains = [s for s in seeds if up[s] > 0]
+            text += (". Significant gains from removing a head (the paper: 4 of its 8): "
+                     + ("none" if not gains else "; ".join(f"{up[s]} on seed {s}" for s in gains)) + ".")
+            text += (f" The split-half r of the effects (even against odd examples): "
+                     f"{words([_r(half[s]) for s in seeds])}")
+            weak = [s for s in seeds if not half[s] >= 0.5]
+            text += ("; the halves agree, so the effects are properties of the heads." if not weak else
+                     f"; below 0.5 on seed{'s' if len(weak) > 1 else ''} {words(weak)}: there a head's effect on "
+                     "half of the examples barely predicts it on the other half, and a count near chance is noise.")
+            lines.append(text)
+    return "\n\n".join(lines)
+
+
+# ---- chapter 04 --------------------------------------------------------------------------------
+def chapter_04(profile: str) -> str:
+    """Chapter 04's findings: per model, protocol, measure and seed, the layers that keep their
+    score with one head, and the worst layer."""
+    lines = []
+    for suffix, measure in MEASURES:
+        counts = _ours(read(profile, f"04_keep_one_counts{suffix}"), "source")
+        for (source, protocol), part in counts.groupby(["source", "protocol"], sort=False):
+            name = str(source).split(": ", 1)[-1]
+            kept, worst = [], []
+            for seed, rows in part.groupby("training_seed", sort=True):
+                layers, down = int(rows["layers"].sum()), int(rows["significant_down"].sum())
+                kept.append(f"{layers - down} of {layers}")
+                w = rows.loc[rows["worst_delta"].idxmin()]
+                worst.append(f"{w['kind']} layer {int(w['worst_layer'])} ({w['worst_delta']:+.2f} {w['unit']}, seed {int(seed)})")
+            kinds = {w.split(" layer")[0] for w in worst}
+            lines.append(f"**{name}, {protocol}, {measure}:** {words(kept)} layers show no significant loss with a single "
+                         f"head (seed by seed); the worst layer is {words(worst)}"
+                         + (f" - always {kinds.pop()}." if len(kinds) == 1 else "."))
+    return "\n\n".join(lines)
+
+
+# ---- chapter 05 --------------------------------------------------------------------------------
+def chapter_05(profile: str) -> str:
+    """Chapter 05's findings: per model, measure and seed, the cross-domain r (all heads pooled)
+    with its significance, and the split-half r that bounds it."""
+    lines = []
+    for suffix, measure in MEASURES:
+        table = read(profile, f"05_cross_domain_r{suffix}")
+        pooled = table[table["paper_r"].notna()]
+        for model, part in pooled.groupby("model", sort=False):
+            name = str(model).split(": ", 1)[-1]
+            part = part.sort_values("training_seed")
+            rs = [f"{_r(r)} (p = {p:.2g})" if not math.isnan(r) else "undefined" for r, p in zip(part["pearson_r"], part["p_value"])]
+            reproduced = [int(s) for s, r, p in zip(part["training_seed"], part["pearson_r"], part["p_value"])
+                          if r > 0.5 and p < 0.01]
+            halves = [f"{_r(a)}/{_r(b)}" for a, b in zip(part["split_half_r_in"], part["split_half_r_out"])]
+            seeds = [int(s) for s in part["training_seed"]]
+            verdict = ("above 0.5 and significant on every seed, as in the paper" if len(reproduced) == len(seeds) else
+                       "not above 0.5 and significant on any seed" if not reproduced else
+                       f"above 0.5 and significant on seed{'s' if len(reproduced) > 1 else ''} {words(reproduced)} only")
+            lines.append(f"**{name}, {measure}:** r = {words(rs)} across domains (seeds {words(seeds)}; the paper: "
+                         f"{part['paper_r'].iloc[0]:.2f}): {verdict}. The split-half r, in-domain/out-of-domain: "
+                         f"{words(halves)}.")
+    return "\n\n".join(lines)

@@ -1,0 +1,79 @@
+"""The "What this run shows" paragraphs follow the result tables: change a table, and the
+sentence changes with it."""
+import pandas as pd
+import pytest
+
+from helpers.book import findings
+
+
+@pytest.fixture
+def results(tmp_path, monkeypatch):
+    monkeypatch.setenv("SIXTEEN_HEADS_RESULTS", str(tmp_path))
+    folder = tmp_path / "p"
+    folder.mkdir()
+
+    def write(name, rows):
+        pd.DataFrame(rows).to_csv(folder / f"{name}.csv", index=False)
+    return write
+
+
+def _chapter_03_tables(write, significant_mt):
+    for suffix in ("", "_likelihood"):
+        counts = [{"model": "p: nli", "training_seed": s, "kind": "self", "heads": 72, "significant": 1,
+                   "significant_up": 0, "largest_drop": -0.01, "largest_gain": 0.0} for s in (0, 1)]
+        counts += [{"model": "p: translation", "training_seed": s, "kind": k, "heads": 48,
+                    "significant": significant_mt[s] if k == "enc_dec" else 0, "significant_up": 1 if k == "enc_dec" else 0,
+                    "largest_drop": -1.0, "largest_gain": 0.1} for s in (0, 1) for k in ("enc_self", "enc_dec", "dec_self")]
+        counts += [{"model": "Michel et al. 2019: WMT", "training_seed": None, "kind": "enc_self", "heads": 96,
+                    "significant": 8, "significant_up": 4, "largest_drop": -0.53, "largest_gain": 0.24}]
+        write(f"03_one_head_counts{suffix}", counts)
+        for track in ("classifier", "translation"):  # even and odd halves that agree perfectly
+            write(f"03_one_head_{track}{suffix}", [{"training_seed": s, "score_even": h, "score_odd": 2 * h}
+                                                     for s in (0, 1) for h in range(5)])
+
+
+def test_chapter_03_counts_follow_the_table(results):
+    _chapter_03_tables(results, {0: 1, 1: 2})
+    text = findings.chapter_03("p", 0.01)
+    assert "**translation, the paper's metric:** 1 and 2 of 144 heads" in text
+    assert "against 1.4 expected by chance" in text and "on no seed more than chance alone" in text
+    _chapter_03_tables(results, {0: 1, 1: 12})  # a rerun finds 12 on seed 1
+    text = findings.chapter_03("p", 0.01)
+    assert "1 and 12 of 144 heads" in text and "only on seed 1 more than chance alone would flag" in text
+    assert "split-half r of the effects (even against odd examples): 1.00 and 1.00; the halves agree" in text
+
+
+def test_chapter_05_verdict_follows_the_correlation(results):
+    def tables(r_seed1):
+        for suffix in ("", "_likelihood"):
+            results(f"05_cross_domain_r{suffix}", [
+                {"model": "p: translation", "training_seed": s, "kind": "all", "pearson_r": r, "p_value": 0.001,
+                 "paper_r": 0.56, "split_half_r_in": 0.9, "split_half_r_out": 0.8} for s, r in ((0, 0.7), (1, r_seed1))])
+    tables(0.7)
+    assert "r = 0.70 (p = 0.001) and 0.70 (p = 0.001)" in findings.chapter_05("p")
+    assert "above 0.5 and significant on every seed, as in the paper" in findings.chapter_05("p")
+    tables(0.2)
+    assert "above 0.5 and significant on seed 0 only" in findings.chapter_05("p")
+
+
+def test_chapter_04_counts_layers_without_a_significant_loss(results):
+    def tables(down):
+        for suffix in ("", "_likelihood"):
+            results(f"04_keep_one_counts{suffix}", [
+                {"source": "p: translation", "protocol": "chosen on test13, reported on test14", "training_seed": 0,
+                 "kind": k, "layers": 6, "significant": down, "significant_down": down, "worst_layer": 6,
+                 "worst_delta": -2.5 if k == "enc_dec" else -0.1, "unit": "BLEU"} for k in ("enc_self", "enc_dec", "dec_self")])
+    tables(0)
+    assert "18 of 18 layers show no significant loss" in findings.chapter_04("p")
+    tables(2)
+    text = findings.chapter_04("p")
+    assert "12 of 18 layers" in text and "the worst layer is enc_dec layer 6 (-2.50 BLEU, seed 0) - always enc_dec" in text
+
+
+def test_a_missing_table_says_which_chapter_to_run(results):
+    with pytest.raises(FileNotFoundError, match="run the chapter that saves '03_one_head_counts'"):
+        findings.chapter_03("p", 0.01)
+
+
+def test_beyond_chance_is_a_binomial_tail():
+    assert not findings.beyond_chance(5, 144, 0.01) and findings.beyond_chance(6, 144, 0.01)

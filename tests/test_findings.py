@@ -77,3 +77,17 @@ def test_a_missing_table_says_which_chapter_to_run(results):
 
 def test_beyond_chance_is_a_binomial_tail():
     assert not findings.beyond_chance(5, 144, 0.01) and findings.beyond_chance(6, 144, 0.01)
+
+
+def test_the_scorecard_summary_counts_both_measures_and_names_disagreements():
+    from helpers.book.scorecard import NOT_MEASURED, PARTLY, REPRODUCED
+
+    card = pd.DataFrame([{"claim": "A", "verdict": REPRODUCED, "likelihood verdict": PARTLY},
+                         {"claim": "B", "verdict": REPRODUCED, "likelihood verdict": REPRODUCED},
+                         {"claim": "C", "verdict": PARTLY, "likelihood verdict": NOT_MEASURED}])
+    text = findings.scorecard_summary(card)
+    assert text.startswith("On the paper's metric, 2 reproduced and 1 partly of the 3 claims. On the likelihood, "
+                           "measured for 2 of them: 1 reproduced, 1 partly and 1 not measured.")
+    assert "disagree on 1: *A* (reproduced on the paper's metric, partly on the likelihood)" in text
+    card.loc[0, "likelihood verdict"] = REPRODUCED
+    assert "give the same verdict on every claim" in findings.scorecard_summary(card)

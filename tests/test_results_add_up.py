@@ -484,6 +484,24 @@ def test_the_scorecards_values_are_computed_from_the_chapters_rows(table):
     expected = per_seed[seeds[0]]
     assert len(card) == len(expected) and all(r["verdict"] != "not run" for r in card), \
         [(r["claim"], r["ours"]) for r in card if r["verdict"] == "not run"]
+    _shown_as_recomputed(card, "ours", per_seed)
+    # the likelihood column: the same recomputation on the chapters' likelihood tables
+    per_seed = {seed: _recomputed_ours(_one_seed(_likelihood_tables(table), seed)) for seed in seeds}
+    measured = [r for r in card if r["likelihood verdict"] != "not measured" and not r["claim"].startswith("The last Enc-Dec")]
+    assert len(measured) >= 6 and all(r["likelihood verdict"] != "not run" for r in measured)
+    _shown_as_recomputed(measured, "likelihood", per_seed)
+
+
+LIKELIHOOD_TABLES = ("03_one_head_classifier", "03_one_head_translation", "04_keep_one_classifier",
+                     "04_keep_one_translation", "05_cross_domain_classifier", "05_cross_domain_translation")
+
+
+def _likelihood_tables(table):
+    return lambda name: table(name + "_likelihood" if name in LIKELIHOOD_TABLES else name)
+
+
+def _shown_as_recomputed(card: list[dict], column: str, per_seed: dict) -> None:
+    expected = next(iter(per_seed.values()))
     for row in card:
         (claim,) = [c for c in expected if row["claim"].startswith(c)]
         used = [int(s) for s in str(row["seeds"]).split(", ")]
@@ -493,10 +511,10 @@ def test_the_scorecards_values_are_computed_from_the_chapters_rows(table):
             want = values[0]
         else:  # "seed 0: ...; seed 1: ...": each seed's number, then its values
             want = [n for s, v in zip(used, values) for n in [_int(s), *v]]
-        shown = _numbers(row["ours"])
-        assert len(shown) == len(want), (claim, row["ours"], want)
+        shown = _numbers(row[column])
+        assert len(shown) == len(want), (claim, column, row[column], want)
         for got, (value, decimals) in zip(shown, want):
             if math.isnan(value):
-                assert math.isnan(got), (claim, row["ours"], value)
+                assert math.isnan(got), (claim, row[column], value)
             else:  # as shown: rounded to `decimals` (half a unit of slack for round-half-even)
-                assert abs(got - value) <= 0.5 * 10 ** -decimals + 1e-9, (claim, row["ours"], value, decimals)
+                assert abs(got - value) <= 0.5 * 10 ** -decimals + 1e-9, (claim, row[column], value, decimals)

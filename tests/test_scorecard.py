@@ -2,8 +2,8 @@
 import pandas as pd
 import pytest
 
-from helpers.book.scorecard import (CLAIMS, DEPENDS_ON_SEED, NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED, scorecard,
-                                    verdict_counts)
+from helpers.book.scorecard import (CLAIMS, DEPENDS_ON_SEED, NOT_MEASURED, NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED,
+                                    disagreements, scorecard, verdict_counts)
 
 
 def _write(folder, name, rows):
@@ -134,3 +134,42 @@ def test_the_papers_rows_go_with_every_seed(tmp_path):
     verdicts, card = _verdicts(tmp_path)
     row = card[card["chapter"] == "03_ablating_one_head"].iloc[0]
     assert row["verdict"] == REPRODUCED and row["seeds"] == "0, 1" and "Michel" not in row["ours"]
+
+
+FEW_MATTER = "Few heads matter alone: masking one changes the score significantly for a minority"
+
+
+def test_the_likelihood_verdict_reads_the_likelihood_tables_and_disagreements_are_named(tmp_path):
+    def counts(significant_mt):
+        return [{"model": "p: nli", "kind": "self", "heads": 72, "significant": 3, "significant_up": 0,
+                 "largest_drop": -0.01, "largest_gain": 0.0},
+                {"model": "p: mt", "kind": "enc_self", "heads": 48, "significant": significant_mt, "significant_up": 1,
+                 "largest_drop": -1.0, "largest_gain": 0.1}]
+
+    _write(tmp_path / "p", "03_one_head_counts", counts(1))              # BLEU: a minority in both models
+    _write(tmp_path / "p", "03_one_head_counts_likelihood", counts(40))  # likelihood: most of mt's heads matter
+    _, card = _verdicts(tmp_path)
+    row = card.set_index("claim").loc[FEW_MATTER]
+    assert (row["verdict"], row["likelihood verdict"]) == (REPRODUCED, PARTLY)
+    assert "mt 40/48" in row["likelihood"] and row["likelihood rule"] == "the same rule"
+    assert list(disagreements(card)["claim"]) == [FEW_MATTER]
+    # chapters without likelihood tables: not measured, never a disagreement
+    speed = card[card["chapter"] == "07_pruning_speed"]
+    assert (speed["likelihood verdict"] == NOT_MEASURED).all()
+    assert verdict_counts(card, "likelihood verdict")[NOT_MEASURED] == (card["likelihood verdict"] == NOT_MEASURED).sum()
+    _write(tmp_path / "p", "03_one_head_counts_likelihood", counts(2))
+    assert disagreements(_verdicts(tmp_path)[1]).empty
+
+
+def test_the_last_enc_dec_layer_on_likelihood_is_read_from_the_worst_layer(tmp_path):
+    def rows(worst_kind, worst_layer):
+        return [{"source": "p: translation", "protocol": "chosen and reported on test13", "kind": k, "layers": 6,
+                 "significant": 0, "significant_down": 0, "worst_layer": worst_layer if k == worst_kind else 2,
+                 "worst_delta": -30.0 if k == worst_kind else -1.0, "unit": "millinats"}
+                for k in ("enc_self", "enc_dec", "dec_self")]
+
+    claim = "The last Enc-Dec layer is the exception: it needs its heads"
+    for (kind, layer), want in {("enc_dec", 6): REPRODUCED, ("enc_dec", 3): PARTLY, ("dec_self", 6): NOT_REPRODUCED}.items():
+        _write(tmp_path / "p", "04_keep_one_counts_likelihood", rows(kind, layer))
+        row = _verdicts(tmp_path)[1].set_index("claim").loc[claim]
+        assert row["likelihood verdict"] == want and f"{kind} {layer} (-30.0 millinats)" in row["likelihood"]

@@ -12,8 +12,15 @@ no seed, go with every seed). The verdict is the seeds' common verdict when they
 seed. A seed is checked on a claim only where every model in the tables the claim reads has a
 run with that seed (the ``seeds`` column lists those checked).
 
+Beside the paper's metric (BLEU, accuracy), the chapters that measured it score the same
+heads by likelihood (``..._likelihood`` tables: the reference's log-likelihood per token, the
+gold label's log-probability). Each claim is checked on those tables too, by the same rule
+unless the claim names one of its own (``likelihood_rule``), in the columns ``likelihood`` and
+``likelihood verdict``; a claim whose chapter has no likelihood tables is ``not measured``
+there. ``disagreements`` lists the claims whose two verdicts differ.
+
     from helpers.book.scorecard import scorecard
-    scorecard("course")   # DataFrame: section, claim, paper, ours, verdict, rule, chapter
+    scorecard("course")   # DataFrame: section, claim, paper, ours, verdict, likelihood, ..., rule, chapter
 """
 from __future__ import annotations
 
@@ -27,6 +34,8 @@ from . import paper_values
 from .results import results_root as default_results_root
 
 REPRODUCED, PARTLY, NOT_REPRODUCED, NOT_RUN = "reproduced", "partly", "not reproduced", "not run"
+NOT_MEASURED = "not measured"  # the likelihood verdict of a claim whose chapter has no likelihood tables
+LIKELIHOOD = "_likelihood"     # the suffix of a chapter's likelihood tables
 DEPENDS_ON_SEED = "depends on the seed"
 VERDICTS = (REPRODUCED, PARTLY, DEPENDS_ON_SEED, NOT_REPRODUCED, NOT_RUN)
 SEED = "training_seed"
@@ -47,12 +56,13 @@ class Results:
     """The CSV tables of one profile, read on demand: ``results["06_prunable_shares"]``; with a
     ``training_seed``, the rows of that seed (and rows without a seed, such as the paper's)."""
 
-    def __init__(self, folder: Path, training_seed: int | None = None):
+    def __init__(self, folder: Path, training_seed: int | None = None, measure: str = ""):
         self.folder = Path(folder)
         self.training_seed = training_seed
+        self.measure = measure  # "" (the paper's metric) or LIKELIHOOD: the suffix of the tables read
 
     def __getitem__(self, name: str) -> pd.DataFrame:
-        path = self.folder / f"{name}.csv"
+        path = self.folder / f"{name}{self.measure}.csv"
         if not path.exists():
             raise MissingResults(name)
         table = pd.read_csv(path)
@@ -79,7 +89,7 @@ class Results:
         return sorted(seeds)
 
     def for_seed(self, training_seed: int) -> "Results":
-        return Results(self.folder, training_seed)
+        return Results(self.folder, training_seed, self.measure)
 
 
 @dataclass(frozen=True)
@@ -90,6 +100,10 @@ class Claim:
     rule: str
     chapter: str
     check: Callable[[Results], tuple[str, str]]  # -> (ours, verdict)
+    # on the likelihood tables: True: ``check`` itself; a function: its own check (and
+    # ``likelihood_rule``); False: the chapter does not measure the likelihood
+    likelihood: bool | Callable[[Results], tuple[str, str]] = False
+    likelihood_rule: str = "the same rule"
 
 
 def _ours(table: pd.DataFrame, column: str) -> pd.DataFrame:
@@ -147,6 +161,15 @@ def _last_enc_dec(r: Results) -> tuple[str, str]:
     most_hit = part["worst_delta"].idxmin() == "enc_dec"
     return (f"worst enc_dec layer {int(part.loc['enc_dec', 'worst_layer'])}: {worst:+.2f} BLEU of {base:.1f}",
             _three_way(-worst >= 0.25 * base, most_hit))
+
+
+def _last_enc_dec_likelihood(r: Results) -> tuple[str, str]:
+    part = _keep_one(r, "translation", held_out=False).set_index("kind")
+    kind = part["worst_delta"].idxmin()
+    layer = int(part.loc[kind, "worst_layer"])
+    last = kind == "enc_dec" and layer == int(part.loc["enc_dec", "layers"])
+    return (f"worst layer: {kind} {layer} ({part.loc[kind, 'worst_delta']:+.1f} {part.loc[kind, 'unit']})",
+            _three_way(last, kind == "enc_dec"))
 
 
 def _bert_layers_one_head(r: Results) -> tuple[str, str]:
@@ -266,25 +289,27 @@ CLAIMS: list[Claim] = [
     Claim("§3.2, Table 1", "Few heads matter alone: masking one changes the score significantly for a minority",
           f"{paper_values.SIGNIFICANT_ENC_SELF} of 96 WMT Enc-Enc heads",
           "reproduced: under 20% of the heads significant in every model; partly: in some",
-          "03_ablating_one_head", _few_significant),
+          "03_ablating_one_head", _few_significant, likelihood=True),
     Claim("§3.2, Table 1", "Masking a head can improve the score",
           f"{paper_values.SIGNIFICANT_ENC_SELF_UP} of the {paper_values.SIGNIFICANT_ENC_SELF} significant changes are gains",
-          "reproduced: a significant gain; partly: gains, none significant", "03_ablating_one_head", _some_gain),
+          "reproduced: a significant gain; partly: gains, none significant", "03_ablating_one_head", _some_gain, likelihood=True),
     Claim("§3.3, Table 2", "Most layers can be reduced to one head (head chosen on the reported set)",
           "5 of 18 WMT layers drop significantly", "reproduced: at most half the layers drop significantly",
-          "04_keeping_one_head", _most_layers_one_head),
+          "04_keeping_one_head", _most_layers_one_head, likelihood=True),
     Claim("§3.3, Table 2", "The last Enc-Dec layer is the exception: it needs its heads",
           "-13.56 BLEU of 36.05 with one head", "reproduced: the worst Enc-Dec layer loses a quarter of the BLEU; "
-          "partly: it is the worst layer of all kinds", "04_keeping_one_head", _last_enc_dec),
+          "partly: it is the worst layer of all kinds", "04_keeping_one_head", _last_enc_dec,
+          likelihood=_last_enc_dec_likelihood, likelihood_rule="reproduced: the worst layer of all kinds is the last "
+          "Enc-Dec layer; partly: an Enc-Dec layer"),
     Claim("§3.3, Table 3", "No BERT layer needs more than one head", "0 of 12 layers drop significantly",
           "reproduced: no layer drops significantly; partly: at most a quarter", "04_keeping_one_head",
-          _bert_layers_one_head),
+          _bert_layers_one_head, likelihood=True),
     Claim("App. A, Table 5", "Choosing the head on other data than the reported set costs more layers",
           "9 of 18 WMT layers (5 when chosen on the reported set)", "reproduced: more significant drops held out "
-          "than chosen on the reported set; partly: as many, and some", "04_keeping_one_head", _held_out_worse),
+          "than chosen on the reported set; partly: as many, and some", "04_keeping_one_head", _held_out_worse, likelihood=True),
     Claim("§3.4, Figure 2", "A head's effect in domain predicts its effect out of domain",
           f"r = {paper_values.CROSS_DOMAIN_R['translation']} (WMT), {paper_values.CROSS_DOMAIN_R['classifier']} (BERT)",
-          "reproduced: r >= 0.4 with p < 0.01 for every model; partly: for one", "05_cross_domain", _cross_domain),
+          "reproduced: r >= 0.4 with p < 0.01 for every model; partly: for one", "05_cross_domain", _cross_domain, likelihood=True),
     Claim("§4.2, Figure 3", "A share of the translation model's heads can be pruned with no noticeable loss",
           f"about {paper_values.PRUNABLE_SHARE['translation']:.0%} (WMT, within 1 BLEU)",
           f"reproduced: within {SHARE_TOLERANCE:.0%} of the paper's share; partly: above 0", "06_pruning_curves",
@@ -326,30 +351,49 @@ def scorecard(profile: str, results_root: Path | None = None) -> pd.DataFrame:
     ``results_root/<profile>`` (default: where the chapters write, ``results.results_root()``)."""
     results = Results(Path(results_root or default_results_root()) / profile)
     seeds = results.training_seeds()
+    likely = Results(results.folder, measure=LIKELIHOOD)
     rows = []
     for c in CLAIMS:
-        try:
-            ours, verdict, checked = _check_every_seed(c, results, seeds)
-        except MissingResults as missing:
-            ours, verdict, checked = f"({missing.args[0]}.csv not found: run {c.chapter})", NOT_RUN, ""
-        except KeyError as missing:  # a table written by an older version of the chapter
-            ours, verdict, checked = f"(no {missing.args[0]!r} in the results: rerun {c.chapter})", NOT_RUN, ""
+        ours, verdict, checked = _checked(c, c.check, results, seeds)
+        if c.likelihood:
+            check = c.check if c.likelihood is True else c.likelihood
+            ours_ll, verdict_ll, _ = _checked(c, check, likely, seeds)
+            rule_ll = c.likelihood_rule
+        else:
+            ours_ll, verdict_ll, rule_ll = "", NOT_MEASURED, ""
         rows.append({"section": c.section, "claim": c.claim, "paper": c.paper, "ours": ours, "verdict": verdict,
-                     "seeds": checked, "rule": c.rule, "chapter": c.chapter, "profile": profile})
+                     "likelihood": ours_ll, "likelihood verdict": verdict_ll, "seeds": checked, "rule": c.rule,
+                     "likelihood rule": rule_ll, "chapter": c.chapter, "profile": profile})
     return pd.DataFrame(rows)
 
 
-def _check_every_seed(claim: Claim, results: Results, seeds: list[int]) -> tuple[str, str, str]:
-    """``(ours, verdict, seeds checked)``: the claim on each seed's rows, then combined."""
+def _checked(claim: Claim, check, results: Results, seeds: list[int]) -> tuple[str, str, str]:
+    try:
+        return _check_every_seed(claim, check, results, seeds)
+    except MissingResults as missing:
+        return f"({missing.args[0]}{results.measure}.csv not found: run {claim.chapter})", NOT_RUN, ""
+    except KeyError as missing:  # a table written by an older version of the chapter
+        return f"(no {missing.args[0]!r} in the results: rerun {claim.chapter})", NOT_RUN, ""
+
+
+def disagreements(card: pd.DataFrame) -> pd.DataFrame:
+    """The claims whose verdict on the paper's metric differs from their likelihood verdict
+    (claims measured on both)."""
+    both = card[~card["likelihood verdict"].isin([NOT_MEASURED, NOT_RUN]) & (card["verdict"] != NOT_RUN)]
+    return both[both["verdict"] != both["likelihood verdict"]]
+
+
+def _check_every_seed(claim: Claim, check, results: Results, seeds: list[int]) -> tuple[str, str, str]:
+    """``(ours, verdict, seeds checked)``: ``check`` on each seed's rows, then combined."""
     if not seeds:
         try:
-            return (*claim.check(results), "")
+            return (*check(results), "")
         except SeedNotRun as missing:
             raise MissingResults(missing.args[0]) from None
     found: dict[int, tuple[str, str]] = {}
     for seed in seeds:
         try:
-            found[seed] = claim.check(results.for_seed(seed))
+            found[seed] = check(results.for_seed(seed))
         except SeedNotRun:
             continue
     if not found:
@@ -360,6 +404,7 @@ def _check_every_seed(claim: Claim, results: Results, seeds: list[int]) -> tuple
     return text, next(iter(verdicts)) if len(verdicts) == 1 else DEPENDS_ON_SEED, ", ".join(map(str, found))
 
 
-def verdict_counts(card: pd.DataFrame) -> dict[str, int]:
-    counts = card["verdict"].value_counts()
-    return {v: int(counts.get(v, 0)) for v in VERDICTS}
+def verdict_counts(card: pd.DataFrame, column: str = "verdict") -> dict[str, int]:
+    """How many claims have each verdict in ``column`` (``verdict`` or ``likelihood verdict``)."""
+    counts = card[column].value_counts()
+    return {v: int(counts.get(v, 0)) for v in (*VERDICTS, NOT_MEASURED) if column != "verdict" or v != NOT_MEASURED}

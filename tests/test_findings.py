@@ -91,3 +91,20 @@ def test_the_scorecard_summary_counts_both_measures_and_names_disagreements():
     assert "disagree on 1: *A* (reproduced on the paper's metric, partly on the likelihood)" in text
     card.loc[0, "likelihood verdict"] = REPRODUCED
     assert "give the same verdict on every claim" in findings.scorecard_summary(card)
+
+
+def test_chapter_07_reads_speed_ups_as_ratios_of_medians(results):
+    def speed(original_runs):
+        rows = []
+        for size, pruned in ((1, 110.0), (64, 120.0)):
+            for variant, runs in (("original", original_runs), ("pruned", [pruned] * 3), ("gated", original_runs)):
+                median = sorted(runs)[1]
+                rows.append({"batch_size": size, "variant": variant, "median": median, "iqr": 0.0, "runs": runs,
+                             "flops": 100 if variant == "pruned" else 150, "device": "cpu: 2 threads"})
+        results("07_speed", rows)
+    speed([100.0, 100.0, 100.0])
+    text = findings.chapter_07("p")
+    assert "+20.0% faster at batch 64" in text and "+50.0% predicted" in text and "At batch 1 it gained +10.0%" in text
+    assert "less than at the largest batch, as in the paper" in text
+    speed([10.0, 100.0, 100.0])  # one disturbed pass: the median, and so the sentence, stay
+    assert findings.chapter_07("p") == text

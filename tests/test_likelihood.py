@@ -13,7 +13,8 @@ from helpers.book import course
 from helpers.book.head_effects import classifier_effects, translation_likelihood_effects
 from helpers.heads.ablation import one_head_configs
 from helpers.heads.significance import log_likelihood
-from helpers.zoo.scorers import masked_translation_nll, translation_likelihood_scorer, translation_nll
+from helpers.zoo.scorers import (classifier_scorer, masked_translation_nll, translation_likelihood_scorer,
+                                 translation_nll)
 
 SPEC = {"enc_self": {0: [1]}, "enc_dec": {1: [0, 2]}, "dec_self": {0: [3]}}
 
@@ -116,3 +117,7 @@ def test_the_gold_label_log_probability_of_a_classifier(smoke, tmp_path):
     assert accuracy["base"].iloc[0] == base_acc and accuracy["score"].iloc[0] == masked_acc
     with pytest.raises(ValueError, match="unknown measure 'bleu'"):
         classifier_effects(model, tokenizer, examples, [config], measure="bleu")
+    # the pruning curves' scorer: the same mean gold log-probability, unmasked and under a head spec
+    score = classifier_scorer(tokenizer, examples, "log_likelihood", max_length=48)
+    assert score(model) == pytest.approx(base_lp, abs=1e-5)
+    assert score.many(model, [{kind: {layer: list(heads)}}, {}]) == pytest.approx([masked_lp, base_lp], abs=1e-5)

@@ -33,14 +33,18 @@ from ..heads.significance import log_likelihood
 from .translation_model import MAX_LEN_B
 
 
+LOG_LIKELIHOOD = "log_likelihood"  # a classifier_scorer metric: the gold label's mean log-probability (nats)
+
+
 def classifier_scorer(tokenizer, examples: Sequence, metric: str = "accuracy", max_length: int = 64,
                       batch_size: int = 64, configs_per_pass: int = 1) -> Callable[[nn.Module], float]:
     """``score(model)``: ``metric`` of the model's predictions on ``examples`` (a BERT classifier's
-    last layer at its first token only, first_token_only.py). ``score.many(model, specs)`` gives
-    the score under each head spec, ``configs_per_pass`` per forward pass, the passes split over
-    processes on a CPU (``gated_passes``); ``pruning_curve`` uses it."""
-    if metric not in METRICS:
-        raise ValueError(f"unknown metric {metric!r}; the classifier metrics are {sorted(METRICS)}")
+    last layer at its first token only, first_token_only.py), or with ``metric="log_likelihood"``
+    the mean log-probability of the gold labels (nats, higher is better). ``score.many(model,
+    specs)`` gives the score under each head spec, ``configs_per_pass`` per forward pass, the
+    passes split over processes on a CPU (``gated_passes``); ``pruning_curve`` uses it."""
+    if metric not in METRICS and metric != LOG_LIKELIHOOD:
+        raise ValueError(f"unknown metric {metric!r}; the classifier metrics are {sorted([*METRICS, LOG_LIKELIHOOD])}")
     gold = [e.label for e in examples]
     encoded = encode(tokenizer, examples, max_length)
     order = by_length(encoded)
@@ -49,14 +53,21 @@ def classifier_scorer(tokenizer, examples: Sequence, metric: str = "accuracy", m
     @torch.no_grad()
     def scores_of_copies(model: nn.Module, copies: int, gated) -> list[float]:
         model.eval()
-        predicted = []                                                      # per batch: [copies, B]
+        log_probs = []                                                      # per batch: [copies, B, labels]
         with first_token_only(model):
             for batch in data:
                 rows = len(batch["input_ids"])
                 with gated(rows * copies):
                     logits = model(**to_device(repeat_rows(batch, copies), model)).logits
-                predicted.append(logits.argmax(-1).cpu().view(copies, rows))
-        return [METRICS[metric](in_order(p, order), gold) for p in torch.cat(predicted, 1)]
+                log_probs.append(torch.log_softmax(logits.float(), -1).cpu().view(copies, rows, -1))
+        out = []
+        for lp in torch.cat(log_probs, 1):                                  # [N, labels] of one copy
+            lp = in_order(lp, order)
+            if metric == LOG_LIKELIHOOD:
+                out.append(float(lp[torch.arange(len(gold)), torch.tensor(gold)].double().mean()))
+            else:
+                out.append(METRICS[metric](lp.argmax(-1), gold))
+        return out
 
     def score(model: nn.Module) -> float:
         return scores_of_copies(model, 1, lambda rows: contextlib.nullcontext())[0]

@@ -417,7 +417,9 @@ def _recomputed_ours(table, likelihood: bool = False) -> dict[str, list[tuple[fl
         "Ranking by importance": per_model,
         "Removing half the heads": [_pct1(gain[sizes[-1]]), _int(sizes[-1])],
         "At batch size 1": [_pct1(gain[sizes[0]]), _int(sizes[0]), _pct1(gain[sizes[-1]]), _int(sizes[-1])],
-        "Enc-Dec attention depends": [_pct(rel80[k]) for k in KIND_ORDER if (k,) in kinds] + [_int(80)],
+        "Enc-Dec attention depends": ([(math.exp(_at(kinds[(k,)], 0.0) - _at(kinds[(k,)], 0.8)), 2) for k in KIND_ORDER
+                                       if (k,) in kinds] if likelihood else
+                                      [_pct(rel80[k]) for k in KIND_ORDER if (k,) in kinds]) + [_int(80)],
         "Self-attention survives": [_pct(rel80[k]) for k in ("enc_self", "dec_self")],
         "Early in training": [_pct(rel40[usable[0]]), _int(usable[0])],
         "Later, 40% of the heads": [_pct(rel40[usable[-1]]), _int(usable[-1])],
@@ -499,7 +501,7 @@ def test_the_scorecards_values_are_computed_from_the_chapters_rows(table):
 
 LIKELIHOOD_TABLES = ("03_one_head_classifier", "03_one_head_translation", "04_keep_one_classifier",
                      "04_keep_one_translation", "05_cross_domain_classifier", "05_cross_domain_translation",
-                     "06_pruning_curves")
+                     "06_pruning_curves", "08_pruning_by_kind")
 
 
 def _likelihood_tables(table):

@@ -296,13 +296,22 @@ def test_chapter_09_relative_scores_add_up(table):
             assert _same(s["score"] / base if base > 0 else math.nan, s["relative"], 1e-9), (epoch, s["share"])
 
 
-def test_chapter_10_summary_adds_up(table):
-    curves = _by(table("10_appendix_pruning_curves"), "model", SEED)
-    rows = table("10_appendix_summary")
+def test_chapter_09_likelihood_ratios_add_up(table):
+    for (seed, epoch), steps in _by(table("09_importance_dynamics_likelihood"), SEED, "epoch").items():
+        base = next(s["score"] for s in steps if s["pruned"] == 0)
+        for s in steps:
+            assert s["unpruned"] == pytest.approx(base, **CLOSE)
+            assert s["perplexity_ratio"] == pytest.approx(math.exp(base - s["score"]), rel=1e-9), (seed, epoch, s["share"])
+
+
+@pytest.mark.parametrize("measure", ["", "_likelihood"])
+def test_chapter_10_summary_adds_up(table, measure):
+    curves = _by(table(f"10_appendix_pruning_curves{measure}"), "model", SEED)
+    rows = table(f"10_appendix_summary{measure}")
     assert [(r["model"], r[SEED]) for r in rows] == list(curves)
     for row in rows:
         steps = curves[(row["model"], row[SEED])]
-        tolerance = 1.0 if row["metric"] == "BLEU" else 0.01
+        tolerance = math.log(1.01) if measure else 1.0 if row["metric"] == "BLEU" else 0.01
         assert row["unpruned"] == pytest.approx(_at(steps, 0.0), **CLOSE)
         assert row["prunable_share"] == pytest.approx(_prunable(steps, tolerance), **CLOSE)
         assert row["score_90%_pruned"] == pytest.approx(_at(steps, 0.9), **CLOSE)
@@ -399,7 +408,7 @@ def _recomputed_ours(table, likelihood: bool = False) -> dict[str, list[tuple[fl
     rel40 = {e: _at(dyn[(e,)], 0.4) / bases[e] if bases[e] else math.nan for e in usable}  # BLEU 0: no share
 
     appendix = _by(table("10_appendix_pruning_curves"), "model")
-    flat = {steps[0]["task"]: _prunable(steps, 1.0 if steps[0]["metric"] == "BLEU" else 0.01)
+    flat = {steps[0]["task"]: _prunable(steps, math.log(1.01) if likelihood else 1.0 if steps[0]["metric"] == "BLEU" else 0.01)
             for (_,), steps in appendix.items()}
 
     return {
@@ -494,14 +503,15 @@ def test_the_scorecards_values_are_computed_from_the_chapters_rows(table):
     _shown_as_recomputed(card, "ours", per_seed)
     # the likelihood column: the same recomputation on the chapters' likelihood tables
     per_seed = {seed: _recomputed_ours(_one_seed(_likelihood_tables(table), seed), likelihood=True) for seed in seeds}
-    measured = [r for r in card if r["likelihood verdict"] != "not measured" and not r["claim"].startswith("The last Enc-Dec")]
+    own_rules = ("The last Enc-Dec", "Early in training", "Later, 40%")  # likelihood rules of their own: test_scorecard
+    measured = [r for r in card if r["likelihood verdict"] != "not measured" and not r["claim"].startswith(own_rules)]
     assert len(measured) >= 6 and all(r["likelihood verdict"] != "not run" for r in measured)
     _shown_as_recomputed(measured, "likelihood", per_seed)
 
 
 LIKELIHOOD_TABLES = ("03_one_head_classifier", "03_one_head_translation", "04_keep_one_classifier",
                      "04_keep_one_translation", "05_cross_domain_classifier", "05_cross_domain_translation",
-                     "06_pruning_curves", "08_pruning_by_kind")
+                     "06_pruning_curves", "08_pruning_by_kind", "10_appendix_pruning_curves")
 
 
 def _likelihood_tables(table):

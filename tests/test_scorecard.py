@@ -173,3 +173,18 @@ def test_the_last_enc_dec_layer_on_likelihood_is_read_from_the_worst_layer(tmp_p
         _write(tmp_path / "p", "04_keep_one_counts_likelihood", rows(kind, layer))
         row = _verdicts(tmp_path)[1].set_index("claim").loc[claim]
         assert row["likelihood verdict"] == want and f"{kind} {layer} (-30.0 millinats)" in row["likelihood"]
+
+
+def test_training_dynamics_on_likelihood_compare_the_perplexity_early_and_late(tmp_path):
+    def rows(early, late):
+        return [{"epoch": e, "share": share, "perplexity_ratio": 1.0 if share == 0 else r}
+                for e, r in ((1, early), (8, 1.05), (16, late)) for share in (0.0, 0.4, 0.8)]
+
+    early_claim, late_claim = "Early in training, pruning 40% of the heads hurts", \
+        "Later, 40% of the heads can go at little cost (unimportant heads emerge)"
+    for (early, late), want in {(1.5, 1.05): (REPRODUCED, REPRODUCED), (1.08, 1.05): (PARTLY, REPRODUCED),
+                                (1.2, 1.3): (NOT_REPRODUCED, NOT_REPRODUCED), (1.5, 1.2): (REPRODUCED, PARTLY)}.items():
+        _write(tmp_path / "p", "09_importance_dynamics_likelihood", rows(early, late))
+        card = _verdicts(tmp_path)[1].set_index("claim")
+        assert (card.loc[early_claim, "likelihood verdict"], card.loc[late_claim, "likelihood verdict"]) == want
+    assert card.loc[early_claim, "likelihood"] == "perplexity x1.50 at epoch 1, x1.20 at 16"

@@ -271,6 +271,25 @@ def _late_survives(r: Results) -> tuple[str, str]:
     return f"{rel.iloc[-1]:.0%} left at epoch {rel.index[-1]}", _three_way(rel.iloc[-1] >= low, rel.iloc[-1] >= low - 0.1)
 
 
+def _perplexity_at_40(r: Results) -> pd.Series:
+    """The perplexity with 40% pruned relative to the unpruned checkpoint's, by epoch (likelihood)."""
+    d = r["09_importance_dynamics"]
+    near = d.loc[d.groupby("epoch")["share"].apply(lambda s: (s - 0.4).abs().idxmin())]
+    return near.set_index("epoch")["perplexity_ratio"].sort_index()
+
+
+def _early_hurts_likelihood(r: Results) -> tuple[str, str]:
+    ratio = _perplexity_at_40(r)
+    return (f"perplexity x{ratio.iloc[0]:.2f} at epoch {ratio.index[0]}, x{ratio.iloc[-1]:.2f} at {ratio.index[-1]}",
+            _three_way(ratio.iloc[0] > ratio.iloc[-1] and ratio.iloc[0] > 1.10, ratio.iloc[0] > ratio.iloc[-1]))
+
+
+def _late_survives_likelihood(r: Results) -> tuple[str, str]:
+    ratio = _perplexity_at_40(r)
+    return f"perplexity x{ratio.iloc[-1]:.2f} at epoch {ratio.index[-1]}", _three_way(ratio.iloc[-1] <= 1.10,
+                                                                                       ratio.iloc[-1] <= 1.25)
+
+
 def _flat_start(course_task: str) -> Callable[[Results], tuple[str, str]]:
     def check(r: Results) -> tuple[str, str]:
         table = r["10_appendix_summary"]
@@ -287,7 +306,7 @@ def _paper_task(course_task: str) -> str:
 def _figure6_claims() -> list[Claim]:
     return [Claim("App. B", f"{row.task} ({row.metric}) can lose heads before its score drops",
                   f"flat to about {row.flat_until:.0%}", f"reproduced: prunable share within {SHARE_TOLERANCE:.0%} of "
-                  "the paper's; partly: above 0", "10_appendix_more_tasks", _flat_start(row.course_task))
+                  "the paper's; partly: above 0", "10_appendix_more_tasks", _flat_start(row.course_task), likelihood=True)
             for row in paper_values.FIGURE6.itertuples()]
 
 
@@ -345,10 +364,13 @@ CLAIMS: list[Claim] = [
           "partly: one", "08_attention_kinds", _self_attention_survives),
     Claim("§6, Figure 5", "Early in training, pruning 40% of the heads hurts",
           "well under 85% of the BLEU left in epochs 1-2", "reproduced: under 85% left at the first epoch with a "
-          "usable BLEU; partly: under 95%", "09_training_dynamics", _early_hurts),
+          "usable BLEU; partly: under 95%", "09_training_dynamics", _early_hurts, likelihood=_early_hurts_likelihood,
+          likelihood_rule="reproduced: 40% pruned raises the perplexity more at the first epoch than at the last, and by "
+          "over 10%; partly: more at the first"),
     Claim("§6, Figure 5", "Later, 40% of the heads can go at little cost (unimportant heads emerge)",
           "85 to 90% of the BLEU left from about epoch 10", "reproduced: at least 85% left at the last epoch; "
-          "partly: at least 75%", "09_training_dynamics", _late_survives),
+          "partly: at least 75%", "09_training_dynamics", _late_survives, likelihood=_late_survives_likelihood,
+          likelihood_rule="reproduced: at the last epoch, 40% pruned raises the perplexity by at most 10%; partly: 25%"),
     *_figure6_claims(),
 ]
 

@@ -108,3 +108,44 @@ def test_chapter_07_reads_speed_ups_as_ratios_of_medians(results):
     assert "less than at the largest batch, as in the paper" in text
     speed([10.0, 100.0, 100.0])  # one disturbed pass: the median, and so the sentence, stay
     assert findings.chapter_07("p") == text
+
+
+def test_chapter_06_shares_follow_the_table(results):
+    def tables(importance_seed1):
+        for suffix in ("", "_likelihood"):
+            results(f"06_prunable_shares{suffix}", [
+                {"track": "translation", "model": "translation", "training_seed": s, "order": o,
+                 "prunable_share": {"importance": 0.5 if s == 0 else importance_seed1, "ablation": 0.3, "random (mean)": 0.2}[o],
+                 "unpruned": 10.0, "at_50%": 8.0, "all_pruned": 0.3, "paper_prunable_share": 0.2 if o == "importance" else None}
+                for s in (0, 1) for o in ("importance", "ablation", "random (mean)")])
+    tables(0.6)
+    assert "by importance, 50% and 60% of the heads" in findings.chapter_06("p")
+    assert "at least as much as ablation on 2 of 2 seeds" in findings.chapter_06("p")
+    tables(0.1)
+    assert "50% and 10%" in findings.chapter_06("p") and "ablation on 1 of 2 seeds" in findings.chapter_06("p")
+
+
+def test_chapters_08_09_and_10_follow_their_tables(results):
+    kinds = ("enc_self", "enc_dec", "dec_self")
+    results("08_pruning_by_kind_summary", [{"training_seed": 0, "kind": k, "relative_80%": r}
+                                            for k, r in zip(kinds, (0.8, 0.2, 0.7))])
+    results("08_pruning_by_kind_summary_likelihood", [{"training_seed": 0, "kind": k, "perplexity_ratio_80%": r}
+                                                       for k, r in zip(kinds, (1.2, 3.0, 1.1))])
+    text = findings.chapter_08("p")
+    assert "enc_self 80%, enc_dec 20%, dec_self 70% (most sensitive: enc_dec, as in the paper)" in text
+    assert "enc_self x1.20, enc_dec x3.00, dec_self x1.10" in text
+    steps = [(e, share) for e in (1, 16) for share in (0.0, 0.4)]
+    results("09_importance_dynamics", [{"training_seed": 0, "epoch": e, "share": sh, "unpruned": 2.0 if e == 1 else 15.0,
+                                        "relative": 1.0 if sh == 0 else (0.5 if e == 1 else 0.9)} for e, sh in steps])
+    results("09_importance_dynamics_likelihood", [{"training_seed": 0, "epoch": e, "share": sh,
+                                                   "perplexity_ratio": 1.0 if sh == 0 else (1.6 if e == 1 else 1.05)}
+                                                  for e, sh in steps])
+    assert ("50% of the greedy BLEU is kept after epoch 1 (BLEU 2.0) and 90% after epoch 16 (BLEU 15.0); the perplexity "
+            "reaches x1.60 and x1.05") in findings.chapter_09("p")
+    assert "costs more early than late on both scores" in findings.chapter_09("p")
+    for suffix, share in (("", 0.4), ("_likelihood", 0.1)):
+        results(f"10_appendix_summary{suffix}", [{"model": "sentiment", "training_seed": s, "metric": "accuracy",
+                                                  "prunable_share": share, "paper_task": "SST-2", "paper_flat_until": 0.5}
+                                                 for s in (0, 1)])
+    assert findings.chapter_10("p") == ("**sentiment:** 40% and 40% of the heads can go within the tolerance on accuracy, "
+                                        "10% and 10% with the perplexity within 1% (the paper's SST-2: flat to about 50%).")

@@ -213,3 +213,99 @@ def chapter_07(profile: str) -> str:
     rows = [f"{r.dtype} {r.compile_mode} at batch {r.batch_size}: {r.pruned:+.1%} (predicted {r.predicted:+.1%})"
             for r in precision.itertuples()]
     return text + " In the precision table, the pruned model's speed-up was " + words(rows) + "."
+
+
+def _pct_list(values: Iterable[float]) -> str:
+    return words([f"{v:.0%}" for v in values])
+
+
+# ---- chapter 06 --------------------------------------------------------------------------------
+def chapter_06(profile: str) -> str:
+    """Chapter 06's findings: per measure and model, the share prunable by importance, ablation
+    and random orders on every seed, and how pruning everything ends."""
+    lines = []
+    for suffix, measure in MEASURES:
+        table = read(profile, f"06_prunable_shares{suffix}")
+        for (track, model), part in table.groupby(["track", "model"], sort=False):
+            by = {o: p.sort_values("training_seed") for o, p in part.groupby("order")}
+            imp, abl, rnd = by["importance"], by["ablation"], by["random (mean)"]
+            seeds = [int(s) for s in imp["training_seed"]]
+            wins = sum(i >= a for i, a in zip(imp["prunable_share"], abl["prunable_share"]))
+            beats = sum(i > r for i, r in zip(imp["prunable_share"], rnd["prunable_share"]))
+            paper = imp["paper_prunable_share"].iloc[0]
+            lines.append(
+                f"**{model}, {measure}:** by importance, {_pct_list(imp['prunable_share'])} of the heads can go with no "
+                f"noticeable loss (seed{'s' if len(seeds) > 1 else ''} {words([str(s) for s in seeds])}; the paper: "
+                f"{paper:.0%}), by the one-head ablation order {_pct_list(abl['prunable_share'])}, at random "
+                f"{_pct_list(rnd['prunable_share'])}. Importance prunes at least as much as ablation on {wins} of "
+                f"{len(seeds)} seeds and more than random on {beats} of {len(seeds)}. With every head pruned the score is "
+                f"{words([f'{v:.3g}' for v in imp['all_pruned']])}, against {words([f'{v:.3g}' for v in imp['unpruned']])} "
+                "unpruned.")
+    return "\n\n".join(lines)
+
+
+# ---- chapter 08 --------------------------------------------------------------------------------
+def chapter_08(profile: str) -> str:
+    """Chapter 08's findings: per seed, the attention kind that suffers most at 80% pruned, on
+    BLEU (share kept) and on the likelihood (perplexity reached)."""
+    bleu = read(profile, "08_pruning_by_kind_summary")
+    ll = read(profile, "08_pruning_by_kind_summary_likelihood")
+    lines = []
+    for seed, part in bleu.groupby("training_seed"):
+        kept = ", ".join(f"{k} {v:.0%}" for k, v in zip(part["kind"], part["relative_80%"]))
+        worst = part.loc[part["relative_80%"].idxmin(), "kind"]
+        mine = ll[ll["training_seed"] == seed]
+        ratios = ", ".join(f"{k} x{v:.2f}" for k, v in zip(mine["kind"], mine["perplexity_ratio_80%"]))
+        worst_ll = mine.loc[mine["perplexity_ratio_80%"].idxmax(), "kind"] if len(mine) else "n/a"
+        lines.append(f"**Seed {int(seed)}:** with 80% of a kind's heads pruned, the share of the BLEU kept is {kept} "
+                     f"(most sensitive: {worst}{', as in the paper' if worst == 'enc_dec' else ', unlike the paper'}); "
+                     f"the perplexity reaches {ratios} times the unpruned model's (most sensitive: {worst_ll}"
+                     f"{', as in the paper' if worst_ll == 'enc_dec' else ', unlike the paper'}).")
+    return "\n\n".join(lines)
+
+
+# ---- chapter 09 --------------------------------------------------------------------------------
+def chapter_09(profile: str) -> str:
+    """Chapter 09's findings: per seed, what pruning 40% costs at the first and the last analysed
+    epoch, as a share of the BLEU kept and as the perplexity reached."""
+    bleu = read(profile, "09_importance_dynamics")
+    ll = read(profile, "09_importance_dynamics_likelihood")
+
+    def at40(run, column):
+        near = run.loc[run.groupby("epoch")["share"].apply(lambda s: (s - 0.4).abs().idxmin())]
+        return near.set_index("epoch")[column].sort_index()
+
+    lines = []
+    for seed, run in bleu.groupby("training_seed"):
+        kept = at40(run, "relative")
+        bases = run.drop_duplicates("epoch").set_index("epoch")["unpruned"].sort_index()
+        ratio = at40(ll[ll["training_seed"] == seed], "perplexity_ratio")
+        first, last = kept.index[0], kept.index[-1]
+        lines.append(f"**Seed {int(seed)}:** with 40% of the heads pruned by importance, {kept.iloc[0]:.0%} of the greedy "
+                     f"BLEU is kept after epoch {first} (BLEU {bases.iloc[0]:.1f}) and {kept.iloc[-1]:.0%} after epoch "
+                     f"{last} (BLEU {bases.iloc[-1]:.1f}); the perplexity reaches x{ratio.iloc[0]:.2f} and "
+                     f"x{ratio.iloc[-1]:.2f} of the unpruned checkpoint's. Pruning "
+                     + ("costs more early than late on both scores, as in the paper." if kept.iloc[0] < kept.iloc[-1] and
+                        ratio.iloc[0] > ratio.iloc[-1] else
+                        "costs more early than late on the likelihood only." if ratio.iloc[0] > ratio.iloc[-1] else
+                        "costs more early than late on BLEU only." if kept.iloc[0] < kept.iloc[-1] else
+                        "does not cost more early than late, unlike the paper."))
+    return "\n\n".join(lines)
+
+
+# ---- chapter 10 --------------------------------------------------------------------------------
+def chapter_10(profile: str) -> str:
+    """Chapter 10's findings: per task, the share prunable within tolerance on every seed, on the
+    task's metric and on the likelihood, beside the paper's flat stretch."""
+    bleu = read(profile, "10_appendix_summary")
+    ll = read(profile, "10_appendix_summary_likelihood")
+    lines = []
+    for model, part in bleu.groupby("model", sort=False):
+        mine = ll[ll["model"] == model].sort_values("training_seed")
+        part = part.sort_values("training_seed")
+        paper = part["paper_flat_until"].iloc[0]
+        versus = "" if pd.isna(paper) else f" (the paper's {part['paper_task'].iloc[0]}: flat to about {paper:.0%})"
+        lines.append(f"**{model}:** {_pct_list(part['prunable_share'])} of the heads can go within the tolerance on "
+                     f"{part['metric'].iloc[0]}, {_pct_list(mine['prunable_share'])} with the perplexity within 1%"
+                     f"{versus}.")
+    return "\n\n".join(lines)

@@ -149,3 +149,20 @@ def test_chapters_08_09_and_10_follow_their_tables(results):
                                                  for s in (0, 1)])
     assert findings.chapter_10("p") == ("**sentiment:** 40% and 40% of the heads can go within the tolerance on accuracy, "
                                         "10% and 10% with the perplexity within 1% (the paper's SST-2: flat to about 50%).")
+
+
+def test_chapter_11_follows_its_tables(results):
+    results("11_sets", [{"set": "select", "verses": 48, "perplexity": 51.5}, {"set": "report", "verses": 48, "perplexity": 70.1}])
+    grid = [{"layer": layer, "head": h, "change_pct": 40.0 if (layer, h) == (1, 3) else 2.0 * (h - 1), "significant": h != 1}
+            for layer in range(3) for h in range(4)]
+    results("11_one_head_grid", grid)
+    results("11_keep_one_head", [{"layer": layer, "change_pct": c, "significant": c > 10} for layer, c in enumerate((300.0, 4.0, 2.0))])
+    results("11_prunable_shares", [{"unit": u, "order": o, "prunable within 1%": 0.0, "prunable within 10%": 0.1,
+                                    "perplexity at 50%": 200.0 if o == "importance" else 9000.0}
+                                   for u in ("query heads", "KV groups") for o in ("importance", "random 0")])
+    results("11_speed", [{"batch_size": b, "variant": v, "median": 100.0 * (1.1 if v == "pruned" else 1.0), "flops": 100 if v == "pruned" else 110}
+                         for b in (1, 16) for v in ("original", "pruned", "gated")])
+    text = findings.chapter_11("p", 0.01)
+    assert "6 of 12 query heads raise the perplexity significantly" in text and "0.1 expected by chance" in text
+    assert "largest rise is +40.0% (layer 1, head 3)" in text and "2 of 3 layers lose nothing significant" in text
+    assert "+10.0% faster at batch 16 (100% of the +10.0% its FLOPs predict)" in text

@@ -265,9 +265,10 @@ def chapter_08(profile: str) -> str:
 
 
 # ---- chapter 09 --------------------------------------------------------------------------------
-def chapter_09(profile: str) -> str:
+def chapter_09(profile: str, min_base_share: float = 0.02) -> str:
     """Chapter 09's findings: per seed, what pruning 40% costs at the first and the last analysed
-    epoch, as a share of the BLEU kept and as the perplexity reached."""
+    epoch, as a share of the BLEU kept (over the epochs whose unpruned BLEU is at least
+    ``min_base_share`` of the last one's, as the chapter's verdict) and as the perplexity reached."""
     bleu = read(profile, "09_importance_dynamics")
     ll = read(profile, "09_importance_dynamics_likelihood")
 
@@ -277,19 +278,28 @@ def chapter_09(profile: str) -> str:
 
     lines = []
     for seed, run in bleu.groupby("training_seed"):
-        kept = at40(run, "relative")
         bases = run.drop_duplicates("epoch").set_index("epoch")["unpruned"].sort_index()
+        usable = [e for e, b in bases.items() if b > 0 and b >= min_base_share * bases.iloc[-1]]
         ratio = at40(ll[ll["training_seed"] == seed], "perplexity_ratio")
+        text = (f"**Seed {int(seed)}:** with 40% of the heads pruned by importance, the perplexity reaches "
+                f"x{ratio.iloc[0]:.2f} of the unpruned checkpoint's after epoch {ratio.index[0]} and x{ratio.iloc[-1]:.2f} "
+                f"after epoch {ratio.index[-1]}")
+        if not usable:
+            lines.append(text + "; no checkpoint has a usable BLEU, so BLEU cannot tell.")
+            continue
+        kept = at40(run, "relative").loc[usable]
         first, last = kept.index[0], kept.index[-1]
-        lines.append(f"**Seed {int(seed)}:** with 40% of the heads pruned by importance, {kept.iloc[0]:.0%} of the greedy "
-                     f"BLEU is kept after epoch {first} (BLEU {bases.iloc[0]:.1f}) and {kept.iloc[-1]:.0%} after epoch "
-                     f"{last} (BLEU {bases.iloc[-1]:.1f}); the perplexity reaches x{ratio.iloc[0]:.2f} and "
-                     f"x{ratio.iloc[-1]:.2f} of the unpruned checkpoint's. Pruning "
-                     + ("costs more early than late on both scores, as in the paper." if kept.iloc[0] < kept.iloc[-1] and
-                        ratio.iloc[0] > ratio.iloc[-1] else
-                        "costs more early than late on the likelihood only." if ratio.iloc[0] > ratio.iloc[-1] else
-                        "costs more early than late on BLEU only." if kept.iloc[0] < kept.iloc[-1] else
-                        "does not cost more early than late, unlike the paper."))
+        if first == last:
+            lines.append(text + f"; only epoch {first} has a usable BLEU ({bases[first]:.1f}), of which {kept.iloc[0]:.0%} "
+                         "is kept, so BLEU cannot compare early with late.")
+            continue
+        early_ll, early_bleu = ratio.iloc[0] > ratio.iloc[-1], kept.iloc[0] < kept.iloc[-1]
+        lines.append(text + f"; on greedy BLEU, {kept.iloc[0]:.0%} is kept after epoch {first} (BLEU {bases[first]:.1f}) "
+                     f"and {kept.iloc[-1]:.0%} after epoch {last} (BLEU {bases[last]:.1f}). Pruning "
+                     + ("costs more early than late on both scores, as in the paper." if early_ll and early_bleu else
+                        "costs more early than late on the likelihood only." if early_ll else
+                        "costs more early than late on BLEU only." if early_bleu else
+                        "does not cost more early than late on either score, unlike the paper."))
     return "\n\n".join(lines)
 
 

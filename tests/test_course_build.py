@@ -225,3 +225,22 @@ def test_seeds_expand_into_one_model_per_training_seed():
             course.model_specs({"name": "t", "models": {"nli": {**profile["models"]["nli"], "seeds": bad}}})
     with pytest.raises(ValueError, match="drop its `seeds`"):
         course.model_specs({"name": "t", "models": {"nli": {**profile["models"]["nli"], "checkpoint": "x"}}})
+
+
+def test_models_build_in_two_one_thread_processes_on_a_two_core_cpu(smoke, monkeypatch, capsys):
+    # the module's build ran with the default: on this Linux CPU of 2+ cores, two spawned processes
+    from helpers.heads.forked import usable_cores
+
+    monkeypatch.delenv(course.BUILD_PROCESSES_ENV, raising=False)
+    assert course.build_processes() == (2 if usable_cores() >= 2 else 1)
+    monkeypatch.setenv(course.BUILD_PROCESSES_ENV, "3")
+    assert course.build_processes() == 3
+    monkeypatch.setenv(course.BUILD_PROCESSES_ENV, "zero")
+    with pytest.raises(ValueError, match="must be a whole number >= 1"):
+        course.build_processes()
+    profile, summary = smoke
+    # every model was built once, and reported with its place in the whole
+    assert all(not r["reused_from_cache"] for r in summary["models"].values())
+    course.build(profile, progress=True, processes=2)  # all cached: nothing is spawned
+    err = capsys.readouterr().err
+    assert f"[1/{len(summary['models'])}]" in err and "cached in" in err and "processes of one thread" not in err

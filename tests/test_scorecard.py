@@ -188,3 +188,10 @@ def test_training_dynamics_on_likelihood_compare_the_perplexity_early_and_late(t
         card = _verdicts(tmp_path)[1].set_index("claim")
         assert (card.loc[early_claim, "likelihood verdict"], card.loc[late_claim, "likelihood verdict"]) == want
     assert card.loc[early_claim, "likelihood"] == "perplexity x1.50 at epoch 1, x1.20 at 16"
+
+
+def test_a_model_with_no_bleu_has_no_most_sensitive_kind(tmp_path):
+    _write(tmp_path / "p", "08_pruning_by_kind_summary", [{"kind": k, "relative_80%": float("nan")}
+                                                          for k in ("enc_self", "enc_dec", "dec_self")])
+    verdicts, _ = _verdicts(tmp_path)
+    assert verdicts["Enc-Dec attention depends on its heads most"] == NOT_REPRODUCED

@@ -253,10 +253,11 @@ def chapter_08(profile: str) -> str:
     lines = []
     for seed, part in bleu.groupby("training_seed"):
         kept = ", ".join(f"{k} {v:.0%}" for k, v in zip(part["kind"], part["relative_80%"]))
-        worst = part.loc[part["relative_80%"].idxmin(), "kind"]
+        worst = part.loc[part["relative_80%"].idxmin(), "kind"] if part["relative_80%"].notna().any() else "undefined"
         mine = ll[ll["training_seed"] == seed]
         ratios = ", ".join(f"{k} x{v:.2f}" for k, v in zip(mine["kind"], mine["perplexity_ratio_80%"]))
-        worst_ll = mine.loc[mine["perplexity_ratio_80%"].idxmax(), "kind"] if len(mine) else "n/a"
+        worst_ll = mine.loc[mine["perplexity_ratio_80%"].idxmax(), "kind"] if mine["perplexity_ratio_80%"].notna().any() \
+            else "undefined"
         lines.append(f"**Seed {int(seed)}:** with 80% of a kind's heads pruned, the share of the BLEU kept is {kept} "
                      f"(most sensitive: {worst}{', as in the paper' if worst == 'enc_dec' else ', unlike the paper'}); "
                      f"the perplexity reaches {ratios} times the unpruned model's (most sensitive: {worst_ll}"

@@ -240,6 +240,8 @@ def _enc_dec_most_sensitive_likelihood(r: Results) -> tuple[str, str]:
 def _enc_dec_most_sensitive(r: Results) -> tuple[str, str]:
     table = r["08_pruning_by_kind_summary"].set_index("kind")["relative_80%"]
     ours = ", ".join(f"{k} {v:.0%}" for k, v in table.items())
+    if table.isna().all():  # an unpruned BLEU of 0: no share of it to keep
+        return ours + " of the BLEU left at 80% pruned", NOT_REPRODUCED
     return ours + " of the BLEU left at 80% pruned", _three_way(table.idxmin() == "enc_dec", False)
 
 

@@ -19,7 +19,7 @@ def smoke(tmp_path_factory):
     mp.setenv("SIXTEEN_HEADS_CACHE", str(tmp_path_factory.mktemp("models")))
     profile = load_profile("smoke")
     t0 = time.perf_counter()
-    summary = course.build(profile, progress=False)
+    summary = course.build(profile, progress=False, processes=1)  # in this process: the resume test compares bits
     summary["test_seconds"] = time.perf_counter() - t0
     yield profile, summary
     mp.undo()
@@ -227,8 +227,9 @@ def test_seeds_expand_into_one_model_per_training_seed():
         course.model_specs({"name": "t", "models": {"nli": {**profile["models"]["nli"], "checkpoint": "x"}}})
 
 
-def test_models_build_in_two_one_thread_processes_on_a_two_core_cpu(smoke, monkeypatch, capsys):
-    # the module's build ran with the default: on this Linux CPU of 2+ cores, two spawned processes
+def test_models_build_in_two_one_thread_processes_on_a_two_core_cpu(smoke, tmp_path, monkeypatch, capsys):
+    """The default on this Linux CPU of 2+ cores: two spawned processes of one thread each; each
+    model is the one a one-thread build in this process makes, bit for bit."""
     from helpers.heads.forked import usable_cores
 
     monkeypatch.delenv(course.BUILD_PROCESSES_ENV, raising=False)
@@ -238,9 +239,21 @@ def test_models_build_in_two_one_thread_processes_on_a_two_core_cpu(smoke, monke
     monkeypatch.setenv(course.BUILD_PROCESSES_ENV, "zero")
     with pytest.raises(ValueError, match="must be a whole number >= 1"):
         course.build_processes()
-    profile, summary = smoke
-    # every model was built once, and reported with its place in the whole
-    assert all(not r["reused_from_cache"] for r in summary["models"].values())
-    course.build(profile, progress=True, processes=2)  # all cached: nothing is spawned
+    profile, _ = smoke
+    names = ["sentiment", "paraphrase"]
+    monkeypatch.setenv("SIXTEEN_HEADS_CACHE", str(tmp_path / "spawned"))
+    built = course.build(profile, only=names, progress=True, processes=2)
     err = capsys.readouterr().err
-    assert f"[1/{len(summary['models'])}]" in err and "cached in" in err and "processes of one thread" not in err
+    assert "building 2 models in 2 processes of one thread each" in err and "[2/2]" in err
+    assert all(not r["reused_from_cache"] for r in built["models"].values())
+    spawned = {n: course.load_classifier(profile, n)[0].state_dict() for n in names}
+    monkeypatch.setenv("SIXTEEN_HEADS_CACHE", str(tmp_path / "here"))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for name in names:
+            course.build_one(profile, name, progress=False)
+            here = course.load_classifier(profile, name)[0].state_dict()
+            assert all(torch.equal(here[k], spawned[name][k]) for k in here), name
+    finally:
+        torch.set_num_threads(threads)

@@ -270,12 +270,10 @@ def chapter_09(profile: str, min_base_share: float = 0.02) -> str:
     """Chapter 09's findings: per seed, what pruning 40% costs at the first and the last analysed
     epoch, as a share of the BLEU kept (over the epochs whose unpruned BLEU is at least
     ``min_base_share`` of the last one's, as the chapter's verdict) and as the perplexity reached."""
+    from .scorecard import at_share_by_epoch as at40
+
     bleu = read(profile, "09_importance_dynamics")
     ll = read(profile, "09_importance_dynamics_likelihood")
-
-    def at40(run, column):
-        near = run.loc[run.groupby("epoch")["share"].apply(lambda s: (s - 0.4).abs().idxmin())]
-        return near.set_index("epoch")[column].sort_index()
 
     lines = []
     for seed, run in bleu.groupby("training_seed"):

@@ -257,8 +257,13 @@ def _relative_at_40(r: Results) -> pd.Series:
     d = r["09_importance_dynamics"]
     bases = d.drop_duplicates("epoch").set_index("epoch")["unpruned"]
     usable = bases[bases >= 0.02 * bases.iloc[-1]].index
-    near = d.loc[d.groupby("epoch")["share"].apply(lambda s: (s - 0.4).abs().idxmin())]
-    return near.set_index("epoch")["relative"].loc[usable]
+    return at_share_by_epoch(d, "relative").loc[usable]
+
+
+def at_share_by_epoch(table: pd.DataFrame, column: str, share: float = 0.4) -> pd.Series:
+    """``column`` of each epoch's step nearest ``share`` pruned, by epoch (chapter 09's tables)."""
+    near = table.loc[table.groupby("epoch")["share"].apply(lambda s: (s - share).abs().idxmin())]
+    return near.set_index("epoch")[column].sort_index()
 
 
 def _early_hurts(r: Results) -> tuple[str, str]:
@@ -275,9 +280,7 @@ def _late_survives(r: Results) -> tuple[str, str]:
 
 def _perplexity_at_40(r: Results) -> pd.Series:
     """The perplexity with 40% pruned relative to the unpruned checkpoint's, by epoch (likelihood)."""
-    d = r["09_importance_dynamics"]
-    near = d.loc[d.groupby("epoch")["share"].apply(lambda s: (s - 0.4).abs().idxmin())]
-    return near.set_index("epoch")["perplexity_ratio"].sort_index()
+    return at_share_by_epoch(r["09_importance_dynamics"], "perplexity_ratio")
 
 
 def _early_hurts_likelihood(r: Results) -> tuple[str, str]:

@@ -35,6 +35,7 @@ from ..zoo.needs import check_local
 from ..zoo.recipes import TASKS, machine_info
 from . import shards
 from .profiles import PROFILES, load_profile
+from .progress import estimate_left, progress_line, recorded_model_seconds
 from .results import results_dir
 from .sweep_cache import stale_sweeps
 
@@ -233,17 +234,19 @@ def build(profile: dict, only: list[str] | None = None, force: bool = False, pro
     wanted = [name for name in specs if not only or name in only]
     todo = [name for name in wanted if force or not model_cache.is_built(model_dir(profile, name))]
     done: list[str] = []
+    recorded = recorded_model_seconds(profile["name"])  # the last build's, for the estimate
+    processes = build_processes() if processes is None else processes
 
     def report(name: str, record: dict, seconds: float, cached: bool) -> None:
         records[name] = {**record, "reused_from_cache": cached, "path": str(model_dir(profile, name))}
         done.append(name)
         if progress:
             line = ", ".join(f"{s} {v[record['metric']]:.3f}" for s, v in record["scores"].items())
-            print(f"[{len(done)}/{len(wanted)}] [{name}] {'cached' if cached else 'built'} in {seconds:.0f} s "
-                  f"({(time.perf_counter() - t0) / 60:.1f} min so far): {record['metric']} {line}",
+            left = estimate_left([n for n in todo if n not in done], recorded, processes)
+            print(progress_line(len(done), len(wanted), f"[{name}] {'cached' if cached else f'built in {seconds:.0f} s'}",
+                                time.perf_counter() - t0, left) + f"; {record['metric']} {line}",
                   file=sys.stderr, flush=True)
 
-    processes = build_processes() if processes is None else processes
     if processes > 1 and len(todo) > 1:
         if progress:
             print(f"building {len(todo)} models in {processes} processes of one thread each "

@@ -26,6 +26,7 @@ import yaml
 from ..zoo.locations import REPO as ROOT
 from . import shards
 from .profiles import load_profile, parameters_for, parse_overrides
+from .progress import estimate_left, progress_line, recorded_chapter_seconds
 
 NOTEBOOKS = ROOT / "notebooks"
 EXECUTED = ROOT / "book" / "executed"
@@ -63,6 +64,12 @@ def _cached(output: Path, key: str) -> bool:
     except (ValueError, KeyError):
         return False
     return meta.get("fingerprint") == key and meta.get("status") == "ok"
+
+
+def is_current(notebook: str, params: dict, output_dir: Path = EXECUTED, models: str = "") -> bool:
+    """Whether ``run_notebook`` would reuse the executed copy instead of running ``notebook``."""
+    source = NOTEBOOKS / f"{notebook}.ipynb"
+    return source.exists() and _cached(output_dir / f"{notebook}.ipynb", fingerprint(source, params, models))
 
 
 def launch_links(notebook: str, profile: str) -> str:
@@ -118,6 +125,36 @@ def fold_parameters(nb, params: dict) -> None:
         tags.append("remove-cell")
 
 
+def ipc_kernel_manager() -> type | None:
+    """A kernel manager whose kernel talks over local socket files (ZeroMQ's IPC transport)
+    instead of TCP ports: nothing listens on the network, and the kernel does not warn that it
+    runs over TCP without encryption. The files live in Jupyter's runtime folder under a
+    name of their own and are removed when the kernel shuts down. ``None`` (nbclient's default,
+    TCP) where ZeroMQ has no IPC transport (Windows)."""
+    import uuid
+
+    import zmq
+    from jupyter_client import AsyncKernelManager
+    from jupyter_core.paths import jupyter_runtime_dir
+    from traitlets import default
+
+    if not zmq.has("ipc"):
+        return None
+
+    class IPCKernelManager(AsyncKernelManager):
+        @default("transport")
+        def _transport_default(self) -> str:
+            return "ipc"
+
+        @default("ip")
+        def _ip_default(self) -> str:
+            folder = Path(jupyter_runtime_dir())
+            folder.mkdir(parents=True, exist_ok=True)
+            return str(folder / f"sixteen-heads-{uuid.uuid4().hex[:12]}-ipc")
+
+    return IPCKernelManager
+
+
 def run_notebook(notebook: str, params: dict, output_dir: Path = EXECUTED, force: bool = False,
                  models: str = "") -> tuple[Path, float, bool]:
     """Execute one notebook; returns (executed path, seconds, reused from cache). ``models``
@@ -134,10 +171,12 @@ def run_notebook(notebook: str, params: dict, output_dir: Path = EXECUTED, force
         return output, 0.0, True
     output_dir.mkdir(parents=True, exist_ok=True)
     partial = output.with_suffix(".running.ipynb")
+    manager = ipc_kernel_manager()
     start = time.perf_counter()
     try:
         pm.execute_notebook(str(source), str(partial), parameters=params, cwd=str(ROOT),
-                            kernel_name="python3", progress_bar=False)
+                            kernel_name="python3", progress_bar=False,
+                            **({"kernel_manager_class": manager} if manager else {}))
     except pm.PapermillExecutionError as err:
         first_line = next(iter((err.source or "").strip().splitlines()), "")
         raise NotebookFailed(
@@ -182,6 +221,11 @@ def main(argv: list[str] | None = None) -> int:
     from ..zoo.locations import MissingDownloadError
     from ..zoo.needs import check_local
     from .course import models_key
+    from .parameters import checked_overrides
+
+    # every -p is checked against the chapters' parameters cells before anything runs, and goes
+    # only to the chapters that declare it
+    per_chapter = checked_overrides({n: NOTEBOOKS / f"{n}.ipynb" for n in names}, overrides) if overrides else {}
 
     try:
         check_local(profile)
@@ -189,12 +233,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"FAILED before running any notebook: {err}", file=sys.stderr)
         return 1
     models = models_key(profile)
+    params = {name: parameters_for(profile, name, per_chapter.get(name, {})) for name in names}
+    pending = [n for n in names if args.force or not is_current(n, params[n], args.output_dir, models)]
+    recorded = recorded_chapter_seconds(args.profile)
     total = time.perf_counter()
     for i, name in enumerate(names, 1):
-        print(f"[{i}/{len(names)}] {name} ({args.profile}) ...", flush=True)
+        left = [n for n in pending if names.index(n) >= i - 1]
+        estimate = "cached, not run again" if name not in pending else estimate_left(left, recorded)
+        print(progress_line(i, len(names), f"{name} ({args.profile})", time.perf_counter() - total, estimate), flush=True)
         try:
-            path, seconds, reused = run_notebook(name, parameters_for(profile, name, overrides), args.output_dir,
-                                                 args.force, models)
+            path, seconds, reused = run_notebook(name, params[name], args.output_dir, args.force, models)
         except NotebookFailed as err:
             print(f"FAILED: {err}", file=sys.stderr)
             return 1

@@ -20,6 +20,7 @@ command that fetches it.
 """
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,7 +79,7 @@ def _hugging_face(reference: Reference, num_labels: int | None, seed: int):
     torch.manual_seed(seed)
     cls, kwargs = _auto_class(num_labels)
     try:
-        return cls.from_pretrained(folder, **kwargs), AutoTokenizer.from_pretrained(folder)
+        return _from_pretrained(cls, folder, name, seed, **kwargs), AutoTokenizer.from_pretrained(folder)
     except OSError as err:
         raise MissingDownloadError(
             f"could not load {name!r}: it is not a local folder and the Hugging Face hub is not reachable "
@@ -87,6 +88,48 @@ def _hugging_face(reference: Reference, num_labels: int | None, seed: int):
             f"--profile paper download`); a folder under data/ with the hub name is found by that name, any other "
             f"folder can be passed as the model parameter."
         ) from err
+
+
+# The parameters a checkpoint of an encoder lacks by design when it becomes a classifier
+NEW_HEAD_PREFIXES = ("classifier.", "score.")
+
+
+class _HeldLoadReports(logging.Filter):
+    """Holds back transformers' "LOAD REPORT" records (a table) so the caller decides whether
+    they are news."""
+
+    def __init__(self):
+        super().__init__()
+        self.held: list[logging.LogRecord] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "LOAD REPORT" in record.getMessage():
+            self.held.append(record)
+            return False
+        return True
+
+
+def _from_pretrained(cls, folder: Path, name: str, seed: int, **kwargs) -> nn.Module:
+    """``cls.from_pretrained(folder, **kwargs)``. When the only difference between checkpoint and
+    model is the new classification head (``NEW_HEAD_PREFIXES``), transformers' load report (a
+    table of "MISSING" keys, which reads like a failure) becomes one line; any other difference
+    (a missing encoder weight, an unexpected or mismatched key) is reported in full, as before."""
+    logger = logging.getLogger("transformers.modeling_utils")
+    reports = _HeldLoadReports()
+    logger.addFilter(reports)
+    try:
+        model, info = cls.from_pretrained(folder, output_loading_info=True, **kwargs)
+    finally:
+        logger.removeFilter(reports)
+    missing = sorted(info["missing_keys"])
+    expected = (missing and all(k.startswith(NEW_HEAD_PREFIXES) for k in missing)
+                and not info["unexpected_keys"] and not info["mismatched_keys"] and not info["error_msgs"])
+    if expected:
+        print(f"{type(model).__name__}: encoder {name!r}, new classification head ({', '.join(missing)}) initialised from seed {seed}", flush=True)
+    else:
+        for record in reports.held:
+            logger.handle(record)
+    return model
 
 
 def _trained(reference: Reference, num_labels: int | None, seed: int):

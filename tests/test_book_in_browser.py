@@ -111,3 +111,13 @@ def test_scorecard_leads_with_its_table_not_its_styling_code(browser, smoke_book
     claims = text.index("The claims")
     assert "Few heads matter alone" in text[claims:text.index("By section")]
     assert "Show code cell source" in text  # the code is one click away, not gone
+
+
+def test_what_it_costs_page_shows_the_recorded_build(browser, smoke_book):
+    text = _visible_text(browser, smoke_book / "book" / "executed" / "15_what_it_costs.html")
+    for heading in ("What it costs", "The machine", "The models", "The chapters", "Disk"):
+        assert heading in text, f"the costs page lacks its {heading!r} section"
+    assert re.search(r"The \d+ chapters with a recorded run took [\d.]+ (s|min)", text), text[:2000]
+    assert "01_gates_and_pruning" in text and "cpu_model" in text
+    teaching = smoke_book / "book" / "executed" / "14_teaching_guide.html"
+    assert "15_what_it_costs.html" in teaching.read_text(encoding="utf-8")  # the guide links to it

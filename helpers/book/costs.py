@@ -1,0 +1,103 @@
+"""What a build costs, read from what it recorded: each chapter's seconds
+(``results/<profile>/run_times.csv``, written by the runner), each model's training time and the
+machine (``results/<profile>/models.json``, written by ``make models``), and the bytes the
+caches hold on disk. The "What it costs" chapter shows these tables."""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from .results import results_dir
+
+MB = 1024 * 1024
+
+
+def chapter_times(profile: str, chapters: Sequence[str]) -> pd.DataFrame:
+    """One row per chapter of ``chapters`` (book order): ``seconds`` and ``finished`` (UTC) of its
+    last complete run, NaN for a chapter not run yet on this profile."""
+    path = results_dir(profile) / "run_times.csv"
+    times = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["notebook", "seconds", "finished"])
+    return pd.DataFrame({"notebook": list(chapters)}).merge(times, on="notebook", how="left")
+
+
+def read_models(profile: str) -> dict:
+    """``models.json`` of ``profile`` (``{}`` before the first ``make models``)."""
+    path = results_dir(profile) / "models.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def model_times(summary: dict) -> pd.DataFrame:
+    """One row per trained model run of a ``models.json`` summary: task, training minutes, the
+    machine that trained it, when, and whether the last build reused it from the cache."""
+    rows = [{"model": name, "task": m.get("task"), "train_minutes": m["train_seconds"] / 60,
+             "trained_on": m.get("machine"), "built": m.get("built"), "reused_from_cache": m.get("reused_from_cache")}
+            for name, m in summary.get("models", {}).items() if m.get("train_seconds") is not None]
+    return pd.DataFrame(rows, columns=["model", "task", "train_minutes", "trained_on", "built", "reused_from_cache"])
+
+
+def folder_bytes(folder: Path) -> int:
+    """Bytes of every file under ``folder`` (0 if it does not exist); links are not followed."""
+    folder = Path(folder)
+    if not folder.exists():
+        return 0
+    return sum(p.lstat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def cache_sizes(summary: dict, converted_root: Path) -> pd.DataFrame:
+    """Disk use of the cache a build leaves, in MB: per model run of ``summary`` its files
+    (weights, data, checkpoints) and its sweeps (model outputs under head masks), then each
+    shipped model converted under ``converted_root`` (e.g. SmolLM2)."""
+    rows = []
+    for name, m in summary.get("models", {}).items():
+        folder = Path(m["path"])
+        sweeps = folder_bytes(folder / "sweeps")
+        rows.append({"what": name, "model_mb": (folder_bytes(folder) - sweeps) / MB, "sweeps_mb": sweeps / MB})
+    root = Path(converted_root)
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()) if root.exists() else []:
+        rows.append({"what": f"converted: {folder.name}", "model_mb": folder_bytes(folder) / MB, "sweeps_mb": 0.0})
+    return pd.DataFrame(rows, columns=["what", "model_mb", "sweeps_mb"])
+
+
+def machine_table(summary: dict) -> pd.DataFrame:
+    """The machine of a ``models.json`` summary, one row per property."""
+    machine = summary.get("machine", {})
+    return pd.DataFrame({"value": [str(v) for v in machine.values()]}, index=pd.Index(list(machine), name="machine"))
+
+
+def summary_text(profile: str, summary: dict, models: pd.DataFrame, times: pd.DataFrame, disk: pd.DataFrame) -> str:
+    """The page's paragraph, every number from the tables above it (Markdown)."""
+    from .progress import duration
+
+    if not summary and times["seconds"].isna().all():
+        return f"No build of the `{profile}` profile has been recorded here yet: run `make book PROFILE={profile}`."
+    parts = []
+    machine = summary.get("machine", {})
+    if machine:
+        parts.append(f"On {machine.get('cpu_model', 'this machine')} with {machine.get('cpus', '?')} CPUs "
+                     f"(torch {machine.get('torch', '?')}), the")
+    else:
+        parts.append("The")
+    if len(models):
+        reused = int(models["reused_from_cache"].fillna(False).astype(bool).sum())
+        parts.append(f" {len(models)} model runs trained for {duration(models['train_minutes'].sum() * 60)} in all")
+        if summary.get("seconds_this_run") is not None:
+            parts.append(f"; the last `make models` took {duration(summary['seconds_this_run'])} of wall time"
+                         + (f" and reused {reused} of them from the cache" if reused else ", training every one"))
+        parts.append(". ")
+    else:
+        parts.append(" models have no recorded training time. ")
+    ran = times.dropna(subset=["seconds"])
+    if len(ran):
+        longest = ran.loc[ran["seconds"].idxmax()]
+        parts.append(f"The {len(ran)} chapters with a recorded run took {duration(ran['seconds'].sum())}, the longest "
+                     f"`{longest['notebook']}` ({duration(longest['seconds'])}). ")
+    missing = times.loc[times["seconds"].isna(), "notebook"].tolist()
+    if missing:
+        parts.append(f"Not run yet on this profile: {', '.join(f'`{m}`' for m in missing)}. ")
+    if len(disk):
+        total, sweeps = disk["model_mb"].sum() + disk["sweeps_mb"].sum(), disk["sweeps_mb"].sum()
+        parts.append(f"The caches hold {total / 1024:.2f} GB for this profile, {sweeps / 1024:.2f} GB of it sweeps.")
+    return "".join(parts).strip()

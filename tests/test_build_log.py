@@ -1,0 +1,162 @@
+"""The build says where it is, its log holds no false alarms, and bad parameters are refused
+before anything runs."""
+import logging
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers.book import progress, runner
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# ---- progress lines ---------------------------------------------------------------------------
+
+def test_durations_read_naturally():
+    assert progress.duration(42.4) == "42 s"
+    assert progress.duration(210) == "3.5 min"
+    assert progress.duration(3900) == "1 h 05 min"
+
+
+def test_the_estimate_sums_the_recorded_times_of_what_is_left():
+    recorded = {"a": 60.0, "b": 120.0, "c": 600.0}
+    assert progress.estimate_left(["b", "c"], recorded) == "about 12.0 min left (last recorded times)"
+    assert progress.estimate_left(["b", "c"], recorded, parallel=2) == "about 6.0 min left (last recorded times)"
+    assert progress.estimate_left(["b", "new"], recorded) == (
+        "about 2.0 min left for the 1 of 2 with a recorded time (last recorded times)")
+    assert progress.estimate_left(["new"], recorded).startswith("no estimate of what is left yet")
+    assert progress.estimate_left([], recorded) == "nothing left"
+    line = progress.progress_line(6, 14, "06_pruning_curves", 738, "about 20.5 min left")
+    assert line == "[6/14] 06_pruning_curves: 12.3 min so far, about 20.5 min left"
+
+
+def test_recorded_times_are_read_from_the_results(tmp_path, monkeypatch):
+    monkeypatch.setenv("SIXTEEN_HEADS_RESULTS", str(tmp_path))
+    assert progress.recorded_chapter_seconds("p") == {}
+    (tmp_path / "p" / "run_times.csv").write_text("notebook,seconds,finished\n01_a,12.5,x\n02_b,3.0,y\n")
+    assert progress.recorded_chapter_seconds("p") == {"01_a": 12.5, "02_b": 3.0}
+    (tmp_path / "p" / "models.json").write_text('{"models": {"m@0": {"train_seconds": 61.0}, "n": {}}}')
+    assert progress.recorded_model_seconds("p") == {"m@0": 61.0}
+
+
+# ---- parameters checked before anything runs ------------------------------------------------------
+
+def _snapshot(folder: Path) -> dict:
+    return {p: p.stat().st_mtime_ns for p in folder.rglob("*")} if folder.exists() else {}
+
+
+@pytest.mark.parametrize("override, message", [
+    ("nosuch=1", r"unknown parameter 'nosuch': the chapter does not declare it\. Parameters: 03_ablating_one_head: "
+                 r"classifier, .*\bbeam\b"),
+    ("beems=1", r"unknown parameter 'beems'"),
+    ("beam=five", r"parameter beam='five' does not fit chapter 03_ablating_one_head: it takes a whole number "
+                  r"\(its default is 5\)"),
+    ("alpha=[1, 2]", r"parameter alpha=\[1, 2\] does not fit chapter 03_ablating_one_head: it takes a number"),
+])
+def test_bad_parameters_are_refused_before_anything_runs(override, message, tmp_path, monkeypatch):
+    monkeypatch.setenv("SIXTEEN_HEADS_RESULTS", str(tmp_path / "results"))
+    before = _snapshot(tmp_path)
+    with pytest.raises(SystemExit, match=message):
+        runner.main(["--profile", "smoke", "--only", "03_ablating_one_head", "-p", override,
+                     "--output-dir", str(tmp_path / "executed")])
+    assert _snapshot(tmp_path) == before  # no result file and no executed notebook written
+    assert not (tmp_path / "executed").exists()
+
+
+def test_an_override_goes_only_to_the_chapters_that_declare_it():
+    sources = {n: runner.NOTEBOOKS / f"{n}.ipynb" for n in ("01_gates_and_pruning", "03_ablating_one_head")}
+    checked = runner_checked(sources, {"beam": 3, "alpha": 1})
+    assert checked == {"01_gates_and_pruning": {}, "03_ablating_one_head": {"beam": 3, "alpha": 1.0}}
+    assert isinstance(checked["03_ablating_one_head"]["alpha"], float)  # an int is taken where a float is expected
+    with pytest.raises(SystemExit, match="no chapter run here declares it"):
+        runner_checked(sources, {"nosuch": 1})
+
+
+def runner_checked(sources, overrides):
+    from helpers.book.parameters import checked_overrides
+
+    return checked_overrides(sources, overrides)
+
+
+# ---- a clean log --------------------------------------------------------------------------------
+
+def test_a_new_classifier_head_is_one_line_not_a_load_report(capsys, caplog):
+    from helpers.zoo import registry
+
+    with caplog.at_level(logging.WARNING):
+        model, _ = registry.load_model("minilm", num_labels=3)
+    out = capsys.readouterr()
+    assert "LOAD REPORT" not in caplog.text + out.out + out.err
+    assert re.search(r"encoder 'minilm', new classification head \(classifier\.bias, classifier\.weight\) "
+                     r"initialised from seed \d+", out.out)
+    assert model.config.num_labels == 3
+
+
+def test_a_real_loading_problem_is_still_reported_in_full(tmp_path, caplog):
+    """A checkpoint that lacks encoder weights (a masked-LM checkpoint has no pooler, and weights
+    a classifier does not use) keeps transformers' full report."""
+    from transformers import AutoModelForSequenceClassification, BertConfig, BertForMaskedLM
+
+    from helpers.zoo.registry import _from_pretrained
+
+    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
+    BertForMaskedLM(config).save_pretrained(tmp_path)
+    with caplog.at_level(logging.WARNING):
+        _from_pretrained(AutoModelForSequenceClassification, tmp_path, "masked-lm", 0, num_labels=2)
+    assert "LOAD REPORT" in caplog.text and "pooler" in caplog.text
+
+
+def _run(args: list[str], env: dict) -> str:
+    done = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout + done.stderr
+
+
+def _own_deprecations(log: str) -> list[str]:
+    """Deprecation warnings whose source file is in this project (helpers/, notebooks, tests)."""
+    pattern = re.compile(r"^(?P<file>\S+?\.py):\d+: (?:\w+\.)*(?:Deprecation|PendingDeprecation|Future)Warning", re.M)
+    own = (str(ROOT / "helpers"), str(ROOT / "tests"), "<ipython-input", "/tmp/ipykernel")
+    return [m.group(0) for m in pattern.finditer(log) if m["file"].startswith(own)]
+
+
+def test_smoke_model_build_and_runner_log_is_clean(tmp_path):
+    """The smoke model build from an empty cache and a chapter run hold no LOAD REPORT table, no
+    kernel warning about TCP, and no deprecation warning raised in our own files (warnings that
+    Python hides by default are shown here)."""
+    env = {**os.environ, "SIXTEEN_HEADS_CACHE": str(tmp_path / "cache"), "SIXTEEN_HEADS_RESULTS": str(tmp_path / "results"),
+           "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "default::DeprecationWarning,default::PendingDeprecationWarning"}
+    log = _run(["-m", "helpers.book.course", "--profile", "smoke"], env)
+    assert re.search(r"^\[1/\d+\] \[\S+\] built in \d+ s: \d+ s so far", log, re.M), log[-2000:]
+    log += _run(["-m", "helpers.book.runner", "--profile", "smoke", "--only", "03_ablating_one_head",
+                 "--output-dir", str(tmp_path / "executed")], env)
+    assert re.search(r"^\[1/1\] 03_ablating_one_head \(smoke\): 0 s so far, no estimate of what is left yet", log, re.M)
+    assert "LOAD REPORT" not in log
+    assert "Kernel is running over TCP" not in log
+    assert _own_deprecations(log) == []
+
+
+# ---- the front door -----------------------------------------------------------------------------
+
+def test_readme_is_short_and_its_runner_commands_pass_the_parameter_check():
+    import shlex
+
+    from helpers.book.parameters import checked_overrides
+    from helpers.book.profiles import load_profile, parse_overrides
+
+    text = (ROOT / "README.md").read_text()
+    assert len(text) <= 8000, f"README.md has {len(text)} characters; the front door stays under 8,000"
+    commands = re.findall(r"^\.venv/bin/python -m helpers\.book\.runner (.+)$", text, re.M)
+    assert commands, "the README shows how to rerun a chapter"
+    for command in commands:
+        words = shlex.split(command)
+        profile = load_profile(words[words.index("--profile") + 1])
+        chapter = words[words.index("--only") + 1]
+        assert chapter in profile["notebooks"]
+        overrides = parse_overrides([words[i + 1] for i, w in enumerate(words) if w == "-p"])
+        assert checked_overrides({chapter: runner.NOTEBOOKS / f"{chapter}.ipynb"}, overrides)[chapter] == overrides
+    for target in re.findall(r"make (\w+)", text):
+        assert re.search(rf"^{target}:", (ROOT / "Makefile").read_text(), re.M), f"make {target} is not a Makefile target"

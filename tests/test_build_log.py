@@ -68,18 +68,14 @@ def test_bad_parameters_are_refused_before_anything_runs(override, message, tmp_
 
 
 def test_an_override_goes_only_to_the_chapters_that_declare_it():
+    from helpers.book.parameters import checked_overrides
+
     sources = {n: runner.NOTEBOOKS / f"{n}.ipynb" for n in ("01_gates_and_pruning", "03_ablating_one_head")}
-    checked = runner_checked(sources, {"beam": 3, "alpha": 1})
+    checked = checked_overrides(sources, {"beam": 3, "alpha": 1})
     assert checked == {"01_gates_and_pruning": {}, "03_ablating_one_head": {"beam": 3, "alpha": 1.0}}
     assert isinstance(checked["03_ablating_one_head"]["alpha"], float)  # an int is taken where a float is expected
     with pytest.raises(SystemExit, match="no chapter run here declares it"):
-        runner_checked(sources, {"nosuch": 1})
-
-
-def runner_checked(sources, overrides):
-    from helpers.book.parameters import checked_overrides
-
-    return checked_overrides(sources, overrides)
+        checked_overrides(sources, {"nosuch": 1})
 
 
 # ---- a clean log --------------------------------------------------------------------------------
@@ -142,21 +138,17 @@ def test_smoke_model_build_and_runner_log_is_clean(tmp_path):
 # ---- the front door -----------------------------------------------------------------------------
 
 def test_readme_is_short_and_its_runner_commands_pass_the_parameter_check():
-    import shlex
-
-    from helpers.book.parameters import checked_overrides
+    from helpers.book.parameters import check_runner_command
     from helpers.book.profiles import load_profile, parse_overrides
 
     text = (ROOT / "README.md").read_text()
     assert len(text) <= 8000, f"README.md has {len(text)} characters; the front door stays under 8,000"
-    commands = re.findall(r"^\.venv/bin/python -m helpers\.book\.runner (.+)$", text, re.M)
+    commands = re.findall(r"^(\.venv/bin/python -m helpers\.book\.runner .+)$", text, re.M)
     assert commands, "the README shows how to rerun a chapter"
     for command in commands:
-        words = shlex.split(command)
-        profile = load_profile(words[words.index("--profile") + 1])
-        chapter = words[words.index("--only") + 1]
+        profile = load_profile(re.search(r"--profile (\S+)", command)[1])
+        chapter, overrides = check_runner_command(command)
         assert chapter in profile["notebooks"]
-        overrides = parse_overrides([words[i + 1] for i, w in enumerate(words) if w == "-p"])
-        assert checked_overrides({chapter: runner.NOTEBOOKS / f"{chapter}.ipynb"}, overrides)[chapter] == overrides
+        assert overrides == parse_overrides(re.findall(r"-p (\S+)", command))
     for target in re.findall(r"make (\w+)", text):
         assert re.search(rf"^{target}:", (ROOT / "Makefile").read_text(), re.M), f"make {target} is not a Makefile target"

@@ -38,7 +38,7 @@ def test_tables_add_up_to_what_was_recorded(recorded):
     times = costs.chapter_times("p", ["01_a", "02_b", "03_c"])
     assert list(times["notebook"]) == ["01_a", "02_b", "03_c"]
     assert times["seconds"].iloc[:2].tolist() == [90.0, 30.0] and pd.isna(times["seconds"].iloc[2])
-    summary = costs.read_models("p")
+    summary = results.read_models_summary("p")
     models = costs.model_times(summary)
     assert models.set_index("model")["train_minutes"].to_dict() == {"m@0": 2.0, "m@1": 1.0}
     disk = costs.cache_sizes(summary, converted).set_index("what")
@@ -53,7 +53,7 @@ def test_the_paragraph_follows_the_recorded_numbers(recorded):
     chapters = ["01_a", "02_b", "03_c"]
 
     def text():
-        summary = costs.read_models("p")
+        summary = results.read_models_summary("p")
         return costs.summary_text("p", summary, costs.model_times(summary), costs.chapter_times("p", chapters),
                                   costs.cache_sizes(summary, converted))
 
@@ -72,7 +72,7 @@ def test_the_paragraph_follows_the_recorded_numbers(recorded):
 
 def test_before_any_build_the_page_says_so(tmp_path, monkeypatch):
     monkeypatch.setenv("SIXTEEN_HEADS_RESULTS", str(tmp_path))
-    summary = costs.read_models("fresh")
+    summary = results.read_models_summary("fresh")
     assert summary == {}
     times = costs.chapter_times("fresh", ["01_a"])
     text = costs.summary_text("fresh", summary, costs.model_times(summary), times,

@@ -4,13 +4,12 @@ machine (``results/<profile>/models.json``, written by ``make models``), and the
 caches hold on disk. The "What it costs" chapter shows these tables."""
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
-from .results import results_dir
+from .results import read_run_times
 
 MB = 1024 * 1024
 
@@ -18,15 +17,7 @@ MB = 1024 * 1024
 def chapter_times(profile: str, chapters: Sequence[str]) -> pd.DataFrame:
     """One row per chapter of ``chapters`` (book order): ``seconds`` and ``finished`` (UTC) of its
     last complete run, NaN for a chapter not run yet on this profile."""
-    path = results_dir(profile) / "run_times.csv"
-    times = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["notebook", "seconds", "finished"])
-    return pd.DataFrame({"notebook": list(chapters)}).merge(times, on="notebook", how="left")
-
-
-def read_models(profile: str) -> dict:
-    """``models.json`` of ``profile`` (``{}`` before the first ``make models``)."""
-    path = results_dir(profile) / "models.json"
-    return json.loads(path.read_text()) if path.exists() else {}
+    return pd.DataFrame({"notebook": list(chapters)}).merge(read_run_times(profile), on="notebook", how="left")
 
 
 def model_times(summary: dict) -> pd.DataFrame:

@@ -55,3 +55,18 @@ def checked_overrides(sources: Mapping[str, Path], overrides: Mapping[str, Any])
                        for name, value in overrides.items() if name in params}
             for notebook, params in declared.items()}
 
+
+
+def check_runner_command(command: str) -> tuple[str, dict[str, Any]]:
+    """``(chapter, checked overrides)`` of a runner command line as the README and the teaching
+    guide print it (``... helpers.book.runner --profile P --only CHAPTER -p name=value ...``);
+    ``SystemExit`` as ``checked_overrides`` when an override does not fit the chapter."""
+    import shlex
+
+    from .profiles import parse_overrides
+    from .runner import NOTEBOOKS
+
+    words = shlex.split(command)
+    chapter = words[words.index("--only") + 1]
+    overrides = parse_overrides([words[i + 1] for i, w in enumerate(words) if w == "-p"])
+    return chapter, checked_overrides({chapter: NOTEBOOKS / f"{chapter}.ipynb"}, overrides)[chapter]

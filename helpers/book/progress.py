@@ -3,12 +3,9 @@ left, estimated from the times the last build recorded (``run_times.csv`` for ch
 ``models.json`` for models)."""
 from __future__ import annotations
 
-import csv
-import json
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
-from .results import results_dir
+from .results import read_models_summary, read_run_times
 
 
 def duration(seconds: float) -> str:
@@ -42,24 +39,20 @@ def progress_line(index: int, total: int, name: str, elapsed: float, estimate: s
 
 
 def recorded_chapter_seconds(profile: str) -> dict[str, float]:
-    """``{notebook: seconds}`` of the last complete run of each chapter (empty before the first)."""
-    return _read_csv(results_dir(profile) / "run_times.csv")
+    """``{notebook: seconds}`` of the last complete run of each chapter (empty before the first,
+    or when the file cannot be read: the estimate is a courtesy, never a reason to stop)."""
+    try:
+        times = read_run_times(profile)
+        return {str(n): float(s) for n, s in zip(times["notebook"], times["seconds"])}
+    except (OSError, ValueError, KeyError):
+        return {}
 
 
 def recorded_model_seconds(profile: str) -> dict[str, float]:
     """``{model run: training seconds}`` of the models the last ``make models`` built (models
     it reused from the cache keep the time of the build that trained them)."""
-    path = results_dir(profile) / "models.json"
     try:
-        models = json.loads(path.read_text())["models"]
-    except (OSError, ValueError, KeyError):
+        models = read_models_summary(profile).get("models", {})
+    except (OSError, ValueError):
         return {}
     return {name: float(m["train_seconds"]) for name, m in models.items() if m.get("train_seconds") is not None}
-
-
-def _read_csv(path: Path) -> dict[str, float]:
-    try:
-        with open(path, newline="") as f:
-            return {row["notebook"]: float(row["seconds"]) for row in csv.DictReader(f)}
-    except (OSError, KeyError, ValueError):
-        return {}

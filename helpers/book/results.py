@@ -30,16 +30,30 @@ def save_table(df: pd.DataFrame, profile: str, name: str) -> Path:
     return path
 
 
+def read_run_times(profile: str) -> pd.DataFrame:
+    """``results/<profile>/run_times.csv``: one row per chapter's last complete run (notebook,
+    seconds, finished: UTC time); no rows before the first run."""
+    path = results_dir(profile) / "run_times.csv"
+    return pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["notebook", "seconds", "finished"])
+
+
+def read_models_summary(profile: str) -> dict:
+    """``results/<profile>/models.json``, as ``make models`` wrote it (``{}`` before the first)."""
+    import json
+
+    path = results_dir(profile) / "models.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
 def record_run_time(profile: str, notebook: str, seconds: float) -> Path:
     """Keep ``results/<profile>/run_times.csv`` (notebook, seconds, finished: UTC time) up to date
-    with the last complete run of ``notebook``; the teaching guide reads it."""
+    with the last complete run of ``notebook``; the progress lines and the costs page read it."""
     import datetime
 
-    path = results_dir(profile) / "run_times.csv"
-    table = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["notebook", "seconds", "finished"])
+    table = read_run_times(profile)
     row = pd.DataFrame([{"notebook": notebook, "seconds": round(seconds, 1),
                          "finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")}])
     table = pd.concat([table[table["notebook"] != notebook], row], ignore_index=True).sort_values("notebook")
-    with atomic_path(path) as tmp:
+    with atomic_path(results_dir(profile) / "run_times.csv") as tmp:
         table.to_csv(tmp, index=False)
-    return path
+    return results_dir(profile) / "run_times.csv"

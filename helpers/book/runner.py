@@ -13,6 +13,7 @@ run again (``--force`` reruns).
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -125,6 +126,7 @@ def fold_parameters(nb, params: dict) -> None:
         tags.append("remove-cell")
 
 
+@functools.lru_cache(maxsize=1)
 def ipc_kernel_manager() -> type | None:
     """A kernel manager whose kernel talks over local socket files (ZeroMQ's IPC transport)
     instead of TCP ports: nothing listens on the network, and the kernel does not warn that it
@@ -238,8 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     recorded = recorded_chapter_seconds(args.profile)
     total = time.perf_counter()
     for i, name in enumerate(names, 1):
-        left = [n for n in pending if names.index(n) >= i - 1]
-        estimate = "cached, not run again" if name not in pending else estimate_left(left, recorded)
+        estimate = estimate_left(pending[pending.index(name):], recorded) if name in pending else "cached, not run again"
         print(progress_line(i, len(names), f"{name} ({args.profile})", time.perf_counter() - total, estimate), flush=True)
         try:
             path, seconds, reused = run_notebook(name, params[name], args.output_dir, args.force, models)

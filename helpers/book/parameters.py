@@ -63,10 +63,10 @@ def check_runner_command(command: str) -> tuple[str, dict[str, Any]]:
     ``SystemExit`` as ``checked_overrides`` when an override does not fit the chapter."""
     import shlex
 
+    from ..zoo.locations import REPO
     from .profiles import parse_overrides
-    from .runner import NOTEBOOKS
 
     words = shlex.split(command)
     chapter = words[words.index("--only") + 1]
     overrides = parse_overrides([words[i + 1] for i, w in enumerate(words) if w == "-p"])
-    return chapter, checked_overrides({chapter: NOTEBOOKS / f"{chapter}.ipynb"}, overrides)[chapter]
+    return chapter, checked_overrides({chapter: REPO / "notebooks" / f"{chapter}.ipynb"}, overrides)[chapter]

@@ -11,10 +11,11 @@ import torch
 import helpers
 from helpers.book import course
 from helpers.book.head_effects import classifier_effects, translation_likelihood_effects
-from helpers.heads.ablation import one_head_configs
+from helpers.heads.ablation import all_but_one_configs, one_head_configs
+from helpers.heads.config_batches import UNMASKED
 from helpers.heads.significance import log_likelihood
-from helpers.zoo.scorers import (classifier_scorer, masked_translation_nll, translation_likelihood_scorer,
-                                 translation_nll)
+from helpers.zoo.scorers import (classifier_scorer, masked_translation_nll, single_layer_translation_nll,
+                                 translation_likelihood_scorer, translation_nll)
 
 SPEC = {"enc_self": {0: [1]}, "enc_dec": {1: [0, 2]}, "dec_self": {0: [3]}}
 
@@ -66,6 +67,24 @@ def test_many_configurations_per_pass_give_each_ones_own_likelihood(mt, monkeypa
         with helpers.HeadGates(model) as gates:
             gates.mask(config if isinstance(config, dict) else {config[0]: {config[1]: list(config[2])}})
             np.testing.assert_allclose(together[i], translation_nll(model, pairs), rtol=1e-5)
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_replayed_single_layer_likelihood_equals_gating_each_configuration(mt, monkeypatch, processes):
+    """The sweep that replays the layers below (the whole encoder for decoder kinds) gives every
+    configuration the rows of a plain gated pass, in the order of the pairs."""
+    model, pairs = mt
+    monkeypatch.setenv("SIXTEEN_HEADS_SWEEP_PROCESSES", processes)
+    configs = [UNMASKED] + one_head_configs(model)[::5] + all_but_one_configs(model)[::11]
+    kinds = {c[0] for c in configs if c != UNMASKED}
+    assert kinds == {"enc_self", "enc_dec", "dec_self"}
+    got = list(single_layer_translation_nll(model, pairs, configs, progress=False, max_tokens=40))
+    assert [c for c, _ in got] == configs
+    for config, rows in got:
+        with helpers.HeadGates(model) as gates:
+            if config != UNMASKED:
+                gates.mask({config[0]: {config[1]: list(config[2])}})
+            np.testing.assert_allclose(rows, translation_nll(model, pairs), rtol=1e-5)
 
 
 def test_likelihood_effects_are_cached_and_add_up(mt, tmp_path):

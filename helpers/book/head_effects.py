@@ -33,7 +33,7 @@ from ..heads.sites import ENCODER_ONLY_KINDS, SEQ2SEQ_KINDS
 from ..zoo import translation_model
 from ..zoo.classifier_training import batches, by_length, encode, in_order
 from ..zoo.first_token_only import first_token_only, supports_first_token_only
-from ..zoo.scorers import masked_translation_nll, masked_translations
+from ..zoo.scorers import masked_translations, single_layer_translation_nll
 from .sweep_cache import SweepCache, sweep_key
 
 # Configurations per forward pass or beam search. On 2 CPU cores a MiniLM classifier sweep is
@@ -153,20 +153,19 @@ def translation_effects(model, pairs: Sequence, configs: Sequence[Config], beam:
 
 def translation_likelihood_effects(model, pairs: Sequence, configs: Sequence[Config], max_tokens: int = 2000,
                                    n_resamples: int = 1000, alpha: float = 0.01, seed: int = 0, progress: bool = True,
-                                   cache_dir: Path | None = None,
-                                   configs_per_pass: int = TRANSLATION_CONFIGS_PER_PASS) -> pd.DataFrame:
+                                   cache_dir: Path | None = None) -> pd.DataFrame:
     """The mean log-likelihood per reference token (nats, teacher-forced, ``scorers.translation_nll``)
-    of a translation model under each configuration, with the paired bootstrap over sentences;
-    columns as ``translation_effects``'s. One forward pass per ``configs_per_pass``
-    configurations, no decoding; ``cache_dir`` as in ``classifier_effects`` (each sentence's
-    NLL and token count per configuration)."""
+    of a translation model under each configuration (each masking heads of one layer), with the
+    paired bootstrap over sentences; columns as ``translation_effects``'s. One teacher-forced pass
+    per configuration that replays the layers below the masked one
+    (``scorers.single_layer_translation_nll``), no decoding; ``cache_dir`` as in
+    ``classifier_effects`` (each sentence's NLL and token count per configuration)."""
     settings = {"measure": "teacher_forced_nll", "max_tokens": max_tokens}
     cache = _cache(cache_dir, [[p.src, p.ref] for p in pairs], settings)
     everything = [UNMASKED, *configs]
     todo = cache.share(everything)
     with cache.working():
-        for config, rows in masked_translation_nll(model, pairs, todo, configs_per_pass, progress, max_tokens,
-                                                   "likelihood sweep"):
+        for config, rows in single_layer_translation_nll(model, pairs, todo, progress, max_tokens):
             cache.put(config, rows.tolist())
     cache.wait_for(everything)
     return _rows(configs, np.asarray(cache.get(UNMASKED)), lambda c: np.asarray(cache.get(c)), log_likelihood,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 
-from typing import Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -179,6 +179,30 @@ def masked_translation_nll(model: nn.Module, pairs: Sequence, configs: Sequence,
     indexed = _indexed_loss_batches(model, pairs, max_tokens)
     return gated_passes(model, configs, lambda m, copies, gated: _nll_of_copies(m, indexed, len(pairs), copies, gated),
                         configs_per_pass, progress, desc=desc)
+
+
+def single_layer_translation_nll(model: nn.Module, pairs: Sequence, configs: Sequence, progress: bool = True,
+                                 max_tokens: int = 2000) -> Iterator[tuple[Any, np.ndarray]]:
+    """``masked_translation_nll`` for configurations that each mask heads of a single layer
+    (``Config``s: one head, all but one), by ``ablation.single_layer_sweep``: the teacher-forced
+    pass replays the unmasked layers below the masked one (the whole encoder for a decoder
+    kind), with the same rows. Yields ``(config, rows)``, ``UNMASKED`` too when it is in
+    ``configs``, in the order of ``configs``."""
+    from ..heads.ablation import single_layer_sweep
+    from ..heads.config_batches import UNMASKED
+
+    indexed = _indexed_loss_batches(model, pairs, max_tokens)
+    pad = model.decoder.dictionary.pad()
+
+    def run(m: nn.Module, batch: dict) -> torch.Tensor:                                   # [b, 2]
+        tokens = batch["target"].ne(pad).sum(1).double()
+        return torch.stack([translation_loss(m, batch).double().cpu(), tokens], 1)
+
+    masked = [c for c in configs if c != UNMASKED]
+    base, outs = single_layer_sweep(model, [batch for _, batch in indexed], run, masked, progress=progress)
+    order = np.argsort(np.concatenate([idx for idx, _ in indexed]))                   # batch order -> pairs order
+    for config in configs:
+        yield config, (base if config == UNMASKED else outs[config]).numpy()[order]
 
 
 def translation_likelihood_scorer(pairs: Sequence, max_tokens: int = 2000,

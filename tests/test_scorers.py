@@ -67,6 +67,43 @@ def test_classifier_scores_of_many_head_specs_equal_one_at_a_time(monkeypatch, p
     assert len(set(one)) > 1  # the specs change the score
 
 
+def _tiny_bert_and_examples():
+    import random
+    from types import SimpleNamespace
+
+    from transformers import BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=50, hidden_size=24, num_hidden_layers=3, num_attention_heads=4,
+                        intermediate_size=48, num_labels=3, initializer_range=0.5)
+    rng = random.Random(0)
+    words = "the a cat dog sees runs blue red big small over under".split()
+    examples = [SimpleNamespace(text=" ".join(rng.choices(words, k=rng.randint(2, 12))), text_pair=None,
+                                label=rng.randrange(3)) for _ in range(60)]
+    return BertForSequenceClassification(config).eval(), examples
+
+
+def test_scorers_that_share_passes_give_each_scorers_own_values_and_compute_a_spec_once(monkeypatch):
+    from helpers.heads import ablation
+    from helpers.zoo.scorers import classifier_scorers
+
+    model, examples = _tiny_bert_and_examples()
+    monkeypatch.setenv("SIXTEEN_HEADS_SWEEP_PROCESSES", "1")
+    specs = [{}, {"self": {0: [0]}}, {"self": {2: [0, 1, 2]}}, {"self": {0: [1, 2], 1: [0, 1, 3], 2: [3]}}]
+    alone = {m: classifier_scorer(_WordIds(), examples, m, max_length=16, batch_size=16).many(model, specs)
+             for m in ("accuracy", "log_likelihood")}
+    scored = []
+    real = ablation.gated_passes
+    monkeypatch.setattr(ablation, "gated_passes", lambda m, configs, *a, **k: (scored.extend(configs), real(m, configs, *a, **k))[1])
+    shared = classifier_scorers(_WordIds(), examples, ["accuracy", "log_likelihood"], max_length=16, batch_size=16)
+    assert shared["accuracy"].many(model, specs) == alone["accuracy"]
+    assert shared["log_likelihood"].many(model, specs[::-1]) == alone["log_likelihood"][::-1]
+    assert scored == specs  # the second scorer computed nothing
+    other, _ = _tiny_bert_and_examples()
+    shared["log_likelihood"].many(other, specs[:1])  # another model object is computed, not looked up
+    assert scored == specs + specs[:1]
+
+
 def test_translation_scores_and_losses(smoke):
     model = course.load_translation(smoke)
     pairs = course.load_data(smoke, "translation")["valid"]

@@ -109,7 +109,7 @@ def score_specs(model: nn.Module, specs: Sequence[HeadSpec], evaluate: Evaluate,
     ``evaluate.many`` (see ``pruning_curve``) every distinct spec is scored in one call."""
     firsts: dict[frozenset, HeadSpec] = {}
     for spec in specs:
-        firsts.setdefault(_heads_in(spec), spec)
+        firsts.setdefault(heads_in(spec), spec)
     many = getattr(evaluate, "many", None)
     if many is not None:
         scores = [float(s) for s in many(model, list(firsts.values()))]
@@ -122,10 +122,11 @@ def score_specs(model: nn.Module, specs: Sequence[HeadSpec], evaluate: Evaluate,
                     gates.mask(spec)
                 scores.append(float(evaluate(model)))
     by_heads = dict(zip(firsts, scores))
-    return [by_heads[_heads_in(spec)] for spec in specs]
+    return [by_heads[heads_in(spec)] for spec in specs]
 
 
-def _heads_in(spec: HeadSpec) -> frozenset:
+def heads_in(spec: HeadSpec) -> frozenset:
+    """The set of ``(kind, layer, head)`` a head spec masks: equal for specs that mask the same heads."""
     return frozenset((kind, int(layer), int(h)) for kind, layers in spec.items() for layer, heads in layers.items()
                      for h in heads)
 

@@ -16,6 +16,7 @@ n-grams that change in a decoded output.
 from __future__ import annotations
 
 import contextlib
+import weakref
 
 from typing import Any, Callable, Iterator, Sequence
 
@@ -43,15 +44,28 @@ def classifier_scorer(tokenizer, examples: Sequence, metric: str = "accuracy", m
     the mean log-probability of the gold labels (nats, higher is better). ``score.many(model,
     specs)`` gives the score under each head spec, ``configs_per_pass`` per forward pass, the
     passes split over processes on a CPU (``gated_passes``); ``pruning_curve`` uses it."""
-    if metric not in METRICS and metric != LOG_LIKELIHOOD:
-        raise ValueError(f"unknown metric {metric!r}; the classifier metrics are {sorted([*METRICS, LOG_LIKELIHOOD])}")
+    return classifier_scorers(tokenizer, examples, [metric], max_length, batch_size, configs_per_pass)[metric]
+
+
+def classifier_scorers(tokenizer, examples: Sequence, metrics: Sequence[str], max_length: int = 64,
+                       batch_size: int = 64, configs_per_pass: int = 1) -> dict[str, Callable[[nn.Module], float]]:
+    """``{metric: classifier_scorer(..., metric)}`` whose ``many`` share their passes: every
+    scorer derives its metric from the label log-probabilities ``[N, labels]`` under a head spec,
+    kept per model object and set of masked heads, so a spec one of them has scored on a model is
+    not computed again by another (a model's weights must not change between the calls)."""
+    from ..heads.pruning_curves import heads_in
+
+    for metric in metrics:
+        if metric not in METRICS and metric != LOG_LIKELIHOOD:
+            raise ValueError(f"unknown metric {metric!r}; the classifier metrics are {sorted([*METRICS, LOG_LIKELIHOOD])}")
     gold = [e.label for e in examples]
     encoded = encode(tokenizer, examples, max_length)
     order = by_length(encoded)
     data = list(batches(encoded, batch_size, order))
+    kept: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # model -> {heads: [N, labels]}
 
     @torch.no_grad()
-    def scores_of_copies(model: nn.Module, copies: int, gated) -> list[float]:
+    def log_probs_of_copies(model: nn.Module, copies: int, gated) -> list[torch.Tensor]:
         model.eval()
         log_probs = []                                                      # per batch: [copies, B, labels]
         with first_token_only(model):
@@ -60,26 +74,32 @@ def classifier_scorer(tokenizer, examples: Sequence, metric: str = "accuracy", m
                 with gated(rows * copies):
                     logits = model(**to_device(repeat_rows(batch, copies), model)).logits
                 log_probs.append(torch.log_softmax(logits.float(), -1).cpu().view(copies, rows, -1))
-        out = []
-        for lp in torch.cat(log_probs, 1):                                  # [N, labels] of one copy
-            lp = in_order(lp, order)
-            if metric == LOG_LIKELIHOOD:
-                out.append(float(lp[torch.arange(len(gold)), torch.tensor(gold)].double().mean()))
-            else:
-                out.append(METRICS[metric](lp.argmax(-1), gold))
-        return out
+        return [in_order(lp, order) for lp in torch.cat(log_probs, 1)]    # each [N, labels]
 
-    def score(model: nn.Module) -> float:
-        return scores_of_copies(model, 1, lambda rows: contextlib.nullcontext())[0]
+    def value(metric: str, lp: torch.Tensor) -> float:
+        if metric == LOG_LIKELIHOOD:
+            return float(lp[torch.arange(len(gold)), torch.tensor(gold)].double().mean())
+        return METRICS[metric](lp.argmax(-1), gold)
 
-    def many(model: nn.Module, specs: Sequence[dict]) -> list[float]:
+    def many_log_probs(model: nn.Module, specs: Sequence[dict]) -> list[torch.Tensor]:
         from ..heads.ablation import gated_passes
 
-        return [s for _, s in gated_passes(model, specs, scores_of_copies, configs_per_pass, progress=False,
-                                           desc="classifier scores")]
+        known = kept.setdefault(model, {})
+        missing = list({heads_in(s): s for s in specs if heads_in(s) not in known}.items())
+        computed = gated_passes(model, [s for _, s in missing], log_probs_of_copies, configs_per_pass, progress=False,
+                                desc="classifier scores")
+        for (heads, _), (_, lp) in zip(missing, computed):
+            known[heads] = lp
+        return [known[heads_in(s)] for s in specs]
 
-    score.many = many
-    return score
+    def scorer(metric: str) -> Callable[[nn.Module], float]:
+        def score(model: nn.Module) -> float:
+            return value(metric, log_probs_of_copies(model, 1, lambda rows: contextlib.nullcontext())[0])
+
+        score.many = lambda model, specs: [value(metric, lp) for lp in many_log_probs(model, specs)]
+        return score
+
+    return {metric: scorer(metric) for metric in metrics}
 
 
 def classifier_loss_batches(tokenizer, examples: Sequence, max_length: int = 64, batch_size: int = 32) -> list[dict]:

@@ -36,37 +36,6 @@ class _WordIds:
         return {"input_ids": ids, "attention_mask": (ids != 0).long()}
 
 
-@pytest.mark.parametrize("processes", ["1", "2"])
-@pytest.mark.parametrize("per_pass", [1, 3])
-def test_classifier_scores_of_many_head_specs_equal_one_at_a_time(monkeypatch, processes, per_pass):
-    import random
-    from types import SimpleNamespace
-
-    from transformers import BertConfig, BertForSequenceClassification
-
-    import helpers
-
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=50, hidden_size=24, num_hidden_layers=3, num_attention_heads=4,
-                        intermediate_size=48, num_labels=3, initializer_range=0.5)
-    model = BertForSequenceClassification(config).eval()
-    rng = random.Random(0)
-    words = "the a cat dog sees runs blue red big small over under".split()
-    examples = [SimpleNamespace(text=" ".join(rng.choices(words, k=rng.randint(2, 12))), text_pair=None,
-                                label=rng.randrange(3)) for _ in range(60)]
-    score = classifier_scorer(_WordIds(), examples, "accuracy", max_length=16, batch_size=16,
-                              configs_per_pass=per_pass)
-    specs = [{}, {"self": {0: [0]}}, {"self": {2: [0, 1, 2]}}, {"self": {0: [1, 2], 1: [0, 1, 3], 2: [3]}}]
-    one = []
-    for spec in specs:
-        with helpers.HeadGates(model) as gates:
-            gates.mask(spec)
-            one.append(score(model))
-    monkeypatch.setenv("SIXTEEN_HEADS_SWEEP_PROCESSES", processes)
-    assert score.many(model, specs) == one
-    assert len(set(one)) > 1  # the specs change the score
-
-
 def _tiny_bert_and_examples():
     import random
     from types import SimpleNamespace
@@ -81,6 +50,25 @@ def _tiny_bert_and_examples():
     examples = [SimpleNamespace(text=" ".join(rng.choices(words, k=rng.randint(2, 12))), text_pair=None,
                                 label=rng.randrange(3)) for _ in range(60)]
     return BertForSequenceClassification(config).eval(), examples
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+@pytest.mark.parametrize("per_pass", [1, 3])
+def test_classifier_scores_of_many_head_specs_equal_one_at_a_time(monkeypatch, processes, per_pass):
+    import helpers
+
+    model, examples = _tiny_bert_and_examples()
+    score = classifier_scorer(_WordIds(), examples, "accuracy", max_length=16, batch_size=16,
+                              configs_per_pass=per_pass)
+    specs = [{}, {"self": {0: [0]}}, {"self": {2: [0, 1, 2]}}, {"self": {0: [1, 2], 1: [0, 1, 3], 2: [3]}}]
+    one = []
+    for spec in specs:
+        with helpers.HeadGates(model) as gates:
+            gates.mask(spec)
+            one.append(score(model))
+    monkeypatch.setenv("SIXTEEN_HEADS_SWEEP_PROCESSES", processes)
+    assert score.many(model, specs) == one
+    assert len(set(one)) > 1  # the specs change the score
 
 
 def test_scorers_that_share_passes_give_each_scorers_own_values_and_compute_a_spec_once(monkeypatch):

@@ -124,9 +124,18 @@ def test_smoke_model_build_and_runner_log_is_clean(tmp_path):
     kernel warning about TCP, and no deprecation warning raised in our own files (warnings that
     Python hides by default are shown here)."""
     env = {**os.environ, "SIXTEEN_HEADS_CACHE": str(tmp_path / "cache"), "SIXTEEN_HEADS_RESULTS": str(tmp_path / "results"),
-           "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "default::DeprecationWarning,default::PendingDeprecationWarning"}
+           "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "default::DeprecationWarning,default::PendingDeprecationWarning",
+           "SIXTEEN_HEADS_BUILD_PROCESSES": "2"}
     log = _run(["-m", "helpers.book.course", "--profile", "smoke"], env)
     assert re.search(r"^\[1/\d+\] \[\S+\] built in \d+ s: \d+ s so far", log, re.M), log[-2000:]
+    # two processes train side by side: each says when it starts and, per translation epoch, where it
+    # is, every line led by its model's name; no bar of ours or of transformers
+    for seed in (0, 1):
+        assert re.search(rf"^\[translation@{seed}\] training \(translation\) in ", log, re.M), log[-2000:]
+        epochs = re.findall(rf"^\[translation@{seed}\] epoch (\d+)/(\d+): train loss [\d.]+, valid loss", log, re.M)
+        assert [int(e) for e, _ in epochs] == list(range(1, int(epochs[0][1]) + 1)), epochs
+    assert not re.search(r"Loading weights|Writing model shards|fine-tune:", log)
+    assert f"summary in {tmp_path / 'results' / 'smoke' / 'models.json'}" in log
     log += _run(["-m", "helpers.book.runner", "--profile", "smoke", "--only", "03_ablating_one_head",
                  "--output-dir", str(tmp_path / "executed")], env)
     assert re.search(r"^\[1/1\] 03_ablating_one_head \(smoke\): 0 s so far, no estimate of what is left yet", log, re.M)

@@ -147,8 +147,9 @@ def load_data(profile: dict, name: str) -> dict[str, list]:
 
 
 # ---- building --------------------------------------------------------------------------------
-def build_one(profile: dict, name: str, force: bool = False, progress: bool = True) -> dict:
-    """Build model ``name`` of ``profile`` unless its cache folder is complete; return its record."""
+def build_one(profile: dict, name: str, force: bool = False, progress: model_cache.Progress = True) -> dict:
+    """Build model ``name`` of ``profile`` unless its cache folder is complete; return its record.
+    ``progress``: as ``model_cache.build_into`` (``"lines"``: lines, no bars)."""
     name = resolve(profile, name)
     spec = model_specs(profile)[name]
     final = model_dir(profile, name)
@@ -196,22 +197,26 @@ def _cost(spec: dict) -> float:
     return (100.0 if spec["task"] == "translation" else 1.0) * float(train.get("epochs", 1))
 
 
-def _build_in_worker(profile: dict, name: str, force: bool) -> tuple[dict, float]:
+def _build_in_worker(profile: dict, name: str, force: bool, progress: bool) -> tuple[dict, float]:
+    from transformers.utils import logging as transformers_logging
+
     torch.set_num_threads(1)
+    transformers_logging.disable_progress_bar()  # its loading and saving bars, in this process only
     start = time.perf_counter()
-    return build_one(profile, name, force=force, progress=False), time.perf_counter() - start
+    return build_one(profile, name, force=force, progress="lines" if progress else False), time.perf_counter() - start
 
 
-def _build_in_processes(profile: dict, names: list[str], processes: int, force: bool,
+def _build_in_processes(profile: dict, names: list[str], processes: int, force: bool, progress: bool,
                         report: Callable[[str, dict, float, bool], None]) -> None:
-    """Build ``names`` in ``processes`` spawned processes of one thread each, longest first."""
+    """Build ``names`` in ``processes`` spawned processes of one thread each, longest first; with
+    ``progress``, each process logs lines (no bars) as it trains."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from multiprocessing import get_context
 
     specs = model_specs(profile)
     order = sorted(names, key=lambda n: _cost(specs[n]), reverse=True)
     with ProcessPoolExecutor(max_workers=processes, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(_build_in_worker, profile, name, force): name for name in order}
+        futures = {pool.submit(_build_in_worker, profile, name, force, progress): name for name in order}
         for future in as_completed(futures):
             record, seconds = future.result()
             report(futures[future], record, seconds, False)
@@ -251,7 +256,7 @@ def build(profile: dict, only: list[str] | None = None, force: bool = False, pro
         if progress:
             print(f"building {len(todo)} models in {processes} processes of one thread each "
                   f"(${BUILD_PROCESSES_ENV}=1: one at a time)", file=sys.stderr, flush=True)
-        _build_in_processes(profile, todo, processes, force, report)
+        _build_in_processes(profile, todo, processes, force, progress, report)
     for name in wanted:
         if name in records:
             continue
@@ -337,8 +342,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"removed {len(stale)} stale model and sweep folders ({size / 2**20:.0f} MiB) from {cache_root()}")
         return
     summary = build(load_profile(args.profile), only=args.only, force=args.force)
-    print(f"models of profile {args.profile!r} ready in {summary['seconds_this_run']:.0f} s; "
-          f"summary in results/{args.profile}/models.json")
+    where = f"summary in {results_dir(args.profile) / 'models.json'}" if not args.only else "no summary (--only)"
+    print(f"models of profile {args.profile!r} ready in {summary['seconds_this_run']:.0f} s; {where}")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Literal, Sequence, Union
 
 from torch import nn
 
@@ -78,20 +78,30 @@ def _write_data(data: dict[str, list], directory: Path) -> None:
             tmp.write_text("".join(json.dumps(dataclasses.asdict(e)) + "\n" for e in examples))
 
 
-def build_into(spec: dict, name: str, final: Path, progress: bool = True) -> dict:
+Progress = Union[bool, Literal["lines"]]
+
+
+def build_into(spec: dict, name: str, final: Path, progress: Progress = True) -> dict:
     """Generate the data and train model ``name`` in ``<final>.partial``, then rename it to
-    ``final``; returns its record."""
+    ``final``; returns its record. ``progress``: True shows bars and lines, ``"lines"`` only
+    lines (a start line, and one per translation epoch, each led by ``[name]``: what a build
+    in several processes can show without bars overwriting each other), False nothing."""
     partial = final.with_name(final.name + ".partial")
     if spec["task"] != "translation" and partial.exists():
         shutil.rmtree(partial)  # a classifier restarts; only translation training resumes
     partial.mkdir(parents=True, exist_ok=True)
     data = generate_data(spec)
     _write_data(data, partial / "data")
+    def log(line: str) -> None:
+        print(f"[{name}] {line}", file=sys.stderr, flush=True)
+
     if progress:
-        print(f"[{name}] training ({spec['task']}) in {partial}", file=sys.stderr, flush=True)
-    build = build_translation if spec["task"] == "translation" else build_classifier
+        log(f"training ({spec['task']}) in {partial}")
+    bars = progress is True
+    built = (build_translation(spec, data, partial, bars, log=log if progress else None)
+             if spec["task"] == "translation" else build_classifier(spec, data, partial, bars))
     record = {"name": name, "task": spec["task"], "spec": spec, "hash": final.name.rsplit("-", 1)[1],
-              **build(spec, data, partial, progress), "machine": machine(),
+              **built, "machine": machine(),
               "built": time.strftime("%Y-%m-%d %H:%M:%S")}
     record["sizes"] = {split: len(examples) for split, examples in data.items()}
     with atomic_path(partial / "record.json") as tmp:

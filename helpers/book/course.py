@@ -248,9 +248,8 @@ def build(profile: dict, only: list[str] | None = None, force: bool = False, pro
         if progress:
             line = ", ".join(f"{s} {v[record['metric']]:.3f}" for s, v in record["scores"].items())
             left = estimate_left([n for n in todo if n not in done], recorded, processes)
-            print(progress_line(len(done), len(wanted), f"[{name}] {'cached' if cached else f'built in {seconds:.0f} s'}",
-                                time.perf_counter() - t0, left) + f"; {record['metric']} {line}",
-                  file=sys.stderr, flush=True)
+            model_cache.log_line(progress_line(len(done), len(wanted), f"[{name}] {'cached' if cached else f'built in {seconds:.0f} s'}",
+                                               time.perf_counter() - t0, left) + f"; {record['metric']} {line}")
 
     if processes > 1 and len(todo) > 1:
         if progress:

@@ -81,6 +81,13 @@ def _write_data(data: dict[str, list], directory: Path) -> None:
 Progress = Union[bool, Literal["lines"]]
 
 
+def log_line(line: str) -> None:
+    """Write ``line`` to stderr in one write: processes that build side by side share the stream,
+    and ``print`` writes the text and its newline separately, so their lines could interleave."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
 def build_into(spec: dict, name: str, final: Path, progress: Progress = True) -> dict:
     """Generate the data and train model ``name`` in ``<final>.partial``, then rename it to
     ``final``; returns its record. ``progress``: True shows bars and lines, ``"lines"`` only
@@ -93,7 +100,7 @@ def build_into(spec: dict, name: str, final: Path, progress: Progress = True) ->
     data = generate_data(spec)
     _write_data(data, partial / "data")
     def log(line: str) -> None:
-        print(f"[{name}] {line}", file=sys.stderr, flush=True)
+        log_line(f"[{name}] {line}")
 
     if progress:
         log(f"training ({spec['task']}) in {partial}")

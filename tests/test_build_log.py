@@ -162,3 +162,29 @@ def test_readme_is_short_and_its_runner_commands_pass_the_parameter_check():
         assert overrides == parse_overrides(re.findall(r"-p (\S+)", command))
     for target in re.findall(r"make (\w+)", text):
         assert re.search(rf"^{target}:", (ROOT / "Makefile").read_text(), re.M), f"make {target} is not a Makefile target"
+
+
+def _write_lines(tag: str, count: int, start) -> None:
+    from helpers.zoo.model_cache import log_line
+
+    start.wait()  # both processes write at the same time
+    for i in range(count):
+        log_line(f"[{tag}] epoch {i}/{count}: train loss 1.234, valid loss 2.345 (85 s)")
+
+
+def test_lines_of_two_build_processes_never_interleave():
+    """Two processes that share an unbuffered stderr (PYTHONUNBUFFERED=1, as on CI) each write
+    many lines at once; every line arrives whole (``print`` would write the text and its
+    newline apart, and mangle about half of them here)."""
+    script = ("import sys; from multiprocessing import get_context; import tests.test_build_log as t\n"
+              "if __name__ == '__main__':\n"
+              "    ctx = get_context('spawn'); start = ctx.Barrier(2)\n"
+              "    ps = [ctx.Process(target=t._write_lines, args=(tag, 5000, start)) for tag in ('a@0', 'b@1')]\n"
+              "    [p.start() for p in ps]; [p.join() for p in ps]\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stderr.splitlines()
+    assert len(lines) == 10000
+    mangled = [line for line in lines if not re.fullmatch(r"\[(a@0|b@1)\] epoch \d+/5000: train loss 1\.234, valid loss 2\.345 \(85 s\)", line)]
+    assert mangled == []

@@ -253,8 +253,8 @@ def build(profile: dict, only: list[str] | None = None, force: bool = False, pro
 
     if processes > 1 and len(todo) > 1:
         if progress:
-            print(f"building {len(todo)} models in {processes} processes of one thread each "
-                  f"(${BUILD_PROCESSES_ENV}=1: one at a time)", file=sys.stderr, flush=True)
+            model_cache.log_line(f"building {len(todo)} models in {processes} processes of one thread each "
+                                 f"(${BUILD_PROCESSES_ENV}=1: one at a time)")
         _build_in_processes(profile, todo, processes, force, progress, report)
     for name in wanted:
         if name in records:
@@ -285,7 +285,7 @@ def prepare_shipped_lm(profile: dict, progress: bool = True) -> None:
     start = time.perf_counter()
     folder = causal_lm.smollm2_folder()
     if progress:
-        print(f"[smollm2] ready in {time.perf_counter() - start:.0f} s: {folder}", file=sys.stderr, flush=True)
+        model_cache.log_line(f"[smollm2] ready in {time.perf_counter() - start:.0f} s: {folder}")
 
 
 def records(profile: dict) -> dict[str, dict]:

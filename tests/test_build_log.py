@@ -173,7 +173,7 @@ def _write_lines(tag: str, count: int, start) -> None:
 
 
 def test_lines_of_two_build_processes_never_interleave():
-    """Two processes that share an unbuffered stderr (PYTHONUNBUFFERED=1, as on CI) each write
+    """Two processes that share an unbuffered stderr (PYTHONUNBUFFERED=1, as on this machine) each write
     many lines at once; every line arrives whole (``print`` would write the text and its
     newline apart, and mangle about half of them here)."""
     script = ("import sys; from multiprocessing import get_context; import tests.test_build_log as t\n"

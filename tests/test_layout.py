@@ -11,39 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from helpers.book.chapter_code import import_graph, module_name
+
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = {"heads": 0, "zoo": 1, "book": 2}  # a part may import its own rank or lower
-
-
-def module_name(path: Path, root: Path) -> str:
-    parts = list(path.relative_to(root.parent).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _resolve(node: ast.ImportFrom, module: str, is_package: bool) -> str:
-    if not node.level:
-        return node.module or ""
-    base = module.split(".") if is_package else module.split(".")[:-1]
-    base = base[: len(base) - (node.level - 1)]
-    return ".".join(base + ([node.module] if node.module else []))
-
-
-def import_graph(root: Path) -> dict[str, set[str]]:
-    """``{module: modules of the package under root that it imports}``."""
-    package = root.name
-    files = {module_name(p, root): p for p in root.rglob("*.py")}
-    graph: dict[str, set[str]] = {}
-    for module, path in files.items():
-        targets = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                targets |= {a.name for a in node.names}
-            elif isinstance(node, ast.ImportFrom):
-                base = _resolve(node, module, path.name == "__init__.py")
-                for alias in node.names:  # `from pkg import mod` imports a module, `from mod import f` a name
-                    targets.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in files else base)
-        graph[module] = {t for t in targets if t in files and t.split(".")[0] == package and t != module}
-    return graph
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:

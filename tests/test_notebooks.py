@@ -1,4 +1,5 @@
 """Every notebook runs end to end on the smoke profile; profiles and notebooks stay in step."""
+import json
 from pathlib import Path
 
 import nbformat
@@ -72,18 +73,37 @@ def test_runner_records_each_chapters_run_time(smoke_executed, tmp_path, monkeyp
     assert list(table["notebook"]) == ["a", "b"] and list(table["seconds"]) == [5.0, 1.0]
 
 
-def test_fingerprint_follows_notebook_parameters_models_and_helpers_code(tmp_path, monkeypatch):
-    (tmp_path / "helpers" / "heads").mkdir(parents=True)
-    (tmp_path / "helpers" / "heads" / "gates.py").write_text("SCALE = 1\n")
+def test_fingerprint_follows_notebook_parameters_models_and_the_code_it_runs(tmp_path, monkeypatch):
+    heads = tmp_path / "helpers" / "heads"
+    heads.mkdir(parents=True)
+    (tmp_path / "helpers" / "__init__.py").write_text("")
+    (heads / "__init__.py").write_text("")
+    (heads / "gates.py").write_text("SCALE = 1\n")
+    (heads / "unused.py").write_text("OTHER = 1\n")
     notebook = tmp_path / "chapter.ipynb"
-    notebook.write_text("{}")
+    notebook.write_text(json.dumps({"cells": [{"cell_type": "code", "source": "from helpers.heads import gates\n"}]}))
     monkeypatch.setattr(runner, "ROOT", tmp_path)
     key = runner.fingerprint(notebook, {"seed": 0}, "models-a")
     assert runner.fingerprint(notebook, {"seed": 0}, "models-a") == key
     assert runner.fingerprint(notebook, {"seed": 1}, "models-a") != key
     assert runner.fingerprint(notebook, {"seed": 0}, "models-b") != key
-    (tmp_path / "helpers" / "heads" / "gates.py").write_text("SCALE = 2\n")  # a library change reruns the chapter
+    (heads / "gates.py").write_text("SCALE = 1  # a comment reruns nothing\n")
+    assert runner.fingerprint(notebook, {"seed": 0}, "models-a") == key
+    (heads / "unused.py").write_text("OTHER = 2\n")  # a module the chapter never imports
+    assert runner.fingerprint(notebook, {"seed": 0}, "models-a") == key
+    (heads / "gates.py").write_text("SCALE = 2\n")  # a library change reruns the chapter
     assert runner.fingerprint(notebook, {"seed": 0}, "models-a") != key
+
+
+def test_chapter_modules_follow_imports_transitively_with_parent_packages():
+    from helpers.book.chapter_code import PACKAGE, chapter_modules
+
+    names = {p.relative_to(PACKAGE).as_posix() for p in chapter_modules(ROOT / "notebooks" / "03_ablating_one_head.ipynb")}
+    assert {"__init__.py", "book/__init__.py", "book/head_effects.py", "book/findings.py", "heads/ablation.py",
+            "heads/gates.py", "heads/significance.py"} <= names
+    assert "book/runner.py" not in names  # the chapter never runs the runner
+    intro = {p.relative_to(PACKAGE).as_posix() for p in chapter_modules(ROOT / "notebooks" / "13_rerunning.ipynb")}
+    assert "book/head_effects.py" not in intro
 
 
 def test_runner_reports_the_failing_cell(tmp_path, monkeypatch):

@@ -251,6 +251,9 @@ def build(profile: dict, only: list[str] | None = None, force: bool = False, pro
             model_cache.log_line(progress_line(len(done), len(wanted), f"[{name}] {'cached' if cached else f'built in {seconds:.0f} s'}",
                                                time.perf_counter() - t0, left) + f"; {record['metric']} {line}")
 
+    if progress:
+        for name in todo:
+            model_cache.log_line(_cache_line(profile, name, force))
     if processes > 1 and len(todo) > 1:
         if progress:
             model_cache.log_line(f"building {len(todo)} models in {processes} processes of one thread each "
@@ -272,6 +275,22 @@ def build(profile: dict, only: list[str] | None = None, force: bool = False, pro
         with atomic_path(results_dir(profile["name"]) / "models.json") as tmp:
             tmp.write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def _cache_line(profile: dict, name: str, force: bool) -> str:
+    """Why model ``name`` is (re)built: forced, never built, or built only with another recipe
+    (settings, or what the training code computes), whose folders stay until ``--prune``."""
+    final = model_dir(profile, name)
+    if force:
+        return f"[{name}] rebuilding ({final.name}): --force"
+    older = sorted(d.name for d in final.parent.glob(f"{name}-*")
+                   if d.is_dir() and d.name.removesuffix(".partial") != final.name and model_cache.is_built(d))
+    if final.with_name(final.name + ".partial").exists():
+        return f"[{name}] resuming the unfinished build {final.name}.partial"
+    if older:
+        return (f"[{name}] building anew as {final.name}: the cache holds {', '.join(older)}, built with another "
+                "recipe (settings or training code); `python -m helpers.book.course --prune` removes it")
+    return f"[{name}] building {final.name}: not in the cache yet"
 
 
 def prepare_shipped_lm(profile: dict, progress: bool = True) -> None:

@@ -7,8 +7,8 @@
 A profile is ``profiles/<name>.yml``: ``defaults`` (parameters for every notebook) and
 ``notebooks`` (per-notebook parameters, in book order). Executed copies go to
 ``book/executed/<notebook>.ipynb``, where the book reads them. A notebook whose source,
-parameters, ``helpers`` code and models are all unchanged since its last successful run is not
-run again (``--force`` reruns).
+parameters, models and the ``helpers`` code it runs (``chapter_code``) are all unchanged since
+its last successful run is not run again (``--force`` reruns).
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ import yaml
 
 from ..zoo.locations import REPO as ROOT
 from . import shards
+from .chapter_code import chapter_code_digest
 from .profiles import load_profile, parameters_for, parse_overrides
 from .progress import estimate_left, progress_line, recorded_chapter_seconds
 
@@ -37,23 +38,15 @@ class NotebookFailed(RuntimeError):
     pass
 
 
-def helpers_digest() -> str:
-    """Hash of every module of ``helpers``: a notebook's results depend on the library as much as
-    on its own cells, so a change to either reruns it."""
-    h = hashlib.sha256()
-    root = ROOT / "helpers"
-    for path in sorted(root.rglob("*.py")):
-        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()[:16]
-
-
 def fingerprint(source: Path, params: dict, models: str = "") -> str:
-    """Hash of the notebook, its parameters, the ``helpers`` code and the cache keys of the models
-    it may read."""
+    """Hash of the notebook, its parameters, the cache keys of the models it may read and what
+    the ``helpers`` modules it runs compute (``chapter_code.chapter_code_digest``: a comment, a
+    docstring or a log line in the library reruns no chapter, an edit to a module reruns the
+    chapters that import it)."""
     h = hashlib.sha256(source.read_bytes())
     h.update(json.dumps(params, sort_keys=True).encode())
     h.update(models.encode())
-    h.update(helpers_digest().encode())
+    h.update(chapter_code_digest(source, ROOT / "helpers").encode())
     return h.hexdigest()[:16]
 
 

@@ -7,9 +7,10 @@ evaluation settings (beam, batch size, ...); each configuration's outputs (hypot
 predicted labels, one per input) are written atomically as soon as they are computed, so an
 interrupted sweep resumes where it stopped.
 
-``sweep_key`` names the folder: a digest of the inputs, the settings and the source of the code
-that masks heads and decodes, so changing any of them starts a new folder instead of reading
-stale outputs.
+``sweep_key`` names the folder: a digest of the inputs, the settings and what the code that
+masks heads and decodes computes (its syntax trees without comments, docstrings and logging,
+``heads.code_digest``), so changing any of them starts a new folder instead of reading stale
+outputs, while a comment or a reworded log line keeps the cache.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from typing import Any, Sequence
 
 from ..heads.ablation import UNMASKED, Config
 from ..heads.atomic import atomic_path
+from ..heads.code_digest import recipe_digest
 from . import shards
 
 # the source that computes sweep outputs, relative to helpers/
@@ -31,11 +33,9 @@ _CODE = ("heads/gates.py", "heads/sites.py", "heads/ablation.py", "heads/config_
 
 @functools.lru_cache(maxsize=1)
 def code_digest() -> str:
-    """8 hex digits over the source that computes sweep outputs."""
-    h = hashlib.sha256()
-    for source in _CODE:
-        h.update((Path(__file__).parent.parent / source).read_bytes())
-    return h.hexdigest()[:8]
+    """8 hex digits over what the code that computes sweep outputs computes."""
+    root = Path(__file__).parent.parent
+    return recipe_digest([root / source for source in _CODE], root)[:8]
 
 
 def sweep_key(inputs: Sequence[Any], settings: dict) -> str:

@@ -2,7 +2,9 @@
 
 A model (a ``spec`` from a profile's ``models`` section: its task, data sizes, encoder and
 training settings) is built in ``<cache_root()>/<name>-<hash>/``, where the hash covers its
-settings and the source of the code that generates its data and trains it. A build runs in
+recipe: its settings and what the code that generates its data and trains it computes (the
+modules' syntax trees without comments, docstrings and logging, ``heads.code_digest``), so a
+comment or a log line never retrains a model. A build runs in
 ``<folder>.partial`` and is renamed only when complete; a finished folder holds:
 
 * ``record.json``: task, settings, training time, the machine, scores on every split;
@@ -30,30 +32,30 @@ from typing import Literal, Sequence, Union
 from torch import nn
 
 from ..heads.atomic import atomic_path
+from ..heads.code_digest import recipe_digest
 from . import appendix_tasks, nli_task, registry, translation_task
 from .locations import cache_root
 from .recipes import build_classifier, build_translation, generate_data, machine
 
-# the code that generates a model's data and trains it, relative to helpers/: a change rebuilds
+# the code that generates a model's data and trains it, relative to helpers/: a change to what
+# it computes rebuilds
 _SOURCES = ("zoo/lexicon.py", "zoo/nli_task.py", "zoo/appendix_tasks.py", "zoo/translation_task.py",
             "zoo/classifier_training.py", "zoo/translation_model.py", "zoo/recipes.py", "zoo/registry.py",
             "zoo/splits.py", "zoo/paper_sources.py", "zoo/bible.py", "zoo/verse_task.py", "zoo/model_cache.py", "heads/metrics.py")
 
 
 @functools.lru_cache(maxsize=1)
-def _code_digest() -> bytes:
-    """Digest of the code that generates and trains the models, read once per process."""
-    h = hashlib.sha256()
+def recipe_code_digest() -> str:
+    """Digest of what the code that generates and trains the models computes, read once per
+    process (``code_digest.recipe_digest`` of ``_SOURCES``)."""
     root = Path(__file__).resolve().parents[1]
-    for source in _SOURCES:
-        h.update((root / source).read_bytes())
-    return h.digest()
+    return recipe_digest([root / source for source in _SOURCES], root)
 
 
 def spec_hash(name: str, spec: dict) -> str:
-    """12 hex digits over the model's settings and the code that builds it."""
+    """12 hex digits over the model's recipe: its settings and the code that builds it."""
     h = hashlib.sha256(json.dumps({"name": name, "spec": spec}, sort_keys=True).encode())
-    h.update(_code_digest())
+    h.update(recipe_code_digest().encode())
     return h.hexdigest()[:12]
 
 

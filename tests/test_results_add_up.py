@@ -72,7 +72,7 @@ def _param(notebook: str, name: str):
 
 
 def _ours(rows: list[dict], column: str) -> list[dict]:
-    return [r for r in rows if not str(r[column]).startswith("Michel")]
+    return [r for r in rows if str(r.get("from_paper", "False")) != "True"]
 
 
 SEED = "training_seed"  # the training run a row measures (chapters 02-10); the paper's rows have none
@@ -111,7 +111,7 @@ def test_chapter_03_counts_add_up(table, measure):
             assert row[column] == pytest.approx(value, **CLOSE), (row["model"], row[SEED], row["kind"], column)
     if measure:
         return
-    paper = [r for r in table("03_one_head_counts") if str(r["model"]).startswith("Michel")]
+    paper = [r for r in table("03_one_head_counts") if str(r["from_paper"]) == "True"]
     table1 = paper_values.table(1)
     assert [paper[0]["heads"], paper[0]["significant"], paper[0]["significant_up"]] == [
         len(table1), int(table1["significant"].sum()), int((table1["significant"] & (table1["delta"] > 0)).sum())]
@@ -178,7 +178,7 @@ def test_chapter_04_counts_add_up(table, measure):
 
 
 def test_chapter_04_paper_rows_are_counted_from_the_papers_tables(table):
-    paper = [r for r in table("04_keep_one_counts") if str(r["source"]).startswith("Michel")]
+    paper = [r for r in table("04_keep_one_counts") if str(r["from_paper"]) == "True"]
     for number in (2, 3, 5, 6):
         effects = paper_values.effects(number).to_dict("records")
         want = _layer_summary(effects)

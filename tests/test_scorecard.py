@@ -68,11 +68,11 @@ def test_speed_rules_compare_batch_sizes(tmp_path):
 
 
 def test_one_head_rules_ignore_the_papers_rows(tmp_path):
-    rows = [{"model": "p: nli", "kind": "self", "heads": 72, "significant": 3, "significant_up": 1,
+    rows = [{"model": "nli", "kind": "self", "heads": 72, "significant": 3, "significant_up": 1,
              "largest_drop": -0.01, "largest_gain": 0.01},
-            {"model": "p: mt", "kind": "enc_self", "heads": 48, "significant": 20, "significant_up": 0,
+            {"model": "mt", "kind": "enc_self", "heads": 48, "significant": 20, "significant_up": 0,
              "largest_drop": -1.0, "largest_gain": 0.1},
-            {"model": "Michel et al. 2019: WMT", "kind": "enc_self", "heads": 96, "significant": 96,
+            {"model": "WMT", "from_paper": True, "kind": "enc_self", "heads": 96, "significant": 96,
              "significant_up": 0, "largest_drop": -0.5, "largest_gain": 0.2}]
     _write(tmp_path / "p", "03_one_head_counts", rows)
     verdicts, card = _verdicts(tmp_path)
@@ -126,14 +126,14 @@ def test_seeds_that_agree_give_their_common_verdict_and_a_seed_missing_from_a_ta
 
 
 def test_the_papers_rows_go_with_every_seed(tmp_path):
-    mine = [{"model": "course: nli", "kind": "self", "heads": 72, "significant": n, "significant_up": 0,
+    mine = [{"model": "nli", "kind": "self", "heads": 72, "significant": n, "significant_up": 0,
              "largest_drop": -0.01, "largest_gain": 0.0} for n in (3,)]
-    paper = [{"model": "Michel et al. 2019: WMT", "kind": "enc_self", "heads": 96, "significant": 8,
+    paper = [{"model": "WMT", "from_paper": True, "kind": "enc_self", "heads": 96, "significant": 8,
               "significant_up": 4, "largest_drop": -0.53, "largest_gain": 0.24}]
     _write(tmp_path / "p", "03_one_head_counts", _seeded(mine, 0) + _seeded(mine, 1) + paper)
     verdicts, card = _verdicts(tmp_path)
     row = card[card["chapter"] == "03_ablating_one_head"].iloc[0]
-    assert row["verdict"] == REPRODUCED and row["seeds"] == "0, 1" and "Michel" not in row["ours"]
+    assert row["verdict"] == REPRODUCED and row["seeds"] == "0, 1" and "WMT" not in row["ours"]
 
 
 FEW_MATTER = "Few heads matter alone: masking one changes the score significantly for a minority"
@@ -141,9 +141,9 @@ FEW_MATTER = "Few heads matter alone: masking one changes the score significantl
 
 def test_the_likelihood_verdict_reads_the_likelihood_tables_and_disagreements_are_named(tmp_path):
     def counts(significant_mt):
-        return [{"model": "p: nli", "kind": "self", "heads": 72, "significant": 3, "significant_up": 0,
+        return [{"model": "nli", "kind": "self", "heads": 72, "significant": 3, "significant_up": 0,
                  "largest_drop": -0.01, "largest_gain": 0.0},
-                {"model": "p: mt", "kind": "enc_self", "heads": 48, "significant": significant_mt, "significant_up": 1,
+                {"model": "mt", "kind": "enc_self", "heads": 48, "significant": significant_mt, "significant_up": 1,
                  "largest_drop": -1.0, "largest_gain": 0.1}]
 
     _write(tmp_path / "p", "03_one_head_counts", counts(1))              # BLEU: a minority in both models
@@ -163,7 +163,7 @@ def test_the_likelihood_verdict_reads_the_likelihood_tables_and_disagreements_ar
 
 def test_the_last_enc_dec_layer_on_likelihood_is_read_from_the_worst_layer(tmp_path):
     def rows(worst_kind, worst_layer):
-        return [{"source": "p: translation", "protocol": "chosen and reported on test13", "kind": k, "layers": 6,
+        return [{"source": "translation", "protocol": "chosen and reported on test13", "kind": k, "layers": 6,
                  "significant": 0, "significant_down": 0, "worst_layer": worst_layer if k == worst_kind else 2,
                  "worst_delta": -30.0 if k == worst_kind else -1.0, "unit": "millinats"}
                 for k in ("enc_self", "enc_dec", "dec_self")]

@@ -8,6 +8,10 @@ chapter displays it in its last cell. The static text around it keeps only what 
 Counts are stated per training seed, beside what chance alone gives (a test at p < alpha flags
 about alpha of the heads that have no effect), and once per measure: the paper's metric
 (BLEU, accuracy) and the likelihood (``head_effects``).
+
+The text states numbers; it judges no claim of the paper. Where a chapter tests one, its
+paragraphs end with the scorecard's verdicts (``scorecard.chapter_verdicts``), so a chapter
+and the scorecard can never disagree.
 """
 from __future__ import annotations
 
@@ -17,8 +21,10 @@ from typing import Iterable, Sequence
 import pandas as pd
 
 from .results import results_dir
+from .scorecard import MEASURES as MEASURE_NAMES
+from .scorecard import MIN_BASE_SHARE, chapter_verdicts, ours, usable_epochs, verdict_sentences
 
-MEASURES = (("", "the paper's metric"), ("_likelihood", "the likelihood"))
+MEASURES = tuple(MEASURE_NAMES.items())  # (table suffix, the measure's one name)
 
 
 def read(profile: str, name: str) -> pd.DataFrame:
@@ -39,8 +45,9 @@ def _r(value: float) -> str:
     return "undefined" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.2f}"
 
 
-def _ours(table: pd.DataFrame, column: str = "model") -> pd.DataFrame:
-    return table[~table[column].astype(str).str.startswith("Michel")]
+def verdicts(profile: str, chapter: str) -> str:
+    """The scorecard's verdicts on ``chapter``'s claims, as a paragraph."""
+    return "**The scorecard's verdicts:** " + verdict_sentences(chapter_verdicts(profile, chapter))
 
 
 def _split_half(effects: pd.DataFrame) -> dict[int, float]:
@@ -62,7 +69,7 @@ def beyond_chance(count: int, heads: int, alpha: float, level: float = 0.01) -> 
 
 def _model_name(counts: pd.DataFrame) -> Iterable[tuple[str, pd.DataFrame]]:
     for model, part in counts.groupby("model", sort=False):
-        yield str(model).split(": ", 1)[-1], part
+        yield str(model), part
 
 
 # ---- chapter 03 --------------------------------------------------------------------------------
@@ -71,7 +78,7 @@ def chapter_03(profile: str, alpha: float) -> str:
     chance, the gains among them, and the split-half r of the one-head effects."""
     lines = []
     for suffix, measure in MEASURES:
-        counts = _ours(read(profile, f"03_one_head_counts{suffix}"))
+        counts = ours(read(profile, f"03_one_head_counts{suffix}"))
         effects = {track: read(profile, f"03_one_head_{track}{suffix}") for track in ("classifier", "translation")}
         for name, part in _model_name(counts):
             per_seed = part.groupby("training_seed", sort=True)
@@ -89,11 +96,9 @@ def chapter_03(profile: str, alpha: float) -> str:
             kinds = sorted({k for s in seeds for k in where[s]})
             if len(kinds) > 1 or (kinds and kinds != ["self"]):
                 text += f" (in {words(kinds)})"
-            share = max(sig.values()) / heads
-            text += (". " + ("That is a minority on every seed, as in the paper (8 of 96)" if share < 0.5 else
-                             "On some seed that is NOT a minority, unlike the paper"))
+            text += f" ({words([f'{sig[s] / heads:.0%}' for s in seeds])} of the heads; the paper: 8 of 96)"
             if not above:
-                text += (", and on no seed more than chance alone would flag (binomial test, p < 0.01): on this measure "
+                text += ("; on no seed more than chance alone would flag (binomial test, p < 0.01): on this measure "
                          "the one-head effects are not seen")
             elif len(above) < len(seeds):
                 text += (f"; only on seed{'s' if len(above) > 1 else ''} {words(above)} more than chance alone would flag "
@@ -110,7 +115,7 @@ def chapter_03(profile: str, alpha: float) -> str:
                      f"; below 0.5 on seed{'s' if len(weak) > 1 else ''} {words(weak)}: there a head's effect on "
                      "half of the examples barely predicts it on the other half, and a count near chance is noise.")
             lines.append(text)
-    return "\n\n".join(lines)
+    return "\n\n".join(lines + [verdicts(profile, "03_ablating_one_head")])
 
 
 # ---- chapter 04 --------------------------------------------------------------------------------
@@ -119,9 +124,9 @@ def chapter_04(profile: str) -> str:
     score with one head, and the worst layer."""
     lines = []
     for suffix, measure in MEASURES:
-        counts = _ours(read(profile, f"04_keep_one_counts{suffix}"), "source")
+        counts = ours(read(profile, f"04_keep_one_counts{suffix}"))
         for (source, protocol), part in counts.groupby(["source", "protocol"], sort=False):
-            name = str(source).split(": ", 1)[-1]
+            name = str(source)
             kept, worst = [], []
             for seed, rows in part.groupby("training_seed", sort=True):
                 layers, down = int(rows["layers"].sum()), int(rows["significant_down"].sum())
@@ -132,7 +137,7 @@ def chapter_04(profile: str) -> str:
             lines.append(f"**{name}, {protocol}, {measure}:** {words(kept)} layers show no significant loss with a single "
                          f"head (seed by seed); the worst layer is {words(worst)}"
                          + (f" - always {kinds.pop()}." if len(kinds) == 1 else "."))
-    return "\n\n".join(lines)
+    return "\n\n".join(lines + [verdicts(profile, "04_keeping_one_head")])
 
 
 # ---- chapter 05 --------------------------------------------------------------------------------
@@ -144,20 +149,14 @@ def chapter_05(profile: str) -> str:
         table = read(profile, f"05_cross_domain_r{suffix}")
         pooled = table[table["paper_r"].notna()]
         for model, part in pooled.groupby("model", sort=False):
-            name = str(model).split(": ", 1)[-1]
+            name = str(model)
             part = part.sort_values("training_seed")
             rs = [f"{_r(r)} (p = {p:.2g})" if not math.isnan(r) else "undefined" for r, p in zip(part["pearson_r"], part["p_value"])]
-            reproduced = [int(s) for s, r, p in zip(part["training_seed"], part["pearson_r"], part["p_value"])
-                          if r > 0.5 and p < 0.01]
             halves = [f"{_r(a)}/{_r(b)}" for a, b in zip(part["split_half_r_in"], part["split_half_r_out"])]
             seeds = [int(s) for s in part["training_seed"]]
-            verdict = ("above 0.5 and significant on every seed, as in the paper" if len(reproduced) == len(seeds) else
-                       "not above 0.5 and significant on any seed" if not reproduced else
-                       f"above 0.5 and significant on seed{'s' if len(reproduced) > 1 else ''} {words(reproduced)} only")
             lines.append(f"**{name}, {measure}:** r = {words(rs)} across domains (seeds {words(seeds)}; the paper: "
-                         f"{part['paper_r'].iloc[0]:.2f}): {verdict}. The split-half r, in-domain/out-of-domain: "
-                         f"{words(halves)}.")
-    return "\n\n".join(lines)
+                         f"{part['paper_r'].iloc[0]:.2f}). The split-half r, in-domain/out-of-domain: {words(halves)}.")
+    return "\n\n".join(lines + [verdicts(profile, "05_cross_domain")])
 
 
 # ---- chapter 12 --------------------------------------------------------------------------------
@@ -199,20 +198,21 @@ def chapter_07(profile: str) -> str:
             f"{large} (median of the timed passes), against {g['predicted']:+.1%} predicted by the removed FLOPs "
             f"({g['share_of_predicted']:.0%} of the prediction realised) and the paper's {TABLE4_SPEEDUP[64]:+.1%} at 64 "
             f"on a GPU. At batch {small} it gained {gains.loc[small, 'pruned']:+.1%} (the paper: "
-            f"{TABLE4_SPEEDUP[1]:+.1%} at batch 1), " + ("less than at the largest batch, as in the paper. "
+            f"{TABLE4_SPEEDUP[1]:+.1%} at batch 1), " + ("less than at the largest batch. "
                                                           if gains.loc[small, "pruned"] < g["pruned"] else
-                                                          "NOT less than at the largest batch, unlike the paper. ")
+                                                          "no less than at the largest batch. ")
             + f"The gated model ran {g['gated']:+.1%} against the original at batch {large}, with a timing noise "
             f"(interquartile range over median) of {noise:.1%}: "
-            + ("masking saves nothing beyond the noise, as expected." if g["gated"] < max(0.05, noise) else
+            + ("masking saves nothing beyond the noise, as masking should." if g["gated"] < max(0.05, noise) else
                "faster than the noise allows, which the timing should be checked for."))
     try:
         precision = speed_gains(read(profile, "07_precision"))
     except FileNotFoundError:
-        return text
+        return text + "\n\n" + verdicts(profile, "07_pruning_speed")
     rows = [f"{r.dtype} {r.compile_mode} at batch {r.batch_size}: {r.pruned:+.1%} (predicted {r.predicted:+.1%})"
             for r in precision.itertuples()]
-    return text + " In the precision table, the pruned model's speed-up was " + words(rows) + "."
+    return (text + " In the precision table, the pruned model's speed-up was " + words(rows) + ".\n\n"
+            + verdicts(profile, "07_pruning_speed"))
 
 
 def _pct_list(values: Iterable[float]) -> str:
@@ -241,7 +241,7 @@ def chapter_06(profile: str) -> str:
                 f"{len(seeds)} seeds and more than random on {beats} of {len(seeds)}. With every head pruned the score is "
                 f"{words([f'{v:.3g}' for v in imp['all_pruned']])}, against {words([f'{v:.3g}' for v in imp['unpruned']])} "
                 "unpruned.")
-    return "\n\n".join(lines)
+    return "\n\n".join(lines + [verdicts(profile, "06_pruning_curves")])
 
 
 # ---- chapter 08 --------------------------------------------------------------------------------
@@ -259,14 +259,14 @@ def chapter_08(profile: str) -> str:
         worst_ll = mine.loc[mine["perplexity_ratio_80%"].idxmax(), "kind"] if mine["perplexity_ratio_80%"].notna().any() \
             else "undefined"
         lines.append(f"**Seed {int(seed)}:** with 80% of a kind's heads pruned, the share of the BLEU kept is {kept} "
-                     f"(most sensitive: {worst}{', as in the paper' if worst == 'enc_dec' else ', unlike the paper'}); "
+                     f"(most sensitive: {worst}); "
                      f"the perplexity reaches {ratios} times the unpruned model's (most sensitive: {worst_ll}"
-                     f"{', as in the paper' if worst_ll == 'enc_dec' else ', unlike the paper'}).")
-    return "\n\n".join(lines)
+                     ").")
+    return "\n\n".join(lines + [verdicts(profile, "08_attention_kinds")])
 
 
 # ---- chapter 09 --------------------------------------------------------------------------------
-def chapter_09(profile: str, min_base_share: float = 0.02) -> str:
+def chapter_09(profile: str, min_base_share: float = MIN_BASE_SHARE) -> str:
     """Chapter 09's findings: per seed, what pruning 40% costs at the first and the last analysed
     epoch, as a share of the BLEU kept (over the epochs whose unpruned BLEU is at least
     ``min_base_share`` of the last one's, as the chapter's verdict) and as the perplexity reached."""
@@ -278,7 +278,7 @@ def chapter_09(profile: str, min_base_share: float = 0.02) -> str:
     lines = []
     for seed, run in bleu.groupby("training_seed"):
         bases = run.drop_duplicates("epoch").set_index("epoch")["unpruned"].sort_index()
-        usable = [e for e, b in bases.items() if b > 0 and b >= min_base_share * bases.iloc[-1]]
+        usable = usable_epochs(run, min_base_share)
         ratio = at40(ll[ll["training_seed"] == seed], "perplexity_ratio")
         text = (f"**Seed {int(seed)}:** with 40% of the heads pruned by importance, the perplexity reaches "
                 f"x{ratio.iloc[0]:.2f} of the unpruned checkpoint's after epoch {ratio.index[0]} and x{ratio.iloc[-1]:.2f} "
@@ -295,11 +295,11 @@ def chapter_09(profile: str, min_base_share: float = 0.02) -> str:
         early_ll, early_bleu = ratio.iloc[0] > ratio.iloc[-1], kept.iloc[0] < kept.iloc[-1]
         lines.append(text + f"; on greedy BLEU, {kept.iloc[0]:.0%} is kept after epoch {first} (BLEU {bases[first]:.1f}) "
                      f"and {kept.iloc[-1]:.0%} after epoch {last} (BLEU {bases[last]:.1f}). Pruning "
-                     + ("costs more early than late on both scores, as in the paper." if early_ll and early_bleu else
+                     + ("costs more early than late on both scores." if early_ll and early_bleu else
                         "costs more early than late on the likelihood only." if early_ll else
                         "costs more early than late on BLEU only." if early_bleu else
-                        "does not cost more early than late on either score, unlike the paper."))
-    return "\n\n".join(lines)
+                        "does not cost more early than late on either score."))
+    return "\n\n".join(lines + [verdicts(profile, "09_training_dynamics")])
 
 
 # ---- chapter 10 --------------------------------------------------------------------------------
@@ -317,7 +317,7 @@ def chapter_10(profile: str) -> str:
         lines.append(f"**{model}:** {_pct_list(part['prunable_share'])} of the heads can go within the tolerance on "
                      f"{part['metric'].iloc[0]}, {_pct_list(mine['prunable_share'])} with the perplexity within 1%"
                      f"{versus}.")
-    return "\n\n".join(lines)
+    return "\n\n".join(lines + [verdicts(profile, "10_appendix_more_tasks")])
 
 
 # ---- chapter 11 --------------------------------------------------------------------------------

@@ -1,9 +1,17 @@
-"""The paper's claims, each checked against the result tables the chapters saved (results/<profile>/).
+"""The registry of the paper's claims: the one place that decides whether a claim holds.
 
 Every claim states the paper's value (../shared/paper/REFERENCE.md), reads ours from the CSV
-files, and applies a rule written next to it that gives one of three verdicts:
-``reproduced``, ``partly`` or ``not reproduced``. A claim whose chapter has not run on the
-profile is ``not run``. Nothing here is typed in by hand except the paper's side and the rules.
+tables the chapters saved (results/<profile>/), and applies the rule written next to it, which
+gives one of three verdicts: ``reproduced``, ``partly`` or ``not reproduced``. A claim whose
+chapter has not run on the profile is ``not run``. Nothing here is typed in by hand except the
+paper's side and the rules. A chapter's "Against the paper" cell (``chapter_verdicts``), its
+"What this run shows" text (``findings``) and the scorecard (``scorecard``) all print these
+verdicts; no other code judges a claim.
+
+A rule's parameters that a chapter also has (chapter 09's ``min_base_share``) are the
+chapter's: ``chapter_verdicts`` records the values the chapter ran with under
+``results/<profile>/parameters/<chapter>.json``, and the scorecard reads them, so a chapter
+rerun with ``-p min_base_share=0.05`` changes the chapter and the scorecard alike.
 
 Where the chapters measured several training runs of a model (a ``training_seed`` column in
 their tables), each claim is checked on every seed's rows on their own (the paper's rows, with
@@ -12,39 +20,52 @@ no seed, go with every seed). The verdict is the seeds' common verdict when they
 seed. A seed is checked on a claim only where every model in the tables the claim reads has a
 run with that seed (the ``seeds`` column lists those checked).
 
-Beside the paper's metric (BLEU, accuracy), the chapters that measured it score the same
-heads by likelihood (``..._likelihood`` tables: the reference's log-likelihood per token, the
-gold label's log-probability). Each claim is checked on those tables too, by the same rule
-unless the claim names one of its own (``likelihood_rule``), in the columns ``likelihood`` and
-``likelihood verdict``; a claim whose chapter has no likelihood tables is ``not measured``
-there. ``disagreements`` lists the claims whose two verdicts differ.
+Each claim is judged once per measure (``MEASURES``): on the paper's metric (BLEU, accuracy)
+and, for the chapters that measured it, on the likelihood (``..._likelihood`` tables: the
+reference's log-likelihood per token, the gold label's log-probability), by the same rule
+unless the claim names one of its own (``likelihood_rule``); a claim whose chapter has no
+likelihood tables is ``not measured`` there. ``disagreements`` lists the claims whose two
+verdicts differ. A table's rows from the paper carry ``from_paper = True``.
 
-    from helpers.book.scorecard import scorecard
+    from helpers.book.scorecard import chapter_verdicts, scorecard
     scorecard("course")   # DataFrame: section, claim, paper, ours, verdict, likelihood, ..., rule, chapter
+    chapter_verdicts("course", "09_training_dynamics", min_base_share=0.02)   # one row per claim, measure, seed
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pandas as pd
 
+from ..heads.atomic import atomic_path
 from . import paper_values
 from .results import results_root as default_results_root
 
 REPRODUCED, PARTLY, NOT_REPRODUCED, NOT_RUN = "reproduced", "partly", "not reproduced", "not run"
 NOT_MEASURED = "not measured"  # the likelihood verdict of a claim whose chapter has no likelihood tables
 LIKELIHOOD = "_likelihood"     # the suffix of a chapter's likelihood tables
+METRIC, LIKELIHOOD_NAME = "the paper's metric", "the likelihood"
+MEASURES = {"": METRIC, LIKELIHOOD: LIKELIHOOD_NAME}  # table suffix -> the measure's one name
+FROM_PAPER = "from_paper"      # the column that marks a table's rows from the paper
 DEPENDS_ON_SEED = "depends on the seed"
 VERDICTS = (REPRODUCED, PARTLY, DEPENDS_ON_SEED, NOT_REPRODUCED, NOT_RUN)
 SEED = "training_seed"
 IDENTITY_COLUMNS = ("model", "source", "track")  # the column that names the model of a row, by table
 SHARE_TOLERANCE = 0.10  # "about 20% prunable" is met within 10 points of the share of heads
+FEW_SHARE = 0.20        # "few heads matter alone": under this share of a model's heads significant
+STRONG_R = 0.40         # "effects in domain predict effects out of domain": Pearson r at least this
+MIN_BASE_SHARE = 0.02   # chapter 09's default: epochs whose unpruned BLEU is below this share of the last one's are skipped
 
 
 class MissingResults(LookupError):
     pass
+
+
+class NoUsableBLEU(ValueError):
+    """A claim on BLEU's share kept, where no checkpoint has a BLEU to keep a share of."""
 
 
 class SeedNotRun(LookupError):
@@ -56,10 +77,12 @@ class Results:
     """The CSV tables of one profile, read on demand: ``results["06_prunable_shares"]``; with a
     ``training_seed``, the rows of that seed (and rows without a seed, such as the paper's)."""
 
-    def __init__(self, folder: Path, training_seed: int | None = None, measure: str = ""):
+    def __init__(self, folder: Path, training_seed: int | None = None, measure: str = "",
+                 params: dict[str, Any] | None = None):
         self.folder = Path(folder)
         self.training_seed = training_seed
         self.measure = measure  # "" (the paper's metric) or LIKELIHOOD: the suffix of the tables read
+        self.params = dict(params or {})  # the rule's parameters, as the claim's chapter ran with them
 
     def __getitem__(self, name: str) -> pd.DataFrame:
         path = self.folder / f"{name}{self.measure}.csv"
@@ -89,11 +112,15 @@ class Results:
         return sorted(seeds)
 
     def for_seed(self, training_seed: int) -> "Results":
-        return Results(self.folder, training_seed, self.measure)
+        return Results(self.folder, training_seed, self.measure, self.params)
+
+    def with_params(self, params: dict[str, Any]) -> "Results":
+        return Results(self.folder, self.training_seed, self.measure, params)
 
 
 @dataclass(frozen=True)
 class Claim:
+    key: str   # a short name, e.g. "few_significant"
     section: str
     claim: str
     paper: str
@@ -104,11 +131,16 @@ class Claim:
     # ``likelihood_rule``); False: the chapter does not measure the likelihood
     likelihood: bool | Callable[[Results], tuple[str, str]] = False
     likelihood_rule: str = "the same rule"
+    # the rule's parameters that are also the chapter's, with the chapter's defaults (a test
+    # keeps them equal to the notebook's parameters cell)
+    parameters: dict[str, Any] = field(default_factory=dict)
 
 
-def _ours(table: pd.DataFrame, column: str) -> pd.DataFrame:
-    """Our rows of a table that also holds the paper's (labelled "Michel et al. 2019: ...")."""
-    return table[~table[column].astype(str).str.startswith("Michel")]
+def ours(table: pd.DataFrame) -> pd.DataFrame:
+    """Our rows of a table that also holds the paper's (``from_paper`` True on the paper's rows)."""
+    if FROM_PAPER not in table:
+        return table
+    return table[~table[FROM_PAPER].fillna(False).astype(bool)]
 
 
 def _present(rows: pd.DataFrame, what: str) -> pd.DataFrame:
@@ -128,21 +160,21 @@ def _within(ours: float, paper: float, tolerance: float = SHARE_TOLERANCE) -> bo
 
 # ---- §3: one head at a time ----------------------------------------------------------------
 def _few_significant(r: Results) -> tuple[str, str]:
-    counts = _ours(r["03_one_head_counts"], "model").groupby("model")[["heads", "significant"]].sum()
+    counts = ours(r["03_one_head_counts"]).groupby("model")[["heads", "significant"]].sum()
     shares = counts["significant"] / counts["heads"]
-    ours = "; ".join(f"{m.split(': ')[-1]} {s}/{h}" for m, (h, s) in counts.iterrows())
-    return ours, _three_way((shares < 0.2).all(), (shares < 0.2).any())
+    text = "; ".join(f"{m} {s}/{h}" for m, (h, s) in counts.iterrows())
+    return text, _three_way((shares < FEW_SHARE).all(), (shares < FEW_SHARE).any())
 
 
 def _some_gain(r: Results) -> tuple[str, str]:
-    counts = _ours(r["03_one_head_counts"], "model")
+    counts = ours(r["03_one_head_counts"])
     up, gains = int(counts["significant_up"].sum()), (counts["largest_gain"] > 0).any()
     return f"{up} of {int(counts['significant'].sum())} significant changes are gains", \
         REPRODUCED if up else PARTLY if gains else NOT_REPRODUCED
 
 
 def _keep_one(r: Results, track: str, held_out: bool) -> pd.DataFrame:
-    counts = _ours(r["04_keep_one_counts"], "source")
+    counts = ours(r["04_keep_one_counts"])
     counts = counts[counts["source"].str.endswith(track)]
     chosen_on_reported = counts["protocol"].str.startswith("chosen and reported")
     return _present(counts[~chosen_on_reported if held_out else chosen_on_reported], f"04_keep_one_counts: {track}")
@@ -189,9 +221,9 @@ def _held_out_worse(r: Results) -> tuple[str, str]:
 def _cross_domain(r: Results) -> tuple[str, str]:
     table = r["05_cross_domain_r"]
     pooled = table[table["kind"].isin(["all", "self"])]
-    strong = (pooled["pearson_r"] >= 0.4) & (pooled["p_value"] < 0.01)
-    ours = "; ".join(f"{m.split(': ')[-1]} r = {v:.2f}" for m, v in zip(pooled["model"], pooled["pearson_r"]))
-    return ours, _three_way(strong.all(), strong.any())
+    strong = (pooled["pearson_r"] >= STRONG_R) & (pooled["p_value"] < 0.01)
+    text = "; ".join(f"{m} r = {v:.2f}" for m, v in zip(pooled["model"], pooled["pearson_r"]))
+    return text, _three_way(strong.all(), strong.any())
 
 
 # ---- §4: pruning --------------------------------------------------------------------------
@@ -207,8 +239,8 @@ def _prunable(track: str) -> Callable[[Results], tuple[str, str]]:
 def _importance_beats_ablation(r: Results) -> tuple[str, str]:
     table = r["06_prunable_shares"].pivot(index="model", columns="order", values="prunable_share")
     wins = table["importance"] >= table["ablation"]
-    ours = "; ".join(f"{m}: {row['importance']:.0%} vs {row['ablation']:.0%}" for m, row in table.iterrows())
-    return ours, _three_way(wins.all(), wins.any())
+    text = "; ".join(f"{m}: {row['importance']:.0%} vs {row['ablation']:.0%}" for m, row in table.iterrows())
+    return text, _three_way(wins.all(), wins.any())
 
 
 def _speedups(r: Results) -> pd.Series:
@@ -218,9 +250,9 @@ def _speedups(r: Results) -> pd.Series:
 
 def _speedup_large(r: Results) -> tuple[str, str]:
     gains = _speedups(r)
-    paper, ours = paper_values.TABLE4_SPEEDUP[64], gains.iloc[-1]
-    return (f"{ours:+.1%} at batch {gains.index[-1]} ({r['07_speed']['device'].iloc[0]})",
-            _three_way(abs(ours - paper) <= paper / 2, ours > 0))
+    paper, gain = paper_values.TABLE4_SPEEDUP[64], gains.iloc[-1]
+    return (f"{gain:+.1%} at batch {gains.index[-1]} ({r['07_speed']['device'].iloc[0]})",
+            _three_way(abs(gain - paper) <= paper / 2, gain > 0))
 
 
 def _speedup_small(r: Results) -> tuple[str, str]:
@@ -233,16 +265,16 @@ def _speedup_small(r: Results) -> tuple[str, str]:
 # ---- §5, §6, Appendix B ---------------------------------------------------------------------
 def _enc_dec_most_sensitive_likelihood(r: Results) -> tuple[str, str]:
     table = r["08_pruning_by_kind_summary"].set_index("kind")["perplexity_ratio_80%"]
-    ours = ", ".join(f"{k} x{v:.2f}" for k, v in table.items())
-    return ours + " perplexity at 80% pruned", _three_way(table.idxmax() == "enc_dec", False)
+    text = ", ".join(f"{k} x{v:.2f}" for k, v in table.items())
+    return text + " perplexity at 80% pruned", _three_way(table.idxmax() == "enc_dec", False)
 
 
 def _enc_dec_most_sensitive(r: Results) -> tuple[str, str]:
     table = r["08_pruning_by_kind_summary"].set_index("kind")["relative_80%"]
-    ours = ", ".join(f"{k} {v:.0%}" for k, v in table.items())
+    text = ", ".join(f"{k} {v:.0%}" for k, v in table.items())
     if table.isna().all():  # an unpruned BLEU of 0: no share of it to keep
-        return ours + " of the BLEU left at 80% pruned", NOT_REPRODUCED
-    return ours + " of the BLEU left at 80% pruned", _three_way(table.idxmin() == "enc_dec", False)
+        return text + " of the BLEU left at 80% pruned", NOT_REPRODUCED
+    return text + " of the BLEU left at 80% pruned", _three_way(table.idxmin() == "enc_dec", False)
 
 
 def _self_attention_survives(r: Results) -> tuple[str, str]:
@@ -252,11 +284,19 @@ def _self_attention_survives(r: Results) -> tuple[str, str]:
     return ", ".join(f"{k} {v:.0%}" for k, v in table.items()), _three_way(kept.all(), kept.any())
 
 
+def usable_epochs(run: pd.DataFrame, min_base_share: float = MIN_BASE_SHARE) -> list[int]:
+    """The epochs of one training run's chapter-09 table whose unpruned BLEU is above 0 and at
+    least ``min_base_share`` of the last epoch's: those a share of the BLEU kept means something."""
+    bases = run.drop_duplicates("epoch").set_index("epoch")["unpruned"].sort_index()
+    return [int(e) for e, b in bases.items() if b > 0 and b >= min_base_share * bases.iloc[-1]]
+
+
 def _relative_at_40(r: Results) -> pd.Series:
-    """Relative BLEU with 40% pruned, by epoch, for the epochs the chapter's verdict keeps."""
+    """Relative BLEU with 40% pruned, by epoch, for the epochs with a usable BLEU."""
     d = r["09_importance_dynamics"]
-    bases = d.drop_duplicates("epoch").set_index("epoch")["unpruned"]
-    usable = bases[bases >= 0.02 * bases.iloc[-1]].index
+    usable = usable_epochs(d, r.params.get("min_base_share", MIN_BASE_SHARE))
+    if not usable:
+        raise NoUsableBLEU("no checkpoint has a usable BLEU")
     return at_share_by_epoch(d, "relative").loc[usable]
 
 
@@ -267,13 +307,19 @@ def at_share_by_epoch(table: pd.DataFrame, column: str, share: float = 0.4) -> p
 
 
 def _early_hurts(r: Results) -> tuple[str, str]:
-    rel = _relative_at_40(r)
+    try:
+        rel = _relative_at_40(r)
+    except NoUsableBLEU as none:
+        return f"({none})", NOT_REPRODUCED
     low = paper_values.FIGURE5_KEPT_AT_40[0]
     return f"{rel.iloc[0]:.0%} left at epoch {rel.index[0]}", _three_way(rel.iloc[0] < low, rel.iloc[0] < 0.95)
 
 
 def _late_survives(r: Results) -> tuple[str, str]:
-    rel = _relative_at_40(r)
+    try:
+        rel = _relative_at_40(r)
+    except NoUsableBLEU as none:
+        return f"({none})", NOT_REPRODUCED
     low = paper_values.FIGURE5_KEPT_AT_40[0]
     return f"{rel.iloc[-1]:.0%} left at epoch {rel.index[-1]}", _three_way(rel.iloc[-1] >= low, rel.iloc[-1] >= low - 0.1)
 
@@ -309,122 +355,151 @@ def _paper_task(course_task: str) -> str:
 
 
 def _figure6_claims() -> list[Claim]:
-    return [Claim("App. B", f"{row.task} ({row.metric}) can lose heads before its score drops",
+    return [Claim(f"flat_start_{row.course_task}", "App. B", f"{row.task} ({row.metric}) can lose heads before its score drops",
                   f"flat to about {row.flat_until:.0%}", f"reproduced: prunable share within {SHARE_TOLERANCE:.0%} of "
                   "the paper's; partly: above 0", "10_appendix_more_tasks", _flat_start(row.course_task), likelihood=True)
             for row in paper_values.FIGURE6.itertuples()]
 
 
 CLAIMS: list[Claim] = [
-    Claim("§3.2, Table 1", "Few heads matter alone: masking one changes the score significantly for a minority",
+    Claim("few_significant", "§3.2, Table 1", "Few heads matter alone: masking one changes the score significantly for a minority",
           f"{paper_values.SIGNIFICANT_ENC_SELF} of 96 WMT Enc-Enc heads",
-          "reproduced: under 20% of the heads significant in every model; partly: in some",
+          f"reproduced: under {FEW_SHARE:.0%} of the heads significant in every model; partly: in some",
           "03_ablating_one_head", _few_significant, likelihood=True),
-    Claim("§3.2, Table 1", "Masking a head can improve the score",
+    Claim("some_gain", "§3.2, Table 1", "Masking a head can improve the score",
           f"{paper_values.SIGNIFICANT_ENC_SELF_UP} of the {paper_values.SIGNIFICANT_ENC_SELF} significant changes are gains",
           "reproduced: a significant gain; partly: gains, none significant", "03_ablating_one_head", _some_gain, likelihood=True),
-    Claim("§3.3, Table 2", "Most layers can be reduced to one head (head chosen on the reported set)",
+    Claim("most_layers_one_head", "§3.3, Table 2", "Most layers can be reduced to one head (head chosen on the reported set)",
           "5 of 18 WMT layers drop significantly", "reproduced: at most half the layers drop significantly",
           "04_keeping_one_head", _most_layers_one_head, likelihood=True),
-    Claim("§3.3, Table 2", "The last Enc-Dec layer is the exception: it needs its heads",
+    Claim("last_enc_dec", "§3.3, Table 2", "The last Enc-Dec layer is the exception: it needs its heads",
           "-13.56 BLEU of 36.05 with one head", "reproduced: the worst Enc-Dec layer loses a quarter of the BLEU; "
           "partly: it is the worst layer of all kinds", "04_keeping_one_head", _last_enc_dec,
           likelihood=_last_enc_dec_likelihood, likelihood_rule="reproduced: the worst layer of all kinds is the last "
           "Enc-Dec layer; partly: an Enc-Dec layer"),
-    Claim("§3.3, Table 3", "No BERT layer needs more than one head", "0 of 12 layers drop significantly",
+    Claim("bert_layers_one_head", "§3.3, Table 3", "No BERT layer needs more than one head", "0 of 12 layers drop significantly",
           "reproduced: no layer drops significantly; partly: at most a quarter", "04_keeping_one_head",
           _bert_layers_one_head, likelihood=True),
-    Claim("App. A, Table 5", "Choosing the head on other data than the reported set costs more layers",
+    Claim("held_out_worse", "App. A, Table 5", "Choosing the head on other data than the reported set costs more layers",
           "9 of 18 WMT layers (5 when chosen on the reported set)", "reproduced: more significant drops held out "
           "than chosen on the reported set; partly: as many, and some", "04_keeping_one_head", _held_out_worse, likelihood=True),
-    Claim("§3.4, Figure 2", "A head's effect in domain predicts its effect out of domain",
+    Claim("cross_domain", "§3.4, Figure 2", "A head's effect in domain predicts its effect out of domain",
           f"r = {paper_values.CROSS_DOMAIN_R['translation']} (WMT), {paper_values.CROSS_DOMAIN_R['classifier']} (BERT)",
-          "reproduced: r >= 0.4 with p < 0.01 for every model; partly: for one", "05_cross_domain", _cross_domain, likelihood=True),
-    Claim("§4.2, Figure 3", "A share of the translation model's heads can be pruned with no noticeable loss",
+          f"reproduced: r >= {STRONG_R} with p < 0.01 for every model; partly: for one", "05_cross_domain", _cross_domain, likelihood=True),
+    Claim("prunable_translation", "§4.2, Figure 3", "A share of the translation model's heads can be pruned with no noticeable loss",
           f"about {paper_values.PRUNABLE_SHARE['translation']:.0%} (WMT, within 1 BLEU)",
           f"reproduced: within {SHARE_TOLERANCE:.0%} of the paper's share; partly: above 0", "06_pruning_curves",
           _prunable("translation"), likelihood=True),
-    Claim("§4.2, Figure 3", "A share of the classifier's heads can be pruned with no noticeable loss",
+    Claim("prunable_classifier", "§4.2, Figure 3", "A share of the classifier's heads can be pruned with no noticeable loss",
           f"about {paper_values.PRUNABLE_SHARE['classifier']:.0%} (BERT, within 1 accuracy point)",
           f"reproduced: within {SHARE_TOLERANCE:.0%} of the paper's share; partly: above 0", "06_pruning_curves",
           _prunable("classifier"), likelihood=True),
-    Claim("§4.2, Figure 3", "Ranking by importance prunes at least as well as ranking by one-head ablation",
+    Claim("importance_beats_ablation", "§4.2, Figure 3", "Ranking by importance prunes at least as well as ranking by one-head ablation",
           "importance above the ablation curve", "reproduced: importance's prunable share >= ablation's for every "
           "model; partly: for some", "06_pruning_curves", _importance_beats_ablation, likelihood=True),
-    Claim("§4.3, Table 4", "Removing half the heads speeds inference up at large batches",
+    Claim("speedup_large", "§4.3, Table 4", "Removing half the heads speeds inference up at large batches",
           f"{paper_values.TABLE4_SPEEDUP[64]:+.1%} at batch 64 (GTX 1080Ti)",
           "reproduced: within half of the paper's gain either way; partly: faster", "07_pruning_speed",
           _speedup_large),
-    Claim("§4.3, Table 4", "At batch size 1 there is almost no gain",
+    Claim("speedup_small", "§4.3, Table 4", "At batch size 1 there is almost no gain",
           f"{paper_values.TABLE4_SPEEDUP[1]:+.1%} at batch 1", "reproduced: batch 1 gains less than the largest "
           "batch and under half the paper's large-batch gain; partly: less than the largest batch",
           "07_pruning_speed", _speedup_small),
-    Claim("§5, Figure 4", "Enc-Dec attention depends on its heads most", "Enc-Dec collapses past 60% pruned",
+    Claim("enc_dec_most_sensitive", "§5, Figure 4", "Enc-Dec attention depends on its heads most", "Enc-Dec collapses past 60% pruned",
           "reproduced: Enc-Dec keeps the smallest share of its BLEU at 80% of its heads pruned",
           "08_attention_kinds", _enc_dec_most_sensitive, likelihood=_enc_dec_most_sensitive_likelihood,
           likelihood_rule="reproduced: Enc-Dec's perplexity rises the most at 80% of its heads pruned"),
-    Claim("§5, Figure 4", "Self-attention survives losing most of its heads",
+    Claim("self_attention_survives", "§5, Figure 4", "Self-attention survives losing most of its heads",
           f"about {paper_values.FIGURE4_BLEU_AT_80['enc_self']:.0f} of {paper_values.WMT_BASE_BLEU} BLEU at 80% pruned",
           f"reproduced: both self-attention kinds keep at least the paper's share less {SHARE_TOLERANCE:.0%}; "
           "partly: one", "08_attention_kinds", _self_attention_survives),
-    Claim("§6, Figure 5", "Early in training, pruning 40% of the heads hurts",
+    Claim("early_hurts", "§6, Figure 5", "Early in training, pruning 40% of the heads hurts",
           "well under 85% of the BLEU left in epochs 1-2", "reproduced: under 85% left at the first epoch with a "
-          "usable BLEU; partly: under 95%", "09_training_dynamics", _early_hurts, likelihood=_early_hurts_likelihood,
+          "usable BLEU (at least min_base_share of the last epoch's); partly: under 95%", "09_training_dynamics",
+          _early_hurts, likelihood=_early_hurts_likelihood, parameters={"min_base_share": MIN_BASE_SHARE},
           likelihood_rule="reproduced: 40% pruned raises the perplexity more at the first epoch than at the last, and by "
           "over 10%; partly: more at the first"),
-    Claim("§6, Figure 5", "Later, 40% of the heads can go at little cost (unimportant heads emerge)",
+    Claim("late_survives", "§6, Figure 5", "Later, 40% of the heads can go at little cost (unimportant heads emerge)",
           "85 to 90% of the BLEU left from about epoch 10", "reproduced: at least 85% left at the last epoch; "
           "partly: at least 75%", "09_training_dynamics", _late_survives, likelihood=_late_survives_likelihood,
+          parameters={"min_base_share": MIN_BASE_SHARE},
           likelihood_rule="reproduced: at the last epoch, 40% pruned raises the perplexity by at most 10%; partly: 25%"),
     *_figure6_claims(),
 ]
 
 
-def scorecard(profile: str, results_root: Path | None = None) -> pd.DataFrame:
-    """One row per claim: section, claim, paper, ours, verdict, rule, chapter, profile; read from
-    ``results_root/<profile>`` (default: where the chapters write, ``results.results_root()``)."""
-    results = Results(Path(results_root or default_results_root()) / profile)
-    seeds = results.training_seeds()
-    likely = Results(results.folder, measure=LIKELIHOOD)
-    rows = []
-    for c in CLAIMS:
-        ours, verdict, checked = _checked(c, c.check, results, seeds)
-        if c.likelihood:
-            check = c.check if c.likelihood is True else c.likelihood
-            ours_ll, verdict_ll, _ = _checked(c, check, likely, seeds)
-            rule_ll = c.likelihood_rule
-        else:
-            ours_ll, verdict_ll, rule_ll = "", NOT_MEASURED, ""
-        rows.append({"section": c.section, "claim": c.claim, "paper": c.paper, "ours": ours, "verdict": verdict,
-                     "likelihood": ours_ll, "likelihood verdict": verdict_ll, "seeds": checked, "rule": c.rule,
-                     "likelihood rule": rule_ll, "chapter": c.chapter, "profile": profile})
-    return pd.DataFrame(rows)
+CLAIMS_BY_KEY = {c.key: c for c in CLAIMS}
 
 
-def _checked(claim: Claim, check, results: Results, seeds: list[int]) -> tuple[str, str, str]:
+# ---- judging ----------------------------------------------------------------------------------
+def _folder(profile: str, results_root: Path | None) -> Path:
+    return Path(results_root or default_results_root()) / profile
+
+
+def _parameters_file(folder: Path, chapter: str) -> Path:
+    return folder / "parameters" / f"{chapter}.json"
+
+
+def record_parameters(profile: str, chapter: str, params: dict[str, Any], results_root: Path | None = None) -> None:
+    """Keep the rule parameters ``chapter`` ran with, for the scorecard to judge its claims alike;
+    a parameter that no claim of the chapter reads is refused (a typo would change nothing)."""
+    known = {name for c in CLAIMS if c.chapter == chapter for name in c.parameters}
+    unknown = set(params) - known
+    if unknown:
+        raise ValueError(f"no claim of chapter {chapter} reads the parameter(s) {sorted(unknown)}; "
+                         f"its claims read {sorted(known) or 'none'}")
+    path = _parameters_file(_folder(profile, results_root), chapter)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(params, sort_keys=True))
+
+
+def claim_parameters(claim: Claim, folder: Path) -> dict[str, Any]:
+    """The claim's rule parameters: the values its chapter last recorded, else the defaults."""
+    path = _parameters_file(folder, claim.chapter)
+    recorded = json.loads(path.read_text()) if path.exists() else {}
+    return {name: recorded.get(name, default) for name, default in claim.parameters.items()}
+
+
+def judge(claim: Claim, folder: Path, measure: str = "") -> list[dict[str, Any]]:
+    """The claim's verdicts on one measure (a ``MEASURES`` key): one row per training seed
+    checked (``training_seed`` None where the tables have no seeds), then the combined row
+    (``training_seed`` "all"). Each row: key, measure, training_seed, ours, verdict, rule."""
+    base = {"key": claim.key, "measure": MEASURES[measure]}
+    if measure and not claim.likelihood:
+        return [{**base, "training_seed": "all", "ours": "", "verdict": NOT_MEASURED, "rule": ""}]
+    check = claim.check if not measure or claim.likelihood is True else claim.likelihood
+    rule = claim.rule if not measure else claim.likelihood_rule
+    results = Results(folder, measure=measure, params=claim_parameters(claim, folder))
     try:
-        return _check_every_seed(claim, check, results, seeds)
+        found = _per_seed(claim, check, results)
     except MissingResults as missing:
-        return f"({missing.args[0]}{results.measure}.csv not found: run {claim.chapter})", NOT_RUN, ""
+        return [{**base, "training_seed": "all", "verdict": NOT_RUN, "rule": rule,
+                 "ours": f"({missing.args[0]}{measure}.csv not found: run {claim.chapter})"}]
     except KeyError as missing:  # a table written by an older version of the chapter
-        return f"(no {missing.args[0]!r} in the results: rerun {claim.chapter})", NOT_RUN, ""
+        return [{**base, "training_seed": "all", "verdict": NOT_RUN, "rule": rule,
+                 "ours": f"(no {missing.args[0]!r} in the results: rerun {claim.chapter})"}]
+    rows = [{**base, "training_seed": seed, "ours": text, "verdict": verdict, "rule": rule}
+            for seed, (text, verdict) in found.items()]
+    texts = {text for text, _ in found.values()}
+    verdicts = {verdict for _, verdict in found.values()}
+    combined = next(iter(texts)) if len(texts) == 1 else "; ".join(f"seed {s}: {t}" for s, (t, _) in found.items())
+    rows.append({**base, "training_seed": "all", "ours": combined, "rule": rule,
+                 "verdict": next(iter(verdicts)) if len(verdicts) == 1 else DEPENDS_ON_SEED,
+                 "seeds": ", ".join(str(s) for s in found if s is not None)})
+    return rows
 
 
-def disagreements(card: pd.DataFrame) -> pd.DataFrame:
-    """The claims whose verdict on the paper's metric differs from their likelihood verdict
-    (claims measured on both)."""
-    both = card[~card["likelihood verdict"].isin([NOT_MEASURED, NOT_RUN]) & (card["verdict"] != NOT_RUN)]
-    return both[both["verdict"] != both["likelihood verdict"]]
-
-
-def _check_every_seed(claim: Claim, check, results: Results, seeds: list[int]) -> tuple[str, str, str]:
-    """``(ours, verdict, seeds checked)``: ``check`` on each seed's rows, then combined."""
+def _per_seed(claim: Claim, check, results: Results) -> dict[int | None, tuple[str, str]]:
+    """``{training seed: (ours, verdict)}``: ``check`` on each seed's rows (``{None: ...}`` where
+    the tables have no seeds)."""
+    seeds = results.training_seeds()
     if not seeds:
         try:
-            return (*check(results), "")
+            return {None: check(results)}
         except SeedNotRun as missing:
             raise MissingResults(missing.args[0]) from None
-    found: dict[int, tuple[str, str]] = {}
+    found: dict[int | None, tuple[str, str]] = {}
     for seed in seeds:
         try:
             found[seed] = check(results.for_seed(seed))
@@ -432,10 +507,86 @@ def _check_every_seed(claim: Claim, check, results: Results, seeds: list[int]) -
             continue
     if not found:
         raise MissingResults(f"{claim.chapter} (no training seed)")
-    verdicts = {verdict for _, verdict in found.values()}
-    ours = {text for text, _ in found.values()}
-    text = next(iter(ours)) if len(ours) == 1 else "; ".join(f"seed {s}: {t}" for s, (t, _) in found.items())
-    return text, next(iter(verdicts)) if len(verdicts) == 1 else DEPENDS_ON_SEED, ", ".join(map(str, found))
+    return found
+
+
+def chapter_verdicts(profile: str, chapter: str, results_root: Path | None = None, **params: Any) -> pd.DataFrame:
+    """The verdicts on the claims of ``chapter`` that the scorecard gives, one row per claim,
+    measure and training seed, and a combined row per claim and measure (``training_seed``
+    "all"). ``params``: the rule parameters the chapter ran with (recorded for the scorecard).
+    Columns: key, claim, measure, training_seed, ours, verdict, rule."""
+    if params:
+        record_parameters(profile, chapter, params, results_root)
+    folder = _folder(profile, results_root)
+    rows = [{"claim": c.claim, **row} for c in CLAIMS if c.chapter == chapter
+            for measure in MEASURES for row in judge(c, folder, measure)]
+    if not rows:
+        raise ValueError(f"no claim of the paper is judged in chapter {chapter!r}; chapters with claims: "
+                         f"{sorted({c.chapter for c in CLAIMS})}")
+    table = pd.DataFrame(rows)
+    return table[["key", "claim", "measure", "training_seed", "ours", "verdict", "rule"]]
+
+
+def verdict_table(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """``chapter_verdicts`` laid out to read: one row per claim and measure, a column per training
+    seed with that seed's verdict, and the combined verdict."""
+    measured = verdicts[verdicts["verdict"] != NOT_MEASURED]
+    seeded = measured[measured["training_seed"] != "all"]
+    table = measured[measured["training_seed"] == "all"].set_index(["claim", "measure"])[["ours", "verdict"]]
+    if not seeded.empty and seeded["training_seed"].notna().any():
+        per_seed = seeded.pivot_table(index=["claim", "measure"], columns="training_seed", values="verdict",
+                                      aggfunc="first", sort=False)
+        per_seed.columns = [f"seed {int(s)}" for s in per_seed.columns]
+        table = per_seed.join(table)
+    return table.reindex(measured[measured["training_seed"] == "all"].set_index(["claim", "measure"]).index)
+
+
+def verdict_of(verdicts: pd.DataFrame, key: str, measure: str = METRIC) -> str:
+    """The combined verdict of claim ``key`` on ``measure`` (its one name) in ``chapter_verdicts``."""
+    row = verdicts[(verdicts["key"] == key) & (verdicts["measure"] == measure) & (verdicts["training_seed"] == "all")]
+    if row.empty:
+        raise KeyError(f"no verdict on claim {key!r} for {measure!r}")
+    return str(row["verdict"].iloc[0])
+
+
+def verdict_sentences(verdicts: pd.DataFrame, measure: str | None = None) -> str:
+    """The registry's verdicts as Markdown for a chapter's text: per claim (and measure), the
+    combined verdict, and each seed's where they differ."""
+    lines = []
+    for (key, name), part in verdicts.groupby(["key", "measure"], sort=False):
+        if measure is not None and name != measure:
+            continue
+        combined = part[part["training_seed"] == "all"].iloc[0]
+        if combined["verdict"] == NOT_MEASURED:
+            continue
+        seeds = part[(part["training_seed"] != "all") & part["training_seed"].notna()]
+        detail = ("" if seeds["verdict"].nunique() <= 1 else
+                  " (" + "; ".join(f"seed {int(s)}: {v}" for s, v in zip(seeds["training_seed"], seeds["verdict"])) + ")")
+        lines.append(f"*{combined['claim']}*, on {name}: **{combined['verdict']}**{detail}.")
+    return " ".join(lines)
+
+
+def scorecard(profile: str, results_root: Path | None = None) -> pd.DataFrame:
+    """One row per claim: section, claim, paper, ours, verdict, likelihood, likelihood verdict,
+    seeds, rule, likelihood rule, chapter, profile; read from ``results_root/<profile>``
+    (default: where the chapters write, ``results.results_root()``)."""
+    folder = _folder(profile, results_root)
+    rows = []
+    for c in CLAIMS:
+        metric = judge(c, folder, "")[-1]
+        likely = judge(c, folder, LIKELIHOOD)[-1]
+        rows.append({"section": c.section, "claim": c.claim, "paper": c.paper, "ours": metric["ours"],
+                     "verdict": metric["verdict"], "likelihood": likely["ours"],
+                     "likelihood verdict": likely["verdict"], "seeds": metric.get("seeds", ""), "rule": c.rule,
+                     "likelihood rule": likely["rule"], "chapter": c.chapter, "profile": profile})
+    return pd.DataFrame(rows)
+
+
+def disagreements(card: pd.DataFrame) -> pd.DataFrame:
+    """The claims whose verdict on the paper's metric differs from their likelihood verdict
+    (claims measured on both)."""
+    both = card[~card["likelihood verdict"].isin([NOT_MEASURED, NOT_RUN]) & (card["verdict"] != NOT_RUN)]
+    return both[both["verdict"] != both["likelihood verdict"]]
 
 
 def verdict_counts(card: pd.DataFrame, column: str = "verdict") -> dict[str, int]:

@@ -1,13 +1,57 @@
+"""Shared fixtures; the test session's own folders; the fast and the slow tier.
+
+Tests never write into the repository's ``results/`` or ``.cache/``: the session points the
+results, the model cache and the converted models at a temporary folder of its own (removed at
+the end), unless they are set already. ``SIXTEEN_HEADS_CHECK_PROFILE`` (tests/test_results_add_up.py)
+checks another profile's results where the chapters wrote them, so it keeps the results root.
+
+Tiers: a test that builds or runs the smoke book (its fixtures below), or that is marked
+``slow``, is in the slow tier; ``pytest -m "not slow"`` runs the fast unit tier alone.
+"""
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).parent))
 
+REPO = Path(__file__).resolve().parent.parent
+SESSION_ROOT = Path(tempfile.mkdtemp(prefix="sixteen-heads-tests-"))
+_ROOTS = {"SIXTEEN_HEADS_CACHE": "cache", "SIXTEEN_HEADS_CONVERTED": "converted"}
+if os.environ.get("SIXTEEN_HEADS_CHECK_PROFILE", "smoke") == "smoke":
+    _ROOTS["SIXTEEN_HEADS_RESULTS"] = "results"
+for _name, _folder in _ROOTS.items():
+    os.environ.setdefault(_name, str(SESSION_ROOT / _folder))
+
+
+def repository_state() -> str:
+    """``git status`` of the repository, ignored files included, with this session's own
+    by-products (bytecode, pytest's cache) left out."""
+    out = subprocess.run(["git", "status", "--porcelain", "--ignored", "--untracked-files=all"], cwd=REPO,
+                         capture_output=True, text=True, check=True).stdout
+    return "\n".join(line for line in sorted(out.splitlines())
+                     if "__pycache__" not in line and ".pytest_cache" not in line and not line.endswith(".pyc"))
+
+
+STATE_AT_START = repository_state()
 
 import pytest  # noqa: E402
+
+SLOW_FIXTURES = {"smoke_cache", "smoke", "smoke_executed", "smoke_book"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(SESSION_ROOT, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -56,6 +56,11 @@ def _snapshot(folder: Path) -> dict:
     ("beam=five", r"parameter beam='five' does not fit chapter 03_ablating_one_head: it takes a whole number "
                   r"\(its default is 5\)"),
     ("alpha=[1, 2]", r"parameter alpha=\[1, 2\] does not fit chapter 03_ablating_one_head: it takes a number"),
+    ("n_resamples=-5", r"parameter n_resamples=-5 is out of range \(-p n_resamples=\.\.\. for chapter 03_ablating_one_head\): "
+                       r"it takes a count, a whole number >= 1 \(its default is 1000\)"),
+    ("max_examples=-1", r"parameter max_examples=-1 is out of range .*a whole number >= 0"),
+    ("alpha=1.5", r"parameter alpha=1\.5 is out of range .*strictly between 0 and 1"),
+    ("alpha=0", r"parameter alpha=0\.0 is out of range"),
 ])
 def test_bad_parameters_are_refused_before_anything_runs(override, message, tmp_path, monkeypatch):
     monkeypatch.setenv("SIXTEEN_HEADS_RESULTS", str(tmp_path / "results"))
@@ -67,13 +72,72 @@ def test_bad_parameters_are_refused_before_anything_runs(override, message, tmp_
     assert not (tmp_path / "executed").exists()
 
 
+def test_a_parameter_given_twice_is_refused_before_anything_runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("SIXTEEN_HEADS_RESULTS", str(tmp_path / "results"))
+    with pytest.raises(SystemExit, match=r"parameter beam is given twice \(-p beam=5 and -p beam=3\): give it once"):
+        runner.main(["--profile", "smoke", "--only", "03_ablating_one_head", "-p", "beam=5", "-p", "beam=3",
+                     "--output-dir", str(tmp_path / "executed")])
+    assert not (tmp_path / "results").exists() and not (tmp_path / "executed").exists()
+
+
+@pytest.mark.parametrize("name, value", [("alpha", 0.01), ("alpha", 0.999), ("prune_share", 0.0), ("prune_share", 1.0),
+                                         ("step", 1.0), ("max_examples", 0), ("beam", 1), ("batch_sizes", [1, 64])])
+def test_values_inside_their_range_pass(name, value):
+    from helpers.book.parameters import range_problem
+
+    assert range_problem(name, value) is None
+
+
+@pytest.mark.parametrize("name, value", [("alpha", 1.0), ("prune_share", 1.2), ("speed_share", -0.1), ("step", 0.0),
+                                         ("beam", 0), ("importance_examples", -3), ("batch_sizes", [0, 64]),
+                                         ("epochs", [1, -2])])
+def test_values_outside_their_range_are_named(name, value):
+    from helpers.book.parameters import range_problem
+
+    assert range_problem(name, value)
+
+
+BAD_PROFILES = [
+    ("nosuch: 1\n", r"bad\.yml: unknown key\(s\) \['nosuch'\]"),
+    ("notebooks:\n  03_ablating_one_hed: {}\n", r"bad\.yml: notebooks: \['03_ablating_one_hed'\] is not a chapter"),
+    ("notebooks:\n  03_ablating_one_head:\n    beems: 3\n", r"bad\.yml: notebooks: 03_ablating_one_head: beems is not a "
+                                                          r"parameter of that chapter; it has classifier, "),
+    ("notebooks:\n  03_ablating_one_head:\n    beam: five\n", r"bad\.yml: notebooks: 03_ablating_one_head: beam: parameter "
+                                                           r"beam='five' does not fit"),
+    ("notebooks:\n  03_ablating_one_head:\n    n_resamples: -5\n", r"parameter n_resamples=-5 is out of range "
+                                                                 r"\(.*bad\.yml: notebooks: 03_ablating_one_head: n_resamples\)"),
+    ("defaults:\n  alpha: 2\nnotebooks:\n  03_ablating_one_head: {}\n", r"bad\.yml: defaults: alpha\).*strictly between 0 and 1"),
+    ("defaults:\n  nosuch: 2\n", r"bad\.yml: defaults: nosuch is a parameter of no chapter"),
+]
+
+
+@pytest.mark.parametrize("text, message", BAD_PROFILES)
+def test_a_bad_profile_is_refused_naming_the_key_and_the_file(text, message, tmp_path, monkeypatch):
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "bad.yml").write_text(text)
+    monkeypatch.setenv("SIXTEEN_HEADS_PROFILES", str(tmp_path / "profiles"))
+    monkeypatch.setenv("SIXTEEN_HEADS_RESULTS", str(tmp_path / "results"))
+    with pytest.raises(SystemExit, match=message):
+        runner.main(["--profile", "bad", "--output-dir", str(tmp_path / "executed")])
+    assert not (tmp_path / "results").exists() and not (tmp_path / "executed").exists()
+
+
+def test_the_books_profiles_pass_the_check():
+    from helpers.book.parameters import check_profile
+    from helpers.book.profiles import load_profile, profile_path
+
+    sources = {p.stem: p for p in sorted(runner.NOTEBOOKS.glob("*.ipynb"))}
+    for name in ("smoke", "course", "paper"):
+        check_profile(load_profile(name), profile_path(name), sources)
+
+
 def test_an_override_goes_only_to_the_chapters_that_declare_it():
     from helpers.book.parameters import checked_overrides
 
     sources = {n: runner.NOTEBOOKS / f"{n}.ipynb" for n in ("01_gates_and_pruning", "03_ablating_one_head")}
-    checked = checked_overrides(sources, {"beam": 3, "alpha": 1})
-    assert checked == {"01_gates_and_pruning": {}, "03_ablating_one_head": {"beam": 3, "alpha": 1.0}}
-    assert isinstance(checked["03_ablating_one_head"]["alpha"], float)  # an int is taken where a float is expected
+    checked = checked_overrides(sources, {"beam": 3, "prune_share": 1})
+    assert checked == {"01_gates_and_pruning": {"prune_share": 1.0}, "03_ablating_one_head": {"beam": 3}}
+    assert isinstance(checked["01_gates_and_pruning"]["prune_share"], float)  # an int is taken where a float is expected
     with pytest.raises(SystemExit, match="no chapter run here declares it"):
         checked_overrides(sources, {"nosuch": 1})
 

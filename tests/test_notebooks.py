@@ -3,6 +3,7 @@ import json
 from pathlib import Path
 
 import nbformat
+import pandas as pd
 import pytest
 
 from helpers.book import runner
@@ -162,3 +163,59 @@ def test_the_repository_address_is_written_in_one_place():
     naming = [f for f in files if (ROOT / f).is_file() and url in (ROOT / f).read_text(errors="ignore")]
     assert naming == ["_config.yml"], f"the repository address {url} is also in {naming}: read it from _config.yml"
     assert url.split("github.com/")[-1] in runner.launch_links("03_ablating_one_head", "course")
+
+
+def test_the_smoke_build_leaves_the_repository_as_it_found_it(smoke_book):
+    """The models, results, executed notebooks and book of the smoke build all went to the test
+    session's temporary folders: the repository's own tree, ignored files included, is unchanged."""
+    from conftest import STATE_AT_START, repository_state
+
+    assert repository_state() == STATE_AT_START
+
+
+def _displayed_table(cell) -> pd.DataFrame:
+    """The DataFrame a code cell displayed, read back from its HTML, with flat column names."""
+    import io
+
+    html = "".join("".join(o["data"]["text/html"]) for o in cell.outputs if "text/html" in o.get("data", {}))
+    table = pd.read_html(io.StringIO(html))[0]
+    table.columns = [b if str(a).startswith("Unnamed") else a for a, b in table.columns]
+    return table
+
+
+def test_every_chapter_prints_the_scorecards_verdicts(smoke_executed):
+    """Each chapter that tests a claim of the paper shows, in its verdict table and in its
+    findings text, the verdict the scorecard gives that claim, on both measures."""
+    from helpers.book.scorecard import CLAIMS, LIKELIHOOD_NAME, METRIC, NOT_MEASURED, scorecard
+
+    card = scorecard("smoke").set_index("claim")
+    chapters = sorted({c.chapter for c in CLAIMS})
+    assert len(chapters) == 8
+    for chapter in chapters:
+        nb = nbformat.read(smoke_executed[chapter], as_version=4)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        table = _displayed_table(next(c for c in code if "chapter_verdicts(" in c.source))
+        text = "".join(o["data"].get("text/markdown", "") for c in code if "findings.chapter_" in c.source
+                       for o in c.outputs if "data" in o)
+        shown = {(claim, measure): verdict for claim, measure, verdict in
+                 zip(table["claim"], table["measure"], table["verdict"])}
+        for claim in (c for c in CLAIMS if c.chapter == chapter):
+            row = card.loc[claim.claim]
+            for measure, column in ((METRIC, "verdict"), (LIKELIHOOD_NAME, "likelihood verdict")):
+                if row[column] == NOT_MEASURED:
+                    continue
+                assert shown[(claim.claim, measure)] == row[column], (chapter, claim.key, measure)
+                if text:  # chapters 03 to 10 write findings; each ends with the same verdicts
+                    assert f"*{claim.claim}*, on {measure}: **{row[column]}**" in text, (chapter, claim.key, measure)
+
+
+def test_a_rules_parameters_default_to_its_chapters():
+    """A claim whose rule reads a chapter parameter uses the chapter's default when no run recorded one."""
+    import papermill as pm
+
+    from helpers.book.scorecard import CLAIMS
+
+    for claim in (c for c in CLAIMS if c.parameters):
+        declared = pm.inspect_notebook(str(ROOT / "notebooks" / f"{claim.chapter}.ipynb"))
+        for name, default in claim.parameters.items():
+            assert float(declared[name]["default"]) == default, (claim.key, name)

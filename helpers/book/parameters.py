@@ -40,6 +40,43 @@ def coerce(name: str, value: Any, default: Any, notebook: str) -> Any:
                      f"(its default is {default!r}); pass e.g. -p {name}={default!r}")
 
 
+# counts that must be at least 1 (elsewhere a whole-number parameter counts something, or is 0
+# for "all of them", and must be at least 0)
+AT_LEAST_ONE = frozenset({"batch_size", "beam", "n_resamples", "repeats", "configs_per_pass", "n_pairs", "max_words",
+                          "examples_per_split", "timed_verses", "report_verses", "select_verses"})
+
+
+def range_problem(name: str, value: Any) -> str | None:
+    """What is wrong with ``value`` for parameter ``name`` (already of its default's type), or
+    None: an alpha outside (0, 1), a share outside [0, 1], a step outside (0, 1], a negative
+    count (or a count below 1 where 0 means nothing: ``AT_LEAST_ONE``), a list of batch sizes
+    or epochs with an entry below 1."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if name == "alpha":
+        return None if 0 < value < 1 else "a significance level, strictly between 0 and 1"
+    if name == "step":
+        return None if 0 < value <= 1 else "a share of the heads pruned per step, above 0 and at most 1"
+    if name.endswith("share") and isinstance(value, (int, float)):
+        return None if 0 <= value <= 1 else "a share, between 0 and 1"
+    if isinstance(value, int):
+        low = 1 if name in AT_LEAST_ONE else 0
+        return None if value >= low else f"a count, a whole number >= {low}"
+    if isinstance(value, list) and (name.endswith("batch_sizes") or name.endswith("epochs")):
+        return None if all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value) else \
+            "a list of whole numbers >= 1"
+    return None
+
+
+def check_range(name: str, value: Any, default: Any, where: str) -> Any:
+    """``value``, or a ``SystemExit`` that names the parameter, ``where`` it was given and the range."""
+    problem = range_problem(name, value)
+    if problem:
+        raise SystemExit(f"parameter {name}={value!r} is out of range ({where}): it takes {problem} "
+                         f"(its default is {default!r})")
+    return value
+
+
 def checked_overrides(sources: Mapping[str, Path], overrides: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """``{notebook: overrides it declares}`` for the chapters ``sources`` (name -> notebook path),
     each value cast to its default's type. An override that no chapter declares, or whose value
@@ -51,9 +88,47 @@ def checked_overrides(sources: Mapping[str, Path], overrides: Mapping[str, Any])
         raise SystemExit(f"unknown parameter {', '.join(map(repr, unknown))}: "
                          f"{'no chapter run here declares it' if len(declared) > 1 else 'the chapter does not declare it'}. "
                          f"Parameters: {listing}")
-    return {notebook: {name: coerce(name, value, params[name], notebook)
+    return {notebook: {name: check_range(name, coerce(name, value, params[name], notebook), params[name],
+                                         f"-p {name}=... for chapter {notebook}")
                        for name, value in overrides.items() if name in params}
             for notebook, params in declared.items()}
+
+
+PROFILE_KEYS = frozenset({"description", "defaults", "notebooks", "models", "name"})
+
+
+def check_profile(profile: Mapping[str, Any], path: Path, sources: Mapping[str, Path]) -> None:
+    """Refuse, naming the key and the file, a profile with an unknown top-level key (anchors such
+    as ``*_recipe`` aside), a chapter that is not a notebook of ``sources``, or a parameter that
+    no chapter declares or whose value has the wrong type or is out of range."""
+    unknown = [k for k in profile if k not in PROFILE_KEYS and not str(k).endswith("_recipe")]
+    if unknown:
+        raise SystemExit(f"{path}: unknown key(s) {unknown}; a profile has {sorted(PROFILE_KEYS - {'name'})}")
+    chapters = profile.get("notebooks") or {}
+    missing = [n for n in chapters if n not in sources]
+    if missing:
+        raise SystemExit(f"{path}: notebooks: {missing} is not a chapter; the chapters are {sorted(sources)}")
+    declared = {n: declared_parameters(sources[n]) for n in chapters}
+    for name, value in (profile.get("defaults") or {}).items():
+        having = [n for n, params in declared.items() if name in params]
+        if not having:
+            raise SystemExit(f"{path}: defaults: {name} is a parameter of no chapter")
+        for n in having:
+            _check_value(path, f"defaults: {name}", name, value, declared[n][name], n)
+    for chapter, params in chapters.items():
+        for name, value in (params or {}).items():
+            if name not in declared[chapter]:
+                raise SystemExit(f"{path}: notebooks: {chapter}: {name} is not a parameter of that chapter; it has "
+                                 f"{', '.join(p for p in declared[chapter] if p != 'profile')}")
+            _check_value(path, f"notebooks: {chapter}: {name}", name, value, declared[chapter][name], chapter)
+
+
+def _check_value(path: Path, key: str, name: str, value: Any, default: Any, chapter: str) -> None:
+    try:
+        value = coerce(name, value, default, chapter)
+    except SystemExit as err:
+        raise SystemExit(f"{path}: {key}: {err}") from None
+    check_range(name, value, default, f"{path}: {key}")
 
 
 

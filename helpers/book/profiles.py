@@ -19,6 +19,11 @@ def profile_folders() -> list[Path]:
     return ([Path(extra)] if extra else []) + [PROFILES]
 
 
+def profile_path(name: str) -> Path | None:
+    """The file of profile ``name`` (``profile_folders()`` in order), or None."""
+    return next((f / f"{name}.yml" for f in profile_folders() if (f / f"{name}.yml").exists()), None)
+
+
 def load_profile(name: str) -> dict:
     path = next((f / f"{name}.yml" for f in profile_folders() if (f / f"{name}.yml").exists()), None)
     if path is None:
@@ -38,11 +43,15 @@ def parameters_for(profile: dict, notebook: str, overrides: dict) -> dict:
 
 
 def parse_overrides(items: list[str]) -> dict:
-    """``["seed=3", "model=bert-base-uncased"]`` -> dict; values are parsed as YAML scalars."""
-    out = {}
+    """``["seed=3", "model=bert-base-uncased"]`` -> dict; values are parsed as YAML scalars. A
+    name given twice is refused (which of the two was meant?)."""
+    out: dict = {}
+    given: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise SystemExit(f"parameter override {item!r} must look like name=value")
-        out[key] = yaml.safe_load(value)
+        if key in out:
+            raise SystemExit(f"parameter {key} is given twice (-p {given[key]} and -p {item}): give it once")
+        out[key], given[key] = yaml.safe_load(value), item
     return out

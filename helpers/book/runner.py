@@ -216,8 +216,10 @@ def main(argv: list[str] | None = None) -> int:
     from ..zoo.locations import MissingDownloadError
     from ..zoo.needs import check_local
     from .course import models_key
-    from .parameters import checked_overrides
+    from .parameters import check_profile, checked_overrides
+    from .profiles import profile_path
 
+    check_profile(profile, profile_path(args.profile), {p.stem: p for p in sorted(NOTEBOOKS.glob("*.ipynb"))})
     # every -p is checked against the chapters' parameters cells before anything runs, and goes
     # only to the chapters that declare it
     per_chapter = checked_overrides({n: NOTEBOOKS / f"{n}.ipynb" for n in names}, overrides) if overrides else {}

@@ -4,8 +4,8 @@
 * ``cache_root()``: models generated and trained here, ``$SIXTEEN_HEADS_CACHE`` or
   ``<repo>/.cache/models``;
 * ``converted_root()``: models an installed package ships, converted once to a faster format
-  (SmolLM2's GGUF file), ``<repo>/.cache/converted``. Apart from ``cache_root()`` so that test
-  runs with a temporary model cache share them.
+  (SmolLM2's GGUF file), ``$SIXTEEN_HEADS_CONVERTED`` or ``<repo>/.cache/converted``. Apart from
+  ``cache_root()`` so that runs with another model cache share them.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 DATA_ENV = "SIXTEEN_HEADS_DATA"
 CACHE_ENV = "SIXTEEN_HEADS_CACHE"
+CONVERTED_ENV = "SIXTEEN_HEADS_CONVERTED"
 
 
 class MissingDownloadError(FileNotFoundError):
@@ -33,8 +34,8 @@ def local_path(path: str | os.PathLike) -> Path:
 
 
 def converted_root() -> Path:
-    """``<repo>/.cache/converted``."""
-    return REPO / ".cache" / "converted"
+    """``$SIXTEEN_HEADS_CONVERTED`` or ``<repo>/.cache/converted``."""
+    return Path(os.environ.get(CONVERTED_ENV, REPO / ".cache" / "converted"))
 
 
 def cache_root() -> Path:

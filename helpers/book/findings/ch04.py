@@ -1,0 +1,26 @@
+"""Chapter 04's "What this run shows" paragraph (see ``helpers.book.findings``)."""
+from __future__ import annotations
+
+from ..scorecard import ours
+from .text import MEASURES, read, verdicts, words
+
+
+def findings(profile: str) -> str:
+    """Chapter 04's findings: per model, protocol, measure and seed, the layers that keep their
+    score with one head, and the worst layer."""
+    lines = []
+    for suffix, measure in MEASURES:
+        counts = ours(read(profile, f"04_keep_one_counts{suffix}"))
+        for (source, protocol), part in counts.groupby(["source", "protocol"], sort=False):
+            name = str(source)
+            kept, worst = [], []
+            for seed, rows in part.groupby("training_seed", sort=True):
+                layers, down = int(rows["layers"].sum()), int(rows["significant_down"].sum())
+                kept.append(f"{layers - down} of {layers}")
+                w = rows.loc[rows["worst_delta"].idxmin()]
+                worst.append(f"{w['kind']} layer {int(w['worst_layer'])} ({w['worst_delta']:+.2f} {w['unit']}, seed {int(seed)})")
+            kinds = {w.split(" layer")[0] for w in worst}
+            lines.append(f"**{name}, {protocol}, {measure}:** {words(kept)} layers show no significant loss with a single "
+                         f"head (seed by seed); the worst layer is {words(worst)}"
+                         + (f" - always {kinds.pop()}." if len(kinds) == 1 else "."))
+    return "\n\n".join(lines + [verdicts(profile, "04_keeping_one_head")])

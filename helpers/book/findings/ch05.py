@@ -1,0 +1,24 @@
+"""Chapter 05's "What this run shows" paragraph (see ``helpers.book.findings``)."""
+from __future__ import annotations
+
+import math
+
+from .text import MEASURES, read, verdicts, words, r_text
+
+
+def findings(profile: str) -> str:
+    """Chapter 05's findings: per model, measure and seed, the cross-domain r (all heads pooled)
+    with its significance, and the split-half r that bounds it."""
+    lines = []
+    for suffix, measure in MEASURES:
+        table = read(profile, f"05_cross_domain_r{suffix}")
+        pooled = table[table["paper_r"].notna()]
+        for model, part in pooled.groupby("model", sort=False):
+            name = str(model)
+            part = part.sort_values("training_seed")
+            rs = [f"{r_text(r)} (p = {p:.2g})" if not math.isnan(r) else "undefined" for r, p in zip(part["pearson_r"], part["p_value"])]
+            halves = [f"{r_text(a)}/{r_text(b)}" for a, b in zip(part["split_half_r_in"], part["split_half_r_out"])]
+            seeds = [int(s) for s in part["training_seed"]]
+            lines.append(f"**{name}, {measure}:** r = {words(rs)} across domains (seeds {words(seeds)}; the paper: "
+                         f"{part['paper_r'].iloc[0]:.2f}). The split-half r, in-domain/out-of-domain: {words(halves)}.")
+    return "\n\n".join(lines + [verdicts(profile, "05_cross_domain")])

@@ -1,0 +1,41 @@
+"""Chapter 09's "What this run shows" paragraph (see ``helpers.book.findings``)."""
+from __future__ import annotations
+
+from ..scorecard import MIN_BASE_SHARE, usable_epochs
+from .text import read, verdicts
+
+
+def findings(profile: str, min_base_share: float = MIN_BASE_SHARE) -> str:
+    """Chapter 09's findings: per seed, what pruning 40% costs at the first and the last analysed
+    epoch, as a share of the BLEU kept (over the epochs whose unpruned BLEU is at least
+    ``min_base_share`` of the last one's, as the chapter's verdict) and as the perplexity reached."""
+    from ..scorecard import at_share_by_epoch as at40
+
+    bleu = read(profile, "09_importance_dynamics")
+    ll = read(profile, "09_importance_dynamics_likelihood")
+
+    lines = []
+    for seed, run in bleu.groupby("training_seed"):
+        bases = run.drop_duplicates("epoch").set_index("epoch")["unpruned"].sort_index()
+        usable = usable_epochs(run, min_base_share)
+        ratio = at40(ll[ll["training_seed"] == seed], "perplexity_ratio")
+        text = (f"**Seed {int(seed)}:** with 40% of the heads pruned by importance, the perplexity reaches "
+                f"x{ratio.iloc[0]:.2f} of the unpruned checkpoint's after epoch {ratio.index[0]} and x{ratio.iloc[-1]:.2f} "
+                f"after epoch {ratio.index[-1]}")
+        if not usable:
+            lines.append(text + "; no checkpoint has a usable BLEU, so BLEU cannot tell.")
+            continue
+        kept = at40(run, "relative").loc[usable]
+        first, last = kept.index[0], kept.index[-1]
+        if first == last:
+            lines.append(text + f"; only epoch {first} has a usable BLEU ({bases[first]:.1f}), of which {kept.iloc[0]:.0%} "
+                         "is kept, so BLEU cannot compare early with late.")
+            continue
+        early_ll, early_bleu = ratio.iloc[0] > ratio.iloc[-1], kept.iloc[0] < kept.iloc[-1]
+        lines.append(text + f"; on greedy BLEU, {kept.iloc[0]:.0%} is kept after epoch {first} (BLEU {bases[first]:.1f}) "
+                     f"and {kept.iloc[-1]:.0%} after epoch {last} (BLEU {bases[last]:.1f}). Pruning "
+                     + ("costs more early than late on both scores." if early_ll and early_bleu else
+                        "costs more early than late on the likelihood only." if early_ll else
+                        "costs more early than late on BLEU only." if early_bleu else
+                        "does not cost more early than late on either score."))
+    return "\n\n".join(lines + [verdicts(profile, "09_training_dynamics")])

@@ -1,0 +1,23 @@
+"""Chapter 10's "What this run shows" paragraph (see ``helpers.book.findings``)."""
+from __future__ import annotations
+
+import pandas as pd
+
+from .text import read, verdicts, percents
+
+
+def findings(profile: str) -> str:
+    """Chapter 10's findings: per task, the share prunable within tolerance on every seed, on the
+    task's metric and on the likelihood, beside the paper's flat stretch."""
+    bleu = read(profile, "10_appendix_summary")
+    ll = read(profile, "10_appendix_summary_likelihood")
+    lines = []
+    for model, part in bleu.groupby("model", sort=False):
+        mine = ll[ll["model"] == model].sort_values("training_seed")
+        part = part.sort_values("training_seed")
+        paper = part["paper_flat_until"].iloc[0]
+        versus = "" if pd.isna(paper) else f" (the paper's {part['paper_task'].iloc[0]}: flat to about {paper:.0%})"
+        lines.append(f"**{model}:** {percents(part['prunable_share'])} of the heads can go within the tolerance on "
+                     f"{part['metric'].iloc[0]}, {percents(mine['prunable_share'])} with the perplexity within 1%"
+                     f"{versus}.")
+    return "\n\n".join(lines + [verdicts(profile, "10_appendix_more_tasks")])

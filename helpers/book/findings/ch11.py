@@ -1,0 +1,47 @@
+"""Chapter 11's "What this run shows" paragraph (see ``helpers.book.findings``)."""
+from __future__ import annotations
+
+from .text import read
+
+
+def findings(profile: str, alpha: float) -> str:
+    """Chapter 11's findings (one language model, one draw of verses): the one-head grid against
+    chance, the layers that keep their perplexity with one head, the prunable shares and the
+    speed-up against the FLOP prediction."""
+    from ...heads.throughput import speed_gains
+
+    sets = read(profile, "11_sets").set_index("set")
+    grid = read(profile, "11_one_head_grid")
+    keep = read(profile, "11_keep_one_head")
+    shares = read(profile, "11_prunable_shares").set_index(["unit", "order"])
+    gains = speed_gains(read(profile, "11_speed")).set_index("batch_size")
+    worse = grid[grid["significant"] & (grid["change_pct"] > 0)]
+    better = grid[grid["significant"] & (grid["change_pct"] < 0)]
+    top = grid.loc[grid["change_pct"].idxmax()]
+    kept = keep[~keep["significant"]]
+    lines = [
+        f"The model's perplexity on the verses is {sets.loc['select', 'perplexity']:.1f} (select set, "
+        f"{int(sets.loc['select', 'verses'])} verses) and {sets.loc['report', 'perplexity']:.1f} (report set).",
+        f"**One head masked:** {len(worse)} of {len(grid)} query heads raise the perplexity significantly and "
+        f"{len(better)} lower it significantly, against {alpha * len(grid):.1f} expected by chance; "
+        f"{int((grid['change_pct'].abs() < 1).sum())} change it by less than 1%. The largest rise is "
+        f"{top['change_pct']:+.1f}% (layer {int(top['layer'])}, head {int(top['head'])}); the significant heads are in "
+        f"{grid.loc[grid['significant'], 'layer'].nunique()} of the {grid['layer'].nunique()} layers.",
+        f"**One head kept:** {len(kept)} of {len(keep)} layers lose nothing significant with a single query head; "
+        f"the median layer changes the perplexity by {keep['change_pct'].median():+.0f}% and the worst by "
+        f"{keep['change_pct'].max():+.0f}% (layer {int(keep.loc[keep['change_pct'].idxmax(), 'layer'])}).",
+    ]
+    for unit in ("query heads", "KV groups"):
+        imp = shares.loc[(unit, "importance")]
+        rand = shares.loc[unit].drop("importance")
+        lines.append(f"**Pruning {unit} by importance:** {imp['prunable within 1%']:.0%} can go with the perplexity within "
+                     f"1% of the unpruned model's and {imp['prunable within 10%']:.0%} within 10%; at half pruned the "
+                     f"perplexity is {imp['perplexity at 50%']:.1f}, against {rand['perplexity at 50%'].mean():.1f} for "
+                     "random orders.")
+    big, small = gains.index.max(), gains.index.min()
+    lines.append(f"**Speed:** with the least important half of the query heads removed, the model is "
+                 f"{gains.loc[big, 'pruned']:+.1%} faster at batch {big} ({gains.loc[big, 'share_of_predicted']:.0%} of the "
+                 f"{gains.loc[big, 'predicted']:+.1%} its FLOPs predict) and {gains.loc[small, 'pruned']:+.1%} at batch "
+                 f"{small}; the gated model runs {gains.loc[small, 'gated']:+.1%} and {gains.loc[big, 'gated']:+.1%} "
+                 "against the original (medians of the timed passes).")
+    return "\n\n".join(lines)

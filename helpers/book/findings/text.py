@@ -1,0 +1,62 @@
+"""What the chapters' findings share: reading a table, lists in words, the verdicts paragraph."""
+from __future__ import annotations
+
+import math
+from typing import Iterable, Sequence
+
+import pandas as pd
+
+from ..results import results_dir
+from ..scorecard import MEASURES as MEASURE_NAMES
+from ..scorecard import chapter_verdicts, verdict_sentences
+
+MEASURES = tuple(MEASURE_NAMES.items())  # (table suffix, the measure's one name)
+
+
+def read(profile: str, name: str) -> pd.DataFrame:
+    """``results/<profile>/<name>.csv``; a clear error when the chapter has not saved it yet."""
+    path = results_dir(profile) / f"{name}.csv"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: run the chapter that saves {name!r} on profile {profile!r} first")
+    return pd.read_csv(path)
+
+
+def words(items: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    items = [str(i) for i in items]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def r_text(value: float) -> str:
+    return "undefined" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.2f}"
+
+
+def verdicts(profile: str, chapter: str) -> str:
+    """The scorecard's verdicts on ``chapter``'s claims, as a paragraph."""
+    return "**The scorecard's verdicts:** " + verdict_sentences(chapter_verdicts(profile, chapter))
+
+
+def split_half_r(effects: pd.DataFrame) -> dict[int, float]:
+    """Training seed -> Pearson r between the masked scores on the even and the odd examples."""
+    out = {}
+    for seed, part in effects.groupby("training_seed"):
+        a, b = part["score_even"].astype(float), part["score_odd"].astype(float)
+        out[int(seed)] = float("nan") if len(part) < 3 or a.std() == 0 or b.std() == 0 else float(a.corr(b))
+    return out
+
+
+def beyond_chance(count: int, heads: int, alpha: float, level: float = 0.01) -> bool:
+    """Whether ``count`` significant heads of ``heads`` are more than tests at level ``alpha``
+    flag by chance alone: P(Binomial(heads, alpha) >= count) < ``level``."""
+    from scipy.stats import binom
+
+    return bool(binom.sf(count - 1, heads, alpha) < level)
+
+
+def by_model(counts: pd.DataFrame) -> Iterable[tuple[str, pd.DataFrame]]:
+    for model, part in counts.groupby("model", sort=False):
+        yield str(model), part
+
+
+def percents(values: Iterable[float]) -> str:
+    return words([f"{v:.0%}" for v in values])

@@ -99,8 +99,8 @@ def _significance(rows: list[dict]) -> dict:
 
 @pytest.mark.parametrize("measure", ["", "_likelihood"])
 def test_chapter_03_counts_add_up(table, measure):
-    per_model = {f"{PROFILE}: {_param('03_ablating_one_head', 'classifier')}": table(f"03_one_head_classifier{measure}"),
-                 f"{PROFILE}: {_param('03_ablating_one_head', 'translation')}": table(f"03_one_head_translation{measure}")}
+    per_model = {_param('03_ablating_one_head', 'classifier'): table(f"03_one_head_classifier{measure}"),
+                 _param('03_ablating_one_head', 'translation'): table(f"03_one_head_translation{measure}")}
     counts = _ours(table(f"03_one_head_counts{measure}"), "model")
     expected = {(model, seed, kind): _significance(part)
                 for model, rows in per_model.items() for (seed, kind), part in _by(rows, SEED, "kind").items()}
@@ -165,8 +165,8 @@ def _protocol_rows(per_item: list[dict], protocol: str) -> list[dict]:
 
 @pytest.mark.parametrize("measure", ["", "_likelihood"])
 def test_chapter_04_counts_add_up(table, measure):
-    per_model = {f"{PROFILE}: {_param('04_keeping_one_head', 'classifier')}": table(f"04_keep_one_classifier{measure}"),
-                 f"{PROFILE}: {_param('04_keeping_one_head', 'translation')}": table(f"04_keep_one_translation{measure}")}
+    per_model = {_param('04_keeping_one_head', 'classifier'): table(f"04_keep_one_classifier{measure}"),
+                 _param('04_keeping_one_head', 'translation'): table(f"04_keep_one_translation{measure}")}
     counts = _ours(table(f"04_keep_one_counts{measure}"), "source")
     assert {r["source"] for r in counts} == set(per_model) and len(counts) >= 4 + 1
     for (source, protocol, seed), rows in _by(counts, "source", "protocol", SEED).items():
@@ -208,8 +208,8 @@ def _same(a, b, tol: float = 1e-6) -> bool:
 
 @pytest.mark.parametrize("measure", ["", "_likelihood"])
 def test_chapter_05_correlations_add_up(table, measure):
-    per_model = {f"{PROFILE}: {_param('05_cross_domain', 'classifier')}": table(f"05_cross_domain_classifier{measure}"),
-                 f"{PROFILE}: {_param('05_cross_domain', 'translation')}": table(f"05_cross_domain_translation{measure}")}
+    per_model = {_param('05_cross_domain', 'classifier'): table(f"05_cross_domain_classifier{measure}"),
+                 _param('05_cross_domain', 'translation'): table(f"05_cross_domain_translation{measure}")}
     rows = table("05_cross_domain_r" + measure)
     assert {r["model"] for r in rows} == set(per_model)
     for row in rows:
@@ -225,7 +225,7 @@ def test_chapter_05_correlations_add_up(table, measure):
             assert _same(value, row[column]), (row["model"], row["kind"], column, value, row[column])
         kinds = {p["kind"] for p in per_model[row["model"]]}
         assert row["kind"] in kinds | {"all"}
-    translation_kinds = {p["kind"] for p in per_model[f"{PROFILE}: {_param('05_cross_domain', 'translation')}"]}
+    translation_kinds = {p["kind"] for p in per_model[_param('05_cross_domain', 'translation')]}
     assert {r["kind"] for r in rows if r["model"].endswith("translation")} == translation_kinds | {"all"}
 
 

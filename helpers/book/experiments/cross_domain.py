@@ -1,0 +1,105 @@
+"""§3.4, does a head's effect in domain predict its effect out of domain (Figure 2)?
+
+``run`` sweeps every head of one training run on the in-domain and the out-of-domain set and
+keeps both effect tables; ``pairs`` pairs them per head (``head_effects.paired_scores``);
+``correlations`` gives, per model and seed, Pearson's r between the two (all heads pooled
+beside the paper's r, then per attention kind), with the split-half r of each set, which bounds
+what a cross-domain r can show, and the spread of the scores in each domain.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import pandas as pd
+
+from .. import paper_values
+from ..head_effects import correlation, paired_scores
+from .sweeps import HeadSweeps
+
+TRACKS = {"translation": "translation", "classifier": "classifier"}  # paper_values.CROSS_DOMAIN_R's keys
+
+
+def effects(sweeps: HeadSweeps, name: str, sets: tuple[Sequence, Sequence], measure: str = "metric"
+            ) -> dict[int, tuple[pd.DataFrame, pd.DataFrame]]:
+    """``{training seed: (in-domain effects, out-of-domain effects)}`` of every head alone."""
+    return {run.seed: tuple(run.effects(part, "one_head", measure) for part in sets) for run in sweeps.runs(name)}
+
+
+def pairs(by_seed: dict[int, tuple[pd.DataFrame, pd.DataFrame]]) -> pd.DataFrame:
+    """The in- and out-of-domain scores per head, every seed stacked (``training_seed``)."""
+    return pd.concat([paired_scores(inside, outside).assign(training_seed=seed)
+                      for seed, (inside, outside) in by_seed.items()], ignore_index=True)
+
+
+def _row(model: str, kind: str, paired: pd.DataFrame, inside: pd.DataFrame, outside: pd.DataFrame, seed: int,
+         paper_r: float | None = None) -> dict:
+    r, p = correlation(paired)
+    return {"model": model, "training_seed": seed, "kind": kind, "heads": len(paired), "pearson_r": r,
+            "p_value": p, "paper_r": paper_r,
+            "split_half_r_in": correlation(inside, "score_even", "score_odd")[0],
+            "split_half_r_out": correlation(outside, "score_even", "score_odd")[0],
+            "spread_in": paired["score_in"].max() - paired["score_in"].min(),
+            "spread_out": paired["score_out"].max() - paired["score_out"].min()}
+
+
+def correlations(models: Sequence[tuple[str, str, dict]]) -> pd.DataFrame:
+    """One row per model, seed and kind (``all`` pooled for a translation model, its one kind for
+    a classifier, with the paper's r) and then per attention kind of a translation model.
+    ``models``: (name, track: "translation" or "classifier", ``effects``' result)."""
+    rows = []
+    for name, track, by_seed in models:
+        paper_r = paper_values.CROSS_DOMAIN_R[TRACKS[track]]
+        for seed, (inside, outside) in by_seed.items():
+            paired = paired_scores(inside, outside)
+            if track == "classifier":
+                rows.append(_row(name, "self", paired, inside, outside, seed, paper_r))
+                continue
+            rows.append(_row(name, "all", paired, inside, outside, seed, paper_r))
+            rows += [_row(name, kind, part, inside[inside["kind"] == kind], outside[outside["kind"] == kind], seed)
+                     for kind, part in paired.groupby("kind", sort=False)]
+    return pd.DataFrame(rows)
+
+
+def pooled_by_seed(table: pd.DataFrame) -> pd.DataFrame:
+    """The pooled r of each model, one column per seed, with its spread over seeds and the paper's."""
+    pooled = table[table["paper_r"].notna()]
+    return (pooled.pivot(index="model", columns="training_seed", values="pearson_r").rename(columns=lambda s: f"seed {int(s)}")
+            .assign(spread=lambda t: t.max(axis=1) - t.min(axis=1), paper=pooled.groupby("model")["paper_r"].first()))
+
+
+def both_measures(metric: pd.DataFrame, likelihood: pd.DataFrame) -> pd.DataFrame:
+    """The pooled correlations and split-half r on the paper's metric and on the likelihood."""
+    keys = ["model", "training_seed", "kind"]
+    side = metric[keys + ["pearson_r", "split_half_r_in", "split_half_r_out"]].merge(
+        likelihood[keys + ["pearson_r", "p_value", "split_half_r_in", "split_half_r_out"]], on=keys,
+        suffixes=(" (the paper's metric)", " (the likelihood)"))
+    return side[side["kind"].isin(["all", "self"])]
+
+
+def facts(metric: pd.DataFrame, likelihood: pd.DataFrame) -> str:
+    """Each pooled r with its p, the spread of the scores in each domain and the split-half r,
+    a line per measure, model and seed (no verdict: that is the scorecard's)."""
+    lines = []
+    for measure, table in (("the paper's metric", metric), ("the likelihood", likelihood)):
+        for _, c in table[table["paper_r"].notna()].iterrows():
+            lines.append(f"{measure:>18} | {c['model']} seed {int(c['training_seed'])}: r = {c['pearson_r']:.2f} "
+                         f"(paper {c['paper_r']:.2f}), p = {c['p_value']:.2g}; out-of-domain scores spread "
+                         f"{'wider' if c['spread_out'] > c['spread_in'] else 'narrower'} ({c['spread_out']:.3g} vs "
+                         f"{c['spread_in']:.3g}); split-half r {c['split_half_r_in']:.2f} in-domain, "
+                         f"{c['split_half_r_out']:.2f} out-of-domain")
+    return "\n".join(lines)
+
+
+def scatter(ax, paired: pd.DataFrame, title: str, unit: str) -> None:
+    """Figure 2's panel: each head's score after masking, in-domain against out-of-domain, the
+    unmasked model as a red star, Pearson's r in the title."""
+    import seaborn as sns
+
+    hue = "kind" if paired["kind"].nunique() > 1 else None
+    sns.scatterplot(data=paired, x="score_in", y="score_out", hue=hue, ax=ax, s=25, alpha=0.8)
+    # every masked score is base + delta, so base = score - delta (the same on every row)
+    base_in, base_out = (paired["score_in"] - paired["delta_in"]).iloc[0], (paired["score_out"] - paired["delta_out"]).iloc[0]
+    ax.scatter([base_in], [base_out], marker="*", s=250, color="red", label="unmasked", zorder=3)
+    r, p = correlation(paired)
+    ax.set(title=f"{title}\nPearson r = {r:.2f} (p = {p:.1g})", xlabel=f"{unit} in-domain", ylabel=f"{unit} out-of-domain")
+    ax.legend(fontsize=8)

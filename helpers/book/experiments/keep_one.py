@@ -1,0 +1,125 @@
+"""§3.3 and Appendix A, keeping one head per layer: Tables 2, 3, 5 and 6, and their counts.
+
+For each layer the head kept is the one whose all-but-one configuration scores best on the set
+it is chosen on; the layer is then reported on the same set (Tables 2 and 3) or on another
+(Tables 5 and 6). ``translation_run`` / ``classifier_run`` sweep one training run on both sets,
+``tables`` picks the heads per seed, ``counts`` summarises each table per kind (the layers that
+drop significantly, the worst layer) and ``paper_counts`` does the same for the paper's tables.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import pandas as pd
+
+from .. import paper_values
+from ..head_effects import best_per_layer, configs_of, held_out, kept_head, layer_table
+from .sweeps import Run
+
+
+def translation_run(run: Run, chosen_on: Sequence, reported_on: Sequence, names: tuple[str, str],
+                    measure: str = "metric") -> pd.DataFrame:
+    """Every all-but-one configuration on ``chosen_on``, then the best one per layer on
+    ``reported_on``; stacked with ``set`` from ``names`` (chosen, reported)."""
+    chosen = run.effects(chosen_on, "all_but_one", measure)
+    reported = run.effects(reported_on, configs_of(best_per_layer(chosen)), measure)
+    return pd.concat([chosen.assign(set=names[0]), reported.assign(set=names[1])])
+
+
+def classifier_run(run: Run, reported_on: Sequence, chosen_on: Sequence, names: tuple[str, str],
+                   measure: str = "metric") -> pd.DataFrame:
+    """Every all-but-one configuration on both sets (a classifier sweep is cheap); stacked with
+    ``set`` from ``names`` (reported, chosen)."""
+    return pd.concat([run.effects(reported_on, "all_but_one", measure).assign(set=names[0]),
+                      run.effects(chosen_on, "all_but_one", measure).assign(set=names[1])])
+
+
+def tables(effects: pd.DataFrame, same: str, chosen: str, reported: str) -> dict[int, tuple[pd.DataFrame, pd.DataFrame]]:
+    """``{training seed: (chosen and reported on set `same`, chosen on `chosen` and reported on
+    `reported`)}`` of each run's stacked ``effects``: Tables 2 and 5 with ``same`` = ``chosen``,
+    Tables 3 and 6 with ``same`` = ``reported``."""
+    out = {}
+    for seed, part in effects.groupby("training_seed"):
+        rows = {name: part[part["set"] == name] for name in (same, chosen, reported)}
+        out[int(seed)] = (best_per_layer(rows[same]), held_out(best_per_layer(rows[chosen]), rows[reported]))
+    return out
+
+
+def summary(rows: pd.DataFrame, source: str, protocol: str, likelihood: bool = False) -> list[dict]:
+    """One row per attention kind of one table: ``layers``, ``significant``, ``significant_down``
+    and the worst layer (1-based) with its change, in millinats (likelihood), accuracy points or BLEU."""
+    out = []
+    for kind, part in rows.groupby("kind", sort=False):
+        worst = part.loc[part["delta"].idxmin()]
+        scale, unit = (1000, "millinats") if likelihood else (100, "accuracy pts") if kind == "self" else (1, "BLEU")
+        out.append({"source": source, "protocol": protocol, "kind": kind, "layers": len(part),
+                    "significant": int(part["significant"].sum()),
+                    "significant_down": int((part["significant"] & (part["delta"] < 0)).sum()),
+                    "worst_layer": int(worst["layer"]) + 1, "worst_delta": round(float(worst["delta"]) * scale, 2),
+                    "unit": unit})
+    return out
+
+
+def counts(per_model: Sequence[tuple[str, dict, tuple[str, str]]], likelihood: bool = False) -> pd.DataFrame:
+    """``summary`` of each model's ``tables`` on every seed: ``per_model`` holds (model name,
+    its ``tables``, the protocols of its two tables); ``from_paper`` False."""
+    rows = [{**row, "training_seed": seed, "from_paper": False}
+            for name, by_seed, protocols in per_model for seed, pair in by_seed.items()
+            for table, protocol in zip(pair, protocols) for row in summary(table, name, protocol, likelihood)]
+    return pd.DataFrame(rows)
+
+
+def paper_counts() -> pd.DataFrame:
+    """``summary`` of the paper's Tables 2 and 5 (WMT) and 3 and 6 (BERT), ``from_paper`` True."""
+    return pd.DataFrame([{**row, "from_paper": True} for table, model in ((2, "WMT"), (5, "WMT"), (3, "BERT"), (6, "BERT"))
+                         for row in summary(paper_values.effects(table), model, f"Table {table}")])
+
+
+def by_seed(table: pd.DataFrame) -> pd.DataFrame:
+    """Our rows of a counts table: the layers down and the worst layer, one column per seed."""
+    rows = []
+    ours = table[~table["from_paper"].astype(bool)]
+    for (source, protocol, seed), part in ours.groupby(["source", "protocol", "training_seed"], sort=False):
+        worst = part.loc[part["worst_delta"].idxmin()]
+        rows.append({"model": source, "protocol": protocol, "training_seed": int(seed),
+                     "layers down": f"{int(part['significant_down'].sum())} of {int(part['layers'].sum())}",
+                     "worst layer": f"{worst['kind']} {worst['worst_layer']}: {worst['worst_delta']:+.2f} {worst['unit']}"})
+    return pd.DataFrame(rows).pivot(index=["model", "protocol"], columns="training_seed", values=["layers down", "worst layer"])
+
+
+def layers_down(metric: pd.DataFrame, likelihood: pd.DataFrame) -> pd.DataFrame:
+    """The layers that drop significantly, of all, per model, protocol and seed, on both measures."""
+    def down(table: pd.DataFrame, measure: str) -> pd.Series:
+        rows = table[~table["from_paper"].astype(bool)]
+        return (rows.groupby(["source", "protocol", "training_seed"], sort=False)
+                .apply(lambda p: f"{int(p['significant_down'].sum())} of {int(p['layers'].sum())}", include_groups=False)
+                .rename(measure))
+    return pd.concat([down(metric, "layers down (the paper's metric)"), down(likelihood, "layers down (the likelihood)")],
+                     axis=1).reset_index()
+
+
+def classifier_side_by_side(same: pd.DataFrame, other: pd.DataFrame, chosen: str, selection: str) -> pd.DataFrame:
+    """Tables 3 and 6 beside ours: per layer, the head kept and the change in accuracy points."""
+    def kept(rows: pd.DataFrame) -> pd.Series:
+        return pd.Series([kept_head(h) + 1 for h in rows["heads"]], index=[int(i) + 1 for i in rows["layer"]], dtype="Int64")
+
+    return pd.concat({
+        ("ours: chosen on " + chosen, "kept head"): kept(same),
+        ("ours: chosen on " + chosen, "Δacc (pts)"): layer_table(same, scale=100)["self"],
+        ("paper Table 3", "Δacc (pts)"): layer_table(paper_values.effects(3), scale=100)["self"],
+        ("ours: chosen on " + selection, "kept head"): kept(other),
+        ("ours: chosen on " + selection, "Δacc (pts)"): layer_table(other, scale=100)["self"],
+        ("paper Table 6", "Δacc (pts)"): layer_table(paper_values.effects(6), scale=100)["self"],
+    }, axis=1).rename_axis("layer").astype(object).fillna("")
+
+
+def change_strip(ax, effects: pd.DataFrame, scale: float, title: str, ylabel: str) -> None:
+    """Every all-but-one configuration's change (``delta * scale``) by layer, one dot each, on ``ax``."""
+    import seaborn as sns
+
+    df = effects.assign(change=effects["delta"] * scale, layer1=effects["layer"] + 1)
+    several = df["kind"].nunique() > 1
+    sns.stripplot(data=df, x="layer1", y="change", hue="kind" if several else None, dodge=several, ax=ax, size=4,
+                  alpha=0.7, legend=several)
+    ax.axhline(0, color="red", linestyle="--", linewidth=1)
+    ax.set(title=title, xlabel="layer", ylabel=ylabel)

@@ -1,0 +1,105 @@
+"""One chapter's head-mask sweeps, repeated on every training run of a model.
+
+    sweeps = HeadSweeps(settings, training_seeds=0, decoded_examples=200, beam=1, max_len_b=24)
+    effects = sweeps.effects("nli", examples, "one_head")                  # every seed, accuracy
+    effects = sweeps.effects("translation", pairs, "one_head", "likelihood")  # every seed, nats per token
+
+A sweep masks each configuration (``"one_head"``: every head alone; ``"all_but_one"``: every
+layer down to one head; a function of the model; or a list of configurations) and scores it on one of two measures:
+``"metric"``, the paper's (a classifier's accuracy; a translation model's BLEU on the first
+``decoded_examples`` pairs drawn at random, decoded with ``beam``), or ``"likelihood"`` (the
+gold label's log-probability; the reference's log-likelihood per token on every pair), with the
+paired bootstrap. Results are cached per model run (``course.sweeps_dir``), so every chapter
+that asks for the same sweep reads it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence, Union
+
+import pandas as pd
+
+from ...heads.ablation import Config, all_but_one_configs, one_head_configs
+from .. import course
+from ..head_effects import classifier_effects, translation_effects, translation_likelihood_effects
+
+CONFIGS: dict[str, Callable] = {"one_head": one_head_configs, "all_but_one": all_but_one_configs}
+MEASURES = ("metric", "likelihood")
+Configs = Union[str, Callable[..., Sequence[Config]], Sequence[Config]]  # a name in CONFIGS, a function of the model, or a list
+
+
+@dataclass(frozen=True)
+class Run:
+    """One trained model of one training seed, loaded, with the chapter's sweep settings."""
+
+    sweeps: "HeadSweeps"
+    name: str      # the model's name in the profile, e.g. "nli"
+    run: str       # its run's name, e.g. "nli@1"
+    seed: int
+    model: object
+    tokenizer: object = None
+
+    def effects(self, examples: Sequence, configs: Configs, measure: str = "metric") -> pd.DataFrame:
+        """One row per configuration (``head_effects``' columns) of this run on ``examples``."""
+        return self.sweeps.run_effects(self, examples, configs, measure)
+
+
+@dataclass(frozen=True)
+class HeadSweeps:
+    """The sweep settings of one chapter (its parameters) on one profile's models."""
+
+    settings: dict
+    training_seeds: int = 0          # how many training runs (0: every seed the profile trains)
+    decoded_examples: int = 0        # translation pairs decoded for BLEU (0: all)
+    beam: int = 5
+    max_len_b: int = 200
+    n_resamples: int = 1000
+    alpha: float = 0.01
+    seed: int = 0                    # draws the examples and the bootstrap resamples
+    progress: bool = True
+
+    @property
+    def bootstrap(self) -> dict:
+        return {"n_resamples": self.n_resamples, "alpha": self.alpha, "seed": self.seed}
+
+    def is_translation(self, name: str) -> bool:
+        return self.settings["models"][name]["task"] == "translation"
+
+    def data(self, name: str) -> dict[str, list]:
+        """The splits model ``name`` was trained and is tested on."""
+        return course.load_data(self.settings, name)
+
+    def decoded(self, pairs: Sequence) -> list:
+        """The pairs the BLEU sweeps decode: ``decoded_examples`` of them drawn at random."""
+        return course.subset(pairs, self.decoded_examples)
+
+    def runs(self, name: str):
+        """Each training run of model ``name``, loaded (a ``Run``), in seed order."""
+        for seed, run in course.seed_runs(self.settings, name, self.training_seeds):
+            if self.is_translation(name):
+                yield Run(self, name, run, seed, course.load_translation(self.settings, run))
+            else:
+                yield Run(self, name, run, seed, *course.load_classifier(self.settings, run))
+
+    def over_runs(self, name: str, measure: Callable[[Run], pd.DataFrame]) -> pd.DataFrame:
+        """``measure(run)`` for every training run of ``name``, stacked, with ``training_seed``."""
+        return pd.concat([measure(run).assign(training_seed=run.seed) for run in self.runs(name)], ignore_index=True)
+
+    def effects(self, name: str, examples: Sequence, configs: Configs, measure: str = "metric") -> pd.DataFrame:
+        """``Run.effects`` on every training run of ``name``, stacked with ``training_seed``."""
+        return self.over_runs(name, lambda run: run.effects(examples, configs, measure))
+
+    def run_effects(self, run: Run, examples: Sequence, configs: Configs, measure: str) -> pd.DataFrame:
+        if measure not in MEASURES:
+            raise ValueError(f"measure {measure!r}: use one of {MEASURES}")
+        chosen = CONFIGS[configs](run.model) if isinstance(configs, str) else configs(run.model) if callable(configs) \
+            else list(configs)
+        common = {"cache_dir": course.sweeps_dir(self.settings, run.run), "progress": self.progress, **self.bootstrap}
+        if not self.is_translation(run.name):
+            max_length = self.settings["models"][run.name]["fine_tune"]["max_length"]
+            return classifier_effects(run.model, run.tokenizer, examples, chosen, max_length=max_length,
+                                      measure="accuracy" if measure == "metric" else "log_likelihood", **common)
+        if measure == "likelihood":
+            return translation_likelihood_effects(run.model, examples, chosen, **common)
+        return translation_effects(run.model, self.decoded(examples), chosen, beam=self.beam, max_len_b=self.max_len_b,
+                                   **common)

@@ -1,0 +1,86 @@
+"""§6, when unimportant heads appear during training (Figure 5): each saved checkpoint of the
+translation model pruned by its own I_h, scored by BLEU and by likelihood, on every run."""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ...heads.pruning_curves import heads_of, order_by_importance, pruning_curve
+from ...zoo.scorers import translation_importance
+from .. import course, paper_values
+from ..scorecard import at_share_by_epoch, usable_epochs
+
+
+def checkpoint_curves(settings: dict, name: str, epochs: Sequence[int], importance_pairs: Sequence, score: Callable,
+                      likelihood: Callable, step: float, training_seeds: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(BLEU curves, likelihood curves)`` of every checkpoint in ``epochs`` of every run of
+    ``name``, pruned by that checkpoint's I_h (estimated on ``importance_pairs``). The BLEU rows
+    carry ``unpruned`` and ``relative`` (a share of the unpruned score, undefined at 0); the
+    likelihood rows ``unpruned`` and ``perplexity_ratio``, the perplexity relative to the
+    unpruned checkpoint's (exp of the drop in log-likelihood per token)."""
+    likelihood_rows = []
+
+    def run_seed(training_seed: int, run: str) -> pd.DataFrame:
+        rows = []
+        for epoch in epochs:
+            model = course.load_translation(settings, run, epoch=epoch)
+            order = order_by_importance(translation_importance(model, importance_pairs), heads_of(model))
+            curve = pruning_curve(model, order, score, step=step, desc=f"seed {training_seed}, epoch {epoch}")
+            base = curve.loc[curve["pruned"] == 0, "score"].iloc[0]
+            rows.append(curve.assign(epoch=epoch, unpruned=base, relative=curve["score"] / base if base > 0 else float("nan")))
+            ll = pruning_curve(model, order, likelihood, step=step, progress=False)
+            ll_base = ll.loc[ll["pruned"] == 0, "score"].iloc[0]
+            likelihood_rows.append(ll.assign(epoch=epoch, unpruned=ll_base, perplexity_ratio=np.exp(ll_base - ll["score"]),
+                                             training_seed=training_seed))
+        return pd.concat(rows, ignore_index=True)
+
+    bleu = course.over_seeds(settings, name, run_seed, training_seeds)
+    return bleu, pd.concat(likelihood_rows, ignore_index=True)
+
+
+def facts(bleu: pd.DataFrame, likelihood: pd.DataFrame, epochs: Sequence[int], min_base_share: float) -> str:
+    """Per seed: the epochs left out for a near-zero BLEU (the scorecard's ``usable_epochs``),
+    the share kept with 40% pruned at the first and the last usable epoch, the first epoch that
+    keeps the paper's share, and the perplexity ratios with 40% pruned (no verdict)."""
+    kept_low = paper_values.FIGURE5_KEPT_AT_40[0]  # the paper: 85 to 90% of the BLEU left with 40% pruned
+    lines = []
+    for training_seed, run in bleu.groupby("training_seed"):
+        bases = run.drop_duplicates("epoch").set_index("epoch")["unpruned"]
+        usable = usable_epochs(run, min_base_share)
+        kept = at_share_by_epoch(run, "relative")
+        skipped = [e for e in epochs if e not in usable]
+        lines.append(f"training seed {training_seed}:")
+        if skipped:
+            lines.append(f"  left out of the verdict: epochs {skipped}, whose unpruned BLEU "
+                         f"({', '.join(f'{bases[e]:.1f}' for e in skipped)}) is below {min_base_share:.0%} of the last "
+                         "epoch's; a share of a near-zero BLEU is noise")
+        if not usable:
+            lines.append("  no checkpoint has a usable BLEU")
+        else:
+            first, last = usable[0], usable[-1]
+            lines.append(f"  40% pruned: {kept[first]:.0%} of the unpruned BLEU at epoch {first} (BLEU {bases[first]:.1f}), "
+                         f"{kept[last]:.0%} at epoch {last} (BLEU {bases[last]:.1f})")
+            later = [e for e in usable if kept[e] >= kept_low]
+            lines.append(f"  first usable epoch keeping >= {kept_low:.0%} with 40% pruned: {later[0] if later else 'none'} of "
+                         f"{max(epochs)} (the paper: about epoch {paper_values.FIGURE5_EPOCH_PRUNABLE} of "
+                         f"{max(paper_values.FIGURE5_BLEU)})")
+        ratio = at_share_by_epoch(likelihood[likelihood["training_seed"] == training_seed], "perplexity_ratio")
+        lines.append(f"  the likelihood: 40% pruned multiplies the perplexity by {ratio.iloc[0]:.2f} at epoch "
+                     f"{ratio.index[0]}, {ratio.iloc[-1]:.2f} at epoch {ratio.index[-1]}")
+    return "\n".join(lines)
+
+
+def progress_table(bleu: pd.DataFrame, name: str) -> pd.DataFrame:
+    """The unpruned BLEU of each checkpoint, ours per seed and the paper's (Figure 5's brackets),
+    each with its share of the last checkpoint's BLEU, one column per epoch."""
+    def rows(by_epoch: dict, who: str) -> pd.DataFrame:
+        final = by_epoch[max(by_epoch)]
+        share = (lambda b: f"{b / final:.0%}") if final > 0 else (lambda b: "n/a")   # a model at BLEU 0 has no share
+        return pd.DataFrame({"model": who, "epoch": list(by_epoch), "BLEU": [f"{b:.1f} ({share(b)})" for b in by_epoch.values()]})
+
+    ours = [rows(run.drop_duplicates("epoch").set_index("epoch")["unpruned"].to_dict(), f"ours ({name}, seed {int(s)})")
+            for s, run in bleu.groupby("training_seed")]
+    table = pd.concat(ours + [rows(paper_values.FIGURE5_BLEU, "paper (IWSLT)")])
+    return table.pivot(index="model", columns="epoch", values="BLEU").fillna("")

@@ -1,0 +1,93 @@
+"""§4.3, what removing heads buys in speed (Table 4): a classifier pruned by importance, timed
+against the original and the gated model at several batch sizes (medians of timed passes after
+warm-up, ``heads.throughput.compare_speed``), beside the FLOP prediction and the paper."""
+from __future__ import annotations
+
+import copy
+
+import pandas as pd
+
+from ...heads.gates import HeadGates
+from ...heads.pruning import count_parameters, prune_heads
+from ...heads.pruning_curves import heads_of, order_by_importance, spec_of
+from ...heads.sites import attention_sites
+from ...heads.throughput import speed_gains
+from .. import paper_values
+
+
+def prune_least_important(model, importance, share: float):
+    """``(pruned copy, removed spec)``: the ``share`` of all heads with the lowest I_h removed."""
+    pool = heads_of(model)
+    removed = spec_of(order_by_importance(importance, pool)[: round(share * len(pool))])
+    pruned = copy.deepcopy(model)
+    prune_heads(pruned, removed)
+    return pruned, removed
+
+
+def sizes(model, pruned, removed, score) -> pd.DataFrame:
+    """Heads, parameters and ``score`` of the original, the pruned and the gated model."""
+    with HeadGates(model) as gates:
+        gates.mask(removed)
+        gated = score(model)
+    heads = len(heads_of(model))
+    return pd.DataFrame([
+        {"model": "original", "heads": heads, "parameters": count_parameters(model), "accuracy": score(model)},
+        {"model": "pruned", "heads": sum(s.num_heads for s in attention_sites(pruned)),
+         "parameters": count_parameters(pruned), "accuracy": score(pruned)},
+        {"model": "gated", "heads": heads, "parameters": count_parameters(model), "accuracy": gated}])
+
+
+def rates_table(speed: pd.DataFrame) -> pd.DataFrame:
+    """Examples per second by batch size: the median of the timed passes with its interquartile
+    range, each variant's gain over the original, and the gain the removed FLOPs predict."""
+    table = {}
+    for size, part in speed.groupby("batch_size"):
+        base = part.loc[part["variant"] == "original", "median"].iloc[0]
+        table[size] = {row["variant"]: f"{row['median']:.1f} (IQR {row['iqr']:.1f})"
+                       + ("" if row["variant"] == "original" else f" ({row['median'] / base - 1:+.1%})")
+                       for _, row in part.iterrows()}
+        flops = part.set_index("variant")["flops"]
+        table[size]["predicted by FLOPs"] = f"{flops['original'] / flops['pruned'] - 1:+.1%}"
+    return pd.DataFrame(table).rename_axis(columns="batch size")
+
+
+def paper_table() -> pd.DataFrame:
+    """The paper's Table 4: examples per second, original and with 50% of the heads pruned."""
+    paper = paper_values.TABLE4_THROUGHPUT
+    return pd.DataFrame({size: [f"{paper['original'][size][0]:.1f} ± {paper['original'][size][1]:.1f}",
+                                f"{paper['pruned'][size][0]:.1f} ± {paper['pruned'][size][1]:.1f} ({gain:+.1%})"]
+                         for size, gain in paper_values.TABLE4_SPEEDUP.items()},
+                        index=["original", "pruned (50%)"]).rename_axis(columns="batch size")
+
+
+def gains_table(speed: pd.DataFrame, batch_sizes: list[int]) -> pd.DataFrame:
+    """The speed-ups (ratios of median rates) measured and predicted, with the paper's, by batch size."""
+    gains = speed_gains(speed).set_index("batch_size")
+    return pd.DataFrame({"pruned, measured": gains["pruned"], "gated, measured": gains["gated"],
+                         "pruned, predicted by FLOPs": gains["predicted"],
+                         "paper, measured": pd.Series(paper_values.TABLE4_SPEEDUP)}).reindex(batch_sizes)
+
+
+def precision_table(precision: pd.DataFrame) -> pd.DataFrame:
+    """The speed-ups by dtype, compile mode and batch size, with the original's rate."""
+    rates = precision.pivot_table(index=["dtype", "compile_mode", "batch_size"], columns="variant", values="median", sort=False)
+    by_dtype = speed_gains(precision).set_index(["dtype", "compile_mode", "batch_size"])
+    by_dtype.insert(0, "original ex/s", rates["original"])
+    return by_dtype
+
+
+def facts(speed: pd.DataFrame, gains: pd.DataFrame) -> str:
+    """The speed-up at the smallest and the largest batch against the paper's and the FLOPs', and
+    the gated model against the timing noise (the larger IQR over median of original and gated)."""
+    small, large = gains.index[0], gains.index[-1]
+    at = gains.loc
+    share = at[large, "pruned, measured"] / at[large, "pruned, predicted by FLOPs"]
+    spread = speed[speed["batch_size"] == large].set_index("variant")
+    noise = max(spread.loc[v, "iqr"] / spread.loc[v, "median"] for v in ("original", "gated"))
+    gated = at[large, "gated, measured"]
+    return (f"pruned: {at[small, 'pruned, measured']:+.1%} at batch {small}, {at[large, 'pruned, measured']:+.1%} at batch "
+            f"{large} (paper: {paper_values.TABLE4_SPEEDUP[1]:+.1%} at batch 1, {paper_values.TABLE4_SPEEDUP[64]:+.1%} at 64); "
+            f"FLOPs predict {at[large, 'pruned, predicted by FLOPs']:+.1%} at batch {large}, of which {share:.0%} is realised\n"
+            f"gated: {gated:+.1%} at batch {large}, timing noise {noise:.1%} -> "
+            + ("no faster than the original beyond the noise, as masking should be" if gated < max(0.05, noise)
+               else "faster than the original beyond the noise: check the timing"))

@@ -45,7 +45,12 @@ CLASSIFIER_CONFIGS_PER_PASS = 1
 TRANSLATION_CONFIGS_PER_PASS = 12
 
 
-def _rows(configs: Sequence[Config], base_stats, stats_of, score, n_resamples: int, alpha: float, seed: int):
+def effect_rows(configs: Sequence[Config], base_stats, stats_of, score, n_resamples: int, alpha: float,
+                seed: int) -> pd.DataFrame:
+    """One row per configuration: the masked ``score`` of its summed statistics (``stats_of(config)``,
+    one row per example, paired with ``base_stats``), ``delta``, the paired bootstrap's ``p_value``
+    and ``significant`` (``n_resamples`` resamples drawn with ``seed``; p < ``alpha``), and the score
+    on the even- and the odd-numbered examples."""
     indices = resample_indices(len(base_stats), n_resamples, seed)
     base = score(base_stats.sum(0))
     rows = []
@@ -108,7 +113,7 @@ def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[C
         def stats_of(config):
             return gold_nll_stats(np.asarray(cache.get(config)), gold)
         score = log_likelihood
-    return _rows(configs, stats_of(UNMASKED), stats_of, score, n_resamples, alpha, seed)
+    return effect_rows(configs, stats_of(UNMASKED), stats_of, score, n_resamples, alpha, seed)
 
 
 def _label_log_probs(model, batch) -> torch.Tensor:
@@ -147,7 +152,7 @@ def translation_effects(model, pairs: Sequence, configs: Sequence[Config], beam:
     base, outs = translation_sweep(model, sources, configs, beam=beam, batch_size=batch_size, progress=progress,
                                    cache=_cache(cache_dir, sources, settings), max_len_b=max_len_b,
                                    configs_per_pass=configs_per_pass)
-    return _rows(configs, bleu_stats(base, refs), lambda c: bleu_stats(outs[c], refs), bleu_from_stats,
+    return effect_rows(configs, bleu_stats(base, refs), lambda c: bleu_stats(outs[c], refs), bleu_from_stats,
                  n_resamples, alpha, seed)
 
 
@@ -168,7 +173,7 @@ def translation_likelihood_effects(model, pairs: Sequence, configs: Sequence[Con
         for config, rows in single_layer_translation_nll(model, pairs, todo, progress, max_tokens):
             cache.put(config, rows.tolist())
     cache.wait_for(everything)
-    return _rows(configs, np.asarray(cache.get(UNMASKED)), lambda c: np.asarray(cache.get(c)), log_likelihood,
+    return effect_rows(configs, np.asarray(cache.get(UNMASKED)), lambda c: np.asarray(cache.get(c)), log_likelihood,
                  n_resamples, alpha, seed)
 
 

@@ -1,0 +1,180 @@
+"""Beyond the paper: its questions asked of a decoder-only language model with grouped-query
+attention (chapter 11), scored by perplexity on verses: one query head masked, one kept per
+layer, pruning query heads and whole KV groups by importance against random orders, and the
+speed of the pruned model.
+
+The one-head and keep-one significance rows come from ``head_effects.effect_rows`` (the same
+paired bootstrap as chapters 03 and 04), with each configuration's perplexity beside them.
+"""
+from __future__ import annotations
+
+import copy
+import random
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ...heads.ablation import one_head_configs, single_layer_sweep
+from ...heads.gates import HeadGates
+from ...heads.grouped_query import kv_group_heads, kv_group_importance
+from ...heads.pruning import count_parameters, prune_heads
+from ...heads.pruning_curves import counts, heads_of, order_by_importance, prunable_share, random_order, score_specs, spec_of
+from ...heads.significance import log_likelihood
+from ...heads.sites import attention_sites
+from ...heads.throughput import compare_speed, device_name, speed_gains
+from ...zoo.causal_lm import PerplexityScorer, perplexity, token_nll
+from ..head_effects import effect_rows
+
+
+def describe(model, model_name: str) -> pd.DataFrame:
+    """The model's shape: layers, query and KV heads per layer, head size, parameters, device."""
+    sites = attention_sites(model)
+    first = sites[0]
+    return pd.DataFrame([{"model": model_name, "class": type(model).__name__, "layers": len(sites),
+                          "query heads per layer": first.total_heads, "KV heads per layer": first.total_kv_groups,
+                          "query heads per KV head": first.group_size, "head size": first.head_dim,
+                          "parameters": count_parameters(model), "device": device_name()}])
+
+
+def sets_table(model, batches: dict[str, list], texts: dict[str, list]) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+    """``(one row per set: verses, predicted tokens, perplexity; {set: token_nll rows})``."""
+    with torch.no_grad():
+        stats = {split: torch.cat([token_nll(model, b) for b in bs]).numpy() for split, bs in batches.items()}
+    table = pd.DataFrame([{"set": split, "verses": len(texts[split]), "predicted tokens": int(s[:, 1].sum()),
+                           "perplexity": perplexity(s)} for split, s in stats.items()])
+    return table, stats
+
+
+def _significance(base, outs: dict, n_resamples: int, alpha: float, seed: int) -> dict:
+    """``{config: (p_value, significant)}`` of each configuration's token NLL rows against ``base``."""
+    configs = sorted(outs)
+    rows = effect_rows(configs, base.numpy(), lambda c: outs[c].numpy(), log_likelihood, n_resamples, alpha, seed)
+    return {c: (p, s) for c, p, s in zip(configs, rows["p_value"], rows["significant"])}
+
+
+def one_head_grid(model, batches: Sequence[dict], configs_per_pass: int, n_resamples: int, alpha: float,
+                  seed: int) -> tuple[pd.DataFrame, torch.Tensor]:
+    """Every query head masked alone: per head its KV group, the perplexity, its change from the
+    unmasked model's (%) and the paired bootstrap's p-value; and the unmasked token NLL rows."""
+    first = attention_sites(model)[0]
+    configs = one_head_configs(model)
+    base, outs = single_layer_sweep(model, batches, token_nll, configs, configs_per_pass=configs_per_pass)
+    tests = _significance(base, outs, n_resamples, alpha, seed)
+    base_ppl = perplexity(base)
+    # in the configurations' order (layer, then head): the sweep's processes may finish in any order
+    rows = [{"layer": layer, "head": heads[0], "kv_group": first.kv_group(heads[0]), "perplexity": perplexity(outs[c]),
+             "change_pct": 100 * (perplexity(outs[c]) / base_ppl - 1), "p_value": tests[c][0], "significant": tests[c][1]}
+            for c in configs for _, layer, heads in [c]]
+    return pd.DataFrame(rows), base
+
+
+def grid_counts(grid: pd.DataFrame, alpha: float) -> pd.DataFrame:
+    """The one-head grid's headline: significantly worse and better, beside chance, within 1%."""
+    worse = grid[grid["significant"] & (grid["change_pct"] > 0)]
+    better = grid[grid["significant"] & (grid["change_pct"] < 0)]
+    return pd.DataFrame([{"heads": len(grid), "significantly worse": len(worse), "significantly better": len(better),
+                          "expected by chance": alpha * len(grid),
+                          "within 1% of the unmasked perplexity": int((grid["change_pct"].abs() < 1).sum()),
+                          "largest rise (%)": grid["change_pct"].max()}])
+
+
+def keep_one_head(model, grid: pd.DataFrame, batches: Sequence[dict], configs_per_pass: int, n_resamples: int,
+                  alpha: float, seed: int) -> tuple[pd.DataFrame, float]:
+    """Each layer down to the head whose removal hurt most in ``grid`` (chosen on the select set),
+    reported on ``batches``: ``(one row per layer, the unmasked perplexity on them)``."""
+    sites = attention_sites(model)
+    kept = grid.loc[grid.groupby("layer")["change_pct"].idxmax(), ["layer", "head"]].set_index("layer")["head"]
+    configs = [("self", int(layer), tuple(h for h in sites[layer].heads if h != head)) for layer, head in kept.items()]
+    base, outs = single_layer_sweep(model, batches, token_nll, configs, configs_per_pass=configs_per_pass)
+    tests = _significance(base, outs, n_resamples, alpha, seed)
+    base_ppl = perplexity(base)
+    rows = [{"layer": layer, "kept head": int(kept[layer]), "perplexity": perplexity(outs[c]),
+             "change_pct": 100 * (perplexity(outs[c]) / base_ppl - 1), "p_value": tests[c][0], "significant": tests[c][1]}
+            for c in configs for _, layer, _ in [c]]
+    return pd.DataFrame(rows), base_ppl
+
+
+def pruning_curves(model, importance, batches: Sequence[dict], random_orders: int, step: float, seed: int,
+                   configs_per_pass: int) -> pd.DataFrame:
+    """Perplexity on ``batches`` as query heads, or whole KV groups, are pruned by importance
+    (a KV group's: the sum of its query heads' I_h) and in ``random_orders`` random orders; every
+    curve starts with nothing masked and ends with everything masked, steps scored once."""
+    sites = attention_sites(model)
+    n_groups = sites[0].total_kv_groups
+    group_importance = kv_group_importance(model, importance)["self"]
+    pool = heads_of(model)
+    groups = [(layer, g) for layer in range(len(sites)) for g in range(n_groups)]
+    group_order = sorted(groups, key=lambda lg: float(group_importance[lg]))
+    members = lambda chosen: [("self", layer, h) for layer, g in chosen for h in kv_group_heads(sites[layer], g)]
+    plans = {("query heads", "importance"): (order_by_importance(importance, pool), list),
+             ("KV groups", "importance"): (group_order, members)}
+    for r in range(random_orders):
+        plans["query heads", f"random {r}"] = (random_order(pool, seed + r), list)
+        plans["KV groups", f"random {r}"] = (random.Random(seed + r).sample(groups, len(groups)), members)
+    steps = [(unit, label, len(order), c, spec_of(expand(order[:c])))
+             for (unit, label), (order, expand) in plans.items() for c in counts(len(order), step)]
+    scores = score_specs(model, [spec for *_, spec in steps], PerplexityScorer(batches, configs_per_pass))
+    curves = pd.DataFrame([{"unit": unit, "pruned": c, "share": c / n, "score": score, "order": label}
+                           for (unit, label, n, c, _), score in zip(steps, scores)])
+    curves["perplexity"] = np.exp(-curves["score"])
+    return curves
+
+
+def prunable_shares(curves: pd.DataFrame) -> pd.DataFrame:
+    """Per unit and order: the share that can go before the perplexity rises by more than 1% (the
+    paper's tolerance) or 10%, and the perplexity at half pruned."""
+    rows = []
+    for (unit, order), part in curves.groupby(["unit", "order"], sort=False):
+        part = part.sort_values("pruned")
+        rows.append({"unit": unit, "order": order, "prunable within 1%": prunable_share(part, np.log(1.01)),
+                     "prunable within 10%": prunable_share(part, np.log(1.10)),
+                     "perplexity at 50%": float(np.interp(0.5, part["share"], part["perplexity"]))})
+    return pd.DataFrame(rows)
+
+
+def pruned_speed(model, importance, share: float, by_size: dict, check_batches: Sequence[dict], repeats: int
+                 ) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """The least important ``share`` of query heads removed: ``(timings, speed-ups by batch size,
+    a line on what is left and on the largest logit gap between the pruned and the gated model)``."""
+    pool = heads_of(model)
+    removed = spec_of(order_by_importance(importance, pool)[: round(share * len(pool))])
+    pruned = copy.deepcopy(model)
+    prune_heads(pruned, removed)
+    speed = compare_speed(model, pruned, removed, by_size, lambda m, b: m(**b).logits, repeats=repeats)
+    speed = speed.assign(device=device_name())
+    with HeadGates(model) as gates, torch.no_grad():  # the pruned model computes what the gated one does
+        gates.mask(removed)
+        gap = max(float((model(**b).logits - pruned(**b).logits).abs().max()) for b in check_batches)
+    gains = speed_gains(speed).set_index("batch_size")  # ratios of median rates
+    gains = pd.DataFrame({"pruned, measured": gains["pruned"], "gated, measured": gains["gated"],
+                          "pruned, predicted by FLOPs": gains["predicted"]})
+    sites, left = attention_sites(model), attention_sites(pruned)
+    kv_left = sum(len(s.kv_groups) for s in left) / (len(sites) * sites[0].total_kv_groups)
+    line = (f"{sum(s.num_heads for s in left)} of {len(pool)} query heads and {kv_left:.0%} of the KV heads left; "
+            f"parameters {count_parameters(model):,} -> {count_parameters(pruned):,}; "
+            f"largest logit gap, pruned vs gated model: {gap:.1e}")
+    return speed, gains, line
+
+
+def facts(grid: pd.DataFrame, keep_one: pd.DataFrame, shares: pd.DataFrame, gains: pd.DataFrame, report_ppl: float,
+          alpha: float) -> str:
+    """The chapter's numbers in lines: the one-head grid against chance, the layers kept with one
+    head, the perplexity at half pruned by importance and at random, the speed-up."""
+    worse = grid[grid["significant"] & (grid["change_pct"] > 0)]
+    better = grid[grid["significant"] & (grid["change_pct"] < 0)]
+    at_half = shares.set_index(["unit", "order"])["perplexity at 50%"]
+    lines = [f"one head masked: {len(worse)} of {len(grid)} significantly worse, {len(better)} significantly better "
+             f"({alpha * len(grid):.1f} expected by chance); {int((grid['change_pct'].abs() < 1).sum())} within 1%",
+             f"one head kept: {int((~keep_one['significant']).sum())} of {len(keep_one)} layers without a significant loss; "
+             f"median change {keep_one['change_pct'].median():+.0f}%"]
+    for unit in ("query heads", "KV groups"):
+        random_half = at_half[unit].drop("importance").mean()
+        lines.append(f"{unit}: importance order at 50% pruned, perplexity {at_half[(unit, 'importance')]:.1f} "
+                     f"(random orders {random_half:.1f}; unpruned {report_ppl:.1f}) -> importance "
+                     + ("beats random" if at_half[(unit, 'importance')] < random_half else "does NOT beat random"))
+    big = gains.index.max()
+    lines.append(f"speed: {gains.loc[big, 'pruned, measured']:+.1%} at batch {big}, "
+                 f"FLOPs predict {gains.loc[big, 'pruned, predicted by FLOPs']:+.1%}")
+    return "\n".join(lines)

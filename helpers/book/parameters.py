@@ -145,3 +145,23 @@ def check_runner_command(command: str) -> tuple[str, dict[str, Any]]:
     chapter = words[words.index("--only") + 1]
     overrides = parse_overrides([words[i + 1] for i, w in enumerate(words) if w == "-p"])
     return chapter, checked_overrides({chapter: REPO / "notebooks" / f"{chapter}.ipynb"}, overrides)[chapter]
+
+
+def parameter_table(profiles: Mapping[str, Mapping[str, Any]], chapters: list[str], notebooks: Path):
+    """One row per parameter of each chapter in ``chapters`` (the notebooks in folder ``notebooks``):
+    its default and meaning from the parameters cell, then each profile's value (its defaults and
+    the chapter's entry), or "·" where the profile sets none."""
+    import pandas as pd
+    import papermill as pm
+
+    rows = []
+    for chapter in chapters:
+        for name, spec in pm.inspect_notebook(str(notebooks / f"{chapter}.ipynb")).items():
+            if name == "profile":
+                continue
+            row = {"chapter": chapter, "parameter": name, "notebook default": spec["default"], "meaning": spec["help"]}
+            for profile, settings in profiles.items():
+                given = {**settings["defaults"], **(settings["notebooks"].get(chapter) or {})}
+                row[profile] = repr(given[name]) if name in given else "·"
+            rows.append(row)
+    return pd.DataFrame(rows)

@@ -8,6 +8,7 @@ drop significantly, the worst layer) and ``paper_counts`` does the same for the 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import pandas as pd
@@ -43,6 +44,34 @@ def tables(effects: pd.DataFrame, same: str, chosen: str, reported: str) -> dict
         rows = {name: part[part["set"] == name] for name in (same, chosen, reported)}
         out[int(seed)] = (best_per_layer(rows[same]), held_out(best_per_layer(rows[chosen]), rows[reported]))
     return out
+
+
+@dataclass(frozen=True)
+class Protocols:
+    """The chapter's two protocols per model: chosen and reported on one set (Tables 2 and 3), and
+    chosen on one set, reported on another (Tables 5 and 6)."""
+
+    translation: str
+    translation_split: str
+    heldout_split: str
+    classifier: str
+    classifier_split: str
+    selection_split: str
+
+    def translation_tables(self, effects: pd.DataFrame) -> dict:
+        return tables(effects, self.translation_split, self.translation_split, self.heldout_split)
+
+    def classifier_tables(self, effects: pd.DataFrame) -> dict:
+        return tables(effects, self.classifier_split, self.selection_split, self.classifier_split)
+
+    def counts(self, translation: pd.DataFrame, classifier: pd.DataFrame, likelihood: bool = False) -> pd.DataFrame:
+        """``counts`` of both models' stacked effects (the translation model first)."""
+        same = "chosen and reported on {}".format
+        other = "chosen on {}, reported on {}".format
+        return counts([(self.translation, self.translation_tables(translation),
+                        (same(self.translation_split), other(self.translation_split, self.heldout_split))),
+                       (self.classifier, self.classifier_tables(classifier),
+                        (same(self.classifier_split), other(self.selection_split, self.classifier_split)))], likelihood)
 
 
 def summary(rows: pd.DataFrame, source: str, protocol: str, likelihood: bool = False) -> list[dict]:

@@ -41,7 +41,8 @@ STATE_AT_START = repository_state()
 
 import pytest  # noqa: E402
 
-SLOW_FIXTURES = {"smoke_cache", "smoke", "smoke_executed", "smoke_book"}
+# the smoke models and book, and the paper profile's stand-in run (tests/test_paper_profile.py)
+SLOW_FIXTURES = {"smoke_cache", "smoke", "smoke_executed", "smoke_book", "standin_run"}
 
 
 def pytest_collection_modifyitems(config, items):

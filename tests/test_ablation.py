@@ -35,8 +35,11 @@ def test_many_configurations_per_pass_equal_one_at_a_time(name, reuse):
     base_many, many = single_layer_sweep(case.model, batches, case.run, configs, reuse=reuse, progress=False,
                                          configs_per_pass=5)
     assert torch.equal(base, base_many)
+    # equal up to float32 rounding: a pass over 5 copies of the batch multiplies larger matrices,
+    # and some CPUs' kernels (AVX-512 Xeons: up to 2.4e-7 on encoder-only models) round them
+    # differently from a pass over one; on others the outputs are bit-identical
     for config in configs:
-        assert torch.equal(one[config], many[config]), config
+        torch.testing.assert_close(one[config], many[config], rtol=0, atol=1e-5, msg=lambda m: f"{config}: {m}")
     assert any(not torch.equal(one[c], base) for c in configs)  # the masks did something
     assert all("forward" not in vars(m) for m in case.model.modules())
 

@@ -183,6 +183,7 @@ def _own_deprecations(log: str) -> list[str]:
     return [m.group(0) for m in pattern.finditer(log) if m["file"].startswith(own)]
 
 
+@pytest.mark.slow  # builds the smoke models and runs a chapter in a subprocess
 def test_smoke_model_build_and_runner_log_is_clean(tmp_path):
     """The smoke model build from an empty cache and a chapter run hold no LOAD REPORT table, no
     kernel warning about TCP, and no deprecation warning raised in our own files (warnings that

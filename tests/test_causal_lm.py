@@ -142,6 +142,7 @@ def test_a_pruned_lm_with_tied_embeddings_reloads(tiny, verses, tmp_path):
         assert torch.equal(loaded(**batch).logits, expected)
 
 
+@pytest.mark.slow  # converts SmolLM2-135M from its GGUF file (about half a minute)
 def test_smollm2_is_converted_once_to_the_same_weights_and_tokens(verses, tmp_path):
     """The cached folder holds exactly what the GGUF file de-quantises to, and tokenises alike."""
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -78,6 +78,20 @@ def smollm2_folder(root: Path | None = None) -> Path:
 
 
 def _convert_smollm2(gguf: Path, folder: Path) -> None:
+    """The conversion, with transformers' loading and saving bars off (a one-off step; the book's
+    log keeps its own lines only), restored after."""
+    from transformers.utils import logging as transformers_logging
+
+    shown = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()
+    try:
+        _convert_quietly(gguf, folder)
+    finally:
+        if shown:
+            transformers_logging.enable_progress_bar()
+
+
+def _convert_quietly(gguf: Path, folder: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder.parent.mkdir(parents=True, exist_ok=True)

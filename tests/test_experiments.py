@@ -1,0 +1,123 @@
+"""The chapters' experiment modules (helpers/book/experiments) on hand-made tables whose
+answers are known: each count, table and summary follows its rows, one model and seed at a time."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from helpers.book.experiments import attention_kinds, cross_domain, dynamics, keep_one, more_tasks, one_head, pruning
+
+
+def _effects(kind_deltas: dict, significant: set, seed: int = 0, base: float = 10.0) -> pd.DataFrame:
+    rows = []
+    for kind, deltas in kind_deltas.items():
+        for i, d in enumerate(deltas):
+            rows.append({"kind": kind, "layer": i // 2, "heads": [i % 2], "head": i % 2, "delta": d, "base": base,
+                         "score": base + d, "significant": (kind, i) in significant, "training_seed": seed,
+                         "score_even": base + d, "score_odd": base + 2 * d})
+    return pd.DataFrame(rows)
+
+
+def test_one_head_counts_each_model_and_seed_on_its_own_rows():
+    mt = pd.concat([_effects({"enc_self": [-1, 0.5, 0, 0], "enc_dec": [-2, 0, 0, 0]}, {("enc_self", 0), ("enc_self", 1)}, 0),
+                    _effects({"enc_self": [-1, 0, 0, 0], "enc_dec": [-2, 0, 0, 0]}, {("enc_dec", 0)}, 1)])
+    clf = _effects({"self": [0.1, 0, 0, 0]}, {("self", 0)}, 0)
+    counts = one_head.counts([("nli", clf), ("translation", mt)])
+    got = {(r.model, r.training_seed, r.kind): (r.heads, r.significant, r.significant_up) for r in counts.itertuples()}
+    assert got == {("nli", 0, "self"): (4, 1, 1), ("translation", 0, "enc_self"): (4, 2, 1),
+                   ("translation", 0, "enc_dec"): (4, 0, 0), ("translation", 1, "enc_self"): (4, 0, 0),
+                   ("translation", 1, "enc_dec"): (4, 1, 0)}
+    assert not counts["from_paper"].any()
+    table = one_head.with_paper(counts)
+    paper = table[table["from_paper"].astype(bool)].iloc[0]
+    assert (paper["heads"], paper["significant"], paper["significant_up"]) == (96, 8, 4)
+    assert one_head.by_seed(table).loc[("translation", "enc_self"), "seed 0"] == "2 (1 up) of 4"
+    both = one_head.both_measures(table, counts, alpha=0.01)
+    assert len(both) == len(counts) and both["expected by chance"].tolist() == [0.04] * len(counts)
+
+
+def _all_but_one(kind: str, layers: int, heads: int, delta_of, seed: int, set_name: str) -> pd.DataFrame:
+    rows = []
+    for layer in range(layers):
+        for kept in range(heads):
+            d = delta_of(layer, kept)
+            rows.append({"kind": kind, "layer": layer, "heads": [h for h in range(heads) if h != kept], "head": None,
+                         "delta": d, "base": 10.0, "score": 10.0 + d, "significant": d < -1, "training_seed": seed,
+                         "set": set_name})
+    return pd.DataFrame(rows)
+
+
+def test_keep_one_tables_choose_on_one_set_and_report_on_another():
+    chosen = _all_but_one("enc_self", 2, 3, lambda layer, kept: -0.5 * kept, 0, "a")    # head 0 best on "a"
+    reported = _all_but_one("enc_self", 2, 3, lambda layer, kept: -3.0 + kept, 0, "b")  # head 2 best on "b"
+    (same, other), = keep_one.tables(pd.concat([chosen, reported]), "a", "a", "b").values()
+    assert same["kept"].tolist() == [0, 0] and same["delta"].tolist() == [0.0, 0.0]
+    assert other["delta"].tolist() == [-3.0, -3.0]   # head 0, chosen on "a", as "b" scores it
+    summary = keep_one.summary(other, "mt", "chosen on a, reported on b")
+    assert summary == [{"source": "mt", "protocol": "chosen on a, reported on b", "kind": "enc_self", "layers": 2,
+                        "significant": 2, "significant_down": 2, "worst_layer": 1, "worst_delta": -3.0, "unit": "BLEU"}]
+    paper = keep_one.paper_counts()
+    assert paper["from_paper"].all() and set(paper["protocol"]) == {"Table 2", "Table 3", "Table 5", "Table 6"}
+    assert int(paper[paper["protocol"] == "Table 3"]["significant_down"].sum()) == 0   # no BERT layer drops (§3.3)
+
+
+def test_cross_domain_correlations_pool_heads_and_bound_them_by_split_half():
+    heads = np.arange(8)
+    inside = _effects({"enc_self": list(heads * 0.1), "enc_dec": list(-heads * 0.2)}, set())
+    outside = inside.assign(score=inside["score"] * 2 + 1, delta=inside["delta"] * 2)
+    table = cross_domain.correlations([("mt", "translation", {0: (inside, outside)})])
+    pooled = table[table["kind"] == "all"].iloc[0]
+    assert pooled["pearson_r"] == pytest.approx(1.0) and pooled["heads"] == 16 and pooled["paper_r"] == 0.56
+    assert set(table["kind"]) == {"all", "enc_self", "enc_dec"}
+    assert pooled["split_half_r_in"] == pytest.approx(1.0)
+    assert "r = 1.00 (paper 0.56)" in cross_domain.facts(table, table)
+
+
+def _curve(order: str, scores: list, model="m", track="translation", seed=0) -> pd.DataFrame:
+    n = len(scores) - 1
+    return pd.DataFrame({"order": order, "pruned": range(n + 1), "share": [i / n for i in range(n + 1)], "score": scores,
+                         "model": model, "track": track, "training_seed": seed})
+
+
+def test_pruning_summary_reads_the_share_prunable_and_averages_random_orders():
+    curves = pd.concat([_curve("importance", [10, 10, 9.5, 8, 0]), _curve("ablation", [10, 8, 7, 5, 0]),
+                        _curve("random 0", [10, 9.2, 6, 3, 0]), _curve("random 1", [10, 7, 6, 3, 0])])
+    summary = pruning.summarise(curves, pruning.TOLERANCE).set_index("order")
+    assert summary.loc["importance", "prunable_share"] == 0.5    # within 1 BLEU up to 2 of 4 steps
+    assert summary.loc["ablation", "prunable_share"] == 0.0
+    assert summary.loc["random (mean)", "prunable_share"] == pytest.approx(0.125)   # 0.25 and 0
+    assert summary.loc["importance", "paper_prunable_share"] == 0.2 and pd.isna(summary.loc["ablation", "paper_prunable_share"])
+    assert summary.loc["importance", "at_50%"] == 9.5 and summary.loc["importance", "all_pruned"] == 0
+
+
+def test_attention_kinds_summaries_read_80_percent_and_the_perplexity_ratio():
+    curves = pd.concat([_curve(kind, [20, 19, 18, 12, 4, 1])  # shares 0, .2, .4, .6, .8, 1
+                        for kind in ("enc_self", "enc_dec")]).rename(columns={"order": "kind"})
+    summary = attention_kinds.summary(curves).set_index("kind")
+    assert summary.loc["enc_dec", "relative_80%"] == pytest.approx(0.2) and summary.loc["enc_dec", "bleu_40%_pruned"] == 18
+    assert summary.loc["enc_self", "paper_relative_80%"] == pytest.approx(30 / 36.05, abs=0.05)
+    ll = attention_kinds.likelihood_summary(pd.concat([_curve("enc_dec", [-2, -2, -2, -2, -2.5, -3])]).rename(
+        columns={"order": "kind"}))
+    assert ll["perplexity_ratio_80%"].iloc[0] == pytest.approx(math.exp(0.5))
+
+
+def test_more_tasks_summary_uses_each_metrics_tolerance_and_the_papers_task():
+    curves = pd.concat([_curve("importance", [0.9, 0.895, 0.85, 0.5, 0.3], model="sentiment").assign(task="sentiment",
+                                                                                                       metric="accuracy"),
+                        _curve("importance", [20, 19.5, 18, 10, 1], model="translation").assign(task="translation",
+                                                                                               metric="BLEU")])
+    summary = more_tasks.summarise(curves).set_index("model")
+    assert summary.loc["sentiment", "prunable_share"] == 0.25 and summary.loc["translation", "prunable_share"] == 0.25
+    assert summary.loc["sentiment", "paper_task"] == "SST-2"
+    assert "25% prunable within tolerance, then a drop" in more_tasks.facts(summary.reset_index())
+
+
+def test_dynamics_progress_table_gives_each_epoch_its_share_of_the_last():
+    bleu = pd.DataFrame({"training_seed": 0, "epoch": [1, 1, 2, 2], "share": [0, 0.4, 0, 0.4], "unpruned": [5.0, 5.0, 20.0, 20.0],
+                         "relative": [1, 0.5, 1, 0.9]})
+    table = dynamics.progress_table(bleu, "mt")
+    assert table.loc["ours (mt, seed 0)", 1] == "5.0 (25%)" and table.loc["ours (mt, seed 0)", 2] == "20.0 (100%)"
+    ll = pd.DataFrame({"training_seed": 0, "epoch": [1, 1, 2, 2], "share": [0, 0.4, 0, 0.4], "perplexity_ratio": [1, 1.5, 1, 1.1]})
+    text = dynamics.facts(bleu, ll, [1, 2], min_base_share=0.3)
+    assert "left out of the verdict: epochs [1]" in text and "multiplies the perplexity by 1.50 at epoch 1, 1.10 at epoch 2" in text

@@ -21,7 +21,7 @@ from ...heads.pruning_curves import (heads_of, order_by_ablation, order_by_impor
 from ...zoo.scorers import (classifier_importance, classifier_scorers, translation_importance,
                             translation_likelihood_scorer, translation_scorer)
 from .. import course, paper_values
-from .sweeps import HeadSweeps
+from .sweeps import HeadSweeps, Run
 
 TOLERANCE = {"classifier": 0.01, "translation": 1.0}  # the paper's "no noticeable loss": 1% accuracy, 1 BLEU
 LIKELIHOOD_TOLERANCE = math.log(1.01)  # the likelihood: perplexity at most 1% above the unpruned model's (chapter 11 too)
@@ -96,8 +96,7 @@ class PruningRuns:
         out = []
         for seed, run in course.seed_runs(self.sweeps.settings, name, self.sweeps.training_seeds):
             model, tokenizer, importance, scorers = self._loaded_run(name, run)
-            effects = self.sweeps.run_effects(_run(self.sweeps, name, run, seed, model, tokenizer), ablation_set,
-                                              "one_head", measure)
+            effects = Run(self.sweeps, name, run, seed, model, tokenizer).effects(ablation_set, "one_head", measure)
             if track == "classifier":
                 score = scorers["accuracy" if measure == "metric" else "log_likelihood"]
             elif measure == "metric":
@@ -107,12 +106,6 @@ class PruningRuns:
             out.append(orders_and_curves(name, model, score, importance, effects, self.random_orders, self.seed,
                                          self.step, self.reestimate).assign(training_seed=seed))
         return pd.concat(out, ignore_index=True).assign(track=track)
-
-
-def _run(sweeps: HeadSweeps, name: str, run: str, seed: int, model, tokenizer):
-    from .sweeps import Run
-
-    return Run(sweeps, name, run, seed, model, tokenizer)
 
 
 def summarise(curves: pd.DataFrame, tolerance: dict[str, float]) -> pd.DataFrame:

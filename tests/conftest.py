@@ -30,11 +30,13 @@ for _name, _folder in _ROOTS.items():
 
 def repository_state() -> str:
     """``git status`` of the repository, ignored files included, with this session's own
-    by-products (bytecode, pytest's cache) left out."""
+    by-products left out: bytecode, pytest's cache, and the browser test's screenshots, which it
+    writes under ``_build/screenshots/`` beside the built book on purpose, for a person to look at."""
     out = subprocess.run(["git", "status", "--porcelain", "--ignored", "--untracked-files=all"], cwd=REPO,
                          capture_output=True, text=True, check=True).stdout
     return "\n".join(line for line in sorted(out.splitlines())
-                     if "__pycache__" not in line and ".pytest_cache" not in line and not line.endswith(".pyc"))
+                     if "__pycache__" not in line and ".pytest_cache" not in line and not line.endswith(".pyc")
+                     and "_build/screenshots/" not in line)
 
 
 STATE_AT_START = repository_state()

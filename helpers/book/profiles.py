@@ -37,7 +37,15 @@ def load_profile(name: str) -> dict:
 
 
 def parameters_for(profile: dict, notebook: str, overrides: dict) -> dict:
-    params = {**profile["defaults"], **(profile["notebooks"].get(notebook) or {}), **overrides}
+    """The parameters chapter ``notebook`` runs with: the profile's ``defaults`` that its
+    parameters cell declares (a default set once serves every chapter that has the parameter),
+    then its own entry in ``notebooks``, then ``overrides``, and ``profile``."""
+    from .parameters import declared_parameters
+
+    source = REPO / "notebooks" / f"{notebook}.ipynb"
+    declared = declared_parameters(source) if source.exists() else None
+    defaults = {k: v for k, v in profile["defaults"].items() if declared is None or k in declared}
+    params = {**defaults, **(profile["notebooks"].get(notebook) or {}), **overrides}
     params["profile"] = profile["name"]
     return params
 

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 # what a value must be to replace a default of this type; int and float are also accepted for a float
 _KINDS = {bool: "true or false", int: "a whole number", float: "a number", str: "a string",
           list: "a list, e.g. [1, 2]", dict: "a mapping, e.g. {a: 1}"}
@@ -139,7 +141,6 @@ def check_runner_command(command: str) -> tuple[str, dict[str, Any]]:
     import shlex
 
     from ..zoo.locations import REPO
-    from .profiles import parse_overrides
 
     words = shlex.split(command)
     chapter = words[words.index("--only") + 1]
@@ -165,3 +166,18 @@ def parameter_table(profiles: Mapping[str, Mapping[str, Any]], chapters: list[st
                 row[profile] = repr(given[name]) if name in given else "·"
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def parse_overrides(items: list[str]) -> dict:
+    """``["seed=3", "model=bert-base-uncased"]`` -> dict; values are parsed as YAML scalars. A
+    name given twice is refused (which of the two was meant?)."""
+    out: dict = {}
+    given: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"parameter override {item!r} must look like name=value")
+        if key in out:
+            raise SystemExit(f"parameter {key} is given twice (-p {given[key]} and -p {item}): give it once")
+        out[key], given[key] = yaml.safe_load(value), item
+    return out

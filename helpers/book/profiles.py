@@ -48,18 +48,3 @@ def parameters_for(profile: dict, notebook: str, overrides: dict) -> dict:
     params = {**defaults, **(profile["notebooks"].get(notebook) or {}), **overrides}
     params["profile"] = profile["name"]
     return params
-
-
-def parse_overrides(items: list[str]) -> dict:
-    """``["seed=3", "model=bert-base-uncased"]`` -> dict; values are parsed as YAML scalars. A
-    name given twice is refused (which of the two was meant?)."""
-    out: dict = {}
-    given: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"parameter override {item!r} must look like name=value")
-        if key in out:
-            raise SystemExit(f"parameter {key} is given twice (-p {given[key]} and -p {item}): give it once")
-        out[key], given[key] = yaml.safe_load(value), item
-    return out

@@ -27,7 +27,8 @@ import yaml
 from ..zoo.locations import REPO as ROOT
 from . import shards
 from .chapter_code import chapter_code_digest
-from .profiles import load_profile, parameters_for, parse_overrides
+from .parameters import parse_overrides
+from .profiles import load_profile, parameters_for
 from .progress import estimate_left, progress_line, recorded_chapter_seconds
 
 NOTEBOOKS = ROOT / "notebooks"

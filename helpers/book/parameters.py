@@ -4,6 +4,8 @@ parameter" and runs on, so a typo would silently change nothing)."""
 from __future__ import annotations
 
 import ast
+import copy
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,16 +19,24 @@ _KINDS = {bool: "true or false", int: "a whole number", float: "a number", str: 
 
 def declared_parameters(source: Path) -> dict[str, Any]:
     """``{name: default}`` of the ``parameters`` cell of the notebook at ``source`` (each line
-    ``name = literal``; a default that is not a literal is ``None``: any value is accepted)."""
+    ``name = literal``; a default that is not a literal is ``None``: any value is accepted). Read
+    once per version of the file: the runner checks the profile and then gives each chapter its
+    parameters from the same cells."""
+    source = Path(source)
+    return copy.deepcopy(dict(_declared(str(source), source.stat().st_mtime_ns)))  # a list default stays the cache's
+
+
+@functools.lru_cache(maxsize=64)
+def _declared(source: str, mtime_ns: int) -> tuple[tuple[str, Any], ...]:
     import papermill as pm
 
     out = {}
-    for name, spec in pm.inspect_notebook(str(source)).items():
+    for name, spec in pm.inspect_notebook(source).items():
         try:
             out[name] = ast.literal_eval(spec["default"])
         except (ValueError, SyntaxError):
             out[name] = None
-    return out
+    return tuple(out.items())
 
 
 def coerce(name: str, value: Any, default: Any, notebook: str) -> Any:

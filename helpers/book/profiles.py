@@ -25,7 +25,7 @@ def profile_path(name: str) -> Path | None:
 
 
 def load_profile(name: str) -> dict:
-    path = next((f / f"{name}.yml" for f in profile_folders() if (f / f"{name}.yml").exists()), None)
+    path = profile_path(name)
     if path is None:
         known = sorted({p.stem for f in profile_folders() for p in f.glob("*.yml")})
         raise SystemExit(f"unknown profile {name!r}: profiles are {known} (files in {', '.join(map(str, profile_folders()))})")

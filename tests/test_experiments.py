@@ -121,3 +121,20 @@ def test_dynamics_progress_table_gives_each_epoch_its_share_of_the_last():
     ll = pd.DataFrame({"training_seed": 0, "epoch": [1, 1, 2, 2], "share": [0, 0.4, 0, 0.4], "perplexity_ratio": [1, 1.5, 1, 1.1]})
     text = dynamics.facts(bleu, ll, [1, 2], min_base_share=0.3)
     assert "left out of the verdict: epochs [1]" in text and "multiplies the perplexity by 1.50 at epoch 1, 1.10 at epoch 2" in text
+
+
+def test_unmasked_scores_are_read_per_run_and_set():
+    runs = pd.concat([_effects({"self": [0, 0]}, set(), seed=0, base=0.73), _effects({"self": [0, 0]}, set(), seed=1, base=0.7345)])
+    assert one_head.base_scores(runs, 3) == "0: 0.730, 1: 0.735"
+    sets = pd.concat([_all_but_one("enc_self", 1, 2, lambda layer, kept: 0, 0, "a"),
+                      _all_but_one("enc_self", 1, 2, lambda layer, kept: 0, 0, "b").assign(base=12.0)])
+    assert keep_one.unmasked(sets, ["a", "b"], 1) == "0: a 10.0, b 12.0"
+
+
+def test_the_papers_tables_beside_ours_keep_the_papers_cells():
+    grid = one_head.paper_table1()
+    assert grid.shape == (6, 16) and grid.index[0] == "layer 1"
+    assert sum(cell.endswith("*") for cell in grid.to_numpy().ravel()) == 8   # Table 1: 8 of 96 significant
+    ours = _all_but_one("enc_self", 6, 2, lambda layer, kept: -0.1 * kept, 0, "a")
+    side = keep_one.beside_paper(keep_one.tables(ours, "a", "a", "a")[0][0], 2)
+    assert set(side.columns.get_level_values(0)) == {"ours", "paper Table 2"}

@@ -84,3 +84,32 @@ def progress_table(bleu: pd.DataFrame, name: str) -> pd.DataFrame:
             for s, run in bleu.groupby("training_seed")]
     table = pd.concat(ours + [rows(paper_values.FIGURE5_BLEU, "paper (IWSLT)")])
     return table.pivot(index="model", columns="epoch", values="BLEU").fillna("")
+
+
+def figure(dynamics: pd.DataFrame, right_panel_epochs: list[int], suptitle: str):
+    """Figure 5 from one training run's rows of ``checkpoint_curves``: left, the BLEU kept (as a
+    share of the unpruned model's) by epoch, one line per share pruned, with each epoch's unpruned
+    BLEU under its tick; right, the BLEU kept by share pruned for ``right_panel_epochs``."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.6))
+    shown = dynamics[dynamics["share"] < 1.0]
+    palette = sns.color_palette("viridis", shown["share"].nunique())
+    for color, (share, part) in zip(palette, shown.groupby("share")):
+        left.plot(part["epoch"], part["relative"] * 100, marker="o", markersize=3, color=color, label=f"{share:.0%}")
+    labels = dynamics.drop_duplicates("epoch")
+    left.set(xscale="log", xticks=list(labels["epoch"]), xlabel="epoch", ylabel="% of the unpruned BLEU", ylim=(0, 105),
+             title="relative BLEU by epoch, one line per share pruned")
+    left.set_xticklabels([f"{e}\n[{b:.1f}]" for e, b in zip(labels["epoch"], labels["unpruned"])], fontsize=8)
+    left.legend(title="pruned", fontsize=7, ncol=2)
+    for epoch in right_panel_epochs:
+        part = dynamics[dynamics["epoch"] == epoch]
+        if len(part):
+            right.plot(part["share"] * 100, part["relative"] * 100, marker="o", markersize=3, label=f"epoch {epoch}")
+    right.set(xlabel="heads pruned (%)", ylabel="% of the unpruned BLEU", ylim=(0, 105), xlim=(0, 100),
+              title="relative BLEU by share pruned")
+    right.legend()
+    fig.suptitle(suptitle)
+    fig.tight_layout()
+    return fig

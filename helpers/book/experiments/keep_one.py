@@ -15,7 +15,7 @@ import pandas as pd
 
 from .. import paper_values
 from ..head_effects import best_per_layer, configs_of, held_out, kept_head, layer_table
-from .sweeps import Run
+from .sweeps import HeadSweeps, Run
 
 
 def translation_run(run: Run, chosen_on: Sequence, reported_on: Sequence, names: tuple[str, str],
@@ -58,11 +58,41 @@ class Protocols:
     classifier_split: str
     selection_split: str
 
+    def translation_effects(self, sweeps: HeadSweeps, chosen_on: Sequence, heldout: Sequence,
+                            measure: str = "metric") -> pd.DataFrame:
+        """``translation_run`` on every training run: chosen on ``chosen_on`` (``translation_split``),
+        reported there and on ``heldout`` (``heldout_split``)."""
+        names = (self.translation_split, self.heldout_split)
+        return sweeps.over_runs(self.translation, lambda run: translation_run(run, chosen_on, heldout, names, measure))
+
+    def classifier_effects(self, sweeps: HeadSweeps, reported_on: Sequence, chosen_on: Sequence,
+                           measure: str = "metric") -> pd.DataFrame:
+        """``classifier_run`` on every training run: ``reported_on`` (``classifier_split``) and
+        ``chosen_on`` (``selection_split``)."""
+        names = (self.classifier_split, self.selection_split)
+        return sweeps.over_runs(self.classifier, lambda run: classifier_run(run, reported_on, chosen_on, names, measure))
+
     def translation_tables(self, effects: pd.DataFrame) -> dict:
         return tables(effects, self.translation_split, self.translation_split, self.heldout_split)
 
     def classifier_tables(self, effects: pd.DataFrame) -> dict:
         return tables(effects, self.classifier_split, self.selection_split, self.classifier_split)
+
+    def classifier_side_by_side(self, classifier: pd.DataFrame) -> pd.DataFrame:
+        """``classifier_side_by_side`` of the first training run's Tables 3 and 6."""
+        by_seed = self.classifier_tables(classifier)
+        return classifier_side_by_side(*by_seed[min(by_seed)], self.classifier_split, self.selection_split)
+
+    def figure(self, translation: pd.DataFrame, classifier: pd.DataFrame, suptitle: str):
+        """``figure`` on the first training run of each model's stacked effects, each on the set
+        its layers are chosen and reported on (``translation_split``, ``classifier_split``)."""
+        def first(effects: pd.DataFrame, name: str) -> pd.DataFrame:
+            run = effects[effects["training_seed"] == effects["training_seed"].iloc[0]]
+            return run[run["set"] == name]
+
+        return figure(first(translation, self.translation_split), first(classifier, self.classifier_split),
+                      (f"(a) {self.translation}: keep one head, {self.translation_split}",
+                       f"(b) {self.classifier}: keep one head, {self.classifier_split}"), suptitle)
 
     def counts(self, translation: pd.DataFrame, classifier: pd.DataFrame, likelihood: bool = False) -> pd.DataFrame:
         """``counts`` of both models' stacked effects (the translation model first)."""
@@ -152,3 +182,29 @@ def change_strip(ax, effects: pd.DataFrame, scale: float, title: str, ylabel: st
                   alpha=0.7, legend=several)
     ax.axhline(0, color="red", linestyle="--", linewidth=1)
     ax.set(title=title, xlabel="layer", ylabel=ylabel)
+
+
+def unmasked(effects: pd.DataFrame, sets: Sequence[str], digits: int) -> str:
+    """Each training run's unmasked score on each of ``sets`` (stacked ``effects`` with ``set``):
+    ``"0: test13 19.46, test14 18.20; 1: ..."``."""
+    return "; ".join(f"{int(seed)}: " + ", ".join(f"{name} {part.loc[part['set'] == name, 'base'].iloc[0]:.{digits}f}"
+                                                for name in sets)
+                     for seed, part in effects.groupby("training_seed"))
+
+
+def beside_paper(ours: pd.DataFrame, table: int) -> pd.DataFrame:
+    """``layer_table`` of one of our keep-one tables beside the paper's Table ``table``."""
+    return pd.concat({"ours": layer_table(ours), f"paper Table {table}": layer_table(paper_values.effects(table))}, axis=1)
+
+
+def figure(translation: pd.DataFrame, classifier: pd.DataFrame, titles: tuple[str, str], suptitle: str):
+    """Figure 2's strips from one training run's rows on one set each: BLEU changes left,
+    accuracy changes (points) right. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    change_strip(axes[0], translation, 1, titles[0], "BLEU change")
+    change_strip(axes[1], classifier, 100, titles[1], "accuracy change (pts)")
+    fig.suptitle(suptitle)
+    fig.tight_layout()
+    return fig

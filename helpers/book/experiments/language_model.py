@@ -178,3 +178,47 @@ def facts(grid: pd.DataFrame, keep_one: pd.DataFrame, shares: pd.DataFrame, gain
     lines.append(f"speed: {gains.loc[big, 'pruned, measured']:+.1%} at batch {big}, "
                  f"FLOPs predict {gains.loc[big, 'pruned, predicted by FLOPs']:+.1%}")
     return "\n".join(lines)
+
+
+def grid_heatmap(grid: pd.DataFrame, model, title: str):
+    """The one-head grid as a layer x query-head heatmap of the perplexity change (%), ``*`` on
+    significant cells, with a black line between KV groups. Returns the axes."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    change = grid.pivot(index="layer", columns="head", values="change_pct")
+    marks = grid.pivot(index="layer", columns="head", values="significant").replace({True: "*", False: ""})
+    _, ax = plt.subplots(figsize=(6, max(3, 0.25 * len(change))))
+    limit = max(1.0, float(np.nanpercentile(change.abs(), 98)))
+    sns.heatmap(change, cmap="RdBu_r", center=0, vmin=-limit, vmax=limit, annot=marks, fmt="", ax=ax,
+                cbar_kws={"label": "perplexity change when masked (%)"})
+    site = attention_sites(model)[0]
+    for g in range(1, site.total_kv_groups):
+        ax.axvline(g * site.group_size, color="black", linewidth=1)
+    ax.set(title=title, xlabel="query head (lines: KV groups)")
+    return ax
+
+
+def keep_one_bars(keep_one: pd.DataFrame, title: str):
+    """``keep_one_head``'s perplexity change per layer (symlog), red where significant. Returns the axes."""
+    ax = keep_one.plot.bar(x="layer", y="change_pct", legend=False, figsize=(8, 3),
+                           color=["tab:red" if s else "tab:grey" for s in keep_one["significant"]])
+    ax.set(ylabel="perplexity change (%)", yscale="symlog", title=title)
+    return ax
+
+
+def curves_figure(curves: pd.DataFrame):
+    """``pruning_curves``: one panel per unit (query heads, KV groups), the importance order over
+    the random orders' band, perplexity on a log scale. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5), sharey=True)
+    for ax, (unit, part) in zip(axes, curves.groupby("unit", sort=False)):
+        rand = part[part["order"] != "importance"].groupby("share")["perplexity"]
+        ax.fill_between(rand.min().index * 100, rand.min(), rand.max(), color="grey", alpha=0.3, label="random orders")
+        imp = part[part["order"] == "importance"]
+        ax.plot(imp["share"] * 100, imp["perplexity"], marker="o", label="importance order")
+        ax.set(title=f"pruning {unit}", xlabel="share pruned (%)", yscale="log")
+    axes[0].set_ylabel("report-set perplexity")
+    axes[0].legend()
+    return fig

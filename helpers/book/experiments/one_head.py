@@ -56,3 +56,33 @@ def both_measures(metric: pd.DataFrame, likelihood: pd.DataFrame, alpha: float) 
         suffixes=(" (the paper's metric)", " (the likelihood)"))
     both.insert(4, "expected by chance", both["heads"] * alpha)
     return both
+
+
+def base_scores(effects: pd.DataFrame, digits: int) -> str:
+    """Each training run's unmasked score, ``"0: 0.7300, 1: 0.7340"`` (``digits`` decimals)."""
+    return ", ".join(f"{int(s)}: {b:.{digits}f}" for s, b in effects.groupby("training_seed")["base"].first().items())
+
+
+def paper_table1() -> pd.DataFrame:
+    """The paper's Table 1 as a layer x head grid of ``+0.12*`` cells (``*``: significant)."""
+    t1 = paper_values.table(1)
+    cells = [f"{d:+.2f}" + ("*" if s else "") for d, s in zip(t1["delta"], t1["significant"])]
+    return t1.assign(cell=cells).pivot(index="layer", columns="head", values="cell").rename(index=lambda i: f"layer {i}")
+
+
+def score_histograms(translation: pd.DataFrame, classifier: pd.DataFrame, titles: tuple[str, str], suptitle: str):
+    """Figure 1's two panels: the scores after masking each head alone (one training run's rows
+    of ``HeadSweeps.effects``), BLEU stacked by attention kind on the left, accuracy on the right,
+    with the unmasked score as a red dashed line. Returns the figure."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    panels = [(translation, "BLEU", {"hue": "kind", "multiple": "stack"}), (classifier, "accuracy", {})]
+    for ax, (rows, label, style), title in zip(axes, panels, titles):
+        sns.histplot(data=rows, x="score", bins=30, ax=ax, **style)
+        ax.axvline(rows["base"].iloc[0], color="red", linestyle="--")
+        ax.set(title=title, xlabel=label, ylabel="heads")
+    fig.suptitle(suptitle)
+    fig.tight_layout()
+    return fig

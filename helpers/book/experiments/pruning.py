@@ -161,3 +161,16 @@ def panel(ax, data: pd.DataFrame, title: str, ylabel: str) -> None:
             ax.plot(part["share"] * 100, part["score"], color=color, linestyle=dash, marker="o", markersize=3, label=label)
     ax.set(title=title, xlabel="heads pruned (%)", ylabel=ylabel, xlim=(0, 100))
     ax.legend(fontsize=8)
+
+
+def figure(curves: pd.DataFrame, panels: list[tuple[str, str, str]], suptitle: str):
+    """Figure 3 on the first training run of each model: one ``panel`` per ``(model, title,
+    ylabel)`` of ``panels``, side by side. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(12, 4.2))
+    for ax, (model, title, ylabel) in zip(axes, panels):
+        panel(ax, course.first_seed(curves[curves["model"] == model]), title, ylabel)
+    fig.suptitle(suptitle)
+    fig.tight_layout()
+    return fig

@@ -11,7 +11,7 @@ from ...heads.gates import HeadGates
 from ...heads.pruning import count_parameters, prune_heads
 from ...heads.pruning_curves import heads_of, order_by_importance, spec_of
 from ...heads.sites import attention_sites
-from ...heads.throughput import speed_gains
+from ...heads.throughput import compare_speed, device_name, speed_gains
 from .. import paper_values
 
 
@@ -91,3 +91,30 @@ def facts(speed: pd.DataFrame, gains: pd.DataFrame) -> str:
             f"gated: {gated:+.1%} at batch {large}, timing noise {noise:.1%} -> "
             + ("no faster than the original beyond the noise, as masking should be" if gated < max(0.05, noise)
                else "faster than the original beyond the noise: check the timing"))
+
+
+def precision_timings(model, pruned, removed, batches_by_size: dict, dtypes: list[str], compile_modes: list[str],
+                      backend: str, repeats: int) -> pd.DataFrame:
+    """``compare_speed`` of the three variants at each dtype and compile mode (``batches_by_size``:
+    ``{batch size: [encoded batch, ...]}``), stacked, with the device's name."""
+    from tqdm.auto import tqdm
+
+    timings = [compare_speed(model, pruned, removed, batches_by_size, lambda m, b: m(**b).logits, repeats=repeats,
+                             dtype=dtype, compile_mode=mode, backend=backend, progress=False)
+               for mode in compile_modes for dtype in tqdm(dtypes, desc=f"dtypes ({mode})")]
+    return pd.concat(timings, ignore_index=True).assign(device=device_name())
+
+
+def styled_precision_table(precision: pd.DataFrame):
+    """``precision_table`` with rates to one decimal and gains as signed percentages."""
+    return precision_table(precision).style.format({"original ex/s": "{:.1f}", "pruned": "{:+.1%}", "gated": "{:+.1%}",
+                                                    "predicted": "{:+.1%}", "share_of_predicted": "{:.0%}"})
+
+
+def gains_figure(gains: pd.DataFrame, batch_sizes: list[int], title: str):
+    """The speed-ups of ``gains_table`` in percent against the batch size (log scale). Returns the axes."""
+    ax = (gains * 100).plot(marker="o", figsize=(7, 4))
+    ax.axhline(0, color="grey", linewidth=1)
+    ax.set(xscale="log", xticks=batch_sizes, xticklabels=batch_sizes, xlabel="batch size",
+           ylabel="speed-up over the original (%)", title=title)
+    return ax

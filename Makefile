@@ -43,13 +43,13 @@ smollm2:
 # The paper profile reads local files only; this fetches them (GLUE, sacrebleu test sets, the WMT
 # archive, bert-base-uncased) into data/ on a machine with internet. IWSLT14 is prepared by hand.
 data: setup
-	$(BIN)/python -m helpers.book.downloads --profile $(PROFILE) download
+	$(BIN)/python -m helpers.book.running.downloads --profile $(PROFILE) download
 
 models: setup
 	HF_HUB_OFFLINE=1 $(BIN)/python -m helpers.book.course --profile $(PROFILE)
 
 notebooks: models
-	HF_HUB_OFFLINE=1 $(BIN)/python -m helpers.book.runner --profile $(PROFILE)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m helpers.book.running.runner --profile $(PROFILE)
 
 book: notebooks
 	$(BIN)/jupyter-book build . -W -n --keep-going

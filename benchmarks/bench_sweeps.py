@@ -32,7 +32,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch
 
 from helpers.book import course
-from helpers.book.head_effects import CLASSIFIER_CONFIGS_PER_PASS, TRANSLATION_CONFIGS_PER_PASS, translation_sweep
+from helpers.book.experiments.head_effects import CLASSIFIER_CONFIGS_PER_PASS, TRANSLATION_CONFIGS_PER_PASS, translation_sweep
 from helpers.book.profiles import load_profile
 from helpers.heads.ablation import one_head_configs, single_layer_sweep
 from helpers.heads.devices import to_device
@@ -125,7 +125,7 @@ def classifier(profile: dict, examples: int, per_pass: int, rounds: int) -> None
     model, tokenizer = course.load_classifier(profile, "nli")
     data = course.load_data(profile, "nli")["matched"]
     data = data[:examples] if examples else data
-    encoded = encode(tokenizer, data, profile["models"]["nli"]["fine_tune"]["max_length"])
+    encoded = encode(tokenizer, data, profile.max_length("nli"))
     configs = one_head_configs(model)
 
     def run(m, batch):

@@ -84,14 +84,15 @@ def smoke_executed(tmp_path_factory) -> dict:
     """Every notebook executed once on the smoke profile, in book order, as the runner does it:
     name -> executed path, or the ``NotebookFailed`` it raised. Shared by the notebook tests and
     the book build, so no notebook runs twice."""
-    from helpers.book import course, runner
+    from helpers.book import course
+    from helpers.book.running import runner
 
     profile = runner.load_profile("smoke")
     course.build(profile, progress=False)  # as `make book` does first; writes models.json, which the costs page reads
     models = course.models_key(profile)
     folder = tmp_path_factory.mktemp("smoke-executed")
     out = {}
-    for name in profile["notebooks"]:
+    for name in profile.notebooks:
         try:
             out[name] = runner.run_notebook(name, runner.parameters_for(profile, name, {}), folder, models=models)[0]
         except runner.NotebookFailed as err:

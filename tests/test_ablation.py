@@ -76,7 +76,7 @@ def test_gated_runs_gate_each_configuration_and_reset_after_it():
 
 
 def test_translation_sweep_masks_one_configuration_at_a_time():
-    from helpers.book.head_effects import translation_sweep
+    from helpers.book.experiments.head_effects import translation_sweep
     from helpers.zoo.translation_model import TranslationConfig, model_for, translate
     from helpers.zoo.translation_task import generate
 
@@ -97,7 +97,7 @@ def test_translation_sweep_masks_one_configuration_at_a_time():
 def test_translation_sweep_with_many_configurations_per_search_equals_one_at_a_time(beam):
     """Row gates follow fairseq's reordering of beams and its dropping of finished sentences,
     and decoder-only passes (which share one encoder output) decode what they decode alone."""
-    from helpers.book.head_effects import translation_sweep
+    from helpers.book.experiments.head_effects import translation_sweep
     from helpers.zoo.translation_model import TranslationConfig, model_for
     from helpers.zoo.translation_task import generate
 

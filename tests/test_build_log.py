@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers.book import progress, runner
+from helpers.book.running import runner
+from helpers.book.store import progress
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,7 +84,7 @@ def test_a_parameter_given_twice_is_refused_before_anything_runs(tmp_path, monke
 @pytest.mark.parametrize("name, value", [("alpha", 0.01), ("alpha", 0.999), ("prune_share", 0.0), ("prune_share", 1.0),
                                          ("step", 1.0), ("max_examples", 0), ("beam", 1), ("batch_sizes", [1, 64])])
 def test_values_inside_their_range_pass(name, value):
-    from helpers.book.parameters import range_problem
+    from helpers.book.profiles.parameters import range_problem
 
     assert range_problem(name, value) is None
 
@@ -92,7 +93,7 @@ def test_values_inside_their_range_pass(name, value):
                                          ("beam", 0), ("importance_examples", -3), ("batch_sizes", [0, 64]),
                                          ("epochs", [1, -2])])
 def test_values_outside_their_range_are_named(name, value):
-    from helpers.book.parameters import range_problem
+    from helpers.book.profiles.parameters import range_problem
 
     assert range_problem(name, value)
 
@@ -108,7 +109,24 @@ BAD_PROFILES = [
                                                                  r"\(.*bad\.yml: notebooks: 03_ablating_one_head: n_resamples\)"),
     ("defaults:\n  alpha: 2\nnotebooks:\n  03_ablating_one_head: {}\n", r"bad\.yml: defaults: alpha\).*strictly between 0 and 1"),
     ("defaults:\n  nosuch: 2\n", r"bad\.yml: defaults: nosuch is a parameter of no chapter"),
+    ("defaults: [1, 2]\n", r"bad\.yml: defaults: a mapping of name: value, not list"),
+    ("models:\n  nli: 3\n", r"bad\.yml: models: nli: a mapping of settings, not 3"),
+    ("description: [a, b]\n", r"bad\.yml: description: a line of text"),
+    ("- a list\n", r"bad\.yml: a profile is a mapping"),
 ]
+
+
+@pytest.mark.parametrize("text, message", BAD_PROFILES)
+def test_a_bad_profile_builds_no_model(text, message, tmp_path, monkeypatch):
+    from helpers.book import course
+
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "bad.yml").write_text(text)
+    monkeypatch.setenv("SIXTEEN_HEADS_PROFILES", str(tmp_path / "profiles"))
+    monkeypatch.setenv("SIXTEEN_HEADS_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(SystemExit, match=message):
+        course.main(["--profile", "bad"])   # `make models` refuses it before building anything
+    assert not (tmp_path / "cache").exists()
 
 
 @pytest.mark.parametrize("text, message", BAD_PROFILES)
@@ -123,16 +141,15 @@ def test_a_bad_profile_is_refused_naming_the_key_and_the_file(text, message, tmp
 
 
 def test_the_books_profiles_pass_the_check():
-    from helpers.book.parameters import check_profile
-    from helpers.book.profiles import load_profile, profile_path
+    from helpers.book.profiles import Profile, load_profile
 
-    sources = {p.stem: p for p in sorted(runner.NOTEBOOKS.glob("*.ipynb"))}
-    for name in ("smoke", "course", "paper"):
-        check_profile(load_profile(name), profile_path(name), sources)
+    for name in ("smoke", "course", "paper"):   # load_profile checks them
+        settings = load_profile(name)
+        assert isinstance(settings, Profile) and settings.name == name and settings.notebooks and settings.models
 
 
 def test_an_override_goes_only_to_the_chapters_that_declare_it():
-    from helpers.book.parameters import checked_overrides
+    from helpers.book.profiles.parameters import checked_overrides
 
     sources = {n: runner.NOTEBOOKS / f"{n}.ipynb" for n in ("01_gates_and_pruning", "03_ablating_one_head")}
     checked = checked_overrides(sources, {"beam": 3, "prune_share": 1})
@@ -202,7 +219,7 @@ def test_smoke_model_build_and_runner_log_is_clean(tmp_path):
             epochs, [line for line in log.splitlines() if "epoch" in line])
     assert not re.search(r"Loading weights|Writing model shards|fine-tune:", log)
     assert f"summary in {tmp_path / 'results' / 'smoke' / 'models.json'}" in log
-    log += _run(["-m", "helpers.book.runner", "--profile", "smoke", "--only", "03_ablating_one_head",
+    log += _run(["-m", "helpers.book.running.runner", "--profile", "smoke", "--only", "03_ablating_one_head",
                  "--output-dir", str(tmp_path / "executed")], env)
     assert re.search(r"^\[1/1\] 03_ablating_one_head \(smoke\): 0 s so far, no estimate of what is left yet", log, re.M)
     assert "LOAD REPORT" not in log
@@ -213,18 +230,18 @@ def test_smoke_model_build_and_runner_log_is_clean(tmp_path):
 # ---- the front door -----------------------------------------------------------------------------
 
 def test_readme_is_short_and_its_runner_commands_pass_the_parameter_check():
-    from helpers.book.parameters import check_runner_command
-    from helpers.book.parameters import parse_overrides
+    from helpers.book.profiles.parameters import check_runner_command
+    from helpers.book.profiles.parameters import parse_overrides
     from helpers.book.profiles import load_profile
 
     text = (ROOT / "README.md").read_text()
     assert len(text) <= 8000, f"README.md has {len(text)} characters; the front door stays under 8,000"
-    commands = re.findall(r"^(\.venv/bin/python -m helpers\.book\.runner .+)$", text, re.M)
+    commands = re.findall(r"^(\.venv/bin/python -m helpers\.book\.running\.runner .+)$", text, re.M)
     assert commands, "the README shows how to rerun a chapter"
     for command in commands:
         profile = load_profile(re.search(r"--profile (\S+)", command)[1])
         chapter, overrides = check_runner_command(command)
-        assert chapter in profile["notebooks"]
+        assert chapter in profile.notebooks
         assert overrides == parse_overrides(re.findall(r"-p (\S+)", command))
     for target in re.findall(r"make (\w+)", text):
         assert re.search(rf"^{target}:", (ROOT / "Makefile").read_text(), re.M), f"make {target} is not a Makefile target"

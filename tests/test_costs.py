@@ -4,7 +4,8 @@ import json
 import pandas as pd
 import pytest
 
-from helpers.book import costs, results
+from helpers.book.running import costs
+from helpers.book.store import results
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """The model build on the smoke profile: trains, saves, reloads to the same scores, reuses its
 cache, resumes an interrupted translation run exactly, and writes models.json."""
+import dataclasses
 import json
 import time
 
@@ -9,7 +10,7 @@ import torch
 from helpers.book import course
 from helpers.heads import metrics
 from helpers.zoo.classifier_training import predict
-from helpers.book.profiles import load_profile
+from helpers.book.profiles import Profile, load_profile
 from helpers.zoo.translation_model import TranslationConfig, model_for, train, translate
 
 
@@ -65,8 +66,8 @@ def test_a_second_build_reuses_the_cache(smoke):
 
 def test_changed_settings_get_a_new_cache_folder(smoke):
     profile, _ = smoke
-    other = json.loads(json.dumps(profile))
-    other["models"]["nli"]["fine_tune"]["lr"] = 2e-3
+    other = dataclasses.replace(profile, models=json.loads(json.dumps(profile.models)))
+    other.models["nli"]["fine_tune"]["lr"] = 2e-3
     assert course.model_dir(other, "nli") != course.model_dir(profile, "nli")
     assert course.model_dir(other, "sentiment") == course.model_dir(profile, "sentiment")
 
@@ -99,7 +100,7 @@ def test_a_reloaded_classifier_scores_the_same(smoke, name):
     model, tokenizer = course.load_classifier(profile, name)
     data = course.load_data(profile, name)
     for split, scores in record["scores"].items():
-        pred = predict(model, tokenizer, data[split], max_length=profile["models"][name]["fine_tune"]["max_length"])
+        pred = predict(model, tokenizer, data[split], max_length=profile.max_length(name))
         gold = [e.label for e in data[split]]
         assert metrics.METRICS[record["metric"]](pred, gold) == pytest.approx(scores[record["metric"]], abs=1e-12)
 
@@ -107,7 +108,7 @@ def test_a_reloaded_classifier_scores_the_same(smoke, name):
 def test_translation_keeps_every_epoch_and_reloads_to_the_same_bleu(smoke):
     profile, summary = smoke
     record = summary["models"][course.resolve(profile, "translation")]
-    spec = profile["models"]["translation"]
+    spec = profile.models["translation"]
     epochs = spec["train"]["epochs"]
     assert [h["epoch"] for h in record["epochs"]] == list(range(1, epochs + 1))
     for epoch in range(1, epochs + 1):
@@ -205,11 +206,11 @@ def test_prune_keeps_current_models_and_resumable_partials(smoke, tmp_path, monk
 
 
 def test_seeds_expand_into_one_model_per_training_seed():
-    profile = {"name": "t", "models": {
+    profile = Profile("t", models={
         "nli": {"task": "nli", "encoder": "tiny-bert", "sizes": {"train": 8}, "seeds": [0, 3],
                 "fine_tune": {"lr": 1e-3}},
         "translation": {"task": "translation", "sizes": {"train": 8}, "seeds": [5], "train": {"epochs": 1}},
-        "sentiment": {"task": "sentiment", "encoder": "tiny-bert", "sizes": {"train": 8}}}}
+        "sentiment": {"task": "sentiment", "encoder": "tiny-bert", "sizes": {"train": 8}}})
     specs = course.model_specs(profile)
     assert set(specs) == {"nli@0", "nli@3", "translation@5", "sentiment"}
     assert specs["nli@3"]["fine_tune"] == {"lr": 1e-3, "seed": 3} and "seeds" not in specs["nli@3"]
@@ -222,9 +223,9 @@ def test_seeds_expand_into_one_model_per_training_seed():
     assert course.model_dir(profile, "nli") == course.model_dir(profile, "nli@0") != course.model_dir(profile, "nli@3")
     for bad in ([], [1, 1], "0,1", [0.5]):
         with pytest.raises(ValueError, match="distinct integers"):
-            course.model_specs({"name": "t", "models": {"nli": {**profile["models"]["nli"], "seeds": bad}}})
+            course.model_specs(Profile("t", models={"nli": {**profile.models["nli"], "seeds": bad}}))
     with pytest.raises(ValueError, match="drop its `seeds`"):
-        course.model_specs({"name": "t", "models": {"nli": {**profile["models"]["nli"], "checkpoint": "x"}}})
+        course.model_specs(Profile("t", models={"nli": {**profile.models["nli"], "checkpoint": "x"}}))
 
 
 def test_models_build_in_two_one_thread_processes_on_a_two_core_cpu(smoke, tmp_path, monkeypatch, capsys):

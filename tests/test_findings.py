@@ -3,7 +3,7 @@ sentence changes with it."""
 import pandas as pd
 import pytest
 
-from helpers.book.findings import ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11, ch12, text
+from helpers.book.verdicts.findings import ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11, ch12, text
 
 
 @pytest.fixture
@@ -82,7 +82,7 @@ def test_beyond_chance_is_a_binomial_tail():
 
 
 def test_the_scorecard_summary_counts_both_measures_and_names_disagreements():
-    from helpers.book.scorecard import NOT_MEASURED, PARTLY, REPRODUCED
+    from helpers.book.verdicts.scorecard import NOT_MEASURED, PARTLY, REPRODUCED
 
     card = pd.DataFrame([{"claim": "A", "verdict": REPRODUCED, "likelihood verdict": PARTLY},
                          {"claim": "B", "verdict": REPRODUCED, "likelihood verdict": REPRODUCED},
@@ -175,7 +175,7 @@ def test_chapter_11_follows_its_tables(results):
 
 # ---- one judge: a chapter's text and the scorecard give the same verdict ----------------------
 def _scorecard_verdict(claim_key: str, column: str = "verdict") -> str:
-    from helpers.book.scorecard import CLAIMS_BY_KEY, scorecard
+    from helpers.book.verdicts.scorecard import CLAIMS_BY_KEY, scorecard
 
     card = scorecard("p")
     return card.loc[card["claim"] == CLAIMS_BY_KEY[claim_key].claim, column].iloc[0]
@@ -210,7 +210,7 @@ def test_chapter_05_says_what_the_scorecard_says_between_the_old_thresholds(resu
 
 def test_chapter_09_and_the_scorecard_read_the_chapters_min_base_share(results):
     """A rerun of chapter 09 with another min_base_share changes the chapter and the scorecard alike."""
-    from helpers.book.scorecard import chapter_verdicts, verdict_of
+    from helpers.book.verdicts.scorecard import chapter_verdicts, verdict_of
 
     steps = [(e, share) for e in (1, 2, 16) for share in (0.0, 0.4)]
     bleu = {1: 0.5, 2: 3.0, 16: 20.0}   # epoch 1's BLEU is 2.5% of the last one's

@@ -4,11 +4,12 @@ import pandas as pd
 import pytest
 
 from helpers.heads import ablation
-from helpers.book import course, head_effects
+from helpers.book import course
+from helpers.book.experiments import head_effects
 from helpers.heads.ablation import all_but_one_configs, one_head_configs
-from helpers.book.head_effects import (best_per_layer, classifier_effects, configs_of, held_out, kept_head, layer_table,
+from helpers.book.experiments.head_effects import (best_per_layer, classifier_effects, configs_of, held_out, kept_head, layer_table,
                                   significance_counts, translation_effects)
-from helpers.book.sweep_cache import code_digest
+from helpers.book.store.sweep_cache import code_digest
 
 
 def _no_sweep(*args, **kwargs):
@@ -160,8 +161,8 @@ def test_kept_head_and_all_but_one_configs_agree(smoke):
 
 
 def test_the_papers_tables_lay_out_like_ours():
-    from helpers.book import paper_values
-    from helpers.book.head_effects import grid
+    from helpers.book.verdicts import paper_values
+    from helpers.book.experiments.head_effects import grid
 
     table1 = grid(paper_values.effects(1), "enc_self")
     assert table1.shape == (6, 16) and table1.loc["layer 1", 6] == "-0.53*"
@@ -176,7 +177,7 @@ def test_the_papers_tables_lay_out_like_ours():
 def test_cross_domain_pairs_configurations_and_correlates_like_numpy():
     import numpy as np
 
-    from helpers.book.head_effects import correlation, paired_scores
+    from helpers.book.experiments.head_effects import correlation, paired_scores
 
     def one_head(scores):
         return pd.DataFrame([{"kind": "self", "layer": i // 2, "heads": [i % 2], "head": i % 2, "score": s,

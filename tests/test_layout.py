@@ -1,9 +1,10 @@
-"""helpers/ has three parts imported one way: book -> zoo -> heads, with no import cycle.
+"""helpers/ has three parts imported one way: book -> zoo -> heads, with no import cycle; inside
+helpers/book, one folder per job, imported one way too: running -> experiments -> course, verdicts
+-> profiles, store.
 
 The graph is read from the source (every ``import`` statement, at module level or inside a
 function), so a lazy import that would close a cycle counts as much as a top-level one.
 """
-import ast
 import subprocess
 import sys
 import tomllib
@@ -11,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from helpers.book.chapter_code import import_graph, module_name
+from helpers.book.running.chapter_code import import_graph, module_name
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = {"heads": 0, "zoo": 1, "book": 2}  # a part may import its own rank or lower
+# helpers/book's folders by job, with the same rule: the folders of one rank share nothing
+BOOK_FOLDERS = {"profiles": 0, "store": 0, "course": 1, "verdicts": 1, "experiments": 2, "running": 3}
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -77,6 +80,38 @@ def test_helpers_has_no_import_cycle(graph):
 
 def test_imports_go_one_way_book_zoo_heads(graph):
     assert wrong_way(graph) == []
+
+
+def book_folder_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "book" else None
+
+
+def wrong_way_in_book(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Imports between helpers/book's folders that go up ``BOOK_FOLDERS`` or across one rank."""
+    bad = []
+    for module, targets in graph.items():
+        mine = book_folder_of(module)
+        for target in targets:
+            theirs = book_folder_of(target)
+            if mine and theirs and mine != theirs and BOOK_FOLDERS[theirs] >= BOOK_FOLDERS[mine]:
+                bad.append((module, target))
+    return sorted(bad)
+
+
+def test_helpers_book_has_one_folder_per_job(graph):
+    folders = {book_folder_of(m) for m in graph if m.startswith("helpers.book.")}
+    assert folders == set(BOOK_FOLDERS), f"helpers/book holds modules outside its job folders: {folders - set(BOOK_FOLDERS)}"
+    assert [m for m in graph if m.startswith("helpers.book.") and m.count(".") == 2 and book_folder_of(m) is None] == []
+
+
+def test_imports_go_one_way_between_the_books_folders(graph):
+    assert wrong_way_in_book(graph) == []
+    fake = {"helpers.book.store.results": {"helpers.book.experiments.sweeps"},
+            "helpers.book.course": {"helpers.book.verdicts.scorecard"},
+            "helpers.book.running.runner": {"helpers.book.course"}}
+    assert wrong_way_in_book(fake) == [("helpers.book.course", "helpers.book.verdicts.scorecard"),
+                                       ("helpers.book.store.results", "helpers.book.experiments.sweeps")]
 
 
 def test_the_checks_catch_a_cycle_and_an_upward_import(tmp_path):

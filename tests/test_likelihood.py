@@ -10,7 +10,7 @@ import torch
 
 import helpers
 from helpers.book import course
-from helpers.book.head_effects import classifier_effects, translation_likelihood_effects
+from helpers.book.experiments.head_effects import classifier_effects, translation_likelihood_effects
 from helpers.heads.ablation import all_but_one_configs, one_head_configs
 from helpers.heads.config_batches import UNMASKED
 from helpers.heads.significance import log_likelihood

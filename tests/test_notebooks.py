@@ -6,7 +6,7 @@ import nbformat
 import pandas as pd
 import pytest
 
-from helpers.book import runner
+from helpers.book.running import runner
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
@@ -16,7 +16,7 @@ PROFILES = ("smoke", "course", "paper")
 def test_every_notebook_is_in_every_profile_and_the_book():
     toc = (ROOT / "_toc.yml").read_text()
     for profile in PROFILES:
-        listed = list(runner.load_profile(profile)["notebooks"])
+        listed = list(runner.load_profile(profile).notebooks)
         assert listed == NOTEBOOKS, f"profiles/{profile}.yml lists {listed}, notebooks/ has {NOTEBOOKS}"
     for name in NOTEBOOKS:
         assert f"book/executed/{name}" in toc
@@ -62,7 +62,7 @@ def test_notebook_runs_on_smoke_and_is_cached(name, smoke_executed):
 def test_runner_records_each_chapters_run_time(smoke_executed, tmp_path, monkeypatch):
     import pandas as pd
 
-    from helpers.book import results
+    from helpers.book.store import results
 
     table = pd.read_csv(results.results_dir("smoke") / "run_times.csv")
     assert set(NOTEBOOKS) <= set(table["notebook"]) and (table["seconds"] > 0).all()
@@ -97,15 +97,15 @@ def test_fingerprint_follows_notebook_parameters_models_and_the_code_it_runs(tmp
 
 
 def test_chapter_modules_follow_imports_transitively_with_parent_packages():
-    from helpers.book.chapter_code import PACKAGE, chapter_modules
+    from helpers.book.running.chapter_code import PACKAGE, chapter_modules
 
     names = {p.relative_to(PACKAGE).as_posix() for p in chapter_modules(ROOT / "notebooks" / "03_ablating_one_head.ipynb")}
-    assert {"__init__.py", "book/__init__.py", "book/head_effects.py", "book/findings/ch03.py", "heads/ablation.py",
-            "heads/gates.py", "heads/significance.py"} <= names
-    assert "book/runner.py" not in names  # the chapter never runs the runner
-    assert "book/findings/ch04.py" not in names  # nor another chapter's findings: editing them reruns only chapter 04
+    assert {"__init__.py", "book/__init__.py", "book/verdicts/__init__.py", "book/experiments/head_effects.py",
+            "book/verdicts/findings/ch03.py", "heads/ablation.py", "heads/gates.py", "heads/significance.py"} <= names
+    assert "book/running/runner.py" not in names  # the chapter never runs the runner
+    assert "book/verdicts/findings/ch04.py" not in names  # nor another chapter's findings: editing them reruns only chapter 04
     intro = {p.relative_to(PACKAGE).as_posix() for p in chapter_modules(ROOT / "notebooks" / "13_rerunning.ipynb")}
-    assert "book/head_effects.py" not in intro
+    assert "book/experiments/head_effects.py" not in intro
 
 
 def test_runner_reports_the_failing_cell(tmp_path, monkeypatch):
@@ -187,7 +187,7 @@ def _displayed_table(cell) -> pd.DataFrame:
 def test_every_chapter_prints_the_scorecards_verdicts(smoke_executed):
     """Each chapter that tests a claim of the paper shows, in its verdict table and in its
     findings text, the verdict the scorecard gives that claim, on both measures."""
-    from helpers.book.scorecard import CLAIMS, LIKELIHOOD_NAME, METRIC, NOT_MEASURED, scorecard
+    from helpers.book.verdicts.scorecard import CLAIMS, LIKELIHOOD_NAME, METRIC, NOT_MEASURED, scorecard
 
     card = scorecard("smoke").set_index("claim")
     chapters = sorted({c.chapter for c in CLAIMS})
@@ -214,7 +214,7 @@ def test_a_rules_parameters_default_to_its_chapters():
     """A claim whose rule reads a chapter parameter uses the chapter's default when no run recorded one."""
     import papermill as pm
 
-    from helpers.book.scorecard import CLAIMS
+    from helpers.book.verdicts.scorecard import CLAIMS
 
     for claim in (c for c in CLAIMS if c.parameters):
         declared = pm.inspect_notebook(str(ROOT / "notebooks" / f"{claim.chapter}.ipynb"))

@@ -122,7 +122,8 @@ def test_checkpoint_labels_are_reordered_to_ours():
 
 # ---- offline ---------------------------------------------------------------------------------
 def test_paper_profile_offline_fails_fast_naming_every_download(tmp_path, monkeypatch, capsys):
-    from helpers.book import course, downloads, runner
+    from helpers.book import course
+    from helpers.book.running import downloads, runner
 
     monkeypatch.setenv("SIXTEEN_HEADS_DATA", str(tmp_path / "empty"))
     monkeypatch.setenv("SIXTEEN_HEADS_CACHE", str(tmp_path / "cache"))
@@ -132,7 +133,7 @@ def test_paper_profile_offline_fails_fast_naming_every_download(tmp_path, monkey
     for item in ("GLUE MNLI", "GLUE CoLA", "GLUE SST-2", "GLUE MRPC", "test set wmt13 en-fr", "test set wmt14/full",
                  "test set mtnt1.1/test", "fairseq model archive wmt14.en-fr.joined-dict.transformer",
                  "prepare-iwslt14.sh", "Hugging Face model bert-base-uncased",
-                 "python -m helpers.book.downloads --profile paper download"):
+                 "python -m helpers.book.running.downloads --profile paper download"):
         assert item in message, item
     assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()  # nothing started
     with pytest.raises(MissingDownloadError, match="dev_matched.tsv"):
@@ -153,11 +154,11 @@ def test_every_chapter_has_a_paper_configuration_with_its_gpu_time():
     text = (PROFILES / "paper.yml").read_text()
     profile = load_profile("paper")
     notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
-    assert sorted(profile["notebooks"]) == notebooks
+    assert sorted(profile.notebooks) == notebooks
     for name in notebooks[:11]:  # the chapters that compute; 12-14 read their results
         line = next(line for line in text.splitlines() if line.strip().startswith(f"{name}:"))
         assert re.search(r"#~ \d", line), f"{name}: no estimated GPU time in profiles/paper.yml"
-    for name, spec in profile["models"].items():
+    for name, spec in profile.models.items():
         assert "data" in spec, f"paper model {name} reads no real data"
 
 
@@ -165,10 +166,10 @@ def test_every_chapter_has_a_paper_configuration_with_its_gpu_time():
 SWEEP = """
 import json, os, sys
 import torch
-from helpers.book import head_effects
+from helpers.book.experiments import head_effects
 from helpers.zoo import nli_task
 from helpers.heads.ablation import one_head_configs
-from helpers.book.head_effects import classifier_effects
+from helpers.book.experiments.head_effects import classifier_effects
 from helpers.zoo.registry import load_encoder
 fault = os.environ.get("SWEEP_FAULT", "")
 if fault:  # this rank breaks inside its share: with an error, or dying without one
@@ -208,7 +209,7 @@ def test_a_sweep_split_over_two_processes_equals_one_process(tmp_path):
     for p, (out, err) in zip((alone, *pair), outs):
         assert p.returncode == 0, err[-2000:]
     assert json.loads(outs[1][0]) == json.loads(outs[0][0]) == json.loads(outs[2][0])
-    from helpers.book import shards
+    from helpers.book.store import shards
 
     share = max(1, shards.usable_cores() // 2)  # two ranks on this machine: each caps its torch threads
     assert [int(re.search(r"threads (\d+)", err).group(1)) <= share for _, err in outs[1:]] == [True, True]
@@ -261,7 +262,7 @@ def test_a_rank_that_dies_without_an_error_is_noticed(tmp_path):
 
 
 def test_status_files_of_an_earlier_job_are_ignored(tmp_path, monkeypatch):
-    from helpers.book import shards
+    from helpers.book.store import shards
 
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", "1")
@@ -276,9 +277,9 @@ def test_status_files_of_an_earlier_job_are_ignored(tmp_path, monkeypatch):
 
 
 def test_ranks_sharing_a_machine_share_its_cores():
-    from helpers.book import shards
+    from helpers.book.store import shards
 
-    probe = subprocess.run([sys.executable, "-c", "import torch; from helpers.book import shards; "
+    probe = subprocess.run([sys.executable, "-c", "import torch; from helpers.book.store import shards; "
                             "print(torch.get_num_threads(), shards.cap_threads())"],
                            env={**os.environ, "RANK": "0", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2"},
                            cwd=ROOT, text=True, capture_output=True, check=True)
@@ -287,7 +288,7 @@ def test_ranks_sharing_a_machine_share_its_cores():
 
 
 def test_under_torchrun_only_rank_0_writes_the_books_copy(smoke, tmp_path, monkeypatch):
-    from helpers.book import runner
+    from helpers.book.running import runner
 
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
@@ -314,7 +315,7 @@ def test_other_ranks_wait_for_rank_0_to_build_a_model(tmp_path, monkeypatch):
 @pytest.fixture(scope="session")
 def standin_run(standin_data, tmp_path_factory):
     """Every notebook executed by the runner on the stand-in profile (paper.yml, sizes shrunk)."""
-    from helpers.book import runner
+    from helpers.book.running import runner
 
     work = tmp_path_factory.mktemp("paper-standin")
     name = paper_standins.standin_profile(work)
@@ -333,7 +334,7 @@ def standin_run(standin_data, tmp_path_factory):
 def test_every_notebook_runs_on_the_paper_profile_standins(standin_run):
     code, work, name, models = standin_run
     assert code == 0
-    assert sorted(p.stem for p in (work / "executed").glob("*.ipynb")) == sorted(load_profile("paper")["notebooks"])
+    assert sorted(p.stem for p in (work / "executed").glob("*.ipynb")) == sorted(load_profile("paper").notebooks)
     assert models["translation"]["spec"]["archive"] == "wmt14.en-fr.joined-dict.transformer"
     assert models["translation"]["sizes"] == {"train": 40, "test13": 24, "test14": 24, "mtnt": 16}
     assert models["nli"]["sizes"] == {"train": 60, "matched": 30, "mismatched": 30}

@@ -73,7 +73,7 @@ def test_an_absent_hub_model_says_how_to_fetch_it(tmp_path, monkeypatch):
     monkeypatch.setenv("SIXTEEN_HEADS_DATA", str(tmp_path))
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(MissingDownloadError, match="python -m helpers.book.downloads --profile paper download"):
+    with pytest.raises(MissingDownloadError, match="python -m helpers.book.running.downloads --profile paper download"):
         registry.load_model("some-org/absent-model")
 
 

@@ -24,7 +24,9 @@ import pytest
 pytestmark = pytest.mark.slow  # every test here reads the smoke build's results
 from scipy import stats
 
-from helpers.book import paper_values, results, runner
+from helpers.book.running import runner
+from helpers.book.store import results
+from helpers.book.verdicts import paper_values
 
 PROFILE = os.environ.get("SIXTEEN_HEADS_CHECK_PROFILE", "smoke")
 KIND_ORDER = ("self", "enc_self", "enc_dec", "dec_self")

@@ -2,7 +2,7 @@
 import pandas as pd
 import pytest
 
-from helpers.book.scorecard import (CLAIMS, DEPENDS_ON_SEED, NOT_MEASURED, NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED,
+from helpers.book.verdicts.scorecard import (CLAIMS, DEPENDS_ON_SEED, NOT_MEASURED, NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED,
                                     disagreements, scorecard, verdict_counts)
 
 
@@ -17,7 +17,7 @@ def _verdicts(root, profile="p"):
 
 
 def test_by_default_the_card_reads_where_the_chapters_write(tmp_path, monkeypatch):
-    from helpers.book.results import save_table
+    from helpers.book.store.results import save_table
 
     monkeypatch.setenv("SIXTEEN_HEADS_RESULTS", str(tmp_path))
     save_table(pd.DataFrame(_shares(0.4)), "p", "06_prunable_shares")

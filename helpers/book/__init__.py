@@ -1,12 +1,15 @@
-"""The book's machinery: what runs the chapters on a profile and keeps their results.
+"""The book's machinery, one folder per job; imports go down this list, never up:
 
-* profiles.py (``profiles/<name>.yml``), runner.py (papermill, one notebook at a time, cached by
-  fingerprint), downloads.py (the command line for the paper's downloads);
-* course.py: a profile's models, built once under torchrun-aware coordination, loaded by name;
-* results.py (tables under ``results/<profile>/``), sweep_cache.py (a model's outputs per
-  head mask, on disk), shards.py (splitting sweeps over torchrun processes);
-* head_effects.py: the chapters' significance tables over cached sweeps;
-* paper_values.py (the numbers the paper reports) and scorecard.py (ours against them).
+* ``running/``: the runner (papermill, one chapter at a time, cached by the code it imports),
+  the costs page and the paper profile's downloads;
+* ``experiments/``: one module per experiment of the paper (``head_effects``: the significance
+  tables over cached sweeps);
+* ``course/``: a profile's models, built once under torchrun-aware coordination, loaded by name;
+* ``verdicts/``: the paper's numbers, the registry that judges each claim (``scorecard``) and the
+  chapters' generated findings;
+* ``profiles/`` (a profile and the chapters' parameters, checked before anything runs) and
+  ``store/`` (result tables, the sweep cache, sharding, progress lines).
 
-Imports ``helpers.zoo`` and ``helpers.heads``; nothing imports this package back.
+Imports ``helpers.zoo`` and ``helpers.heads``; nothing imports this package back
+(``tests/test_layout.py`` checks both orders).
 """

@@ -11,7 +11,7 @@ hypotheses.
 The processes are forked, so each starts with the model, the batches and any state the caller
 set up (masks, patched forwards) without copying or pickling them; they send back only results
 (pickled by value) and progress. ``sweep_processes(model)`` chooses how many: 1 on a GPU, under
-torchrun (which already splits sweeps, ``helpers/book/shards.py``) and off Linux (fork is not
+torchrun (which already splits sweeps, ``helpers/book/store/shards.py``) and off Linux (fork is not
 safe on macOS); else 2 when the machine has at least 2 cores; ``$SIXTEEN_HEADS_SWEEP_PROCESSES``
 overrides it. A process that fails raises ``SweepProcessError`` in the caller with its
 traceback; one that dies (killed, out of memory) raises it with its exit code.

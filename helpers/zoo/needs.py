@@ -13,13 +13,13 @@ import tarfile
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from . import registry
 from .locations import DATA_ENV, MissingDownloadError, data_root, local_path
 from .paper_sources import ARCHIVE_URLS, GLUE, in_hub_cache, resolve_model, test_set_files, write_glue
 
-DOWNLOAD = "python -m helpers.book.downloads --profile {profile} download"  # the command that fetches
+DOWNLOAD = "python -m helpers.book.running.downloads --profile {profile} download"  # the command that fetches
 
 
 @dataclass(frozen=True)
@@ -92,11 +92,11 @@ def _hub_need(model: str, name: str) -> Need | None:
                 f"`huggingface-cli download {name} --local-dir {target}`", fetch)
 
 
-def needs(profile: dict) -> list[Need]:
-    """Everything the external models of ``profile`` read (models with a ``data`` or ``archive``
-    section, or a hub encoder), in profile order."""
+def needs(models: Mapping[str, dict]) -> list[Need]:
+    """Everything the external models among ``models`` (a profile's ``models``: name -> spec) read
+    (models with a ``data`` or ``archive`` section, or a hub encoder), in profile order."""
     out: list[Need] = []
-    for name, spec in (profile.get("models") or {}).items():
+    for name, spec in models.items():
         data = spec.get("data") or {}
         if "glue" in data:
             out.append(_glue_need(name, spec["task"], data["glue"]))
@@ -118,26 +118,27 @@ def needs(profile: dict) -> list[Need]:
     return out
 
 
-def check_local(profile: dict) -> None:
-    """Raise ``MissingDownloadError`` listing every missing item of ``profile`` (see ``needs``)."""
-    missing = [n for n in needs(profile) if not n.present()]
+def check_local(profile: str, models: Mapping[str, dict]) -> None:
+    """Raise ``MissingDownloadError`` listing every missing item of ``models`` of profile
+    ``profile`` (see ``needs``)."""
+    missing = [n for n in needs(models) if not n.present()]
     if not missing:
         return
     lines = [f"- [{n.model}] {n.what}: expected at {n.path}\n    get it: {n.how}" for n in missing]
     raise MissingDownloadError(
-        f"profile {profile['name']!r} reads {len(missing)} item(s) that are not on this machine, and the book "
+        f"profile {profile!r} reads {len(missing)} item(s) that are not on this machine, and the book "
         f"never downloads while it runs:\n" + "\n".join(lines) +
-        f"\nOn a machine with internet, `{DOWNLOAD.format(profile=profile['name'])}` fetches them into "
+        f"\nOn a machine with internet, `{DOWNLOAD.format(profile=profile)}` fetches them into "
         f"{data_root()} (${DATA_ENV}); copy that folder here. Or point the profile's path parameters "
         f"(models.<name>.data / archive / encoder / checkpoint) at your own copies.")
 
 
-def download(profile: dict) -> list[Need]:
-    """Fetch every missing item of ``profile`` that can be fetched; returns those left to do by hand."""
+def download(models: Mapping[str, dict]) -> list[Need]:
+    """Fetch every missing item of ``models`` that can be fetched; returns those left to do by hand."""
     from tqdm.auto import tqdm
 
     left = []
-    for need in tqdm([n for n in needs(profile) if not n.present()], desc="download", unit="item"):
+    for need in tqdm([n for n in needs(models) if not n.present()], desc="download", unit="item"):
         if need.fetch is None:
             left.append(need)
             continue

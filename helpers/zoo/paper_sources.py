@@ -2,7 +2,7 @@
 
 Nothing in this module touches the network while the book runs. On a machine with internet,
 
-    python -m helpers.book.downloads --profile paper download   # (make data PROFILE=paper)
+    python -m helpers.book.running.downloads --profile paper download   # (make data PROFILE=paper)
 
 fetches what the profile names into the data folder (``$SIXTEEN_HEADS_DATA``, default
 ``<repo>/data``); the GPU machine then needs only that folder. Every path in a profile's

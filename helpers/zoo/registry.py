@@ -84,7 +84,7 @@ def _hugging_face(reference: Reference, num_labels: int | None, seed: int):
         raise MissingDownloadError(
             f"could not load {name!r}: it is not a local folder and the Hugging Face hub is not reachable "
             f"(HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', 'unset')}). On a machine with internet run "
-            f"`huggingface-cli download {name} --local-dir data/{name}` (or `python -m helpers.book.downloads "
+            f"`huggingface-cli download {name} --local-dir data/{name}` (or `python -m helpers.book.running.downloads "
             f"--profile paper download`); a folder under data/ with the hub name is found by that name, any other "
             f"folder can be passed as the model parameter."
         ) from err

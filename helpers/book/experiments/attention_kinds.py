@@ -9,10 +9,12 @@ import pandas as pd
 
 from ...heads.pruning_curves import heads_of, order_by_importance, prunable_share, pruning_curves
 from ...zoo.scorers import translation_importance
-from .. import course, paper_values
+from .. import course
+from ..profiles import Profile
+from ..verdicts import paper_values
 
 
-def curves(settings: dict, name: str, score: Callable, importance_set: Sequence, step: float,
+def curves(settings: Profile, name: str, score: Callable, importance_set: Sequence, step: float,
            training_seeds: int = 0) -> pd.DataFrame:
     """One curve per attention kind (``kind``) of every training run of model ``name``: that
     kind's heads pruned by I_h (estimated on ``importance_set``), each step scored by ``score``;

@@ -12,8 +12,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from .. import paper_values
-from ..head_effects import correlation, paired_scores
+from ..verdicts import paper_values
+from .head_effects import correlation, paired_scores
 from .sweeps import HeadSweeps
 
 TRACKS = {"translation": "translation", "classifier": "classifier"}  # paper_values.CROSS_DOMAIN_R's keys

@@ -9,11 +9,13 @@ import pandas as pd
 
 from ...heads.pruning_curves import heads_of, order_by_importance, pruning_curve
 from ...zoo.scorers import translation_importance
-from .. import course, paper_values
-from ..scorecard import at_share_by_epoch, usable_epochs
+from .. import course
+from ..profiles import Profile
+from ..verdicts import paper_values
+from ..verdicts.scorecard import at_share_by_epoch, usable_epochs
 
 
-def checkpoint_curves(settings: dict, name: str, epochs: Sequence[int], importance_pairs: Sequence, score: Callable,
+def checkpoint_curves(settings: Profile, name: str, epochs: Sequence[int], importance_pairs: Sequence, score: Callable,
                       likelihood: Callable, step: float, training_seeds: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(BLEU curves, likelihood curves)`` of every checkpoint in ``epochs`` of every run of
     ``name``, pruned by that checkpoint's I_h (estimated on ``importance_pairs``). The BLEU rows

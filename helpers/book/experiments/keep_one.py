@@ -13,8 +13,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from .. import paper_values
-from ..head_effects import best_per_layer, configs_of, held_out, kept_head, layer_table
+from ..verdicts import paper_values
+from .head_effects import best_per_layer, configs_of, held_out, kept_head, layer_table
 from .sweeps import HeadSweeps, Run
 
 

@@ -25,7 +25,7 @@ from ...heads.significance import log_likelihood
 from ...heads.sites import attention_sites
 from ...heads.throughput import compare_speed, device_name, speed_gains
 from ...zoo.causal_lm import PerplexityScorer, perplexity, token_nll
-from ..head_effects import effect_rows
+from .head_effects import effect_rows
 
 
 def describe(model, model_name: str) -> pd.DataFrame:

@@ -11,10 +11,11 @@ from ...zoo.classifier_training import predict
 from ...zoo.nli_task import LABELS
 from ...zoo.recipes import machine_info
 from .. import course
-from ..results import results_dir
+from ..profiles import Profile
+from ..store.results import results_dir
 
 
-def examples(settings: dict, models: list[str], per_split: int) -> pd.DataFrame:
+def examples(settings: Profile, models: list[str], per_split: int) -> pd.DataFrame:
     """The first ``per_split`` examples of every split of every model: model, split, input, target."""
     rows = []
     for name in models:
@@ -91,13 +92,13 @@ def baselines(records: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def nli_by_edit(settings: dict, runs: list[tuple[int, str]]) -> pd.DataFrame | None:
+def nli_by_edit(settings: Profile, runs: list[tuple[int, str]]) -> pd.DataFrame | None:
     """The NLI model's accuracy (over every seed's predictions) and count by gold label and by the
     edit that made each hypothesis, in both domains; None for data that records no edit (MNLI)."""
     data = course.load_data(settings, "nli")
     if not {e.edit for e in data["matched"]} - {""}:
         return None
-    max_length = settings["models"]["nli"]["fine_tune"]["max_length"]
+    max_length = settings.max_length("nli")
     rows = []
     for seed, run in runs:
         model, tokenizer = course.load_classifier(settings, run)

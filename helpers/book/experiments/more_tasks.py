@@ -10,16 +10,18 @@ from ...heads.pruning_curves import heads_of, order_by_importance, prunable_shar
 from ...zoo.recipes import CLASSIFIER_TASKS
 from ...zoo.scorers import (classifier_importance, classifier_scorers, translation_importance,
                             translation_likelihood_scorer, translation_scorer)
-from .. import course, paper_values
+from .. import course
+from ..profiles import Profile
+from ..verdicts import paper_values
 
 TOLERANCE = {"BLEU": 1.0, "log-likelihood": math.log(1.01)}   # else 1 point of the metric; the likelihood: perplexity +1%
 
 
-def classifier_curves(settings: dict, name: str, split: str, importance_split: str, importance_examples: int,
+def classifier_curves(settings: Profile, name: str, split: str, importance_split: str, importance_examples: int,
                       max_examples: int, step: float, training_seeds: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(metric curves, likelihood curves)`` of every run of classifier ``name`` on ``split``,
     pruned by I_h; both scores come from one pass per pruning step (the label log-probabilities)."""
-    spec = settings["models"][name]
+    spec = settings.model(name)
     metric, max_length = CLASSIFIER_TASKS[spec["task"]], spec["fine_tune"]["max_length"]
     data = course.load_data(settings, name)   # every training run shares its data
     importance_set = course.subset(data[importance_split], importance_examples)
@@ -37,7 +39,7 @@ def classifier_curves(settings: dict, name: str, split: str, importance_split: s
     return course.over_seeds(settings, name, measure, training_seeds), pd.concat(likelihood, ignore_index=True)
 
 
-def translation_curves(settings: dict, name: str, split: str, importance_split: str, importance_examples: int,
+def translation_curves(settings: Profile, name: str, split: str, importance_split: str, importance_examples: int,
                        max_examples: int, decoded_examples: int, beam: int, max_len_b: int, step: float,
                        training_seeds: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(BLEU curves, likelihood curves)`` of every run of translation model ``name``."""

@@ -11,8 +11,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from .. import paper_values
-from ..head_effects import significance_counts
+from ..verdicts import paper_values
+from .head_effects import significance_counts
 
 
 def counts(models: Sequence[tuple[str, pd.DataFrame]]) -> pd.DataFrame:

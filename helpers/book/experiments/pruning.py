@@ -20,7 +20,8 @@ from ...heads.pruning_curves import (heads_of, order_by_ablation, order_by_impor
                                      random_order, reestimated_curve)
 from ...zoo.scorers import (classifier_importance, classifier_scorers, translation_importance,
                             translation_likelihood_scorer, translation_scorer)
-from .. import course, paper_values
+from .. import course
+from ..verdicts import paper_values
 from .sweeps import HeadSweeps, Run
 
 TOLERANCE = {"classifier": 0.01, "translation": 1.0}  # the paper's "no noticeable loss": 1% accuracy, 1 BLEU
@@ -75,7 +76,7 @@ class PruningRuns:
             settings = self.sweeps.settings
             if name == self.classifier:
                 scored, ranked, _ = self._sets(name, self.classifier_split)
-                max_length = settings["models"][name]["fine_tune"]["max_length"]
+                max_length = settings.max_length(name)
                 model, tokenizer = course.load_classifier(settings, run)
                 estimate = lambda m, **kw: classifier_importance(m, tokenizer, ranked, max_length, **kw)
                 scorers = classifier_scorers(tokenizer, scored, ["accuracy", "log_likelihood"], max_length)

@@ -21,7 +21,8 @@ import pandas as pd
 
 from ...heads.ablation import Config, all_but_one_configs, one_head_configs
 from .. import course
-from ..head_effects import classifier_effects, translation_effects, translation_likelihood_effects
+from ..profiles import Profile
+from .head_effects import classifier_effects, translation_effects, translation_likelihood_effects
 
 CONFIGS: dict[str, Callable] = {"one_head": one_head_configs, "all_but_one": all_but_one_configs}
 MEASURES = ("metric", "likelihood")
@@ -48,7 +49,7 @@ class Run:
 class HeadSweeps:
     """The sweep settings of one chapter (its parameters) on one profile's models."""
 
-    settings: dict
+    settings: Profile
     training_seeds: int = 0          # how many training runs (0: every seed the profile trains)
     decoded_examples: int = 0        # translation pairs decoded for BLEU (0: all)
     beam: int = 5
@@ -63,7 +64,7 @@ class HeadSweeps:
         return {"n_resamples": self.n_resamples, "alpha": self.alpha, "seed": self.seed}
 
     def is_translation(self, name: str) -> bool:
-        return self.settings["models"][name]["task"] == "translation"
+        return self.settings.model(name)["task"] == "translation"
 
     def data(self, name: str) -> dict[str, list]:
         """The splits model ``name`` was trained and is tested on."""
@@ -96,7 +97,7 @@ class HeadSweeps:
             else list(configs)
         common = {"cache_dir": course.sweeps_dir(self.settings, run.run), "progress": self.progress, **self.bootstrap}
         if not self.is_translation(run.name):
-            max_length = self.settings["models"][run.name]["fine_tune"]["max_length"]
+            max_length = self.settings.max_length(run.name)
             return classifier_effects(run.model, run.tokenizer, examples, chosen, max_length=max_length,
                                       measure="accuracy" if measure == "metric" else "log_likelihood", **common)
         if measure == "likelihood":

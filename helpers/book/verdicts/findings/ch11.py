@@ -1,4 +1,4 @@
-"""Chapter 11's "What this run shows" paragraph (see ``helpers.book.findings``)."""
+"""Chapter 11's "What this run shows" paragraph (see ``helpers.book.verdicts.findings``)."""
 from __future__ import annotations
 
 from .text import read
@@ -8,7 +8,7 @@ def findings(profile: str, alpha: float) -> str:
     """Chapter 11's findings (one language model, one draw of verses): the one-head grid against
     chance, the layers that keep their perplexity with one head, the prunable shares and the
     speed-up against the FLOP prediction."""
-    from ...heads.throughput import speed_gains
+    from ....heads.throughput import speed_gains
 
     sets = read(profile, "11_sets").set_index("set")
     grid = read(profile, "11_one_head_grid")

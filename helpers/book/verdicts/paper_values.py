@@ -10,7 +10,7 @@ import io
 
 import pandas as pd
 
-from ..heads.sites import SEQ2SEQ_KINDS as KINDS  # WMT's attention kinds, in the paper's order
+from ...heads.sites import SEQ2SEQ_KINDS as KINDS  # WMT's attention kinds, in the paper's order
 
 # Table 1: BLEU change on newstest2013 when one Enc-Enc head of the WMT model is masked
 # (base BLEU 36.05). Columns: layer, head, delta, significant.
@@ -207,7 +207,7 @@ def table(number: int) -> pd.DataFrame:
 
 
 def effects(number: int) -> pd.DataFrame:
-    """A table in the long form of ``helpers.book.head_effects`` (``kind``, 0-based ``layer`` and
+    """A table in the long form of ``helpers.book.experiments.head_effects`` (``kind``, 0-based ``layer`` and
     ``head``, ``delta``, ``significant``), so the same table functions lay out ours and theirs.
     Accuracy changes (Tables 3, 6) become fractions, like ours; BERT's kind is ``self``."""
     t = table(number)

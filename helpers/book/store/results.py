@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..heads.atomic import atomic_path
-from ..zoo.locations import REPO as ROOT
+from ...heads.atomic import atomic_path
+from ...zoo.locations import REPO as ROOT
 
 
 def results_root() -> Path:

@@ -26,48 +26,48 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
-from ..heads.devices import default_device
-from ..heads.atomic import atomic_path
-from ..zoo import model_cache
-from ..zoo.model_cache import subset  # noqa: F401 (chapters draw their examples with course.subset)
-from ..zoo.locations import cache_root
-from ..zoo.needs import check_local
-from ..zoo.recipes import TASKS, machine_info
-from . import shards
-from .profiles import PROFILES, load_profile
-from .progress import estimate_left, progress_line, recorded_model_seconds
-from .results import results_dir
-from .sweep_cache import stale_sweeps
+from ...heads.devices import default_device
+from ...heads.atomic import atomic_path
+from ...zoo import model_cache
+from ...zoo.model_cache import subset  # noqa: F401 (chapters draw their examples with course.subset)
+from ...zoo.locations import cache_root
+from ...zoo.needs import check_local
+from ...zoo.recipes import TASKS, machine_info
+from ..store import shards
+from ..profiles.profile import PROFILES, Profile, load_profile
+from ..store.progress import estimate_left, progress_line, recorded_model_seconds
+from ..store.results import results_dir
+from ..store.sweep_cache import stale_sweeps
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
-def model_specs(profile: dict) -> dict[str, dict]:
-    """Every model of ``profile`` by name. A spec with ``seeds: [0, 1, 2]`` stands for one model
+def model_specs(settings: Profile) -> dict[str, dict]:
+    """Every model of ``settings`` by name. A spec with ``seeds: [0, 1, 2]`` stands for one model
     per training seed, named ``<name>@<seed>`` (``seeded_name``), each with that seed in its
     training settings (``fine_tune.seed`` or ``train.seed``) and the same data."""
     specs: dict[str, dict] = {}
-    for name, spec in (profile.get("models") or {}).items():
+    for name, spec in settings.models.items():
         if spec.get("task") not in TASKS:
-            raise ValueError(f"model {name!r} in profile {profile['name']!r} has task {spec.get('task')!r}; "
+            raise ValueError(f"model {name!r} in profile {settings.name!r} has task {spec.get('task')!r}; "
                              f"the tasks are {TASKS}")
         if "seeds" not in spec:
             specs[name] = spec
             continue
-        for seed in _checked_seeds(profile, name, spec):
+        for seed in _checked_seeds(settings, name, spec):
             specs[seeded_name(name, seed)] = _with_seed(spec, seed)
     return specs
 
 
-def _checked_seeds(profile: dict, name: str, spec: dict) -> list[int]:
+def _checked_seeds(settings: Profile, name: str, spec: dict) -> list[int]:
     seeds = spec["seeds"]
     if (not isinstance(seeds, list) or not seeds or len(set(seeds)) != len(seeds)
             or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)):
-        raise ValueError(f"model {name!r} in profile {profile['name']!r} has seeds {seeds!r}; give a list of "
+        raise ValueError(f"model {name!r} in profile {settings.name!r} has seeds {seeds!r}; give a list of "
                          "distinct integers, e.g. `seeds: [0, 1, 2]`")
     if spec.get("checkpoint") or spec.get("archive"):
-        raise ValueError(f"model {name!r} in profile {profile['name']!r} is a published model (checkpoint or "
+        raise ValueError(f"model {name!r} in profile {settings.name!r} is a published model (checkpoint or "
                          "archive), which is not trained here; drop its `seeds`")
     return seeds
 
@@ -88,29 +88,29 @@ def seeded_name(name: str, seed: int) -> str:
     return f"{name}@{seed}"
 
 
-def training_seeds(profile: dict, name: str) -> list[int]:
+def training_seeds(settings: Profile, name: str) -> list[int]:
     """The training seeds of model ``name``: its ``seeds``, or the one seed its settings name."""
-    spec = (profile.get("models") or {}).get(name)
+    spec = settings.models.get(name)
     if spec is None:
-        raise KeyError(f"profile {profile['name']!r} has no model {name!r}; it has {sorted(profile.get('models') or {})}")
+        raise KeyError(f"profile {settings.name!r} has no model {name!r}; it has {sorted(settings.models)}")
     return list(spec["seeds"]) if "seeds" in spec else [spec.get(_training_key(spec), {}).get("seed", 0)]
 
 
-def seed_runs(profile: dict, name: str, limit: int = 0) -> list[tuple[int, str]]:
+def seed_runs(settings: Profile, name: str, limit: int = 0) -> list[tuple[int, str]]:
     """``[(seed, model name)]`` of model ``name``'s training runs, the first ``limit`` of them
     (0: all), for a chapter that repeats its measurement on every run."""
-    seeds = training_seeds(profile, name)[:limit or None]
-    spec = profile["models"][name]
+    seeds = training_seeds(settings, name)[:limit or None]
+    spec = settings.models[name]
     return [(s, seeded_name(name, s) if "seeds" in spec else name) for s in seeds]
 
 
-def over_seeds(profile: dict, name: str, measure: Callable[[int, str], "pd.DataFrame"], limit: int = 0
+def over_seeds(settings: Profile, name: str, measure: Callable[[int, str], "pd.DataFrame"], limit: int = 0
                ) -> "pd.DataFrame":
     """``measure(seed, run)`` (a table) for each training run of model ``name`` (the first
     ``limit``; 0: all), stacked, with the run's seed in a ``training_seed`` column."""
     import pandas as pd
 
-    return pd.concat([measure(seed, run).assign(training_seed=seed) for seed, run in seed_runs(profile, name, limit)],
+    return pd.concat([measure(seed, run).assign(training_seed=seed) for seed, run in seed_runs(settings, name, limit)],
                      ignore_index=True)
 
 
@@ -120,53 +120,53 @@ def first_seed(table: "pd.DataFrame") -> "pd.DataFrame":
     return table[table["training_seed"] == table["training_seed"].iloc[0]]
 
 
-def resolve(profile: dict, name: str) -> str:
+def resolve(settings: Profile, name: str) -> str:
     """``name`` as ``model_specs`` knows it: a model with seeds, named without one, is its first seed's run."""
-    specs = model_specs(profile)
+    specs = model_specs(settings)
     if name in specs:
         return name
-    base = (profile.get("models") or {}).get(name)
+    base = settings.models.get(name)
     if base is not None and "seeds" in base:
         return seeded_name(name, base["seeds"][0])
-    raise KeyError(f"profile {profile['name']!r} has no model {name!r}; it has {sorted(specs)}")
+    raise KeyError(f"profile {settings.name!r} has no model {name!r}; it has {sorted(specs)}")
 
 
-def model_dir(profile: dict, name: str) -> Path:
-    name = resolve(profile, name)
-    return model_cache.folder_of(name, model_specs(profile)[name])
+def model_dir(settings: Profile, name: str) -> Path:
+    name = resolve(settings, name)
+    return model_cache.folder_of(name, model_specs(settings)[name])
 
 
-def models_key(profile: dict) -> str:
-    """One string that changes whenever any model of ``profile`` would be rebuilt."""
-    return json.dumps({name: model_dir(profile, name).name for name in model_specs(profile)}, sort_keys=True)
+def models_key(settings: Profile) -> str:
+    """One string that changes whenever any model of ``settings`` would be rebuilt."""
+    return json.dumps({name: model_dir(settings, name).name for name in model_specs(settings)}, sort_keys=True)
 
 
-def load_data(profile: dict, name: str) -> dict[str, list]:
+def load_data(settings: Profile, name: str) -> dict[str, list]:
     """The splits of model ``name`` (built first if needed): ``{split: [Example or Pair]}``."""
-    return model_cache.read_data(ensure_built(profile, name), model_specs(profile)[resolve(profile, name)]["task"])
+    return model_cache.read_data(ensure_built(settings, name), model_specs(settings)[resolve(settings, name)]["task"])
 
 
 # ---- building --------------------------------------------------------------------------------
-def build_one(profile: dict, name: str, force: bool = False, progress: model_cache.Progress = True) -> dict:
-    """Build model ``name`` of ``profile`` unless its cache folder is complete; return its record.
+def build_one(settings: Profile, name: str, force: bool = False, progress: model_cache.Progress = True) -> dict:
+    """Build model ``name`` of ``settings`` unless its cache folder is complete; return its record.
     ``progress``: as ``model_cache.build_into`` (``"lines"``: lines, no bars)."""
-    name = resolve(profile, name)
-    spec = model_specs(profile)[name]
-    final = model_dir(profile, name)
+    name = resolve(settings, name)
+    spec = model_specs(settings)[name]
+    final = model_dir(settings, name)
     if model_cache.is_built(final) and not force:
         return model_cache.read_record(final)
     status = final.with_name(final.name + ".status")  # rank 0's status, beside the model: partial is renamed
     if shards.rank() > 0:  # under torchrun, rank 0 builds; the others wait for its record
         shards.wait_for_file(final / "record.json", f"model {name} (built by rank 0)", shards.RankLog(status))
         return model_cache.read_record(final)
-    check_local({"name": profile["name"], "models": {name: spec}})
+    check_local(settings.name, {name: spec})
     with shards.working(status, f"model {name}"):
         return model_cache.build_into(spec, name, final, progress)
 
 
-def ensure_built(profile: dict, name: str) -> Path:
-    build_one(profile, name)
-    return model_dir(profile, name)
+def ensure_built(settings: Profile, name: str) -> Path:
+    build_one(settings, name)
+    return model_dir(settings, name)
 
 
 BUILD_PROCESSES_ENV = "SIXTEEN_HEADS_BUILD_PROCESSES"
@@ -179,7 +179,7 @@ def build_processes() -> int:
     two-thread process (on the course models' 2-core CPU: about 1.3 times the tokens per
     second); a model trained with one thread differs from one trained with two in the last
     bits of its floats, and either is reused from the cache."""
-    from ..heads.forked import usable_cores
+    from ...heads.forked import usable_cores
 
     chosen = os.environ.get(BUILD_PROCESSES_ENV)
     if chosen:
@@ -197,53 +197,53 @@ def _cost(spec: dict) -> float:
     return (100.0 if spec["task"] == "translation" else 1.0) * float(train.get("epochs", 1))
 
 
-def _build_in_worker(profile: dict, name: str, force: bool, progress: bool) -> tuple[dict, float]:
+def _build_in_worker(settings: Profile, name: str, force: bool, progress: bool) -> tuple[dict, float]:
     from transformers.utils import logging as transformers_logging
 
     torch.set_num_threads(1)
     transformers_logging.disable_progress_bar()  # its loading and saving bars, in this process only
     start = time.perf_counter()
-    return build_one(profile, name, force=force, progress="lines" if progress else False), time.perf_counter() - start
+    return build_one(settings, name, force=force, progress="lines" if progress else False), time.perf_counter() - start
 
 
-def _build_in_processes(profile: dict, names: list[str], processes: int, force: bool, progress: bool,
+def _build_in_processes(settings: Profile, names: list[str], processes: int, force: bool, progress: bool,
                         report: Callable[[str, dict, float, bool], None]) -> None:
     """Build ``names`` in ``processes`` spawned processes of one thread each, longest first; with
     ``progress``, each process logs lines (no bars) as it trains."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from multiprocessing import get_context
 
-    specs = model_specs(profile)
+    specs = model_specs(settings)
     order = sorted(names, key=lambda n: _cost(specs[n]), reverse=True)
     with ProcessPoolExecutor(max_workers=processes, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(_build_in_worker, profile, name, force, progress): name for name in order}
+        futures = {pool.submit(_build_in_worker, settings, name, force, progress): name for name in order}
         for future in as_completed(futures):
             record, seconds = future.result()
             report(futures[future], record, seconds, False)
 
 
-def build(profile: dict, only: list[str] | None = None, force: bool = False, progress: bool = True,
+def build(settings: Profile, only: list[str] | None = None, force: bool = False, progress: bool = True,
           processes: int | None = None) -> dict:
-    """Build (or reuse) every model of ``profile`` and write ``results/<profile>/models.json``;
+    """Build (or reuse) every model of ``settings`` and write ``results/<profile>/models.json``;
     models still to train are built in ``processes`` processes (None: ``build_processes()``)."""
-    specs = model_specs(profile)
+    specs = model_specs(settings)
     if only:  # a model with seeds, named without one, stands for all its runs
-        runs = {n: [m for _, m in seed_runs(profile, n)] for n in only if n not in specs and n in profile["models"]}
+        runs = {n: [m for _, m in seed_runs(settings, n)] for n in only if n not in specs and n in settings.models}
         unknown = set(only) - set(specs) - set(runs)
         if unknown:
-            raise SystemExit(f"profile {profile['name']!r} has no model(s) {sorted(unknown)}; it has {sorted(specs)}")
+            raise SystemExit(f"profile {settings.name!r} has no model(s) {sorted(unknown)}; it has {sorted(specs)}")
         only = [m for n in only for m in runs.get(n, [n])]
-    check_local({**profile, "models": {n: s for n, s in specs.items() if not only or n in only}})
+    check_local(settings.name, {n: s for n, s in specs.items() if not only or n in only})
     records: dict[str, Any] = {}
     t0 = time.perf_counter()
     wanted = [name for name in specs if not only or name in only]
-    todo = [name for name in wanted if force or not model_cache.is_built(model_dir(profile, name))]
+    todo = [name for name in wanted if force or not model_cache.is_built(model_dir(settings, name))]
     done: list[str] = []
-    recorded = recorded_model_seconds(profile["name"])  # the last build's, for the estimate
+    recorded = recorded_model_seconds(settings.name)  # the last build's, for the estimate
     processes = build_processes() if processes is None else processes
 
     def report(name: str, record: dict, seconds: float, cached: bool) -> None:
-        records[name] = {**record, "reused_from_cache": cached, "path": str(model_dir(profile, name))}
+        records[name] = {**record, "reused_from_cache": cached, "path": str(model_dir(settings, name))}
         done.append(name)
         if progress:
             line = ", ".join(f"{s} {v[record['metric']]:.3f}" for s, v in record["scores"].items())
@@ -253,34 +253,34 @@ def build(profile: dict, only: list[str] | None = None, force: bool = False, pro
 
     if progress:
         for name in todo:
-            model_cache.log_line(_cache_line(profile, name, force))
+            model_cache.log_line(_cache_line(settings, name, force))
     if processes > 1 and len(todo) > 1:
         if progress:
             model_cache.log_line(f"building {len(todo)} models in {processes} processes of one thread each "
                                  f"(${BUILD_PROCESSES_ENV}=1: one at a time)")
-        _build_in_processes(profile, todo, processes, force, progress, report)
+        _build_in_processes(settings, todo, processes, force, progress, report)
     for name in wanted:
         if name in records:
             continue
         cached = name not in todo
         start = time.perf_counter()
-        record = build_one(profile, name, force=force, progress=progress)
+        record = build_one(settings, name, force=force, progress=progress)
         report(name, record, time.perf_counter() - start, cached)
     records = {name: records[name] for name in wanted}  # in the profile's order
     if not only:
-        prepare_shipped_lm(profile, progress)
-    summary = {"profile": profile["name"], "machine": machine_info(), "models": records,
+        prepare_shipped_lm(settings, progress)
+    summary = {"profile": settings.name, "machine": machine_info(), "models": records,
                "seconds_this_run": time.perf_counter() - t0}
     if not only:
-        with atomic_path(results_dir(profile["name"]) / "models.json") as tmp:
+        with atomic_path(results_dir(settings.name) / "models.json") as tmp:
             tmp.write_text(json.dumps(summary, indent=2))
     return summary
 
 
-def _cache_line(profile: dict, name: str, force: bool) -> str:
+def _cache_line(settings: Profile, name: str, force: bool) -> str:
     """Why model ``name`` is (re)built: forced, never built, or built only with another recipe
     (settings, or what the training code computes), whose folders stay until ``--prune``."""
-    final = model_dir(profile, name)
+    final = model_dir(settings, name)
     if force:
         return f"[{name}] rebuilding ({final.name}): --force"
     older = sorted(d.name for d in final.parent.glob(f"{name}-*")
@@ -293,13 +293,13 @@ def _cache_line(profile: dict, name: str, force: bool) -> str:
     return f"[{name}] building {final.name}: not in the cache yet"
 
 
-def prepare_shipped_lm(profile: dict, progress: bool = True) -> None:
+def prepare_shipped_lm(settings: Profile, progress: bool = True) -> None:
     """Convert SmolLM2's GGUF file once (causal_lm.smollm2_folder) when the profile's chapter 11
     reads it (``smollm2``, or ``tiny-llama`` for its tokenizer), so that the chapter's timed run
     only loads it."""
-    from ..zoo import causal_lm
+    from ...zoo import causal_lm
 
-    if profile.get("notebooks", {}).get("11_nine_heads", {}).get("model_name") not in ("smollm2", "tiny-llama"):
+    if settings.notebooks.get("11_nine_heads", {}).get("model_name") not in ("smollm2", "tiny-llama"):
         return
     start = time.perf_counter()
     folder = causal_lm.smollm2_folder()
@@ -307,31 +307,31 @@ def prepare_shipped_lm(profile: dict, progress: bool = True) -> None:
         model_cache.log_line(f"[smollm2] ready in {time.perf_counter() - start:.0f} s: {folder}")
 
 
-def records(profile: dict) -> dict[str, dict]:
-    """``{name: record}`` of every model of ``profile`` (built first if needed), as in
+def records(settings: Profile) -> dict[str, dict]:
+    """``{name: record}`` of every model of ``settings`` (built first if needed), as in
     models.json but without rewriting it."""
-    return {name: build_one(profile, name, progress=False) for name in model_specs(profile)}
+    return {name: build_one(settings, name, progress=False) for name in model_specs(settings)}
 
 
-def load_classifier(profile: dict, name: str):
+def load_classifier(settings: Profile, name: str):
     """``(model, tokenizer)`` of a fine-tuned classifier, built first if needed; eval mode, on
     ``default_device()``."""
-    model, tokenizer = model_cache.load_built(ensure_built(profile, name))
+    model, tokenizer = model_cache.load_built(ensure_built(settings, name))
     return model.to(default_device()), tokenizer
 
 
-def load_translation(profile: dict, name: str = "translation", epoch: int | None = None):
+def load_translation(settings: Profile, name: str = "translation", epoch: int | None = None):
     """The trained fairseq model (the final one, or the checkpoint after ``epoch``); eval mode,
     on ``default_device()``."""
-    return model_cache.load_built(ensure_built(profile, name), epoch)[0].to(default_device())
+    return model_cache.load_built(ensure_built(settings, name), epoch)[0].to(default_device())
 
 
-def sweeps_dir(profile: dict, name: str) -> Path:
+def sweeps_dir(settings: Profile, name: str) -> Path:
     """Where the chapters cache model ``name``'s outputs under head masks (see sweep_cache)."""
-    return model_dir(profile, name) / "sweeps"
+    return model_dir(settings, name) / "sweeps"
 
 
-def stale_folders(profiles: list[dict]) -> list[Path]:
+def stale_folders(profiles: list[Profile]) -> list[Path]:
     """Cache folders that no model of ``profiles`` uses any more (older settings or code), and
     sweep folders of current models written by older code; an unfinished ``.partial`` folder of
     a current model is kept, so it can resume."""
@@ -363,6 +363,3 @@ def main(argv: list[str] | None = None) -> None:
     where = f"summary in {results_dir(args.profile) / 'models.json'}" if not args.only else "no summary (--only)"
     print(f"models of profile {args.profile!r} ready in {summary['seconds_this_run']:.0f} s; {where}")
 
-
-if __name__ == "__main__":
-    main()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .results import read_run_times
+from ..store.results import read_run_times
 
 MB = 1024 * 1024
 
@@ -60,7 +60,7 @@ def machine_table(summary: dict) -> pd.DataFrame:
 
 def summary_text(profile: str, summary: dict, models: pd.DataFrame, times: pd.DataFrame, disk: pd.DataFrame) -> str:
     """The page's paragraph, every number from the tables above it (Markdown)."""
-    from .progress import duration
+    from ..store.progress import duration
 
     if not summary and times["seconds"].isna().all():
         return f"No build of the `{profile}` profile has been recorded here yet: run `make book PROFILE={profile}`."

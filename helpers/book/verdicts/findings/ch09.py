@@ -1,4 +1,4 @@
-"""Chapter 09's "What this run shows" paragraph (see ``helpers.book.findings``)."""
+"""Chapter 09's "What this run shows" paragraph (see ``helpers.book.verdicts.findings``)."""
 from __future__ import annotations
 
 from ..scorecard import MIN_BASE_SHARE, usable_epochs

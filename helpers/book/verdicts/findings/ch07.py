@@ -1,4 +1,4 @@
-"""Chapter 07's "What this run shows" paragraph (see ``helpers.book.findings``)."""
+"""Chapter 07's "What this run shows" paragraph (see ``helpers.book.verdicts.findings``)."""
 from __future__ import annotations
 
 from .text import read, verdicts, words
@@ -9,7 +9,7 @@ def findings(profile: str) -> str:
     against the FLOP prediction and the paper's, the gated model against the timing noise, and
     the precision table's rows."""
     from ..paper_values import TABLE4_SPEEDUP
-    from ...heads.throughput import speed_gains
+    from ....heads.throughput import speed_gains
 
     speed = read(profile, "07_speed")
     gains = speed_gains(speed).set_index("batch_size")

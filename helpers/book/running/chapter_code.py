@@ -14,14 +14,14 @@ import ast
 import json
 from pathlib import Path
 
-from ..heads.code_digest import recipe_digest
-from ..zoo.locations import REPO
+from ...heads.code_digest import recipe_digest
+from ...zoo.locations import REPO
 
 PACKAGE = REPO / "helpers"
 
 
 def module_name(path: Path, root: Path = PACKAGE) -> str:
-    """``helpers.book.runner`` for ``<root>/book/runner.py``; a package is its ``__init__``."""
+    """``helpers.book.running.runner`` for ``<root>/book/running/runner.py``; a package is its ``__init__``."""
     parts = list(path.relative_to(root.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 

@@ -1,4 +1,4 @@
-"""Chapter 04's "What this run shows" paragraph (see ``helpers.book.findings``)."""
+"""Chapter 04's "What this run shows" paragraph (see ``helpers.book.verdicts.findings``)."""
 from __future__ import annotations
 
 from ..scorecard import ours

@@ -21,26 +21,28 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..heads.ablation import UNMASKED, Config
-from ..heads.atomic import atomic_path
-from ..heads.code_digest import recipe_digest
+from ...heads.ablation import UNMASKED, Config
+from ...heads.atomic import atomic_path
+from ...heads.code_digest import recipe_digest
 from . import shards
 
 # the source that computes sweep outputs, relative to helpers/
 _CODE = ("heads/gates.py", "heads/sites.py", "heads/ablation.py", "heads/config_batches.py",
-         "zoo/translation_model.py", "zoo/classifier_training.py", "zoo/scorers.py", "book/head_effects.py")
+         "zoo/translation_model.py", "zoo/classifier_training.py", "zoo/scorers.py",
+         "book/experiments/head_effects.py")
 
 
 @functools.lru_cache(maxsize=1)
 def code_digest() -> str:
     """8 hex digits over what the code that computes sweep outputs computes."""
-    root = Path(__file__).parent.parent
+    root = Path(__file__).resolve().parents[2]
     return recipe_digest([root / source for source in _CODE], root)[:8]
 
 
-def sweep_key(inputs: Sequence[Any], settings: dict) -> str:
-    """``<code digest>-<12 hex digits over inputs and settings>``; inputs must be JSON-able."""
-    h = hashlib.sha256(json.dumps({"inputs": list(inputs), "settings": settings}, sort_keys=True).encode())
+def sweep_key(inputs: Sequence[Any], options: dict) -> str:
+    """``<code digest>-<12 hex digits over inputs and the sweep's options>`` (batch size, beam, ...);
+    inputs must be JSON-able."""
+    h = hashlib.sha256(json.dumps({"inputs": list(inputs), "settings": options}, sort_keys=True).encode())
     return f"{code_digest()}-{h.hexdigest()[:12]}"
 
 

@@ -27,7 +27,7 @@ unless the claim names one of its own (``likelihood_rule``); a claim whose chapt
 likelihood tables is ``not measured`` there. ``disagreements`` lists the claims whose two
 verdicts differ. A table's rows from the paper carry ``from_paper = True``.
 
-    from helpers.book.scorecard import chapter_verdicts, scorecard
+    from helpers.book.verdicts.scorecard import chapter_verdicts, scorecard
     scorecard("course")   # DataFrame: section, claim, paper, ours, verdict, likelihood, ..., rule, chapter
     chapter_verdicts("course", "09_training_dynamics", min_base_share=0.02)   # one row per claim, measure, seed
 """
@@ -40,9 +40,9 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from ..heads.atomic import atomic_path
+from ...heads.atomic import atomic_path
 from . import paper_values
-from .results import results_root as default_results_root
+from ..store.results import results_root as default_results_root
 
 REPRODUCED, PARTLY, NOT_REPRODUCED, NOT_RUN = "reproduced", "partly", "not reproduced", "not run"
 NOT_MEASURED = "not measured"  # the likelihood verdict of a claim whose chapter has no likelihood tables

@@ -3,7 +3,7 @@
 Start the runner under a launcher that sets ``RANK`` and ``WORLD_SIZE`` (torchrun does; so does
 accelerate), for example on one machine with 8 GPUs::
 
-    torchrun --nproc_per_node 8 -m helpers.book.runner --profile paper --only 03_ablating_one_head
+    torchrun --nproc_per_node 8 -m helpers.book.running.runner --profile paper --only 03_ablating_one_head
 
 Every process executes the same notebook. Rank 0 builds missing models while the others wait for
 them. In each sweep, process ``r`` owns the configurations at positions ``r, r + n, r + 2n, ...``
@@ -35,7 +35,7 @@ from typing import Callable, Iterator, Sequence, TypeVar
 
 from tqdm.auto import tqdm
 
-from ..heads.forked import usable_cores
+from ...heads.forked import usable_cores
 
 T = TypeVar("T")
 POLL_SECONDS = 2.0
@@ -108,7 +108,7 @@ class RankLog:
         return self.folder / f"rank{r}.json"
 
     def _write(self, state: str, what: str, error: str = "") -> None:
-        from ..heads.atomic import atomic_path
+        from ...heads.atomic import atomic_path
 
         self.folder.mkdir(parents=True, exist_ok=True)
         record = {"state": state, "pid": os.getpid(), "host": socket.gethostname(), "what": what, "error": error}

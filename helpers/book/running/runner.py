@@ -1,8 +1,8 @@
 """Execute the book's notebooks with papermill for one profile.
 
-    python -m helpers.book.runner --profile course                 # every notebook
-    python -m helpers.book.runner --profile smoke --only 01_gates_and_pruning
-    python -m helpers.book.runner --profile course -p seed=3       # override a parameter
+    python -m helpers.book.running.runner --profile course                 # every notebook
+    python -m helpers.book.running.runner --profile smoke --only 01_gates_and_pruning
+    python -m helpers.book.running.runner --profile course -p seed=3       # override a parameter
 
 A profile is ``profiles/<name>.yml``: ``defaults`` (parameters for every notebook) and
 ``notebooks`` (per-notebook parameters, in book order). Executed copies go to
@@ -24,12 +24,12 @@ from pathlib import Path
 
 import yaml
 
-from ..zoo.locations import REPO as ROOT
-from . import shards
+from ...zoo.locations import REPO as ROOT
+from ..store import shards
 from .chapter_code import chapter_code_digest
-from .parameters import parse_overrides
-from .profiles import load_profile, parameters_for
-from .progress import estimate_left, progress_line, recorded_chapter_seconds
+from ..profiles.parameters import parse_overrides
+from ..profiles.profile import load_profile, parameters_for
+from ..store.progress import estimate_left, progress_line, recorded_chapter_seconds
 
 NOTEBOOKS = ROOT / "notebooks"
 EXECUTED = ROOT / "book" / "executed"
@@ -189,7 +189,7 @@ def run_notebook(notebook: str, params: dict, output_dir: Path = EXECUTED, force
     nbformat.write(nb, partial)
     os.replace(partial, output)  # atomic: a half-run notebook never looks finished
     if "profile" in params and shards.rank() == 0:
-        from .results import record_run_time
+        from ..store.results import record_run_time
 
         record_run_time(params["profile"], notebook, seconds)
     return output, seconds, False
@@ -204,34 +204,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="rerun even if cached")
     args = parser.parse_args(argv)
 
-    profile = load_profile(args.profile)
+    settings = load_profile(args.profile)   # checked against the chapters' parameters cells
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the book never downloads (helpers.zoo.paper_sources does)
     os.environ.setdefault(shards.JOB_STARTED, str(time.time()))  # ranks ignore status files of earlier jobs
     if shards.rank() > 0:  # under torchrun: every rank runs the notebooks, rank 0's copies are the book's
         args.output_dir = args.output_dir / f"rank{shards.rank()}"
     overrides = parse_overrides(args.param)
-    names = args.only or list(profile["notebooks"])
-    unknown = [n for n in names if n not in profile["notebooks"]]
+    names = args.only or list(settings.notebooks)
+    unknown = [n for n in names if n not in settings.notebooks]
     if unknown:
-        raise SystemExit(f"profile {args.profile!r} has no notebook {unknown}; it has {list(profile['notebooks'])}")
-    from ..zoo.locations import MissingDownloadError
-    from ..zoo.needs import check_local
-    from .course import models_key
-    from .parameters import check_profile, checked_overrides
-    from .profiles import profile_path
+        raise SystemExit(f"profile {args.profile!r} has no notebook {unknown}; it has {list(settings.notebooks)}")
+    from ...zoo.locations import MissingDownloadError
+    from ...zoo.needs import check_local
+    from ..course import models_key
+    from ..profiles.parameters import checked_overrides
 
-    check_profile(profile, profile_path(args.profile), {p.stem: p for p in sorted(NOTEBOOKS.glob("*.ipynb"))})
     # every -p is checked against the chapters' parameters cells before anything runs, and goes
     # only to the chapters that declare it
     per_chapter = checked_overrides({n: NOTEBOOKS / f"{n}.ipynb" for n in names}, overrides) if overrides else {}
 
     try:
-        check_local(profile)
+        check_local(settings.name, settings.models)
     except MissingDownloadError as err:
         print(f"FAILED before running any notebook: {err}", file=sys.stderr)
         return 1
-    models = models_key(profile)
-    params = {name: parameters_for(profile, name, per_chapter.get(name, {})) for name in names}
+    models = models_key(settings)
+    params = {name: parameters_for(settings, name, per_chapter.get(name, {})) for name in names}
     pending = [n for n in names if args.force or not is_current(n, params[n], args.output_dir, models)]
     recorded = recorded_chapter_seconds(args.profile)
     total = time.perf_counter()

@@ -106,16 +106,18 @@ def checked_overrides(sources: Mapping[str, Path], overrides: Mapping[str, Any])
             for notebook, params in declared.items()}
 
 
-PROFILE_KEYS = frozenset({"description", "defaults", "notebooks", "models", "name"})
+PROFILE_KEYS = frozenset({"description", "defaults", "notebooks", "models"})
 
 
 def check_profile(profile: Mapping[str, Any], path: Path, sources: Mapping[str, Path]) -> None:
     """Refuse, naming the key and the file, a profile with an unknown top-level key (anchors such
-    as ``*_recipe`` aside), a chapter that is not a notebook of ``sources``, or a parameter that
-    no chapter declares or whose value has the wrong type or is out of range."""
+    as ``*_recipe`` aside), a section of the wrong shape, a chapter that is not a notebook of
+    ``sources``, or a parameter that no chapter declares or whose value has the wrong type or is
+    out of range."""
     unknown = [k for k in profile if k not in PROFILE_KEYS and not str(k).endswith("_recipe")]
     if unknown:
-        raise SystemExit(f"{path}: unknown key(s) {unknown}; a profile has {sorted(PROFILE_KEYS - {'name'})}")
+        raise SystemExit(f"{path}: unknown key(s) {unknown}; a profile has {sorted(PROFILE_KEYS)}")
+    _check_sections(profile, path)
     chapters = profile.get("notebooks") or {}
     missing = [n for n in chapters if n not in sources]
     if missing:
@@ -135,6 +137,22 @@ def check_profile(profile: Mapping[str, Any], path: Path, sources: Mapping[str, 
             _check_value(path, f"notebooks: {chapter}: {name}", name, value, declared[chapter][name], chapter)
 
 
+def _check_sections(profile: Mapping[str, Any], path: Path) -> None:
+    """``description`` is a string; ``defaults`` a mapping; ``notebooks`` and ``models`` map a
+    name to a mapping (or to nothing, for a chapter with no parameters of its own)."""
+    if not isinstance(profile.get("description") or "", str):
+        raise SystemExit(f"{path}: description: a line of text, not {profile['description']!r}")
+    for key in ("defaults", "notebooks", "models"):
+        section = profile.get(key) or {}
+        if not isinstance(section, Mapping):
+            raise SystemExit(f"{path}: {key}: a mapping of name: value, not {type(section).__name__}")
+        if key == "defaults":
+            continue
+        for name, entry in section.items():
+            if entry is not None and not isinstance(entry, Mapping):
+                raise SystemExit(f"{path}: {key}: {name}: a mapping of settings, not {entry!r}")
+
+
 def _check_value(path: Path, key: str, name: str, value: Any, default: Any, chapter: str) -> None:
     try:
         value = coerce(name, value, default, chapter)
@@ -146,11 +164,11 @@ def _check_value(path: Path, key: str, name: str, value: Any, default: Any, chap
 
 def check_runner_command(command: str) -> tuple[str, dict[str, Any]]:
     """``(chapter, checked overrides)`` of a runner command line as the README and the teaching
-    guide print it (``... helpers.book.runner --profile P --only CHAPTER -p name=value ...``);
+    guide print it (``... helpers.book.running.runner --profile P --only CHAPTER -p name=value ...``);
     ``SystemExit`` as ``checked_overrides`` when an override does not fit the chapter."""
     import shlex
 
-    from ..zoo.locations import REPO
+    from ...zoo.locations import REPO
 
     words = shlex.split(command)
     chapter = words[words.index("--only") + 1]
@@ -158,10 +176,10 @@ def check_runner_command(command: str) -> tuple[str, dict[str, Any]]:
     return chapter, checked_overrides({chapter: REPO / "notebooks" / f"{chapter}.ipynb"}, overrides)[chapter]
 
 
-def parameter_table(profiles: Mapping[str, Mapping[str, Any]], chapters: list[str], notebooks: Path):
+def parameter_table(profiles: Mapping[str, Any], chapters: list[str], notebooks: Path):
     """One row per parameter of each chapter in ``chapters`` (the notebooks in folder ``notebooks``):
-    its default and meaning from the parameters cell, then each profile's value (its defaults and
-    the chapter's entry), or "·" where the profile sets none."""
+    its default and meaning from the parameters cell, then each profile's value (``profiles``: name ->
+    ``Profile``; its defaults and the chapter's entry), or "·" where the profile sets none."""
     import pandas as pd
     import papermill as pm
 
@@ -172,7 +190,7 @@ def parameter_table(profiles: Mapping[str, Mapping[str, Any]], chapters: list[st
                 continue
             row = {"chapter": chapter, "parameter": name, "notebook default": spec["default"], "meaning": spec["help"]}
             for profile, settings in profiles.items():
-                given = {**settings["defaults"], **(settings["notebooks"].get(chapter) or {})}
+                given = {**settings.defaults, **settings.notebooks.get(chapter, {})}
                 row[profile] = repr(given[name]) if name in given else "·"
             rows.append(row)
     return pd.DataFrame(rows)

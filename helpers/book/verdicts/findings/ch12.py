@@ -1,4 +1,4 @@
-"""Chapter 12's "What this run shows" paragraph (see ``helpers.book.findings``)."""
+"""Chapter 12's "What this run shows" paragraph (see ``helpers.book.verdicts.findings``)."""
 from __future__ import annotations
 
 import pandas as pd

@@ -25,16 +25,16 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..heads.ablation import UNMASKED, Config, single_layer_sweep
-from ..heads.devices import to_device
-from ..heads.significance import (accuracy_from_stats, accuracy_stats, bleu_from_stats, bleu_stats, log_likelihood,
+from ...heads.ablation import UNMASKED, Config, single_layer_sweep
+from ...heads.devices import to_device
+from ...heads.significance import (accuracy_from_stats, accuracy_stats, bleu_from_stats, bleu_stats, log_likelihood,
                                   paired_bootstrap, resample_indices)
-from ..heads.sites import ENCODER_ONLY_KINDS, SEQ2SEQ_KINDS
-from ..zoo import translation_model
-from ..zoo.classifier_training import batches, by_length, encode, in_order
-from ..zoo.first_token_only import first_token_only, supports_first_token_only
-from ..zoo.scorers import masked_translations, single_layer_translation_nll
-from .sweep_cache import SweepCache, sweep_key
+from ...heads.sites import ENCODER_ONLY_KINDS, SEQ2SEQ_KINDS
+from ...zoo import translation_model
+from ...zoo.classifier_training import batches, by_length, encode, in_order
+from ...zoo.first_token_only import first_token_only, supports_first_token_only
+from ...zoo.scorers import masked_translations, single_layer_translation_nll
+from ..store.sweep_cache import SweepCache, sweep_key
 
 # Configurations per forward pass or beam search. On 2 CPU cores a MiniLM classifier sweep is
 # bound by arithmetic (72 configurations of 256 NLI examples: 47.8 s one at a time, 46.9 s four
@@ -80,15 +80,15 @@ def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[C
 
     One sweep serves both measures: it keeps each example's label log-probabilities.
     ``cache_dir`` (e.g. ``course.sweeps_dir``; only for a model as loaded, never one modified in
-    place) keeps them per configuration, so a later call on the same examples and settings
+    place) keeps them per configuration, so a later call on the same examples and options
     (either measure) computes only the configurations it has not seen."""
     if measure not in MEASURES:
         raise ValueError(f"unknown measure {measure!r}; use one of {MEASURES}")
     inputs = [_text_of(e) for e in examples]
-    settings = {"max_length": max_length, "batch_size": batch_size, "by_length": True, "outputs": "log_probs"}
+    options = {"max_length": max_length, "batch_size": batch_size, "by_length": True, "outputs": "log_probs"}
     if supports_first_token_only(model):
-        settings["first_token_only"] = True
-    cache = _cache(cache_dir, inputs, settings)
+        options["first_token_only"] = True
+    cache = _cache(cache_dir, inputs, options)
     everything = [UNMASKED, *configs]
     todo = cache.share(everything)
     with cache.working():
@@ -132,8 +132,8 @@ def _text_of(example) -> list:
     return [example.premise, example.hypothesis] if hasattr(example, "premise") else [example.text, example.text_pair]
 
 
-def _cache(cache_dir: Path | None, inputs: Sequence, settings: dict) -> SweepCache:
-    return SweepCache(None if cache_dir is None else Path(cache_dir) / sweep_key(inputs, settings))
+def _cache(cache_dir: Path | None, inputs: Sequence, options: dict) -> SweepCache:
+    return SweepCache(None if cache_dir is None else Path(cache_dir) / sweep_key(inputs, options))
 
 
 def translation_effects(model, pairs: Sequence, configs: Sequence[Config], beam: int = 5, batch_size: int = 64,
@@ -146,11 +146,11 @@ def translation_effects(model, pairs: Sequence, configs: Sequence[Config], beam:
     configuration, stored as each pass finishes)."""
     refs = [p.ref for p in pairs]
     sources = [p.src for p in pairs]
-    settings = {"beam": beam, "lenpen": 1.0, "batch_size": batch_size}
+    options = {"beam": beam, "lenpen": 1.0, "batch_size": batch_size}
     if max_len_b != translation_model.MAX_LEN_B:  # the default keeps the cache keys of earlier sweeps
-        settings["max_len_b"] = max_len_b
+        options["max_len_b"] = max_len_b
     base, outs = translation_sweep(model, sources, configs, beam=beam, batch_size=batch_size, progress=progress,
-                                   cache=_cache(cache_dir, sources, settings), max_len_b=max_len_b,
+                                   cache=_cache(cache_dir, sources, options), max_len_b=max_len_b,
                                    configs_per_pass=configs_per_pass)
     return effect_rows(configs, bleu_stats(base, refs), lambda c: bleu_stats(outs[c], refs), bleu_from_stats,
                  n_resamples, alpha, seed)
@@ -165,8 +165,8 @@ def translation_likelihood_effects(model, pairs: Sequence, configs: Sequence[Con
     per configuration that replays the layers below the masked one
     (``scorers.single_layer_translation_nll``), no decoding; ``cache_dir`` as in
     ``classifier_effects`` (each sentence's NLL and token count per configuration)."""
-    settings = {"measure": "teacher_forced_nll", "max_tokens": max_tokens}
-    cache = _cache(cache_dir, [[p.src, p.ref] for p in pairs], settings)
+    options = {"measure": "teacher_forced_nll", "max_tokens": max_tokens}
+    cache = _cache(cache_dir, [[p.src, p.ref] for p in pairs], options)
     everything = [UNMASKED, *configs]
     todo = cache.share(everything)
     with cache.working():

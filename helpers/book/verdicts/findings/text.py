@@ -6,7 +6,7 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
-from ..results import results_dir
+from ...store.results import results_dir
 from ..scorecard import MEASURES as MEASURE_NAMES
 from ..scorecard import chapter_verdicts, verdict_sentences
 

@@ -14,7 +14,7 @@ The text states numbers; it judges no claim of the paper. Where a chapter tests 
 paragraphs end with the scorecard's verdicts (``scorecard.chapter_verdicts``), so a chapter
 and the scorecard can never disagree.
 
-A chapter imports only its own module (``from helpers.book.findings import ch03``), so an edit
+A chapter imports only its own module (``from helpers.book.verdicts.findings import ch03``), so an edit
 to one chapter's sentences reruns that chapter alone (``book.chapter_code``); this file imports
 nothing, for the same reason.
 """

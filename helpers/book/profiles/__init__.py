@@ -1,0 +1,6 @@
+"""What a book run is asked to do: a profile (``profiles/<name>.yml``, loaded and checked by
+``profile.py``) and the chapters' parameters (``parameters.py``: what each chapter's parameters
+cell declares, and the checks of a profile and of ``-p`` overrides against it)."""
+from .profile import PROFILES, Profile, load_profile, parameters_for, profile_path
+
+__all__ = ["PROFILES", "Profile", "load_profile", "parameters_for", "profile_path"]

@@ -1,0 +1,100 @@
+"""A profile: ``profiles/<name>.yml`` holds ``description``, ``defaults`` (parameters of every
+chapter that declares them), ``notebooks`` (per-chapter parameters, in book order) and
+``models`` (what ``helpers.book.course`` builds). ``load_profile`` reads it into a ``Profile``
+and checks it against the chapters' parameters cells before anything runs.
+
+A profile's *name* is ``profile`` everywhere (a string: the papermill parameter, the results
+folder); the loaded ``Profile`` is ``settings`` everywhere (the chapters and the library).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ...zoo.locations import REPO
+
+PROFILES = REPO / "profiles"
+NOTEBOOKS = REPO / "notebooks"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A loaded, checked profile. ``models`` maps a model's name to its spec (the course builds
+    those with a ``task``); ``notebooks`` maps each chapter, in book order, to its parameters."""
+
+    name: str
+    path: Path | None = None
+    description: str = ""
+    defaults: dict[str, Any] = field(default_factory=dict)
+    notebooks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    models: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def model(self, name: str) -> dict[str, Any]:
+        """The spec of model ``name``, or a ``KeyError`` that names the models the profile has."""
+        if name not in self.models:
+            raise KeyError(f"profile {self.name!r} has no model {name!r}; it has {sorted(self.models)}")
+        return self.models[name]
+
+    def max_length(self, name: str) -> int:
+        """The token limit classifier ``name`` was fine-tuned with (its ``fine_tune.max_length``)."""
+        return self.model(name)["fine_tune"]["max_length"]
+
+    @classmethod
+    def from_mapping(cls, name: str, raw: dict[str, Any], path: Path | None = None) -> "Profile":
+        """A ``Profile`` of a YAML mapping (top-level ``*_recipe`` keys are YAML anchors, dropped);
+        ``None`` sections are empty."""
+        return cls(name=name, path=path, description=raw.get("description") or "",
+                   defaults=dict(raw.get("defaults") or {}),
+                   notebooks={chapter: dict(params or {}) for chapter, params in (raw.get("notebooks") or {}).items()},
+                   models=dict(raw.get("models") or {}))
+
+
+def profile_folders() -> list[Path]:
+    """Where profiles are looked up: ``$SIXTEEN_HEADS_PROFILES`` (if set) first, then ``profiles/``."""
+    extra = os.environ.get("SIXTEEN_HEADS_PROFILES")
+    return ([Path(extra)] if extra else []) + [PROFILES]
+
+
+def profile_path(name: str) -> Path | None:
+    """The file of profile ``name`` (``profile_folders()`` in order), or None."""
+    return next((f / f"{name}.yml" for f in profile_folders() if (f / f"{name}.yml").exists()), None)
+
+
+def chapter_sources() -> dict[str, Path]:
+    """``{chapter: notebook path}`` of every chapter in ``notebooks/``."""
+    return {p.stem: p for p in sorted(NOTEBOOKS.glob("*.ipynb"))}
+
+
+def load_profile(name: str) -> Profile:
+    """Profile ``name``, read and checked: an unknown key, a chapter that does not exist, a
+    parameter that no chapter declares, or a value of the wrong type or out of its range is a
+    ``SystemExit`` that names the key and the file (``parameters.check_profile``)."""
+    from .parameters import check_profile
+
+    path = profile_path(name)
+    if path is None:
+        known = sorted({p.stem for f in profile_folders() for p in f.glob("*.yml")})
+        raise SystemExit(f"unknown profile {name!r}: profiles are {known} (files in {', '.join(map(str, profile_folders()))})")
+    raw = yaml.safe_load(path.read_text())
+    if not isinstance(raw, dict):
+        raise SystemExit(f"{path}: a profile is a mapping with keys description, defaults, notebooks, models")
+    check_profile(raw, path, chapter_sources())
+    return Profile.from_mapping(name, raw, path)
+
+
+def parameters_for(settings: Profile, notebook: str, overrides: dict) -> dict:
+    """The parameters chapter ``notebook`` runs with: the profile's ``defaults`` that its
+    parameters cell declares (a default set once serves every chapter that has the parameter),
+    then its own entry in ``notebooks``, then ``overrides``, and ``profile`` (the name)."""
+    from .parameters import declared_parameters
+
+    source = NOTEBOOKS / f"{notebook}.ipynb"
+    declared = declared_parameters(source) if source.exists() else None
+    defaults = {k: v for k, v in settings.defaults.items() if declared is None or k in declared}
+    params = {**defaults, **settings.notebooks.get(notebook, {}), **overrides}
+    params["profile"] = settings.name
+    return params

@@ -134,7 +134,6 @@ def test_an_interrupted_translation_run_resumes_exactly(tmp_path):
     straight = model_for(data["train"], config)
     history = train(straight, *items, config, tmp_path / "straight", progress=False)
 
-    import dataclasses
 
     interrupted = model_for(data["train"], config)
     train(interrupted, *items, dataclasses.replace(config, epochs=2), tmp_path / "resumed", progress=False)
@@ -163,7 +162,7 @@ def test_unknown_model_or_task_is_refused(smoke):
     profile, _ = smoke
     with pytest.raises(KeyError, match="has no model"):
         course.model_dir(profile, "mnli")
-    bad = {**profile, "models": {"x": {"task": "qqp"}}}
+    bad = dataclasses.replace(profile, models={"x": {"task": "qqp"}})
     with pytest.raises(ValueError, match="the tasks are"):
         course.model_specs(bad)
 
@@ -171,7 +170,6 @@ def test_unknown_model_or_task_is_refused(smoke):
 def test_an_interrupted_build_resumes_from_its_partial_folder(smoke, tmp_path, monkeypatch):
     """Epoch 1 left in <folder>.partial by a killed build is kept; the build trains only epoch 2
     and ends with the same weights as an uninterrupted build."""
-    import dataclasses
 
     from helpers.zoo.recipes import generate_data
 

@@ -25,6 +25,7 @@ def test_one_head_counts_each_model_and_seed_on_its_own_rows():
     clf = _effects({"self": [0.1, 0, 0, 0]}, {("self", 0)}, 0)
     counts = one_head.counts([("nli", clf), ("translation", mt)])
     got = {(r.model, r.training_seed, r.kind): (r.heads, r.significant, r.significant_up) for r in counts.itertuples()}
+    assert set(counts["layers"]) == {2}   # 4 heads of each kind in layers 0 and 1
     assert got == {("nli", 0, "self"): (4, 1, 1), ("translation", 0, "enc_self"): (4, 2, 1),
                    ("translation", 0, "enc_dec"): (4, 0, 0), ("translation", 1, "enc_self"): (4, 0, 0),
                    ("translation", 1, "enc_dec"): (4, 1, 0)}
@@ -56,10 +57,11 @@ def test_keep_one_tables_choose_on_one_set_and_report_on_another():
     assert other["delta"].tolist() == [-3.0, -3.0]   # head 0, chosen on "a", as "b" scores it
     summary = keep_one.summary(other, "mt", "chosen on a, reported on b")
     assert summary == [{"source": "mt", "protocol": "chosen on a, reported on b", "kind": "enc_self", "layers": 2,
-                        "significant": 2, "significant_down": 2, "worst_layer": 1, "worst_delta": -3.0, "unit": "BLEU"}]
+                        "heads_per_layer": 3, "significant": 2, "significant_down": 2, "worst_layer": 1, "worst_delta": -3.0, "unit": "BLEU"}]
     paper = keep_one.paper_counts()
     assert paper["from_paper"].all() and set(paper["protocol"]) == {"Table 2", "Table 3", "Table 5", "Table 6"}
     assert int(paper[paper["protocol"] == "Table 3"]["significant_down"].sum()) == 0   # no BERT layer drops (§3.3)
+    assert set(zip(paper["source"], paper["heads_per_layer"])) == {("WMT", 16), ("BERT", 12)}
 
 
 def test_cross_domain_correlations_pool_heads_and_bound_them_by_split_half():

@@ -17,14 +17,14 @@ def results(tmp_path, monkeypatch):
     return write
 
 
-def _chapter_03_tables(write, significant_mt):
+def _chapter_03_tables(write, significant_mt, mt_layers=6):
     for suffix in ("", "_likelihood"):
-        counts = [{"model": "nli", "training_seed": s, "kind": "self", "heads": 72, "significant": 1,
+        counts = [{"model": "nli", "training_seed": s, "kind": "self", "heads": 72, "layers": 6, "significant": 1,
                    "significant_up": 0, "largest_drop": -0.01, "largest_gain": 0.0} for s in (0, 1)]
-        counts += [{"model": "translation", "training_seed": s, "kind": k, "heads": 48,
+        counts += [{"model": "translation", "training_seed": s, "kind": k, "heads": 48, "layers": mt_layers,
                     "significant": significant_mt[s] if k == "enc_dec" else 0, "significant_up": 1 if k == "enc_dec" else 0,
                     "largest_drop": -1.0, "largest_gain": 0.1} for s in (0, 1) for k in ("enc_self", "enc_dec", "dec_self")]
-        counts += [{"model": "WMT", "from_paper": True, "training_seed": None, "kind": "enc_self", "heads": 96,
+        counts += [{"model": "WMT", "from_paper": True, "training_seed": None, "kind": "enc_self", "heads": 96, "layers": 6,
                     "significant": 8, "significant_up": 4, "largest_drop": -0.53, "largest_gain": 0.24}]
         write(f"03_one_head_counts{suffix}", counts)
         for track in ("classifier", "translation"):  # even and odd halves that agree perfectly
@@ -41,6 +41,11 @@ def test_chapter_03_counts_follow_the_table(results):
     text = ch03.findings("p", 0.01)
     assert "1 and 12 of 144 heads" in text and "only on seed 1 more than chance alone would flag" in text
     assert "split-half r of the effects (even against odd examples): 1.00 and 1.00; the halves agree" in text
+    assert text.startswith("**The models:** nli has 12 heads per layer, so one head is 1/12 of its layer's attention "
+                           "(the paper's BERT: 1/12); translation has 8 heads per layer")
+    _chapter_03_tables(results, {0: 1, 1: 12}, mt_layers=3)   # a model with 16 heads per layer
+    assert "translation has 16 heads per layer, so one head is 1/16 of its layer's attention (the paper's WMT: 1/16)" \
+        in ch03.findings("p", 0.01)
 
 
 def test_chapter_05_verdict_follows_the_correlation(results):
@@ -59,17 +64,20 @@ def test_chapter_05_verdict_follows_the_correlation(results):
 
 
 def test_chapter_04_counts_layers_without_a_significant_loss(results):
-    def tables(down):
+    def tables(down, per_layer=8):
         for suffix in ("", "_likelihood"):
             results(f"04_keep_one_counts{suffix}", [
                 {"source": "translation", "protocol": "chosen on test13, reported on test14", "training_seed": 0,
-                 "kind": k, "layers": 6, "significant": down, "significant_down": down, "worst_layer": 6,
+                 "kind": k, "layers": 6, "heads_per_layer": per_layer, "significant": down, "significant_down": down, "worst_layer": 6,
                  "worst_delta": -2.5 if k == "enc_dec" else -0.1, "unit": "BLEU"} for k in ("enc_self", "enc_dec", "dec_self")])
     tables(0)
     assert "18 of 18 layers show no significant loss" in ch04.findings("p")
     tables(2)
     text = ch04.findings("p")
     assert "12 of 18 layers" in text and "the worst layer is enc_dec layer 6 (-2.50 BLEU, seed 0) - always enc_dec" in text
+    assert "translation has 8 heads per layer, so one head is 1/8 of its layer's attention (the paper's WMT: 1/16)" in text
+    tables(2, per_layer=4)
+    assert "translation has 4 heads per layer, so one head is 1/4" in ch04.findings("p")
 
 
 def test_a_missing_table_says_which_chapter_to_run(results):
@@ -134,7 +142,11 @@ def test_chapters_08_09_and_10_follow_their_tables(results):
                                             for k, r in zip(kinds, (0.8, 0.2, 0.7))])
     results("08_pruning_by_kind_summary_likelihood", [{"training_seed": 0, "kind": k, "perplexity_ratio_80%": r}
                                                        for k, r in zip(kinds, (1.2, 3.0, 1.1))])
+    results("08_pruning_by_kind", [{"training_seed": 0, "kind": k, "pruned": p, "share": p / 48} for k in kinds
+                                   for p in (0, 12, 24, 36, 48)])
     text = ch08.findings("p")
+    assert text.startswith("**The model:** 48 enc_self heads, 48 enc_dec heads and 48 dec_self heads (the paper's WMT: "
+                           "96 of each kind), pruned 25% of a kind at a time.")
     assert "enc_self 80%, enc_dec 20%, dec_self 70% (most sensitive: enc_dec)" in text
     assert "*Enc-Dec attention depends on its heads most*, on the paper's metric: **reproduced**" in text
     assert "enc_self x1.20, enc_dec x3.00, dec_self x1.10" in text

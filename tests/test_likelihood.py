@@ -112,7 +112,7 @@ def test_the_gold_label_log_probability_of_a_classifier(smoke, tmp_path):
     examples = course.load_data(smoke, "nli")["matched"][:16]
     config = one_head_configs(model)[2]
     table = classifier_effects(model, tokenizer, examples, [config], max_length=48, n_resamples=20, progress=False,
-                               measure="log_likelihood", cache_dir=tmp_path)
+                               measure="likelihood", cache_dir=tmp_path)
     accuracy = classifier_effects(model, tokenizer, examples, [config], max_length=48, n_resamples=20, progress=False,
                                   cache_dir=tmp_path)
 

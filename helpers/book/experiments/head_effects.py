@@ -10,7 +10,7 @@ counts one model's significant changes per kind (Table 1's headline); ``best_per
 ``paired_scores`` and ``correlation`` compare two sets for §3.4.
 
 Two measures per model: the paper's (a classifier's accuracy, a translation model's BLEU) and
-the likelihood (``measure="log_likelihood"``; ``translation_likelihood_effects``): the mean
+the likelihood (``measure="likelihood"``; ``translation_likelihood_effects``): the mean
 log-probability of the gold label per example, or of the reference per target token
 (teacher-forced), in nats, higher is better. The likelihood sees every example's change, where
 accuracy sees only flipped predictions and BLEU only changed n-grams of decoded output, so its
@@ -66,14 +66,14 @@ def effect_rows(configs: Sequence[Config], base_stats, stats_of, score, n_resamp
     return pd.DataFrame(rows)
 
 
-MEASURES = ("accuracy", "log_likelihood")
+MEASURES = ("metric", "likelihood")  # the paper's metric (here accuracy), the likelihood: as in the tables' names
 
 
 def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[Config], max_length: int = 64,
                        batch_size: int = 64, n_resamples: int = 1000, alpha: float = 0.01, seed: int = 0,
                        progress: bool = True, cache_dir: Path | None = None,
-                       configs_per_pass: int = CLASSIFIER_CONFIGS_PER_PASS, measure: str = "accuracy") -> pd.DataFrame:
-    """Accuracy (or, with ``measure="log_likelihood"``, the mean log-probability of the gold
+                       configs_per_pass: int = CLASSIFIER_CONFIGS_PER_PASS, measure: str = "metric") -> pd.DataFrame:
+    """Accuracy (or, with ``measure="likelihood"``, the mean log-probability of the gold
     label, in nats) of a sequence classifier under each configuration (lower layers replayed; up
     to ``configs_per_pass`` configurations of a layer in one forward pass, with the same results;
     a BERT classifier's last layer computed at its first token only, first_token_only.py).
@@ -105,7 +105,7 @@ def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[C
                 cache.put(config, in_order(log_probs, order).tolist())
     cache.wait_for(everything)
     gold = [e.label for e in examples]
-    if measure == "accuracy":
+    if measure == "metric":
         def stats_of(config):
             return accuracy_stats(np.argmax(np.asarray(cache.get(config)), 1), gold)
         score = accuracy_from_stats
@@ -216,7 +216,7 @@ def grid(df: pd.DataFrame, kind: str, scale: float = 1.0, digits: int = 2) -> pd
 
 def significance_counts(effects: pd.DataFrame) -> pd.DataFrame:
     """One row per attention kind of ONE model's one-head ``effects`` (in their order of
-    appearance): ``heads``, ``significant`` (p < alpha), ``significant_up`` (significant and
+    appearance): ``heads``, ``layers``, ``significant`` (p < alpha), ``significant_up`` (significant and
     delta > 0: removing the head improves the score), ``largest_drop`` and ``largest_gain``
     (min and max delta, in the score's unit). Count each model on its own and concatenate the
     results: every count is taken inside one kind's rows, so no model's rows can reach another's."""
@@ -224,10 +224,10 @@ def significance_counts(effects: pd.DataFrame) -> pd.DataFrame:
     for kind, part in effects.groupby("kind", sort=False):
         significant = part["significant"].astype(bool).to_numpy()
         delta = part["delta"].to_numpy(float)
-        rows.append({"kind": kind, "heads": len(part), "significant": int(significant.sum()),
+        rows.append({"kind": kind, "heads": len(part), "layers": part["layer"].nunique(), "significant": int(significant.sum()),
                      "significant_up": int((significant & (delta > 0)).sum()),
                      "largest_drop": float(delta.min()), "largest_gain": float(delta.max())})
-    return pd.DataFrame(rows, columns=["kind", "heads", "significant", "significant_up", "largest_drop",
+    return pd.DataFrame(rows, columns=["kind", "heads", "layers", "significant", "significant_up", "largest_drop",
                                        "largest_gain"])
 
 

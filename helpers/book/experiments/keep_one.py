@@ -104,14 +104,17 @@ class Protocols:
                         (same(self.classifier_split), other(self.selection_split, self.classifier_split)))], likelihood)
 
 
-def summary(rows: pd.DataFrame, source: str, protocol: str, likelihood: bool = False) -> list[dict]:
-    """One row per attention kind of one table: ``layers``, ``significant``, ``significant_down``
-    and the worst layer (1-based) with its change, in millinats (likelihood), accuracy points or BLEU."""
+def summary(rows: pd.DataFrame, source: str, protocol: str, likelihood: bool = False,
+            heads_per_layer: int | None = None) -> list[dict]:
+    """One row per attention kind of one table: ``layers``, ``heads_per_layer`` (read off the
+    all-but-one configurations' masks unless given), ``significant``, ``significant_down`` and the
+    worst layer (1-based) with its change, in millinats (likelihood), accuracy points or BLEU."""
     out = []
     for kind, part in rows.groupby("kind", sort=False):
+        per_layer = heads_per_layer or len(part["heads"].iloc[0]) + 1
         worst = part.loc[part["delta"].idxmin()]
         scale, unit = (1000, "millinats") if likelihood else (100, "accuracy pts") if kind == "self" else (1, "BLEU")
-        out.append({"source": source, "protocol": protocol, "kind": kind, "layers": len(part),
+        out.append({"source": source, "protocol": protocol, "kind": kind, "layers": len(part), "heads_per_layer": per_layer,
                     "significant": int(part["significant"].sum()),
                     "significant_down": int((part["significant"] & (part["delta"] < 0)).sum()),
                     "worst_layer": int(worst["layer"]) + 1, "worst_delta": round(float(worst["delta"]) * scale, 2),
@@ -131,7 +134,8 @@ def counts(per_model: Sequence[tuple[str, dict, tuple[str, str]]], likelihood: b
 def paper_counts() -> pd.DataFrame:
     """``summary`` of the paper's Tables 2 and 5 (WMT) and 3 and 6 (BERT), ``from_paper`` True."""
     return pd.DataFrame([{**row, "from_paper": True} for table, model in ((2, "WMT"), (5, "WMT"), (3, "BERT"), (6, "BERT"))
-                         for row in summary(paper_values.effects(table), model, f"Table {table}")])
+                         for row in summary(paper_values.effects(table), model, f"Table {table}",
+                                            heads_per_layer=paper_values.HEADS_PER_LAYER[model])])
 
 
 def by_seed(table: pd.DataFrame) -> pd.DataFrame:

@@ -16,7 +16,7 @@ from .head_effects import significance_counts
 
 
 def counts(models: Sequence[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
-    """One row per model, training seed and attention kind: ``heads``, ``significant``,
+    """One row per model, training seed and attention kind: ``heads``, ``layers``, ``significant``,
     ``significant_up``, ``largest_drop``, ``largest_gain`` (``significance_counts``), with
     ``model``, ``training_seed`` and ``from_paper`` (False) first."""
     out = pd.concat([significance_counts(part).assign(model=name, training_seed=s, from_paper=False)
@@ -27,7 +27,7 @@ def counts(models: Sequence[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
 def paper_row() -> dict:
     """The paper's count for WMT's encoder self-attention (Table 1: 8 of 96, 4 of them gains)."""
     table1 = paper_values.table(1)
-    return {"model": "WMT", "from_paper": True, "kind": "enc_self", "heads": 96,
+    return {"model": "WMT", "from_paper": True, "kind": "enc_self", "heads": 96, "layers": 96 // paper_values.HEADS_PER_LAYER["WMT"],
             "significant": paper_values.SIGNIFICANT_ENC_SELF, "significant_up": paper_values.SIGNIFICANT_ENC_SELF_UP,
             "largest_drop": table1["delta"].min(), "largest_gain": table1["delta"].max()}
 

@@ -22,10 +22,9 @@ import pandas as pd
 from ...heads.ablation import Config, all_but_one_configs, one_head_configs
 from .. import course
 from ..profiles import Profile
-from .head_effects import classifier_effects, translation_effects, translation_likelihood_effects
+from .head_effects import MEASURES, classifier_effects, translation_effects, translation_likelihood_effects
 
 CONFIGS: dict[str, Callable] = {"one_head": one_head_configs, "all_but_one": all_but_one_configs}
-MEASURES = ("metric", "likelihood")
 Configs = Union[str, Callable[..., Sequence[Config]], Sequence[Config]]  # a name in CONFIGS, a function of the model, or a list
 
 
@@ -99,7 +98,7 @@ class HeadSweeps:
         if not self.is_translation(run.name):
             max_length = self.settings.max_length(run.name)
             return classifier_effects(run.model, run.tokenizer, examples, chosen, max_length=max_length,
-                                      measure="accuracy" if measure == "metric" else "log_likelihood", **common)
+                                      measure=measure, **common)
         if measure == "likelihood":
             return translation_likelihood_effects(run.model, examples, chosen, **common)
         return translation_effects(run.model, self.decoded(examples), chosen, beam=self.beam, max_len_b=self.max_len_b,

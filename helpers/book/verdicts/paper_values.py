@@ -161,6 +161,9 @@ _TABLE6 = """layer,delta
 """
 
 WMT_BASE_BLEU = 36.05  # newstest2013
+# §2: heads per layer of the paper's models (WMT Transformer-large: 6 + 6 layers; BERT-base: 12 layers)
+HEADS_PER_LAYER = {"WMT": 16, "BERT": 12}
+HEADS_PER_KIND = {"WMT": 96}   # 6 layers x 16 heads of each attention kind (Figure 4)
 SIGNIFICANT_ENC_SELF = 8  # of 96 Enc-Enc heads (Table 1) ...
 SIGNIFICANT_ENC_SELF_UP = 4  # ... of which 4 increase BLEU
 CROSS_DOMAIN_R = {"translation": 0.56, "classifier": 0.68}  # Fig. 2, Pearson r

@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 from ..scorecard import ours
-from .text import MEASURES, beyond_chance, read, verdicts, words, by_model, r_text, split_half_r
+from .text import (MEASURES, beyond_chance, by_model, heads_per_layer_line, paper_model, r_text, read, split_half_r,
+                   verdicts, words)
 
 
 def findings(profile: str, alpha: float) -> str:
-    """Chapter 03's findings: per model, measure and seed, the heads significant alone against
-    chance, the gains among them, and the split-half r of the one-head effects."""
-    lines = []
+    """Chapter 03's findings: each model's heads per layer beside the paper's; per model, measure
+    and seed, the heads significant alone against chance, the gains among them, and the split-half r
+    of the one-head effects."""
+    first = ours(read(profile, "03_one_head_counts"))
+    lines = [heads_per_layer_line([(name, int(part["heads"].iloc[0] // part["layers"].iloc[0]), paper_model(part["kind"]))
+                                   for name, part in by_model(first)])]
     for suffix, measure in MEASURES:
         counts = ours(read(profile, f"03_one_head_counts{suffix}"))
         effects = {track: read(profile, f"03_one_head_{track}{suffix}") for track in ("classifier", "translation")}

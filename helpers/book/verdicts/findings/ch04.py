@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 from ..scorecard import ours
-from .text import MEASURES, read, verdicts, words
+from .text import MEASURES, heads_per_layer_line, paper_model, read, verdicts, words
 
 
 def findings(profile: str) -> str:
-    """Chapter 04's findings: per model, protocol, measure and seed, the layers that keep their
-    score with one head, and the worst layer."""
-    lines = []
+    """Chapter 04's findings: each model's heads per layer beside the paper's; per model, protocol,
+    measure and seed, the layers that keep their score with one head, and the worst layer."""
+    first = ours(read(profile, "04_keep_one_counts"))
+    lines = [heads_per_layer_line([(str(name), int(part["heads_per_layer"].iloc[0]), paper_model(part["kind"]))
+                                   for name, part in first.groupby("source", sort=False)])]
     for suffix, measure in MEASURES:
         counts = ours(read(profile, f"04_keep_one_counts{suffix}"))
         for (source, protocol), part in counts.groupby(["source", "protocol"], sort=False):

@@ -60,3 +60,18 @@ def by_model(counts: pd.DataFrame) -> Iterable[tuple[str, pd.DataFrame]]:
 
 def percents(values: Iterable[float]) -> str:
     return words([f"{v:.0%}" for v in values])
+
+
+def heads_per_layer_line(models: Sequence[tuple[str, int, str]]) -> str:
+    """``models``: (our model, its heads per layer, the paper's model it stands for). The line that
+    says how large one head's share of its layer is, here and in the paper."""
+    from ..paper_values import HEADS_PER_LAYER
+
+    parts = [f"{name} has {n} heads per layer, so one head is 1/{n} of its layer's attention (the paper's {paper}: "
+             f"1/{HEADS_PER_LAYER[paper]})" for name, n, paper in models]
+    return "**The models:** " + "; ".join(parts) + "."
+
+
+def paper_model(kinds: Iterable[str]) -> str:
+    """The paper's model a model of ours stands for: BERT for an encoder (kind ``self``), else WMT."""
+    return "BERT" if set(kinds) == {"self"} else "WMT"

@@ -85,3 +85,62 @@ def test_paper_table4_speedups_follow_from_its_throughputs():
         assert rates["pruned"][size][0] / rates["original"][size][0] - 1 == pytest.approx(printed, abs=0.002)
     assert set(paper_values.FIGURE5_BLEU) == {1, 2, 3, 5, 10, 20, 30, 40}
     assert list(paper_values.FIGURE6["flat_until"]) == [0.6, 0.5, 0.5, 0.2]
+
+
+def _likelihood_stats(n: int, effect: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Per-example [nll, tokens] of a base system and of one whose log-likelihood per token is
+    ``effect`` nats higher (negative: worse), with example-to-example noise in both."""
+    tokens = rng.integers(5, 30, n).astype(float)
+    nll = tokens * (2.0 + rng.normal(0, 0.3, n))
+    changed = nll - tokens * (effect + rng.normal(0, 0.02, n))
+    return np.stack([nll, tokens], 1), np.stack([changed, tokens], 1)
+
+
+@pytest.mark.parametrize("effect, expected", [(-0.05, "harmful"), (0.05, "helpful"), (0.0, "negligible"),
+                                              (-0.002, "negligible"), (0.002, "negligible")])
+def test_a_known_effect_is_classed_as_the_truth_says_on_each_side_of_the_margin(effect, expected):
+    from helpers.heads.significance import equivalence_class, log_likelihood, resample_indices
+
+    base, changed = _likelihood_stats(2000, effect, np.random.default_rng(0))
+    result = paired_bootstrap(base, changed, log_likelihood, resample_indices(2000, 500, 1), alpha=0.05)
+    assert result.low <= result.delta <= result.high
+    assert result.low <= effect + 1e-3 and result.high >= effect - 1e-3   # the interval covers the truth
+    assert equivalence_class(result.low, result.high, margin=0.01) == expected
+
+
+def test_the_classes_are_read_off_the_interval_and_the_margin():
+    from helpers.heads.significance import equivalence_class
+
+    assert [equivalence_class(lo, hi, 1.0) for lo, hi in [(-3, -1.5), (1.2, 2), (-0.5, 0.9), (-1.5, -0.5), (-0.5, 1.0)]] \
+        == ["harmful", "helpful", "negligible", "undetermined", "undetermined"]
+    with pytest.raises(ValueError, match="positive change"):
+        equivalence_class(-1, 1, 0)
+
+
+def test_identical_outputs_are_negligible_with_an_interval_of_zero_width():
+    from helpers.heads.significance import equivalence_class
+
+    stats = accuracy_stats([1, 0, 1, 1], [1, 1, 1, 0])
+    result = paired_bootstrap(stats, stats.copy(), accuracy_from_stats)
+    assert (result.delta, result.low, result.high, result.significant) == (0.0, 0.0, 0.0, False)
+    assert equivalence_class(result.low, result.high, 0.01) == "negligible"
+
+
+def test_a_larger_sample_leaves_fewer_heads_undetermined():
+    """Simulated heads with effects spread around the margin: the classes add up to the heads, and
+    with more examples per head fewer intervals straddle a margin."""
+    from helpers.heads.significance import EQUIVALENCE_CLASSES, equivalence_class, log_likelihood, resample_indices
+
+    effects = np.linspace(-0.03, 0.03, 25)
+    undetermined = {}
+    for n in (40, 1500):
+        rng = np.random.default_rng(7)
+        indices = resample_indices(n, 300, 2)
+        classes = []
+        for effect in effects:
+            base, changed = _likelihood_stats(n, effect, rng)
+            r = paired_bootstrap(base, changed, log_likelihood, indices, alpha=0.05)
+            classes.append(equivalence_class(r.low, r.high, margin=0.01))
+        assert sum(classes.count(c) for c in EQUIVALENCE_CLASSES) == len(effects)
+        undetermined[n] = classes.count("undetermined")
+    assert undetermined[1500] < undetermined[40]

@@ -9,6 +9,12 @@ example indices with replacement, the same indices for both systems (paired), an
 ``p_value`` is the share of resamples in which the difference does not have the sign it has on
 the full set (ties count against it), as compare-mt reports "system X is better in (1 - p) of
 resamples". With no difference on the full set, p is 1.
+
+``low`` and ``high`` bound the difference: the ``alpha`` and ``1 - alpha`` quantiles of the
+resampled differences (a percentile interval at confidence ``1 - 2 alpha``, the interval of two
+one-sided tests at level ``alpha``). ``equivalence_class`` places it against a margin: a change
+is *harmful* or *helpful* when the whole interval lies beyond the margin, *negligible* when it
+lies inside, and *undetermined* otherwise (Schuirmann 1987; Lakens 2017).
 """
 from __future__ import annotations
 
@@ -25,6 +31,26 @@ class PairedResult:
     delta: float  # score(b) - score(a) on the full set
     p_value: float
     significant: bool
+    low: float = 0.0   # the alpha quantile of the resampled differences
+    high: float = 0.0  # ... and the 1 - alpha quantile
+
+
+EQUIVALENCE_CLASSES = ("harmful", "negligible", "helpful", "undetermined")
+
+
+def equivalence_class(low: float, high: float, margin: float) -> str:
+    """Where the interval [low, high] of a change lies against ``margin`` (> 0, in the score's
+    unit; a higher score is better): ``harmful`` below -margin, ``helpful`` above +margin,
+    ``negligible`` inside (-margin, +margin), else ``undetermined``."""
+    if not margin > 0:
+        raise ValueError(f"an equivalence margin is a positive change in the score's unit, not {margin!r}")
+    if high < -margin:
+        return "harmful"
+    if low > margin:
+        return "helpful"
+    if -margin < low and high < margin:
+        return "negligible"
+    return "undetermined"
 
 
 def resample_indices(n: int, n_resamples: int = 1000, seed: int = 0) -> np.ndarray:
@@ -42,12 +68,15 @@ def paired_bootstrap(stats_a: np.ndarray, stats_b: np.ndarray, score: Scorer, in
         stats_a, stats_b = stats_a[:, None], stats_b[:, None]
     indices = resample_indices(len(stats_a)) if indices is None else indices
     delta = score(stats_b.sum(0)) - score(stats_a.sum(0))
-    if delta == 0:
-        return PairedResult(0.0, 1.0, False)
+    if delta == 0 and np.array_equal(stats_a, stats_b):
+        return PairedResult(0.0, 1.0, False)   # the same outputs on every example: no difference in any resample
     sums_a, sums_b = stats_a[indices].sum(1), stats_b[indices].sum(1)  # [R, k]
     deltas = np.array([score(b) - score(a) for a, b in zip(sums_a, sums_b)])
+    low, high = np.quantile(deltas, [alpha, 1 - alpha])
+    if delta == 0:
+        return PairedResult(0.0, 1.0, False, float(low), float(high))
     p = float(np.mean(np.sign(deltas) != np.sign(delta)))
-    return PairedResult(float(delta), p, p < alpha)
+    return PairedResult(float(delta), p, p < alpha, float(low), float(high))
 
 
 # ---- scores from summed statistics ------------------------------------------------------------

@@ -49,8 +49,10 @@ def effect_rows(configs: Sequence[Config], base_stats, stats_of, score, n_resamp
                 seed: int) -> pd.DataFrame:
     """One row per configuration: the masked ``score`` of its summed statistics (``stats_of(config)``,
     one row per example, paired with ``base_stats``), ``delta``, the paired bootstrap's ``p_value``
-    and ``significant`` (``n_resamples`` resamples drawn with ``seed``; p < ``alpha``), and the score
-    on the even- and the odd-numbered examples."""
+    and ``significant`` (``n_resamples`` resamples drawn with ``seed``; p < ``alpha``), the
+    interval ``delta_low`` to ``delta_high`` of two one-sided tests at ``alpha``
+    (``significance.equivalence_class`` places it against a margin), and the score on the even-
+    and the odd-numbered examples."""
     indices = resample_indices(len(base_stats), n_resamples, seed)
     base = score(base_stats.sum(0))
     rows = []
@@ -60,7 +62,7 @@ def effect_rows(configs: Sequence[Config], base_stats, stats_of, score, n_resamp
         kind, layer, heads = config
         rows.append({"kind": kind, "layer": layer, "heads": list(heads), "head": heads[0] if len(heads) == 1 else None,
                      "score": base + test.delta, "base": base, "delta": test.delta, "p_value": test.p_value,
-                     "significant": test.significant,
+                     "significant": test.significant, "delta_low": test.low, "delta_high": test.high,
                      # the same score on the even- and odd-numbered examples: two independent halves
                      "score_even": score(stats[0::2].sum(0)), "score_odd": score(stats[1::2].sum(0))})
     return pd.DataFrame(rows)

@@ -82,7 +82,8 @@ def test_a_parameter_given_twice_is_refused_before_anything_runs(tmp_path, monke
 
 
 @pytest.mark.parametrize("name, value", [("alpha", 0.01), ("alpha", 0.999), ("prune_share", 0.0), ("prune_share", 1.0),
-                                         ("step", 1.0), ("max_examples", 0), ("beam", 1), ("batch_sizes", [1, 64])])
+                                         ("step", 1.0), ("max_examples", 0), ("beam", 1), ("batch_sizes", [1, 64]),
+                                         ("margins", {"BLEU": 0.5, "perplexity": 0.02})])
 def test_values_inside_their_range_pass(name, value):
     from helpers.book.profiles.parameters import range_problem
 
@@ -91,7 +92,7 @@ def test_values_inside_their_range_pass(name, value):
 
 @pytest.mark.parametrize("name, value", [("alpha", 1.0), ("prune_share", 1.2), ("speed_share", -0.1), ("step", 0.0),
                                          ("beam", 0), ("importance_examples", -3), ("batch_sizes", [0, 64]),
-                                         ("epochs", [1, -2])])
+                                         ("epochs", [1, -2]), ("margins", {"BLEU": 0}), ("margins", {"accuracy": "one"})])
 def test_values_outside_their_range_are_named(name, value):
     from helpers.book.profiles.parameters import range_problem
 

@@ -140,3 +140,20 @@ def test_the_papers_tables_beside_ours_keep_the_papers_cells():
     ours = _all_but_one("enc_self", 6, 2, lambda layer, kept: -0.1 * kept, 0, "a")
     side = keep_one.beside_paper(keep_one.tables(ours, "a", "a", "a")[0][0], 2)
     assert set(side.columns.get_level_values(0)) == {"ours", "paper Table 2"}
+
+
+def test_one_head_counts_place_each_head_against_the_margin_of_its_score():
+    effects = _effects({"enc_self": [-3, -0.2, 0.1, 2]}, {("enc_self", 0)}, 0)
+    effects = effects.assign(delta_low=[-4, -0.5, -1.5, 1.5], delta_high=[-2, 0.5, 0.2, 2.5])
+    row = one_head.counts([("translation", effects)], {"BLEU": 1.0})
+    assert row[["margin", "harmful", "negligible", "helpful", "undetermined", "unplaced"]].iloc[0].tolist() == [1.0, 1, 1, 1, 1, 1]
+    assert int(row[["harmful", "negligible", "helpful", "undetermined"]].sum(axis=1).iloc[0]) == int(row["heads"].iloc[0])
+    wide = one_head.counts([("translation", effects)], {"BLEU": 5.0})   # every interval inside ±5
+    assert int(wide["negligible"].iloc[0]) == 4
+    nats = one_head.counts([("translation", effects)], {"perplexity": 0.01}, "likelihood")
+    assert nats["margin"].iloc[0] == pytest.approx(math.log(1.01))
+    accuracy = one_head.counts([("nli", _effects({"self": [0.0, -0.05]}, set()).assign(delta_low=[-0.005, -0.06],
+                                                                                     delta_high=[0.005, -0.04]))], {})
+    assert accuracy[["margin", "negligible", "harmful"]].iloc[0].tolist() == [0.01, 1, 1]
+    with pytest.raises(ValueError, match="unknown margin"):
+        one_head.counts([("translation", effects)], {"bleu": 1.0})

@@ -48,6 +48,21 @@ def test_chapter_03_counts_follow_the_table(results):
         in ch03.findings("p", 0.01)
 
 
+def test_chapter_03_places_the_heads_against_the_margin(results):
+    _chapter_03_tables(results, {0: 1, 1: 2})
+    for suffix, margin in (("", 1.0), ("_likelihood", 0.00995)):
+        counts = pd.read_csv(text.results_dir("p") / f"03_one_head_counts{suffix}.csv")
+        ours = counts["from_paper"] != True  # noqa: E712 (NaN on our rows)
+        counts.loc[ours, ["margin", "harmful", "helpful", "undetermined"]] = [margin, 1, 0, 2]
+        counts.loc[ours, "negligible"] = counts.loc[ours, "heads"] - 3
+        counts.loc[ours, "unplaced"] = counts.loc[ours, "undetermined"]
+        counts.to_csv(text.results_dir("p") / f"03_one_head_counts{suffix}.csv", index=False)
+    found = ch03.findings("p", 0.01)
+    assert ("Against a margin of ±1 BLEU: 135 and 135 heads shown negligible, 3 and 3 harmful, 0 and 0 helpful and "
+            "6 and 6 undetermined; 6 and 6 are placed by neither test") in found
+    assert "Against a margin of ±1% of perplexity (0.0100 nats): 69 and 69 heads shown negligible" in found
+
+
 def test_chapter_05_verdict_follows_the_correlation(results):
     def tables(r_seed1):
         for suffix in ("", "_likelihood"):

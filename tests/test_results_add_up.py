@@ -101,6 +101,24 @@ def _significance(rows: list[dict]) -> dict:
             "largest_drop": min(deltas), "largest_gain": max(deltas)}
 
 
+def _equivalence(rows: list[dict], margin: float) -> dict:
+    """Heads per class of the interval [delta_low, delta_high] against ±margin, and those neither
+    significant nor placed."""
+    out = {"harmful": 0, "negligible": 0, "helpful": 0, "undetermined": 0, "unplaced": 0}
+    for r in rows:
+        low, high = r["delta_low"], r["delta_high"]
+        if high < -margin:
+            out["harmful"] += 1
+        elif low > margin:
+            out["helpful"] += 1
+        elif -margin < low and high < margin:
+            out["negligible"] += 1
+        else:
+            out["undetermined"] += 1
+            out["unplaced"] += not r["significant"]
+    return out
+
+
 @pytest.mark.parametrize("measure", ["", "_likelihood"])
 def test_chapter_03_counts_add_up(table, measure):
     per_model = {_param('03_ablating_one_head', 'classifier'): table(f"03_one_head_classifier{measure}"),
@@ -109,10 +127,17 @@ def test_chapter_03_counts_add_up(table, measure):
     expected = {(model, seed, kind): _significance(part)
                 for model, rows in per_model.items() for (seed, kind), part in _by(rows, SEED, "kind").items()}
     assert {(r["model"], r[SEED], r["kind"]) for r in counts} == set(expected)
+    margins = {"BLEU": 1.0, "accuracy": 0.01, "perplexity": 0.01, **(_param('03_ablating_one_head', 'margins') or {})}
     for row in counts:
         want = expected[(row["model"], row[SEED], row["kind"])]
         for column, value in want.items():
             assert row[column] == pytest.approx(value, **CLOSE), (row["model"], row[SEED], row["kind"], column)
+        margin = math.log(1 + margins["perplexity"]) if measure else \
+            margins["accuracy"] if row["kind"] == "self" else margins["BLEU"]
+        assert row["margin"] == pytest.approx(margin)
+        rows = [r for r in per_model[row["model"]] if r[SEED] == row[SEED] and r["kind"] == row["kind"]]
+        for column, value in _equivalence(rows, margin).items():
+            assert row[column] == value, (row["model"], row[SEED], row["kind"], column)
     if measure:
         return
     paper = [r for r in table("03_one_head_counts") if str(r["from_paper"]) == "True"]

@@ -7,20 +7,35 @@ model's or run's rows reach another's; ``with_paper`` adds the paper's WMT Enc-E
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import pandas as pd
 
 from ..verdicts import paper_values
+from . import equivalence
 from .head_effects import significance_counts
 
 
-def counts(models: Sequence[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
+def counts(models: Sequence[tuple[str, pd.DataFrame]], margins: Mapping[str, float] | None = None,
+           measure: str = "metric") -> pd.DataFrame:
     """One row per model, training seed and attention kind: ``heads``, ``layers``, ``significant``,
     ``significant_up``, ``largest_drop``, ``largest_gain`` (``significance_counts``), with
-    ``model``, ``training_seed`` and ``from_paper`` (False) first."""
-    out = pd.concat([significance_counts(part).assign(model=name, training_seed=s, from_paper=False)
-                     for name, effects in models for s, part in effects.groupby("training_seed")], ignore_index=True)
+    ``model``, ``training_seed`` and ``from_paper`` (False) first. With ``margins``
+    (``equivalence.margin``), also the ``margin`` in the score's unit and the heads of each
+    equivalence class (``harmful``, ``negligible``, ``helpful``, ``undetermined``) and those neither
+    test places (``unplaced``: not significant and undetermined)."""
+    def one(name: str, seed: int, part: pd.DataFrame) -> pd.DataFrame:
+        table = significance_counts(part).assign(model=name, training_seed=seed, from_paper=False)
+        if margins is None:
+            return table
+        track = "classifier" if set(part["kind"]) == {"self"} else "translation"
+        delta = equivalence.margin(track, measure, margins)
+        by_kind = [{**equivalence.class_counts(rows, delta), "unplaced": equivalence.unplaced(rows, delta)}
+                   for _, rows in part.groupby("kind", sort=False)]
+        return pd.concat([table.assign(margin=delta), pd.DataFrame(by_kind, index=table.index)], axis=1)
+
+    out = pd.concat([one(name, s, part) for name, effects in models for s, part in effects.groupby("training_seed")],
+                    ignore_index=True)
     return out[["model", "training_seed", *out.columns.drop(["model", "training_seed"])]]
 
 
@@ -48,12 +63,13 @@ def by_seed(table: pd.DataFrame) -> pd.DataFrame:
 
 def both_measures(metric: pd.DataFrame, likelihood: pd.DataFrame, alpha: float) -> pd.DataFrame:
     """The significant counts on the paper's metric and on the likelihood side by side, per model,
-    seed and kind, with the count a test at ``alpha`` flags by chance among heads with no effect."""
+    seed and kind, with the count a test at ``alpha`` flags by chance among heads with no effect,
+    and (where the tables have them) the heads shown negligible and those neither test places."""
     keys = ["model", "training_seed", "kind"]
     ours = metric[~metric["from_paper"].astype(bool)]
-    both = ours[keys + ["heads", "significant", "significant_up"]].merge(
-        likelihood[keys + ["significant", "significant_up"]], on=keys,
-        suffixes=(" (the paper's metric)", " (the likelihood)"))
+    shown = [c for c in ("significant", "significant_up", "negligible", "unplaced") if c in ours and c in likelihood]
+    both = ours[keys + ["heads", *shown]].merge(likelihood[keys + shown], on=keys,
+                                                suffixes=(" (the paper's metric)", " (the likelihood)"))
     both.insert(4, "expected by chance", both["heads"] * alpha)
     return both
 

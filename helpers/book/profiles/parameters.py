@@ -60,11 +60,15 @@ AT_LEAST_ONE = frozenset({"batch_size", "beam", "n_resamples", "repeats", "confi
 
 def range_problem(name: str, value: Any) -> str | None:
     """What is wrong with ``value`` for parameter ``name`` (already of its default's type), or
-    None: an alpha outside (0, 1), a share outside [0, 1], a step outside (0, 1], a negative
-    count (or a count below 1 where 0 means nothing: ``AT_LEAST_ONE``), a list of batch sizes
-    or epochs with an entry below 1."""
+    None: an alpha outside (0, 1), a margin that is not positive, a share outside [0, 1], a step
+    outside (0, 1], a negative count (or a count below 1 where 0 means nothing: ``AT_LEAST_ONE``),
+    a list of batch sizes or epochs with an entry below 1."""
     if isinstance(value, bool) or value is None:
         return None
+    if name == "margins":
+        return None if isinstance(value, dict) and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in value.values()) else \
+            "a mapping of score to a positive margin, e.g. {BLEU: 1.0, accuracy: 0.01, perplexity: 0.01}"
     if name == "alpha":
         return None if 0 < value < 1 else "a significance level, strictly between 0 and 1"
     if name == "step":

@@ -1,6 +1,8 @@
 """Chapter 03's "What this run shows" paragraph (see ``helpers.book.verdicts.findings``)."""
 from __future__ import annotations
 
+import math
+
 from ..scorecard import ours
 from .text import (MEASURES, beyond_chance, by_model, heads_per_layer_line, paper_model, r_text, read, split_half_r,
                    verdicts, words)
@@ -44,6 +46,8 @@ def findings(profile: str, alpha: float) -> str:
             gains = [s for s in seeds if up[s] > 0]
             text += (". Significant gains from removing a head (the paper: 4 of its 8): "
                      + ("none" if not gains else "; ".join(f"{up[s]} on seed {s}" for s in gains)) + ".")
+            if "negligible" in part:
+                text += " " + _equivalence_text(part, per_seed, seeds, likelihood=bool(suffix))
             text += (f" The split-half r of the effects (even against odd examples): "
                      f"{words([r_text(half[s]) for s in seeds])}")
             weak = [s for s in seeds if not half[s] >= 0.5]
@@ -52,3 +56,15 @@ def findings(profile: str, alpha: float) -> str:
                      "half of the examples barely predicts it on the other half, and a count near chance is noise.")
             lines.append(text)
     return "\n\n".join(lines + [verdicts(profile, "03_ablating_one_head")])
+
+
+def _equivalence_text(part, per_seed, seeds: list[int], likelihood: bool) -> str:
+    """The heads of each equivalence class against the chapter's margin, seed by seed."""
+    delta = float(part["margin"].iloc[0])
+    margin = (f"{math.expm1(delta):.0%} of perplexity ({delta:.4f} nats)" if likelihood
+              else f"{delta * 100:.2g} accuracy points" if set(part["kind"]) == {"self"} else f"{delta:.2g} BLEU")
+    count = {c: words([str(int(per_seed[c].sum().loc[s])) for s in seeds])
+             for c in ("negligible", "harmful", "helpful", "undetermined", "unplaced")}
+    return (f"Against a margin of ±{margin}: {count['negligible']} heads shown negligible, {count['harmful']} harmful, "
+            f"{count['helpful']} helpful and {count['undetermined']} undetermined; {count['unplaced']} are placed by "
+            "neither test (not significant, yet not shown negligible).")

@@ -1,0 +1,58 @@
+"""Unimportant or unmeasured: each head's change placed against a margin δ.
+
+A significance test says which changes are *not zero*; with a weak score almost every head
+passes as "unimportant", with a strong one almost none does. An equivalence test says which
+changes are *small*: a head is ``negligible`` when the whole interval of its change (two
+one-sided tests at alpha, ``delta_low`` to ``delta_high`` of ``head_effects.effect_rows``) lies
+within ±δ, ``harmful`` (``helpful``) when it lies beyond -δ (+δ), and ``undetermined`` when the
+interval straddles a margin: the data cannot place it (``heads.significance.equivalence_class``).
+
+The margins, one per score, are a chapter parameter ``margins``:
+
+* ``BLEU``: 1 point, the paper's "noticeable" loss (§4.2 reads its curves so);
+* ``accuracy``: 1 point (0.01), the same for a classifier;
+* ``perplexity``: 1% of the perplexity, for both likelihoods: a change of log(1.01) nats in the
+  mean log-likelihood per target token (translation) or in the gold label's mean log-probability
+  (classifier), whose exponent is a perplexity over the labels.
+"""
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import pandas as pd
+
+from ...heads.significance import EQUIVALENCE_CLASSES, equivalence_class
+
+DEFAULT_MARGINS = {"BLEU": 1.0, "accuracy": 0.01, "perplexity": 0.01}
+
+
+def margin(track: str, measure: str, margins: Mapping[str, float]) -> float:
+    """δ in the unit of the effects' ``delta``: ``margins["perplexity"]`` as log(1 + share) nats
+    for the likelihood, else BLEU points (``track`` "translation") or an accuracy fraction."""
+    unknown = set(margins) - set(DEFAULT_MARGINS)
+    if unknown:
+        raise ValueError(f"unknown margin(s) {sorted(unknown)}: the margins are {sorted(DEFAULT_MARGINS)}")
+    given = {**DEFAULT_MARGINS, **margins}
+    if measure == "likelihood":
+        return math.log1p(given["perplexity"])
+    return given["BLEU"] if track == "translation" else given["accuracy"]
+
+
+def classes(effects: pd.DataFrame, delta: float) -> pd.Series:
+    """Each row's class against the margin ``delta``; a row without an interval is undetermined."""
+    if "delta_low" not in effects:
+        return pd.Series("undetermined", index=effects.index)
+    return pd.Series([equivalence_class(lo, hi, delta) if pd.notna(lo) and pd.notna(hi) else "undetermined"
+                      for lo, hi in zip(effects["delta_low"], effects["delta_high"])], index=effects.index)
+
+
+def class_counts(effects: pd.DataFrame, delta: float) -> dict[str, int]:
+    """``{class: heads}`` of ``effects`` (one model's, one run's, one kind's rows) for every class."""
+    found = classes(effects, delta).value_counts()
+    return {name: int(found.get(name, 0)) for name in EQUIVALENCE_CLASSES}
+
+
+def unplaced(effects: pd.DataFrame, delta: float) -> int:
+    """Heads that neither test places: not significant, and undetermined against ``delta``."""
+    return int(((classes(effects, delta) == "undetermined") & ~effects["significant"].astype(bool)).sum())

@@ -157,3 +157,14 @@ def test_one_head_counts_place_each_head_against_the_margin_of_its_score():
     assert accuracy[["margin", "negligible", "harmful"]].iloc[0].tolist() == [0.01, 1, 1]
     with pytest.raises(ValueError, match="unknown margin"):
         one_head.counts([("translation", effects)], {"bleu": 1.0})
+
+
+def test_keep_one_summary_counts_the_layers_beyond_the_margin():
+    rows = _all_but_one("enc_self", 3, 2, lambda layer, kept: -2.0 * layer, 0, "a")
+    rows = rows.assign(delta_low=rows["delta"] - 0.5, delta_high=rows["delta"] + 0.5)   # layer 0: ±0.5, 1: -2.5..-1.5, 2: -4.5..-3.5
+    best = keep_one.tables(rows, "a", "a", "a")[0][0]
+    (row,) = keep_one.summary(best, "mt", "chosen and reported on a", margins={"BLEU": 1.0})
+    assert (row["margin"], row["harmful"], row["negligible"]) == (1.0, 2, 1)
+    (row,) = keep_one.summary(best, "mt", "chosen and reported on a", likelihood=True, margins={"perplexity": 0.01})
+    assert (row["harmful"], row["negligible"]) == (2, 0) and row["margin"] == pytest.approx(math.log(1.01))
+    assert "harmful" not in keep_one.summary(best, "mt", "chosen and reported on a")[0]

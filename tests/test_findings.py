@@ -3,6 +3,7 @@ sentence changes with it."""
 import pandas as pd
 import pytest
 
+from helpers.book.store.results import results_dir
 from helpers.book.verdicts.findings import ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11, ch12, text
 
 
@@ -93,6 +94,13 @@ def test_chapter_04_counts_layers_without_a_significant_loss(results):
     assert "translation has 8 heads per layer, so one head is 1/8 of its layer's attention (the paper's WMT: 1/16)" in text
     tables(2, per_layer=4)
     assert "translation has 4 heads per layer, so one head is 1/4" in ch04.findings("p")
+    for suffix, margin in (("", 1.0), ("_likelihood", 0.00995)):   # the margin's count joins the sentence
+        path = results_dir("p") / f"04_keep_one_counts{suffix}.csv"
+        pd.read_csv(path).assign(margin=margin, harmful=[0, 1, 0], negligible=[6, 4, 5]).to_csv(path, index=False)
+    found = ch04.findings("p")
+    assert "12 of 18 layers show no significant loss with a single head (seed by seed); 1 lose more than the margin δ " \
+           "(their interval wholly below -0.00995)" in found
+    assert "*Most layers can be reduced to one head (head chosen on the reported set)*, on the likelihood" in found
 
 
 def test_a_missing_table_says_which_chapter_to_run(results):

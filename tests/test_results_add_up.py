@@ -199,11 +199,14 @@ def test_chapter_04_counts_add_up(table, measure):
     counts = _ours(table(f"04_keep_one_counts{measure}"), "source")
     assert {r["source"] for r in counts} == set(per_model) and len(counts) >= 4 + 1
     for (source, protocol, seed), rows in _by(counts, "source", "protocol", SEED).items():
-        want = _layer_summary(_protocol_rows(_seed_of(per_model[source], seed), protocol), likelihood=bool(measure))
+        chosen = _protocol_rows(_seed_of(per_model[source], seed), protocol)
+        want = _layer_summary(chosen, likelihood=bool(measure))
         assert [r["kind"] for r in rows] == list(want), (source, protocol, seed)
         for row in rows:
             for column, value in want[row["kind"]].items():
                 assert row[column] == pytest.approx(value, **CLOSE), (source, protocol, row["kind"], column)
+            classes = _equivalence([r for r in chosen if r["kind"] == row["kind"]], row["margin"])
+            assert (row["harmful"], row["negligible"]) == (classes["harmful"], classes["negligible"]), (source, protocol)
 
 
 def test_chapter_04_paper_rows_are_counted_from_the_papers_tables(table):

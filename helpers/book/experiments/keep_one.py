@@ -9,11 +9,12 @@ drop significantly, the worst layer) and ``paper_counts`` does the same for the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import pandas as pd
 
 from ..verdicts import paper_values
+from . import equivalence
 from .head_effects import best_per_layer, configs_of, held_out, kept_head, layer_table
 from .sweeps import HeadSweeps, Run
 
@@ -94,21 +95,25 @@ class Protocols:
                       (f"(a) {self.translation}: keep one head, {self.translation_split}",
                        f"(b) {self.classifier}: keep one head, {self.classifier_split}"), suptitle)
 
-    def counts(self, translation: pd.DataFrame, classifier: pd.DataFrame, likelihood: bool = False) -> pd.DataFrame:
+    def counts(self, translation: pd.DataFrame, classifier: pd.DataFrame, likelihood: bool = False,
+               margins: Mapping[str, float] | None = None) -> pd.DataFrame:
         """``counts`` of both models' stacked effects (the translation model first)."""
         same = "chosen and reported on {}".format
         other = "chosen on {}, reported on {}".format
         return counts([(self.translation, self.translation_tables(translation),
                         (same(self.translation_split), other(self.translation_split, self.heldout_split))),
                        (self.classifier, self.classifier_tables(classifier),
-                        (same(self.classifier_split), other(self.selection_split, self.classifier_split)))], likelihood)
+                        (same(self.classifier_split), other(self.selection_split, self.classifier_split)))], likelihood,
+                      margins)
 
 
 def summary(rows: pd.DataFrame, source: str, protocol: str, likelihood: bool = False,
-            heads_per_layer: int | None = None) -> list[dict]:
+            heads_per_layer: int | None = None, margins: Mapping[str, float] | None = None) -> list[dict]:
     """One row per attention kind of one table: ``layers``, ``heads_per_layer`` (read off the
     all-but-one configurations' masks unless given), ``significant``, ``significant_down`` and the
-    worst layer (1-based) with its change, in millinats (likelihood), accuracy points or BLEU."""
+    worst layer (1-based) with its change, in millinats (likelihood), accuracy points or BLEU.
+    With ``margins`` (``equivalence.margin``): the ``margin`` in the score's unit, the layers whose
+    change lies wholly below -margin (``harmful``) and wholly within ±margin (``negligible``)."""
     out = []
     for kind, part in rows.groupby("kind", sort=False):
         per_layer = heads_per_layer or len(part["heads"].iloc[0]) + 1
@@ -119,15 +124,21 @@ def summary(rows: pd.DataFrame, source: str, protocol: str, likelihood: bool = F
                     "significant_down": int((part["significant"] & (part["delta"] < 0)).sum()),
                     "worst_layer": int(worst["layer"]) + 1, "worst_delta": round(float(worst["delta"]) * scale, 2),
                     "unit": unit})
+        if margins is not None:
+            delta = equivalence.margin("classifier" if kind == "self" else "translation",
+                                       "likelihood" if likelihood else "metric", margins)
+            found = equivalence.classes(part, delta)
+            out[-1].update(margin=delta, harmful=int((found == "harmful").sum()), negligible=int((found == "negligible").sum()))
     return out
 
 
-def counts(per_model: Sequence[tuple[str, dict, tuple[str, str]]], likelihood: bool = False) -> pd.DataFrame:
+def counts(per_model: Sequence[tuple[str, dict, tuple[str, str]]], likelihood: bool = False,
+           margins: Mapping[str, float] | None = None) -> pd.DataFrame:
     """``summary`` of each model's ``tables`` on every seed: ``per_model`` holds (model name,
     its ``tables``, the protocols of its two tables); ``from_paper`` False."""
     rows = [{**row, "training_seed": seed, "from_paper": False}
             for name, by_seed, protocols in per_model for seed, pair in by_seed.items()
-            for table, protocol in zip(pair, protocols) for row in summary(table, name, protocol, likelihood)]
+            for table, protocol in zip(pair, protocols) for row in summary(table, name, protocol, likelihood, margins=margins)]
     return pd.DataFrame(rows)
 
 
@@ -151,14 +162,17 @@ def by_seed(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def layers_down(metric: pd.DataFrame, likelihood: pd.DataFrame) -> pd.DataFrame:
-    """The layers that drop significantly, of all, per model, protocol and seed, on both measures."""
-    def down(table: pd.DataFrame, measure: str) -> pd.Series:
+    """The layers that drop significantly, of all, per model, protocol and seed, on both measures,
+    and (where the tables have a margin) those whose change lies wholly below -δ."""
+    def down(table: pd.DataFrame, column: str, label: str) -> pd.Series:
         rows = table[~table["from_paper"].astype(bool)]
         return (rows.groupby(["source", "protocol", "training_seed"], sort=False)
-                .apply(lambda p: f"{int(p['significant_down'].sum())} of {int(p['layers'].sum())}", include_groups=False)
-                .rename(measure))
-    return pd.concat([down(metric, "layers down (the paper's metric)"), down(likelihood, "layers down (the likelihood)")],
-                     axis=1).reset_index()
+                .apply(lambda p: f"{int(p[column].sum())} of {int(p['layers'].sum())}", include_groups=False)
+                .rename(label))
+    columns = [down(table, column, f"layers {what} ({name})")
+               for table, name in ((metric, "the paper's metric"), (likelihood, "the likelihood"))
+               for column, what in (("significant_down", "down"), ("harmful", "beyond δ")) if column in table]
+    return pd.concat(columns, axis=1).reset_index()
 
 
 def classifier_side_by_side(same: pd.DataFrame, other: pd.DataFrame, chosen: str, selection: str) -> pd.DataFrame:

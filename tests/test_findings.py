@@ -202,8 +202,12 @@ def test_chapter_11_follows_its_tables(results):
                                    for u in ("query heads", "KV groups") for o in ("importance", "random 0")])
     results("11_speed", [{"batch_size": b, "variant": v, "median": 100.0 * (1.1 if v == "pruned" else 1.0), "flops": 100 if v == "pruned" else 110}
                          for b in (1, 16) for v in ("original", "pruned", "gated")])
-    text = ch11.findings("p", 0.01)
+    results("11_one_head_counts", [{"heads": 12, "margin (nats)": 0.00995, "harmful": 2, "negligible": 7, "helpful": 0,
+                                    "undetermined": 3, "unplaced": 1}])
+    text = ch11.findings("p", 0.01, speed_share=0.25)
     assert "6 of 12 query heads raise the perplexity significantly" in text and "0.1 expected by chance" in text
+    assert ("Against a margin of ±1% of perplexity, 7 heads are shown negligible, 2 harmful, 0 helpful and 3 undetermined; "
+            "1 are placed by neither test.") in text and "the least important 25% of the query heads" in text
     assert "largest rise is +40.0% (layer 1, head 3)" in text and "2 of 3 layers lose nothing significant" in text
     assert "+10.0% faster at batch 16 (100% of the +10.0% its FLOPs predict)" in text
 

@@ -510,6 +510,10 @@ def test_chapter_11_counts_add_up(table):
     assert row["expected by chance"] == pytest.approx(alpha * len(grid), **CLOSE)
     assert row["within 1% of the unmasked perplexity"] == sum(1 for r in grid if abs(r["change_pct"]) < 1)
     assert row["largest rise (%)"] == pytest.approx(max(r["change_pct"] for r in grid), **CLOSE)
+    margin = math.log(1 + (_param("11_nine_heads", "margins") or {}).get("perplexity", 0.01))
+    assert row["margin (nats)"] == pytest.approx(margin)
+    for column, value in _equivalence(grid, margin).items():
+        assert row[column] == value, column
 
 
 def test_chapter_11_kept_heads_and_prunable_shares_add_up(table):

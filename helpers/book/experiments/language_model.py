@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import random
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -25,6 +25,7 @@ from ...heads.significance import log_likelihood
 from ...heads.sites import attention_sites
 from ...heads.throughput import compare_speed, device_name, speed_gains
 from ...zoo.causal_lm import PerplexityScorer, perplexity, token_nll
+from . import equivalence
 from .head_effects import effect_rows
 
 
@@ -48,10 +49,12 @@ def sets_table(model, batches: dict[str, list], texts: dict[str, list]) -> tuple
 
 
 def _significance(base, outs: dict, n_resamples: int, alpha: float, seed: int) -> dict:
-    """``{config: (p_value, significant)}`` of each configuration's token NLL rows against ``base``."""
+    """``{config: (p_value, significant, delta_low, delta_high)}`` of each configuration's token NLL
+    rows against ``base`` (the interval of the change in log-likelihood per token, in nats)."""
     configs = sorted(outs)
     rows = effect_rows(configs, base.numpy(), lambda c: outs[c].numpy(), log_likelihood, n_resamples, alpha, seed)
-    return {c: (p, s) for c, p, s in zip(configs, rows["p_value"], rows["significant"])}
+    return {c: (p, s, lo, hi) for c, p, s, lo, hi in
+            zip(configs, rows["p_value"], rows["significant"], rows["delta_low"], rows["delta_high"])}
 
 
 def one_head_grid(model, batches: Sequence[dict], configs_per_pass: int, n_resamples: int, alpha: float,
@@ -65,19 +68,24 @@ def one_head_grid(model, batches: Sequence[dict], configs_per_pass: int, n_resam
     base_ppl = perplexity(base)
     # in the configurations' order (layer, then head): the sweep's processes may finish in any order
     rows = [{"layer": layer, "head": heads[0], "kv_group": first.kv_group(heads[0]), "perplexity": perplexity(outs[c]),
-             "change_pct": 100 * (perplexity(outs[c]) / base_ppl - 1), "p_value": tests[c][0], "significant": tests[c][1]}
+             "change_pct": 100 * (perplexity(outs[c]) / base_ppl - 1), "p_value": tests[c][0], "significant": tests[c][1],
+             "delta_low": tests[c][2], "delta_high": tests[c][3]}
             for c in configs for _, layer, heads in [c]]
     return pd.DataFrame(rows), base
 
 
-def grid_counts(grid: pd.DataFrame, alpha: float) -> pd.DataFrame:
-    """The one-head grid's headline: significantly worse and better, beside chance, within 1%."""
+def grid_counts(grid: pd.DataFrame, alpha: float, margins: Mapping[str, float] | None = None) -> pd.DataFrame:
+    """The one-head grid's headline: significantly worse and better, beside chance, within 1%;
+    and each equivalence class against ``margins["perplexity"]`` (a share of the perplexity:
+    log(1 + share) nats per token), with the heads neither test places (``unplaced``)."""
     worse = grid[grid["significant"] & (grid["change_pct"] > 0)]
     better = grid[grid["significant"] & (grid["change_pct"] < 0)]
+    delta = equivalence.margin("language model", "likelihood", margins or {})
     return pd.DataFrame([{"heads": len(grid), "significantly worse": len(worse), "significantly better": len(better),
                           "expected by chance": alpha * len(grid),
                           "within 1% of the unmasked perplexity": int((grid["change_pct"].abs() < 1).sum()),
-                          "largest rise (%)": grid["change_pct"].max()}])
+                          "largest rise (%)": grid["change_pct"].max(), "margin (nats)": delta,
+                          **equivalence.class_counts(grid, delta), "unplaced": equivalence.unplaced(grid, delta)}])
 
 
 def keep_one_head(model, grid: pd.DataFrame, batches: Sequence[dict], configs_per_pass: int, n_resamples: int,
@@ -91,7 +99,8 @@ def keep_one_head(model, grid: pd.DataFrame, batches: Sequence[dict], configs_pe
     tests = _significance(base, outs, n_resamples, alpha, seed)
     base_ppl = perplexity(base)
     rows = [{"layer": layer, "kept head": int(kept[layer]), "perplexity": perplexity(outs[c]),
-             "change_pct": 100 * (perplexity(outs[c]) / base_ppl - 1), "p_value": tests[c][0], "significant": tests[c][1]}
+             "change_pct": 100 * (perplexity(outs[c]) / base_ppl - 1), "p_value": tests[c][0], "significant": tests[c][1],
+             "delta_low": tests[c][2], "delta_high": tests[c][3]}
             for c in configs for _, layer, _ in [c]]
     return pd.DataFrame(rows), base_ppl
 

@@ -1,13 +1,15 @@
 """Chapter 11's "What this run shows" paragraph (see ``helpers.book.verdicts.findings``)."""
 from __future__ import annotations
 
+import math
+
 from .text import read
 
 
-def findings(profile: str, alpha: float) -> str:
+def findings(profile: str, alpha: float, speed_share: float = 0.5) -> str:
     """Chapter 11's findings (one language model, one draw of verses): the one-head grid against
     chance, the layers that keep their perplexity with one head, the prunable shares and the
-    speed-up against the FLOP prediction."""
+    speed-up against the FLOP prediction, with ``speed_share`` of the query heads removed."""
     from ....heads.throughput import speed_gains
 
     sets = read(profile, "11_sets").set_index("set")
@@ -19,6 +21,7 @@ def findings(profile: str, alpha: float) -> str:
     better = grid[grid["significant"] & (grid["change_pct"] < 0)]
     top = grid.loc[grid["change_pct"].idxmax()]
     kept = keep[~keep["significant"]]
+    counts = read(profile, "11_one_head_counts").iloc[0]
     lines = [
         f"The model's perplexity on the verses is {sets.loc['select', 'perplexity']:.1f} (select set, "
         f"{int(sets.loc['select', 'verses'])} verses) and {sets.loc['report', 'perplexity']:.1f} (report set).",
@@ -26,7 +29,11 @@ def findings(profile: str, alpha: float) -> str:
         f"{len(better)} lower it significantly, against {alpha * len(grid):.1f} expected by chance; "
         f"{int((grid['change_pct'].abs() < 1).sum())} change it by less than 1%. The largest rise is "
         f"{top['change_pct']:+.1f}% (layer {int(top['layer'])}, head {int(top['head'])}); the significant heads are in "
-        f"{grid.loc[grid['significant'], 'layer'].nunique()} of the {grid['layer'].nunique()} layers.",
+        f"{grid.loc[grid['significant'], 'layer'].nunique()} of the {grid['layer'].nunique()} layers."
+        + (f" Against a margin of ±{math.expm1(counts['margin (nats)']):.0%} of perplexity, {int(counts['negligible'])} "
+           f"heads are shown negligible, {int(counts['harmful'])} harmful, {int(counts['helpful'])} helpful and "
+           f"{int(counts['undetermined'])} undetermined; {int(counts['unplaced'])} are placed by neither test."
+           if "negligible" in counts else ""),
         f"**One head kept:** {len(kept)} of {len(keep)} layers lose nothing significant with a single query head; "
         f"the median layer changes the perplexity by {keep['change_pct'].median():+.0f}% and the worst by "
         f"{keep['change_pct'].max():+.0f}% (layer {int(keep.loc[keep['change_pct'].idxmax(), 'layer'])}).",
@@ -39,7 +46,7 @@ def findings(profile: str, alpha: float) -> str:
                      f"perplexity is {imp['perplexity at 50%']:.1f}, against {rand['perplexity at 50%'].mean():.1f} for "
                      "random orders.")
     big, small = gains.index.max(), gains.index.min()
-    lines.append(f"**Speed:** with the least important half of the query heads removed, the model is "
+    lines.append(f"**Speed:** with the least important {speed_share:.0%} of the query heads removed, the model is "
                  f"{gains.loc[big, 'pruned']:+.1%} faster at batch {big} ({gains.loc[big, 'share_of_predicted']:.0%} of the "
                  f"{gains.loc[big, 'predicted']:+.1%} its FLOPs predict) and {gains.loc[small, 'pruned']:+.1%} at batch "
                  f"{small}; the gated model runs {gains.loc[small, 'gated']:+.1%} and {gains.loc[big, 'gated']:+.1%} "

@@ -113,13 +113,14 @@ def test_significance_counts_stay_inside_one_model_when_models_are_concatenated(
     # Two models' one-head effects with the same row labels 0, 1, 2 (as each sweep returns them).
     # The first chapter-03 count looked significance up by row label in the concatenated frame,
     # so the classifier's "0 significant, 1 improves" borrowed the translation model's stars.
-    clf = pd.DataFrame({"kind": "self", "delta": [0.02, 0.01, -0.03], "significant": [False, False, False]})
-    mt = pd.DataFrame({"kind": "enc_self", "delta": [-0.4, 0.7, 0.5], "significant": [True, False, True]})
+    clf = pd.DataFrame({"kind": "self", "layer": [0, 0, 1], "delta": [0.02, 0.01, -0.03], "significant": [False, False, False]})
+    mt = pd.DataFrame({"kind": "enc_self", "layer": [0, 1, 2], "delta": [-0.4, 0.7, 0.5], "significant": [True, False, True]})
     counts = pd.concat([significance_counts(clf).assign(model="nli"), significance_counts(mt).assign(model="mt")],
                        ignore_index=True).set_index("model")
     assert counts.loc["nli", ["heads", "significant", "significant_up"]].tolist() == [3, 0, 0]
     assert counts.loc["mt", ["heads", "significant", "significant_up"]].tolist() == [3, 2, 1]
     assert counts.loc["nli", "largest_gain"] == 0.02 and counts.loc["mt", "largest_drop"] == -0.4
+    assert counts.loc["nli", "layers"] == 2 and counts.loc["mt", "layers"] == 3
     # kinds of one model are counted apart, in the order they appear
     both = pd.concat([mt, mt.assign(kind="enc_dec", significant=False)], ignore_index=True)
     assert significance_counts(both)[["kind", "significant"]].values.tolist() == [["enc_self", 2], ["enc_dec", 0]]

@@ -434,6 +434,17 @@ def _recomputed_ours(table, likelihood: bool = False) -> dict[str, list[tuple[fl
                           f"chosen and reported on {_param('04_keeping_one_head', 'classifier_split')}")
     down = lambda rows: sum(1 for r in rows if r["significant"] and r["delta"] < 0)  # noqa: E731
     enc_dec = _layer_summary(reported)["enc_dec"]
+    # the equivalence margins of chapters 03 and 04, in each score's unit
+    def margin(chapter: str, kind: str) -> float:
+        given = {"BLEU": 1.0, "accuracy": 0.01, "perplexity": 0.01, **(_param(chapter, "margins") or {})}
+        return math.log(1 + given["perplexity"]) if likelihood else given["accuracy"] if kind == "self" else given["BLEU"]
+    classes = {m: _equivalence(rows, margin("03_ablating_one_head", rows[0]["kind"])) for m, rows in one_head.items()}
+    beyond = lambda rows: sum(_equivalence([r], margin("04_keeping_one_head", r["kind"]))["harmful"]  # noqa: E731
+                              for r in rows)
+    # on the likelihood the cell shows the layers beyond δ, with the significant drops in brackets (not read)
+    layers_lost = lambda rows: [_int(beyond(rows) if likelihood else down(rows))]  # noqa: E731
+    ups = _int(sum(1 for rows in significant.values() for r in rows if r["delta"] > 0))
+    significant_count = _int(sum(len(rows) for rows in significant.values()))
 
     r05 = [_pearson([p["score_in"] for p in rows], [p["score_out"] for p in rows])[0]
            for rows in (table("05_cross_domain_translation"), table("05_cross_domain_classifier"))]
@@ -463,13 +474,14 @@ def _recomputed_ours(table, likelihood: bool = False) -> dict[str, list[tuple[fl
 
     return {
         "Few heads matter alone": [_int(n) for m in sorted(one_head) for n in (len(significant[m]), len(one_head[m]))],
-        "Masking a head can improve the score": [
-            _int(sum(1 for rows in significant.values() for r in rows if r["delta"] > 0)),
-            _int(sum(len(rows) for rows in significant.values()))],
-        "Most layers can be reduced to one head": [_int(down(reported)), _int(len(reported))],
+        "Most heads can go alone": [_int(n) for m in sorted(one_head) for n in
+                                    (classes[m]["negligible"], len(one_head[m]), classes[m]["unplaced"])],
+        "Masking a head can improve the score": [_int(sum(c["helpful"] for c in classes.values()))] if likelihood
+        else [ups, significant_count],
+        "Most layers can be reduced to one head": [*layers_lost(reported), _int(len(reported))],
         "The last Enc-Dec layer": [_int(enc_dec["worst_layer"]), (enc_dec["worst_delta"], 2), (keep[0]["base"], 1)],
-        "No BERT layer needs more than one head": [_int(down(bert)), _int(len(bert))],
-        "Choosing the head on other data": [_int(down(held)), _int(len(held)), _int(down(reported))],
+        "No BERT layer needs more than one head": [*layers_lost(bert), _int(len(bert))],
+        "Choosing the head on other data": [*layers_lost(held), _int(len(held)), *layers_lost(reported)],
         "A head's effect in domain": [(r, 2) for r in r05],
         "A share of the translation model's heads": [_pct(first("translation", "importance"))],
         "A share of the classifier's heads": [_pct(first("classifier", "importance"))],
@@ -579,7 +591,8 @@ def _shown_as_recomputed(card: list[dict], column: str, per_seed: dict) -> None:
         used = [int(s) for s in str(row["seeds"]).split(", ")]
         values = [per_seed[s][claim] for s in used]
         assert None not in values, (claim, used)
-        if all(str(v) == str(values[0]) for v in values):  # str: nan equals nan
+        # one text for every seed, or "seed 0: ...; seed 1: ..." (also where only a bracket, not read, differs)
+        if all(str(v) == str(values[0]) for v in values) and not str(row[column]).startswith("seed "):
             want = values[0]
         else:  # "seed 0: ...; seed 1: ...": each seed's number, then its values
             want = [n for s, v in zip(used, values) for n in [_int(s), *v]]

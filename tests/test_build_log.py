@@ -117,13 +117,18 @@ BAD_PROFILES = [
 ]
 
 
+def _bad_profile(text: str, tmp_path, monkeypatch) -> None:
+    """Profile ``bad`` with ``text``, in a profiles folder of its own."""
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "bad.yml").write_text(text)
+    monkeypatch.setenv("SIXTEEN_HEADS_PROFILES", str(tmp_path / "profiles"))
+
+
 @pytest.mark.parametrize("text, message", BAD_PROFILES)
 def test_a_bad_profile_builds_no_model(text, message, tmp_path, monkeypatch):
     from helpers.book import course
 
-    (tmp_path / "profiles").mkdir()
-    (tmp_path / "profiles" / "bad.yml").write_text(text)
-    monkeypatch.setenv("SIXTEEN_HEADS_PROFILES", str(tmp_path / "profiles"))
+    _bad_profile(text, tmp_path, monkeypatch)
     monkeypatch.setenv("SIXTEEN_HEADS_CACHE", str(tmp_path / "cache"))
     with pytest.raises(SystemExit, match=message):
         course.main(["--profile", "bad"])   # `make models` refuses it before building anything
@@ -132,9 +137,7 @@ def test_a_bad_profile_builds_no_model(text, message, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("text, message", BAD_PROFILES)
 def test_a_bad_profile_is_refused_naming_the_key_and_the_file(text, message, tmp_path, monkeypatch):
-    (tmp_path / "profiles").mkdir()
-    (tmp_path / "profiles" / "bad.yml").write_text(text)
-    monkeypatch.setenv("SIXTEEN_HEADS_PROFILES", str(tmp_path / "profiles"))
+    _bad_profile(text, tmp_path, monkeypatch)
     monkeypatch.setenv("SIXTEEN_HEADS_RESULTS", str(tmp_path / "results"))
     with pytest.raises(SystemExit, match=message):
         runner.main(["--profile", "bad", "--output-dir", str(tmp_path / "executed")])

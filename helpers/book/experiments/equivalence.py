@@ -49,10 +49,13 @@ def classes(effects: pd.DataFrame, delta: float) -> pd.Series:
 
 def class_counts(effects: pd.DataFrame, delta: float) -> dict[str, int]:
     """``{class: heads}`` of ``effects`` (one model's, one run's, one kind's rows) for every class."""
-    found = classes(effects, delta).value_counts()
-    return {name: int(found.get(name, 0)) for name in EQUIVALENCE_CLASSES}
+    return {name: n for name, n in placement(effects, delta).items() if name in EQUIVALENCE_CLASSES}
 
 
-def unplaced(effects: pd.DataFrame, delta: float) -> int:
-    """Heads that neither test places: not significant, and undetermined against ``delta``."""
-    return int(((classes(effects, delta) == "undetermined") & ~effects["significant"].astype(bool)).sum())
+def placement(effects: pd.DataFrame, delta: float) -> dict[str, int]:
+    """``class_counts`` and ``unplaced``: the heads that neither test places (not significant, and
+    undetermined against ``delta``), from one classification of the rows."""
+    found = classes(effects, delta)
+    counts = found.value_counts()
+    unplaced = (found == "undetermined") & ~effects["significant"].astype(bool)
+    return {**{name: int(counts.get(name, 0)) for name in EQUIVALENCE_CLASSES}, "unplaced": int(unplaced.sum())}

@@ -13,6 +13,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
+from .. import course
 from ..verdicts import paper_values
 from . import equivalence
 from .head_effects import best_per_layer, configs_of, held_out, kept_head, layer_table
@@ -88,7 +89,7 @@ class Protocols:
         """``figure`` on the first training run of each model's stacked effects, each on the set
         its layers are chosen and reported on (``translation_split``, ``classifier_split``)."""
         def first(effects: pd.DataFrame, name: str) -> pd.DataFrame:
-            run = effects[effects["training_seed"] == effects["training_seed"].iloc[0]]
+            run = course.first_seed(effects)
             return run[run["set"] == name]
 
         return figure(first(translation, self.translation_split), first(classifier, self.classifier_split),

@@ -85,7 +85,7 @@ def grid_counts(grid: pd.DataFrame, alpha: float, margins: Mapping[str, float] |
                           "expected by chance": alpha * len(grid),
                           "within 1% of the unmasked perplexity": int((grid["change_pct"].abs() < 1).sum()),
                           "largest rise (%)": grid["change_pct"].max(), "margin (nats)": delta,
-                          **equivalence.class_counts(grid, delta), "unplaced": equivalence.unplaced(grid, delta)}])
+                          **equivalence.placement(grid, delta)}])
 
 
 def keep_one_head(model, grid: pd.DataFrame, batches: Sequence[dict], configs_per_pass: int, n_resamples: int,

@@ -30,8 +30,7 @@ def counts(models: Sequence[tuple[str, pd.DataFrame]], margins: Mapping[str, flo
             return table
         track = "classifier" if set(part["kind"]) == {"self"} else "translation"
         delta = equivalence.margin(track, measure, margins)
-        by_kind = [{**equivalence.class_counts(rows, delta), "unplaced": equivalence.unplaced(rows, delta)}
-                   for _, rows in part.groupby("kind", sort=False)]
+        by_kind = [equivalence.placement(rows, delta) for _, rows in part.groupby("kind", sort=False)]
         return pd.concat([table.assign(margin=delta), pd.DataFrame(by_kind, index=table.index)], axis=1)
 
     out = pd.concat([one(name, s, part) for name, effects in models for s, part in effects.groupby("training_seed")],

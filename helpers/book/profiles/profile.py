@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from ...zoo.locations import REPO
+from .parameters import check_profile, declared_parameters
 
 PROFILES = REPO / "profiles"
 NOTEBOOKS = REPO / "notebooks"
@@ -73,8 +74,6 @@ def load_profile(name: str) -> Profile:
     """Profile ``name``, read and checked: an unknown key, a chapter that does not exist, a
     parameter that no chapter declares, or a value of the wrong type or out of its range is a
     ``SystemExit`` that names the key and the file (``parameters.check_profile``)."""
-    from .parameters import check_profile
-
     path = profile_path(name)
     if path is None:
         known = sorted({p.stem for f in profile_folders() for p in f.glob("*.yml")})
@@ -90,8 +89,6 @@ def parameters_for(settings: Profile, notebook: str, overrides: dict) -> dict:
     """The parameters chapter ``notebook`` runs with: the profile's ``defaults`` that its
     parameters cell declares (a default set once serves every chapter that has the parameter),
     then its own entry in ``notebooks``, then ``overrides``, and ``profile`` (the name)."""
-    from .parameters import declared_parameters
-
     source = NOTEBOOKS / f"{notebook}.ipynb"
     declared = declared_parameters(source) if source.exists() else None
     defaults = {k: v for k, v in settings.defaults.items() if declared is None or k in declared}

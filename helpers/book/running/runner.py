@@ -28,10 +28,9 @@ from ...zoo.locations import REPO as ROOT
 from ..store import shards
 from .chapter_code import chapter_code_digest
 from ..profiles.parameters import parse_overrides
-from ..profiles.profile import load_profile, parameters_for
+from ..profiles.profile import NOTEBOOKS, load_profile, parameters_for
 from ..store.progress import estimate_left, progress_line, recorded_chapter_seconds
 
-NOTEBOOKS = ROOT / "notebooks"
 EXECUTED = ROOT / "book" / "executed"
 
 

@@ -18,6 +18,10 @@ It imports torch, transformers and (for fairseq models) fairseq, and nothing fro
 * pruning_curves.py: score against the share of heads pruned, in importance, ablation or
   random order (§4.2);
 * throughput.py: examples per second and FLOPs, full against pruned (§4.3);
+* removal.py: zero, mean and resample ablation (``HeadRemoval``, ``reference_outputs``), given to
+  ``HeadGates(model, removal=...)`` or a sweep's ``removal``;
+* concrete_gates.py: hard-concrete gates trained with an L0 penalty (Voita et al. 2019), a fourth
+  way to choose which heads go;
 * significance.py: the paired bootstrap test of a score change (§3.2);
 * metrics.py: accuracy, Matthews, F1 and tokenised BLEU;
 * devices.py, atomic.py, fairseq_compat.py: moving batches to a model's device, atomic writes,
@@ -32,6 +36,7 @@ from .importance import head_importance
 from .pruning import (count_parameters, kept_heads, load_pruned, prune_heads, prune_kv_groups, pruned_heads,
                       save_pruned)
 from .pruning_curves import order_by_ablation, order_by_importance, prunable_share, pruning_curve, random_order
+from .removal import REMOVAL_KINDS, HeadRemoval, reference_outputs
 from .significance import paired_bootstrap
 from .sites import (
     SUPPORTED_FAMILIES,
@@ -45,7 +50,7 @@ from .sites import (
 from .throughput import compare_speed, forward_flops, speed_gains, throughput
 
 __all__ = [
-    "AttentionSite", "Config", "GateRecord", "HeadGates", "HeadSpec", "HeadSpecError", "SUPPORTED_FAMILIES",
+    "AttentionSite", "Config", "GateRecord", "HeadGates", "HeadRemoval", "REMOVAL_KINDS", "reference_outputs", "HeadSpec", "HeadSpecError", "SUPPORTED_FAMILIES",
     "UNMASKED", "UnsupportedModelError", "all_but_one_configs", "attention_sites", "compare_speed",
     "config_row_gates", "count_parameters", "family_of", "forward_flops", "gated_passes", "gated_runs",
     "head_importance", "kept_heads", "kv_group_heads", "kv_group_importance", "kv_groups_to_heads", "layout",

@@ -30,6 +30,7 @@ from tqdm.auto import tqdm
 from .config_batches import UNMASKED, Config, config_row_gates, fairseq_rows, gates_encoder, repeat_rows
 from .forked import in_order, run_forked, strided_shares, sweep_processes
 from .gates import HeadGates, HeadSpec
+from .removal import HeadRemoval
 from .sites import attention_sites, family_of, sites_by_kind
 
 DECODER_KINDS = ("enc_dec", "dec_self")
@@ -124,8 +125,8 @@ class _Recorder:
 @torch.no_grad()
 def single_layer_sweep(model: nn.Module, batches: Iterable, run: Callable[[nn.Module, Any], torch.Tensor],
                        configs: Sequence[Config], reuse: bool = True, progress: bool = True,
-                       configs_per_pass: int = 1, processes: int | None = None
-                       ) -> tuple[torch.Tensor, dict[Config, torch.Tensor]]:
+                       configs_per_pass: int = 1, processes: int | None = None,
+                       removal: HeadRemoval | None = None) -> tuple[torch.Tensor, dict[Config, torch.Tensor]]:
     """Run ``run(model, batch)`` (per-example outputs [B, ...]) on every batch unmasked and under
     every configuration of ``configs``, each masking heads of a single layer.
 
@@ -134,7 +135,7 @@ def single_layer_sweep(model: nn.Module, batches: Iterable, run: Callable[[nn.Mo
     must then accept such a batch (every tensor repeated along axis 0). ``processes`` > 1 splits
     the passes over that many forked processes, each running the unmasked pass too (forked.py;
     None: ``sweep_processes(model)``, 2 on a CPU of 2 or more cores). The results are the same
-    either way. Returns the unmasked outputs and ``{config: outputs}``, concatenated over batches
+    either way. ``removal``: how a masked head is removed (removal.py; None: zeroed). Returns the unmasked outputs and ``{config: outputs}``, concatenated over batches
     [N, ...].
     """
     model.eval()
@@ -143,20 +144,21 @@ def single_layer_sweep(model: nn.Module, batches: Iterable, run: Callable[[nn.Mo
     batches = list(batches)
     processes = sweep_processes(model) if processes is None else processes
     if processes > 1 and len(passes) > 1:
-        return _forked_sweep(model, batches, run, passes, reuse, progress, processes)
+        return _forked_sweep(model, batches, run, passes, reuse, progress, processes, removal)
     with tqdm(total=len(batches) * len(order), desc="ablation sweep", disable=not progress, unit="run") as bar:
-        return _sweep_here(model, batches, run, passes, reuse, bar.update)
+        return _sweep_here(model, batches, run, passes, reuse, bar.update, removal)
 
 
 def _sweep_here(model: nn.Module, batches: list, run: Callable, passes: list[list[Config]], reuse: bool,
-                advance: Callable[[int], Any]) -> tuple[torch.Tensor, dict[Config, torch.Tensor]]:
+                advance: Callable[[int], Any], removal: HeadRemoval | None = None
+                ) -> tuple[torch.Tensor, dict[Config, torch.Tensor]]:
     """``single_layer_sweep``'s work in this process, pass by pass (``advance(n)`` after each)."""
     blocks, batch_dims = _blocks(model)
     cores, core_dims = _cores(model)
     batch_dims = {**batch_dims, **core_dims}
     base: list[torch.Tensor] = []
     outs: dict[Config, list[torch.Tensor]] = {c: [] for chunk in passes for c in chunk}
-    with HeadGates(model) as gates:
+    with HeadGates(model, removal=removal) as gates:
         for batch in batches:
             recorder = _Recorder([b for bs in blocks.values() for b in bs] + list(cores.values())) if reuse else None
             try:
@@ -172,7 +174,7 @@ def _sweep_here(model: nn.Module, batches: list, run: Callable, passes: list[lis
                 if reuse and (kind, layer) in cores and cores[kind, layer] in recorder.outputs:
                     replay.append(cores[kind, layer])
                 kept = {m: repeat_rows(recorder.outputs[m], len(chunk), batch_dims[m]) for m in replay}
-                with _replaying(kept), gates.rows(config_row_gates(gates, chunk, rows)):
+                with _replaying(kept), gates.rows(config_row_gates(gates, chunk, rows), period=rows):
                     out = run(model, repeat_rows(batch, len(chunk))).detach().cpu()
                 for k, config in enumerate(chunk):
                     outs[config].append(out[k * rows:(k + 1) * rows])
@@ -181,13 +183,14 @@ def _sweep_here(model: nn.Module, batches: list, run: Callable, passes: list[lis
 
 
 def _forked_sweep(model: nn.Module, batches: list, run: Callable, passes: list[list[Config]], reuse: bool,
-                  progress: bool, processes: int) -> tuple[torch.Tensor, dict[Config, torch.Tensor]]:
+                  progress: bool, processes: int, removal: HeadRemoval | None = None
+                  ) -> tuple[torch.Tensor, dict[Config, torch.Tensor]]:
     """``_sweep_here`` with every ``processes``-th pass in each of ``processes`` forked processes
     (a strided share holds passes of every layer, so the shares cost about the same)."""
     shares = strided_shares(passes, processes)
 
     def work(share, emit):
-        base, outs = _sweep_here(model, batches, run, share, reuse, emit.advance)
+        base, outs = _sweep_here(model, batches, run, share, reuse, emit.advance, removal)
         emit.result(UNMASKED, base)
         for config, out in outs.items():
             emit.result(config, out)

@@ -17,6 +17,9 @@ it follows later edits of the gates without recompiling.
 Row gates (``HeadGates.rows``) give each example of a batch its own gates, so that one forward
 pass, or one beam search, evaluates many head configurations: repeat the batch once per
 configuration and give each copy that configuration's gates. They multiply the shared gates.
+
+``HeadGates(model, removal=...)`` removes a head by putting another output in its place instead
+of zero (mean or resample ablation, removal.py): a gate g then gives ``g * c + (1 - g) * r``.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from typing import Iterator, Mapping, Sequence
 import torch
 from torch import nn
 
+from .removal import HeadRemoval
 from .sites import AttentionSite, HeadSpecError, attention_sites, check_head, device_of, resolve, sites_by_kind
 
 HeadSpec = Mapping[str, Mapping[int, Sequence[int]]]
@@ -59,8 +63,10 @@ class HeadGates:
             logits = model(**batch).logits
     """
 
-    def __init__(self, model: nn.Module, *, requires_grad: bool = False):
+    def __init__(self, model: nn.Module, *, requires_grad: bool = False, removal: HeadRemoval | None = None):
         self.model = model
+        self.removal = None if removal is None or removal.zero else removal
+        self._row_period: int | None = None
         self.sites = attention_sites(model)
         device = device_of(model)
         self._tensors: dict[str, torch.Tensor] = {}
@@ -110,12 +116,14 @@ class HeadGates:
                     self._tensors[kind][layer, h] = value
 
     @contextmanager
-    def rows(self, gates: Mapping[str, torch.Tensor]) -> Iterator[None]:
+    def rows(self, gates: Mapping[str, torch.Tensor], period: int | None = None) -> Iterator[None]:
         """Within this block, row ``r`` of every batch is gated by ``gates[kind][r]`` as well.
 
         ``gates``: ``{kind: [rows, n_layers, n_heads]}`` (kinds left out: ones), indexed like
         ``tensor(kind)``; every batch a gated block sees must have exactly ``rows`` examples.
         Beam search reorders and drops rows as it goes: call ``reorder_rows`` with its order.
+        ``period``: the rows of one copy of a repeated batch, so that resample ablation gives row
+        ``r`` the donor of row ``r mod period`` under every configuration.
         """
         if not self.active:
             raise RuntimeError("HeadGates.rows() needs the gates installed: use it inside `with HeadGates(model)`")
@@ -131,11 +139,12 @@ class HeadGates:
         if len(n_rows) > 1:
             raise HeadSpecError(f"row gates of different kinds have different numbers of rows: {sorted(n_rows)}")
         self._rows = {k: g.detach().to(self.tensor(k).device) for k, g in gates.items()}
+        self._row_period = period
         self._refresh_rows()
         try:
             yield
         finally:
-            self._rows, self._rows_gated = {}, {}
+            self._rows, self._rows_gated, self._row_period = {}, {}, None
 
     def reorder_rows(self, new_order: torch.Tensor) -> None:
         """Row ``i`` becomes the old row ``new_order[i]`` (fairseq's ``reorder_encoder_out`` order)."""
@@ -233,7 +242,11 @@ class HeadGates:
             per_head = context.reshape(*shape[:-1], site.num_heads, site.head_dim)
             if site.kind in self._rows:
                 gate = gate * self._row_gate(site, shape).to(context.dtype)
-            gated = (per_head * gate).reshape(shape)
+            if self.removal is None:
+                gated = (per_head * gate).reshape(shape)
+            else:
+                replacement = self.removal.replacement(site, per_head, self._row_period)
+                gated = (per_head * gate + (1 - gate) * replacement).reshape(shape)
             if self._records is not None:
                 if not gated.requires_grad:
                     gated.requires_grad_()

@@ -156,12 +156,34 @@ def translation_loss_batches(model: nn.Module, pairs: Sequence, max_tokens: int 
     return [batch for _, batch in _indexed_loss_batches(model, pairs, max_tokens)]
 
 
-def _indexed_loss_batches(model: nn.Module, pairs: Sequence, max_tokens: int) -> list[tuple[list[int], dict]]:
+def _indexed_loss_batches(model: nn.Module, pairs: Sequence, max_tokens: int, left_pad_source: bool = True
+                          ) -> list[tuple[list[int], dict]]:
     from .translation_model import collate, encode_pairs, token_batches
 
     items = encode_pairs(pairs, model)
     pad, eos = model.decoder.dictionary.pad(), model.decoder.dictionary.eos()
-    return [(idx, collate([items[i] for i in idx], pad, eos)) for idx in token_batches(items, max_tokens)]
+    indexed = [(idx, collate([items[i] for i in idx], pad, eos)) for idx in token_batches(items, max_tokens)]
+    return indexed if left_pad_source else [(idx, _sources_right_padded(batch, pad)) for idx, batch in indexed]
+
+
+def _sources_right_padded(batch: dict, pad: int) -> dict:
+    """``batch`` with its left-padded sources moved to the left of each row (padding at the end):
+    fairseq's encoder reads either layout the same way (its padding mask and positions skip the
+    pads), and right padding keeps each token at its position, which mean ablation needs."""
+    src = batch["net_input"]["src_tokens"]
+    right = torch.full_like(src, pad)
+    for i, length in enumerate(batch["net_input"]["src_lengths"].tolist()):
+        right[i, :length] = src[i, src.shape[1] - length:]
+    return {**batch, "net_input": {**batch["net_input"], "src_tokens": right}}
+
+
+def translation_reference(model: nn.Module, pairs: Sequence, kind: str):
+    """The ``HeadRemoval`` of ``kind`` (removal.py) with ``pairs`` as the reference set, one
+    teacher-forced pass per pair."""
+    from ..heads.removal import reference_outputs
+
+    one_each = [batch for pair in pairs for _, batch in _indexed_loss_batches(model, [pair], 10 ** 6)]
+    return reference_outputs(model, one_each, translation_loss, kind)
 
 
 @torch.no_grad()
@@ -204,16 +226,17 @@ def masked_translation_nll(model: nn.Module, pairs: Sequence, configs: Sequence,
 
 
 def single_layer_translation_nll(model: nn.Module, pairs: Sequence, configs: Sequence, progress: bool = True,
-                                 max_tokens: int = 2000) -> Iterator[tuple[Any, np.ndarray]]:
+                                 max_tokens: int = 2000, removal=None) -> Iterator[tuple[Any, np.ndarray]]:
     """``masked_translation_nll`` for configurations that each mask heads of a single layer
     (``Config``s: one head, all but one), by ``ablation.single_layer_sweep``: the teacher-forced
     pass replays the unmasked layers below the masked one (the whole encoder for a decoder
     kind), with the same rows. Yields ``(config, rows)``, ``UNMASKED`` too when it is in
-    ``configs``, in the order of ``configs``."""
+    ``configs``, in the order of ``configs``. ``removal``: a ``HeadRemoval`` other than zero
+    (mean, resample); the sources are then right-padded so that positions line up."""
     from ..heads.ablation import single_layer_sweep
     from ..heads.config_batches import UNMASKED
 
-    indexed = _indexed_loss_batches(model, pairs, max_tokens)
+    indexed = _indexed_loss_batches(model, pairs, max_tokens, left_pad_source=removal is None)
     pad = model.decoder.dictionary.pad()
 
     def run(m: nn.Module, batch: dict) -> torch.Tensor:                                   # [b, 2]
@@ -221,7 +244,8 @@ def single_layer_translation_nll(model: nn.Module, pairs: Sequence, configs: Seq
         return torch.stack([translation_loss(m, batch).double().cpu(), tokens], 1)
 
     masked = [c for c in configs if c != UNMASKED]
-    base, outs = single_layer_sweep(model, [batch for _, batch in indexed], run, masked, progress=progress)
+    base, outs = single_layer_sweep(model, [batch for _, batch in indexed], run, masked, progress=progress,
+                                    removal=removal)
     order = np.argsort(np.concatenate([idx for idx, _ in indexed]))                   # batch order -> pairs order
     for config in configs:
         yield config, (base if config == UNMASKED else outs[config]).numpy()[order]

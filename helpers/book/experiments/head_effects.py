@@ -26,6 +26,7 @@ import pandas as pd
 import torch
 
 from ...heads.ablation import UNMASKED, Config, single_layer_sweep
+from ...heads.removal import HeadRemoval, reference_outputs
 from ...heads.devices import to_device
 from ...heads.significance import (accuracy_from_stats, accuracy_stats, bleu_from_stats, bleu_stats, log_likelihood,
                                   paired_bootstrap, resample_indices)
@@ -33,7 +34,7 @@ from ...heads.sites import ENCODER_ONLY_KINDS, SEQ2SEQ_KINDS
 from ...zoo import translation_model
 from ...zoo.classifier_training import batches, by_length, encode, in_order
 from ...zoo.first_token_only import first_token_only, supports_first_token_only
-from ...zoo.scorers import masked_translations, single_layer_translation_nll
+from ...zoo.scorers import masked_translations, single_layer_translation_nll, translation_reference
 from ..store.sweep_cache import SweepCache, sweep_key
 
 # Configurations per forward pass or beam search. On 2 CPU cores a MiniLM classifier sweep is
@@ -42,6 +43,7 @@ from ..store.sweep_cache import SweepCache, sweep_key
 # fairseq's per-step work (0.57 of the time with 4 to 24 per search); a GPU gains on both. On a
 # CPU both sweeps split their passes over two forked processes (helpers/heads/forked.py).
 CLASSIFIER_CONFIGS_PER_PASS = 1
+Removal = tuple[str, Sequence]  # (removal kind, reference examples): heads removed by mean or resample ablation
 TRANSLATION_CONFIGS_PER_PASS = 12
 
 
@@ -74,7 +76,8 @@ MEASURES = ("metric", "likelihood")  # the paper's metric (here accuracy), the l
 def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[Config], max_length: int = 64,
                        batch_size: int = 64, n_resamples: int = 1000, alpha: float = 0.01, seed: int = 0,
                        progress: bool = True, cache_dir: Path | None = None,
-                       configs_per_pass: int = CLASSIFIER_CONFIGS_PER_PASS, measure: str = "metric") -> pd.DataFrame:
+                       configs_per_pass: int = CLASSIFIER_CONFIGS_PER_PASS, measure: str = "metric",
+                       removal: Removal | None = None) -> pd.DataFrame:
     """Accuracy (or, with ``measure="likelihood"``, the mean log-probability of the gold
     label, in nats) of a sequence classifier under each configuration (lower layers replayed; up
     to ``configs_per_pass`` configurations of a layer in one forward pass, with the same results;
@@ -83,13 +86,16 @@ def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[C
     One sweep serves both measures: it keeps each example's label log-probabilities.
     ``cache_dir`` (e.g. ``course.sweeps_dir``; only for a model as loaded, never one modified in
     place) keeps them per configuration, so a later call on the same examples and options
-    (either measure) computes only the configurations it has not seen."""
+    (either measure) computes only the configurations it has not seen. ``removal``: ``(kind,
+    reference examples)`` to remove heads by mean or resample ablation (removal.py) instead of
+    zeroing them; the reference set enters the cache key."""
     if measure not in MEASURES:
         raise ValueError(f"unknown measure {measure!r}; use one of {MEASURES}")
     inputs = [_text_of(e) for e in examples]
     options = {"max_length": max_length, "batch_size": batch_size, "by_length": True, "outputs": "log_probs"}
     if supports_first_token_only(model):
         options["first_token_only"] = True
+    options.update(removal_options(removal, _text_of))
     cache = _cache(cache_dir, inputs, options)
     everything = [UNMASKED, *configs]
     todo = cache.share(everything)
@@ -99,9 +105,10 @@ def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[C
             order = by_length(encoded)
             data = list(batches(encoded, batch_size, order))
             todo = [c for c in todo if c != UNMASKED]
+            removed = classifier_reference(model, tokenizer, removal, max_length)
             with first_token_only(model):
                 base, outs = single_layer_sweep(model, data, _label_log_probs, todo, progress=progress,
-                                                configs_per_pass=configs_per_pass)
+                                                configs_per_pass=configs_per_pass, removal=removed)
             cache.put(UNMASKED, in_order(base, order).tolist())
             for config, log_probs in outs.items():
                 cache.put(config, in_order(log_probs, order).tolist())
@@ -116,6 +123,24 @@ def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[C
             return gold_nll_stats(np.asarray(cache.get(config)), gold)
         score = log_likelihood
     return effect_rows(configs, stats_of(UNMASKED), stats_of, score, n_resamples, alpha, seed)
+
+
+def removal_options(removal: Removal | None, text_of) -> dict:
+    """The cache options of a removal: none for zero (the keys of earlier sweeps stay), else its
+    kind and the reference examples' texts."""
+    if removal is None or removal[0] == "zero":
+        return {}
+    kind, reference = removal
+    return {"removal": kind, "reference": [text_of(e) for e in reference]}
+
+
+def classifier_reference(model, tokenizer, removal: Removal | None, max_length: int) -> HeadRemoval | None:
+    """The ``HeadRemoval`` of ``removal`` (kind, reference examples) for a classifier, or None for zero."""
+    if removal is None or removal[0] == "zero":
+        return None
+    kind, reference = removal
+    one_each = [encode(tokenizer, [e], max_length) for e in reference]
+    return reference_outputs(model, one_each, _label_log_probs, kind)
 
 
 def _label_log_probs(model, batch) -> torch.Tensor:
@@ -160,19 +185,23 @@ def translation_effects(model, pairs: Sequence, configs: Sequence[Config], beam:
 
 def translation_likelihood_effects(model, pairs: Sequence, configs: Sequence[Config], max_tokens: int = 2000,
                                    n_resamples: int = 1000, alpha: float = 0.01, seed: int = 0, progress: bool = True,
-                                   cache_dir: Path | None = None) -> pd.DataFrame:
+                                   cache_dir: Path | None = None, removal: Removal | None = None) -> pd.DataFrame:
     """The mean log-likelihood per reference token (nats, teacher-forced, ``scorers.translation_nll``)
     of a translation model under each configuration (each masking heads of one layer), with the
     paired bootstrap over sentences; columns as ``translation_effects``'s. One teacher-forced pass
     per configuration that replays the layers below the masked one
     (``scorers.single_layer_translation_nll``), no decoding; ``cache_dir`` as in
-    ``classifier_effects`` (each sentence's NLL and token count per configuration)."""
-    options = {"measure": "teacher_forced_nll", "max_tokens": max_tokens}
+    ``classifier_effects`` (each sentence's NLL and token count per configuration); ``removal`` as
+    in ``classifier_effects``."""
+    options = {"measure": "teacher_forced_nll", "max_tokens": max_tokens,
+               **removal_options(removal, lambda p: [p.src, p.ref])}
     cache = _cache(cache_dir, [[p.src, p.ref] for p in pairs], options)
     everything = [UNMASKED, *configs]
     todo = cache.share(everything)
     with cache.working():
-        for config, rows in single_layer_translation_nll(model, pairs, todo, progress, max_tokens):
+        removed = None if not todo or not removal or removal[0] == "zero" else \
+            translation_reference(model, removal[1], removal[0])
+        for config, rows in single_layer_translation_nll(model, pairs, todo, progress, max_tokens, removed):
             cache.put(config, rows.tolist())
     cache.wait_for(everything)
     return effect_rows(configs, np.asarray(cache.get(UNMASKED)), lambda c: np.asarray(cache.get(c)), log_likelihood,

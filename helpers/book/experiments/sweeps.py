@@ -22,7 +22,7 @@ import pandas as pd
 from ...heads.ablation import Config, all_but_one_configs, one_head_configs
 from .. import course
 from ..profiles import Profile
-from .head_effects import MEASURES, classifier_effects, translation_effects, translation_likelihood_effects
+from .head_effects import MEASURES, Removal, classifier_effects, translation_effects, translation_likelihood_effects
 
 CONFIGS: dict[str, Callable] = {"one_head": one_head_configs, "all_but_one": all_but_one_configs}
 Configs = Union[str, Callable[..., Sequence[Config]], Sequence[Config]]  # a name in CONFIGS, a function of the model, or a list
@@ -39,9 +39,10 @@ class Run:
     model: object
     tokenizer: object = None
 
-    def effects(self, examples: Sequence, configs: Configs, measure: str = "metric") -> pd.DataFrame:
+    def effects(self, examples: Sequence, configs: Configs, measure: str = "metric",
+                removal: Removal | None = None) -> pd.DataFrame:
         """One row per configuration (``head_effects``' columns) of this run on ``examples``."""
-        return self.sweeps.run_effects(self, examples, configs, measure)
+        return self.sweeps.run_effects(self, examples, configs, measure, removal)
 
 
 @dataclass(frozen=True)
@@ -85,21 +86,29 @@ class HeadSweeps:
         """``measure(run)`` for every training run of ``name``, stacked, with ``training_seed``."""
         return pd.concat([measure(run).assign(training_seed=run.seed) for run in self.runs(name)], ignore_index=True)
 
-    def effects(self, name: str, examples: Sequence, configs: Configs, measure: str = "metric") -> pd.DataFrame:
-        """``Run.effects`` on every training run of ``name``, stacked with ``training_seed``."""
-        return self.over_runs(name, lambda run: run.effects(examples, configs, measure))
+    def effects(self, name: str, examples: Sequence, configs: Configs, measure: str = "metric",
+                removal: Removal | None = None) -> pd.DataFrame:
+        """``Run.effects`` on every training run of ``name``, stacked with ``training_seed``.
+        ``removal``: ``(kind, reference examples)`` to remove heads by mean or resample ablation
+        (helpers/heads/removal.py) instead of zeroing them."""
+        return self.over_runs(name, lambda run: run.effects(examples, configs, measure, removal))
 
-    def run_effects(self, run: Run, examples: Sequence, configs: Configs, measure: str) -> pd.DataFrame:
+    def run_effects(self, run: Run, examples: Sequence, configs: Configs, measure: str,
+                    removal: Removal | None = None) -> pd.DataFrame:
         if measure not in MEASURES:
             raise ValueError(f"measure {measure!r}: use one of {MEASURES}")
+        zeroed = removal is None or removal[0] == "zero"
+        if not zeroed and self.is_translation(run.name) and measure == "metric":
+            raise ValueError(f"{removal[0]} ablation replaces a head's output position by position, which beam "
+                             "search (one position per step) cannot do: score the translation model by likelihood")
         chosen = CONFIGS[configs](run.model) if isinstance(configs, str) else configs(run.model) if callable(configs) \
             else list(configs)
         common = {"cache_dir": course.sweeps_dir(self.settings, run.run), "progress": self.progress, **self.bootstrap}
         if not self.is_translation(run.name):
             max_length = self.settings.max_length(run.name)
             return classifier_effects(run.model, run.tokenizer, examples, chosen, max_length=max_length,
-                                      measure=measure, **common)
+                                      measure=measure, removal=removal, **common)
         if measure == "likelihood":
-            return translation_likelihood_effects(run.model, examples, chosen, **common)
+            return translation_likelihood_effects(run.model, examples, chosen, removal=removal, **common)
         return translation_effects(run.model, self.decoded(examples), chosen, beam=self.beam, max_len_b=self.max_len_b,
                                    **common)

@@ -70,40 +70,57 @@ class PruningRuns:
         return (course.subset(data[scored], self.max_examples), course.subset(data[self.importance_split], self.importance_examples),
                 course.subset(data[scored], self.ablation_examples))
 
-    def _loaded_run(self, name: str, run: str):
-        """(model, importance, scorers or None) of a run, loaded and estimated once."""
-        if run not in self._loaded:
+    def _model(self, name: str, run: str) -> tuple:
+        """(model, tokenizer or None, classifier scorers or None) of a run, loaded once."""
+        key = ("model", run)
+        if key not in self._loaded:
             settings = self.sweeps.settings
             if name == self.classifier:
-                scored, ranked, _ = self._sets(name, self.classifier_split)
-                max_length = settings.max_length(name)
+                scored, _, _ = self._sets(name, self.classifier_split)
                 model, tokenizer = course.load_classifier(settings, run)
+                scorers = classifier_scorers(tokenizer, scored, ["accuracy", "log_likelihood"], settings.max_length(name))
+                self._loaded[key] = model, tokenizer, scorers
+            else:
+                self._loaded[key] = course.load_translation(settings, run), None, None
+        return self._loaded[key]
+
+    def _loaded_run(self, name: str, run: str):
+        """(model, tokenizer, (I_h, its estimator)) of a run, loaded and estimated once."""
+        if run not in self._loaded:
+            model, tokenizer, _ = self._model(name, run)
+            if name == self.classifier:
+                _, ranked, _ = self._sets(name, self.classifier_split)
+                max_length = self.sweeps.settings.max_length(name)
                 estimate = lambda m, **kw: classifier_importance(m, tokenizer, ranked, max_length, **kw)
-                scorers = classifier_scorers(tokenizer, scored, ["accuracy", "log_likelihood"], max_length)
-                self._loaded[run] = model, tokenizer, (estimate(model), estimate), scorers
             else:
                 _, ranked, _ = self._sets(name, self.translation_split)
-                model = course.load_translation(settings, run)
                 estimate = lambda m, **kw: translation_importance(m, ranked, **kw)
-                self._loaded[run] = model, None, (estimate(model), estimate), None
+            self._loaded[run] = model, tokenizer, (estimate(model), estimate)
         return self._loaded[run]
+
+    def scored_run(self, name: str, run: str, measure: str) -> tuple:
+        """(model, tokenizer or None, score): a run and the scorer of ``measure`` ("metric" or
+        "likelihood") on the scored set, as the curves use them (``score.many`` scores head specs)."""
+        model, tokenizer, scorers = self._model(name, run)
+        if name == self.classifier:
+            return model, tokenizer, scorers["accuracy" if measure == "metric" else "log_likelihood"]
+        scored, _, _ = self._sets(name, self.translation_split)
+        if measure == "metric":
+            return model, None, translation_scorer(self.sweeps.decoded(scored), beam=self.sweeps.beam,
+                                                   max_len_b=self.sweeps.max_len_b)
+        return model, None, translation_likelihood_scorer(scored)   # teacher-forced per reference token: no decoding
 
     def curves(self, name: str, measure: str = "metric") -> pd.DataFrame:
         """Every training run's pruning curves of model ``name`` (the classifier or the
         translation model), scored on ``measure`` ("metric" or "likelihood"), with ``track``."""
         track = "classifier" if name == self.classifier else "translation"
         scored_split = self.classifier_split if track == "classifier" else self.translation_split
-        scored, _, ablation_set = self._sets(name, scored_split)
+        _, _, ablation_set = self._sets(name, scored_split)
         out = []
         for seed, run in course.seed_runs(self.sweeps.settings, name, self.sweeps.training_seeds):
-            model, tokenizer, importance, scorers = self._loaded_run(name, run)
+            model, tokenizer, importance = self._loaded_run(name, run)
             effects = Run(self.sweeps, name, run, seed, model, tokenizer).effects(ablation_set, "one_head", measure)
-            if track == "classifier":
-                score = scorers["accuracy" if measure == "metric" else "log_likelihood"]
-            elif measure == "metric":
-                score = translation_scorer(self.sweeps.decoded(scored), beam=self.sweeps.beam, max_len_b=self.sweeps.max_len_b)
-            else:  # teacher-forced log-likelihood per reference token: no decoding
-                score = translation_likelihood_scorer(scored)
+            score = self.scored_run(name, run, measure)[2]
             out.append(orders_and_curves(name, model, score, importance, effects, self.random_orders, self.seed,
                                          self.step, self.reestimate).assign(training_seed=seed))
         return pd.concat(out, ignore_index=True).assign(track=track)

@@ -1,0 +1,156 @@
+"""Four ways to choose which heads go (chapter 12): I_h, one-head ablation, chance, and
+hard-concrete gates trained with an L0 penalty (Voita et al. 2019; heads/concrete_gates.py).
+
+Chapter 06 draws the first three curves and saves them (``06_pruning_curves``, both measures);
+this module adds the fourth on the same models, sets and scorers (``PruningRuns``), and
+summarises the four per model, seed and measure: the share prunable within δ and the area
+under the curve.
+
+The gates are trained on the model frozen, on the split I_h is estimated on (the train split),
+with the model's own loss (gold label cross-entropy; reference cross-entropy per target token).
+Each penalty gives one pruned set (the heads whose test gate is 0): a point on the curve. The
+gates of the middle penalty also *rank* the heads (lowest log_alpha first), which gives a full
+curve at chapter 06's steps, comparable with the other orders.
+"""
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ...heads.concrete_gates import ConcreteGates, train_concrete_gates
+from ...heads.pruning_curves import counts, heads_of, prunable_share, score_specs, spec_of
+from ...zoo.classifier_training import batches as classifier_batches
+from ...zoo.classifier_training import encode, labels_of
+from ...zoo.scorers import translation_loss, translation_loss_batches
+from .. import course
+from .equivalence import margin
+from .pruning import PruningRuns
+
+L0_ORDER = "L0 gates"
+METHODS = ("importance", "ablation", "random (mean)", L0_ORDER)
+
+
+def gate_training_batches(runs: PruningRuns, name: str, model, tokenizer, examples: int, seed: int) -> list:
+    """Batches of ``examples`` examples of the importance split (drawn with ``seed``) for the gates."""
+    data = course.subset(runs.sweeps.data(name)[runs.importance_split], examples, seed)
+    if tokenizer is None:
+        return translation_loss_batches(model, data, max_tokens=1000)
+    encoded = encode(tokenizer, data, runs.sweeps.settings.max_length(name))
+    encoded["labels"] = labels_of(data)
+    return list(classifier_batches(encoded, 32))
+
+
+def task_loss(tokenizer):
+    """The scalar loss the gates learn against: mean cross-entropy of the gold label, or of the
+    reference per target token (nats)."""
+    if tokenizer is None:
+        def loss(model, batch):
+            tokens = batch["target"].ne(model.decoder.dictionary.pad()).sum()
+            return translation_loss(model, batch).sum() / tokens
+        return loss
+
+    def loss(model, batch):
+        labels = batch["labels"]
+        inputs = {k: v for k, v in batch.items() if k != "labels"}
+        return torch.nn.functional.cross_entropy(model(**inputs).logits.float(), labels)
+    return loss
+
+
+def l0_curves(runs: PruningRuns, name: str, measure: str, penalties: Sequence[float], steps: int,
+              examples: int, seed: int, progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """For every training run of ``name``: gates trained at each penalty (kept per run, so the
+    second measure reuses them), scored on ``measure`` as chapter 06 scores its curves.
+
+    Returns ``(curve, points)``: the curve of the middle penalty's ranking at chapter 06's steps
+    (columns pruned, share, score, order, model, training_seed, track), and one row per penalty:
+    penalty, pruned, share, score, seconds (training time of that penalty's gates).
+    """
+    track = "classifier" if name == runs.classifier else "translation"
+    curves, points = [], []
+    for training_seed, run in course.seed_runs(runs.sweeps.settings, name, runs.sweeps.training_seeds):
+        model, tokenizer, score = runs.scored_run(name, run, measure)
+        trained = _trained_gates(runs, name, run, model, tokenizer, penalties, steps, examples, seed, progress)
+        pool = heads_of(model)
+        ranking = trained[len(trained) // 2][0].ranking(model)
+        steps_ = counts(len(pool), runs.step)
+        specs = [spec_of(ranking[:c]) for c in steps_] + [g.pruned(model) for g, _ in trained]
+        scores = score_specs(model, specs, score, progress=progress, desc=f"{run}: L0 gates")
+        curves.append(pd.DataFrame({"pruned": steps_, "share": [c / len(pool) for c in steps_],
+                                    "score": scores[:len(steps_)], "order": L0_ORDER, "model": name,
+                                    "training_seed": training_seed, "track": track}))
+        for (gates, seconds), spec, s in zip(trained, specs[len(steps_):], scores[len(steps_):]):
+            n = sum(len(h) for layers in spec.values() for h in layers.values())
+            points.append({"model": name, "track": track, "training_seed": training_seed, "penalty": gates.penalty,
+                           "pruned": n, "share": n / len(pool), "score": s, "seconds": seconds})
+    return pd.concat(curves, ignore_index=True), pd.DataFrame(points)
+
+
+_GATES: dict[tuple, list[tuple[ConcreteGates, float]]] = {}
+
+
+def _trained_gates(runs: PruningRuns, name: str, run: str, model, tokenizer, penalties: Sequence[float], steps: int,
+                   examples: int, seed: int, progress: bool) -> list[tuple[ConcreteGates, float]]:
+    """``[(gates, training seconds)]`` per penalty, trained once per run and setting in this process."""
+    import time
+
+    key = (run, tuple(penalties), steps, examples, seed)
+    if key not in _GATES:
+        data = gate_training_batches(runs, name, model, tokenizer, examples, seed)
+        trained = []
+        for penalty in penalties:
+            start = time.perf_counter()
+            gates = train_concrete_gates(model, data, task_loss(tokenizer), penalty, steps, seed=seed, progress=progress)
+            trained.append((gates, time.perf_counter() - start))
+        _GATES[key] = trained
+    return _GATES[key]
+
+
+def tolerance(track: str, measure: str, margins: Mapping[str, float]) -> float:
+    """δ of chapter 03 as the pruning tolerance: 1 BLEU, 1 accuracy point, or 1% of perplexity."""
+    return margin(track, measure, margins)
+
+
+def area(curve: pd.DataFrame) -> float:
+    """Area under score against share pruned (0..1), by the trapezoid rule, minus the unpruned
+    score: 0 when pruning costs nothing, more negative the sooner the score falls (units of the
+    score)."""
+    part = curve.sort_values("share")
+    base = float(part.loc[part["pruned"] == 0, "score"].iloc[0])
+    return float(np.trapezoid(part["score"] - base, part["share"]))
+
+
+def summary(curves: pd.DataFrame, margins: Mapping[str, float], measure: str) -> pd.DataFrame:
+    """One row per model, seed and method: the share prunable within δ and the area under the
+    curve (random: the mean over its orders)."""
+    rows = []
+    for (track, name, training_seed, order), part in curves.groupby(["track", "model", "training_seed", "order"], sort=False):
+        rows.append({"track": track, "model": name, "training_seed": int(training_seed),
+                     "method": "random (mean)" if str(order).startswith("random") else order,
+                     "prunable_share": prunable_share(part, tolerance(track, measure, margins)), "area": area(part)})
+    table = pd.DataFrame(rows)
+    table = table[table["method"].isin(METHODS)]
+    return table.groupby(["track", "model", "training_seed", "method"], sort=False).mean(numeric_only=True).reset_index()
+
+
+def spread(table: pd.DataFrame) -> pd.DataFrame:
+    """``summary`` over seeds: per model and method the mean and the range (max - min) of each column."""
+    grouped = table.groupby(["model", "method"], sort=False)[["prunable_share", "area"]]
+    out = grouped.mean().join(grouped.agg(lambda s: s.max() - s.min()), rsuffix=" range")
+    return out.rename(columns={"prunable_share": "prunable share (mean)", "area": "area (mean)"}).reset_index()
+
+
+def best_methods(table: pd.DataFrame) -> pd.DataFrame:
+    """Per model and seed: the method with the largest prunable share (ties: the larger area), and
+    how far the random orders' mean is behind it (share points)."""
+    rows = []
+    for (name, training_seed), part in table.groupby(["model", "training_seed"], sort=False):
+        top = part.sort_values(["prunable_share", "area"], ascending=False).iloc[0]
+        rand = part.loc[part["method"] == "random (mean)", "prunable_share"]
+        rows.append({"model": name, "training_seed": training_seed, "best": top["method"],
+                     "best share": top["prunable_share"],
+                     "random behind by": float(top["prunable_share"] - rand.iloc[0]) if len(rand) else math.nan})
+    return pd.DataFrame(rows)

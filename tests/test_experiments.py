@@ -168,3 +168,77 @@ def test_keep_one_summary_counts_the_layers_beyond_the_margin():
     (row,) = keep_one.summary(best, "mt", "chosen and reported on a", likelihood=True, margins={"perplexity": 0.01})
     assert (row["harmful"], row["negligible"]) == (2, 0) and row["margin"] == pytest.approx(math.log(1.01))
     assert "harmful" not in keep_one.summary(best, "mt", "chosen and reported on a")[0]
+
+
+# ---- chapter 12: removal kinds and selection methods ------------------------------------------
+def _removal_effects(deltas: dict, seed: int = 0) -> pd.DataFrame:
+    """``{removal: [delta per head]}`` as effect rows of one kind with a ±0.05 interval."""
+    rows = []
+    for removal, ds in deltas.items():
+        for i, d in enumerate(ds):
+            rows.append({"kind": "self", "layer": i // 4, "head": i % 4, "heads": [i % 4], "delta": d, "base": 1.0,
+                         "score": 1.0 + d, "significant": abs(d) > 0.1, "delta_low": d - 0.05, "delta_high": d + 0.05,
+                         "training_seed": seed, "removal": removal})
+    return pd.DataFrame(rows)
+
+
+def test_removal_agreement_is_spearman_and_the_shared_most_important_heads():
+    from scipy.stats import spearmanr
+
+    from helpers.book.experiments import removal_kinds
+
+    rng = np.random.default_rng(0)
+    zero = rng.normal(size=24)
+    mean = zero + rng.normal(scale=0.5, size=24)
+    resample = -zero            # the opposite ranking
+    table = removal_kinds.agreement([("m", _removal_effects({"zero": zero, "mean": mean, "resample": resample}))])
+    got = table.set_index("kinds")
+    assert got.loc["zero vs mean", "spearman"] == pytest.approx(spearmanr(zero, mean).statistic)
+    assert got.loc["zero vs resample", "spearman"] == pytest.approx(-1.0)
+    top_zero, top_mean = set(np.argsort(zero)[:10]), set(np.argsort(mean)[:10])
+    assert got.loc["zero vs mean", "top 10 shared"] == len(top_zero & top_mean)
+    assert got.loc["zero vs resample", "top 10 shared"] == len(top_zero & set(np.argsort(resample)[:10]))
+
+
+def test_removal_counts_classify_each_kind_and_leave_a_seedless_model_without_seed():
+    from helpers.book.experiments import removal_kinds
+
+    effects = _removal_effects({"zero": [0.0, 0.0, -0.5, 0.3, 0.0, 0.0, 0.08, 0.0], "mean": [0.0] * 8})
+    counts = removal_kinds.counts([("m", effects), ("lm", effects)], {"accuracy": 0.1}, "metric", seedless=["lm"])
+    table = removal_kinds.class_table(counts[counts["model"] == "m"]).set_index("removal")
+    # zero: |delta| + 0.05 within 0.1 for 6 heads; -0.5 harmful; +0.3 helpful; 0.08 straddles +0.1
+    assert table.loc["zero", ["negligible", "harmful", "helpful", "undetermined", "significant"]].tolist() == [5, 1, 1, 1, 2]
+    assert table.loc["mean", "negligible"] == 8
+    assert counts.loc[counts["model"] == "lm", "training_seed"].isna().all()
+    assert (counts.loc[counts["model"] == "m", "training_seed"] == 0).all()
+
+
+def test_a_language_model_grid_becomes_effects_in_nats():
+    from helpers.book.experiments import removal_kinds
+
+    grid = pd.DataFrame({"layer": [0, 0], "head": [0, 1], "change_pct": [10.0, -5.0], "p_value": [0.001, 0.5],
+                         "significant": [True, False], "delta_low": [-0.1, -0.01], "delta_high": [-0.08, 0.06]})
+    effects = removal_kinds.language_model_effects(grid, "mean")
+    assert effects["delta"].tolist() == pytest.approx([-math.log(1.1), -math.log(0.95)])
+    assert set(effects["removal"]) == {"mean"} and effects["heads"].tolist() == [[0], [1]]
+
+
+def test_selection_summary_reads_share_and_area_per_method():
+    from helpers.book.experiments import selection
+
+    curves = pd.concat([_curve("importance", [10, 10, 9.5, 8, 0]), _curve("L0 gates", [10, 10, 10, 9.2, 1]),
+                        _curve("random 0", [10, 9.2, 6, 3, 0]), _curve("random 1", [10, 7, 6, 3, 0]),
+                        _curve("ablation", [10, 8, 7, 5, 0], seed=0), _curve("L0 gates", [10, 9, 8, 7, 0], seed=1),
+                        _curve("importance", [10, 10, 10, 10, 10], seed=1)])
+    table = selection.summary(curves, {"BLEU": 1.0}, "metric").set_index(["training_seed", "method"])
+    assert table.loc[(0, "L0 gates"), "prunable_share"] == 0.75
+    assert table.loc[(0, "importance"), "prunable_share"] == 0.5
+    assert table.loc[(0, "random (mean)"), "prunable_share"] == pytest.approx(0.125)
+    # trapezoid of (score - 10) over shares 0, .25, .5, .75, 1: importance (0, 0, -0.5, -2, -10)
+    assert table.loc[(0, "importance"), "area"] == pytest.approx(-(0.25 * (0.25 + 1.25 + 6)))
+    best = selection.best_methods(table.reset_index()).set_index("training_seed")
+    assert best.loc[0, "best"] == "L0 gates" and best.loc[0, "random behind by"] == pytest.approx(0.625)
+    assert best.loc[1, "best"] == "importance"
+    spread = selection.spread(table.reset_index()).set_index(["model", "method"])
+    assert spread.loc[("m", "importance"), "prunable share (mean)"] == pytest.approx(0.75)
+    assert spread.loc[("m", "importance"), "prunable_share range"] == pytest.approx(0.5)

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from helpers.book.store.results import results_dir
-from helpers.book.verdicts.findings import ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11, ch12, text
+from helpers.book.verdicts.findings import ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11, ch12, ch13, text
 
 
 @pytest.fixture
@@ -118,12 +118,12 @@ def test_the_scorecard_summary_counts_both_measures_and_names_disagreements():
     card = pd.DataFrame([{"claim": "A", "verdict": REPRODUCED, "likelihood verdict": PARTLY},
                          {"claim": "B", "verdict": REPRODUCED, "likelihood verdict": REPRODUCED},
                          {"claim": "C", "verdict": PARTLY, "likelihood verdict": NOT_MEASURED}])
-    text = ch12.findings(card)
+    text = ch13.findings(card)
     assert text.startswith("On the paper's metric, 2 reproduced and 1 partly of the 3 claims. On the likelihood, "
                            "measured for 2 of them: 1 reproduced, 1 partly and 1 not measured.")
     assert "disagree on 1: *A* (reproduced on the paper's metric, partly on the likelihood)" in text
     card.loc[0, "likelihood verdict"] = REPRODUCED
-    assert "give the same verdict on every claim" in ch12.findings(card)
+    assert "give the same verdict on every claim" in ch13.findings(card)
 
 
 def test_chapter_07_reads_speed_ups_as_ratios_of_medians(results):
@@ -266,3 +266,36 @@ def test_chapter_09_and_the_scorecard_read_the_chapters_min_base_share(results):
         assert f"*Early in training, pruning 40% of the heads hurts*, on the paper's metric: **{early}**" in text
     with pytest.raises(ValueError, match="no claim of chapter 09_training_dynamics reads the parameter"):
         chapter_verdicts("p", "09_training_dynamics", min_base_shares=0.05)
+
+
+def _chapter_12_tables(write, negligible_mean: int, best_share: float):
+    counts = [{"model": "nli", "training_seed": s, "kind": "self", "heads": 72, "significant": 2,
+               "negligible": negligible_mean if r == "mean" else 70, "harmful": 1, "helpful": 0,
+               "undetermined": 72 - 1 - (negligible_mean if r == "mean" else 70), "unplaced": 0, "removal": r}
+              for s in (0, 1) for r in ("zero", "mean", "resample")]
+    write("12_removal_counts", counts)
+    write("12_removal_counts_likelihood", counts + [{**counts[0], "model": "smollm2", "training_seed": None, "heads": 270}])
+    write("12_removal_agreement", [{"model": "nli", "training_seed": 0, "kinds": "zero vs mean", "heads": 72,
+                                    "spearman": 0.61, "top 10 shared": 7}])
+    for suffix in ("", "_likelihood"):
+        write(f"12_selection{suffix}", [{"track": "classifier", "model": "nli", "training_seed": s, "method": m,
+                                         "prunable_share": share, "area": -share}
+                                        for s in (0, 1) for m, share in (("importance", 0.3), ("L0 gates", best_share),
+                                                                         ("random (mean)", 0.1), ("ablation", 0.2))])
+    write("12_l0_points", [{"model": "nli", "training_seed": s, "penalty": p, "share": p / 2, "seconds": 20.0}
+                           for s in (0, 1) for p in (0.1, 1.0)])
+
+
+def test_chapter_12_follows_the_removal_and_selection_tables(results):
+    _chapter_12_tables(results, negligible_mean=70, best_share=0.5)
+    found = ch12.findings("p")
+    assert "**nli, the paper's metric, seed 0** (72 heads): zero 70 negligible, 1 harmful, 1 undetermined" in found
+    assert "**smollm2, the likelihood, no training seed** (270 heads)" in found
+    assert "zero vs mean r = 0.61 (seed 0; 7 of the 10 most important heads shared)" in found
+    assert "L0 gates 50% (50% to 50%)" in found and "L0 gates keeps the score longest" in found
+    assert "The random orders' mean is 40 points of share behind it." in found
+    assert "The L0 gates took 40 to 40 s per model and seed to train, all penalties" in found
+    _chapter_12_tables(results, negligible_mean=30, best_share=0.2)
+    found = ch12.findings("p")
+    assert "mean 30 negligible, 1 harmful, 41 undetermined" in found
+    assert "importance keeps the score longest" in found and "20 points of share behind it" in found

@@ -195,3 +195,28 @@ def test_a_model_with_no_bleu_has_no_most_sensitive_kind(tmp_path):
                                                           for k in ("enc_self", "enc_dec", "dec_self")])
     verdicts, _ = _verdicts(tmp_path)
     assert verdicts["Enc-Dec attention depends on its heads most"] == NOT_REPRODUCED
+
+
+def test_chapter_03s_rules_are_judged_under_each_way_of_removing_a_head(tmp_path):
+    """Chapter 12's claims apply chapter 03's rules to each removal kind's counts: reproduced only
+    when every kind passes; a model without training seed (SmolLM2) counts with every seed."""
+    def rows(significant_mean, negligible_resample):
+        out = []
+        for seed in (0, 1):
+            for removal, sig, neg in (("zero", 1, 70), ("mean", significant_mean, 70), ("resample", 1, negligible_resample)):
+                out.append({"model": "nli", "training_seed": seed, "kind": "self", "heads": 72, "significant": sig,
+                            "negligible": neg, "unplaced": 0, "removal": removal})
+        out += [{"model": "lm", "training_seed": None, "kind": "self", "heads": 270, "significant": 2,
+                 "negligible": 260, "unplaced": 0, "removal": r} for r in ("zero", "mean", "resample")]
+        return out
+
+    few = "Few heads matter alone, whether a head is zeroed, replaced by its mean or by its output on another example"
+    most = "Most heads are shown negligible alone, whichever way a head is removed"
+    _write(tmp_path / "p", "12_removal_counts", rows(significant_mean=3, negligible_resample=70))
+    verdicts, card = _verdicts(tmp_path)
+    assert (verdicts[few], verdicts[most]) == (REPRODUCED, REPRODUCED)
+    assert "lm 2/270" in card.set_index("claim").loc[few, "ours"]          # the seedless model is judged with each seed
+    _write(tmp_path / "p", "12_removal_counts", rows(significant_mean=30, negligible_resample=10))
+    verdicts, card = _verdicts(tmp_path)
+    assert (verdicts[few], verdicts[most]) == (PARTLY, PARTLY)
+    assert "mean: lm 2/270; nli 30/72 (partly)" in card.set_index("claim").loc[few, "ours"]

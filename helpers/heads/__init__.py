@@ -29,6 +29,7 @@ It imports torch, transformers and (for fairseq models) fairseq, and nothing fro
 """
 from .ablation import (UNMASKED, Config, all_but_one_configs, gated_passes, gated_runs, one_head_configs,
                        single_layer_sweep)
+from .concrete_gates import ConcreteGates, train_concrete_gates
 from .config_batches import config_row_gates, repeat_rows
 from .gates import GateRecord, HeadGates, HeadSpec
 from .grouped_query import kv_group_heads, kv_group_importance, kv_groups_to_heads
@@ -50,11 +51,11 @@ from .sites import (
 from .throughput import compare_speed, forward_flops, speed_gains, throughput
 
 __all__ = [
-    "AttentionSite", "Config", "GateRecord", "HeadGates", "HeadRemoval", "REMOVAL_KINDS", "reference_outputs", "HeadSpec", "HeadSpecError", "SUPPORTED_FAMILIES",
+    "AttentionSite", "ConcreteGates", "Config", "GateRecord", "HeadGates", "HeadRemoval", "REMOVAL_KINDS", "reference_outputs", "HeadSpec", "HeadSpecError", "SUPPORTED_FAMILIES",
     "UNMASKED", "UnsupportedModelError", "all_but_one_configs", "attention_sites", "compare_speed",
     "config_row_gates", "count_parameters", "family_of", "forward_flops", "gated_passes", "gated_runs",
     "head_importance", "kept_heads", "kv_group_heads", "kv_group_importance", "kv_groups_to_heads", "layout",
     "load_pruned", "one_head_configs", "order_by_ablation", "order_by_importance", "paired_bootstrap",
     "prunable_share", "prune_heads", "prune_kv_groups", "pruned_heads", "pruning_curve", "random_order", "repeat_rows",
-    "save_pruned", "single_layer_sweep", "speed_gains", "throughput",
+    "save_pruned", "single_layer_sweep", "speed_gains", "throughput", "train_concrete_gates",
 ]

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 from torch import nn
@@ -137,9 +137,3 @@ def _present_mask(group, shape, device) -> torch.Tensor:
         mask[s.layer, s.heads] = True
     return mask
 
-
-def l0_specs(model: nn.Module, batches: Iterable[Any], loss: Callable, penalties: Sequence[float], steps: int = 200,
-             lr: float = 0.1, seed: int = 0, progress: bool = True) -> list[ConcreteGates]:
-    """``train_concrete_gates`` once per penalty, in order."""
-    batches = list(batches)
-    return [train_concrete_gates(model, batches, loss, p, steps, lr, seed=seed, progress=progress) for p in penalties]

@@ -121,21 +121,31 @@ def reference_outputs(model: nn.Module, examples: Iterable[Any], run: Callable[[
     """
     if kind not in REMOVAL_KINDS:
         raise ValueError(f"unknown removal kind {kind!r}: choose one of {REMOVAL_KINDS}")
-    from .gates import HeadGates  # gates.py imports this module
-
     sites = attention_sites(model)
     seen: dict[tuple[str, int], list[torch.Tensor]] = {(s.kind, s.layer): [] for s in sites}
+
+    def recorder(site: AttentionSite):
+        def hook(module, args):
+            seen[site.kind, site.layer].append(_one_example(site, args[0].detach()))
+        return hook
+
+    handles = [s.output.register_forward_pre_hook(recorder(s)) for s in sites]
+    # fairseq's fused attention kernel never calls W_o as a module; its explicit path (the one it
+    # takes for pruned heads, and under gates) does
+    fused = {s.module: s.module.skip_embed_dim_check for s in sites if s.family == "fairseq"}
+    for module in fused:
+        module.skip_embed_dim_check = True
     was_training = model.training
     model.eval()
     try:
-        # recording gates see every W_o input, also where fairseq would take its fused kernel
-        with torch.no_grad(), HeadGates(model) as gates:
+        with torch.no_grad():
             for batch in examples:
-                with gates.recording() as records:
-                    run(model, batch)
-                for record in records:
-                    seen[record.site.kind, record.site.layer].append(_one_example(record.site, record.context))
+                run(model, batch)
     finally:
+        for h in handles:
+            h.remove()
+        for module, flag in fused.items():
+            module.skip_embed_dim_check = flag
         model.train(was_training)
     if not any(seen.values()):
         raise ValueError("the reference set is empty: give reference_outputs at least one example")

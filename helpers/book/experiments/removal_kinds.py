@@ -42,12 +42,51 @@ def language_model_effects(grid: pd.DataFrame, removal: str) -> pd.DataFrame:
                          "training_seed": 0})
 
 
-def counts(models: Sequence[tuple[str, pd.DataFrame]], margins: Mapping[str, float], measure: str) -> pd.DataFrame:
+def counts(models: Sequence[tuple[str, pd.DataFrame]], margins: Mapping[str, float], measure: str,
+           seedless: Sequence[str] = ()) -> pd.DataFrame:
     """Chapter 03's counts table (``one_head.counts``: significant, and each equivalence class against
-    δ) per model, seed and attention kind, once per removal kind (a ``removal`` column)."""
-    return pd.concat([one_head.counts([(name, part.drop(columns="removal"))], margins, measure).assign(removal=kind)
-                      for name, effects in models for kind, part in effects.groupby("removal", sort=False)],
-                     ignore_index=True)
+    δ) per model, seed and attention kind, once per removal kind (a ``removal`` column). Models in
+    ``seedless`` (not trained here, e.g. SmolLM2) get no training seed: the scorecard counts them
+    with every seed's rows."""
+    table = pd.concat([one_head.counts([(name, part.drop(columns="removal"))], margins, measure).assign(removal=kind)
+                       for name, effects in models for kind, part in effects.groupby("removal", sort=False)],
+                      ignore_index=True)
+    table["training_seed"] = table["training_seed"].astype("Int64").mask(table["model"].isin(seedless))
+    return table
+
+
+def example_sets(sweeps: HeadSweeps, scored: Mapping[str, tuple[str, int]], reference_split: str,
+                 reference_examples: int, seed: int) -> dict[str, tuple[list, list]]:
+    """``{model: (scored examples, reference examples)}``: ``scored[model] = (split, n)`` gives n
+    examples of that split (0: all), the reference set ``reference_examples`` of ``reference_split``."""
+    from .. import course
+
+    return {name: (course.subset(sweeps.data(name)[split], n, seed),
+                   course.subset(sweeps.data(name)[reference_split], reference_examples, seed + 1))
+            for name, (split, n) in scored.items()}
+
+
+def language_model_by_removal(lm_name: str, verses: int, reference_verses: int, batch_size: int,
+                              n_resamples: int, alpha: float, seed: int,
+                              kinds: Sequence[str] = REMOVAL_KINDS) -> pd.DataFrame:
+    """Chapter 11's one-head grid of causal LM ``lm_name`` on ``verses`` English verses under each
+    removal kind, as effect rows (``language_model_effects``); means and donors from
+    ``reference_verses`` verses of other chapters, one verse per pass."""
+    from ...heads.removal import reference_outputs
+    from ...zoo.causal_lm import lm_batches, load_causal_lm, token_nll, verse_texts
+    from .language_model import one_head_grid
+
+    model, tokenizer = load_causal_lm(lm_name, seed=seed)
+    texts = verse_texts({"scored": verses, "reference": reference_verses}, seed=seed)
+    reference = texts["reference"]
+    batches = lm_batches(tokenizer, texts["scored"], batch_size)
+    out = []
+    for kind in kinds:
+        removal = None if kind == "zero" else reference_outputs(
+            model, [lm_batches(tokenizer, [t], 1)[0] for t in reference], token_nll, kind)
+        grid, _ = one_head_grid(model, batches, 1, n_resamples, alpha, seed, removal)
+        out.append(language_model_effects(grid, kind))
+    return pd.concat(out, ignore_index=True)
 
 
 def agreement(models: Sequence[tuple[str, pd.DataFrame]], top: int = TOP) -> pd.DataFrame:
@@ -77,4 +116,4 @@ def class_table(counts_table: pd.DataFrame) -> pd.DataFrame:
     """Per model, seed and removal kind (attention kinds summed): heads, significant, negligible,
     harmful, helpful, undetermined."""
     columns = ["heads", "significant", "negligible", "harmful", "helpful", "undetermined"]
-    return (counts_table.groupby(["model", "training_seed", "removal"], sort=False)[columns].sum().reset_index())
+    return counts_table.groupby(["model", "training_seed", "removal"], sort=False, dropna=False)[columns].sum().reset_index()

@@ -31,6 +31,8 @@ from .equivalence import margin
 from .pruning import PruningRuns
 
 L0_ORDER = "L0 gates"
+GATE_BATCH = 16           # classifier examples per gate-training step
+GATE_MAX_TOKENS = 500     # translation: padded tokens per gate-training step (about 20 verses)
 METHODS = ("importance", "ablation", "random (mean)", L0_ORDER)
 
 
@@ -38,10 +40,10 @@ def gate_training_batches(runs: PruningRuns, name: str, model, tokenizer, exampl
     """Batches of ``examples`` examples of the importance split (drawn with ``seed``) for the gates."""
     data = course.subset(runs.sweeps.data(name)[runs.importance_split], examples, seed)
     if tokenizer is None:
-        return translation_loss_batches(model, data, max_tokens=1000)
+        return translation_loss_batches(model, data, max_tokens=GATE_MAX_TOKENS)
     encoded = encode(tokenizer, data, runs.sweeps.settings.max_length(name))
     encoded["labels"] = labels_of(data)
-    return list(classifier_batches(encoded, 32))
+    return list(classifier_batches(encoded, GATE_BATCH))
 
 
 def task_loss(tokenizer):
@@ -154,3 +156,79 @@ def best_methods(table: pd.DataFrame) -> pd.DataFrame:
                      "best share": top["prunable_share"],
                      "random behind by": float(top["prunable_share"] - rand.iloc[0]) if len(rand) else math.nan})
     return pd.DataFrame(rows)
+
+
+CHAPTER_06 = "06_pruning_curves"
+
+
+def chapter_06_runs(settings, progress: bool = False) -> PruningRuns:
+    """``PruningRuns`` with chapter 06's parameters as the profile gives them, so that the gates'
+    curves are scored on exactly the sets, scorers and steps of chapter 06's curves."""
+    from ..profiles.parameters import declared_parameters
+    from ..profiles.profile import NOTEBOOKS, parameters_for
+    from .sweeps import HeadSweeps
+
+    p = {**declared_parameters(NOTEBOOKS / f"{CHAPTER_06}.ipynb"), **parameters_for(settings, CHAPTER_06, {})}
+    sweeps = HeadSweeps(settings, p["training_seeds"], p["decoded_examples"], p["beam"], p["max_len_b"], progress=progress)
+    return PruningRuns(sweeps, p["classifier"], p["classifier_split"], p["translation"], p["translation_split"],
+                       p["importance_split"], p["importance_examples"], p["max_examples"], p["ablation_examples"],
+                       p["random_orders"], p["reestimate"], p["step"], p["seed"])
+
+
+def chapter_06_curves(profile: str, measure: str) -> pd.DataFrame:
+    """Chapter 06's saved curves (importance, ablation and random orders) of ``measure``."""
+    from ..store.results import results_dir
+
+    path = results_dir(profile) / f"{CHAPTER_06}{'_likelihood' if measure == 'likelihood' else ''}.csv"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: this chapter compares with chapter 06's curves; run "
+                                f"`python -m helpers.book.running.runner --profile {profile} --only {CHAPTER_06}` first")
+    return pd.read_csv(path)
+
+
+def four_methods(runs: PruningRuns, profile: str, measure: str, penalties: Sequence[float], steps: int,
+                 examples: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Chapter 06's curves of ``measure`` with the L0 gates' curve added, for both of its models,
+    and the gates' points. The unpruned score of each run must equal chapter 06's: else the sets differ."""
+    saved = chapter_06_curves(profile, measure)
+    found = [l0_curves(runs, name, measure, penalties, steps, examples, seed) for name in (runs.classifier, runs.translation)]
+    l0 = pd.concat([c for c, _ in found], ignore_index=True)
+    for (name, training_seed), part in l0.groupby(["model", "training_seed"]):
+        theirs = saved[(saved["model"] == name) & (saved["training_seed"] == training_seed) & (saved["pruned"] == 0)]
+        ours = float(part.loc[part["pruned"] == 0, "score"].iloc[0])
+        theirs_score = float(theirs["score"].iloc[0]) if len(theirs) else math.nan
+        if not np.isclose(theirs_score, ours, rtol=1e-6, atol=1e-9):
+            raise ValueError(f"{name} seed {training_seed}: unpruned score {ours:.6g} here but {theirs_score:.6g} in "
+                             "chapter 06's curves: rerun chapter 06 with the profile's parameters")
+    curves = pd.concat([saved[saved["order"] != "re-estimated"], l0], ignore_index=True)
+    return curves, pd.concat([p for _, p in found], ignore_index=True).assign(measure=measure)
+
+
+def both_measures(runs: PruningRuns, profile: str, penalties: Sequence[float], steps: int, examples: int,
+                  seed: int) -> tuple[dict[str, pd.DataFrame], pd.DataFrame]:
+    """``four_methods`` on the paper's metric and on the likelihood (the gates trained once per run):
+    ``({measure: curves}, the gates' points of both measures)``."""
+    found = {m: four_methods(runs, profile, m, penalties, steps, examples, seed) for m in ("metric", "likelihood")}
+    return {m: c for m, (c, _) in found.items()}, pd.concat([p for _, p in found.values()], ignore_index=True)
+
+
+def figure(curves: dict[str, pd.DataFrame], panels: Sequence[tuple[str, str]], suptitle: str):
+    """The four methods' curves, first training run: one row of panels per measure
+    (``curves[measure]``), one column per ``(model, title)``; random orders as a band."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(curves), len(panels), figsize=(12, 3.8 * len(curves)), squeeze=False)
+    styles = {"importance": ("tab:blue", "-"), "ablation": ("tab:green", "--"), L0_ORDER: ("tab:red", "-.")}
+    for row, (measure, table) in zip(axes, curves.items()):
+        for ax, (name, title) in zip(row, panels):
+            part = course.first_seed(table[table["model"] == name])
+            band = part[part["order"].str.startswith("random")].groupby("share")["score"].agg(["min", "max"]).reset_index()
+            ax.fill_between(band["share"] * 100, band["min"], band["max"], color="grey", alpha=0.3, label="random (range)")
+            for label, (color, dash) in styles.items():
+                line = part[part["order"] == label]
+                ax.plot(line["share"] * 100, line["score"], color=color, linestyle=dash, marker="o", markersize=3, label=label)
+            ax.set(title=f"{title} ({measure})", xlabel="heads pruned (%)", xlim=(0, 100))
+            ax.legend(fontsize=7)
+    fig.suptitle(suptitle)
+    fig.tight_layout()
+    return fig

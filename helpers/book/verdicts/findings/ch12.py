@@ -3,23 +3,68 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .text import words
+from .text import read, verdicts, words
+
+CHAPTER = "12_unimportant_or_unmeasured"
 
 
-def findings(card: pd.DataFrame) -> str:
-    """The scorecard's tallies on both measures, and the claims where they disagree."""
-    from ..scorecard import NOT_MEASURED, disagreements, verdict_counts
+def _seed(value) -> str:
+    return "no training seed" if pd.isna(value) else f"seed {int(value)}"
 
-    def tally(column: str) -> str:
-        counts = {v: n for v, n in verdict_counts(card, column).items() if n}
-        return words([f"{n} {v}" for v, n in counts.items()])
 
-    measured = int((card["likelihood verdict"] != NOT_MEASURED).sum())
-    text = (f"On the paper's metric, {tally('verdict')} of the {len(card)} claims. On the likelihood, measured for "
-            f"{measured} of them: {tally('likelihood verdict')}.")
-    split = disagreements(card)
-    if split.empty:
-        return text + " Where both were measured, the two scores give the same verdict on every claim."
-    items = [f"*{c}* ({v} on the paper's metric, {lv} on the likelihood)"
-             for c, v, lv in zip(split["claim"], split["verdict"], split["likelihood verdict"])]
-    return text + f" The two scores disagree on {len(items)}: " + "; ".join(items) + "."
+def removal_lines(profile: str) -> list[str]:
+    """Per measure and model: negligible, harmful and undetermined heads under each removal kind."""
+    lines = []
+    for suffix, measure in (("", "the paper's metric"), ("_likelihood", "the likelihood")):
+        table = read(profile, f"12_removal_counts{suffix}")
+        summed = table.groupby(["model", "training_seed", "removal"], sort=False, dropna=False)[
+            ["heads", "significant", "negligible", "harmful", "helpful", "undetermined"]].sum().reset_index()
+        for (name, seed), part in summed.groupby(["model", "training_seed"], sort=False, dropna=False):
+            heads = int(part["heads"].iloc[0])
+            per_kind = [f"{r.removal} {int(r.negligible)} negligible, {int(r.harmful)} harmful, "
+                        f"{int(r.undetermined)} undetermined ({int(r.significant)} significant)" for r in part.itertuples()]
+            lines.append(f"**{name}, {measure}, {_seed(seed)}** ({heads} heads): {'; '.join(per_kind)}.")
+    return lines
+
+
+def agreement_lines(profile: str) -> list[str]:
+    """The Spearman correlations between kinds and the shared most important heads, per model."""
+    table = read(profile, "12_removal_agreement")
+    top = next(c for c in table.columns if c.startswith("top "))
+    lines = []
+    for name, part in table.groupby("model", sort=False):
+        pairs = [f"{r['kinds']} r = {r['spearman']:.2f} ({_seed(r['training_seed'])}; {int(r[top])} of the "
+                 f"{top.split()[1]} most important heads shared)" for _, r in part.iterrows()]
+        lines.append(f"**Do the kinds agree on {name}?** Spearman correlation of the one-head changes: {words(pairs)}.")
+    return lines
+
+
+def selection_lines(profile: str) -> list[str]:
+    """Per measure and model: the method that keeps the score longest, and the random orders' place."""
+    lines = []
+    for suffix, measure in (("", "the paper's metric"), ("_likelihood", "the likelihood")):
+        table = read(profile, f"12_selection{suffix}")
+        for name, part in table.groupby("model", sort=False):
+            share = part.groupby("method", sort=False)["prunable_share"]
+            mean, low, high = share.mean(), share.min(), share.max()
+            best = mean.idxmax()
+            ranked = "; ".join(f"{m} {mean[m]:.0%} ({low[m]:.0%} to {high[m]:.0%})" for m in mean.sort_values(ascending=False).index)
+            area = part.groupby("method", sort=False)["area"].mean()
+            rand = "random (mean)"
+            lines.append(f"**Choosing heads on {name}, {measure}:** share prunable within δ, mean over seeds (range): "
+                         f"{ranked}. {best} keeps the score longest by that share; by the area under the curve "
+                         f"{area.idxmax()} does. "
+                         + (f"The random orders' mean is {100 * (mean[best] - mean[rand]):.0f} points of share behind it."
+                            if rand in mean else "No random order was run."))
+    points = read(profile, "12_l0_points")
+    seconds = points.groupby(["model", "training_seed"])["seconds"].sum()
+    lines.append(f"The L0 gates took {seconds.min():.0f} to {seconds.max():.0f} s per model and seed to train, all penalties "
+                 f"({words([f'{p:g}' for p in sorted(points['penalty'].unique())])} as penalties); their points prune "
+                 f"{points['share'].min():.0%} to {points['share'].max():.0%} of the heads.")
+    return lines
+
+
+def findings(profile: str) -> str:
+    """Chapter 12's findings from its saved tables, then the scorecard's verdicts on its claims."""
+    return "\n\n".join(removal_lines(profile) + agreement_lines(profile) + selection_lines(profile)
+                       + [verdicts(profile, CHAPTER)])

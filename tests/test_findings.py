@@ -274,7 +274,9 @@ def _chapter_12_tables(write, negligible_mean: int, best_share: float):
                "undetermined": 72 - 1 - (negligible_mean if r == "mean" else 70), "unplaced": 0, "removal": r}
               for s in (0, 1) for r in ("zero", "mean", "resample")]
     write("12_removal_counts", counts)
-    write("12_removal_counts_likelihood", counts + [{**counts[0], "model": "smollm2", "training_seed": None, "heads": 270}])
+    write("12_removal_counts_likelihood", counts + [{**counts[0], "model": "smollm2", "training_seed": None, "heads": 270,
+                                                     "negligible": 260, "undetermined": 9, "removal": r}
+                                                    for r in ("zero", "mean", "resample")])
     write("12_removal_agreement", [{"model": "nli", "training_seed": 0, "kinds": "zero vs mean", "heads": 72,
                                     "spearman": 0.61, "top 10 shared": 7}])
     for suffix in ("", "_likelihood"):
@@ -290,12 +292,15 @@ def test_chapter_12_follows_the_removal_and_selection_tables(results):
     _chapter_12_tables(results, negligible_mean=70, best_share=0.5)
     found = ch12.findings("p")
     assert "**nli, the paper's metric, seed 0** (72 heads): zero 70 negligible, 1 harmful, 1 undetermined" in found
-    assert "**smollm2, the likelihood, no training seed** (270 heads)" in found
+    assert "**smollm2, the likelihood, no training seed** (270 heads): zero 260 negligible" in found
     assert "zero vs mean r = 0.61 (seed 0; 7 of the 10 most important heads shared)" in found
     assert "L0 gates 50% (50% to 50%)" in found and "L0 gates keeps the score longest" in found
     assert "The random orders' mean is 40 points of share behind it." in found
     assert "The L0 gates took 40 to 40 s per model and seed to train, all penalties" in found
+    assert "**Which verdicts change with the way a head is removed:** none" in found
     _chapter_12_tables(results, negligible_mean=30, best_share=0.2)
     found = ch12.findings("p")
     assert "mean 30 negligible, 1 harmful, 41 undetermined" in found
+    assert ("most negligible on the paper's metric, seed 0: zero reproduced, mean not reproduced, "
+            "resample reproduced") in found and "(4 of 8)" in found   # both seeds, both measures
     assert "importance keeps the score longest" in found and "20 points of share behind it" in found

@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 
 from helpers.book.verdicts.scorecard import (CLAIMS, DEPENDS_ON_SEED, NOT_MEASURED, NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED,
-                                    disagreements, scorecard, verdict_counts)
+                                    disagreements, removal_table, scorecard, verdict_counts)
 
 
 def _write(folder, name, rows):
@@ -220,3 +220,6 @@ def test_chapter_03s_rules_are_judged_under_each_way_of_removing_a_head(tmp_path
     verdicts, card = _verdicts(tmp_path)
     assert (verdicts[few], verdicts[most]) == (PARTLY, PARTLY)
     assert "mean: lm 2/270; nli 30/72 (partly)" in card.set_index("claim").loc[few, "ours"]
+    table = removal_table("p", results_root=tmp_path)
+    assert table.loc[("few_significant", "the paper's metric", 0)].tolist() == [REPRODUCED, PARTLY, REPRODUCED]
+    assert table.loc[("most_negligible", "the paper's metric", 1)].tolist() == [REPRODUCED, REPRODUCED, PARTLY]

@@ -214,6 +214,38 @@ def _every_removal(check: Callable[[Results], tuple[str, str]]) -> Callable[[Res
     return judged
 
 
+REMOVAL_RULES = {"few_significant": _few_significant, "most_negligible": _most_negligible}
+
+
+def by_removal(profile: str, results_root: Path | None = None) -> pd.DataFrame:
+    """Chapter 03's two rules under each way of removing a head, one row per rule, measure, training
+    seed and removal kind (zero, mean, resample), from chapter 12's ``12_removal_counts`` tables:
+    which verdicts change with the kind. Columns: key, measure, training_seed, removal, ours, verdict."""
+    folder = _folder(profile, results_root)
+    rows = []
+    for measure, name in MEASURES.items():
+        results = Results(folder, measure=measure)
+        try:
+            kinds = list(dict.fromkeys(results["12_removal_counts"]["removal"]))
+        except MissingResults:
+            continue
+        for key, check in REMOVAL_RULES.items():
+            for kind in kinds:
+                found = _per_seed(CLAIMS_BY_KEY[key], lambda r: check(_OneRemoval(r, kind)), results)
+                rows += [{"key": key, "measure": name, "training_seed": seed, "removal": kind, "ours": text,
+                          "verdict": verdict} for seed, (text, verdict) in found.items()]
+    return pd.DataFrame(rows, columns=["key", "measure", "training_seed", "removal", "ours", "verdict"])
+
+
+def removal_table(profile: str, results_root: Path | None = None) -> pd.DataFrame:
+    """``by_removal`` laid out to read: one row per rule, measure and training seed, one verdict
+    column per removal kind."""
+    table = by_removal(profile, results_root)
+    kinds = list(dict.fromkeys(table["removal"]))
+    return table.pivot_table(index=["key", "measure", "training_seed"], columns="removal", values="verdict",
+                             aggfunc="first")[kinds]
+
+
 def _keep_one(r: Results, track: str, held_out: bool) -> pd.DataFrame:
     counts = ours(r["04_keep_one_counts"])
     counts = counts[counts["source"].str.endswith(track)]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..scorecard import by_removal
 from .text import read, verdicts, words
 
 CHAPTER = "12_unimportant_or_unmeasured"
@@ -64,7 +65,23 @@ def selection_lines(profile: str) -> list[str]:
     return lines
 
 
+def changed_verdicts(profile: str) -> str:
+    """The scorecard's verdicts on chapter 03's two rules that change with the way a head is removed."""
+    table = by_removal(profile)
+    changed = []
+    for (key, measure, seed), part in table.groupby(["key", "measure", "training_seed"], sort=False, dropna=False):
+        if part["verdict"].nunique() > 1:
+            changed.append(f"{key.replace('_', ' ')} on {measure}, {_seed(seed)}: "
+                           + ", ".join(f"{k} {v}" for k, v in zip(part["removal"], part["verdict"])))
+    if not changed:
+        return ("**Which verdicts change with the way a head is removed:** none; chapter 03's two rules give the "
+                "same verdict under every kind.")
+    checked = table.groupby(["key", "measure", "training_seed"], dropna=False).ngroups
+    return (f"**Which verdicts change with the way a head is removed ({len(changed)} of {checked}):** "
+            + "; ".join(changed) + ".")
+
+
 def findings(profile: str) -> str:
     """Chapter 12's findings from its saved tables, then the scorecard's verdicts on its claims."""
-    return "\n\n".join(removal_lines(profile) + agreement_lines(profile) + selection_lines(profile)
-                       + [verdicts(profile, CHAPTER)])
+    return "\n\n".join(removal_lines(profile) + [changed_verdicts(profile)] + agreement_lines(profile)
+                       + selection_lines(profile) + [verdicts(profile, CHAPTER)])

@@ -58,14 +58,14 @@ def _significance(base, outs: dict, n_resamples: int, alpha: float, seed: int) -
 
 
 def one_head_grid(model, batches: Sequence[dict], configs_per_pass: int, n_resamples: int, alpha: float,
-                  seed: int, removal=None) -> tuple[pd.DataFrame, torch.Tensor]:
+                  seed: int, removal=None, progress: bool = True) -> tuple[pd.DataFrame, torch.Tensor]:
     """Every query head masked alone: per head its KV group, the perplexity, its change from the
     unmasked model's (%) and the paired bootstrap's p-value; and the unmasked token NLL rows.
     ``removal``: a ``HeadRemoval`` (mean or resample ablation) instead of zeroing the head."""
     first = attention_sites(model)[0]
     configs = one_head_configs(model)
     base, outs = single_layer_sweep(model, batches, token_nll, configs, configs_per_pass=configs_per_pass,
-                                    removal=removal)
+                                    removal=removal, progress=progress)
     tests = _significance(base, outs, n_resamples, alpha, seed)
     base_ppl = perplexity(base)
     # in the configurations' order (layer, then head): the sweep's processes may finish in any order

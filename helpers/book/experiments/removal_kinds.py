@@ -84,7 +84,7 @@ def language_model_by_removal(lm_name: str, verses: int, reference_verses: int, 
     for kind in kinds:
         removal = None if kind == "zero" else reference_outputs(
             model, [lm_batches(tokenizer, [t], 1)[0] for t in reference], token_nll, kind)
-        grid, _ = one_head_grid(model, batches, 1, n_resamples, alpha, seed, removal)
+        grid, _ = one_head_grid(model, batches, 1, n_resamples, alpha, seed, removal, progress=False)
         out.append(language_model_effects(grid, kind))
     return pd.concat(out, ignore_index=True)
 

@@ -171,7 +171,7 @@ def _few_significant(r: Results) -> tuple[str, str]:
 def _most_negligible(r: Results) -> tuple[str, str]:
     counts = ours(r["03_one_head_counts"]).groupby("model")[["heads", "negligible", "unplaced"]].sum()
     shares = counts["negligible"] / counts["heads"]
-    text = "; ".join(f"{m} {n}/{h} negligible, {u} placed by neither test" for m, (h, n, u) in counts.iterrows())
+    text = "; ".join(f"{m} {int(n)}/{int(h)} negligible, {int(u)} placed by neither test" for m, (h, n, u) in counts.iterrows())
     return text, _three_way((shares > 1 - FEW_SHARE).all(), (shares > 1 - FEW_SHARE).any())
 
 

@@ -167,6 +167,9 @@ def standin_profile(folder: Path, name: str = "paper-standin") -> str:
     # chapter 11 runs the real SmolLM2-135M: its 270-head grid cost 8 of the suite's 32 minutes on 12 verses
     shrunk["notebooks"]["11_nine_heads"].update(select_verses=4, report_verses=4, batch_size=4, random_orders=1,
                                                 timed_verses=4, speed_batch_sizes=[1, 4], repeats=1, n_resamples=100)
+    # chapter 12 runs SmolLM2-135M three times and trains gates per penalty: the sizes of the smoke profile
+    shrunk["notebooks"]["12_unimportant_or_unmeasured"].update(lm_verses=2, lm_reference_verses=2, reference_examples=4,
+                                                               gate_steps=5, gate_examples=32, n_resamples=100)
     # torch.compile traces the models as on a GPU, without the minutes of C++ code generation per shape
     shrunk["notebooks"]["07_pruning_speed"].update(compile_backend="eager")
     (folder / f"{name}.yml").write_text(yaml.safe_dump(shrunk, sort_keys=False))

@@ -231,7 +231,10 @@ def by_removal(profile: str, results_root: Path | None = None) -> pd.DataFrame:
             continue
         for key, check in REMOVAL_RULES.items():
             for kind in kinds:
-                found = _per_seed(CLAIMS_BY_KEY[key], lambda r: check(_OneRemoval(r, kind)), results)
+                try:
+                    found = _per_seed(CLAIMS_BY_KEY[key], lambda r: check(_OneRemoval(r, kind)), results)
+                except MissingResults:  # no seed with every model (a profile that trains none)
+                    continue
                 rows += [{"key": key, "measure": name, "training_seed": seed, "removal": kind, "ours": text,
                           "verdict": verdict} for seed, (text, verdict) in found.items()]
     return pd.DataFrame(rows, columns=["key", "measure", "training_seed", "removal", "ours", "verdict"])

@@ -244,6 +244,8 @@ def removal_table(profile: str, results_root: Path | None = None) -> pd.DataFram
     """``by_removal`` laid out to read: one row per rule, measure and training seed, one verdict
     column per removal kind."""
     table = by_removal(profile, results_root)
+    if table.empty:
+        return table
     kinds = list(dict.fromkeys(table["removal"]))
     return table.pivot_table(index=["key", "measure", "training_seed"], columns="removal", values="verdict",
                              aggfunc="first")[kinds]

@@ -15,6 +15,7 @@ curve at chapter 06's steps, comparable with the other orders.
 from __future__ import annotations
 
 import math
+import time
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -91,24 +92,20 @@ def l0_curves(runs: PruningRuns, name: str, measure: str, penalties: Sequence[fl
     return pd.concat(curves, ignore_index=True), pd.DataFrame(points)
 
 
-_GATES: dict[tuple, list[tuple[ConcreteGates, float]]] = {}
-
-
 def _trained_gates(runs: PruningRuns, name: str, run: str, model, tokenizer, penalties: Sequence[float], steps: int,
                    examples: int, seed: int, progress: bool) -> list[tuple[ConcreteGates, float]]:
-    """``[(gates, training seconds)]`` per penalty, trained once per run and setting in this process."""
-    import time
-
-    key = (run, tuple(penalties), steps, examples, seed)
-    if key not in _GATES:
+    """``[(gates, training seconds)]`` per penalty, trained once per run and setting (kept with the
+    loaded run in ``runs``, so the second measure reuses them)."""
+    key = ("L0 gates", run, tuple(penalties), steps, examples, seed)
+    if key not in runs._loaded:
         data = gate_training_batches(runs, name, model, tokenizer, examples, seed)
         trained = []
         for penalty in penalties:
             start = time.perf_counter()
             gates = train_concrete_gates(model, data, task_loss(tokenizer), penalty, steps, seed=seed, progress=progress)
             trained.append((gates, time.perf_counter() - start))
-        _GATES[key] = trained
-    return _GATES[key]
+        runs._loaded[key] = trained
+    return runs._loaded[key]
 
 
 def tolerance(track: str, measure: str, margins: Mapping[str, float]) -> float:

@@ -559,6 +559,52 @@ def test_chapter_11_kept_heads_and_prunable_shares_add_up(table):
         assert shares[key]["perplexity at 50%"] == pytest.approx(half["perplexity"], **CLOSE)
 
 
+# ---- chapter 12: three ways to remove a head ------------------------------------------------------
+CH12 = "12_unimportant_or_unmeasured"
+
+
+@pytest.mark.parametrize("measure", ["", "_likelihood"])
+def test_chapter_12_counts_add_up(table, measure):
+    effects = table(f"12_removal_effects{measure}")
+    counts = table(f"12_removal_counts{measure}")
+    margins = {"BLEU": 1.0, "accuracy": 0.01, "perplexity": 0.01, **(_param(CH12, "margins") or {})}
+    groups = _by(effects, "model", SEED, "kind", "removal")
+    assert {(r["model"], r[SEED], r["kind"], r["removal"]) for r in counts} == set(groups)
+    assert {r["removal"] for r in effects} == {"zero", "mean", "resample"}
+    for row in counts:
+        rows = groups[(row["model"], row[SEED], row["kind"], row["removal"])]
+        for column, value in _significance(rows).items():
+            assert row[column] == pytest.approx(value, **CLOSE), (row["model"], row["removal"], column)
+        margin = math.log(1 + margins["perplexity"]) if measure else margins["accuracy"]
+        assert row["margin"] == pytest.approx(margin)
+        for column, value in _equivalence(rows, margin).items():
+            assert row[column] == value, (row["model"], row[SEED], row["removal"], column)
+
+
+def test_chapter_12_agreement_adds_up(table):
+    classifier = _param(CH12, "classifier")
+    per_model = {f"{classifier} (accuracy)": [r for r in table("12_removal_effects") if r["model"] == classifier]}
+    for r in table("12_removal_effects_likelihood"):
+        per_model.setdefault(f"{classifier} (likelihood)" if r["model"] == classifier else r["model"], []).append(r)
+    rows = table("12_removal_agreement")
+    assert {r["model"] for r in rows} == set(per_model)
+    for row in rows:
+        a, b = row["kinds"].split(" vs ")
+        seed = [r for r in per_model[row["model"]] if (r[SEED] or 0) == row[SEED]]
+        x = {(r["kind"], r["layer"], r["head"]): r["delta"] for r in seed if r["removal"] == a}
+        y = {(r["kind"], r["layer"], r["head"]): r["delta"] for r in seed if r["removal"] == b}
+        heads = sorted(set(x) & set(y))
+        assert row["heads"] == len(heads) == len(x)
+        xs, ys = [x[h] for h in heads], [y[h] for h in heads]
+        if len(set(xs)) == 1 or len(set(ys)) == 1:  # no ranking on one side: no correlation to show
+            assert row["spearman"] is None or math.isnan(row["spearman"]), (row["model"], row["kinds"])
+        else:
+            rho = stats.spearmanr(xs, ys).statistic
+            assert row["spearman"] == pytest.approx(rho, rel=1e-9, abs=1e-9), (row["model"], row["kinds"])
+        top = {k: set(sorted(heads, key=lambda h: d[h])[:10]) for k, d in (("a", x), ("b", y))}
+        assert row["top 10 shared"] == len(top["a"] & top["b"]), (row["model"], row["kinds"])
+
+
 def test_the_scorecards_values_are_computed_from_the_chapters_rows(table):
     # chapter 12's two claims apply chapter 03's rules per removal kind (hand-made tables in test_scorecard)
     card = [r for r in table("13_scorecard") if r["chapter"] != "12_unimportant_or_unmeasured"]

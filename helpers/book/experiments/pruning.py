@@ -168,11 +168,12 @@ def facts(metric: pd.DataFrame, likelihood: pd.DataFrame) -> str:
 
 
 def panel(ax, data: pd.DataFrame, title: str, ylabel: str) -> None:
-    """Figure 3's panel: the importance, ablation and re-estimated curves, the random orders' band."""
+    """Figure 3's panel: the importance, ablation, re-estimated (and L0 gates') curves, the random orders' band."""
     rand = data[data["order"].str.startswith("random")]
     band = rand.groupby("share")["score"].agg(["min", "max", "mean"]).reset_index()
     ax.fill_between(band["share"] * 100, band["min"], band["max"], color="grey", alpha=0.3, label="random (range)")
-    styles = {"importance": ("tab:blue", "-"), "ablation": ("tab:green", "--"), "re-estimated": ("tab:purple", ":")}
+    styles = {"importance": ("tab:blue", "-"), "ablation": ("tab:green", "--"), "re-estimated": ("tab:purple", ":"),
+              "L0 gates": ("tab:red", "-.")}   # chapter 12's fourth method
     for label, (color, dash) in styles.items():
         part = data[data["order"] == label]
         if len(part):

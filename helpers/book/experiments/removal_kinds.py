@@ -55,6 +55,19 @@ def counts(models: Sequence[tuple[str, pd.DataFrame]], margins: Mapping[str, flo
     return table
 
 
+EFFECT_COLUMNS = ["model", "training_seed", "removal", "kind", "layer", "head", "delta", "delta_low", "delta_high",
+                  "p_value", "significant"]
+
+
+def effect_table(models: Sequence[tuple[str, pd.DataFrame]], seedless: Sequence[str] = ()) -> pd.DataFrame:
+    """The per-head rows ``counts`` and ``agreement`` summarise, one table for the results folder:
+    one row per model, seed, removal kind and head (``EFFECT_COLUMNS``; ``delta`` and its interval
+    in the score's units), seedless models without a training seed as in ``counts``."""
+    table = pd.concat([effects.assign(model=name) for name, effects in models], ignore_index=True)[EFFECT_COLUMNS]
+    table["training_seed"] = table["training_seed"].astype("Int64").mask(table["model"].isin(seedless))
+    return table
+
+
 def example_sets(sweeps: HeadSweeps, scored: Mapping[str, tuple[str, int]], reference_split: str,
                  reference_examples: int, seed: int) -> dict[str, tuple[list, list]]:
     """``{model: (scored examples, reference examples)}``: ``scored[model] = (split, n)`` gives n

@@ -23,13 +23,13 @@ import pandas as pd
 import torch
 
 from ...heads.concrete_gates import ConcreteGates, train_concrete_gates
-from ...heads.pruning_curves import counts, heads_of, prunable_share, score_specs, spec_of
+from ...heads.pruning_curves import counts, heads_of, score_specs, spec_of
 from ...zoo.classifier_training import batches as classifier_batches
 from ...zoo.classifier_training import encode, labels_of
 from ...zoo.scorers import translation_loss, translation_loss_batches
 from .. import course
 from .equivalence import margin
-from .pruning import PruningRuns
+from .pruning import PruningRuns, panel, summarise
 
 L0_ORDER = "L0 gates"
 GATE_BATCH = 16           # classifier examples per gate-training step
@@ -108,11 +108,6 @@ def _trained_gates(runs: PruningRuns, name: str, run: str, model, tokenizer, pen
     return runs._loaded[key]
 
 
-def tolerance(track: str, measure: str, margins: Mapping[str, float]) -> float:
-    """δ of chapter 03 as the pruning tolerance: 1 BLEU, 1 accuracy point, or 1% of perplexity."""
-    return margin(track, measure, margins)
-
-
 def area(curve: pd.DataFrame) -> float:
     """Area under score against share pruned (0..1), by the trapezoid rule, minus the unpruned
     score: 0 when pruning costs nothing, more negative the sooner the score falls (units of the
@@ -123,16 +118,15 @@ def area(curve: pd.DataFrame) -> float:
 
 
 def summary(curves: pd.DataFrame, margins: Mapping[str, float], measure: str) -> pd.DataFrame:
-    """One row per model, seed and method: the share prunable within δ and the area under the
-    curve (random: the mean over its orders)."""
-    rows = []
-    for (track, name, training_seed, order), part in curves.groupby(["track", "model", "training_seed", "order"], sort=False):
-        rows.append({"track": track, "model": name, "training_seed": int(training_seed),
-                     "method": "random (mean)" if str(order).startswith("random") else order,
-                     "prunable_share": prunable_share(part, tolerance(track, measure, margins)), "area": area(part)})
-    table = pd.DataFrame(rows)
-    table = table[table["method"].isin(METHODS)]
-    return table.groupby(["track", "model", "training_seed", "method"], sort=False).mean(numeric_only=True).reset_index()
+    """Chapter 06's ``summarise`` with chapter 03's δ as the tolerance, plus the area under each
+    curve: one row per track, model, seed and method (random: the mean over its orders)."""
+    keys = ["track", "model", "training_seed", "order"]
+    shares = summarise(curves, {t: margin(t, measure, margins) for t in curves["track"].unique()})
+    areas = pd.DataFrame([dict(zip(keys, k), area=area(part)) for k, part in curves.groupby(keys, sort=False)])
+    areas["order"] = areas["order"].where(~areas["order"].str.startswith("random"), "random (mean)")
+    out = shares.merge(areas.groupby(keys, sort=False).mean(numeric_only=True).reset_index(), on=keys)
+    out = out.rename(columns={"order": "method"})
+    return out[out["method"].isin(METHODS)].reset_index(drop=True)
 
 
 def spread(table: pd.DataFrame) -> pd.DataFrame:
@@ -210,22 +204,14 @@ def both_measures(runs: PruningRuns, profile: str, penalties: Sequence[float], s
 
 
 def figure(curves: dict[str, pd.DataFrame], panels: Sequence[tuple[str, str]], suptitle: str):
-    """The four methods' curves, first training run: one row of panels per measure
+    """The four methods' curves, first training run: one row of chapter 06's panels per measure
     (``curves[measure]``), one column per ``(model, title)``; random orders as a band."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(len(curves), len(panels), figsize=(12, 3.8 * len(curves)), squeeze=False)
-    styles = {"importance": ("tab:blue", "-"), "ablation": ("tab:green", "--"), L0_ORDER: ("tab:red", "-.")}
     for row, (measure, table) in zip(axes, curves.items()):
         for ax, (name, title) in zip(row, panels):
-            part = course.first_seed(table[table["model"] == name])
-            band = part[part["order"].str.startswith("random")].groupby("share")["score"].agg(["min", "max"]).reset_index()
-            ax.fill_between(band["share"] * 100, band["min"], band["max"], color="grey", alpha=0.3, label="random (range)")
-            for label, (color, dash) in styles.items():
-                line = part[part["order"] == label]
-                ax.plot(line["share"] * 100, line["score"], color=color, linestyle=dash, marker="o", markersize=3, label=label)
-            ax.set(title=f"{title} ({measure})", xlabel="heads pruned (%)", xlim=(0, 100))
-            ax.legend(fontsize=7)
+            panel(ax, course.first_seed(table[table["model"] == name]), f"{title} ({measure})", measure)
     fig.suptitle(suptitle)
     fig.tight_layout()
     return fig

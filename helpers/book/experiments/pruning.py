@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Mapping
 
 import pandas as pd
 
@@ -126,17 +126,20 @@ class PruningRuns:
         return pd.concat(out, ignore_index=True).assign(track=track)
 
 
-def summarise(curves: pd.DataFrame, tolerance: dict[str, float]) -> pd.DataFrame:
+def summarise(curves: pd.DataFrame, tolerance: dict[str, float],
+              extras: Mapping[str, Callable[[pd.DataFrame], float]] | None = None) -> pd.DataFrame:
     """One row per track, model, seed and order (random: the mean of the random orders): the share
     prunable within ``tolerance[track]`` of the unpruned score, the score unpruned, at 50% and
-    with every head pruned, and the paper's share beside the importance order's."""
+    with every head pruned, and the paper's share beside the importance order's; each of
+    ``extras`` (``{column: f(curve)}``) is computed per curve and averaged the same way."""
     rows = []
     for (track, name, training_seed, order), part in curves.groupby(["track", "model", "training_seed", "order"], sort=False):
         rows.append({"track": track, "model": name, "training_seed": training_seed, "order": order,
                      "prunable_share": prunable_share(part, tolerance[track]),
                      "unpruned": part.loc[part["pruned"] == 0, "score"].iloc[0],
                      "at_50%": part.loc[(part["share"] - 0.5).abs().idxmin(), "score"],
-                     "all_pruned": part.loc[part["share"] == 1, "score"].iloc[0]})
+                     "all_pruned": part.loc[part["share"] == 1, "score"].iloc[0],
+                     **{column: f(part) for column, f in (extras or {}).items()}})
     shares = pd.DataFrame(rows)
     out = (shares.assign(order=shares["order"].where(~shares["order"].str.startswith("random"), "random (mean)"))
            .groupby(["track", "model", "training_seed", "order"], sort=False).mean(numeric_only=True).reset_index())

@@ -68,6 +68,22 @@ def effect_table(models: Sequence[tuple[str, pd.DataFrame]], seedless: Sequence[
     return table
 
 
+def save_counts(by_measure: Mapping[str, Sequence[tuple[str, pd.DataFrame]]], margins: Mapping[str, float],
+                profile: str, seedless: Sequence[str] = ()) -> dict[str, pd.DataFrame]:
+    """For each measure (``"metric"``, ``"likelihood"``) and its models' effects: save the per-head
+    rows (``12_removal_effects``) and ``counts`` (``12_removal_counts``), both with the measure's
+    table suffix; returns ``{measure: counts}``."""
+    from ..store.results import save_table
+
+    out = {}
+    for measure, models in by_measure.items():
+        suffix = "_likelihood" if measure == "likelihood" else ""
+        save_table(effect_table(models, seedless), profile, f"12_removal_effects{suffix}")
+        out[measure] = counts(models, margins, measure, seedless)
+        save_table(out[measure], profile, f"12_removal_counts{suffix}")
+    return out
+
+
 def example_sets(sweeps: HeadSweeps, scored: Mapping[str, tuple[str, int]], reference_split: str,
                  reference_examples: int, seed: int) -> dict[str, tuple[list, list]]:
     """``{model: (scored examples, reference examples)}``: ``scored[model] = (split, n)`` gives n

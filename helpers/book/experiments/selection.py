@@ -118,15 +118,11 @@ def area(curve: pd.DataFrame) -> float:
 
 
 def summary(curves: pd.DataFrame, margins: Mapping[str, float], measure: str) -> pd.DataFrame:
-    """Chapter 06's ``summarise`` with chapter 03's δ as the tolerance, plus the area under each
+    """Chapter 06's ``summarise`` with chapter 03's δ as the tolerance and the area under each
     curve: one row per track, model, seed and method (random: the mean over its orders)."""
-    keys = ["track", "model", "training_seed", "order"]
-    shares = summarise(curves, {t: margin(t, measure, margins) for t in curves["track"].unique()})
-    areas = pd.DataFrame([dict(zip(keys, k), area=area(part)) for k, part in curves.groupby(keys, sort=False)])
-    areas["order"] = areas["order"].where(~areas["order"].str.startswith("random"), "random (mean)")
-    out = shares.merge(areas.groupby(keys, sort=False).mean(numeric_only=True).reset_index(), on=keys)
-    out = out.rename(columns={"order": "method"})
-    return out[out["method"].isin(METHODS)].reset_index(drop=True)
+    table = summarise(curves, {t: margin(t, measure, margins) for t in curves["track"].unique()}, {"area": area})
+    table = table.rename(columns={"order": "method"})
+    return table[table["method"].isin(METHODS)].reset_index(drop=True)
 
 
 def spread(table: pd.DataFrame) -> pd.DataFrame:

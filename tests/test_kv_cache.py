@@ -121,3 +121,47 @@ def test_a_tampered_layout_is_refused(tmp_path):
     (tmp_path / "pruned_heads.json").write_text(json.dumps(record))
     with pytest.raises(ValueError, match="saved layout says"):
         helpers.load_pruned(tmp_path)
+
+
+# ---- induction heads and copying -------------------------------------------------------------
+from helpers.heads.induction import copying_accuracy, copying_nll, induction_scores, repeated_tokens  # noqa: E402
+
+
+def _uniform_head(case, layer, head):
+    """Zero query head ``head`` of ``layer``: its scores are all 0, its attention uniform over
+    the positions it may see (any positional encoding leaves a zero query at zero)."""
+    site = helpers.attention_sites(case.model)[layer]
+    row = site.heads.index(head) * site.head_dim
+    with torch.no_grad():
+        site.query.weight[row:row + site.head_dim] = 0
+        if site.query.bias is not None:
+            site.query.bias[row:row + site.head_dim] = 0
+
+
+@pytest.mark.parametrize("name", ["llama", "qwen2", "qwen3"])
+def test_a_uniform_head_scores_the_mean_of_one_over_its_positions(name):
+    case = GQA_CASES[name]()
+    helpers.prune_heads(case.model, {"self": {0: [0]}})   # storage order shifts: head 2 is stored second
+    _uniform_head(case, 0, 2)
+    batch = repeated_tokens(vocab_size=20, length=5, batch=3, seed=0, low=3)
+    before = case.model.config._attn_implementation
+    scores = induction_scores(case.model, batch)
+    uniform = sum(1 / (p + 1) for p in range(6, 10)) / 4   # queries 6..9 of [bos, 5 tokens, 5 tokens]
+    assert scores[0, 2].item() == pytest.approx(uniform, rel=1e-5)
+    assert torch.isnan(scores[0, 0]) and not torch.isnan(scores[0, [1, 3]]).any() and not torch.isnan(scores[1]).any()
+    assert ((scores[1] >= 0) & (scores[1] <= 1)).all()
+    assert case.model.config._attn_implementation == before
+
+
+def test_copying_nll_counts_only_the_predictable_second_copy():
+    case = GQA_CASES["llama"]()
+    batch = repeated_tokens(vocab_size=20, length=5, batch=2, seed=1, low=3, bos=1)
+    ids = batch["input_ids"]
+    assert ids.shape == (2, 11) and torch.equal(ids[:, 1:6], ids[:, 6:]) and (ids[:, 0] == 1).all()
+    with torch.no_grad():
+        got = copying_nll(case.model, batch)
+        logp = torch.log_softmax(case.model(input_ids=ids).logits.float(), -1)
+    for b in range(2):
+        want = -sum(logp[b, p, ids[b, p + 1]] for p in range(6, 10))   # predicting tokens 7..10
+        assert got[b, 0].item() == pytest.approx(want.item(), rel=1e-5) and got[b, 1].item() == 4
+    assert 0 <= copying_accuracy(case.model, batch) <= 1

@@ -165,3 +165,18 @@ def test_copying_nll_counts_only_the_predictable_second_copy():
         want = -sum(logp[b, p, ids[b, p + 1]] for p in range(6, 10))   # predicting tokens 7..10
         assert got[b, 0].item() == pytest.approx(want.item(), rel=1e-5) and got[b, 1].item() == 4
     assert 0 <= copying_accuracy(case.model, batch) <= 1
+
+
+def test_the_copying_probe_scores_pruning_specs_like_text():
+    from helpers.zoo.causal_lm import PerplexityScorer
+
+    case = GQA_CASES["llama"]()
+    batches = [repeated_tokens(vocab_size=20, length=5, batch=2, seed=s, low=3) for s in (0, 1)]
+    scorer = PerplexityScorer(batches, configs_per_pass=2, stats=copying_nll)
+    rows = torch.cat([copying_nll(case.model, b) for b in batches]).sum(0)
+    assert scorer(case.model) == pytest.approx(-(rows[0] / rows[1]).item(), rel=1e-6)
+    spec = {"self": {0: [1, 2]}}
+    with helpers.HeadGates(case.model) as gates:
+        gates.mask(spec)
+        masked = scorer(case.model)
+    assert scorer.many(case.model, [{}, spec]) == pytest.approx([scorer(case.model), masked], rel=1e-5)

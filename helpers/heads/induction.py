@@ -23,31 +23,36 @@ from torch import nn
 
 from .sites import attention_sites
 
-COPY_LENGTH = "copy_length"   # the batch entry that holds L
-
-
 def repeated_tokens(vocab_size: int, length: int, batch: int, seed: int, low: int = 0,
                     bos: int | None = None) -> dict:
     """A probe batch: ``input_ids`` ``[batch, 1 + 2 * length]`` (``bos``, or ``low`` when None,
-    then ``length`` tokens drawn uniformly from ``[low, vocab_size)`` with ``seed``, twice),
-    ``attention_mask`` of ones, and ``copy_length`` = ``length``."""
+    then ``length`` tokens drawn uniformly from ``[low, vocab_size)`` with ``seed``, twice) and
+    ``attention_mask`` of ones; the functions below read ``length`` from the width."""
     if length < 2 or not 0 <= low < vocab_size:
         raise ValueError(f"need length >= 2 and 0 <= low < vocab_size, got length={length}, low={low}, "
                          f"vocab_size={vocab_size}")
     draw = torch.randint(low, vocab_size, (batch, length), generator=torch.Generator().manual_seed(seed))
     first = torch.full((batch, 1), low if bos is None else bos, dtype=torch.long)
     ids = torch.cat([first, draw, draw], 1)
-    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), COPY_LENGTH: length}
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+def copy_length(batch: dict) -> int:
+    """L of a ``repeated_tokens`` batch of width 1 + 2L."""
+    width = batch["input_ids"].shape[1]
+    if width < 5 or width % 2 == 0:
+        raise ValueError(f"a repeated-tokens batch has width 1 + 2L with L >= 2; got width {width}")
+    return (width - 1) // 2
 
 
 def _model_inputs(batch: dict) -> dict:
-    return {k: v for k, v in batch.items() if k != COPY_LENGTH}
+    return {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
 
 
 def copying_nll(model: nn.Module, batch: dict) -> torch.Tensor:
     """``[B, 2]``: the summed negative log-likelihood (nats) of the second copy's tokens 2..L
     (each predictable from the first copy) and their number, L - 1."""
-    length = batch[COPY_LENGTH]
+    length = copy_length(batch)
     logits = model(**_model_inputs(batch)).logits             # [B, 1 + 2L, vocab]
     # position p predicts p + 1; the second copy's tokens 2..L sit at L + 2 .. 2L
     predict = logits[:, length + 1:2 * length].float()         # [B, L - 1, vocab]
@@ -58,7 +63,7 @@ def copying_nll(model: nn.Module, batch: dict) -> torch.Tensor:
 
 def copying_accuracy(model: nn.Module, batch: dict) -> float:
     """Share of the second copy's tokens 2..L that the model's top prediction gets right."""
-    length = batch[COPY_LENGTH]
+    length = copy_length(batch)
     with torch.no_grad():
         logits = model(**_model_inputs(batch)).logits
     guess = logits[:, length + 1:2 * length].argmax(-1)
@@ -82,7 +87,7 @@ def induction_scores(model: nn.Module, batch: dict) -> torch.Tensor:
     position of the second copy whose next token is in the probe (tokens 1..L-1) to the token
     after that token's occurrence in the first copy, averaged over positions and examples; 1 is a
     perfect induction head, about 1/position a uniform one. Pruned heads are NaN."""
-    length = batch[COPY_LENGTH]
+    length = copy_length(batch)
     sites = [s for s in attention_sites(model) if s.kind == "self"]
     out = torch.full((len(sites), sites[0].total_heads), float("nan"))
     with eager_attention(model), torch.no_grad():

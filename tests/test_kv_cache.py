@@ -180,3 +180,17 @@ def test_the_copying_probe_scores_pruning_specs_like_text():
         gates.mask(spec)
         masked = scorer(case.model)
     assert scorer.many(case.model, [{}, spec]) == pytest.approx([scorer(case.model), masked], rel=1e-5)
+
+
+@pytest.mark.parametrize("name", ["llama", "gemma3"])
+def test_generation_leaves_the_predicted_cache(name):
+    from helpers.heads.kv_cache import generate_cached, generation_seconds
+
+    case = GQA_CASES[name]()
+    helpers.prune_heads(case.model, EMPTIES_A_GROUP)
+    ids = case.batch["input_ids"][:2]
+    sequences, cache = generate_cached(case.model, ids, 5)
+    assert sequences.shape == (2, ids.shape[1] + 5)
+    assert cache_bytes(cache) == kv_bytes(case.model, tokens=ids.shape[1] + 4, batch=2)
+    times = generation_seconds(case.model, ids, 2, repeats=2, warmup=1)
+    assert len(times) == 2 and all(t > 0 for t in times)

@@ -135,3 +135,35 @@ def published_kv_table(models: Sequence[PublishedModel], element_bytes: int = 2,
                      "KV heads kept": kept, "KiB per token, pruned": m.bytes_per_token(element_bytes, kept) / 1024,
                      "cache = weights at, pruned": m.crossover(element_bytes, kept)})
     return pd.DataFrame(rows)
+
+
+# ---- cached generation -------------------------------------------------------------------------
+def generate_cached(model: nn.Module, input_ids: torch.Tensor, new_tokens: int):
+    """Greedy generation of exactly ``new_tokens`` tokens with the KV cache, from unpadded
+    ``input_ids`` ``[B, T]``: ``(sequences [B, T + new_tokens], the cache it left)``. The cache
+    then holds ``T + new_tokens - 1`` positions (the last token is never fed back)."""
+    pad = getattr(model.generation_config, "pad_token_id", None)
+    with torch.no_grad():
+        out = model.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
+                             max_new_tokens=new_tokens, min_new_tokens=new_tokens, use_cache=True,
+                             return_dict_in_generate=True, pad_token_id=0 if pad is None else pad)
+    return out.sequences, out.past_key_values
+
+
+def generation_seconds(model: nn.Module, input_ids: torch.Tensor, new_tokens: int, repeats: int = 3,
+                       warmup: int = 1) -> list[float]:
+    """Wall-clock seconds of ``generate_cached`` per repeat, after ``warmup`` untimed calls."""
+    import time
+
+    for _ in range(warmup):
+        generate_cached(model, input_ids, new_tokens)
+    times = []
+    for _ in range(repeats):
+        if input_ids.device.type == "cuda":
+            torch.cuda.synchronize(input_ids.device)
+        start = time.perf_counter()
+        generate_cached(model, input_ids, new_tokens)
+        if input_ids.device.type == "cuda":
+            torch.cuda.synchronize(input_ids.device)
+        times.append(time.perf_counter() - start)
+    return times

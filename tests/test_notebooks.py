@@ -104,7 +104,7 @@ def test_chapter_modules_follow_imports_transitively_with_parent_packages():
             "book/verdicts/findings/ch03.py", "heads/ablation.py", "heads/gates.py", "heads/significance.py"} <= names
     assert "book/running/runner.py" not in names  # the chapter never runs the runner
     assert "book/verdicts/findings/ch04.py" not in names  # nor another chapter's findings: editing them reruns only chapter 04
-    intro = {p.relative_to(PACKAGE).as_posix() for p in chapter_modules(ROOT / "notebooks" / "14_rerunning.ipynb")}
+    intro = {p.relative_to(PACKAGE).as_posix() for p in chapter_modules(ROOT / "notebooks" / "15_rerunning.ipynb")}
     assert "book/experiments/head_effects.py" not in intro
 
 

@@ -607,7 +607,7 @@ def test_chapter_12_agreement_adds_up(table):
 
 def test_the_scorecards_values_are_computed_from_the_chapters_rows(table):
     # chapter 12's two claims apply chapter 03's rules per removal kind (hand-made tables in test_scorecard)
-    card = [r for r in table("13_scorecard") if r["chapter"] != "12_unimportant_or_unmeasured"]
+    card = [r for r in table("14_scorecard") if r["chapter"] != "12_unimportant_or_unmeasured"]
     seeds = sorted({int(s) for r in card if r["seeds"] is not None for s in str(r["seeds"]).split(", ")})
     per_seed = {seed: _recomputed_for_seed(table, seed) for seed in seeds}
     expected = per_seed[seeds[0]]

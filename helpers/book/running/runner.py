@@ -78,7 +78,7 @@ def launch_links(notebook: str, profile: str) -> str:
             f"[Colab](https://colab.research.google.com/github/{repo}/blob/{branch}/{source}) · "
             f"[Binder](https://mybinder.org/v2/gh/{repo}/{branch}?labpath={source}) · "
             f"{{download}}`this executed notebook <{notebook}.ipynb>` · "
-            f"{{doc}}`its parameters <14_rerunning>`. On Colab, first run "
+            f"{{doc}}`its parameters <15_rerunning>`. On Colab, first run "
             f"`!git clone {url} && pip install -e {folder}` and `%cd {folder}`.")
 
 

@@ -1,4 +1,4 @@
-"""Chapter 13's "What this run shows" paragraph (see ``helpers.book.verdicts.findings``)."""
+"""Chapter 14's "What this run shows" paragraph (see ``helpers.book.verdicts.findings``)."""
 from __future__ import annotations
 
 import pandas as pd

@@ -82,7 +82,8 @@ def memory_and_speed(variants: Mapping[tuple[str, float], nn.Module], prompts: M
     """One row per variant, dtype and batch size (``prompts[batch size]``): query and KV heads
     left, parameters, KV bytes per token predicted from the layers and measured from the cache
     greedy generation left (``new_tokens`` new tokens), the median seconds of that generation and
-    its tokens per second (after one warm-up), and the perplexity on ``report_batches`` (float32)."""
+    its tokens per second (``repeats`` timed calls after the measured one, which warms up), and the
+    perplexity on ``report_batches`` (float32)."""
     from tqdm.auto import tqdm
 
     from ...heads.throughput import cast_copy
@@ -94,9 +95,9 @@ def memory_and_speed(variants: Mapping[tuple[str, float], nn.Module], prompts: M
         for dtype in dtypes:
             timed = model if dtype == "float32" else cast_copy(model, dtype)
             for size, ids in prompts.items():
-                _, cache = generate_cached(timed, ids, new_tokens)
+                _, cache = generate_cached(timed, ids, new_tokens)   # also the warm-up
                 positions = ids.shape[1] + new_tokens - 1
-                seconds = statistics.median(generation_seconds(timed, ids, new_tokens, repeats))
+                seconds = statistics.median(generation_seconds(timed, ids, new_tokens, repeats, warmup=0))
                 rows.append({"unit": unit, "share": share, "dtype": dtype, "batch": size,
                              "query heads": sum(len(s.heads) for s in sites),
                              "KV heads": sum(len(s.kv_groups) for s in sites), "parameters": count_parameters(model),
@@ -179,6 +180,64 @@ def broken_at(curves: pd.DataFrame, order: str, tolerance: float = 0.01, floor: 
             f"prunable within {tolerance:.0%} (verses)": within,
             "copying accuracy there": float(part.loc[part["share"] == within, "copying accuracy"].iloc[0]),
             f"copying accuracy below {floor:.0%} of unpruned from": float(fallen["share"].min()) if len(fallen) else None}
+
+
+def copying_summary(curves: pd.DataFrame, orders: Sequence[str]) -> pd.DataFrame:
+    """``broken_at`` for every order, one row each."""
+    return pd.DataFrame([broken_at(curves, order) for order in orders])
+
+
+def parse_levels(levels: Sequence[str | float]) -> list[float]:
+    """Shares given as numbers or fractions (``"1/3"``) -> floats in [0, 1)."""
+    from fractions import Fraction
+
+    out = [float(Fraction(str(x))) for x in levels]
+    if any(not 0 <= x < 1 for x in out):
+        raise ValueError(f"pruning levels are shares in [0, 1), e.g. [0, '1/3', '2/3']; got {levels}")
+    return out
+
+
+def induction_summary(ranks: pd.DataFrame, top: int = 5) -> pd.DataFrame:
+    """The ``top`` heads by induction score, with their ranks by every other column of ``ranks``."""
+    return ranks.nsmallest(top, "induction rank").reset_index(drop=True)
+
+
+def memory_figure(table: pd.DataFrame, batch: int):
+    """KV bytes per token and verse perplexity against the share removed, one line per unit
+    (float32 rows at ``batch``)."""
+    import matplotlib.pyplot as plt
+
+    part = table[(table["dtype"] == "float32") & (table["batch"] == batch)]
+    base = part[part["unit"] == "unpruned"]
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    for unit, color in (("KV groups", "tab:red"), ("query heads", "tab:blue")):
+        line = pd.concat([base, part[part["unit"] == unit]]).sort_values("share")
+        for ax, column in zip(axes, ("KV bytes per token", "tokens per second", "perplexity")):
+            ax.plot(line["share"] * 100, line[column], marker="o", color=color, label=unit)
+            ax.set(xlabel="removed (%)", title=column)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"what removing heads buys: batch {batch}, float32")
+    fig.tight_layout()
+    return fig
+
+
+def copying_figure(curves: pd.DataFrame):
+    """Verse perplexity and copying accuracy against the share of query heads pruned, per order
+    (random orders as a band)."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    rand = curves[curves["order"].str.startswith("random")]
+    for ax, column in zip(axes, ("verse perplexity", "copying accuracy")):
+        band = rand.groupby("share")[column].agg(["min", "max"]).reset_index()
+        ax.fill_between(band["share"] * 100, band["min"], band["max"], color="grey", alpha=0.3, label="random (range)")
+        for order, part in curves[~curves["order"].str.startswith("random")].groupby("order", sort=False):
+            ax.plot(part["share"] * 100, part[column], marker="o", markersize=3, label=order)
+        ax.set(xlabel="query heads pruned (%)", title=column, xlim=(0, 100))
+        ax.legend(fontsize=8)
+    axes[0].set_yscale("log")
+    fig.tight_layout()
+    return fig
 
 
 # ---- published configurations (copied by hand from each model's config.json on the Hugging Face

@@ -1,0 +1,73 @@
+"""Chapter 13's "What this run shows" paragraph (see ``helpers.book.verdicts.findings``)."""
+from __future__ import annotations
+
+import pandas as pd
+
+from .text import read, words
+
+CHAPTER = "13_buys_and_breaks"
+PERPLEXITY_ORDER = "I_h on verses"
+
+
+def _share(x: float) -> str:
+    return f"{x:.0%}"
+
+
+def memory_lines(profile: str) -> list[str]:
+    """Per level: KV bytes saved and the perplexity paid, by KV groups and by query heads."""
+    table = read(profile, "13_memory")
+    f32 = table[table["dtype"] == "float32"]
+    differ = int((table["KV bytes, predicted"] != table["KV bytes, measured"]).sum())
+    lines = [f"**Measured against predicted:** the cache tensors generation left hold exactly the bytes the pruned "
+             f"layers predict in {len(table) - differ} of {len(table)} rows (levels, units, dtypes and batch sizes)"
+             + ("." if not differ else f"; {differ} differ, which the prediction's arithmetic does not explain.")]
+    base = f32[f32["unit"] == "unpruned"].iloc[0]
+    base_speed = f32[f32["unit"] == "unpruned"].set_index("batch")["tokens per second"]
+    for share, part in f32[f32["unit"] != "unpruned"].groupby("share", sort=True):
+        parts = []
+        for unit, rows in part.groupby("unit", sort=False):
+            row = rows.iloc[0]
+            saved = 1 - row["KV bytes per token"] / base["KV bytes per token"]
+            speed = words([f"{r['tokens per second'] / base_speed[r['batch']]:.2f}x at batch {int(r['batch'])}"
+                           for _, r in rows.sort_values("batch").iterrows()])
+            parts.append(f"removing {_share(share)} of the {unit} saves {_share(saved)} of the KV cache "
+                         f"({int(base['KV bytes per token']):,} -> {int(row['KV bytes per token']):,} bytes per token) for a "
+                         f"perplexity of {row['perplexity']:.1f} (unpruned {base['perplexity']:.1f}); generation speed {speed}")
+        lines.append(f"**{_share(share)} removed:** {'; '.join(parts)}.")
+    return lines
+
+
+def induction_lines(profile: str) -> list[str]:
+    """Where the strongest induction heads rank by each importance."""
+    ranks = read(profile, "13_induction")
+    top = ranks.nsmallest(5, "induction rank")
+    heads = len(ranks)
+    by = [c for c in ranks.columns if c.startswith("rank by ")]
+    named = words([f"{int(r['layer'])}.{int(r['head'])} ({r['induction score']:.2f})" for _, r in top.iterrows()])
+    where = words([f"{c[len('rank by '):]}: {', '.join(str(int(v)) for v in top[c])} of {heads}" for c in by])
+    return [f"**Induction heads:** the five strongest (layer.head, score) are {named}. Their ranks (1 = most "
+            f"important) by {where}."]
+
+
+def copying_lines(profile: str) -> list[str]:
+    """Does pruning for perplexity break copying? Read from the summary of the copying curves."""
+    summary = read(profile, "13_copying_summary").set_index("order")
+    within = next(c for c in summary.columns if c.startswith("prunable within"))
+    below = next(c for c in summary.columns if c.startswith("copying accuracy below"))
+    lines = []
+    for order, row in summary.iterrows():
+        fall = "never falls below half of it" if pd.isna(row[below]) else f"falls below half of it from {_share(row[below])} pruned"
+        lines.append(f"**{order}:** {_share(row[within])} of the query heads can go with the verse perplexity "
+                     f"within 1%; copying accuracy there is {row['copying accuracy there']:.2f} (unpruned "
+                     f"{row['unpruned copying accuracy']:.2f}), and {fall}.")
+    if PERPLEXITY_ORDER in summary.index and summary.loc[PERPLEXITY_ORDER, "unpruned copying accuracy"] > 0:
+        row = summary.loc[PERPLEXITY_ORDER]
+        kept = row["copying accuracy there"] / row["unpruned copying accuracy"]
+        lines.append(f"**Pruning for perplexity, seen by copying:** at the share that keeps the verse perplexity within "
+                     f"1% ({_share(row[within])}), copying keeps {kept:.0%} of its accuracy. A copying probe costs one "
+                     "forward pass; perplexity on ordinary text cannot see what it measures.")
+    return lines
+
+
+def findings(profile: str) -> str:
+    return "\n\n".join(memory_lines(profile) + induction_lines(profile) + copying_lines(profile))

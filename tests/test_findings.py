@@ -331,6 +331,7 @@ def test_chapter_13_follows_the_memory_induction_and_copying_tables(results):
     assert "the five strongest (layer.head, score) are 1.2 (0.30)" in found and "I_h on verses: 4, 3, 3, 2, 2 of 6" in found
     assert "copying accuracy there is 0.20 (unpruned 0.80), and falls below half of it from 40% pruned" in found
     assert "copying keeps 25% of its accuracy" in found
+    assert "Pruning that keeps perplexity can break in-context copying" in found   # the scorecard's verdicts follow
     _chapter_13_tables(results, kept_accuracy=0.8, measured_offset=1)
     found = ch13.findings("p")
     assert "predict in 0 of 6 rows" in found and "6 differ" in found and "copying keeps 100% of its accuracy" in found and "never falls below" in found

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .text import read, words
+from .text import read, verdicts, words
 
 CHAPTER = "13_buys_and_breaks"
 PERPLEXITY_ORDER = "I_h on verses"
@@ -70,4 +70,5 @@ def copying_lines(profile: str) -> list[str]:
 
 
 def findings(profile: str) -> str:
-    return "\n\n".join(memory_lines(profile) + induction_lines(profile) + copying_lines(profile))
+    return "\n\n".join(memory_lines(profile) + induction_lines(profile) + copying_lines(profile)
+                       + [verdicts(profile, CHAPTER)])

@@ -70,3 +70,20 @@ def test_published_models_are_read_as_their_configs_say():
     smol = table.set_index("model").loc["SmolLM2-135M"]
     assert smol["KiB per token"] == pytest.approx(2 * 30 * 3 * 64 * 2 / 1024)   # 22.5 KiB in bf16
     assert smol["KV heads kept"] == 2
+
+
+def test_keep_and_reload_generates_the_same_in_a_fresh_process():
+    case = llama()
+    helpers.prune_kv_groups(case.model, {"self": {0: [1]}})
+
+    class Tokenizer:   # the tiny model's ids as "text": one id per character code
+        def __call__(self, text, return_tensors=None, add_special_tokens=False):
+            return {"input_ids": torch.tensor([[3 + ord(c) % 20 for c in text]])}
+
+        def decode(self, ids):
+            return " ".join(str(int(i)) for i in ids)
+
+    kept = bb.keep_and_reload(case.model, Tokenizer(), "abcde", 4)
+    assert kept["same tokens"] and kept["largest logit gap"] <= 1e-6
+    assert kept["layout"] == {"self": {"num_attention_heads": [2, 4], "num_key_value_heads": [1, 2]}}
+    assert len(kept["generated"].split()) == 4 and kept["megabytes saved"] > 0

@@ -314,6 +314,7 @@ def _chapter_13_tables(write, kept_accuracy: float, measured_offset: int = 0):
     write("13_memory", [row("unpruned", 0.0, b, 1000, 10.0, 20.0) for b in (1, 8)]
           + [row("KV groups", 1 / 3, b, 667, 12.0, 25.0) for b in (1, 8)]
           + [row("query heads", 1 / 3, b, 1000, 11.0, 21.0) for b in (1, 8)])
+    write("13_kept_model", [{"megabytes saved": 412.4, "same tokens": True, "largest logit gap": 2e-6, "generated": "x"}])
     write("13_induction", [{"layer": l, "head": h, "induction score": 0.1 * (l + h), "induction rank": 6 - (l + h),
                             "rank by I_h on verses": 1 + l + h} for l in range(2) for h in range(3)])
     write("13_copying_summary", [{"order": "I_h on verses", "unpruned copying accuracy": 0.8,
@@ -331,6 +332,7 @@ def test_chapter_13_follows_the_memory_induction_and_copying_tables(results):
     assert "the five strongest (layer.head, score) are 1.2 (0.30)" in found and "I_h on verses: 4, 3, 3, 2, 2 of 6" in found
     assert "copying accuracy there is 0.20 (unpruned 0.80), and falls below half of it from 40% pruned" in found
     assert "copying keeps 25% of its accuracy" in found
+    assert "saved in 412 MB and rebuilt in a fresh process from those files alone, it generated the same tokens" in found
     assert "Pruning that keeps perplexity can break in-context copying" in found   # the scorecard's verdicts follow
     _chapter_13_tables(results, kept_accuracy=0.8, measured_offset=1)
     found = ch13.findings("p")

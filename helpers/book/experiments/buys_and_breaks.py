@@ -249,3 +249,51 @@ PUBLISHED = (
     PublishedModel("Gemma-3-4B (text)", layers=34, kv_heads=4, head_dim=256, parameters=3.88, sliding=29, window=1024),
     PublishedModel("SmolLM2-135M", layers=30, kv_heads=3, head_dim=64, parameters=0.135),
 )
+
+
+# ---- a pruned model to keep ------------------------------------------------------------------------
+_RELOAD_AND_GENERATE = """
+import sys, torch
+from helpers.heads.pruning import load_pruned
+model = load_pruned(sys.argv[1])
+ids = torch.load(sys.argv[2])
+with torch.no_grad():
+    out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, use_cache=True,
+                         max_new_tokens=int(sys.argv[4]), min_new_tokens=int(sys.argv[4]), output_logits=True,
+                         return_dict_in_generate=True, pad_token_id=0)
+torch.save({"sequences": out.sequences, "logits": torch.stack(out.logits)}, sys.argv[3])
+"""
+
+
+def keep_and_reload(model: nn.Module, tokenizer, prompt: str, new_tokens: int) -> dict:
+    """Save the pruned ``model`` (``save_pruned``), rebuild it in a fresh Python process from the
+    saved files alone, and generate greedily there and here: the saved per-layer layout, the
+    folder's size, whether the tokens agree, the largest logit gap, and the text generated."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from ...heads.pruning import LAYOUT_KEY, save_pruned
+
+    ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        here = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, use_cache=True,
+                              max_new_tokens=new_tokens, min_new_tokens=new_tokens, output_logits=True,
+                              return_dict_in_generate=True, pad_token_id=0)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = save_pruned(model, Path(tmp) / "pruned")
+        torch.save(ids, Path(tmp) / "ids.pt")
+        root = Path(__file__).resolve().parents[3]   # the repository, where ``helpers`` imports from
+        done = subprocess.run([sys.executable, "-c", _RELOAD_AND_GENERATE, str(folder), str(Path(tmp) / "ids.pt"),
+                               str(Path(tmp) / "out.pt"), str(new_tokens)], cwd=root, capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(f"reloading the pruned model in a fresh process failed:\n{done.stderr[-3000:]}")
+        there = torch.load(Path(tmp) / "out.pt")
+        layout = json.loads((folder / "config.json").read_text())[LAYOUT_KEY]
+        size = sum(f.stat().st_size for f in folder.iterdir())
+    return {"layout": layout, "megabytes saved": size / 2**20,
+            "same tokens": bool(torch.equal(here.sequences, there["sequences"])),
+            "largest logit gap": float((torch.stack(here.logits) - there["logits"]).abs().max()),
+            "generated": tokenizer.decode(there["sequences"][0, ids.shape[1]:])}

@@ -69,6 +69,15 @@ def copying_lines(profile: str) -> list[str]:
     return lines
 
 
+def kept_lines(profile: str) -> list[str]:
+    """The pruned model saved, rebuilt in a fresh process and generating."""
+    row = read(profile, "13_kept_model").iloc[0]
+    same = "the same tokens" if bool(row["same tokens"]) else "**different tokens**"
+    return [f"**A pruned model to keep:** saved in {row['megabytes saved']:.0f} MB and rebuilt in a fresh process from "
+            f"those files alone, it generated {same} as the model in memory (largest logit gap "
+            f"{row['largest logit gap']:.1e})."]
+
+
 def findings(profile: str) -> str:
-    return "\n\n".join(memory_lines(profile) + induction_lines(profile) + copying_lines(profile)
+    return "\n\n".join(memory_lines(profile) + kept_lines(profile) + induction_lines(profile) + copying_lines(profile)
                        + [verdicts(profile, CHAPTER)])

@@ -79,14 +79,23 @@ def smollm2_folder(root: Path | None = None) -> Path:
 
 def _convert_smollm2(gguf: Path, folder: Path) -> None:
     """The conversion, with transformers' loading and saving bars off (a one-off step; the book's
-    log keeps its own lines only), restored after."""
+    log keeps its own lines only), restored after. The GGUF reader's own bar ("Converting and
+    de-quantizing GGUF tensors") ignores that switch: its module's ``tqdm`` is swapped for a
+    silent one meanwhile."""
+    import functools
+
+    from tqdm.auto import tqdm
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
     from transformers.utils import logging as transformers_logging
 
     shown = transformers_logging.is_progress_bar_enabled()
     transformers_logging.disable_progress_bar()
+    bar = getattr(gguf_utils, "tqdm", None)
+    gguf_utils.tqdm = functools.partial(tqdm, disable=True)
     try:
         _convert_quietly(gguf, folder)
     finally:
+        gguf_utils.tqdm = bar
         if shown:
             transformers_logging.enable_progress_bar()
 

@@ -158,12 +158,41 @@ def test_the_repository_address_is_written_in_one_place():
     import yaml
 
     url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+    line = runner.launch_links("03_ablating_one_head", "course")
+    if not url:   # no repository set: the pages say how to run locally, and link nowhere
+        assert "colab" not in line.lower() and "binder" not in line.lower()
+        assert "make setup" in line and "--profile course --only 03_ablating_one_head" in line
+        return
     files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
     if not files:  # not a git checkout (e.g. an sdist): every text file under the root
         files = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*") if p.is_file() and ".venv" not in p.parts]
     naming = [f for f in files if (ROOT / f).is_file() and url in (ROOT / f).read_text(errors="ignore")]
     assert naming == ["_config.yml"], f"the repository address {url} is also in {naming}: read it from _config.yml"
-    assert url.split("github.com/")[-1] in runner.launch_links("03_ablating_one_head", "course")
+    assert url.split("github.com/")[-1] in line
+
+
+def test_launch_links_follow_the_repository_setting():
+    line = runner.launch_links("06_pruning_curves", "smoke", ("https://github.com/someone/heads", "dev"))
+    assert "colab.research.google.com/github/someone/heads/blob/dev/notebooks/06_pruning_curves.ipynb" in line
+    assert "mybinder.org/v2/gh/someone/heads/dev?labpath=notebooks/06_pruning_curves.ipynb" in line
+    assert "git clone https://github.com/someone/heads && pip install -e heads" in line
+    local = runner.launch_links("06_pruning_curves", "smoke", ("", "main"))
+    assert "--profile smoke --only 06_pruning_curves" in local and "mybinder" not in local
+
+
+def test_each_chapter_links_the_tables_it_saved(tmp_path, monkeypatch):
+    monkeypatch.setenv("SIXTEEN_HEADS_RESULTS", str(tmp_path / "results"))
+    folder = tmp_path / "results" / "p"
+    folder.mkdir(parents=True)
+    for name in ("03_counts", "03_effects", "04_layers", "run_times"):
+        (folder / f"{name}.csv").write_text("a,b\n1,2\n")
+    out = tmp_path / "executed"
+    text = runner.data_links("03_ablating_one_head", "p", out)
+    assert "{download}`03_counts.csv <data/p/03_counts.csv>`" in text and "04_layers" not in text
+    assert (out / "data" / "p" / "03_effects.csv").read_text() == "a,b\n1,2\n"
+    assert runner.data_links("01_gates_and_pruning", "p", out) is None   # saved nothing: no line
+    every = runner.data_links("14_scorecard", "p", out)
+    assert all(f"{n}.csv" in every for n in ("03_counts", "03_effects", "04_layers", "run_times"))
 
 
 def test_the_smoke_build_leaves_the_repository_as_it_found_it(smoke_book):

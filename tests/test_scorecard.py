@@ -262,3 +262,16 @@ def test_induction_heads_underrated_counts_the_less_important_half(tmp_path, low
     _write(tmp_path / "p", "13_induction", rows)
     verdicts, card = _verdicts(tmp_path)
     assert verdicts["Importance on ordinary text can call the heads that copy unimportant"] == expected
+
+
+def test_the_card_shows_its_rules_folded_under_each_claim():
+    from helpers.book.verdicts.card_html import card_table
+
+    card = pd.DataFrame([{"section": "§3", "claim": "A < B & C", "paper": "8 of 96", "ours": "9", "verdict": REPRODUCED,
+                          "likelihood": "x", "likelihood verdict": NOT_MEASURED, "seeds": "0, 1", "rule": "under 20%",
+                          "likelihood rule": "the same rule", "chapter": "03_ablating_one_head"}])
+    html = card_table(card)
+    assert "<td>A &lt; B &amp; C<details class=\"rule\"><summary>rule</summary><b>Rule:</b> under 20%" in html
+    assert "On the likelihood" not in html   # not measured there: no likelihood rule shown
+    assert "03_ablating_one_head" in html and "0, 1" in html and html.count("<tr>") == 2
+    assert 'background-color: #d8f0d2">reproduced' in html

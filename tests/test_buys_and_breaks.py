@@ -56,8 +56,8 @@ def test_copying_curves_start_unmasked_and_end_fully_masked():
     from helpers.zoo.causal_lm import PerplexityScorer
     assert first["verse perplexity"].iloc[0] == pytest.approx(float(torch.exp(torch.tensor(-PerplexityScorer([case.batch], 1)(case.model)))))
     assert ((curves["copying accuracy"] >= 0) & (curves["copying accuracy"] <= 1)).all()
-    row = bb.broken_at(curves, "random 0", tolerance=10.0)   # everything is within 1,000%: all prunable
-    assert row["prunable within 1000% (verses)"] == 1.0
+    row = bb.broken_at(curves, "random 0", tolerances=(10.0,))   # everything is within 1,000%: all prunable
+    assert row["prunable within 1000% (verses)"] == 1.0 and 0 <= row["copying accuracy at 1000%"] <= 1
     ranks = bb.induction_ranks(case.model, probe, importance)
     assert len(ranks) == 8 and sorted(ranks["rank by I_h on text"]) == list(range(1, 9))
     assert ranks.loc[ranks["induction score"].idxmax(), "induction rank"] == 1

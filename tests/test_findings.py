@@ -318,7 +318,8 @@ def _chapter_13_tables(write, kept_accuracy: float, measured_offset: int = 0):
     write("13_induction", [{"layer": l, "head": h, "induction score": 0.1 * (l + h), "induction rank": 6 - (l + h),
                             "rank by I_h on verses": 1 + l + h} for l in range(2) for h in range(3)])
     write("13_copying_summary", [{"order": "I_h on verses", "unpruned copying accuracy": 0.8,
-                                  "prunable within 1% (verses)": 0.3, "copying accuracy there": kept_accuracy,
+                                  "prunable within 1% (verses)": 0.1, "copying accuracy at 1%": 0.8,
+                                  "prunable within 10% (verses)": 0.3, "copying accuracy at 10%": kept_accuracy,
                                   "copying accuracy below 50% of unpruned from": 0.4 if kept_accuracy < 0.4 else None}])
 
 
@@ -330,7 +331,9 @@ def test_chapter_13_follows_the_memory_induction_and_copying_tables(results):
     assert "generation speed 1.20x at batch 1 and 1.20x at batch 8" in found
     assert "removing 33% of the query heads saves 0% of the KV cache" in found
     assert "the five strongest (layer.head, score) are 1.2 (0.30)" in found and "I_h on verses: 4, 3, 3, 2, 2 of 6" in found
-    assert "copying accuracy there is 0.20 (unpruned 0.80), and falls below half of it from 40% pruned" in found
+    assert ("within 1% of the verse perplexity 10% of the query heads can go, copying accuracy there 0.80; within 10% "
+            "of the verse perplexity 30% of the query heads can go, copying accuracy there 0.20 (unpruned 0.80); copying "
+            "accuracy falls below half of it from 40% pruned") in found
     assert "copying keeps 25% of its accuracy" in found
     assert "saved in 412 MB and rebuilt in a fresh process from those files alone, it generated the same tokens" in found
     assert "Pruning that keeps perplexity can break in-context copying" in found   # the scorecard's verdicts follow

@@ -203,6 +203,8 @@ def run_notebook(notebook: str, params: dict, output_dir: Path = EXECUTED, force
     output_dir.mkdir(parents=True, exist_ok=True)
     partial = output.with_suffix(".running.ipynb")
     manager = ipc_kernel_manager()
+    # the kernel inherits it: transformers' loading and saving bars stay out of the chapter and the log
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     start = time.perf_counter()
     try:
         pm.execute_notebook(str(source), str(partial), parameters=params, cwd=str(ROOT),

@@ -50,22 +50,23 @@ def induction_lines(profile: str) -> list[str]:
 
 
 def copying_lines(profile: str) -> list[str]:
-    """Does pruning for perplexity break copying? Read from the summary of the copying curves."""
+    """Per order: what each perplexity tolerance allows pruned, and copying there."""
     summary = read(profile, "13_copying_summary").set_index("order")
-    within = next(c for c in summary.columns if c.startswith("prunable within"))
+    tolerances = [c[len("prunable within "):-len(" (verses)")] for c in summary.columns if c.startswith("prunable within")]
     below = next(c for c in summary.columns if c.startswith("copying accuracy below"))
     lines = []
     for order, row in summary.iterrows():
         fall = "never falls below half of it" if pd.isna(row[below]) else f"falls below half of it from {_share(row[below])} pruned"
-        lines.append(f"**{order}:** {_share(row[within])} of the query heads can go with the verse perplexity "
-                     f"within 1%; copying accuracy there is {row['copying accuracy there']:.2f} (unpruned "
-                     f"{row['unpruned copying accuracy']:.2f}), and {fall}.")
+        allowed = "; ".join(f"within {t} of the verse perplexity {_share(row[f'prunable within {t} (verses)'])} of the query "
+                            f"heads can go, copying accuracy there {row[f'copying accuracy at {t}']:.2f}" for t in tolerances)
+        lines.append(f"**{order}:** {allowed} (unpruned {row['unpruned copying accuracy']:.2f}); copying accuracy {fall}.")
     if PERPLEXITY_ORDER in summary.index and summary.loc[PERPLEXITY_ORDER, "unpruned copying accuracy"] > 0:
         row = summary.loc[PERPLEXITY_ORDER]
-        kept = row["copying accuracy there"] / row["unpruned copying accuracy"]
+        t = tolerances[-1]
+        kept = row[f"copying accuracy at {t}"] / row["unpruned copying accuracy"]
         lines.append(f"**Pruning for perplexity, seen by copying:** at the share that keeps the verse perplexity within "
-                     f"1% ({_share(row[within])}), copying keeps {kept:.0%} of its accuracy. A copying probe costs one "
-                     "forward pass; perplexity on ordinary text cannot see what it measures.")
+                     f"{t} ({_share(row[f'prunable within {t} (verses)'])}), copying keeps {kept:.0%} of its accuracy. A "
+                     "copying probe costs one forward pass; perplexity on ordinary text cannot see what it measures.")
     return lines
 
 

@@ -278,12 +278,13 @@ def test_lines_of_two_build_processes_never_interleave():
 
 
 # ---- a quiet log: only our own lines -----------------------------------------------------------------
-BAR = re.compile(r"\d+%\|")   # tqdm's bar: "  0%|          | 0/272"
 THIRD_PARTY_BARS = ("Converting and de-quantizing", "Writing model shards", "Loading checkpoint shards", "Loading weights")
 
 
 def _noise(text: str) -> list[str]:
-    return [line for line in text.splitlines() if BAR.search(line) or any(b in line for b in THIRD_PARTY_BARS)]
+    """Third-party bars (transformers' loading and saving, the GGUF reader); the chapters' own
+    bars (sweeps, importance) are ours and may stay."""
+    return [line for line in text.splitlines() if any(b in line for b in THIRD_PARTY_BARS)]
 
 
 def test_smoke_chapters_print_no_progress_bars(smoke_executed):

@@ -22,7 +22,6 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
 
 from ...zoo.locations import REPO as ROOT
 from ..store import shards
@@ -70,7 +69,7 @@ def launch_links(notebook: str, profile: str, repo: tuple[str, str] | None = Non
     """The line under a chapter's title: open its source notebook on Colab or Binder (from the
     repository in ``_config.yml``, or ``repo`` = (url, branch)), or, with no repository set, how to
     run it from a local copy; and download this executed copy."""
-    from ..site_buttons import repository_of
+    from .site_buttons import repository_of
 
     url, branch = repo or repository_of(ROOT / "_config.yml")
     source = f"notebooks/{notebook}.ipynb"

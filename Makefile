@@ -46,7 +46,7 @@ data: setup
 	$(BIN)/python -m helpers.book.running.downloads --profile $(PROFILE) download
 
 models: setup
-	HF_HUB_OFFLINE=1 $(BIN)/python -m helpers.book.course --profile $(PROFILE)
+	HF_HUB_OFFLINE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 $(BIN)/python -m helpers.book.course --profile $(PROFILE)
 
 notebooks: models
 	HF_HUB_OFFLINE=1 $(BIN)/python -m helpers.book.running.runner --profile $(PROFILE)

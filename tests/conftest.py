@@ -118,6 +118,9 @@ def smoke_book(smoke_executed, tmp_path_factory) -> Path:
     (source / "book" / "executed").mkdir()
     for path in smoke_executed.values():
         shutil.copy(path, source / "book" / "executed" / path.name)
+    data = next(iter(smoke_executed.values())).parent / "data"   # the CSV tables the chapters link
+    if data.exists():
+        shutil.copytree(data, source / "book" / "executed" / "data")
     build = subprocess.run([str(Path(sys.executable).parent / "jupyter-book"), "build", str(source), "-W", "-n",
                             "--keep-going"], capture_output=True, text=True)
     assert build.returncode == 0, f"strict book build failed:\n{build.stdout[-3000:]}\n{build.stderr[-3000:]}"

@@ -170,6 +170,10 @@ def standin_profile(folder: Path, name: str = "paper-standin") -> str:
     # chapter 12 runs SmolLM2-135M three times and trains gates per penalty: the sizes of the smoke profile
     shrunk["notebooks"]["12_unimportant_or_unmeasured"].update(lm_verses=2, lm_reference_verses=2, reference_examples=4,
                                                                gate_steps=5, gate_examples=32, n_resamples=100)
+    # chapter 13 generates with SmolLM2-135M ten times and scores 30 curve steps three ways: short prompts, few steps
+    shrunk["notebooks"]["13_buys_and_breaks"].update(select_verses=4, report_verses=4, prompt_verses=20, prompt_tokens=32,
+                                                     new_tokens=4, speed_batch_sizes=[1, 2], repeats=1, probe_length=8,
+                                                     probe_sequences=8, random_orders=1, step=0.25, configs_per_pass=1)
     # torch.compile traces the models as on a GPU, without the minutes of C++ code generation per shape
     shrunk["notebooks"]["07_pruning_speed"].update(compile_backend="eager")
     (folder / f"{name}.yml").write_text(yaml.safe_dump(shrunk, sort_keys=False))

@@ -1,5 +1,7 @@
-"""The smoke-profile book, opened in a real headless Chromium: every figure on every chapter page
-has loaded, every internal link resolves, and each page leaves a screenshot.
+"""The smoke-profile book, opened in a real headless Chromium with no network: every figure on
+every chapter page has loaded, every formula is typeset, no page scrolls sideways at 1280 px, every
+internal link resolves (the CSV tables each chapter links among them), and each page leaves a
+screenshot.
 
 Chromium and its driver are Debian's ``chromium`` and ``chromium-driver``, installed by
 ``make browser`` (part of ``make test``). Screenshots go to ``_build/screenshots/smoke/``.
@@ -31,9 +33,15 @@ def browser():
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1600"):
+    # no network: the book must read as on a train; every host name fails to resolve, and the
+    # DevTools protocol takes the browser offline as well
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1600",
+                "--host-resolver-rules=MAP * ~NOTFOUND"):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.execute_cdp_cmd("Network.enable", {})
+    driver.execute_cdp_cmd("Network.emulateNetworkConditions",
+                           {"offline": True, "latency": 0, "downloadThroughput": 0, "uploadThroughput": 0})
     driver.set_page_load_timeout(60)
     yield driver
     driver.quit()
@@ -106,7 +114,7 @@ def test_parameters_show_once_with_the_profiles_values(browser, smoke_book, chap
 
 
 def test_scorecard_leads_with_its_table_not_its_styling_code(browser, smoke_book):
-    text = _visible_text(browser, smoke_book / "book" / "executed" / "13_scorecard.html")
+    text = _visible_text(browser, smoke_book / "book" / "executed" / "14_scorecard.html")
     assert "COLOURS" not in text and ".style" not in text  # folded away behind "Show code cell source"
     claims = text.index("The claims")
     assert "Few heads matter alone" in text[claims:text.index("By section")]
@@ -114,10 +122,68 @@ def test_scorecard_leads_with_its_table_not_its_styling_code(browser, smoke_book
 
 
 def test_what_it_costs_page_shows_the_recorded_build(browser, smoke_book):
-    text = _visible_text(browser, smoke_book / "book" / "executed" / "16_what_it_costs.html")
+    text = _visible_text(browser, smoke_book / "book" / "executed" / "17_what_it_costs.html")
     for heading in ("What it costs", "The machine", "The models", "The chapters", "Disk"):
         assert heading in text, f"the costs page lacks its {heading!r} section"
     assert re.search(r"The \d+ chapters with a recorded run took [\d.]+ (s|min)", text), text[:2000]
     assert "01_gates_and_pruning" in text and "cpu_model" in text
-    teaching = smoke_book / "book" / "executed" / "15_teaching_guide.html"
-    assert "16_what_it_costs.html" in teaching.read_text(encoding="utf-8")  # the guide links to it
+    teaching = smoke_book / "book" / "executed" / "16_teaching_guide.html"
+    assert "17_what_it_costs.html" in teaching.read_text(encoding="utf-8")  # the guide links to it
+
+
+def _pages(smoke_book: Path) -> list[Path]:
+    return [p for p in sorted(smoke_book.rglob("*.html")) if "_static" not in p.parts and "_sources" not in p.parts]
+
+
+def _typeset(driver) -> bool:
+    """Wait for MathJax (served from the site) to finish; False when the page did not load it."""
+    return driver.execute_async_script("""const done = arguments[arguments.length - 1];
+        if (!window.MathJax || !MathJax.startup || !MathJax.startup.promise) { done(false); return; }
+        MathJax.startup.promise.then(() => done(true), () => done(false));""")
+
+
+def test_formulas_render_with_no_network(browser, smoke_book):
+    with_math = 0
+    for page in _pages(smoke_book):
+        html = page.read_text(encoding="utf-8")
+        if 'class="math' not in html:
+            continue
+        with_math += 1
+        _open(browser, page)
+        assert _typeset(browser), f"{page.name}: MathJax did not load offline"
+        assert "cdn.jsdelivr" not in html and "_static/mathjax/" in html, f"{page.name} loads MathJax from elsewhere"
+        rendered = browser.execute_script("return document.querySelectorAll('mjx-container').length;")
+        text = browser.execute_script("return document.querySelector('main, article, body').innerText;")
+        raw = re.findall(r"\\\(|\\\[|\$\$", text)
+        assert rendered > 0 and not raw, f"{page.name}: {rendered} formulas typeset, raw LaTeX left: {raw[:3]}"
+    assert with_math >= 3, "too few pages with formulas: is dollarmath on?"
+
+
+def test_no_page_scrolls_sideways(browser, smoke_book):
+    browser.set_window_size(1280, 1600)
+    wide = []
+    for page in _pages(smoke_book):
+        _open(browser, page)
+        scroll, view = browser.execute_script("return [document.documentElement.scrollWidth, window.innerWidth];")
+        if scroll > view:
+            wide.append(f"{page.relative_to(smoke_book)}: {scroll} px for a {view} px window")
+    assert not wide, "pages wider than the window:\n" + "\n".join(wide)
+
+
+def test_each_chapter_links_its_tables_and_they_open_offline(browser, smoke_book):
+    data = sorted(p.name for p in (smoke_book.parent.parent / "book" / "executed" / "data" / "smoke").glob("*.csv"))
+    assert data, "the chapters saved no tables"
+    links = {}
+    for chapter in CHAPTERS:
+        _open(browser, smoke_book / "book" / "executed" / f"{chapter}.html")
+        links[chapter] = browser.execute_script(
+            "return Array.from(document.querySelectorAll('a[href$=\".csv\"]')).map(a => a.href);")
+    for chapter, hrefs in links.items():
+        saved = [n for n in data if n.startswith(chapter.split("_", 1)[0] + "_")]
+        names = {unquote(urlparse(h).path).rsplit("/", 1)[-1] for h in hrefs}
+        assert set(saved) <= names, f"{chapter} does not link {sorted(set(saved) - names)}"
+    scorecard = next(c for c in CHAPTERS if c.endswith("_scorecard"))
+    assert {unquote(urlparse(h).path).rsplit("/", 1)[-1] for h in links[scorecard]} >= set(data) - {"run_times.csv"}
+    some = links[scorecard][0]
+    browser.get(some)   # a file:// CSV opens as text, offline
+    assert "," in browser.execute_script("return document.body.innerText;").splitlines()[0]

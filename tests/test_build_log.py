@@ -275,3 +275,39 @@ def test_lines_of_two_build_processes_never_interleave():
     assert len(lines) == 10000
     mangled = [line for line in lines if not re.fullmatch(r"\[(a@0|b@1)\] epoch \d+/5000: train loss 1\.234, valid loss 2\.345 \(85 s\)", line)]
     assert mangled == []
+
+
+# ---- a quiet log: only our own lines -----------------------------------------------------------------
+THIRD_PARTY_BARS = ("Converting and de-quantizing", "Writing model shards", "Loading checkpoint shards", "Loading weights")
+
+
+def _noise(text: str) -> list[str]:
+    """Third-party bars (transformers' loading and saving, the GGUF reader); the chapters' own
+    bars (sweeps, importance) are ours and may stay."""
+    return [line for line in text.splitlines() if any(b in line for b in THIRD_PARTY_BARS)]
+
+
+def test_smoke_chapters_print_no_progress_bars(smoke_executed):
+    import nbformat
+
+    noisy = {}
+    for name, path in smoke_executed.items():
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            for out in cell.get("outputs", []):
+                text = out.get("text", "") or "".join(out.get("data", {}).get("text/plain", ""))
+                if _noise(text):
+                    noisy.setdefault(name, []).extend(_noise(text)[:2])
+    assert not noisy, f"progress bars in the executed chapters: {noisy}"
+
+
+@pytest.mark.slow
+def test_the_smollm2_conversion_is_silent(tmp_path, monkeypatch, capfd):
+    from helpers.zoo import causal_lm
+    from helpers.zoo.locations import CONVERTED_ENV
+
+    monkeypatch.setenv(CONVERTED_ENV, str(tmp_path))
+    folder = causal_lm.smollm2_folder()
+    assert (folder / "config.json").exists()
+    out, err = capfd.readouterr()
+    assert not _noise(out + err), _noise(out + err)[:3]

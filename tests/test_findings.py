@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from helpers.book.store.results import results_dir
-from helpers.book.verdicts.findings import ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11, ch12, ch13, text
+from helpers.book.verdicts.findings import ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11, ch12, ch13, ch14, text
 
 
 @pytest.fixture
@@ -118,12 +118,12 @@ def test_the_scorecard_summary_counts_both_measures_and_names_disagreements():
     card = pd.DataFrame([{"claim": "A", "verdict": REPRODUCED, "likelihood verdict": PARTLY},
                          {"claim": "B", "verdict": REPRODUCED, "likelihood verdict": REPRODUCED},
                          {"claim": "C", "verdict": PARTLY, "likelihood verdict": NOT_MEASURED}])
-    text = ch13.findings(card)
+    text = ch14.findings(card)
     assert text.startswith("On the paper's metric, 2 reproduced and 1 partly of the 3 claims. On the likelihood, "
                            "measured for 2 of them: 1 reproduced, 1 partly and 1 not measured.")
     assert "disagree on 1: *A* (reproduced on the paper's metric, partly on the likelihood)" in text
     card.loc[0, "likelihood verdict"] = REPRODUCED
-    assert "give the same verdict on every claim" in ch13.findings(card)
+    assert "give the same verdict on every claim" in ch14.findings(card)
 
 
 def test_chapter_07_reads_speed_ups_as_ratios_of_medians(results):
@@ -304,3 +304,39 @@ def test_chapter_12_follows_the_removal_and_selection_tables(results):
     assert ("most negligible on the paper's metric, seed 0: zero reproduced, mean not reproduced, "
             "resample reproduced") in found and "(4 of 8)" in found   # both seeds, both measures
     assert "importance keeps the score longest" in found and "20 points of share behind it" in found
+
+
+def _chapter_13_tables(write, kept_accuracy: float, measured_offset: int = 0):
+    def row(unit, share, batch, kv, speed, ppl):
+        return {"unit": unit, "share": share, "dtype": "float32", "batch": batch, "KV bytes per token": kv,
+                "KV bytes, predicted": kv * 100 * batch, "KV bytes, measured": kv * 100 * batch + measured_offset,
+                "tokens per second": speed * batch, "perplexity": ppl}
+    write("13_memory", [row("unpruned", 0.0, b, 1000, 10.0, 20.0) for b in (1, 8)]
+          + [row("KV groups", 1 / 3, b, 667, 12.0, 25.0) for b in (1, 8)]
+          + [row("query heads", 1 / 3, b, 1000, 11.0, 21.0) for b in (1, 8)])
+    write("13_kept_model", [{"megabytes saved": 412.4, "same tokens": True, "largest logit gap": 2e-6, "generated": "x"}])
+    write("13_induction", [{"layer": l, "head": h, "induction score": 0.1 * (l + h), "induction rank": 6 - (l + h),
+                            "rank by I_h on verses": 1 + l + h} for l in range(2) for h in range(3)])
+    write("13_copying_summary", [{"order": "I_h on verses", "unpruned copying accuracy": 0.8,
+                                  "prunable within 1% (verses)": 0.1, "copying accuracy at 1%": 0.8,
+                                  "prunable within 10% (verses)": 0.3, "copying accuracy at 10%": kept_accuracy,
+                                  "copying accuracy below 50% of unpruned from": 0.4 if kept_accuracy < 0.4 else None}])
+
+
+def test_chapter_13_follows_the_memory_induction_and_copying_tables(results):
+    _chapter_13_tables(results, kept_accuracy=0.2)
+    found = ch13.findings("p")
+    assert "predict in 6 of 6 rows (levels" in found
+    assert "removing 33% of the KV groups saves 33% of the KV cache (1,000 -> 667 bytes per token) for a perplexity of 25.0" in found
+    assert "generation speed 1.20x at batch 1 and 1.20x at batch 8" in found
+    assert "removing 33% of the query heads saves 0% of the KV cache" in found
+    assert "the five strongest (layer.head, score) are 1.2 (0.30)" in found and "I_h on verses: 4, 3, 3, 2, 2 of 6" in found
+    assert ("within 1% of the verse perplexity 10% of the query heads can go, copying accuracy there 0.80; within 10% "
+            "of the verse perplexity 30% of the query heads can go, copying accuracy there 0.20 (unpruned 0.80); copying "
+            "accuracy falls below half of it from 40% pruned") in found
+    assert "copying keeps 25% of its accuracy" in found
+    assert "saved in 412 MB and rebuilt in a fresh process from those files alone, it generated the same tokens" in found
+    assert "Pruning that keeps perplexity can break in-context copying" in found   # the scorecard's verdicts follow
+    _chapter_13_tables(results, kept_accuracy=0.8, measured_offset=1)
+    found = ch13.findings("p")
+    assert "predict in 0 of 6 rows" in found and "6 differ" in found and "copying keeps 100% of its accuracy" in found and "never falls below" in found

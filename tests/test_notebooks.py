@@ -104,7 +104,7 @@ def test_chapter_modules_follow_imports_transitively_with_parent_packages():
             "book/verdicts/findings/ch03.py", "heads/ablation.py", "heads/gates.py", "heads/significance.py"} <= names
     assert "book/running/runner.py" not in names  # the chapter never runs the runner
     assert "book/verdicts/findings/ch04.py" not in names  # nor another chapter's findings: editing them reruns only chapter 04
-    intro = {p.relative_to(PACKAGE).as_posix() for p in chapter_modules(ROOT / "notebooks" / "14_rerunning.ipynb")}
+    intro = {p.relative_to(PACKAGE).as_posix() for p in chapter_modules(ROOT / "notebooks" / "15_rerunning.ipynb")}
     assert "book/experiments/head_effects.py" not in intro
 
 
@@ -158,12 +158,41 @@ def test_the_repository_address_is_written_in_one_place():
     import yaml
 
     url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+    line = runner.launch_links("03_ablating_one_head", "course")
+    if not url:   # no repository set: the pages say how to run locally, and link nowhere
+        assert "colab" not in line.lower() and "binder" not in line.lower()
+        assert "make setup" in line and "--profile course --only 03_ablating_one_head" in line
+        return
     files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
     if not files:  # not a git checkout (e.g. an sdist): every text file under the root
         files = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*") if p.is_file() and ".venv" not in p.parts]
     naming = [f for f in files if (ROOT / f).is_file() and url in (ROOT / f).read_text(errors="ignore")]
     assert naming == ["_config.yml"], f"the repository address {url} is also in {naming}: read it from _config.yml"
-    assert url.split("github.com/")[-1] in runner.launch_links("03_ablating_one_head", "course")
+    assert url.split("github.com/")[-1] in line
+
+
+def test_launch_links_follow_the_repository_setting():
+    line = runner.launch_links("06_pruning_curves", "smoke", ("https://github.com/someone/heads", "dev"))
+    assert "colab.research.google.com/github/someone/heads/blob/dev/notebooks/06_pruning_curves.ipynb" in line
+    assert "mybinder.org/v2/gh/someone/heads/dev?labpath=notebooks/06_pruning_curves.ipynb" in line
+    assert "git clone https://github.com/someone/heads && pip install -e heads" in line
+    local = runner.launch_links("06_pruning_curves", "smoke", ("", "main"))
+    assert "--profile smoke --only 06_pruning_curves" in local and "mybinder" not in local
+
+
+def test_each_chapter_links_the_tables_it_saved(tmp_path, monkeypatch):
+    monkeypatch.setenv("SIXTEEN_HEADS_RESULTS", str(tmp_path / "results"))
+    folder = tmp_path / "results" / "p"
+    folder.mkdir(parents=True)
+    for name in ("03_counts", "03_effects", "04_layers", "run_times"):
+        (folder / f"{name}.csv").write_text("a,b\n1,2\n")
+    out = tmp_path / "executed"
+    text = runner.data_links("03_ablating_one_head", "p", out)
+    assert "{download}`03_counts.csv <data/p/03_counts.csv>`" in text and "04_layers" not in text
+    assert (out / "data" / "p" / "03_effects.csv").read_text() == "a,b\n1,2\n"
+    assert runner.data_links("01_gates_and_pruning", "p", out) is None   # saved nothing: no line
+    every = runner.data_links("14_scorecard", "p", out)
+    assert all(f"{n}.csv" in every for n in ("03_counts", "03_effects", "04_layers", "run_times"))
 
 
 def test_the_smoke_build_leaves_the_repository_as_it_found_it(smoke_book):
@@ -191,7 +220,7 @@ def test_every_chapter_prints_the_scorecards_verdicts(smoke_executed):
 
     card = scorecard("smoke").set_index("claim")
     chapters = sorted({c.chapter for c in CLAIMS})
-    assert len(chapters) == 9   # chapters 03 to 10 and 12
+    assert len(chapters) == 10   # chapters 03 to 10, 12 and 13
     for chapter in chapters:
         nb = nbformat.read(smoke_executed[chapter], as_version=4)
         code = [c for c in nb.cells if c.cell_type == "code"]
@@ -206,7 +235,7 @@ def test_every_chapter_prints_the_scorecards_verdicts(smoke_executed):
                 if row[column] == NOT_MEASURED:
                     continue
                 assert shown[(claim.claim, measure)] == row[column], (chapter, claim.key, measure)
-                if text:  # chapters 03 to 10 and 12 write findings; each ends with the same verdicts
+                if text:  # chapters 03 to 10, 12 and 13 write findings; each ends with the same verdicts
                     assert f"*{claim.claim}*, on {measure}: **{row[column]}**" in text, (chapter, claim.key, measure)
 
 

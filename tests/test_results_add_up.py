@@ -605,9 +605,59 @@ def test_chapter_12_agreement_adds_up(table):
         assert row["top 10 shared"] == len(top["a"] & top["b"]), (row["model"], row["kinds"])
 
 
+# ---- chapter 13: what removing heads buys and breaks ---------------------------------------------
+CH13 = "13_buys_and_breaks"
+
+
+def test_chapter_13_memory_rows_add_up(table):
+    new_tokens = _param(CH13, "new_tokens")
+    rows = table("13_memory")
+    assert {r["unit"] for r in rows} == {"unpruned", "KV groups", "query heads"}
+    for r in rows:
+        assert r["KV bytes, measured"] == r["KV bytes, predicted"], r
+        assert r["KV bytes, predicted"] == r["KV bytes per token"] * r["cached positions"] * r["batch"]  # no sliding layers
+        assert r["cached positions"] == _param(CH13, "prompt_tokens") + new_tokens - 1
+        assert r["tokens per second"] == pytest.approx(r["batch"] * new_tokens / r["seconds"], rel=1e-9)
+    base = next(r for r in rows if r["unit"] == "unpruned")
+    for r in rows:   # removing query heads never grows the cache; removing groups shrinks it
+        assert r["KV bytes per token"] <= base["KV bytes per token"]
+        if r["unit"] == "KV groups":
+            assert r["KV heads"] < base["KV heads"] and r["KV bytes per token"] < base["KV bytes per token"]
+
+
+def test_chapter_13_copying_summary_adds_up(table):
+    curves = _by(table("13_copying_curves"), "order")
+    summary = {r["order"]: r for r in table("13_copying_summary")}
+    assert set(summary) == {k for (k,) in curves}
+    for (order,), steps in curves.items():
+        steps = sorted(steps, key=lambda s: s["share"])
+        base = steps[0]
+        assert base["pruned"] == 0
+        row = summary[order]
+        for tolerance, label in ((0.01, "1%"), (0.10, "10%")):
+            within = 0.0
+            for step in steps:
+                if step["verse perplexity"] > base["verse perplexity"] * (1 + tolerance):
+                    break
+                within = step["share"]
+            assert row[f"prunable within {label} (verses)"] == pytest.approx(within, **CLOSE)
+            there = next(s for s in steps if s["share"] == within)
+            assert row[f"copying accuracy at {label}"] == pytest.approx(there["copying accuracy"], **CLOSE)
+        below = [s["share"] for s in steps if s["copying accuracy"] < 0.5 * base["copying accuracy"]]
+        assert row["copying accuracy below 50% of unpruned from"] == (pytest.approx(min(below)) if below else None)
+
+
+def test_chapter_13_induction_ranks_add_up(table):
+    rows = table("13_induction")
+    for r in rows:
+        assert r["induction rank"] == 1 + sum(1 for o in rows if o["induction score"] > r["induction score"])
+    for column in [c for c in rows[0] if c.startswith("rank by ")]:
+        assert sorted({r[column] for r in rows})[0] == 1 and max(r[column] for r in rows) <= len(rows)
+
+
 def test_the_scorecards_values_are_computed_from_the_chapters_rows(table):
-    # chapter 12's two claims apply chapter 03's rules per removal kind (hand-made tables in test_scorecard)
-    card = [r for r in table("13_scorecard") if r["chapter"] != "12_unimportant_or_unmeasured"]
+    # chapters 12 and 13 judge their claims on tables of their own (recomputed above and in test_scorecard)
+    card = [r for r in table("14_scorecard") if r["chapter"] not in ("12_unimportant_or_unmeasured", CH13)]
     seeds = sorted({int(s) for r in card if r["seeds"] is not None for s in str(r["seeds"]).split(", ")})
     per_seed = {seed: _recomputed_for_seed(table, seed) for seed in seeds}
     expected = per_seed[seeds[0]]

@@ -223,3 +223,57 @@ def test_chapter_03s_rules_are_judged_under_each_way_of_removing_a_head(tmp_path
     table = removal_table("p", results_root=tmp_path)
     assert table.loc[("few_significant", "the paper's metric", 0)].tolist() == [REPRODUCED, PARTLY, REPRODUCED]
     assert table.loc[("most_negligible", "the paper's metric", 1)].tolist() == [REPRODUCED, REPRODUCED, PARTLY]
+
+
+def _memory(saved_kv, ppl):
+    return [{"unit": "unpruned", "share": 0.0, "dtype": "float32", "batch": 1, "KV bytes per token": 900, "perplexity": 20.0},
+            {"unit": "KV groups", "share": 1 / 3, "dtype": "float32", "batch": 1, "KV bytes per token": 900 - saved_kv,
+             "perplexity": ppl},
+            {"unit": "KV groups", "share": 2 / 3, "dtype": "float32", "batch": 1, "KV bytes per token": 300, "perplexity": 90.0}]
+
+
+@pytest.mark.parametrize("saved_kv, ppl, expected", [(300, 21.9, REPRODUCED), (300, 22.1, PARTLY), (260, 21.0, REPRODUCED),
+                                                     (250, 21.0, PARTLY), (0, 21.0, NOT_REPRODUCED)])
+def test_kv_groups_buy_memory_at_the_smallest_level(tmp_path, saved_kv, ppl, expected):
+    # 1/3 of the groups: the cache must shrink by at least 28.3% (250 of 900 is 27.8%), perplexity at most +10%
+    _write(tmp_path / "p", "13_memory", _memory(saved_kv, ppl))
+    verdicts, card = _verdicts(tmp_path)
+    assert verdicts["Removing KV groups by importance shrinks the KV cache in proportion, at a small perplexity cost"] == expected
+
+
+@pytest.mark.parametrize("kept, expected", [(0.3, REPRODUCED), (0.6, PARTLY), (0.95, NOT_REPRODUCED)])
+def test_copying_breaks_is_read_at_the_share_perplexity_allows(tmp_path, kept, expected):
+    # read at the 10% tolerance; the 1% columns (here: nothing prunable, copying intact) are not the rule's
+    _write(tmp_path / "p", "13_copying_summary", [
+        {"order": "I_h on verses", "unpruned copying accuracy": 0.8, "prunable within 1% (verses)": 0.0,
+         "copying accuracy at 1%": 0.8, "prunable within 10% (verses)": 0.2, "copying accuracy at 10%": 0.8 * kept},
+        {"order": "random 0", "unpruned copying accuracy": 0.8, "prunable within 1% (verses)": 0.0,
+         "copying accuracy at 1%": 0.8, "prunable within 10% (verses)": 0.1, "copying accuracy at 10%": 0.0}])
+    verdicts, card = _verdicts(tmp_path)
+    row = card[card["claim"].str.startswith("Pruning that keeps perplexity")].iloc[0]
+    assert row["verdict"] == expected and f"copying keeps {kept:.0%} of its accuracy" in row["ours"]
+
+
+@pytest.mark.parametrize("low_by_importance, low_by_effect, expected", [(1, 0, REPRODUCED), (0, 2, PARTLY), (0, 0, NOT_REPRODUCED)])
+def test_induction_heads_underrated_counts_the_less_important_half(tmp_path, low_by_importance, low_by_effect, expected):
+    rows = []
+    for i in range(10):   # heads 0-4 are the five strongest induction heads
+        rows.append({"layer": 0, "head": i, "induction rank": i + 1,
+                     "rank by I_h on verses": (10 - i if i < low_by_importance else i + 1) if i < 5 else 10 - i,
+                     "rank by one-head effect on verses": (10 - i if i < low_by_effect else i + 1) if i < 5 else 10 - i})
+    _write(tmp_path / "p", "13_induction", rows)
+    verdicts, card = _verdicts(tmp_path)
+    assert verdicts["Importance on ordinary text can call the heads that copy unimportant"] == expected
+
+
+def test_the_card_shows_its_rules_folded_under_each_claim():
+    from helpers.book.verdicts.card_html import card_table
+
+    card = pd.DataFrame([{"section": "§3", "claim": "A < B & C", "paper": "8 of 96", "ours": "9", "verdict": REPRODUCED,
+                          "likelihood": "x", "likelihood verdict": NOT_MEASURED, "seeds": "0, 1", "rule": "under 20%",
+                          "likelihood rule": "the same rule", "chapter": "03_ablating_one_head"}])
+    html = card_table(card)
+    assert "<td>A &lt; B &amp; C<details class=\"rule\"><summary>rule</summary><b>Rule:</b> under 20%" in html
+    assert "On the likelihood" not in html   # not measured there: no likelihood rule shown
+    assert "03_ablating_one_head" in html and "0, 1" in html and html.count("<tr>") == 2
+    assert 'background-color: #d8f0d2">reproduced' in html

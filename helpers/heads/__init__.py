@@ -22,6 +22,9 @@ It imports torch, transformers and (for fairseq models) fairseq, and nothing fro
   ``HeadGates(model, removal=...)`` or a sweep's ``removal``;
 * concrete_gates.py: hard-concrete gates trained with an L0 penalty (Voita et al. 2019), a fourth
   way to choose which heads go;
+* kv_cache.py: the KV cache's bytes, predicted from the (pruned) layers and measured from a
+  cache; cached greedy generation and its timing; published configurations' arithmetic;
+* induction.py: the repeated-random-tokens probe, induction scores and copying likelihood;
 * significance.py: the paired bootstrap test of a score change (§3.2);
 * metrics.py: accuracy, Matthews, F1 and tokenised BLEU;
 * devices.py, atomic.py, fairseq_compat.py: moving batches to a model's device, atomic writes,
@@ -34,8 +37,10 @@ from .config_batches import config_row_gates, repeat_rows
 from .gates import GateRecord, HeadGates, HeadSpec
 from .grouped_query import kv_group_heads, kv_group_importance, kv_groups_to_heads
 from .importance import head_importance
-from .pruning import (count_parameters, kept_heads, load_pruned, prune_heads, prune_kv_groups, pruned_heads,
-                      save_pruned)
+from .induction import copying_accuracy, copying_nll, induction_scores, repeated_tokens
+from .kv_cache import cache_bytes, generate_cached, kv_bytes, kv_bytes_per_token
+from .pruning import (count_parameters, head_layout, kept_heads, load_pruned, prune_heads, prune_kv_groups,
+                      pruned_heads, save_pruned)
 from .pruning_curves import order_by_ablation, order_by_importance, prunable_share, pruning_curve, random_order
 from .removal import REMOVAL_KINDS, HeadRemoval, reference_outputs
 from .significance import paired_bootstrap
@@ -53,7 +58,8 @@ from .throughput import compare_speed, forward_flops, speed_gains, throughput
 __all__ = [
     "AttentionSite", "ConcreteGates", "Config", "GateRecord", "HeadGates", "HeadRemoval", "REMOVAL_KINDS", "reference_outputs", "HeadSpec", "HeadSpecError", "SUPPORTED_FAMILIES",
     "UNMASKED", "UnsupportedModelError", "all_but_one_configs", "attention_sites", "compare_speed",
-    "config_row_gates", "count_parameters", "family_of", "forward_flops", "gated_passes", "gated_runs",
+    "cache_bytes", "config_row_gates", "copying_accuracy", "copying_nll", "count_parameters", "generate_cached",
+    "head_layout", "induction_scores", "kv_bytes", "kv_bytes_per_token", "repeated_tokens", "family_of", "forward_flops", "gated_passes", "gated_runs",
     "head_importance", "kept_heads", "kv_group_heads", "kv_group_importance", "kv_groups_to_heads", "layout",
     "load_pruned", "one_head_configs", "order_by_ablation", "order_by_importance", "paired_bootstrap",
     "prunable_share", "prune_heads", "prune_kv_groups", "pruned_heads", "pruning_curve", "random_order", "repeat_rows",

@@ -96,6 +96,21 @@ def pruned_heads(model: nn.Module) -> dict[str, dict[int, list[int]]]:
     return out
 
 
+LAYOUT_KEY = "pruned_head_layout"   # the key save_pruned adds to config.json
+
+
+def head_layout(model: nn.Module) -> dict[str, dict[str, list[int]]]:
+    """Per attention kind, the heads each layer holds now: ``{kind: {"num_attention_heads":
+    [per layer], "num_key_value_heads": [per layer]}}`` (key/value heads: the kept KV groups
+    under grouped-query attention, else equal to the query heads)."""
+    out: dict[str, dict[str, list[int]]] = {}
+    for s in attention_sites(model):
+        kind = out.setdefault(s.kind, {"num_attention_heads": [], "num_key_value_heads": []})
+        kind["num_attention_heads"].append(len(s.heads))
+        kind["num_key_value_heads"].append(len(s.kv_groups))
+    return out
+
+
 def _remove(site: AttentionSite, remove: set[int]) -> None:
     total, before, groups_before = site.total_heads, site.heads, site.kv_groups
     keep = [h for h in before if h not in remove]
@@ -182,15 +197,19 @@ _SET_HEAD_COUNT = {"bert": _count_bert, "distilbert": _count_distilbert, "bart":
 
 
 # ---- forwards of a block with no head left: only W_o's bias reaches the residual stream ----
-def _phantom_cache_entry(cache, hidden_states: torch.Tensor, head_dim: int, layer_idx: int) -> None:
+PHANTOM_WIDTH = 1  # the head width of an emptied layer's cache entry
+
+
+def _phantom_cache_entry(cache, hidden_states: torch.Tensor, layer_idx: int) -> None:
     """Keep a decoder cache's length right when a layer has no head left: transformers reads a
-    layer's key length to place new positions, so cache one all-zero head nothing attends with."""
+    layer's key length to place new positions, so cache one all-zero head of width 1 that nothing
+    attends with (2 numbers per token for keys and values: ``kv_cache.kv_bytes`` counts them)."""
     from transformers.cache_utils import EncoderDecoderCache
 
     if isinstance(cache, EncoderDecoderCache):
         cache = cache.self_attention_cache
     b, t = hidden_states.shape[:2]
-    phantom = hidden_states.new_zeros(b, 1, t, head_dim)
+    phantom = hidden_states.new_zeros(b, 1, t, PHANTOM_WIDTH)
     cache.update(phantom, phantom, layer_idx)
 
 
@@ -205,13 +224,13 @@ def _empty_distilbert(self, hidden_states, *args, **kwargs):
 
 def _empty_bart(self, hidden_states, key_value_states=None, past_key_values=None, attention_mask=None, **kwargs):
     if past_key_values is not None and key_value_states is None:
-        _phantom_cache_entry(past_key_values, hidden_states, self.head_dim, self.layer_idx)
+        _phantom_cache_entry(past_key_values, hidden_states, self.layer_idx)
     return self.out_proj(hidden_states.new_zeros(*hidden_states.shape[:-1], 0)), None
 
 
 def _empty_gpt2(self, hidden_states, past_key_values=None, *args, **kwargs):
     if past_key_values is not None:
-        _phantom_cache_entry(past_key_values, hidden_states, self.head_dim, self.layer_idx)
+        _phantom_cache_entry(past_key_values, hidden_states, self.layer_idx)
     # Conv1D cannot take a 0-wide input; with no head left it would return its bias, as here.
     out = hidden_states.new_zeros(*hidden_states.shape[:-1], self.c_proj.nf) + self.c_proj.bias
     return self.resid_dropout(out), None
@@ -219,7 +238,7 @@ def _empty_gpt2(self, hidden_states, past_key_values=None, *args, **kwargs):
 
 def _empty_llama(self, hidden_states, position_embeddings=None, attention_mask=None, past_key_values=None, **kwargs):
     if past_key_values is not None:
-        _phantom_cache_entry(past_key_values, hidden_states, self.head_dim, self.layer_idx)
+        _phantom_cache_entry(past_key_values, hidden_states, self.layer_idx)
     return self.o_proj(hidden_states.new_zeros(*hidden_states.shape[:-1], 0)), None
 
 
@@ -237,19 +256,24 @@ def save_pruned(model: nn.Module, directory: str | os.PathLike) -> Path:
     """Save ``model`` (pruned or not) so that ``load_pruned`` rebuilds it exactly.
 
     transformers: ``save_pretrained`` files. fairseq: ``model.pt`` (args and state dict) and
-    the dictionaries. Both: ``pruned_heads.json`` with the removed heads, original numbering.
+    the dictionaries. Both: ``pruned_heads.json`` with the removed heads, original numbering,
+    and the ``head_layout`` (per kind and layer, the query and key/value heads kept), which
+    transformers models also record in ``config.json`` under ``"pruned_head_layout"``.
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     family = family_of(model)
+    layout = head_layout(model)
     if family == "fairseq":
         _save_fairseq(model, directory)
-    else:
+    else:  # config.json records the per-layer head counts (and so does the model's config from now on)
+        setattr(model.config, LAYOUT_KEY, layout)
         model.save_pretrained(directory)
     record = {
         "format": 1,
         "family": family,
         "pruned": {k: {str(layer): hs for layer, hs in v.items()} for k, v in pruned_heads(model).items()},
+        "layout": layout,
     }
     with atomic_path(directory / PRUNED_HEADS_FILE) as tmp:
         tmp.write_text(json.dumps(record, indent=2))
@@ -275,6 +299,9 @@ def load_pruned(directory: str | os.PathLike, model: nn.Module | None = None) ->
     elif family_of(model) != family:
         raise ValueError(f"{directory} holds a {family} model but a {family_of(model)} model was given")
     prune_heads(model, {k: {int(layer): hs for layer, hs in v.items()} for k, v in record["pruned"].items()})
+    if "layout" in record and head_layout(model) != record["layout"]:
+        raise ValueError(f"{directory}: the model rebuilt from {PRUNED_HEADS_FILE} holds {head_layout(model)} heads, "
+                         f"the saved layout says {record['layout']}: the folder was edited or written by another version")
     if family == "fairseq":
         state = torch.load(directory / "model.pt", map_location="cpu", weights_only=False)["model"]
     else:

@@ -25,7 +25,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -79,14 +79,23 @@ def smollm2_folder(root: Path | None = None) -> Path:
 
 def _convert_smollm2(gguf: Path, folder: Path) -> None:
     """The conversion, with transformers' loading and saving bars off (a one-off step; the book's
-    log keeps its own lines only), restored after."""
+    log keeps its own lines only), restored after. The GGUF reader's own bar ("Converting and
+    de-quantizing GGUF tensors") ignores that switch: its module's ``tqdm`` is swapped for a
+    silent one meanwhile."""
+    import functools
+
+    from tqdm.auto import tqdm
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
     from transformers.utils import logging as transformers_logging
 
     shown = transformers_logging.is_progress_bar_enabled()
     transformers_logging.disable_progress_bar()
+    bar = getattr(gguf_utils, "tqdm", None)
+    gguf_utils.tqdm = functools.partial(tqdm, disable=True)
     try:
         _convert_quietly(gguf, folder)
     finally:
+        gguf_utils.tqdm = bar
         if shown:
             transformers_logging.enable_progress_bar()
 
@@ -218,14 +227,17 @@ def perplexity(stats: np.ndarray | torch.Tensor) -> float:
 class PerplexityScorer:
     """``scorer(model)``: the mean log-likelihood per token on fixed batches (``log_likelihood``);
     ``scorer.many(model, specs)`` scores many head specs, ``configs_per_pass`` per forward pass
-    (``pruning_curve`` uses it); ``scorer.stats`` holds the ``token_nll`` rows of the last call."""
+    (``pruning_curve`` uses it). ``stats(model, batch)`` gives ``[B, 2]`` rows of summed NLL and
+    tokens: ``token_nll`` by default, e.g. ``induction.copying_nll`` for the copying probe."""
 
-    def __init__(self, batches: Sequence[dict], configs_per_pass: int = 4, progress: bool = False):
+    def __init__(self, batches: Sequence[dict], configs_per_pass: int = 4, progress: bool = False,
+                 stats: Callable[[nn.Module, dict], torch.Tensor] | None = None):
         self.batches, self.configs_per_pass, self.progress = list(batches), configs_per_pass, progress
+        self.stats = stats or token_nll
 
     @torch.no_grad()
     def __call__(self, model: nn.Module) -> float:
-        return log_likelihood(torch.cat([token_nll(model, b) for b in self.batches]).sum(0).numpy())
+        return log_likelihood(torch.cat([self.stats(model, b) for b in self.batches]).sum(0).numpy())
 
     @torch.no_grad()
     def many(self, model: nn.Module, specs: Sequence) -> list[float]:
@@ -234,7 +246,7 @@ class PerplexityScorer:
             for batch in self.batches:
                 rows = batch["input_ids"].shape[0]
                 with gated(rows * copies):
-                    out = token_nll(model, repeat_rows(batch, copies))
+                    out = self.stats(model, repeat_rows(batch, copies))
                 for k in range(copies):
                     per_copy[k].append(out[k * rows:(k + 1) * rows])
             return [torch.cat(p) for p in per_copy]

@@ -22,7 +22,6 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
 
 from ...zoo.locations import REPO as ROOT
 from ..store import shards
@@ -66,20 +65,56 @@ def is_current(notebook: str, params: dict, output_dir: Path = EXECUTED, models:
     return source.exists() and _cached(output_dir / f"{notebook}.ipynb", fingerprint(source, params, models))
 
 
-def launch_links(notebook: str, profile: str) -> str:
-    """The line under a chapter's title: open its source notebook on Colab or Binder (the
-    repository in ``_config.yml``), or download this executed copy."""
-    config = yaml.safe_load((ROOT / "_config.yml").read_text()).get("repository", {})
-    url, branch = config.get("url", "").rstrip("/"), config.get("branch", "main")
-    repo = url.removeprefix("https://github.com/")
+def launch_links(notebook: str, profile: str, repo: tuple[str, str] | None = None) -> str:
+    """The line under a chapter's title: open its source notebook on Colab or Binder (from the
+    repository in ``_config.yml``, or ``repo`` = (url, branch)), or, with no repository set, how to
+    run it from a local copy; and download this executed copy."""
+    from .site_buttons import repository_of
+
+    url, branch = repo or repository_of(ROOT / "_config.yml")
     source = f"notebooks/{notebook}.ipynb"
+    own = (f"{{download}}`this executed notebook <{notebook}.ipynb>` · {{doc}}`its parameters <15_rerunning>`")
+    if not url:
+        return (f"*Executed on the `{profile}` profile.* Run it yourself from a copy of this project: `make setup`, "
+                f"then `.venv/bin/python -m helpers.book.running.runner --profile {profile} --only {notebook}` "
+                f"(`-p name=value` changes a parameter) · {own}.")
+    slug = url.removeprefix("https://github.com/")
     folder = url.rsplit("/", 1)[-1]
     return (f"*Executed on the `{profile}` profile.* Run it yourself: "
-            f"[Colab](https://colab.research.google.com/github/{repo}/blob/{branch}/{source}) · "
-            f"[Binder](https://mybinder.org/v2/gh/{repo}/{branch}?labpath={source}) · "
-            f"{{download}}`this executed notebook <{notebook}.ipynb>` · "
-            f"{{doc}}`its parameters <14_rerunning>`. On Colab, first run "
+            f"[Colab](https://colab.research.google.com/github/{slug}/blob/{branch}/{source}) · "
+            f"[Binder](https://mybinder.org/v2/gh/{slug}/{branch}?labpath={source}) · {own}. On Colab, first run "
             f"`!git clone {url} && pip install -e {folder}` and `%cd {folder}`.")
+
+
+DATA_FOLDER = "data"   # next to the executed notebooks: the CSV tables each chapter links
+
+
+def chapter_tables(notebook: str, profile: str) -> list[Path]:
+    """The CSV tables ``notebook`` saved under ``results/<profile>/``: those named with its
+    number (``03_...``); the scorecard's page, which reads them all, gets every table."""
+    from ..store.results import results_dir
+
+    folder = results_dir(profile)
+    pattern = "*.csv" if notebook.endswith("_scorecard") else f"{notebook.split('_', 1)[0]}_*.csv"
+    return sorted(folder.glob(pattern))
+
+
+def data_links(notebook: str, profile: str, output_dir: Path) -> str | None:
+    """Copy ``chapter_tables`` next to the executed notebooks (``<output_dir>/data/<profile>/``)
+    and return the Markdown that links them (the book copies linked files into the site), or
+    None when the chapter saved none."""
+    import shutil
+
+    tables = chapter_tables(notebook, profile)
+    if not tables:
+        return None
+    target = output_dir / DATA_FOLDER / profile
+    target.mkdir(parents=True, exist_ok=True)
+    for table in tables:
+        shutil.copyfile(table, target / table.name)
+    links = " · ".join(f"{{download}}`{t.name} <{DATA_FOLDER}/{profile}/{t.name}>`" for t in tables)
+    what = "every table the chapters saved" if notebook.endswith("_scorecard") else "the tables this chapter saved"
+    return f"**The data behind this page** ({what} on this run, CSV): {links}"
 
 
 _ASSIGNMENT = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>.*?)(?P<comment>\s+#.*)?$")
@@ -167,6 +202,8 @@ def run_notebook(notebook: str, params: dict, output_dir: Path = EXECUTED, force
     output_dir.mkdir(parents=True, exist_ok=True)
     partial = output.with_suffix(".running.ipynb")
     manager = ipc_kernel_manager()
+    # the kernel inherits it: transformers' loading and saving bars stay out of the chapter and the log
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     start = time.perf_counter()
     try:
         pm.execute_notebook(str(source), str(partial), parameters=params, cwd=str(ROOT),
@@ -183,6 +220,9 @@ def run_notebook(notebook: str, params: dict, output_dir: Path = EXECUTED, force
     fold_parameters(nb, params)
     nb.cells.insert(1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0,
                     nbformat.v4.new_markdown_cell(launch_links(notebook, params.get("profile", "?"))))
+    data = data_links(notebook, params["profile"], output_dir) if "profile" in params else None
+    if data:
+        nb.cells.append(nbformat.v4.new_markdown_cell(data))
     nb.metadata["sixteen_heads"] = {"fingerprint": key, "status": "ok", "seconds": round(seconds, 1),
                                     "parameters": params}
     nbformat.write(nb, partial)

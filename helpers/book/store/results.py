@@ -30,6 +30,12 @@ def save_table(df: pd.DataFrame, profile: str, name: str) -> Path:
     return path
 
 
+def saved_table(profile: str, name: str) -> pd.DataFrame | None:
+    """``results/<profile>/<name>.csv`` as a table, or None when no chapter has saved it yet."""
+    path = results_root() / profile / f"{name}.csv"
+    return pd.read_csv(path) if path.exists() else None
+
+
 def read_run_times(profile: str) -> pd.DataFrame:
     """``results/<profile>/run_times.csv``: one row per chapter's last complete run (notebook,
     seconds, finished: UTC time); no rows before the first run."""

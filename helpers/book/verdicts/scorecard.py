@@ -450,6 +450,67 @@ def _figure6_claims() -> list[Claim]:
             for row in paper_values.FIGURE6.itertuples()]
 
 
+# ---- beyond the paper: what removing heads buys and breaks in a modern LM (chapter 13) ---------
+BUYS_CHAPTER = "13_buys_and_breaks"
+PERPLEXITY_COST = 0.10    # "at a small perplexity cost": at most 10% above the unpruned model's
+COPYING_BROKEN = 0.50     # copying "breaks" below half of the unpruned model's accuracy
+COPYING_DENTED = 0.90     # ... and is dented below 90% of it
+COPYING_PERPLEXITY = 0.10  # "pruning that keeps perplexity": within 10% of the unpruned (chapter 11's looser tolerance)
+INDUCTION_TOP = 5         # "the induction heads": the five with the highest induction score
+
+
+def _kv_groups_buy_memory(r: Results) -> tuple[str, str]:
+    table = r["13_memory"]
+    f32 = table[table["dtype"] == "float32"]
+    base = _present(f32[f32["unit"] == "unpruned"], "13_memory: unpruned").iloc[0]
+    row = _present(f32[f32["unit"] == "KV groups"], "13_memory: KV groups").sort_values("share").iloc[0]
+    saved = 1 - row["KV bytes per token"] / base["KV bytes per token"]
+    cost = row["perplexity"] / base["perplexity"] - 1
+    text = f"{row['share']:.0%} of the KV groups: {saved:.0%} of the cache saved, perplexity {cost:+.0%}"
+    cache_follows = saved >= row["share"] - 0.05
+    return text, _three_way(cache_follows and cost <= PERPLEXITY_COST, saved > 0)
+
+
+def _copying_breaks(r: Results) -> tuple[str, str]:
+    summary = r["13_copying_summary"].set_index("order")
+    row = _present(summary.loc[summary.index == "I_h on verses"], "13_copying_summary: I_h on verses").iloc[0]
+    share = row[f"prunable within {COPYING_PERPLEXITY:.0%} (verses)"]
+    if not row["unpruned copying accuracy"] > 0:
+        return "(the unpruned model does not copy)", NOT_REPRODUCED
+    kept = row[f"copying accuracy at {COPYING_PERPLEXITY:.0%}"] / row["unpruned copying accuracy"]
+    return (f"{share:.0%} pruned by I_h on verses (perplexity within {COPYING_PERPLEXITY:.0%}): copying keeps {kept:.0%} "
+            "of its accuracy", _three_way(kept < COPYING_BROKEN, kept < COPYING_DENTED))
+
+
+def _induction_heads_underrated(r: Results) -> tuple[str, str]:
+    ranks = r["13_induction"]
+    top = ranks.nsmallest(INDUCTION_TOP, "induction rank")
+    low = int((top["rank by I_h on verses"] > len(ranks) / 2).sum())
+    effect = "rank by one-head effect on verses"
+    low_effect = int((top[effect] > len(ranks) / 2).sum()) if effect in top else 0
+    text = (f"{low} of the {INDUCTION_TOP} strongest induction heads in the less important half by I_h on verses"
+            + (f", {low_effect} by their one-head effect" if effect in top else ""))
+    return text, _three_way(low > 0, low_effect > 0)
+
+
+def _buys_and_breaks_claims() -> list[Claim]:
+    return [
+        Claim("kv_groups_buy_memory", "Beyond the paper, KV cache", "Removing KV groups by importance shrinks the KV "
+              "cache in proportion, at a small perplexity cost", "1.67x less memory for GQA models (DuoAttention), "
+              "heads chosen for it", f"reproduced: the smallest share of KV groups removed saves at least that share of "
+              f"the cache (less 5 points) with perplexity at most {PERPLEXITY_COST:.0%} higher; partly: the cache shrinks "
+              "less, or perplexity rises more", BUYS_CHAPTER, _kv_groups_buy_memory),
+        Claim("copying_breaks", "Beyond the paper, retrieval heads", "Pruning that keeps perplexity can break "
+              "in-context copying", "removing the retrieval heads (under 5%) breaks retrieval; random heads do not",
+              f"reproduced: at the share pruned by I_h on verses with perplexity within {COPYING_PERPLEXITY:.0%}, copying keeps under "
+              f"{COPYING_BROKEN:.0%} of its accuracy; partly: under {COPYING_DENTED:.0%}", BUYS_CHAPTER, _copying_breaks),
+        Claim("induction_heads_underrated", "Beyond the paper, induction heads", "Importance on ordinary "
+              "text can call the heads that copy unimportant", "induction heads carry in-context copying",
+              f"reproduced: one of the {INDUCTION_TOP} strongest induction heads ranks in the less important half by I_h on "
+              "verses; partly: only by its one-head effect", BUYS_CHAPTER, _induction_heads_underrated),
+    ]
+
+
 CLAIMS: list[Claim] = [
     Claim("few_significant", "§3.2, Table 1", "Few heads matter alone: masking one changes the score significantly for a minority",
           f"{paper_values.SIGNIFICANT_ENC_SELF} of 96 WMT Enc-Enc heads",
@@ -528,6 +589,7 @@ CLAIMS: list[Claim] = [
           "is removed", "8 of 96 significant, masking only (the paper tests no equivalence)",
           f"reproduced: chapter 03's rule (over {1 - FEW_SHARE:.0%} negligible in every model) holds under every way of "
           "removing a head; partly: under some", REMOVAL_CHAPTER, _every_removal(_most_negligible), likelihood=True),
+    *_buys_and_breaks_claims(),
 ]
 
 

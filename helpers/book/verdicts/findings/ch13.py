@@ -3,23 +3,82 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .text import words
+from .text import read, verdicts, words
+
+CHAPTER = "13_buys_and_breaks"
+PERPLEXITY_ORDER = "I_h on verses"
 
 
-def findings(card: pd.DataFrame) -> str:
-    """The scorecard's tallies on both measures, and the claims where they disagree."""
-    from ..scorecard import NOT_MEASURED, disagreements, verdict_counts
+def _share(x: float) -> str:
+    return f"{x:.0%}"
 
-    def tally(column: str) -> str:
-        counts = {v: n for v, n in verdict_counts(card, column).items() if n}
-        return words([f"{n} {v}" for v, n in counts.items()])
 
-    measured = int((card["likelihood verdict"] != NOT_MEASURED).sum())
-    text = (f"On the paper's metric, {tally('verdict')} of the {len(card)} claims. On the likelihood, measured for "
-            f"{measured} of them: {tally('likelihood verdict')}.")
-    split = disagreements(card)
-    if split.empty:
-        return text + " Where both were measured, the two scores give the same verdict on every claim."
-    items = [f"*{c}* ({v} on the paper's metric, {lv} on the likelihood)"
-             for c, v, lv in zip(split["claim"], split["verdict"], split["likelihood verdict"])]
-    return text + f" The two scores disagree on {len(items)}: " + "; ".join(items) + "."
+def memory_lines(profile: str) -> list[str]:
+    """Per level: KV bytes saved and the perplexity paid, by KV groups and by query heads."""
+    table = read(profile, "13_memory")
+    f32 = table[table["dtype"] == "float32"]
+    differ = int((table["KV bytes, predicted"] != table["KV bytes, measured"]).sum())
+    lines = [f"**Measured against predicted:** the cache tensors generation left hold exactly the bytes the pruned "
+             f"layers predict in {len(table) - differ} of {len(table)} rows (levels, units, dtypes and batch sizes)"
+             + ("." if not differ else f"; {differ} differ, which the prediction's arithmetic does not explain.")]
+    base = f32[f32["unit"] == "unpruned"].iloc[0]
+    base_speed = f32[f32["unit"] == "unpruned"].set_index("batch")["tokens per second"]
+    for share, part in f32[f32["unit"] != "unpruned"].groupby("share", sort=True):
+        parts = []
+        for unit, rows in part.groupby("unit", sort=False):
+            row = rows.iloc[0]
+            saved = 1 - row["KV bytes per token"] / base["KV bytes per token"]
+            speed = words([f"{r['tokens per second'] / base_speed[r['batch']]:.2f}x at batch {int(r['batch'])}"
+                           for _, r in rows.sort_values("batch").iterrows()])
+            parts.append(f"removing {_share(share)} of the {unit} saves {_share(saved)} of the KV cache "
+                         f"({int(base['KV bytes per token']):,} -> {int(row['KV bytes per token']):,} bytes per token) for a "
+                         f"perplexity of {row['perplexity']:.1f} (unpruned {base['perplexity']:.1f}); generation speed {speed}")
+        lines.append(f"**{_share(share)} removed:** {'; '.join(parts)}.")
+    return lines
+
+
+def induction_lines(profile: str) -> list[str]:
+    """Where the strongest induction heads rank by each importance."""
+    ranks = read(profile, "13_induction")
+    top = ranks.nsmallest(5, "induction rank")
+    heads = len(ranks)
+    by = [c for c in ranks.columns if c.startswith("rank by ")]
+    named = words([f"{int(r['layer'])}.{int(r['head'])} ({r['induction score']:.2f})" for _, r in top.iterrows()])
+    where = words([f"{c[len('rank by '):]}: {', '.join(str(int(v)) for v in top[c])} of {heads}" for c in by])
+    return [f"**Induction heads:** the five strongest (layer.head, score) are {named}. Their ranks (1 = most "
+            f"important) by {where}."]
+
+
+def copying_lines(profile: str) -> list[str]:
+    """Per order: what each perplexity tolerance allows pruned, and copying there."""
+    summary = read(profile, "13_copying_summary").set_index("order")
+    tolerances = [c[len("prunable within "):-len(" (verses)")] for c in summary.columns if c.startswith("prunable within")]
+    below = next(c for c in summary.columns if c.startswith("copying accuracy below"))
+    lines = []
+    for order, row in summary.iterrows():
+        fall = "never falls below half of it" if pd.isna(row[below]) else f"falls below half of it from {_share(row[below])} pruned"
+        allowed = "; ".join(f"within {t} of the verse perplexity {_share(row[f'prunable within {t} (verses)'])} of the query "
+                            f"heads can go, copying accuracy there {row[f'copying accuracy at {t}']:.2f}" for t in tolerances)
+        lines.append(f"**{order}:** {allowed} (unpruned {row['unpruned copying accuracy']:.2f}); copying accuracy {fall}.")
+    if PERPLEXITY_ORDER in summary.index and summary.loc[PERPLEXITY_ORDER, "unpruned copying accuracy"] > 0:
+        row = summary.loc[PERPLEXITY_ORDER]
+        t = tolerances[-1]
+        kept = row[f"copying accuracy at {t}"] / row["unpruned copying accuracy"]
+        lines.append(f"**Pruning for perplexity, seen by copying:** at the share that keeps the verse perplexity within "
+                     f"{t} ({_share(row[f'prunable within {t} (verses)'])}), copying keeps {kept:.0%} of its accuracy. A "
+                     "copying probe costs one forward pass; perplexity on ordinary text cannot see what it measures.")
+    return lines
+
+
+def kept_lines(profile: str) -> list[str]:
+    """The pruned model saved, rebuilt in a fresh process and generating."""
+    row = read(profile, "13_kept_model").iloc[0]
+    same = "the same tokens" if bool(row["same tokens"]) else "**different tokens**"
+    return [f"**A pruned model to keep:** saved in {row['megabytes saved']:.0f} MB and rebuilt in a fresh process from "
+            f"those files alone, it generated {same} as the model in memory (largest logit gap "
+            f"{row['largest logit gap']:.1e})."]
+
+
+def findings(profile: str) -> str:
+    return "\n\n".join(memory_lines(profile) + kept_lines(profile) + induction_lines(profile) + copying_lines(profile)
+                       + [verdicts(profile, CHAPTER)])

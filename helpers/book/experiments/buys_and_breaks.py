@@ -1,0 +1,304 @@
+"""What removing heads buys and breaks in a modern LM (chapter 13, SmolLM2): the KV cache and
+cached generation at a few pruning levels, and the induction heads that in-context copying needs.
+
+    variants = pruned_variants(model, importance, (0, 1/3, 2/3))       # KV groups and query heads
+    table = memory_and_speed(variants, prompts, new_tokens, report)     # bytes, tokens/s, perplexity
+    heads = induction_ranks(model, probe, {"I_h on verses": imp_v, "I_h on copying": imp_c}, grid)
+    curves = copying_curves(model, orders, verse_batches, probe, step)  # scored on verses and copying
+"""
+from __future__ import annotations
+
+import copy
+import statistics
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from ...heads.grouped_query import kv_group_heads, kv_group_importance
+from ...heads.induction import copying_accuracy, copying_nll, induction_scores
+from ...heads.kv_cache import (PublishedModel, cache_bytes, generate_cached, generation_seconds, kv_bytes,
+                               kv_bytes_per_token)
+from ...heads.pruning import count_parameters, prune_heads
+from ...heads.pruning_curves import counts, heads_of, order_by_importance, random_order, score_specs, spec_of
+from ...heads.sites import attention_sites
+from ...zoo.causal_lm import PerplexityScorer
+
+LEVELS = (0.0, 1 / 3, 2 / 3)
+UNITS = ("KV groups", "query heads")
+
+
+# ---- pruned variants ---------------------------------------------------------------------------
+def kv_group_order(model: nn.Module, importance: Mapping[str, torch.Tensor]) -> list[tuple[int, int]]:
+    """Every ``(layer, KV group)``, least important first (a group's importance: the sum of its
+    query heads' I_h, as chapter 11 prunes them)."""
+    scores = kv_group_importance(model, importance)["self"]
+    groups = [(layer, g) for layer in range(scores.shape[0]) for g in range(scores.shape[1])]
+    return sorted(groups, key=lambda lg: float(scores[lg]))
+
+
+def pruned_variants(model: nn.Module, importance: Mapping[str, torch.Tensor], shares: Sequence[float] = LEVELS
+                    ) -> dict[tuple[str, float], nn.Module]:
+    """``{(unit, share): model}``: copies of ``model`` with the least important ``share`` of its KV
+    groups (every query head of each) or of its query heads physically removed; share 0 is the
+    model itself, once, under the unit "unpruned"."""
+    sites = attention_sites(model)
+    groups, heads = kv_group_order(model, importance), order_by_importance(importance, heads_of(model))
+    out: dict[tuple[str, float], nn.Module] = {}
+    for share in shares:
+        if share == 0:
+            out["unpruned", 0.0] = model
+            continue
+        by_groups = [("self", layer, h) for layer, g in groups[:round(share * len(groups))]
+                     for h in kv_group_heads(sites[layer], g)]
+        for unit, chosen in (("KV groups", by_groups), ("query heads", heads[:round(share * len(heads))])):
+            pruned = copy.deepcopy(model)
+            prune_heads(pruned, spec_of(chosen))
+            out[unit, share] = pruned
+    return out
+
+
+def prompt_ids(tokenizer, texts: Sequence[str], tokens: int, batch: int) -> torch.Tensor:
+    """``[batch, tokens]`` prompts, each row its own run of consecutive ``texts`` joined by
+    spaces and cut at ``tokens`` tokens (no padding: every row is full)."""
+    rows, start = [], 0
+    for _ in range(batch):
+        ids: list[int] = []
+        while len(ids) < tokens:
+            if start >= len(texts):
+                raise ValueError(f"{len(texts)} texts give fewer than {batch} prompts of {tokens} tokens: give more verses")
+            ids += tokenizer((" " if ids else "") + texts[start], add_special_tokens=False)["input_ids"]
+            start += 1
+        rows.append(ids[:tokens])
+    return torch.tensor(rows)
+
+
+# ---- memory and speed ----------------------------------------------------------------------------
+def memory_and_speed(variants: Mapping[tuple[str, float], nn.Module], prompts: Mapping[int, torch.Tensor],
+                     new_tokens: int, report_batches: Sequence[dict], repeats: int = 3,
+                     dtypes: Sequence[str] = ("float32",), progress: bool = False) -> pd.DataFrame:
+    """One row per variant, dtype and batch size (``prompts[batch size]``): query and KV heads
+    left, parameters, KV bytes per token predicted from the layers and measured from the cache
+    greedy generation left (``new_tokens`` new tokens), the median seconds of that generation and
+    its tokens per second (``repeats`` timed calls after the measured one, which warms up), and the
+    perplexity on ``report_batches`` (float32)."""
+    from tqdm.auto import tqdm
+
+    from ...heads.throughput import cast_copy
+
+    rows = []
+    for (unit, share), model in tqdm(variants.items(), desc="pruned variants", disable=not progress):
+        sites = attention_sites(model)
+        perplexity = float(np.exp(-PerplexityScorer(report_batches, 1)(model)))
+        for dtype in dtypes:
+            timed = model if dtype == "float32" else cast_copy(model, dtype)
+            for size, ids in prompts.items():
+                _, cache = generate_cached(timed, ids, new_tokens)   # also the warm-up
+                positions = ids.shape[1] + new_tokens - 1
+                seconds = statistics.median(generation_seconds(timed, ids, new_tokens, repeats, warmup=0))
+                rows.append({"unit": unit, "share": share, "dtype": dtype, "batch": size,
+                             "query heads": sum(len(s.heads) for s in sites),
+                             "KV heads": sum(len(s.kv_groups) for s in sites), "parameters": count_parameters(model),
+                             "KV bytes per token": kv_bytes_per_token(timed),
+                             "KV bytes, predicted": kv_bytes(timed, positions, size),
+                             "KV bytes, measured": cache_bytes(cache), "cached positions": positions,
+                             "seconds": seconds, "tokens per second": size * new_tokens / seconds,
+                             "perplexity": perplexity})
+    return pd.DataFrame(rows)
+
+
+# ---- induction heads and copying -----------------------------------------------------------------
+def _ranks(scores: torch.Tensor) -> np.ndarray:
+    """1 for the largest value of ``scores`` ``[layers, heads]``, flattened row-major."""
+    flat = scores.flatten().double().numpy()
+    return pd.Series(-flat).rank(method="min").to_numpy().astype(int)
+
+
+def induction_ranks(model: nn.Module, probe: Sequence[dict], importance: Mapping[str, Mapping[str, torch.Tensor]],
+                    grid: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per query head: its induction score on ``probe`` (mean over batches), its rank by
+    that score, and its rank (1 = most important) under each of ``importance`` (``{label: I_h}``)
+    and, given chapter 11's one-head ``grid``, by the perplexity its masking costs on verses."""
+    score = torch.stack([induction_scores(model, b) for b in probe]).mean(0)
+    layers, heads = score.shape
+    table = pd.DataFrame({"layer": np.repeat(np.arange(layers), heads), "head": np.tile(np.arange(heads), layers),
+                          "induction score": score.flatten().numpy(), "induction rank": _ranks(score)})
+    for label, scores in importance.items():
+        table[f"rank by {label}"] = _ranks(scores["self"])
+    if grid is not None:
+        effect = grid.set_index(["layer", "head"])["change_pct"]
+        table["rank by one-head effect on verses"] = (
+            effect.reindex(list(zip(table["layer"], table["head"]))).rank(ascending=False, method="min").astype(int).to_numpy())
+    return table
+
+
+def copying_curves(model: nn.Module, orders: Mapping[str, Sequence], verse_batches: Sequence[dict],
+                   probe: Sequence[dict], step: float, configs_per_pass: int = 1) -> pd.DataFrame:
+    """Each order (``{label: [head, ...]}``) pruned step by step, every step scored on the verses
+    (perplexity) and on the copying probe (perplexity of the second copy, and the share of its
+    tokens predicted right)."""
+    verses = PerplexityScorer(verse_batches, configs_per_pass)
+    copying = PerplexityScorer(probe, configs_per_pass, stats=copying_nll)
+    accuracy = lambda m: float(np.mean([copying_accuracy(m, b) for b in probe]))   # noqa: E731
+    steps = [(label, len(order), c, spec_of(order[:c])) for label, order in orders.items() for c in counts(len(order), step)]
+    specs = [spec for *_, spec in steps]
+    scored = {name: score_specs(model, specs, scorer, progress=False)
+              for name, scorer in (("verses", verses), ("copying", copying), ("accuracy", accuracy))}
+    return pd.DataFrame([{"order": label, "pruned": c, "share": c / n,
+                          "verse perplexity": float(np.exp(-scored["verses"][i])),
+                          "copying perplexity": float(np.exp(-scored["copying"][i])),
+                          "copying accuracy": scored["accuracy"][i]}
+                         for i, (label, n, c, _) in enumerate(steps)])
+
+
+def orders_for(model: nn.Module, importance: Mapping[str, Mapping[str, torch.Tensor]], random_orders: int,
+               seed: int) -> dict[str, list]:
+    """``{label: order}``: the query heads by each importance (least important first) and
+    ``random_orders`` random orders."""
+    pool = heads_of(model)
+    orders = {label: order_by_importance(scores, pool) for label, scores in importance.items()}
+    orders.update({f"random {r}": random_order(pool, seed + r) for r in range(random_orders)})
+    return orders
+
+
+TOLERANCES = (0.01, 0.10)   # verse perplexity within 1% (the paper's "no noticeable loss") or 10% (chapter 11's second)
+
+
+def broken_at(curves: pd.DataFrame, order: str, tolerances: Sequence[float] = TOLERANCES, floor: float = 0.5) -> dict:
+    """For one order: per tolerance, the share prunable before the verse perplexity first rises
+    more than it above the unpruned one (as chapter 11 reads its curves) and the copying accuracy
+    at that share; and the first share at which copying accuracy falls below ``floor`` times its
+    unpruned value (None if it never does)."""
+    part = curves[curves["order"] == order].sort_values("share")
+    base = part.iloc[0]
+    row = {"order": order, "unpruned copying accuracy": float(base["copying accuracy"])}
+    for tolerance in tolerances:
+        within = 0.0
+        for _, step in part.iterrows():
+            if step["verse perplexity"] > base["verse perplexity"] * (1 + tolerance):
+                break
+            within = float(step["share"])
+        row[f"prunable within {tolerance:.0%} (verses)"] = within
+        row[f"copying accuracy at {tolerance:.0%}"] = float(part.loc[part["share"] == within, "copying accuracy"].iloc[0])
+    fallen = part[part["copying accuracy"] < floor * base["copying accuracy"]]
+    row[f"copying accuracy below {floor:.0%} of unpruned from"] = float(fallen["share"].min()) if len(fallen) else None
+    return row
+
+
+def copying_summary(curves: pd.DataFrame, orders: Sequence[str]) -> pd.DataFrame:
+    """``broken_at`` for every order, one row each."""
+    return pd.DataFrame([broken_at(curves, order) for order in orders])
+
+
+def parse_levels(levels: Sequence[str | float]) -> list[float]:
+    """Shares given as numbers or fractions (``"1/3"``) -> floats in [0, 1)."""
+    from fractions import Fraction
+
+    out = [float(Fraction(str(x))) for x in levels]
+    if any(not 0 <= x < 1 for x in out):
+        raise ValueError(f"pruning levels are shares in [0, 1), e.g. [0, '1/3', '2/3']; got {levels}")
+    return out
+
+
+def induction_summary(ranks: pd.DataFrame, top: int = 5) -> pd.DataFrame:
+    """The ``top`` heads by induction score, with their ranks by every other column of ``ranks``."""
+    return ranks.nsmallest(top, "induction rank").reset_index(drop=True)
+
+
+def memory_figure(table: pd.DataFrame, batch: int):
+    """KV bytes per token and verse perplexity against the share removed, one line per unit
+    (float32 rows at ``batch``)."""
+    import matplotlib.pyplot as plt
+
+    part = table[(table["dtype"] == "float32") & (table["batch"] == batch)]
+    base = part[part["unit"] == "unpruned"]
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    for unit, color in (("KV groups", "tab:red"), ("query heads", "tab:blue")):
+        line = pd.concat([base, part[part["unit"] == unit]]).sort_values("share")
+        for ax, column in zip(axes, ("KV bytes per token", "tokens per second", "perplexity")):
+            ax.plot(line["share"] * 100, line[column], marker="o", color=color, label=unit)
+            ax.set(xlabel="removed (%)", title=column)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"what removing heads buys: batch {batch}, float32")
+    fig.tight_layout()
+    return fig
+
+
+def copying_figure(curves: pd.DataFrame):
+    """Verse perplexity and copying accuracy against the share of query heads pruned, per order
+    (random orders as a band)."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    rand = curves[curves["order"].str.startswith("random")]
+    for ax, column in zip(axes, ("verse perplexity", "copying accuracy")):
+        band = rand.groupby("share")[column].agg(["min", "max"]).reset_index()
+        ax.fill_between(band["share"] * 100, band["min"], band["max"], color="grey", alpha=0.3, label="random (range)")
+        for order, part in curves[~curves["order"].str.startswith("random")].groupby("order", sort=False):
+            ax.plot(part["share"] * 100, part[column], marker="o", markersize=3, label=order)
+        ax.set(xlabel="query heads pruned (%)", title=column, xlim=(0, 100))
+        ax.legend(fontsize=8)
+    axes[0].set_yscale("log")
+    fig.tight_layout()
+    return fig
+
+
+# ---- published configurations (copied by hand from each model's config.json on the Hugging Face
+# hub and its model card; the build has no network to fetch them) -----------------------------------
+PUBLISHED = (
+    PublishedModel("Llama-3-8B", layers=32, kv_heads=8, head_dim=128, parameters=8.03),
+    PublishedModel("Qwen3-8B", layers=36, kv_heads=8, head_dim=128, parameters=8.19),
+    # 5 of every 6 layers attend to the last 1,024 positions only
+    PublishedModel("Gemma-3-4B (text)", layers=34, kv_heads=4, head_dim=256, parameters=3.88, sliding=29, window=1024),
+    PublishedModel("SmolLM2-135M", layers=30, kv_heads=3, head_dim=64, parameters=0.135),
+)
+
+
+# ---- a pruned model to keep ------------------------------------------------------------------------
+_RELOAD_AND_GENERATE = """
+import sys, torch
+from helpers.heads.pruning import load_pruned
+model = load_pruned(sys.argv[1])
+ids = torch.load(sys.argv[2])
+with torch.no_grad():
+    out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, use_cache=True,
+                         max_new_tokens=int(sys.argv[4]), min_new_tokens=int(sys.argv[4]), output_logits=True,
+                         return_dict_in_generate=True, pad_token_id=0)
+torch.save({"sequences": out.sequences, "logits": torch.stack(out.logits)}, sys.argv[3])
+"""
+
+
+def keep_and_reload(model: nn.Module, tokenizer, prompt: str, new_tokens: int) -> dict:
+    """Save the pruned ``model`` (``save_pruned``), rebuild it in a fresh Python process from the
+    saved files alone, and generate greedily there and here: the saved per-layer layout, the
+    folder's size, whether the tokens agree, the largest logit gap, and the text generated."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from ...heads.pruning import LAYOUT_KEY, save_pruned
+
+    ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        here = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, use_cache=True,
+                              max_new_tokens=new_tokens, min_new_tokens=new_tokens, output_logits=True,
+                              return_dict_in_generate=True, pad_token_id=0)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = save_pruned(model, Path(tmp) / "pruned")
+        torch.save(ids, Path(tmp) / "ids.pt")
+        root = Path(__file__).resolve().parents[3]   # the repository, where ``helpers`` imports from
+        done = subprocess.run([sys.executable, "-c", _RELOAD_AND_GENERATE, str(folder), str(Path(tmp) / "ids.pt"),
+                               str(Path(tmp) / "out.pt"), str(new_tokens)], cwd=root, capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(f"reloading the pruned model in a fresh process failed:\n{done.stderr[-3000:]}")
+        there = torch.load(Path(tmp) / "out.pt")
+        layout = json.loads((folder / "config.json").read_text())[LAYOUT_KEY]
+        size = sum(f.stat().st_size for f in folder.iterdir())
+    return {"layout": layout, "megabytes saved": size / 2**20,
+            "same tokens": bool(torch.equal(here.sequences, there["sequences"])),
+            "largest logit gap": float((torch.stack(here.logits) - there["logits"]).abs().max()),
+            "generated": tokenizer.decode(there["sequences"][0, ids.shape[1]:])}

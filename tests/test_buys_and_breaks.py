@@ -1,0 +1,89 @@
+"""Chapter 13's experiment code on a tiny Llama: what removing heads buys (KV bytes, cached
+generation) and breaks (copying), checked against the pruning and cache arithmetic."""
+import pytest
+import torch
+
+import helpers
+from helpers.book.experiments import buys_and_breaks as bb
+from helpers.heads.induction import repeated_tokens
+from tiny_models import llama
+
+
+def _importance(case):
+    return helpers.head_importance(case.model, [case.batch], case.loss, progress=False)
+
+
+def test_pruned_variants_remove_the_least_important_groups_and_heads():
+    case = llama()
+    importance = _importance(case)
+    variants = bb.pruned_variants(case.model, importance, (0, 1 / 3, 2 / 3))
+    assert set(variants) == {("unpruned", 0.0), ("KV groups", 1 / 3), ("query heads", 1 / 3),
+                             ("KV groups", 2 / 3), ("query heads", 2 / 3)}
+    assert variants["unpruned", 0.0] is case.model
+    groups = bb.kv_group_order(case.model, importance)
+    sums = {(l, g): float(importance["self"][l, 2 * g:2 * g + 2].sum()) for l in range(2) for g in range(2)}
+    assert groups == sorted(sums, key=sums.get)   # a group's importance is the sum of its two query heads'
+    layer, group = groups[0]   # 1/3 of 4 groups: the least important one, both its heads
+    assert helpers.pruned_heads(variants["KV groups", 1 / 3]) == {"self": {layer: [2 * group, 2 * group + 1]}}
+    assert sum(len(h) for h in helpers.pruned_heads(variants["query heads", 2 / 3])["self"].values()) == 5  # of 8
+    assert helpers.pruned_heads(case.model) == {}   # the copies were pruned, not the model
+
+
+def test_memory_and_speed_measures_what_it_predicts():
+    case = llama()
+    variants = bb.pruned_variants(case.model, _importance(case), (0, 2 / 3))
+    prompts = {1: case.batch["input_ids"][:1, :5], 2: case.batch["input_ids"][:2, :5]}
+    table = bb.memory_and_speed(variants, prompts, 3, [case.batch], repeats=1, dtypes=("float32", "bfloat16"))
+    assert len(table) == 3 * 2 * 2
+    assert (table["KV bytes, predicted"] == table["KV bytes, measured"]).all()
+    assert (table["cached positions"] == 5 + 3 - 1).all()
+    f32 = table[table["dtype"] == "float32"].set_index(["unit", "batch"])
+    bf16 = table[table["dtype"] == "bfloat16"].set_index(["unit", "batch"])
+    assert (f32["KV bytes per token"] == 2 * bf16["KV bytes per token"]).all()
+    assert f32.loc[("KV groups", 1), "KV heads"] < f32.loc[("unpruned", 1), "KV heads"] == 4
+    assert f32.loc[("query heads", 1), "query heads"] == 8 - 5
+
+
+def test_copying_curves_start_unmasked_and_end_fully_masked():
+    case = llama()
+    probe = [repeated_tokens(vocab_size=20, length=5, batch=2, seed=0, low=3)]
+    importance = {"I_h on text": _importance(case)}
+    orders = bb.orders_for(case.model, importance, random_orders=1, seed=0)
+    curves = bb.copying_curves(case.model, orders, [case.batch], probe, step=0.25)
+    assert set(curves["order"]) == {"I_h on text", "random 0"}
+    first = curves[curves["pruned"] == 0]
+    assert first["verse perplexity"].nunique() == 1 and first["copying accuracy"].nunique() == 1
+    from helpers.zoo.causal_lm import PerplexityScorer
+    assert first["verse perplexity"].iloc[0] == pytest.approx(float(torch.exp(torch.tensor(-PerplexityScorer([case.batch], 1)(case.model)))))
+    assert ((curves["copying accuracy"] >= 0) & (curves["copying accuracy"] <= 1)).all()
+    row = bb.broken_at(curves, "random 0", tolerances=(10.0,))   # everything is within 1,000%: all prunable
+    assert row["prunable within 1000% (verses)"] == 1.0 and 0 <= row["copying accuracy at 1000%"] <= 1
+    ranks = bb.induction_ranks(case.model, probe, importance)
+    assert len(ranks) == 8 and sorted(ranks["rank by I_h on text"]) == list(range(1, 9))
+    assert ranks.loc[ranks["induction score"].idxmax(), "induction rank"] == 1
+
+
+def test_published_models_are_read_as_their_configs_say():
+    from helpers.heads.kv_cache import published_kv_table
+
+    table = published_kv_table(bb.PUBLISHED)
+    smol = table.set_index("model").loc["SmolLM2-135M"]
+    assert smol["KiB per token"] == pytest.approx(2 * 30 * 3 * 64 * 2 / 1024)   # 22.5 KiB in bf16
+    assert smol["KV heads kept"] == 2
+
+
+def test_keep_and_reload_generates_the_same_in_a_fresh_process():
+    case = llama()
+    helpers.prune_kv_groups(case.model, {"self": {0: [1]}})
+
+    class Tokenizer:   # the tiny model's ids as "text": one id per character code
+        def __call__(self, text, return_tensors=None, add_special_tokens=False):
+            return {"input_ids": torch.tensor([[3 + ord(c) % 20 for c in text]])}
+
+        def decode(self, ids):
+            return " ".join(str(int(i)) for i in ids)
+
+    kept = bb.keep_and_reload(case.model, Tokenizer(), "abcde", 4)
+    assert kept["same tokens"] and kept["largest logit gap"] <= 1e-6
+    assert kept["layout"] == {"self": {"num_attention_heads": [2, 4], "num_key_value_heads": [1, 2]}}
+    assert len(kept["generated"].split()) == 4 and kept["megabytes saved"] > 0

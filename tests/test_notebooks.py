@@ -152,6 +152,23 @@ def test_parameters_fold_into_one_cell_with_the_values_in_force():
     assert (scope["max_examples"], scope["epochs"]) == (30, [1, 2, 3])
 
 
+def test_progress_widgets_leave_the_executed_notebook_and_other_outputs_stay():
+    bar = nbformat.v4.new_output("display_data", data={
+        "application/vnd.jupyter.widget-view+json": {"model_id": "abc", "version_major": 2, "version_minor": 0},
+        "text/plain": "ablation sweep:   0%|          | 0/8 [00:00<?, ?config/s]"})
+    table = nbformat.v4.new_output("display_data", data={"text/html": "<table></table>", "text/plain": "table"})
+    printed = nbformat.v4.new_output("stream", name="stdout", text="8 heads\n")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("sweep()", outputs=[bar, table, printed]),
+                                         nbformat.v4.new_markdown_cell("prose"),
+                                         nbformat.v4.new_code_cell("again()", outputs=[bar])])
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
+    assert runner.drop_progress_widgets(nb) == 2
+    assert nb.cells[0].outputs == [table, printed] and nb.cells[2].outputs == []
+    assert "widgets" not in nb.metadata
+    nbformat.validate(nb)
+    assert runner.drop_progress_widgets(nb) == 0
+
+
 def test_the_repository_address_is_written_in_one_place():
     import subprocess
 

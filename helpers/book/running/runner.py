@@ -120,6 +120,26 @@ def data_links(notebook: str, profile: str, output_dir: Path) -> str | None:
 _ASSIGNMENT = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>.*?)(?P<comment>\s+#.*)?$")
 
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def drop_progress_widgets(nb) -> int:
+    """Remove the live progress bars (tqdm's widget outputs) from an executed notebook, and the
+    widget state they leave in its metadata; returns how many outputs were dropped. A static page
+    cannot animate them: their text fallback is the bar at 0%, and drawing them at all makes the
+    page load the widget manager from a CDN, so it would not read offline."""
+    dropped = 0
+    for cell in nb.cells:
+        outputs = cell.get("outputs")
+        if not outputs:
+            continue
+        kept = [o for o in outputs if WIDGET_VIEW not in o.get("data", {})]
+        dropped += len(outputs) - len(kept)
+        cell["outputs"] = kept
+    nb.metadata.pop("widgets", None)
+    return dropped
+
+
 def fold_parameters(nb, params: dict) -> None:
     """Show the parameters of an executed notebook once: papermill runs the ``parameters`` cell
     (defaults, each with its meaning) and then an ``injected-parameters`` cell (the profile's
@@ -218,6 +238,7 @@ def run_notebook(notebook: str, params: dict, output_dir: Path = EXECUTED, force
     seconds = time.perf_counter() - start
     nb = nbformat.read(partial, as_version=4)
     fold_parameters(nb, params)
+    drop_progress_widgets(nb)
     nb.cells.insert(1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0,
                     nbformat.v4.new_markdown_cell(launch_links(notebook, params.get("profile", "?"))))
     data = data_links(notebook, params["profile"], output_dir) if "profile" in params else None

@@ -324,6 +324,8 @@ def _chapter_13_tables(write, kept_accuracy: float, measured_offset: int = 0):
 
 
 def test_chapter_13_follows_the_memory_induction_and_copying_tables(results):
+    from helpers.book.verdicts.scorecard import chapter_verdicts, verdict_table
+
     _chapter_13_tables(results, kept_accuracy=0.2)
     found = ch13.findings("p")
     assert "predict in 6 of 6 rows (levels" in found
@@ -337,6 +339,12 @@ def test_chapter_13_follows_the_memory_induction_and_copying_tables(results):
     assert "copying keeps 25% of its accuracy" in found
     assert "saved in 412 MB and rebuilt in a fresh process from those files alone, it generated the same tokens" in found
     assert "Pruning that keeps perplexity can break in-context copying" in found   # the scorecard's verdicts follow
+    # claims beyond the paper name what they are judged on, not "the paper's metric"
+    assert "can break in-context copying*, on copying accuracy and perplexity on verses: **" in found
+    assert "the paper's metric" not in found
+    measures = verdict_table(chapter_verdicts("p", "13_buys_and_breaks")).index.get_level_values("measure")
+    assert set(measures) == {"KV bytes and perplexity on verses", "copying accuracy and perplexity on verses",
+                             "induction scores and importance on verses"}
     _chapter_13_tables(results, kept_accuracy=0.8, measured_offset=1)
     found = ch13.findings("p")
     assert "predict in 0 of 6 rows" in found and "6 differ" in found and "copying keeps 100% of its accuracy" in found and "never falls below" in found

@@ -136,6 +136,9 @@ class Claim:
     # the rule's parameters that are also the chapter's, with the chapter's defaults (a test
     # keeps them equal to the notebook's parameters cell)
     parameters: dict[str, Any] = field(default_factory=dict)
+    # what ``check`` reads when it is not the paper's metric (claims beyond the paper): the
+    # chapters' verdict lines and tables name it instead of "the paper's metric"
+    measured_on: str = ""
 
 
 def ours(table: pd.DataFrame) -> pd.DataFrame:
@@ -499,15 +502,18 @@ def _buys_and_breaks_claims() -> list[Claim]:
               "cache in proportion, at a small perplexity cost", "1.67x less memory for GQA models (DuoAttention), "
               "heads chosen for it", f"reproduced: the smallest share of KV groups removed saves at least that share of "
               f"the cache (less 5 points) with perplexity at most {PERPLEXITY_COST:.0%} higher; partly: the cache shrinks "
-              "less, or perplexity rises more", BUYS_CHAPTER, _kv_groups_buy_memory),
+              "less, or perplexity rises more", BUYS_CHAPTER, _kv_groups_buy_memory,
+              measured_on="KV bytes and perplexity on verses"),
         Claim("copying_breaks", "Beyond the paper, retrieval heads", "Pruning that keeps perplexity can break "
               "in-context copying", "removing the retrieval heads (under 5%) breaks retrieval; random heads do not",
               f"reproduced: at the share pruned by I_h on verses with perplexity within {COPYING_PERPLEXITY:.0%}, copying keeps under "
-              f"{COPYING_BROKEN:.0%} of its accuracy; partly: under {COPYING_DENTED:.0%}", BUYS_CHAPTER, _copying_breaks),
+              f"{COPYING_BROKEN:.0%} of its accuracy; partly: under {COPYING_DENTED:.0%}", BUYS_CHAPTER, _copying_breaks,
+              measured_on="copying accuracy and perplexity on verses"),
         Claim("induction_heads_underrated", "Beyond the paper, induction heads", "Importance on ordinary "
               "text can call the heads that copy unimportant", "induction heads carry in-context copying",
               f"reproduced: one of the {INDUCTION_TOP} strongest induction heads ranks in the less important half by I_h on "
-              "verses; partly: only by its one-head effect", BUYS_CHAPTER, _induction_heads_underrated),
+              "verses; partly: only by its one-head effect", BUYS_CHAPTER, _induction_heads_underrated,
+              measured_on="induction scores and importance on verses"),
     ]
 
 
@@ -703,7 +709,18 @@ def verdict_table(verdicts: pd.DataFrame) -> pd.DataFrame:
                                       aggfunc="first", sort=False)
         per_seed.columns = [f"seed {int(s)}" for s in per_seed.columns]
         table = per_seed.join(table)
-    return table.reindex(measured[measured["training_seed"] == "all"].set_index(["claim", "measure"]).index)
+    table = table.reindex(measured[measured["training_seed"] == "all"].set_index(["claim", "measure"]).index)
+    shown = [shown_measure(key, name) for key, name in
+             measured[measured["training_seed"] == "all"][["key", "measure"]].itertuples(index=False)]
+    return table.set_axis(pd.MultiIndex.from_arrays([table.index.get_level_values("claim"), shown],
+                                                    names=["claim", "measure"]))
+
+
+def shown_measure(key: str, measure: str) -> str:
+    """How a verdict line names ``measure`` for claim ``key``: a claim beyond the paper is judged
+    on what its check reads (``Claim.measured_on``), not on "the paper's metric"."""
+    claim = next((c for c in CLAIMS if c.key == key), None)
+    return claim.measured_on if measure == METRIC and claim is not None and claim.measured_on else measure
 
 
 def verdict_of(verdicts: pd.DataFrame, key: str, measure: str = METRIC) -> str:
@@ -727,7 +744,7 @@ def verdict_sentences(verdicts: pd.DataFrame, measure: str | None = None) -> str
         seeds = part[(part["training_seed"] != "all") & part["training_seed"].notna()]
         detail = ("" if seeds["verdict"].nunique() <= 1 else
                   " (" + "; ".join(f"seed {int(s)}: {v}" for s, v in zip(seeds["training_seed"], seeds["verdict"])) + ")")
-        lines.append(f"*{combined['claim']}*, on {name}: **{combined['verdict']}**{detail}.")
+        lines.append(f"*{combined['claim']}*, on {shown_measure(key, name)}: **{combined['verdict']}**{detail}.")
     return " ".join(lines)
 
 

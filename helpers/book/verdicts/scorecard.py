@@ -703,15 +703,15 @@ def verdict_table(verdicts: pd.DataFrame) -> pd.DataFrame:
     seed with that seed's verdict, and the combined verdict."""
     measured = verdicts[verdicts["verdict"] != NOT_MEASURED]
     seeded = measured[measured["training_seed"] != "all"]
-    table = measured[measured["training_seed"] == "all"].set_index(["claim", "measure"])[["ours", "verdict"]]
+    combined = measured[measured["training_seed"] == "all"]
+    table = combined.set_index(["claim", "measure"])[["ours", "verdict"]]
     if not seeded.empty and seeded["training_seed"].notna().any():
         per_seed = seeded.pivot_table(index=["claim", "measure"], columns="training_seed", values="verdict",
                                       aggfunc="first", sort=False)
         per_seed.columns = [f"seed {int(s)}" for s in per_seed.columns]
         table = per_seed.join(table)
-    table = table.reindex(measured[measured["training_seed"] == "all"].set_index(["claim", "measure"]).index)
-    shown = [shown_measure(key, name) for key, name in
-             measured[measured["training_seed"] == "all"][["key", "measure"]].itertuples(index=False)]
+    table = table.reindex(combined.set_index(["claim", "measure"]).index)
+    shown = [shown_measure(key, name) for key, name in combined[["key", "measure"]].itertuples(index=False)]
     return table.set_axis(pd.MultiIndex.from_arrays([table.index.get_level_values("claim"), shown],
                                                     names=["claim", "measure"]))
 

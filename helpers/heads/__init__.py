@@ -28,8 +28,13 @@ It imports torch, transformers and (for fairseq models) fairseq, and nothing fro
 * significance.py: the paired bootstrap test of a score change (§3.2);
 * metrics.py: accuracy, Matthews, F1 and tokenised BLEU;
 * devices.py, atomic.py, fairseq_compat.py: moving batches to a model's device, atomic writes,
-  importing fairseq 0.12 quietly.
+  importing fairseq 0.12 quietly;
+* denormals.py: flush-to-zero, set here, on import, before anything starts torch's threads.
 """
+from .denormals import count_denormals, flush_denormals, zero_denormals_
+
+flush_denormals()  # first: torch's worker threads copy the mode only from the thread that starts them
+
 from .ablation import (UNMASKED, Config, all_but_one_configs, gated_passes, gated_runs, one_head_configs,
                        single_layer_sweep)
 from .concrete_gates import ConcreteGates, train_concrete_gates
@@ -58,7 +63,7 @@ from .throughput import compare_speed, forward_flops, speed_gains, throughput
 __all__ = [
     "AttentionSite", "ConcreteGates", "Config", "GateRecord", "HeadGates", "HeadRemoval", "REMOVAL_KINDS", "reference_outputs", "HeadSpec", "HeadSpecError", "SUPPORTED_FAMILIES",
     "UNMASKED", "UnsupportedModelError", "all_but_one_configs", "attention_sites", "compare_speed",
-    "cache_bytes", "config_row_gates", "copying_accuracy", "copying_nll", "count_parameters", "generate_cached",
+    "cache_bytes", "config_row_gates", "count_denormals", "flush_denormals", "zero_denormals_", "copying_accuracy", "copying_nll", "count_parameters", "generate_cached",
     "head_layout", "induction_scores", "kv_bytes", "kv_bytes_per_token", "repeated_tokens", "family_of", "forward_flops", "gated_passes", "gated_runs",
     "head_importance", "kept_heads", "kv_group_heads", "kv_group_importance", "kv_groups_to_heads", "layout",
     "load_pruned", "one_head_configs", "order_by_ablation", "order_by_importance", "paired_bootstrap",

@@ -33,6 +33,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from . import ledger
 from .gates import HeadGates, HeadSpec
 from .sites import attention_sites, sites_by_kind
 
@@ -110,7 +111,8 @@ def train_concrete_gates(model: nn.Module, batches: Sequence[Any], loss: Callabl
     try:
         for p, _ in frozen:
             p.requires_grad_(False)
-        with HeadGates(model, requires_grad=True) as gates:
+        with ledger.entry("gate training", f"L0 gates, penalty {penalty:g} ({steps} steps)", model), \
+                HeadGates(model, requires_grad=True) as gates:
             for step in tqdm(range(steps), desc=f"L0 gates (penalty {penalty:g})", disable=not progress, unit="step"):
                 optimiser.zero_grad()
                 drawn = {k: sample(a, generator) * present[k] for k, a in log_alpha.items()}

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from . import ledger
 from .gates import HeadGates
 from .sites import layout
 
@@ -69,9 +70,11 @@ def head_importance(
     was_training = model.training
     model.eval()
     try:
-        with (nullcontext(gates) if gates is not None else HeadGates(model)) as g:
+        with ledger.entry("importance", "head importance", model) as timed, \
+                (nullcontext(gates) if gates is not None else HeadGates(model)) as g:
             for batch in tqdm(batches, desc="head importance", disable=not progress, leave=False):
                 n_examples += _accumulate(model, g, batch, loss_fn, abs_per, totals)
+            timed.examples = n_examples
     finally:
         model.train(was_training)
     if n_examples == 0:

@@ -21,6 +21,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
+from . import ledger
 from .pruning import PHANTOM_WIDTH
 from .sites import attention_sites
 
@@ -155,15 +156,16 @@ def generation_seconds(model: nn.Module, input_ids: torch.Tensor, new_tokens: in
     """Wall-clock seconds of ``generate_cached`` per repeat, after ``warmup`` untimed calls."""
     import time
 
-    for _ in range(warmup):
-        generate_cached(model, input_ids, new_tokens)
-    times = []
-    for _ in range(repeats):
-        if input_ids.device.type == "cuda":
-            torch.cuda.synchronize(input_ids.device)
-        start = time.perf_counter()
-        generate_cached(model, input_ids, new_tokens)
-        if input_ids.device.type == "cuda":
-            torch.cuda.synchronize(input_ids.device)
-        times.append(time.perf_counter() - start)
+    with ledger.entry("timing runs", f"cached generation, batch {len(input_ids)}", model, len(input_ids)):
+        for _ in range(warmup):
+            generate_cached(model, input_ids, new_tokens)
+        times = []
+        for _ in range(repeats):
+            if input_ids.device.type == "cuda":
+                torch.cuda.synchronize(input_ids.device)
+            start = time.perf_counter()
+            generate_cached(model, input_ids, new_tokens)
+            if input_ids.device.type == "cuda":
+                torch.cuda.synchronize(input_ids.device)
+            times.append(time.perf_counter() - start)
     return times

@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from .atomic import atomic_path
+from .denormals import zero_denormals_
 from .fairseq_compat import import_fairseq
 from .gates import HeadSpec
 from .grouped_query import kv_groups_to_heads, route_query_heads
@@ -259,10 +260,13 @@ def save_pruned(model: nn.Module, directory: str | os.PathLike) -> Path:
     the dictionaries. Both: ``pruned_heads.json`` with the removed heads, original numbering,
     and the ``head_layout`` (per kind and layer, the query and key/value heads kept), which
     transformers models also record in ``config.json`` under ``"pruned_head_layout"``.
+    Denormal weights (below float32's normal range) are set to zero first, in ``model`` too
+    (``denormals.zero_denormals_``), so the saved model never computes on denormals.
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     family = family_of(model)
+    zero_denormals_(model)
     layout = head_layout(model)
     if family == "fairseq":
         _save_fairseq(model, directory)

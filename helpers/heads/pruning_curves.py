@@ -25,6 +25,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from . import ledger
 from .gates import HeadGates, HeadSpec
 from .sites import attention_sites
 
@@ -111,16 +112,17 @@ def score_specs(model: nn.Module, specs: Sequence[HeadSpec], evaluate: Evaluate,
     for spec in specs:
         firsts.setdefault(heads_in(spec), spec)
     many = getattr(evaluate, "many", None)
-    if many is not None:
-        scores = [float(s) for s in many(model, list(firsts.values()))]
-    else:
-        scores = []
-        with HeadGates(model) as gates:
-            for spec in tqdm(firsts.values(), desc=desc, disable=not progress, unit="step"):
-                gates.reset()
-                if spec:
-                    gates.mask(spec)
-                scores.append(float(evaluate(model)))
+    with ledger.entry(ledger.CONTAINER, desc, model, configs=len(firsts)):
+        if many is not None:
+            scores = [float(s) for s in many(model, list(firsts.values()))]
+        else:
+            scores = []
+            with HeadGates(model) as gates:
+                for spec in tqdm(firsts.values(), desc=desc, disable=not progress, unit="step"):
+                    gates.reset()
+                    if spec:
+                        gates.mask(spec)
+                    scores.append(float(evaluate(model)))
     by_heads = dict(zip(firsts, scores))
     return [by_heads[heads_in(spec)] for spec in specs]
 

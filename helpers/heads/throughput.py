@@ -20,6 +20,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from . import ledger
 from .devices import default_device, to_device
 from .gates import HeadGates
 from .sites import attention_sites
@@ -169,6 +170,14 @@ def compare_speed(model: nn.Module, pruned: nn.Module, masked: dict, batches_by_
     Returns rows of batch_size, variant, median and iqr (interquartile range) of the rates
     (examples/s; ``median_iqr``), runs (the raw rates, in order), flops, dtype and compile_mode.
     """
+    examples = sum(len(next(iter(b.values()))) for bs in batches_by_size.values() for b in bs)
+    with ledger.entry("timing runs", f"speed: original, pruned, gated ({dtype})", model, examples, 3):
+        return _compare_speed(model, pruned, masked, batches_by_size, run, repeats, warmup, progress, dtype,
+                              compile_mode, backend)
+
+
+def _compare_speed(model, pruned, masked, batches_by_size, run, repeats, warmup, progress, dtype, compile_mode,
+                   backend) -> pd.DataFrame:
     dtype_name = str(dtype_of(dtype)).removeprefix("torch.")
     if compile_mode != EAGER:
         warmup = max(warmup, 3)

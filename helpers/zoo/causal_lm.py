@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..heads import ledger
 from ..heads.ablation import gated_passes
 from ..heads.config_batches import repeat_rows
 from ..heads.significance import log_likelihood  # noqa: F401 (the score of token_nll rows; chapter 11 imports it here)
@@ -127,6 +128,11 @@ def _convert_quietly(gguf: Path, folder: Path) -> None:
 
 def load_causal_lm(reference: str, seed: int = 0) -> tuple[nn.Module, object]:
     """``(model, tokenizer)`` in eval mode, float32, on the CPU; see the module docstring."""
+    model, tokenizer = _load_causal_lm(reference, seed)
+    return ledger.name_model(model, reference), tokenizer
+
+
+def _load_causal_lm(reference: str, seed: int) -> tuple[nn.Module, object]:
     from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 
     if reference == "smollm2":
@@ -235,12 +241,21 @@ class PerplexityScorer:
         self.batches, self.configs_per_pass, self.progress = list(batches), configs_per_pass, progress
         self.stats = stats or token_nll
 
+    @property
+    def examples(self) -> int:
+        return sum(int(b["input_ids"].shape[0]) for b in self.batches)
+
     @torch.no_grad()
     def __call__(self, model: nn.Module) -> float:
-        return log_likelihood(torch.cat([self.stats(model, b) for b in self.batches]).sum(0).numpy())
+        with ledger.entry("teacher-forced scoring", "language-model likelihood", model, self.examples):
+            return log_likelihood(torch.cat([self.stats(model, b) for b in self.batches]).sum(0).numpy())
 
     @torch.no_grad()
     def many(self, model: nn.Module, specs: Sequence) -> list[float]:
+        with ledger.entry("teacher-forced scoring", "language-model likelihood", model, self.examples, len(specs)):
+            return self._many(model, specs)
+
+    def _many(self, model: nn.Module, specs: Sequence) -> list[float]:
         def run(model, copies, gated):
             per_copy = [[] for _ in range(copies)]
             for batch in self.batches:

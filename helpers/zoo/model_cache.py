@@ -41,7 +41,8 @@ from .recipes import build_classifier, build_translation, generate_data, machine
 # it computes rebuilds
 _SOURCES = ("zoo/lexicon.py", "zoo/nli_task.py", "zoo/appendix_tasks.py", "zoo/translation_task.py",
             "zoo/classifier_training.py", "zoo/translation_model.py", "zoo/recipes.py", "zoo/registry.py",
-            "zoo/splits.py", "zoo/paper_sources.py", "zoo/bible.py", "zoo/verse_task.py", "zoo/model_cache.py", "heads/metrics.py")
+            "zoo/splits.py", "zoo/paper_sources.py", "zoo/bible.py", "zoo/verse_task.py", "zoo/model_cache.py", "heads/metrics.py",
+            "heads/denormals.py")
 
 
 @functools.lru_cache(maxsize=1)

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..heads import ledger
 from ..heads.devices import to_device
 from ..heads.config_batches import repeat_rows
 from .classifier_training import batches, by_length, encode, in_order, labels_of
@@ -86,15 +87,18 @@ def classifier_scorers(tokenizer, examples: Sequence, metrics: Sequence[str], ma
 
         known = kept.setdefault(model, {})
         missing = list({heads_in(s): s for s in specs if heads_in(s) not in known}.items())
-        computed = gated_passes(model, [s for _, s in missing], log_probs_of_copies, configs_per_pass, progress=False,
-                                desc="classifier scores")
-        for (heads, _), (_, lp) in zip(missing, computed):
-            known[heads] = lp
+        with ledger.entry("classifier scoring", "classifier scores", model, len(examples), len(specs)) as timed:
+            timed.set_computed(len(missing))
+            computed = gated_passes(model, [s for _, s in missing], log_probs_of_copies, configs_per_pass,
+                                    progress=False, desc="classifier scores")
+            for (heads, _), (_, lp) in zip(missing, computed):
+                known[heads] = lp
         return [known[heads_in(s)] for s in specs]
 
     def scorer(metric: str) -> Callable[[nn.Module], float]:
         def score(model: nn.Module) -> float:
-            return value(metric, log_probs_of_copies(model, 1, lambda rows: contextlib.nullcontext())[0])
+            with ledger.entry("classifier scoring", "classifier score", model, len(examples)):
+                return value(metric, log_probs_of_copies(model, 1, lambda rows: contextlib.nullcontext())[0])
 
         score.many = lambda model, specs: [value(metric, lp) for lp in many_log_probs(model, specs)]
         return score
@@ -126,12 +130,14 @@ def translation_scorer(pairs: Sequence, beam: int = 5, batch_size: int = 64, max
     sources, refs = [p.src for p in pairs], [p.ref for p in pairs]
 
     def score(model: nn.Module) -> float:
-        return bleu(translate(model, sources, beam=beam, batch_size=batch_size, max_len_b=max_len_b), refs)[0]
+        with ledger.entry("decoding", f"BLEU, beam {beam}", model, len(sources)):
+            return bleu(translate(model, sources, beam=beam, batch_size=batch_size, max_len_b=max_len_b), refs)[0]
 
     def many(model: nn.Module, specs: Sequence[dict]) -> list[float]:
-        return [bleu(hyps, refs)[0] for _, hyps in masked_translations(
-            model, sources, specs, configs_per_pass, progress=False, beam=beam, batch_size=batch_size,
-            max_len_b=max_len_b)]
+        with ledger.entry("decoding", f"BLEU, beam {beam}", model, len(sources), len(specs)):
+            return [bleu(hyps, refs)[0] for _, hyps in masked_translations(
+                model, sources, specs, configs_per_pass, progress=False, beam=beam, batch_size=batch_size,
+                max_len_b=max_len_b)]
 
     score.many = many
     return score
@@ -257,11 +263,13 @@ def translation_likelihood_scorer(pairs: Sequence, max_tokens: int = 2000,
     ``pairs``, teacher-forced; ``score.many(model, specs)`` under each head spec, as
     ``translation_scorer``'s."""
     def score(model: nn.Module) -> float:
-        return log_likelihood(translation_nll(model, pairs, max_tokens).sum(0))
+        with ledger.entry("teacher-forced scoring", "translation likelihood", model, len(pairs)):
+            return log_likelihood(translation_nll(model, pairs, max_tokens).sum(0))
 
     def many(model: nn.Module, specs: Sequence[dict]) -> list[float]:
-        return [log_likelihood(rows.sum(0)) for _, rows in
-                masked_translation_nll(model, pairs, specs, configs_per_pass, progress=False, max_tokens=max_tokens)]
+        with ledger.entry("teacher-forced scoring", "translation likelihood", model, len(pairs), len(specs)):
+            return [log_likelihood(rows.sum(0)) for _, rows in
+                    masked_translation_nll(model, pairs, specs, configs_per_pass, progress=False, max_tokens=max_tokens)]
 
     score.many = many
     return score

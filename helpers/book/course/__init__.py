@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
+from ...heads import ledger
 from ...heads.devices import default_device
 from ...heads.atomic import atomic_path
 from ...zoo import model_cache
@@ -317,13 +318,14 @@ def load_classifier(settings: Profile, name: str):
     """``(model, tokenizer)`` of a fine-tuned classifier, built first if needed; eval mode, on
     ``default_device()``."""
     model, tokenizer = model_cache.load_built(ensure_built(settings, name))
-    return model.to(default_device()), tokenizer
+    return ledger.name_model(model.to(default_device()), resolve(settings, name)), tokenizer
 
 
 def load_translation(settings: Profile, name: str = "translation", epoch: int | None = None):
     """The trained fairseq model (the final one, or the checkpoint after ``epoch``); eval mode,
     on ``default_device()``."""
-    return model_cache.load_built(ensure_built(settings, name), epoch)[0].to(default_device())
+    model = model_cache.load_built(ensure_built(settings, name), epoch)[0].to(default_device())
+    return ledger.name_model(model, resolve(settings, name) + ("" if epoch is None else f" epoch {epoch}"))
 
 
 def sweeps_dir(settings: Profile, name: str) -> Path:

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ...heads import ledger
 from ...heads.ablation import UNMASKED, Config, single_layer_sweep
 from ...heads.removal import HeadRemoval, reference_outputs
 from ...heads.devices import to_device
@@ -99,7 +100,9 @@ def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[C
     cache = _cache(cache_dir, inputs, options)
     everything = [UNMASKED, *configs]
     todo = cache.share(everything)
-    with cache.working():
+    what = "head configurations" if removal is None else f"head configurations, {removal[0]} removal"
+    with ledger.entry("classifier scoring", what, model, len(examples), len(everything)) as timed, cache.working():
+        timed.set_computed(len(todo))
         if todo:
             encoded = encode(tokenizer, examples, max_length)
             order = by_length(encoded)
@@ -198,7 +201,9 @@ def translation_likelihood_effects(model, pairs: Sequence, configs: Sequence[Con
     cache = _cache(cache_dir, [[p.src, p.ref] for p in pairs], options)
     everything = [UNMASKED, *configs]
     todo = cache.share(everything)
-    with cache.working():
+    what = "head configurations" if removal is None else f"head configurations, {removal[0]} removal"
+    with ledger.entry("teacher-forced scoring", what, model, len(pairs), len(everything)) as timed, cache.working():
+        timed.set_computed(len(todo))
         removed = None if not todo or not removal or removal[0] == "zero" else \
             translation_reference(model, removal[1], removal[0])
         for config, rows in single_layer_translation_nll(model, pairs, todo, progress, max_tokens, removed):
@@ -223,7 +228,9 @@ def translation_sweep(model, sources: Sequence[str], configs: Sequence[Config], 
     everything = [UNMASKED, *configs]
     todo = cache.share(everything)  # what is missing; under torchrun, of this process's share
 
-    with cache.working():
+    with ledger.entry("decoding", f"head configurations, beam {beam}", model, len(sources), len(everything)) as timed, \
+            cache.working():
+        timed.set_computed(len(todo))
         for config, hypotheses in masked_translations(model, sources, todo, configs_per_pass, progress,
                                                       "translation sweep", beam=beam, lenpen=lenpen,
                                                       batch_size=batch_size, max_len_b=max_len_b):

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ...heads import ledger
 from ...heads.ablation import one_head_configs, single_layer_sweep
 from ...heads.gates import HeadGates
 from ...heads.grouped_query import kv_group_heads, kv_group_importance
@@ -57,6 +58,10 @@ def _significance(base, outs: dict, n_resamples: int, alpha: float, seed: int) -
             zip(configs, rows["p_value"], rows["significant"], rows["delta_low"], rows["delta_high"])}
 
 
+def _examples(batches: Sequence[dict]) -> int:
+    return sum(int(b["input_ids"].shape[0]) for b in batches)
+
+
 def one_head_grid(model, batches: Sequence[dict], configs_per_pass: int, n_resamples: int, alpha: float,
                   seed: int, removal=None, progress: bool = True) -> tuple[pd.DataFrame, torch.Tensor]:
     """Every query head masked alone: per head its KV group, the perplexity, its change from the
@@ -64,8 +69,10 @@ def one_head_grid(model, batches: Sequence[dict], configs_per_pass: int, n_resam
     ``removal``: a ``HeadRemoval`` (mean or resample ablation) instead of zeroing the head."""
     first = attention_sites(model)[0]
     configs = one_head_configs(model)
-    base, outs = single_layer_sweep(model, batches, token_nll, configs, configs_per_pass=configs_per_pass,
-                                    removal=removal, progress=progress)
+    what = "one query head masked" + ("" if removal is None else f", {removal.kind} removal")
+    with ledger.entry("teacher-forced scoring", what, model, _examples(batches), len(configs) + 1):
+        base, outs = single_layer_sweep(model, batches, token_nll, configs, configs_per_pass=configs_per_pass,
+                                        removal=removal, progress=progress)
     tests = _significance(base, outs, n_resamples, alpha, seed)
     base_ppl = perplexity(base)
     # in the configurations' order (layer, then head): the sweep's processes may finish in any order
@@ -97,7 +104,8 @@ def keep_one_head(model, grid: pd.DataFrame, batches: Sequence[dict], configs_pe
     sites = attention_sites(model)
     kept = grid.loc[grid.groupby("layer")["change_pct"].idxmax(), ["layer", "head"]].set_index("layer")["head"]
     configs = [("self", int(layer), tuple(h for h in sites[layer].heads if h != head)) for layer, head in kept.items()]
-    base, outs = single_layer_sweep(model, batches, token_nll, configs, configs_per_pass=configs_per_pass)
+    with ledger.entry("teacher-forced scoring", "one head kept per layer", model, _examples(batches), len(configs) + 1):
+        base, outs = single_layer_sweep(model, batches, token_nll, configs, configs_per_pass=configs_per_pass)
     tests = _significance(base, outs, n_resamples, alpha, seed)
     base_ppl = perplexity(base)
     rows = [{"layer": layer, "kept head": int(kept[layer]), "perplexity": perplexity(outs[c]),

@@ -24,7 +24,9 @@ from pathlib import Path
 
 
 from ...zoo.locations import REPO as ROOT
+from ...heads.ledger import ENV as LEDGER_ENV
 from ..store import shards
+from ..store.sweep_costs import record_sweep_costs, running_ledger
 from .chapter_code import chapter_code_digest
 from ..profiles.parameters import parse_overrides
 from ..profiles.profile import NOTEBOOKS, load_profile, parameters_for
@@ -224,6 +226,9 @@ def run_notebook(notebook: str, params: dict, output_dir: Path = EXECUTED, force
     manager = ipc_kernel_manager()
     # the kernel inherits it: transformers' loading and saving bars stay out of the chapter and the log
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    ledger = running_ledger(params["profile"], notebook) if "profile" in params and shards.rank() == 0 else None
+    if ledger is not None:   # the kernel appends every timed block of the chapter to it (helpers/heads/ledger.py)
+        os.environ[LEDGER_ENV] = str(ledger)
     start = time.perf_counter()
     try:
         pm.execute_notebook(str(source), str(partial), parameters=params, cwd=str(ROOT),
@@ -235,6 +240,8 @@ def run_notebook(notebook: str, params: dict, output_dir: Path = EXECUTED, force
             f"{notebook} failed in the cell starting {first_line!r} ({err.ename}: {err.evalue}); "
             f"the partly executed notebook is {partial}"
         ) from None
+    finally:
+        os.environ.pop(LEDGER_ENV, None)
     seconds = time.perf_counter() - start
     nb = nbformat.read(partial, as_version=4)
     fold_parameters(nb, params)
@@ -252,6 +259,8 @@ def run_notebook(notebook: str, params: dict, output_dir: Path = EXECUTED, force
         from ..store.results import record_run_time
 
         record_run_time(params["profile"], notebook, seconds)
+    if ledger is not None:
+        record_sweep_costs(params["profile"], notebook, ledger)
     return output, seconds, False
 
 

@@ -1,0 +1,93 @@
+"""No denormal arithmetic: flush-to-zero for every thread of a process, and weights saved without denormals.
+
+A float32 below 1.18e-38 in magnitude (``torch.finfo(torch.float32).tiny``) is *denormal*. On
+x86 CPUs an operation with a denormal operand or result leaves the vector units for a slow
+microcode path: on the course's 2-core Xeon a 512 x 512 float32 matmul with denormal operands
+took 0.40 s against 0.0027 s (150 times slower, one thread; ``benchmarks/bench_denormals.py``).
+Training from scratch with weight decay and Adam makes them: a course translation checkpoint
+held 0.47% denormal weights and 2.5% denormal Adam moments, and its training epochs slowed from
+144 s to 1,617 s as they accumulated. In float32 such values are 38 orders of magnitude below
+the weights they sit beside, so computing them as zeros changes no result a reader can see.
+
+Two CPU modes remove the penalty: *flush to zero* (FTZ: a denormal result is written as 0) and
+*denormals are zero* (DAZ: a denormal operand is read as 0); ``torch.set_flush_denormal(True)``
+sets both. They live in a per-thread register (MXCSR), and a new thread copies the register of
+the thread that starts it, so torch's worker threads get the mode only if it is set before the
+first parallel operation starts them. ``flush_denormals`` is therefore called once, when
+``helpers`` is imported (``helpers/__init__.py``), and checks that every thread flushes
+(``flushes_in_every_thread``); forked and spawned processes inherit or re-import it.
+``$SIXTEEN_HEADS_KEEP_DENORMALS=1`` keeps IEEE denormals (to measure the penalty).
+
+``zero_denormals_`` sets denormal weights to zero, so that a saved model is fast in any process,
+with or without the mode; ``helpers.save_pruned`` applies it before writing.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Iterable
+
+import torch
+from torch import nn
+
+KEEP_ENV = "SIXTEEN_HEADS_KEEP_DENORMALS"
+_ELEMENTS_PER_THREAD = 1 << 17  # above torch's grain size (32,768), so an elementwise op reaches every thread
+
+
+def flush_denormals() -> bool:
+    """Set flush-to-zero (FTZ and DAZ) for this thread and, if called before torch started its
+    worker threads, for them; warn when a worker thread still computes denormals. Returns
+    whether every thread flushes (False also where the CPU has no such mode, or where
+    ``$SIXTEEN_HEADS_KEEP_DENORMALS`` is set to 1)."""
+    if os.environ.get(KEEP_ENV) == "1":
+        return False
+    if not torch.set_flush_denormal(True):  # a CPU without FTZ/DAZ (not x86 with SSE3): nothing to do
+        return False
+    if flushes_in_every_thread():
+        return True
+    warnings.warn("flush-to-zero holds in this thread but not in all of torch's worker threads, which were "
+                  "started before it was set: import helpers before running any torch operation (or call "
+                  "torch.set_flush_denormal(True) first thing), else arithmetic on denormal floats runs up to "
+                  "150 times slower on the CPU", RuntimeWarning, stacklevel=2)
+    return False
+
+
+def flushes_in_every_thread() -> bool:
+    """Whether every intra-op thread of torch reads a denormal as zero: an elementwise product
+    over ``_ELEMENTS_PER_THREAD`` values per thread, all denormal, split across the threads by
+    torch, is all zeros only where each thread flushes."""
+    tiny = torch.finfo(torch.float32).tiny
+    x = torch.full((_ELEMENTS_PER_THREAD * torch.get_num_threads(),), tiny / 64, dtype=torch.float32)
+    return not bool((x * 1.5).any())
+
+
+def count_denormals(tensors: Iterable[torch.Tensor] | nn.Module) -> int:
+    """How many values of the floating-point ``tensors`` (or of a module's parameters and
+    buffers) are denormal: nonzero and below their dtype's smallest normal magnitude."""
+    return sum(int(_denormal(t).sum()) for t in _float_tensors(tensors))
+
+
+@torch.no_grad()
+def zero_denormals_(tensors: Iterable[torch.Tensor] | nn.Module) -> int:
+    """Set every denormal value of ``tensors`` (or of a module's parameters and buffers) to zero,
+    in place; returns how many there were. Under flush-to-zero this changes no computation: the
+    CPU already reads them as zero."""
+    changed = 0
+    for t in _float_tensors(tensors):
+        mask = _denormal(t)
+        n = int(mask.sum())
+        if n:
+            t.masked_fill_(mask, 0.0)
+            changed += n
+    return changed
+
+
+def _float_tensors(tensors: Iterable[torch.Tensor] | nn.Module) -> list[torch.Tensor]:
+    if isinstance(tensors, nn.Module):
+        tensors = [*tensors.parameters(), *tensors.buffers()]
+    return [t for t in tensors if t.is_floating_point()]
+
+
+def _denormal(t: torch.Tensor) -> torch.Tensor:
+    magnitude = t.detach().abs()
+    return (magnitude > 0) & (magnitude < torch.finfo(t.dtype).tiny)

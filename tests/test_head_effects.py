@@ -1,5 +1,7 @@
 """Head-effect tables: the sweep cache returns what a fresh sweep computes, resumes an interrupted
 sweep, and §3.3's per-layer selection picks the right head on hand-made data."""
+import warnings
+
 import pandas as pd
 import pytest
 
@@ -207,3 +209,28 @@ def test_subsets_are_random_fixed_and_in_order():
     assert a == course.subset(items, 10) == sorted(a) and len(set(a)) == 10
     assert a != items[:10]
     assert course.subset(items, 0) == items == course.subset(items, 500)
+
+
+def test_a_damaged_cache_entry_is_named_set_aside_and_computed_again(smoke, tmp_path):
+    from helpers.book.store.sweep_cache import DamagedEntryWarning
+
+    model, tokenizer = course.load_classifier(smoke, "nli")
+    examples = course.load_data(smoke, "nli")["matched"][:12]
+    configs = one_head_configs(model)[:4]
+    args = dict(max_length=48, n_resamples=50, progress=False, cache_dir=tmp_path)
+    first = classifier_effects(model, tokenizer, examples, configs, **args)
+    (folder,) = tmp_path.iterdir()
+    damaged = folder / "self-L0-mask1.json"
+    damaged.write_text(damaged.read_text()[:40])          # cut short, as by a full disk
+    short = folder / "self-L0-mask2.json"
+    short.write_text("[[0.0, 0.0, 0.0]]")                 # valid JSON, but one example where there are 12
+    with pytest.warns(DamagedEntryWarning) as caught:
+        again = classifier_effects(model, tokenizer, examples, configs, **args)
+    pd.testing.assert_frame_equal(again, first)
+    said = " ".join(str(w.message) for w in caught)
+    assert str(damaged) in said and str(short) in said and "computed again" in said
+    assert (folder / "self-L0-mask1.json.damaged").exists() and (folder / "self-L0-mask2.json.damaged").exists()
+    assert damaged.exists() and short.exists()            # recomputed and stored again
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DamagedEntryWarning)
+        pd.testing.assert_frame_equal(classifier_effects(model, tokenizer, examples, configs, **args), first)

@@ -24,8 +24,10 @@ with or without the mode; ``helpers.save_pruned`` applies it before writing.
 from __future__ import annotations
 
 import os
+import statistics
+import time
 import warnings
-from typing import Iterable
+from typing import Callable, Iterable
 
 import torch
 from torch import nn
@@ -91,3 +93,56 @@ def _float_tensors(tensors: Iterable[torch.Tensor] | nn.Module) -> list[torch.Te
 def _denormal(t: torch.Tensor) -> torch.Tensor:
     magnitude = t.detach().abs()
     return (magnitude > 0) & (magnitude < torch.finfo(t.dtype).tiny)
+
+
+def timed(run: Callable[[], object], flush: bool, repeats: int = 5) -> float:
+    """Median seconds of ``run()`` over ``repeats`` calls after one warm-up, in one thread, with
+    flush-to-zero on or off for the call (then as ``flush_denormals`` left it). One thread, because
+    the mode can be switched only in the calling thread once torch's workers exist."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    torch.set_flush_denormal(flush)
+    try:
+        run()
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - start)
+    finally:
+        torch.set_flush_denormal(os.environ.get(KEEP_ENV) != "1")
+        torch.set_num_threads(threads)
+    return statistics.median(times)
+
+
+def matmul_penalty(size: int = 512, repeats: int = 5, seed: int = 0) -> dict[str, tuple[float, float]]:
+    """Seconds of a ``size`` x ``size`` float32 matmul (median of ``repeats``, one thread) with
+    normal operands and with operands scaled into the denormal range: ``{operands: (seconds with
+    flush-to-zero off, seconds with it on)}``."""
+    g = torch.Generator().manual_seed(seed)
+    a, b = torch.randn(size, size, generator=g), torch.randn(size, size, generator=g)
+    small = a * (torch.finfo(torch.float32).tiny / 8)           # every value denormal
+    return {name: (timed(lambda: x @ b, flush=False, repeats=repeats), timed(lambda: x @ b, flush=True, repeats=repeats))
+            for name, x in (("normal operands", a), ("denormal operands", small))}
+
+
+@torch.no_grad()
+def plant_denormals_(model: nn.Module, share: float, seed: int = 0) -> int:
+    """Set ``share`` of ``model``'s weight values (those of smallest magnitude, as weight decay
+    leaves them) to denormal values of the same sign, in place: a stand-in for a model trained
+    without flush-to-zero, for measuring what the mode saves. Returns how many were set."""
+    weights = [p for p in model.parameters() if p.is_floating_point()]
+    flat = torch.cat([p.detach().abs().flatten() for p in weights])
+    k = int(share * flat.numel())
+    if k == 0:
+        return 0
+    threshold = torch.kthvalue(flat, k).values
+    tiny = torch.finfo(torch.float32).tiny
+    g = torch.Generator().manual_seed(seed)
+    planted = 0
+    for p in weights:
+        chosen = (p.abs() <= threshold) & (p != 0)
+        values = (0.05 + 0.9 * torch.rand(p.shape, generator=g)) * tiny * torch.sign(p)
+        p.copy_(torch.where(chosen, values, p))
+        planted += int(chosen.sum())
+    return planted

@@ -125,13 +125,14 @@ def translation_scorer(pairs: Sequence, beam: int = 5, batch_size: int = 64, max
     """``score(model)``: tokenised BLEU of beam-search translations of ``pairs`` against their refs
     (``max_len_b`` as in ``translation_model.translate``). ``score.many(model, specs)`` gives the
     score under each head spec, ``configs_per_pass`` of them per search (``pruning_curve`` uses it)."""
-    from .translation_model import translate
+    from .sweep_decoder import decode_copies
 
     sources, refs = [p.src for p in pairs], [p.ref for p in pairs]
 
     def score(model: nn.Module) -> float:
         with ledger.entry("decoding", f"BLEU, beam {beam}", model, len(sources)):
-            return bleu(translate(model, sources, beam=beam, batch_size=batch_size, max_len_b=max_len_b), refs)[0]
+            (hyps,) = decode_copies(model, sources, 1, beam=beam, batch_size=batch_size, max_len_b=max_len_b)
+            return bleu(hyps, refs)[0]
 
     def many(model: nn.Module, specs: Sequence[dict]) -> list[float]:
         with ledger.entry("decoding", f"BLEU, beam {beam}", model, len(sources), len(specs)):
@@ -147,12 +148,13 @@ def masked_translations(model: nn.Module, sources: Sequence[str], configs: Seque
                         progress: bool = True, desc: str = "masked translations", **decoding):
     """Yield ``(config, translations of sources)`` for each ``Config`` or head spec in
     ``configs``, ``configs_per_pass`` of them per search (``gated_passes`` with
-    ``translate_copies``; ``decoding``: its beam, lenpen, batch_size, max_len_b)."""
+    ``sweep_decoder.decode_copies``: greedy for one beam, fairseq's beam search for more;
+    ``decoding``: its beam, lenpen, batch_size, max_len_b)."""
     from ..heads.ablation import gated_passes
-    from .translation_model import translate_copies
+    from .sweep_decoder import decode_copies
 
     def decode(m: nn.Module, copies: int, gated):
-        return translate_copies(m, sources, copies, gated, **decoding)
+        return decode_copies(m, sources, copies, gated, **decoding)
 
     return gated_passes(model, configs, decode, configs_per_pass, progress, desc=desc)
 

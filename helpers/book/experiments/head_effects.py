@@ -163,7 +163,7 @@ def _text_of(example) -> list:
 
 
 def _cache(cache_dir: Path | None, inputs: Sequence, options: dict) -> SweepCache:
-    return SweepCache(None if cache_dir is None else Path(cache_dir) / sweep_key(inputs, options))
+    return SweepCache(None if cache_dir is None else Path(cache_dir) / sweep_key(inputs, options), len(inputs))
 
 
 def translation_effects(model, pairs: Sequence, configs: Sequence[Config], beam: int = 5, batch_size: int = 64,

@@ -92,3 +92,56 @@ def summary_text(profile: str, summary: dict, models: pd.DataFrame, times: pd.Da
         total, sweeps = disk["model_mb"].sum() + disk["sweeps_mb"].sum(), disk["sweeps_mb"].sum()
         parts.append(f"The caches hold {total / 1024:.2f} GB for this profile, {sweeps / 1024:.2f} GB of it sweeps.")
     return "".join(parts).strip()
+
+
+# ---- where the time goes: the chapters' ledgers --------------------------------------------------
+def sweep_cost_tables(profile: str, times: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """From the chapters' ledgers (``sweep_costs.csv``): ``shares`` (seconds and share of the chapters'
+    recorded time by category; ``other`` is the rest: loading, bootstraps, tables, figures),
+    ``chapters`` (per chapter its recorded seconds and those its timed blocks account for) and
+    ``top`` (the ten most expensive blocks)."""
+    from ..store.sweep_costs import category_shares, chapter_totals, most_expensive, read_sweep_costs
+
+    ledger = read_sweep_costs(profile)
+    ran = times.dropna(subset=["seconds"])
+    totals = chapter_totals(ledger).rename(columns={"seconds": "in timed blocks"})
+    chapters = ran[["notebook", "seconds"]].merge(totals, on="notebook", how="left").fillna(
+        {"blocks": 0, "in timed blocks": 0.0, "read from the cache": 0})
+    top = most_expensive(ledger)[["notebook", "category", "what", "model", "seed", "examples", "configs", "computed",
+                                  "seconds", "seconds_per_config_example"]]
+    return {"shares": category_shares(ledger, float(ran["seconds"].sum()) if len(ran) else None),
+            "chapters": chapters, "top": top}
+
+
+DENORMAL_SHARE = 0.0047   # of the weights: what the course translation model held after 9 epochs without flush-to-zero
+
+
+def denormal_costs(settings, model_name: str = "translation", sentences: int = 200, decoded: int = 64,
+                   repeats: int = 3) -> pd.DataFrame:
+    """What flush-to-zero saves, measured now on this machine (one thread, median of ``repeats``):
+    the 512 x 512 matmul with and without denormal operands, and on ``model_name``'s first run a
+    teacher-forced pass over ``sentences`` test13 pairs and greedy decoding of ``decoded`` of them,
+    as saved (no denormal weights) and with ``DENORMAL_SHARE`` of its weights made denormal (as a
+    model trained without the mode holds them), each with the mode off and on."""
+    import copy
+
+    from ...heads.denormals import count_denormals, matmul_penalty, plant_denormals_, timed
+    from ...zoo.scorers import translation_nll
+    from ...zoo.sweep_decoder import greedy_copies
+    from .. import course
+
+    rows = [{"what": f"512 x 512 matmul, {k}", "seconds": off, "flush-to-zero seconds": on}
+            for k, (off, on) in matmul_penalty(repeats=repeats).items()]
+    model = course.load_translation(settings, model_name)
+    pairs = course.load_data(settings, model_name)["test13"][:sentences]
+    planted = copy.deepcopy(model)
+    share = plant_denormals_(planted, DENORMAL_SHARE) / sum(p.numel() for p in planted.parameters())
+    for label, m in ((f"{model_name} as saved ({count_denormals(model)} denormal weights)", model),
+                     (f"{model_name} with {share:.2%} of its weights denormal", planted)):
+        for task, run in ((f"teacher-forced pass, {len(pairs)} sentences", lambda: translation_nll(m, pairs)),
+                          (f"greedy decoding, {decoded} sentences",
+                           lambda: greedy_copies(m, [p.src for p in pairs[:decoded]], 1, max_len_b=24))):
+            off, on = (timed(run, flush, repeats) for flush in (False, True))
+            rows.append({"what": f"{label}: {task}", "seconds": off, "flush-to-zero seconds": on})
+    table = pd.DataFrame(rows)
+    return table.assign(ratio=table["seconds"] / table["flush-to-zero seconds"])

@@ -18,6 +18,8 @@ import contextlib
 import functools
 import hashlib
 import json
+import os
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -28,7 +30,7 @@ from . import shards
 
 # the source that computes sweep outputs, relative to helpers/
 _CODE = ("heads/gates.py", "heads/sites.py", "heads/ablation.py", "heads/config_batches.py",
-         "zoo/translation_model.py", "zoo/classifier_training.py", "zoo/scorers.py",
+         "zoo/translation_model.py", "zoo/sweep_decoder.py", "zoo/classifier_training.py", "zoo/scorers.py",
          "book/experiments/head_effects.py")
 
 
@@ -53,31 +55,60 @@ def _file_name(config: Config) -> str:
     return f"{kind}-L{layer}-mask{'.'.join(map(str, heads)) or 'none'}.json"
 
 
-class SweepCache:
-    """Outputs per configuration in ``directory``; ``SweepCache(None)`` keeps them in memory only."""
+class DamagedEntryWarning(UserWarning):
+    """A sweep cache file could not be read; it was set aside and its configuration is computed again."""
 
-    def __init__(self, directory: Path | str | None):
+
+class SweepCache:
+    """Outputs per configuration in ``directory``; ``SweepCache(None)`` keeps them in memory only.
+    ``length``: the number of inputs, which every stored list must have.
+
+    A file that cannot be read back (cut short by a full disk, edited by hand, not a list of
+    ``length`` outputs) is a damaged entry: it is renamed ``<file>.damaged``, a
+    ``DamagedEntryWarning`` names it, and its configuration counts as missing, so the sweep
+    computes it again; the other entries are kept."""
+
+    def __init__(self, directory: Path | str | None, length: int | None = None):
         self.directory = None if directory is None else Path(directory)
+        self.length = length
         self._memory: dict[Config, list] = {}
 
     def get(self, config: Config) -> list | None:
-        if self.directory is None:
+        if self.directory is None or config in self._memory:
             return self._memory.get(config)
         path = self.directory / _file_name(config)
-        return json.loads(path.read_text()) if path.exists() else None
+        if not path.exists():
+            return None
+        outputs = self._read(path)
+        if outputs is not None:
+            self._memory[config] = outputs
+        return outputs
+
+    def _read(self, path: Path) -> list | None:
+        try:
+            outputs = json.loads(path.read_text())
+            if not isinstance(outputs, list) or (self.length is not None and len(outputs) != self.length):
+                got = f"{len(outputs)} outputs" if isinstance(outputs, list) else type(outputs).__name__
+                raise ValueError(f"it holds {got}, not a list of {self.length}")
+        except (ValueError, UnicodeDecodeError) as err:   # JSONDecodeError is a ValueError
+            aside = path.with_name(path.name + ".damaged")
+            os.replace(path, aside)
+            warnings.warn(f"the sweep cache entry {path} is damaged ({err}); it was moved to {aside.name} and its "
+                          "configuration is computed again", DamagedEntryWarning, stacklevel=3)
+            return None
+        return outputs
 
     def put(self, config: Config, outputs: Sequence) -> None:
-        if self.directory is None:
-            self._memory[config] = list(outputs)
-            return
-        self.directory.mkdir(parents=True, exist_ok=True)
-        with atomic_path(self.directory / _file_name(config)) as tmp:
-            tmp.write_text(json.dumps(list(outputs)))
+        outputs = list(outputs)
+        if self.directory is not None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            with atomic_path(self.directory / _file_name(config)) as tmp:
+                tmp.write_text(json.dumps(outputs))
+        self._memory[config] = outputs
 
     def missing(self, configs: Sequence[Config]) -> list[Config]:
-        if self.directory is None:
-            return [c for c in configs if c not in self._memory]
-        return [c for c in configs if not (self.directory / _file_name(c)).exists()]
+        """The configurations with no readable entry (a damaged one is set aside, see the class)."""
+        return [c for c in configs if self.get(c) is None]
 
     def share(self, everything: Sequence[Config]) -> list[Config]:
         """The configurations of the sweep's WHOLE list ``everything`` that this process computes:

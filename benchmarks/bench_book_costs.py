@@ -31,8 +31,8 @@ def main() -> None:
     for row in tables["shares"].itertuples():
         print(f"  {row.category:24s} {row.seconds / 60:6.1f} min  {row.share:6.1%}")
     print("per chapter (min, of which in timed blocks):")
-    for row in tables["chapters"].itertuples():
-        print(f"  {row.notebook:32s} {row.seconds / 60:6.1f}  {row._3 / 60:6.1f}")
+    for row in tables["chapters"].to_dict("records"):
+        print(f"  {row['notebook']:32s} {row['seconds'] / 60:6.1f}  {row['in timed blocks'] / 60:6.1f}")
     print("the ten most expensive blocks:")
     for row in tables["top"].itertuples():
         seed = "" if row.seed != row.seed else f"@{row.seed:.0f}"

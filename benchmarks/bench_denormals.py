@@ -33,9 +33,9 @@ def main() -> None:
     settings = load_profile(args.profile)
     print(f"flush-to-zero in every torch thread of this process: {flushes_in_every_thread()}")
     table = denormal_costs(settings, repeats=args.repeats)
-    for row in table.itertuples():
-        print(f"{row.what}: {row.seconds:.4f} s with denormals computed, {row._3:.4f} s flushed to zero "
-              f"-> {row.ratio:.1f}x")
+    for row in table.to_dict("records"):
+        print(f"{row['what']}: {row['seconds']:.4f} s with the mode off, {row['flush-to-zero seconds']:.4f} s with "
+              f"flush-to-zero -> {row['ratio']:.1f}x")
     matmul = table.set_index("what")["seconds"]
     print(f"penalty of denormal operands on the matmul (mode off): "
           f"{matmul['512 x 512 matmul, denormal operands'] / matmul['512 x 512 matmul, normal operands']:.0f}x")

@@ -87,12 +87,23 @@ def zero_denormals_(tensors: Iterable[torch.Tensor] | nn.Module) -> int:
 def _float_tensors(tensors: Iterable[torch.Tensor] | nn.Module) -> list[torch.Tensor]:
     if isinstance(tensors, nn.Module):
         tensors = [*tensors.parameters(), *tensors.buffers()]
-    return [t for t in tensors if t.is_floating_point()]
+    return [t for t in tensors if t.dtype in _BITS]
+
+
+_BITS = {  # dtype: (integer view, exponent mask, mantissa mask)
+    torch.float64: (torch.int64, 0x7FF0000000000000, 0x000FFFFFFFFFFFFF),
+    torch.float32: (torch.int32, 0x7F800000, 0x007FFFFF),
+    torch.float16: (torch.int16, 0x7C00, 0x03FF),
+    torch.bfloat16: (torch.int16, 0x7F80, 0x007F),
+}
 
 
 def _denormal(t: torch.Tensor) -> torch.Tensor:
-    magnitude = t.detach().abs()
-    return (magnitude > 0) & (magnitude < torch.finfo(t.dtype).tiny)
+    """Read from the bits (zero exponent, nonzero mantissa): under flush-to-zero any arithmetic on
+    a denormal, even ``abs`` or a comparison, sees a zero."""
+    view, exponent, mantissa = _BITS[t.dtype]
+    bits = t.detach().contiguous().view(view)
+    return ((bits & exponent) == 0) & ((bits & mantissa) != 0)
 
 
 def timed(run: Callable[[], object], flush: bool, repeats: int = 5) -> float:
@@ -121,7 +132,7 @@ def matmul_penalty(size: int = 512, repeats: int = 5, seed: int = 0) -> dict[str
     flush-to-zero off, seconds with it on)}``."""
     g = torch.Generator().manual_seed(seed)
     a, b = torch.randn(size, size, generator=g), torch.randn(size, size, generator=g)
-    small = a * (torch.finfo(torch.float32).tiny / 8)           # every value denormal
+    small = denormals_like(a, g)
     return {name: (timed(lambda: x @ b, flush=False, repeats=repeats), timed(lambda: x @ b, flush=True, repeats=repeats))
             for name, x in (("normal operands", a), ("denormal operands", small))}
 
@@ -134,15 +145,24 @@ def plant_denormals_(model: nn.Module, share: float, seed: int = 0) -> int:
     weights = [p for p in model.parameters() if p.is_floating_point()]
     flat = torch.cat([p.detach().abs().flatten() for p in weights])
     k = int(share * flat.numel())
+    flat = flat[flat > 0]                                          # zeros (fresh biases) stay zeros
+    k = min(k, flat.numel())
     if k == 0:
         return 0
     threshold = torch.kthvalue(flat, k).values
-    tiny = torch.finfo(torch.float32).tiny
     g = torch.Generator().manual_seed(seed)
     planted = 0
     for p in weights:
         chosen = (p.abs() <= threshold) & (p != 0)
-        values = (0.05 + 0.9 * torch.rand(p.shape, generator=g)) * tiny * torch.sign(p)
-        p.copy_(torch.where(chosen, values, p))
+        p.copy_(torch.where(chosen, denormals_like(p.detach().float(), g).to(p.dtype), p))
         planted += int(chosen.sum())
     return planted
+
+
+def denormals_like(x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """A float32 tensor of ``x``'s shape and signs whose every value is denormal, made from bit
+    patterns (zero exponent, random nonzero mantissa): arithmetic would not do, because under
+    flush-to-zero a product that lands in the denormal range is written as zero."""
+    mantissa = torch.randint(1, 2 ** 23, x.shape, generator=generator, dtype=torch.int32)
+    sign = torch.where(x.detach().cpu() < 0, torch.tensor(-2 ** 31, dtype=torch.int32), torch.tensor(0, dtype=torch.int32))
+    return (mantissa | sign).view(torch.float32).to(x.device)

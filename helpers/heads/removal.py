@@ -173,3 +173,19 @@ def _mean_by_position(outputs: list[torch.Tensor]) -> torch.Tensor:
         total[: o.shape[0]] += o
         count[: o.shape[0]] += 1
     return total / count
+
+
+def removal_digest(removal: HeadRemoval) -> str:
+    """16 hex digits over a removal's kind and every reference tensor it holds (its means and its
+    reference examples' outputs, bytes and shapes): equal exactly when it removes heads the same
+    way, so a sweep cache can key on it."""
+    import hashlib
+
+    h = hashlib.sha256(removal.kind.encode())
+    for name in ("means", "overall", "examples"):
+        for key, value in sorted(getattr(removal, name).items()):
+            for t in value if isinstance(value, list) else [value]:
+                t = t.detach().cpu().contiguous()
+                h.update(f"{name}|{key}|{tuple(t.shape)}|{t.dtype}".encode())
+                h.update(t.numpy().tobytes())
+    return h.hexdigest()[:16]

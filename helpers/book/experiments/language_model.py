@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import random
+from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -17,15 +18,17 @@ import pandas as pd
 import torch
 
 from ...heads import ledger
-from ...heads.ablation import one_head_configs, single_layer_sweep
+from ...heads.ablation import UNMASKED, one_head_configs, single_layer_sweep
 from ...heads.gates import HeadGates
 from ...heads.grouped_query import kv_group_heads, kv_group_importance
 from ...heads.pruning import count_parameters, prune_heads
+from ...heads.removal import removal_digest
 from ...heads.pruning_curves import counts, heads_of, order_by_importance, prunable_share, random_order, score_specs, spec_of
 from ...heads.significance import log_likelihood
 from ...heads.sites import attention_sites
 from ...heads.throughput import compare_speed, device_name, speed_gains
 from ...zoo.causal_lm import PerplexityScorer, perplexity, token_nll
+from ..store.sweep_cache import SweepCache, sweep_key
 from . import equivalence
 from .head_effects import effect_rows
 
@@ -62,17 +65,44 @@ def _examples(batches: Sequence[dict]) -> int:
     return sum(int(b["input_ids"].shape[0]) for b in batches)
 
 
+def lm_sweep(model, batches: Sequence[dict], configs: Sequence, configs_per_pass: int, removal=None,
+             progress: bool = True, cache_dir: Path | None = None, what: str = "head configurations"
+             ) -> tuple[torch.Tensor, dict]:
+    """``single_layer_sweep`` of ``token_nll`` rows (``[N, 2]`` float32 per configuration: summed
+    NLL and predicted tokens of each text): ``(unmasked rows, {config: rows})``. With ``cache_dir``
+    (``causal_lm.sweeps_dir``) each configuration's rows are kept in a sweep cache keyed by the
+    batches' tokens, ``configs_per_pass`` and the removal (its kind and a digest of its reference
+    outputs), so another chapter that asks for the same rows reads them."""
+    inputs = [[b["input_ids"].tolist(), b["attention_mask"].tolist()] for b in batches]
+    options = {"measure": "token_nll", "configs_per_pass": configs_per_pass}
+    if removal is not None and not removal.zero:
+        options.update(removal=removal.kind, reference=removal_digest(removal))
+    cache = SweepCache(None if cache_dir is None else Path(cache_dir) / sweep_key(inputs, options), _examples(batches))
+    everything = [UNMASKED, *configs]
+    todo = cache.missing(everything)
+    with ledger.entry("teacher-forced scoring", what, model, _examples(batches), len(everything)) as timed:
+        timed.set_computed(len(todo))
+        if todo:
+            base, outs = single_layer_sweep(model, batches, token_nll, [c for c in todo if c != UNMASKED],
+                                            configs_per_pass=configs_per_pass, removal=removal, progress=progress)
+            cache.put(UNMASKED, base.tolist())
+            for config, rows in outs.items():
+                cache.put(config, rows.tolist())
+    rows_of = lambda c: torch.tensor(cache.get(c), dtype=torch.float32)   # noqa: E731 (token_nll rows are float32)
+    return rows_of(UNMASKED), {c: rows_of(c) for c in configs}
+
+
 def one_head_grid(model, batches: Sequence[dict], configs_per_pass: int, n_resamples: int, alpha: float,
-                  seed: int, removal=None, progress: bool = True) -> tuple[pd.DataFrame, torch.Tensor]:
+                  seed: int, removal=None, progress: bool = True, cache_dir: Path | None = None
+                  ) -> tuple[pd.DataFrame, torch.Tensor]:
     """Every query head masked alone: per head its KV group, the perplexity, its change from the
     unmasked model's (%) and the paired bootstrap's p-value; and the unmasked token NLL rows.
-    ``removal``: a ``HeadRemoval`` (mean or resample ablation) instead of zeroing the head."""
+    ``removal``: a ``HeadRemoval`` (mean or resample ablation) instead of zeroing the head;
+    ``cache_dir``: as ``lm_sweep``'s."""
     first = attention_sites(model)[0]
     configs = one_head_configs(model)
-    what = "one query head masked" + ("" if removal is None else f", {removal.kind} removal")
-    with ledger.entry("teacher-forced scoring", what, model, _examples(batches), len(configs) + 1):
-        base, outs = single_layer_sweep(model, batches, token_nll, configs, configs_per_pass=configs_per_pass,
-                                        removal=removal, progress=progress)
+    what = "one query head masked" + ("" if removal is None or removal.zero else f", {removal.kind} removal")
+    base, outs = lm_sweep(model, batches, configs, configs_per_pass, removal, progress, cache_dir, what)
     tests = _significance(base, outs, n_resamples, alpha, seed)
     base_ppl = perplexity(base)
     # in the configurations' order (layer, then head): the sweep's processes may finish in any order

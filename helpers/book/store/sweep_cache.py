@@ -29,7 +29,8 @@ from ...heads.code_digest import recipe_digest
 from . import shards
 
 # the source that computes sweep outputs, relative to helpers/
-_CODE = ("heads/gates.py", "heads/sites.py", "heads/ablation.py", "heads/config_batches.py",
+_CODE = ("heads/gates.py", "heads/sites.py", "heads/ablation.py", "heads/config_batches.py", "heads/removal.py",
+         "zoo/causal_lm.py",
          "zoo/translation_model.py", "zoo/sweep_decoder.py", "zoo/classifier_training.py", "zoo/scorers.py",
          "book/experiments/head_effects.py")
 

@@ -48,7 +48,7 @@ def entries_table(path: Path, notebook: str) -> pd.DataFrame:
         work = e["computed"] * max(e["examples"], 1)
         rows.append({"notebook": notebook, "category": e["category"], "what": e["what"], "model": model, "seed": seed,
                      "examples": e["examples"], "configs": e["configs"], "computed": e["computed"],
-                     "seconds": round(e["seconds"], 3), "own_seconds": round(e["own_seconds"], 3), "depth": e["depth"],
+                     "seconds": e["seconds"], "own_seconds": e["own_seconds"], "depth": e["depth"],
                      "seconds_per_config_example": e["seconds"] / work if work else None})
     return pd.DataFrame(rows, columns=COLUMNS)
 

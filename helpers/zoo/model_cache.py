@@ -41,8 +41,10 @@ from .recipes import build_classifier, build_translation, generate_data, machine
 # it computes rebuilds
 _SOURCES = ("zoo/lexicon.py", "zoo/nli_task.py", "zoo/appendix_tasks.py", "zoo/translation_task.py",
             "zoo/classifier_training.py", "zoo/translation_model.py", "zoo/recipes.py", "zoo/registry.py",
-            "zoo/splits.py", "zoo/paper_sources.py", "zoo/bible.py", "zoo/verse_task.py", "zoo/model_cache.py", "heads/metrics.py",
-            "heads/denormals.py")
+            "zoo/splits.py", "zoo/paper_sources.py", "zoo/bible.py", "zoo/verse_task.py", "zoo/model_cache.py", "heads/metrics.py")
+# how the arithmetic of training runs, beside the code: models trained before flush-to-zero
+# (heads/denormals.py, set when helpers is imported) computed on denormal floats and are rebuilt
+NUMERICS = "flush-to-zero"
 
 
 @functools.lru_cache(maxsize=1)
@@ -57,6 +59,7 @@ def spec_hash(name: str, spec: dict) -> str:
     """12 hex digits over the model's recipe: its settings and the code that builds it."""
     h = hashlib.sha256(json.dumps({"name": name, "spec": spec}, sort_keys=True).encode())
     h.update(recipe_code_digest().encode())
+    h.update(NUMERICS.encode())
     return h.hexdigest()[:12]
 
 

@@ -63,6 +63,27 @@ def test_copying_curves_start_unmasked_and_end_fully_masked():
     assert ranks.loc[ranks["induction score"].idxmax(), "induction rank"] == 1
 
 
+def test_copying_scores_from_one_pass_equal_the_separate_measures():
+    """The curves read the copying probe's perplexity and accuracy from one pass per step; each
+    equals that step's heads masked and ``copying_nll`` and ``copying_accuracy`` run on their own."""
+    from helpers.heads.induction import copying_accuracy, copying_nll
+    from helpers.heads.pruning_curves import spec_of
+
+    case = llama()
+    probe = [repeated_tokens(vocab_size=40, length=6, batch=3, seed=s, low=3) for s in range(2)]
+    orders = bb.orders_for(case.model, {"I_h": _importance(case)}, random_orders=1, seed=1)
+    curves = bb.copying_curves(case.model, orders, [case.batch], probe, step=0.25, configs_per_pass=2)
+    for row in curves.to_dict("records"):
+        with helpers.HeadGates(case.model) as gates, torch.no_grad():
+            if row["pruned"]:
+                gates.mask(spec_of(orders[row["order"]][:row["pruned"]]))
+            nll = torch.cat([copying_nll(case.model, b) for b in probe]).sum(0)
+            accuracy = sum(copying_accuracy(case.model, b) for b in probe) / len(probe)
+        assert row["copying perplexity"] == pytest.approx(float(torch.exp(nll[0] / nll[1])), rel=1e-6)
+        assert row["copying accuracy"] == pytest.approx(accuracy, abs=1e-12)
+    assert curves["copying accuracy"].nunique() > 1
+
+
 def test_published_models_are_read_as_their_configs_say():
     from helpers.heads.kv_cache import published_kv_table
 

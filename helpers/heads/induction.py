@@ -49,25 +49,31 @@ def _model_inputs(batch: dict) -> dict:
     return {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
 
 
-def copying_nll(model: nn.Module, batch: dict) -> torch.Tensor:
-    """``[B, 2]``: the summed negative log-likelihood (nats) of the second copy's tokens 2..L
-    (each predictable from the first copy) and their number, L - 1."""
+def copying_stats(model: nn.Module, batch: dict) -> torch.Tensor:
+    """``[B, 3]`` from one forward pass: the summed negative log-likelihood (nats) of the second
+    copy's tokens 2..L (each predictable from the first copy), their number L - 1, and how many of
+    them the model's top prediction gets right. The first two columns are ``copying_nll``."""
     length = copy_length(batch)
     logits = model(**_model_inputs(batch)).logits             # [B, 1 + 2L, vocab]
     # position p predicts p + 1; the second copy's tokens 2..L sit at L + 2 .. 2L
-    predict = logits[:, length + 1:2 * length].float()         # [B, L - 1, vocab]
+    predict = logits[:, length + 1:2 * length]                  # [B, L - 1, vocab]
     gold = batch["input_ids"][:, length + 2:]                  # [B, L - 1]
-    nll = F.cross_entropy(predict.transpose(1, 2), gold, reduction="none").sum(1)
-    return torch.stack([nll, torch.full_like(nll, length - 1)], 1)
+    nll = F.cross_entropy(predict.float().transpose(1, 2), gold, reduction="none").sum(1)
+    correct = (predict.argmax(-1) == gold).sum(1).to(nll.dtype)
+    return torch.stack([nll, torch.full_like(nll, length - 1), correct], 1)
+
+
+def copying_nll(model: nn.Module, batch: dict) -> torch.Tensor:
+    """``[B, 2]``: the summed negative log-likelihood (nats) of the second copy's tokens 2..L
+    and their number, L - 1 (``token_nll``'s shape, for perplexity scorers and importance)."""
+    return copying_stats(model, batch)[:, :2]
 
 
 def copying_accuracy(model: nn.Module, batch: dict) -> float:
     """Share of the second copy's tokens 2..L that the model's top prediction gets right."""
-    length = copy_length(batch)
     with torch.no_grad():
-        logits = model(**_model_inputs(batch)).logits
-    guess = logits[:, length + 1:2 * length].argmax(-1)
-    return float((guess == batch["input_ids"][:, length + 2:]).float().mean())
+        stats = copying_stats(model, batch)
+    return float(stats[:, 2].sum() / stats[:, 1].sum())
 
 
 @contextmanager

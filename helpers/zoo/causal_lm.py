@@ -267,10 +267,16 @@ class PerplexityScorer:
 
     @torch.no_grad()
     def many(self, model: nn.Module, specs: Sequence) -> list[float]:
+        return [log_likelihood(r.sum(0).numpy()) for r in self.many_rows(model, specs)]
+
+    @torch.no_grad()
+    def many_rows(self, model: nn.Module, specs: Sequence) -> list[torch.Tensor]:
+        """Per head spec, the ``stats`` rows of every text, in the batches' order (``[N, k]``):
+        for a caller that derives more than one score from the same passes."""
         with ledger.entry("teacher-forced scoring", "language-model likelihood", model, self.examples, len(specs)):
             return self._many(model, specs)
 
-    def _many(self, model: nn.Module, specs: Sequence) -> list[float]:
+    def _many(self, model: nn.Module, specs: Sequence) -> list[torch.Tensor]:
         def run(model, copies, gated):
             per_copy = [[] for _ in range(copies)]
             for batch in self.batches:
@@ -281,5 +287,4 @@ class PerplexityScorer:
                     per_copy[k].append(out[k * rows:(k + 1) * rows])
             return [torch.cat(p) for p in per_copy]
 
-        results = [r for _, r in gated_passes(model, specs, run, self.configs_per_pass, self.progress, "pruning curve")]
-        return [log_likelihood(r.sum(0).numpy()) for r in results]
+        return [r for _, r in gated_passes(model, specs, run, self.configs_per_pass, self.progress, "pruning curve")]

@@ -18,11 +18,12 @@ import torch
 from torch import nn
 
 from ...heads.grouped_query import kv_group_heads, kv_group_importance
-from ...heads.induction import copying_accuracy, copying_nll, induction_scores
+from ...heads.induction import copying_stats, induction_scores
 from ...heads.kv_cache import (PublishedModel, cache_bytes, generate_cached, generation_seconds, kv_bytes,
                                kv_bytes_per_token)
 from ...heads.pruning import count_parameters, prune_heads
-from ...heads.pruning_curves import counts, heads_of, order_by_importance, random_order, score_specs, spec_of
+from ...heads.pruning_curves import counts, heads_in, heads_of, order_by_importance, random_order, score_specs, spec_of
+from ...heads.significance import log_likelihood
 from ...heads.sites import attention_sites
 from ...zoo.causal_lm import PerplexityScorer
 
@@ -140,16 +141,20 @@ def copying_curves(model: nn.Module, orders: Mapping[str, Sequence], verse_batch
     (perplexity) and on the copying probe (perplexity of the second copy, and the share of its
     tokens predicted right)."""
     verses = PerplexityScorer(verse_batches, configs_per_pass)
-    copying = PerplexityScorer(probe, configs_per_pass, stats=copying_nll)
-    accuracy = lambda m: float(np.mean([copying_accuracy(m, b) for b in probe]))   # noqa: E731
     steps = [(label, len(order), c, spec_of(order[:c])) for label, order in orders.items() for c in counts(len(order), step)]
     specs = [spec for *_, spec in steps]
-    scored = {name: score_specs(model, specs, scorer, progress=False)
-              for name, scorer in (("verses", verses), ("copying", copying), ("accuracy", accuracy))}
+    scored = {"verses": score_specs(model, specs, verses, progress=False)}
+    # the copying probe's perplexity and accuracy from the same passes: one per distinct step
+    distinct = list({heads_in(spec): spec for spec in specs}.values())
+    probe_rows = dict(zip([heads_in(s) for s in distinct],
+                          PerplexityScorer(probe, configs_per_pass, stats=copying_stats).many_rows(model, distinct)))
+    sizes = [len(b["input_ids"]) for b in probe]
+    rows = [probe_rows[heads_in(spec)] for spec in specs]
     return pd.DataFrame([{"order": label, "pruned": c, "share": c / n,
                           "verse perplexity": float(np.exp(-scored["verses"][i])),
-                          "copying perplexity": float(np.exp(-scored["copying"][i])),
-                          "copying accuracy": scored["accuracy"][i]}
+                          "copying perplexity": float(np.exp(-log_likelihood(rows[i][:, :2].contiguous().sum(0).numpy()))),
+                          "copying accuracy": float(np.mean([float(b[:, 2].sum() / b[:, 1].sum())   # per batch, as
+                                                             for b in rows[i].split(sizes)]))}     # copying_accuracy
                          for i, (label, n, c, _) in enumerate(steps)])
 
 

@@ -95,25 +95,28 @@ def example_sets(sweeps: HeadSweeps, scored: Mapping[str, tuple[str, int]], refe
             for name, (split, n) in scored.items()}
 
 
-def language_model_by_removal(lm_name: str, verses: int, reference_verses: int, batch_size: int,
-                              n_resamples: int, alpha: float, seed: int,
+def language_model_by_removal(lm_name: str, sizes: Mapping[str, int], version: str, max_words: int, batch_size: int,
+                              configs_per_pass: int, n_resamples: int, alpha: float, seed: int,
                               kinds: Sequence[str] = REMOVAL_KINDS) -> pd.DataFrame:
-    """Chapter 11's one-head grid of causal LM ``lm_name`` on ``verses`` English verses under each
-    removal kind, as effect rows (``language_model_effects``); means and donors from
-    ``reference_verses`` verses of other chapters, one verse per pass."""
+    """The one-head grid of causal LM ``lm_name`` (``language_model.one_head_grid``) on the
+    ``select`` verses of ``verse_texts(sizes, version, max_words, seed)`` (chapter 11's, when the
+    sizes, version and length are its own) under each removal kind, as effect rows
+    (``language_model_effects``); means and donors from the ``reference`` verses (other chapters),
+    one verse per pass. The grids go through the LM's sweep cache, so the zero grid is chapter
+    11's when its batches and ``configs_per_pass`` are chapter 11's too."""
     from ...heads.removal import reference_outputs
-    from ...zoo.causal_lm import lm_batches, load_causal_lm, token_nll, verse_texts
+    from ...zoo.causal_lm import lm_batches, load_causal_lm, sweeps_dir, token_nll, verse_texts
     from .language_model import one_head_grid
 
     model, tokenizer = load_causal_lm(lm_name, seed=seed)
-    texts = verse_texts({"scored": verses, "reference": reference_verses}, seed=seed)
-    reference = texts["reference"]
-    batches = lm_batches(tokenizer, texts["scored"], batch_size)
+    texts = verse_texts(sizes, version=version, max_words=max_words, seed=seed)
+    batches = lm_batches(tokenizer, texts["select"], batch_size)
     out = []
     for kind in kinds:
         removal = None if kind == "zero" else reference_outputs(
-            model, [lm_batches(tokenizer, [t], 1)[0] for t in reference], token_nll, kind)
-        grid, _ = one_head_grid(model, batches, 1, n_resamples, alpha, seed, removal, progress=False)
+            model, [lm_batches(tokenizer, [t], 1)[0] for t in texts["reference"]], token_nll, kind)
+        grid, _ = one_head_grid(model, batches, configs_per_pass, n_resamples, alpha, seed, removal, progress=False,
+                                cache_dir=sweeps_dir(lm_name, seed))
         out.append(language_model_effects(grid, kind))
     return pd.concat(out, ignore_index=True)
 

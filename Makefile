@@ -70,6 +70,7 @@ bench: models
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_ablation.py
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_pruned_speed.py
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_sweeps.py --profile $(PROFILE)
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_decoder.py --profile $(PROFILE)
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/bench_denormals.py --profile $(PROFILE)
 	$(BIN)/python benchmarks/bench_book_costs.py --profile $(PROFILE)
 

@@ -50,7 +50,7 @@ def entries_table(path: Path, notebook: str) -> pd.DataFrame:
                      "examples": e["examples"], "configs": e["configs"], "computed": e["computed"],
                      "seconds": e["seconds"], "own_seconds": e["own_seconds"], "depth": e["depth"],
                      "seconds_per_config_example": e["seconds"] / work if work else None})
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return pd.DataFrame(rows, columns=COLUMNS).astype({"seed": "Int64"})
 
 
 def record_sweep_costs(profile: str, notebook: str, ledger: Path) -> Path:

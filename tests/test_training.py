@@ -71,3 +71,24 @@ def test_importing_fairseq_through_helpers_leaves_logging_alone():
                               capture_output=True, text=True, check=True).stderr
     assert "INFO:fairseq" in stderr("import fairseq")
     assert "INFO:fairseq" not in stderr("from helpers.heads.fairseq_compat import import_fairseq; import_fairseq()")
+
+
+def test_uniform_dropout_draws_the_same_distribution_and_is_restored():
+    import torch.nn.functional as F
+
+    from helpers.zoo.translation_model import uniform_dropout
+
+    original = F.dropout
+    x = torch.ones(400_000)
+    torch.manual_seed(0)
+    with uniform_dropout():
+        assert F.dropout is not original
+        y = F.dropout(x, 0.1, True)
+        assert F.dropout(x, 0.1, False) is x and F.dropout(x, 0.0, True) is x
+        z = x.clone()
+        assert F.dropout(z, 0.25, True, inplace=True) is z
+    assert F.dropout is original
+    kept = y != 0
+    assert abs(float(kept.float().mean()) - 0.9) < 0.003          # 5 standard errors
+    assert torch.allclose(y[kept], torch.full_like(y[kept], 1 / 0.9))
+    assert abs(float((z != 0).float().mean()) - 0.75) < 0.004

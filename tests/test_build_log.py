@@ -311,3 +311,19 @@ def test_the_smollm2_conversion_is_silent(tmp_path, monkeypatch, capfd):
     assert (folder / "config.json").exists()
     out, err = capfd.readouterr()
     assert not _noise(out + err), _noise(out + err)[:3]
+
+
+def test_the_teaching_guides_exercises_run_on_the_lab_profile():
+    import nbformat
+
+    from helpers.book.profiles.parameters import check_runner_command
+
+    guide = nbformat.read(ROOT / "notebooks" / "16_teaching_guide.ipynb", as_version=4)
+    commands = [m for c in guide.cells if c.cell_type == "markdown"
+                for m in re.findall(r"`(\.venv/bin/python -m helpers\.book\.running\.runner [^`]+)`", c.source)]
+    assert len(commands) >= 20
+    for command in commands:
+        assert "--profile lab " in command, command
+        check_runner_command(command)
+    with pytest.raises(SystemExit, match="unknown profile"):
+        check_runner_command(commands[0].replace("--profile lab", "--profile labb"))

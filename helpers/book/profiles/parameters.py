@@ -176,6 +176,12 @@ def check_runner_command(command: str) -> tuple[str, dict[str, Any]]:
 
     words = shlex.split(command)
     chapter = words[words.index("--only") + 1]
+    if "--profile" in words:   # an unknown profile, or one without the chapter, is refused too
+        from .profile import load_profile
+
+        profile = load_profile(words[words.index("--profile") + 1])
+        if chapter not in profile.notebooks:
+            raise SystemExit(f"profile {profile.name!r} has no chapter {chapter!r}")
     overrides = parse_overrides([words[i + 1] for i, w in enumerate(words) if w == "-p"])
     return chapter, checked_overrides({chapter: REPO / "notebooks" / f"{chapter}.ipynb"}, overrides)[chapter]
 

@@ -19,8 +19,6 @@ undetermined. ``tests/test_sequential.py`` simulates both rates.
 """
 from __future__ import annotations
 
-from typing import Sequence
-
 import numpy as np
 
 from .significance import equivalence_class
@@ -44,7 +42,7 @@ def look_alpha(alpha: float) -> float:
     return alpha * LOOK_ALPHA_SHARE
 
 
-def settled(low: float, high: float, margins: Sequence[float]) -> bool:
-    """Whether an interval ``[low, high]`` of a change is placed against every margin (a sweep that
-    serves two measures stops a head only when both are placed)."""
-    return all(equivalence_class(low, high, m) != "undetermined" for m in margins)
+def settled(low: float, high: float, margin: float) -> bool:
+    """Whether the interval ``[low, high]`` of a change is placed against ``margin``: harmful,
+    negligible or helpful (``significance.equivalence_class``), not undetermined."""
+    return equivalence_class(low, high, margin) != "undetermined"

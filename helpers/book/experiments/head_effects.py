@@ -18,8 +18,9 @@ paired bootstrap has far more power on the same examples.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -28,6 +29,7 @@ import torch
 from ...heads import ledger
 from ...heads.ablation import UNMASKED, Config, single_layer_sweep
 from ...heads.removal import HeadRemoval, reference_outputs
+from ...heads.sequential import look_alpha, look_split, settled
 from ...heads.devices import to_device
 from ...heads.significance import (accuracy_from_stats, accuracy_stats, bleu_from_stats, bleu_stats, log_likelihood,
                                   paired_bootstrap, resample_indices)
@@ -349,3 +351,53 @@ def correlation(paired: pd.DataFrame, x: str = "score_in", y: str = "score_out")
         return float("nan"), float("nan")
     result = pearsonr(a, b)
     return float(result.statistic), float(result.pvalue)
+
+
+# ---- stop when decided: two looks at the examples (helpers/heads/sequential.py) -----------------
+@dataclass(frozen=True)
+class Measure:
+    """One score of a sweep's per-example outputs: ``stats(outputs)`` (``[N, k]`` statistics of
+    ``[N, ...]`` outputs), ``score`` of their sums, and the equivalence margin δ in its unit."""
+
+    stats: Callable[[np.ndarray], np.ndarray]
+    score: Callable[[np.ndarray], float]
+    margin: float
+
+
+def two_look_rows(n: int, configs: Sequence[Config], outputs: Callable[[np.ndarray, list[Config]], dict],
+                  measures: Sequence[Measure], n_resamples: int, alpha: float, seed: int,
+                  first_share: float = 0.5) -> list[pd.DataFrame]:
+    """``effect_rows`` of every measure, each head evaluated in two looks (``sequential``): all of
+    ``configs`` on ``first_share`` of the ``n`` examples (drawn with ``seed``), then those not yet
+    placed against every measure's margin on all of them, each look testing at ``alpha / 2``.
+    ``outputs(positions, configs)``: ``{config: [len(positions), ...] per-example outputs}`` for
+    those example positions, ``UNMASKED`` included. Returns one table per measure, in
+    ``configs``' order, with ``look`` (1 or 2) and ``examples`` (what the row rests on); a row
+    of look 1 has the unmasked model's score on all the examples as its ``base`` and its change
+    added to it as its ``score``."""
+    first, rest = look_split(n, first_share, seed)
+    level = look_alpha(alpha)
+    early = outputs(first, [UNMASKED, *configs])
+    looked = [effect_rows(configs, m.stats(early[UNMASKED]), lambda c, m=m: m.stats(early[c]), m.score,
+                          n_resamples, level, seed) for m in measures]
+    placed = [all(settled(t["delta_low"][i], t["delta_high"][i], m.margin) for t, m in zip(looked, measures))
+              for i in range(len(configs))]
+    later_configs = [c for c, done in zip(configs, placed) if not done]
+    late = outputs(rest, [UNMASKED, *later_configs])
+
+    def whole(config):
+        out = np.empty((n, *np.shape(early[config])[1:]), dtype=np.asarray(early[config]).dtype)
+        out[first], out[rest] = early[config], late[config]
+        return out
+
+    full = {c: whole(c) for c in [UNMASKED, *later_configs]}
+    tables = []
+    for m, early_rows in zip(measures, looked):
+        late_rows = effect_rows(later_configs, m.stats(full[UNMASKED]), lambda c, m=m: m.stats(full[c]), m.score,
+                                n_resamples, level, seed).assign(look=2, examples=n)
+        base = m.score(m.stats(full[UNMASKED]).sum(0))
+        early_rows = early_rows.assign(score=base + early_rows["delta"], base=base, look=1, examples=len(first))
+        later = iter(range(len(late_rows)))
+        tables.append(pd.concat([early_rows.iloc[[i]] if done else late_rows.iloc[[next(later)]]
+                                 for i, done in enumerate(placed)], ignore_index=True))
+    return tables

@@ -342,7 +342,9 @@ def test_chapter_13_follows_the_memory_induction_and_copying_tables(results):
     # claims beyond the paper name what they are judged on, not "the paper's metric"
     assert "can break in-context copying*, on copying accuracy and perplexity on verses: **" in found
     assert "the paper's metric" not in found
-    measures = verdict_table(chapter_verdicts("p", "13_buys_and_breaks")).index.get_level_values("measure")
+    table = verdict_table(chapter_verdicts("p", "13_buys_and_breaks"))
+    assert table.columns.name == "p profile"   # the verdicts say which profile's run they judge
+    measures = table.index.get_level_values("measure")
     assert set(measures) == {"KV bytes and perplexity on verses", "copying accuracy and perplexity on verses",
                              "induction scores and importance on verses"}
     _chapter_13_tables(results, kept_accuracy=0.8, measured_offset=1)

@@ -685,7 +685,7 @@ def chapter_verdicts(profile: str, chapter: str, results_root: Path | None = Non
     """The verdicts on the claims of ``chapter`` that the scorecard gives, one row per claim,
     measure and training seed, and a combined row per claim and measure (``training_seed``
     "all"). ``params``: the rule parameters the chapter ran with (recorded for the scorecard).
-    Columns: key, claim, measure, training_seed, ours, verdict, rule."""
+    Columns: key, claim, measure, training_seed, ours, verdict, rule, profile."""
     if params:
         record_parameters(profile, chapter, params, results_root)
     folder = _folder(profile, results_root)
@@ -694,8 +694,8 @@ def chapter_verdicts(profile: str, chapter: str, results_root: Path | None = Non
     if not rows:
         raise ValueError(f"no claim of the paper is judged in chapter {chapter!r}; chapters with claims: "
                          f"{sorted({c.chapter for c in CLAIMS})}")
-    table = pd.DataFrame(rows)
-    return table[["key", "claim", "measure", "training_seed", "ours", "verdict", "rule"]]
+    table = pd.DataFrame(rows).assign(profile=profile)
+    return table[["key", "claim", "measure", "training_seed", "ours", "verdict", "rule", "profile"]]
 
 
 def verdict_table(verdicts: pd.DataFrame) -> pd.DataFrame:
@@ -712,8 +712,11 @@ def verdict_table(verdicts: pd.DataFrame) -> pd.DataFrame:
         table = per_seed.join(table)
     table = table.reindex(combined.set_index(["claim", "measure"]).index)
     shown = [shown_measure(key, name) for key, name in combined[["key", "measure"]].itertuples(index=False)]
-    return table.set_axis(pd.MultiIndex.from_arrays([table.index.get_level_values("claim"), shown],
-                                                    names=["claim", "measure"]))
+    table = table.set_axis(pd.MultiIndex.from_arrays([table.index.get_level_values("claim"), shown],
+                                                     names=["claim", "measure"]))
+    if "profile" in verdicts:   # the verdicts are those of one profile's run: its name heads the table
+        table.columns.name = f"{verdicts['profile'].iloc[0]} profile"
+    return table
 
 
 def shown_measure(key: str, measure: str) -> str:

@@ -144,3 +144,27 @@ def test_a_larger_sample_leaves_fewer_heads_undetermined():
         assert sum(classes.count(c) for c in EQUIVALENCE_CLASSES) == len(effects)
         undetermined[n] = classes.count("undetermined")
     assert undetermined[1500] < undetermined[40]
+
+
+def test_the_array_forms_and_shared_base_sums_give_the_row_by_row_bootstrap_to_the_bit():
+    """Scores taken on all resamples at once, and the unmasked system's resampled sums computed once
+    per sweep, give exactly the floats of scoring each resample on its own."""
+    from helpers.heads.significance import (accuracy_from_stats, accuracy_stats, bleu_from_stats, log_likelihood,
+                                            paired_bootstrap, resample_indices, resampled_sums)
+
+    rng = np.random.default_rng(3)
+    n = 300
+    cases = [(np.stack([rng.gamma(2, 1, n), rng.integers(1, 30, n)], 1),
+              np.stack([rng.gamma(2, 1, n), rng.integers(1, 30, n)], 1), log_likelihood),
+             (accuracy_stats(rng.integers(0, 3, n), rng.integers(0, 3, n)),
+              accuracy_stats(rng.integers(0, 3, n), rng.integers(0, 3, n)), accuracy_from_stats),
+             (rng.integers(1, 12, (n, 10)).astype(float), rng.integers(1, 12, (n, 10)).astype(float), bleu_from_stats)]
+    indices = resample_indices(n, 200, 1)
+    for a, b, score in cases:
+        got = paired_bootstrap(a, b, score, indices, 0.05, resampled_sums(a, indices))
+        sums_a, sums_b = a[indices].sum(1), b[indices].sum(1)
+        deltas = np.array([score(y) - score(x) for x, y in zip(sums_a, sums_b)])   # the row-by-row definition
+        delta = score(b.sum(0)) - score(a.sum(0))
+        low, high = np.quantile(deltas, [0.05, 0.95])
+        assert (got.delta, got.low, got.high) == (delta, low, high)
+        assert got.p_value == float(np.mean(np.sign(deltas) != np.sign(delta)))

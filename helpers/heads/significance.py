@@ -59,8 +59,10 @@ def resample_indices(n: int, n_resamples: int = 1000, seed: int = 0) -> np.ndarr
 
 
 def paired_bootstrap(stats_a: np.ndarray, stats_b: np.ndarray, score: Scorer, indices: np.ndarray | None = None,
-                     alpha: float = 0.01) -> PairedResult:
-    """Is system b's score different from system a's? ``stats_*``: [N, k] per-example statistics."""
+                     alpha: float = 0.01, resampled_a: np.ndarray | None = None) -> PairedResult:
+    """Is system b's score different from system a's? ``stats_*``: [N, k] per-example statistics.
+    ``resampled_a``: system a's summed statistics in each resample of ``indices`` (``resampled_sums``),
+    when many systems b are compared with one a (a sweep), so that they are summed once."""
     stats_a, stats_b = np.asarray(stats_a, dtype=np.float64), np.asarray(stats_b, dtype=np.float64)
     if stats_a.shape != stats_b.shape:
         raise ValueError(f"paired systems need statistics of one shape, got {stats_a.shape} and {stats_b.shape}")
@@ -70,13 +72,38 @@ def paired_bootstrap(stats_a: np.ndarray, stats_b: np.ndarray, score: Scorer, in
     delta = score(stats_b.sum(0)) - score(stats_a.sum(0))
     if delta == 0 and np.array_equal(stats_a, stats_b):
         return PairedResult(0.0, 1.0, False)   # the same outputs on every example: no difference in any resample
-    sums_a, sums_b = stats_a[indices].sum(1), stats_b[indices].sum(1)  # [R, k]
-    deltas = np.array([score(b) - score(a) for a, b in zip(sums_a, sums_b)])
+    sums_a = resampled_sums(stats_a, indices) if resampled_a is None else resampled_a
+    deltas = score_rows(score, resampled_sums(stats_b, indices)) - score_rows(score, sums_a)
     low, high = np.quantile(deltas, [alpha, 1 - alpha])
     if delta == 0:
         return PairedResult(0.0, 1.0, False, float(low), float(high))
     p = float(np.mean(np.sign(deltas) != np.sign(delta)))
     return PairedResult(float(delta), p, p < alpha, float(low), float(high))
+
+
+def resampled_sums(stats: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """[R, k]: the statistics ``stats`` [N, k] summed over each resample's examples (``indices`` [R, N]).
+    Whole-number statistics (counts: correct predictions, n-gram matches) are summed as a product
+    with each resample's draw counts, exact in any order below 2**53; others by gathering the rows."""
+    stats = np.asarray(stats, dtype=np.float64)
+    stats = stats if stats.ndim == 2 else stats[:, None]
+    if np.array_equal(stats, np.round(stats)) and np.abs(stats).max(initial=0) * stats.shape[0] < 2 ** 52:
+        return draw_counts(indices, stats.shape[0]) @ stats
+    return stats[indices].sum(1)
+
+
+def draw_counts(indices: np.ndarray, n: int) -> np.ndarray:
+    """[R, n]: how many times each resample of ``indices`` [R, N] draws each example."""
+    rows = len(indices)
+    return np.bincount((indices + n * np.arange(rows)[:, None]).ravel(), minlength=rows * n).reshape(rows, n).astype(
+        np.float64)
+
+
+def score_rows(score: Scorer, sums: np.ndarray) -> np.ndarray:
+    """``score`` of each row of ``sums`` [R, k]: by its array form where it has one (``ARRAY_FORMS``,
+    the same arithmetic on every row, so the same floats), else row by row."""
+    whole = ARRAY_FORMS.get(score)
+    return whole(sums) if whole is not None else np.array([score(row) for row in sums])
 
 
 # ---- scores from summed statistics ------------------------------------------------------------
@@ -95,6 +122,14 @@ def accuracy_stats(pred: Sequence[int], gold: Sequence[int]) -> np.ndarray:
 
 def accuracy_from_stats(sums: np.ndarray) -> float:
     return float(sums[0] / sums[1])
+
+
+# scores whose arithmetic is one division, written for rows [R, k] of sums: each row gets the
+# float its scalar form gives (tests/test_significance.py)
+ARRAY_FORMS: dict[Scorer, Callable[[np.ndarray], np.ndarray]] = {
+    log_likelihood: lambda sums: -(sums[:, 0] / sums[:, 1]),
+    accuracy_from_stats: lambda sums: sums[:, 0] / sums[:, 1],
+}
 
 
 def bleu_stats(hypotheses: Sequence[str], references: Sequence[str], tokenize: str = "none") -> np.ndarray:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -32,7 +32,7 @@ from ...heads.removal import HeadRemoval, reference_outputs
 from ...heads.sequential import look_alpha, look_split, settled
 from ...heads.devices import to_device
 from ...heads.significance import (accuracy_from_stats, accuracy_stats, bleu_from_stats, bleu_stats, log_likelihood,
-                                  paired_bootstrap, resample_indices)
+                                  paired_bootstrap, resample_indices, resampled_sums)
 from ...heads.sites import ENCODER_ONLY_KINDS, SEQ2SEQ_KINDS
 from ...zoo import translation_model
 from ...zoo.classifier_training import batches, by_length, encode, in_order
@@ -60,10 +60,11 @@ def effect_rows(configs: Sequence[Config], base_stats, stats_of, score, n_resamp
     and the odd-numbered examples."""
     indices = resample_indices(len(base_stats), n_resamples, seed)
     base = score(base_stats.sum(0))
+    resampled_base = resampled_sums(base_stats, indices)   # summed once for every configuration
     rows = []
     for config in configs:
         stats = stats_of(config)
-        test = paired_bootstrap(base_stats, stats, score, indices, alpha)
+        test = paired_bootstrap(base_stats, stats, score, indices, alpha, resampled_base)
         kind, layer, heads = config
         rows.append({"kind": kind, "layer": layer, "heads": list(heads), "head": heads[0] if len(heads) == 1 else None,
                      "score": base + test.delta, "base": base, "delta": test.delta, "p_value": test.p_value,
@@ -80,7 +81,7 @@ def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[C
                        batch_size: int = 64, n_resamples: int = 1000, alpha: float = 0.01, seed: int = 0,
                        progress: bool = True, cache_dir: Path | None = None,
                        configs_per_pass: int = CLASSIFIER_CONFIGS_PER_PASS, measure: str = "metric",
-                       removal: Removal | None = None) -> pd.DataFrame:
+                       removal: Removal | None = None, looks: Looks | None = None) -> pd.DataFrame:
     """Accuracy (or, with ``measure="likelihood"``, the mean log-probability of the gold
     label, in nats) of a sequence classifier under each configuration (lower layers replayed; up
     to ``configs_per_pass`` configurations of a layer in one forward pass, with the same results;
@@ -91,9 +92,36 @@ def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[C
     place) keeps them per configuration, so a later call on the same examples and options
     (either measure) computes only the configurations it has not seen. ``removal``: ``(kind,
     reference examples)`` to remove heads by mean or resample ablation (removal.py) instead of
-    zeroing them; the reference set enters the cache key."""
+    zeroing them; the reference set enters the cache key. ``looks``: evaluate in two looks
+    (``two_look_rows``; a head stops early only when placed on both measures)."""
     if measure not in MEASURES:
         raise ValueError(f"unknown measure {measure!r}; use one of {MEASURES}")
+    gold = np.asarray([e.label for e in examples])
+
+    def outputs(part: Sequence, wanted: Sequence[Config]) -> Callable[[Config], np.ndarray]:
+        get = classifier_outputs(model, tokenizer, part, [c for c in wanted if c != UNMASKED], max_length, batch_size,
+                                 progress, cache_dir, configs_per_pass, removal)
+        return lambda c: np.asarray(get(c))
+
+    measures = {"metric": Measure(lambda lp, at: accuracy_stats(np.argmax(lp, 1), gold[at]), accuracy_from_stats,
+                                  looks.margins["metric"] if looks else 0.0),
+                "likelihood": Measure(lambda lp, at: gold_nll_stats(lp, gold[at]), log_likelihood,
+                                      looks.margins["likelihood"] if looks else 0.0)}
+    if looks is not None:
+        tables = looks.rows(examples, configs, outputs, list(measures.values()), n_resamples, alpha, seed)
+        return tables[list(measures).index(measure)]
+    get, every, chosen = outputs(examples, configs), np.arange(len(examples)), measures[measure]
+    return effect_rows(configs, chosen.stats(get(UNMASKED), every), lambda c: chosen.stats(get(c), every), chosen.score,
+                       n_resamples, alpha, seed)
+
+
+def classifier_outputs(model, tokenizer, examples: Sequence, configs: Sequence[Config], max_length: int = 64,
+                       batch_size: int = 64, progress: bool = True, cache_dir: Path | None = None,
+                       configs_per_pass: int = CLASSIFIER_CONFIGS_PER_PASS, removal: Removal | None = None
+                       ) -> Callable[[Config], list]:
+    """The sweep behind ``classifier_effects``: every label's log-probability ``[N, labels]`` per
+    example under ``UNMASKED`` and each configuration, computed where the cache lacks them;
+    returns the cache's getter."""
     inputs = [_text_of(e) for e in examples]
     options = {"max_length": max_length, "batch_size": batch_size, "by_length": True, "outputs": "log_probs"}
     if supports_first_token_only(model):
@@ -118,16 +146,7 @@ def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[C
             for config, log_probs in outs.items():
                 cache.put(config, in_order(log_probs, order).tolist())
     cache.wait_for(everything)
-    gold = [e.label for e in examples]
-    if measure == "metric":
-        def stats_of(config):
-            return accuracy_stats(np.argmax(np.asarray(cache.get(config)), 1), gold)
-        score = accuracy_from_stats
-    else:
-        def stats_of(config):
-            return gold_nll_stats(np.asarray(cache.get(config)), gold)
-        score = log_likelihood
-    return effect_rows(configs, stats_of(UNMASKED), stats_of, score, n_resamples, alpha, seed)
+    return cache.get
 
 
 def removal_options(removal: Removal | None, text_of) -> dict:
@@ -190,14 +209,32 @@ def translation_effects(model, pairs: Sequence, configs: Sequence[Config], beam:
 
 def translation_likelihood_effects(model, pairs: Sequence, configs: Sequence[Config], max_tokens: int = 2000,
                                    n_resamples: int = 1000, alpha: float = 0.01, seed: int = 0, progress: bool = True,
-                                   cache_dir: Path | None = None, removal: Removal | None = None) -> pd.DataFrame:
+                                   cache_dir: Path | None = None, removal: Removal | None = None,
+                                   looks: Looks | None = None) -> pd.DataFrame:
     """The mean log-likelihood per reference token (nats, teacher-forced, ``scorers.translation_nll``)
     of a translation model under each configuration (each masking heads of one layer), with the
     paired bootstrap over sentences; columns as ``translation_effects``'s. One teacher-forced pass
     per configuration that replays the layers below the masked one
     (``scorers.single_layer_translation_nll``), no decoding; ``cache_dir`` as in
-    ``classifier_effects`` (each sentence's NLL and token count per configuration); ``removal`` as
-    in ``classifier_effects``."""
+    ``classifier_effects`` (each sentence's NLL and token count per configuration); ``removal`` and
+    ``looks`` as in ``classifier_effects``."""
+    def outputs(part: Sequence, wanted: Sequence[Config]) -> Callable[[Config], np.ndarray]:
+        get = translation_nll_outputs(model, part, [c for c in wanted if c != UNMASKED], max_tokens, progress,
+                                      cache_dir, removal)
+        return lambda c: np.asarray(get(c))
+
+    measure = Measure(lambda rows, at: rows, log_likelihood, looks.margins["likelihood"] if looks else 0.0)
+    if looks is not None:
+        return looks.rows(pairs, configs, outputs, [measure], n_resamples, alpha, seed)[0]
+    get = outputs(pairs, configs)
+    return effect_rows(configs, get(UNMASKED), get, log_likelihood, n_resamples, alpha, seed)
+
+
+def translation_nll_outputs(model, pairs: Sequence, configs: Sequence[Config], max_tokens: int = 2000,
+                            progress: bool = True, cache_dir: Path | None = None, removal: Removal | None = None
+                            ) -> Callable[[Config], list]:
+    """The sweep behind ``translation_likelihood_effects``: each sentence's ``[NLL, tokens]`` under
+    ``UNMASKED`` and each configuration, computed where the cache lacks them; returns the cache's getter."""
     options = {"measure": "teacher_forced_nll", "max_tokens": max_tokens,
                **removal_options(removal, lambda p: [p.src, p.ref])}
     cache = _cache(cache_dir, [[p.src, p.ref] for p in pairs], options)
@@ -211,8 +248,7 @@ def translation_likelihood_effects(model, pairs: Sequence, configs: Sequence[Con
         for config, rows in single_layer_translation_nll(model, pairs, todo, progress, max_tokens, removed):
             cache.put(config, rows.tolist())
     cache.wait_for(everything)
-    return effect_rows(configs, np.asarray(cache.get(UNMASKED)), lambda c: np.asarray(cache.get(c)), log_likelihood,
-                 n_resamples, alpha, seed)
+    return cache.get
 
 
 def translation_sweep(model, sources: Sequence[str], configs: Sequence[Config], beam: int = 5,
@@ -356,12 +392,33 @@ def correlation(paired: pd.DataFrame, x: str = "score_in", y: str = "score_out")
 # ---- stop when decided: two looks at the examples (helpers/heads/sequential.py) -----------------
 @dataclass(frozen=True)
 class Measure:
-    """One score of a sweep's per-example outputs: ``stats(outputs)`` (``[N, k]`` statistics of
-    ``[N, ...]`` outputs), ``score`` of their sums, and the equivalence margin δ in its unit."""
+    """One score of a sweep's per-example outputs: ``stats(outputs, positions)`` (``[N, k]``
+    statistics of the ``[N, ...]`` outputs of the examples at ``positions``, e.g. to pair them with
+    their gold labels), ``score`` of their sums, and the equivalence margin δ in its unit."""
 
-    stats: Callable[[np.ndarray], np.ndarray]
+    stats: Callable[[np.ndarray, np.ndarray], np.ndarray]
     score: Callable[[np.ndarray], float]
     margin: float
+
+
+@dataclass(frozen=True)
+class Looks:
+    """Two looks at the examples (``two_look_rows``): ``first_share`` of them first, and the margins
+    a head must be placed against to stop there, per measure (``"metric"``, ``"likelihood"``), in
+    the effects' units (``equivalence.margin``)."""
+
+    margins: Mapping[str, float]
+    first_share: float = 0.5
+
+    def rows(self, examples: Sequence, configs: Sequence[Config], outputs: Callable[[Sequence, list], Callable],
+             measures: Sequence[Measure], n_resamples: int, alpha: float, seed: int) -> list[pd.DataFrame]:
+        """``two_look_rows`` over ``examples``, ``outputs(examples of a look, configs)`` giving a
+        getter of each configuration's per-example outputs."""
+        def at(positions: np.ndarray, wanted: list) -> dict:
+            get = outputs([examples[i] for i in positions], wanted)
+            return {c: get(c) for c in wanted}
+
+        return two_look_rows(len(examples), configs, at, measures, n_resamples, alpha, seed, self.first_share)
 
 
 def two_look_rows(n: int, configs: Sequence[Config], outputs: Callable[[np.ndarray, list[Config]], dict],
@@ -378,7 +435,7 @@ def two_look_rows(n: int, configs: Sequence[Config], outputs: Callable[[np.ndarr
     first, rest = look_split(n, first_share, seed)
     level = look_alpha(alpha)
     early = outputs(first, [UNMASKED, *configs])
-    looked = [effect_rows(configs, m.stats(early[UNMASKED]), lambda c, m=m: m.stats(early[c]), m.score,
+    looked = [effect_rows(configs, m.stats(early[UNMASKED], first), lambda c, m=m: m.stats(early[c], first), m.score,
                           n_resamples, level, seed) for m in measures]
     placed = [all(settled(t["delta_low"][i], t["delta_high"][i], m.margin) for t, m in zip(looked, measures))
               for i in range(len(configs))]
@@ -391,11 +448,12 @@ def two_look_rows(n: int, configs: Sequence[Config], outputs: Callable[[np.ndarr
         return out
 
     full = {c: whole(c) for c in [UNMASKED, *later_configs]}
+    every = np.arange(n)
     tables = []
     for m, early_rows in zip(measures, looked):
-        late_rows = effect_rows(later_configs, m.stats(full[UNMASKED]), lambda c, m=m: m.stats(full[c]), m.score,
-                                n_resamples, level, seed).assign(look=2, examples=n)
-        base = m.score(m.stats(full[UNMASKED]).sum(0))
+        late_rows = effect_rows(later_configs, m.stats(full[UNMASKED], every), lambda c, m=m: m.stats(full[c], every),
+                                m.score, n_resamples, level, seed).assign(look=2, examples=n)
+        base = m.score(m.stats(full[UNMASKED], every).sum(0))
         early_rows = early_rows.assign(score=base + early_rows["delta"], base=base, look=1, examples=len(first))
         later = iter(range(len(late_rows)))
         tables.append(pd.concat([early_rows.iloc[[i]] if done else late_rows.iloc[[next(later)]]

@@ -22,7 +22,8 @@ import pandas as pd
 from ...heads.ablation import Config, all_but_one_configs, one_head_configs
 from .. import course
 from ..profiles import Profile
-from .head_effects import MEASURES, Removal, classifier_effects, translation_effects, translation_likelihood_effects
+from .head_effects import (MEASURES, Looks, Removal, classifier_effects, translation_effects,
+                           translation_likelihood_effects)
 
 CONFIGS: dict[str, Callable] = {"one_head": one_head_configs, "all_but_one": all_but_one_configs}
 Configs = Union[str, Callable[..., Sequence[Config]], Sequence[Config]]  # a name in CONFIGS, a function of the model, or a list
@@ -58,6 +59,7 @@ class HeadSweeps:
     alpha: float = 0.01
     seed: int = 0                    # draws the examples and the bootstrap resamples
     progress: bool = True
+    looks: Looks | None = None       # two looks at the examples (stop when decided); None: one look
 
     @property
     def bootstrap(self) -> dict:
@@ -107,8 +109,11 @@ class HeadSweeps:
         if not self.is_translation(run.name):
             max_length = self.settings.max_length(run.name)
             return classifier_effects(run.model, run.tokenizer, examples, chosen, max_length=max_length,
-                                      measure=measure, removal=removal, **common)
+                                      measure=measure, removal=removal, looks=self.looks, **common)
         if measure == "likelihood":
-            return translation_likelihood_effects(run.model, examples, chosen, removal=removal, **common)
+            return translation_likelihood_effects(run.model, examples, chosen, removal=removal, looks=self.looks,
+                                                  **common)
+        if self.looks is not None:
+            raise ValueError("two looks apply to the classifiers and the likelihood; BLEU sweeps take one look")
         return translation_effects(run.model, self.decoded(examples), chosen, beam=self.beam, max_len_b=self.max_len_b,
                                    **common)

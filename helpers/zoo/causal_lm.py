@@ -187,7 +187,7 @@ def lm_batches(tokenizer, texts: Sequence[str], batch_size: int = 16) -> list[di
     short = [t for t, i in zip(texts, ids) if len(i) < 2]
     if short:
         raise ValueError(f"{len(short)} text(s) have fewer than 2 tokens, e.g. {short[0]!r}: nothing to predict")
-    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    order = _by_length(ids)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     out = []
     for start in range(0, len(order), batch_size):
@@ -200,6 +200,15 @@ def lm_batches(tokenizer, texts: Sequence[str], batch_size: int = 16) -> list[di
             mask[r, :len(row)] = 1
         out.append({"input_ids": input_ids, "attention_mask": mask})
     return out
+
+
+def lm_batch_order(tokenizer, texts: Sequence[str]) -> list[int]:
+    """The index in ``texts`` of each row of ``lm_batches(tokenizer, texts)``, batch after batch."""
+    return _by_length([tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts])
+
+
+def _by_length(ids: Sequence[Sequence[int]]) -> list[int]:
+    return sorted(range(len(ids)), key=lambda i: len(ids[i]))
 
 
 def token_nll(model: nn.Module, batch: dict) -> torch.Tensor:

@@ -81,7 +81,8 @@ def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[C
                        batch_size: int = 64, n_resamples: int = 1000, alpha: float = 0.01, seed: int = 0,
                        progress: bool = True, cache_dir: Path | None = None,
                        configs_per_pass: int = CLASSIFIER_CONFIGS_PER_PASS, measure: str = "metric",
-                       removal: Removal | None = None, looks: Looks | None = None) -> pd.DataFrame:
+                       removal: Removal | None = None, looks: Looks | None = None,
+                       positions: Sequence[int] | None = None) -> pd.DataFrame:
     """Accuracy (or, with ``measure="likelihood"``, the mean log-probability of the gold
     label, in nats) of a sequence classifier under each configuration (lower layers replayed; up
     to ``configs_per_pass`` configurations of a layer in one forward pass, with the same results;
@@ -93,9 +94,12 @@ def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[C
     (either measure) computes only the configurations it has not seen. ``removal``: ``(kind,
     reference examples)`` to remove heads by mean or resample ablation (removal.py) instead of
     zeroing them; the reference set enters the cache key. ``looks``: evaluate in two looks
-    (``two_look_rows``; a head stops early only when placed on both measures)."""
+    (``two_look_rows``; a head stops early only when placed on both measures). ``positions``:
+    score only the examples at these positions of ``examples``, their outputs read from the sweep
+    over all of them (another chapter's, in the cache)."""
     if measure not in MEASURES:
         raise ValueError(f"unknown measure {measure!r}; use one of {MEASURES}")
+    _one_of(looks, positions)
     gold = np.asarray([e.label for e in examples])
 
     def outputs(part: Sequence, wanted: Sequence[Config]) -> Callable[[Config], np.ndarray]:
@@ -104,15 +108,21 @@ def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[C
         return lambda c: np.asarray(get(c))
 
     measures = {"metric": Measure(lambda lp, at: accuracy_stats(np.argmax(lp, 1), gold[at]), accuracy_from_stats,
-                                  looks.margins["metric"] if looks else 0.0),
+                                  looks.margin("classifier", "metric") if looks else 0.0),
                 "likelihood": Measure(lambda lp, at: gold_nll_stats(lp, gold[at]), log_likelihood,
-                                      looks.margins["likelihood"] if looks else 0.0)}
+                                      looks.margin("classifier", "likelihood") if looks else 0.0)}
     if looks is not None:
         tables = looks.rows(examples, configs, outputs, list(measures.values()), n_resamples, alpha, seed)
         return tables[list(measures).index(measure)]
-    get, every, chosen = outputs(examples, configs), np.arange(len(examples)), measures[measure]
-    return effect_rows(configs, chosen.stats(get(UNMASKED), every), lambda c: chosen.stats(get(c), every), chosen.score,
-                       n_resamples, alpha, seed)
+    get, chosen = outputs(examples, configs), measures[measure]
+    at = np.arange(len(examples)) if positions is None else np.asarray(positions)
+    return effect_rows(configs, chosen.stats(get(UNMASKED)[at], at), lambda c: chosen.stats(get(c)[at], at),
+                       chosen.score, n_resamples, alpha, seed)
+
+
+def _one_of(looks, positions) -> None:
+    if looks is not None and positions is not None:
+        raise ValueError("two looks draw their own examples: give either looks or positions, not both")
 
 
 def classifier_outputs(model, tokenizer, examples: Sequence, configs: Sequence[Config], max_length: int = 64,
@@ -210,24 +220,27 @@ def translation_effects(model, pairs: Sequence, configs: Sequence[Config], beam:
 def translation_likelihood_effects(model, pairs: Sequence, configs: Sequence[Config], max_tokens: int = 2000,
                                    n_resamples: int = 1000, alpha: float = 0.01, seed: int = 0, progress: bool = True,
                                    cache_dir: Path | None = None, removal: Removal | None = None,
-                                   looks: Looks | None = None) -> pd.DataFrame:
+                                   looks: Looks | None = None, positions: Sequence[int] | None = None
+                                   ) -> pd.DataFrame:
     """The mean log-likelihood per reference token (nats, teacher-forced, ``scorers.translation_nll``)
     of a translation model under each configuration (each masking heads of one layer), with the
     paired bootstrap over sentences; columns as ``translation_effects``'s. One teacher-forced pass
     per configuration that replays the layers below the masked one
     (``scorers.single_layer_translation_nll``), no decoding; ``cache_dir`` as in
-    ``classifier_effects`` (each sentence's NLL and token count per configuration); ``removal`` and
-    ``looks`` as in ``classifier_effects``."""
+    ``classifier_effects`` (each sentence's NLL and token count per configuration); ``removal``,
+    ``looks`` and ``positions`` as in ``classifier_effects``."""
     def outputs(part: Sequence, wanted: Sequence[Config]) -> Callable[[Config], np.ndarray]:
         get = translation_nll_outputs(model, part, [c for c in wanted if c != UNMASKED], max_tokens, progress,
                                       cache_dir, removal)
         return lambda c: np.asarray(get(c))
 
-    measure = Measure(lambda rows, at: rows, log_likelihood, looks.margins["likelihood"] if looks else 0.0)
+    _one_of(looks, positions)
+    measure = Measure(lambda rows, at: rows, log_likelihood, looks.margin("translation", "likelihood") if looks else 0.0)
     if looks is not None:
         return looks.rows(pairs, configs, outputs, [measure], n_resamples, alpha, seed)[0]
     get = outputs(pairs, configs)
-    return effect_rows(configs, get(UNMASKED), get, log_likelihood, n_resamples, alpha, seed)
+    at = np.arange(len(pairs)) if positions is None else np.asarray(positions)
+    return effect_rows(configs, get(UNMASKED)[at], lambda c: get(c)[at], log_likelihood, n_resamples, alpha, seed)
 
 
 def translation_nll_outputs(model, pairs: Sequence, configs: Sequence[Config], max_tokens: int = 2000,
@@ -403,12 +416,18 @@ class Measure:
 
 @dataclass(frozen=True)
 class Looks:
-    """Two looks at the examples (``two_look_rows``): ``first_share`` of them first, and the margins
-    a head must be placed against to stop there, per measure (``"metric"``, ``"likelihood"``), in
-    the effects' units (``equivalence.margin``)."""
+    """Two looks at the examples (``two_look_rows``): ``first_share`` of them first; a head stops
+    there when it is placed against the chapter's ``margins`` (``equivalence.DEFAULT_MARGINS``'
+    keys: BLEU, accuracy, perplexity) on every measure its sweep serves."""
 
     margins: Mapping[str, float]
     first_share: float = 0.5
+
+    def margin(self, track: str, measure: str) -> float:
+        """δ of ``measure`` for a ``track`` ("classifier", "translation") in its effects' unit."""
+        from .equivalence import margin
+
+        return margin(track, measure, self.margins)
 
     def rows(self, examples: Sequence, configs: Sequence[Config], outputs: Callable[[Sequence, list], Callable],
              measures: Sequence[Measure], n_resamples: int, alpha: float, seed: int) -> list[pd.DataFrame]:
@@ -459,3 +478,17 @@ def two_look_rows(n: int, configs: Sequence[Config], outputs: Callable[[np.ndarr
         tables.append(pd.concat([early_rows.iloc[[i]] if done else late_rows.iloc[[next(later)]]
                                  for i, done in enumerate(placed)], ignore_index=True))
     return tables
+
+
+def looks_line(named: Sequence[tuple[str, pd.DataFrame]]) -> str:
+    """One sentence on which rows of each effects table stopped at the first look, or that every
+    row took one look (tables without a ``look`` column)."""
+    def part(name: str, t: pd.DataFrame) -> str:
+        early, late = t[t["look"] == 1], t[t["look"] == 2]
+        text = f"{name}: {len(early)} of {len(t)} rows stopped at the first look"
+        text += f" (on {int(early['examples'].iloc[0])} examples)" if len(early) else ""
+        return text + (f", {len(late)} went on to all {int(late['examples'].iloc[0])}" if len(late) else "")
+
+    parts = [part(name, t) for name, t in named if "look" in t]
+    return ("Stop when decided (two looks at alpha/2 each): " + "; ".join(parts) + "."
+            if parts else "Every row rests on all the examples (one look).")

@@ -93,16 +93,20 @@ def lm_sweep(model, batches: Sequence[dict], configs: Sequence, configs_per_pass
 
 
 def one_head_grid(model, batches: Sequence[dict], configs_per_pass: int, n_resamples: int, alpha: float,
-                  seed: int, removal=None, progress: bool = True, cache_dir: Path | None = None
-                  ) -> tuple[pd.DataFrame, torch.Tensor]:
+                  seed: int, removal=None, progress: bool = True, cache_dir: Path | None = None,
+                  positions: Sequence[int] | None = None) -> tuple[pd.DataFrame, torch.Tensor]:
     """Every query head masked alone: per head its KV group, the perplexity, its change from the
     unmasked model's (%) and the paired bootstrap's p-value; and the unmasked token NLL rows.
     ``removal``: a ``HeadRemoval`` (mean or resample ablation) instead of zeroing the head;
-    ``cache_dir``: as ``lm_sweep``'s."""
+    ``cache_dir``: as ``lm_sweep``'s; ``positions``: score only these rows of the batches (row k
+    of batch b counts after every row of the batches before it), read from the sweep over all."""
     first = attention_sites(model)[0]
     configs = one_head_configs(model)
     what = "one query head masked" + ("" if removal is None or removal.zero else f", {removal.kind} removal")
     base, outs = lm_sweep(model, batches, configs, configs_per_pass, removal, progress, cache_dir, what)
+    if positions is not None:
+        at = torch.as_tensor(list(positions))
+        base, outs = base[at], {c: rows[at] for c, rows in outs.items()}
     tests = _significance(base, outs, n_resamples, alpha, seed)
     base_ppl = perplexity(base)
     # in the configurations' order (layer, then head): the sweep's processes may finish in any order

@@ -11,6 +11,7 @@ output position by position, which step-by-step decoding cannot do.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from itertools import combinations
 from typing import Mapping, Sequence
 
@@ -24,12 +25,33 @@ from .sweeps import HeadSweeps
 TOP = 10  # "the 10 most important heads": those whose removal lowers the score most
 
 
-def by_removal(sweeps: HeadSweeps, name: str, examples: Sequence, reference: Sequence, measure: str,
+def by_removal(sweeps: HeadSweeps, name: str, scored: "RemovalSet", measure: str,
                kinds: Sequence[str] = REMOVAL_KINDS) -> pd.DataFrame:
-    """One-head effects of every training run of ``name`` under each removal kind, stacked with
-    ``removal`` and ``training_seed`` (``head_effects``' columns)."""
-    return pd.concat([sweeps.effects(name, examples, "one_head", measure, (kind, reference)).assign(removal=kind)
-                      for kind in kinds], ignore_index=True)
+    """One-head effects of every training run of ``name`` on the examples of ``scored`` under each
+    removal kind, stacked with ``removal`` and ``training_seed`` (``head_effects``' columns). Zero
+    ablation reads its outputs from the sweep over ``scored.within`` (chapter 03's, in the cache);
+    mean and resample ablation are computed on the scored examples."""
+    def one(kind: str) -> pd.DataFrame:
+        if kind == "zero":
+            return sweeps.effects(name, scored.within, "one_head", measure, positions=scored.positions)
+        return sweeps.effects(name, scored.examples, "one_head", measure, (kind, scored.reference))
+
+    return pd.concat([one(kind).assign(removal=kind) for kind in kinds], ignore_index=True)
+
+
+@dataclass(frozen=True)
+class RemovalSet:
+    """The examples chapter 12 scores under every removal kind: those at ``positions`` of
+    ``within`` (the set another chapter sweeps, whose zero-ablation outputs it reuses), and the
+    ``reference`` set that mean and resample ablation draw on (never scored)."""
+
+    within: list
+    positions: list[int]
+    reference: list
+
+    @property
+    def examples(self) -> list:
+        return [self.within[i] for i in self.positions]
 
 
 def language_model_effects(grid: pd.DataFrame, removal: str) -> pd.DataFrame:
@@ -84,39 +106,55 @@ def save_counts(by_measure: Mapping[str, Sequence[tuple[str, pd.DataFrame]]], ma
     return out
 
 
-def example_sets(sweeps: HeadSweeps, scored: Mapping[str, tuple[str, int]], reference_split: str,
-                 reference_examples: int, seed: int) -> dict[str, tuple[list, list]]:
-    """``{model: (scored examples, reference examples)}``: ``scored[model] = (split, n)`` gives n
-    examples of that split (0: all), the reference set ``reference_examples`` of ``reference_split``."""
+def example_sets(sweeps: HeadSweeps, scored: Mapping[str, tuple[str, int, int]], reference_split: str,
+                 reference_examples: int, seed: int) -> dict[str, RemovalSet]:
+    """``{model: RemovalSet}``: ``scored[model] = (split, m, n)``: within the m examples of that
+    split that chapter 03 sweeps (0: all; ``course.subset`` draws them as it does), n of them drawn
+    at random (0: all); the reference set ``reference_examples`` of ``reference_split``."""
     from .. import course
 
-    return {name: (course.subset(sweeps.data(name)[split], n, seed),
-                   course.subset(sweeps.data(name)[reference_split], reference_examples, seed + 1))
-            for name, (split, n) in scored.items()}
+    out = {}
+    for name, (split, m, n) in scored.items():
+        within = course.subset(sweeps.data(name)[split], m)
+        positions = course.subset(list(range(len(within))), n, seed)
+        out[name] = RemovalSet(within, positions, course.subset(sweeps.data(name)[reference_split], reference_examples,
+                                                                seed + 1))
+    return out
 
 
-def language_model_by_removal(lm_name: str, sizes: Mapping[str, int], version: str, max_words: int, batch_size: int,
-                              configs_per_pass: int, n_resamples: int, alpha: float, seed: int,
+def language_model_by_removal(lm_name: str, sizes: Mapping[str, int], verses: int, version: str, max_words: int,
+                              batch_size: int, configs_per_pass: int, n_resamples: int, alpha: float, seed: int,
                               kinds: Sequence[str] = REMOVAL_KINDS) -> pd.DataFrame:
-    """The one-head grid of causal LM ``lm_name`` (``language_model.one_head_grid``) on the
-    ``select`` verses of ``verse_texts(sizes, version, max_words, seed)`` (chapter 11's, when the
-    sizes, version and length are its own) under each removal kind, as effect rows
-    (``language_model_effects``); means and donors from the ``reference`` verses (other chapters),
-    one verse per pass. The grids go through the LM's sweep cache, so the zero grid is chapter
-    11's when its batches and ``configs_per_pass`` are chapter 11's too."""
+    """The one-head grid of causal LM ``lm_name`` (``language_model.one_head_grid``) under each
+    removal kind, as effect rows (``language_model_effects``), on ``verses`` verses drawn at random
+    from the ``select`` set of ``verse_texts(sizes, version, max_words, seed)`` (chapter 11's, when
+    the sizes, version and length are its own; 0: all of them). Zero ablation reads those verses'
+    rows from the grid over the whole select set (chapter 11's, in the LM's sweep cache, when the
+    batches and ``configs_per_pass`` are its own); mean and resample ablation are computed on the
+    drawn verses, their means and donors from the ``reference`` verses (other chapters), one verse
+    per pass."""
     from ...heads.removal import reference_outputs
-    from ...zoo.causal_lm import lm_batches, load_causal_lm, sweeps_dir, token_nll, verse_texts
+    from ...zoo.causal_lm import lm_batch_order, lm_batches, load_causal_lm, sweeps_dir, token_nll, verse_texts
+    from .. import course
     from .language_model import one_head_grid
 
     model, tokenizer = load_causal_lm(lm_name, seed=seed)
     texts = verse_texts(sizes, version=version, max_words=max_words, seed=seed)
-    batches = lm_batches(tokenizer, texts["select"], batch_size)
+    select = texts["select"]
+    chosen = course.subset(list(range(len(select))), verses, seed)
+    row_of = {text_index: row for row, text_index in enumerate(lm_batch_order(tokenizer, select))}
     out = []
     for kind in kinds:
-        removal = None if kind == "zero" else reference_outputs(
-            model, [lm_batches(tokenizer, [t], 1)[0] for t in texts["reference"]], token_nll, kind)
-        grid, _ = one_head_grid(model, batches, configs_per_pass, n_resamples, alpha, seed, removal, progress=False,
-                                cache_dir=sweeps_dir(lm_name, seed))
+        if kind == "zero":
+            grid, _ = one_head_grid(model, lm_batches(tokenizer, select, batch_size), configs_per_pass, n_resamples,
+                                    alpha, seed, progress=False, cache_dir=sweeps_dir(lm_name, seed),
+                                    positions=sorted(row_of[i] for i in chosen))
+        else:
+            removal = reference_outputs(model, [lm_batches(tokenizer, [t], 1)[0] for t in texts["reference"]],
+                                        token_nll, kind)
+            grid, _ = one_head_grid(model, lm_batches(tokenizer, [select[i] for i in chosen], batch_size),
+                                    configs_per_pass, n_resamples, alpha, seed, removal, progress=False,
+                                    cache_dir=sweeps_dir(lm_name, seed))
         out.append(language_model_effects(grid, kind))
     return pd.concat(out, ignore_index=True)
 

@@ -41,9 +41,10 @@ class Run:
     tokenizer: object = None
 
     def effects(self, examples: Sequence, configs: Configs, measure: str = "metric",
-                removal: Removal | None = None) -> pd.DataFrame:
-        """One row per configuration (``head_effects``' columns) of this run on ``examples``."""
-        return self.sweeps.run_effects(self, examples, configs, measure, removal)
+                removal: Removal | None = None, positions: Sequence[int] | None = None) -> pd.DataFrame:
+        """One row per configuration (``head_effects``' columns) of this run on ``examples`` (on
+        those at ``positions`` only, their outputs read from the sweep over all of ``examples``)."""
+        return self.sweeps.run_effects(self, examples, configs, measure, removal, positions)
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,8 @@ class HeadSweeps:
     alpha: float = 0.01
     seed: int = 0                    # draws the examples and the bootstrap resamples
     progress: bool = True
-    looks: Looks | None = None       # two looks at the examples (stop when decided); None: one look
+    looks: Looks | None = None       # two looks at the examples (stop when decided) for the classifier and
+                                     # likelihood sweeps; BLEU sweeps take one look. None: one look
 
     @property
     def bootstrap(self) -> dict:
@@ -89,14 +91,14 @@ class HeadSweeps:
         return pd.concat([measure(run).assign(training_seed=run.seed) for run in self.runs(name)], ignore_index=True)
 
     def effects(self, name: str, examples: Sequence, configs: Configs, measure: str = "metric",
-                removal: Removal | None = None) -> pd.DataFrame:
+                removal: Removal | None = None, positions: Sequence[int] | None = None) -> pd.DataFrame:
         """``Run.effects`` on every training run of ``name``, stacked with ``training_seed``.
         ``removal``: ``(kind, reference examples)`` to remove heads by mean or resample ablation
-        (helpers/heads/removal.py) instead of zeroing them."""
-        return self.over_runs(name, lambda run: run.effects(examples, configs, measure, removal))
+        (helpers/heads/removal.py) instead of zeroing them; ``positions``: as ``Run.effects``'s."""
+        return self.over_runs(name, lambda run: run.effects(examples, configs, measure, removal, positions))
 
     def run_effects(self, run: Run, examples: Sequence, configs: Configs, measure: str,
-                    removal: Removal | None = None) -> pd.DataFrame:
+                    removal: Removal | None = None, positions: Sequence[int] | None = None) -> pd.DataFrame:
         if measure not in MEASURES:
             raise ValueError(f"measure {measure!r}: use one of {MEASURES}")
         zeroed = removal is None or removal[0] == "zero"
@@ -109,11 +111,11 @@ class HeadSweeps:
         if not self.is_translation(run.name):
             max_length = self.settings.max_length(run.name)
             return classifier_effects(run.model, run.tokenizer, examples, chosen, max_length=max_length,
-                                      measure=measure, removal=removal, looks=self.looks, **common)
+                                      measure=measure, removal=removal, looks=self.looks, positions=positions, **common)
         if measure == "likelihood":
             return translation_likelihood_effects(run.model, examples, chosen, removal=removal, looks=self.looks,
-                                                  **common)
-        if self.looks is not None:
-            raise ValueError("two looks apply to the classifiers and the likelihood; BLEU sweeps take one look")
+                                                  positions=positions, **common)
+        if positions is not None:
+            raise ValueError("a BLEU sweep decodes its own sentences: pass them as the examples, without positions")
         return translation_effects(run.model, self.decoded(examples), chosen, beam=self.beam, max_len_b=self.max_len_b,
                                    **common)

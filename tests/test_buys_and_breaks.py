@@ -82,6 +82,18 @@ def test_copying_scores_from_one_pass_equal_the_separate_measures():
         assert row["copying perplexity"] == pytest.approx(float(torch.exp(nll[0] / nll[1])), rel=1e-6)
         assert row["copying accuracy"] == pytest.approx(accuracy, abs=1e-12)
     assert curves["copying accuracy"].nunique() > 1
+    # and to the bit what the chapter computed before, in three passes per step (one per score)
+    import numpy as np
+
+    from helpers.heads.pruning_curves import counts, score_specs
+    from helpers.zoo.causal_lm import PerplexityScorer
+
+    steps = [spec_of(order[:c]) for order in orders.values() for c in counts(len(order), 0.25)]
+    copying = score_specs(case.model, steps, PerplexityScorer(probe, 2, stats=copying_nll), progress=False)
+    accuracy = score_specs(case.model, steps, lambda m: float(np.mean([copying_accuracy(m, b) for b in probe])),
+                           progress=False)
+    assert curves["copying perplexity"].tolist() == [float(np.exp(-c)) for c in copying]
+    assert curves["copying accuracy"].tolist() == accuracy
 
 
 def test_published_models_are_read_as_their_configs_say():

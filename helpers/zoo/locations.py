@@ -41,3 +41,17 @@ def converted_root() -> Path:
 def cache_root() -> Path:
     """``$SIXTEEN_HEADS_CACHE`` or ``<repo>/.cache/models``."""
     return Path(os.environ.get(CACHE_ENV, REPO / ".cache" / "models"))
+
+
+PRIVATE_SWEEPS_ENV = "SIXTEEN_HEADS_PRIVATE_SWEEPS"
+CHAPTER_ENV = "SIXTEEN_HEADS_CHAPTER"
+
+
+def sweeps_scope(folder: Path) -> Path:
+    """``folder`` (a model's sweep cache), or with ``$SIXTEEN_HEADS_PRIVATE_SWEEPS=1`` its subfolder
+    for the chapter running (``$SIXTEEN_HEADS_CHAPTER``, which the runner sets): no chapter then
+    reads another's sweeps, so a build computes every evaluation wherever it is asked for. For
+    checking that sharing changes no result; the book shares."""
+    if os.environ.get(PRIVATE_SWEEPS_ENV) == "1":
+        return folder / os.environ.get(CHAPTER_ENV, "outside-a-chapter")
+    return folder

@@ -21,6 +21,7 @@ configuration gates an encoder head the encoder runs once per batch (``fairseq_r
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Callable, ContextManager, Sequence
 
 import torch
@@ -29,6 +30,8 @@ from torch import nn
 from ..heads.devices import to_device
 from ..heads.fairseq_compat import import_fairseq
 from .translation_model import MAX_LEN_B
+
+DECODER_ENV = "SIXTEEN_HEADS_DECODER"
 
 
 @torch.no_grad()
@@ -62,8 +65,10 @@ def decode_copies(model: nn.Module, sources: Sequence[str], copies: int,
                   gated: Callable[[int], ContextManager] | None = None, beam: int = 5, lenpen: float = 1.0,
                   batch_size: int = 64, max_len_b: int = MAX_LEN_B) -> list[list[str]]:
     """``copies`` copies of ``sources`` decoded with ``beam``: by ``greedy_copies`` for one beam
-    (the length penalty then plays no part), else by fairseq's beam search (``translate_copies``)."""
-    if beam == 1:
+    (the length penalty then plays no part), else by fairseq's beam search (``translate_copies``).
+    ``$SIXTEEN_HEADS_DECODER=generator`` sends one beam to fairseq too (to check that both give
+    the same book)."""
+    if beam == 1 and os.environ.get(DECODER_ENV) != "generator":
         return greedy_copies(model, sources, copies, gated, batch_size=batch_size, max_len_b=max_len_b)
     from .translation_model import translate_copies
 

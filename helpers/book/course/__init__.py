@@ -31,7 +31,7 @@ from ...heads.devices import default_device
 from ...heads.atomic import atomic_path
 from ...zoo import model_cache
 from ...zoo.model_cache import subset  # noqa: F401 (chapters draw their examples with course.subset)
-from ...zoo.locations import cache_root
+from ...zoo.locations import cache_root, sweeps_scope
 from ...zoo.needs import check_local
 from ...zoo.recipes import TASKS, machine_info
 from ..store import shards
@@ -330,7 +330,7 @@ def load_translation(settings: Profile, name: str = "translation", epoch: int | 
 
 def sweeps_dir(settings: Profile, name: str) -> Path:
     """Where the chapters cache model ``name``'s outputs under head masks (see sweep_cache)."""
-    return model_dir(settings, name) / "sweeps"
+    return sweeps_scope(model_dir(settings, name) / "sweeps")
 
 
 def stale_folders(profiles: list[Profile]) -> list[Path]:

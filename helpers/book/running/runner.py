@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 
+from ...zoo.locations import CHAPTER_ENV
 from ...zoo.locations import REPO as ROOT
 from ...heads.ledger import ENV as LEDGER_ENV
 from ..store import shards
@@ -229,6 +230,7 @@ def run_notebook(notebook: str, params: dict, output_dir: Path = EXECUTED, force
     ledger = running_ledger(params["profile"], notebook) if "profile" in params and shards.rank() == 0 else None
     if ledger is not None:   # the kernel appends every timed block of the chapter to it (helpers/heads/ledger.py)
         os.environ[LEDGER_ENV] = str(ledger)
+    os.environ[CHAPTER_ENV] = notebook
     start = time.perf_counter()
     try:
         pm.execute_notebook(str(source), str(partial), parameters=params, cwd=str(ROOT),
@@ -242,6 +244,7 @@ def run_notebook(notebook: str, params: dict, output_dir: Path = EXECUTED, force
         ) from None
     finally:
         os.environ.pop(LEDGER_ENV, None)
+        os.environ.pop(CHAPTER_ENV, None)
     seconds = time.perf_counter() - start
     nb = nbformat.read(partial, as_version=4)
     fold_parameters(nb, params)

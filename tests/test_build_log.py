@@ -234,7 +234,7 @@ def test_smoke_model_build_and_runner_log_is_clean(tmp_path):
 # ---- the front door -----------------------------------------------------------------------------
 
 def test_readme_is_short_and_its_runner_commands_pass_the_parameter_check():
-    from helpers.book.profiles.parameters import check_runner_command
+    from helpers.book.profiles.profile import check_runner_command
     from helpers.book.profiles.parameters import parse_overrides
     from helpers.book.profiles import load_profile
 
@@ -316,7 +316,7 @@ def test_the_smollm2_conversion_is_silent(tmp_path, monkeypatch, capfd):
 def test_the_teaching_guides_exercises_run_on_the_lab_profile():
     import nbformat
 
-    from helpers.book.profiles.parameters import check_runner_command
+    from helpers.book.profiles.profile import check_runner_command
 
     guide = nbformat.read(ROOT / "notebooks" / "16_teaching_guide.ipynb", as_version=4)
     commands = [m for c in guide.cells if c.cell_type == "markdown"

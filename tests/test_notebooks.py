@@ -226,7 +226,8 @@ def _displayed_table(cell) -> pd.DataFrame:
 
     html = "".join("".join(o["data"]["text/html"]) for o in cell.outputs if "text/html" in o.get("data", {}))
     table = pd.read_html(io.StringIO(html))[0]
-    table.columns = [b if str(a).startswith("Unnamed") else a for a, b in table.columns]
+    # two header rows: the columns (the first headed by the profile's name) and the index names
+    table.columns = [a if str(b).startswith("Unnamed") else b for a, b in table.columns]
     return table
 
 

@@ -460,7 +460,8 @@ def _recomputed_ours(table, likelihood: bool = False) -> dict[str, list[tuple[fl
         per_model += [_pct(share06[(track, model, "importance")]), _pct(share06[(track, model, "ablation")])]
 
     kinds = _by(table("08_pruning_by_kind"), "kind")
-    rel80 = {k: _at(v, 0.8) / _at(v, 0.0) for (k,), v in kinds.items()}
+    # a kind whose unpruned BLEU is 0 (possible on the smoke stand-ins) has no share: NaN, as the chapter writes it
+    rel80 = {k: _at(v, 0.8) / _at(v, 0.0) if _at(v, 0.0) else math.nan for (k,), v in kinds.items()}
 
     dyn = _by(table("09_importance_dynamics"), "epoch")
     bases = {e: next(s["score"] for s in v if s["pruned"] == 0) for (e,), v in dyn.items()}

@@ -166,26 +166,6 @@ def _check_value(path: Path, key: str, name: str, value: Any, default: Any, chap
 
 
 
-def check_runner_command(command: str) -> tuple[str, dict[str, Any]]:
-    """``(chapter, checked overrides)`` of a runner command line as the README and the teaching
-    guide print it (``... helpers.book.running.runner --profile P --only CHAPTER -p name=value ...``);
-    ``SystemExit`` as ``checked_overrides`` when an override does not fit the chapter."""
-    import shlex
-
-    from ...zoo.locations import REPO
-
-    words = shlex.split(command)
-    chapter = words[words.index("--only") + 1]
-    if "--profile" in words:   # an unknown profile, or one without the chapter, is refused too
-        from .profile import load_profile
-
-        profile = load_profile(words[words.index("--profile") + 1])
-        if chapter not in profile.notebooks:
-            raise SystemExit(f"profile {profile.name!r} has no chapter {chapter!r}")
-    overrides = parse_overrides([words[i + 1] for i, w in enumerate(words) if w == "-p"])
-    return chapter, checked_overrides({chapter: REPO / "notebooks" / f"{chapter}.ipynb"}, overrides)[chapter]
-
-
 def parameter_table(profiles: Mapping[str, Any], chapters: list[str], notebooks: Path):
     """One row per parameter of each chapter in ``chapters`` (the notebooks in folder ``notebooks``):
     its default and meaning from the parameters cell, then each profile's value (``profiles``: name ->

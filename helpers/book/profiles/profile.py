@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from ...zoo.locations import REPO
-from .parameters import check_profile, declared_parameters
+from .parameters import check_profile, checked_overrides, declared_parameters, parse_overrides
 
 PROFILES = REPO / "profiles"
 NOTEBOOKS = REPO / "notebooks"
@@ -95,3 +95,19 @@ def parameters_for(settings: Profile, notebook: str, overrides: dict) -> dict:
     params = {**defaults, **settings.notebooks.get(notebook, {}), **overrides}
     params["profile"] = settings.name
     return params
+
+
+def check_runner_command(command: str) -> tuple[str, dict[str, Any]]:
+    """``(chapter, checked overrides)`` of a runner command line as the README and the teaching
+    guide print it (``... helpers.book.running.runner --profile P --only CHAPTER -p name=value ...``);
+    ``SystemExit`` as ``checked_overrides`` when an override does not fit the chapter."""
+    import shlex
+
+    words = shlex.split(command)
+    chapter = words[words.index("--only") + 1]
+    if "--profile" in words:   # an unknown profile, or one without the chapter, is refused too
+        profile = load_profile(words[words.index("--profile") + 1])
+        if chapter not in profile.notebooks:
+            raise SystemExit(f"profile {profile.name!r} has no chapter {chapter!r}")
+    overrides = parse_overrides([words[i + 1] for i, w in enumerate(words) if w == "-p"])
+    return chapter, checked_overrides({chapter: REPO / "notebooks" / f"{chapter}.ipynb"}, overrides)[chapter]

@@ -111,18 +111,28 @@ def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[C
                                   looks.margin("classifier", "metric") if looks else 0.0),
                 "likelihood": Measure(lambda lp, at: gold_nll_stats(lp, gold[at]), log_likelihood,
                                       looks.margin("classifier", "likelihood") if looks else 0.0)}
-    if looks is not None:
-        tables = looks.rows(examples, configs, outputs, list(measures.values()), n_resamples, alpha, seed)
-        return tables[list(measures).index(measure)]
-    get, chosen = outputs(examples, configs), measures[measure]
-    at = np.arange(len(examples)) if positions is None else np.asarray(positions)
-    return effect_rows(configs, chosen.stats(get(UNMASKED)[at], at), lambda c: chosen.stats(get(c)[at], at),
-                       chosen.score, n_resamples, alpha, seed)
+    return _measured_rows(examples, configs, outputs, list(measures.values()), list(measures).index(measure),
+                          looks, positions, n_resamples, alpha, seed)
 
 
 def _one_of(looks, positions) -> None:
     if looks is not None and positions is not None:
         raise ValueError("two looks draw their own examples: give either looks or positions, not both")
+
+
+def _measured_rows(examples: Sequence, configs: Sequence[Config], outputs: Callable[[Sequence, list], Callable],
+                   measures: Sequence[Measure], chosen: int, looks: Looks | None, positions: Sequence[int] | None,
+                   n_resamples: int, alpha: float, seed: int) -> pd.DataFrame:
+    """``effect_rows`` of ``measures[chosen]``: in two looks (``looks``; a head stops early only when
+    placed on every one of ``measures``), or in one over ``examples`` (those at ``positions`` only,
+    read from the sweep over all of them). ``outputs(examples, configs)`` gives a getter of each
+    configuration's per-example outputs."""
+    if looks is not None:
+        return looks.rows(examples, configs, outputs, measures, n_resamples, alpha, seed)[chosen]
+    get, measure = outputs(examples, configs), measures[chosen]
+    at = np.arange(len(examples)) if positions is None else np.asarray(positions)
+    return effect_rows(configs, measure.stats(get(UNMASKED)[at], at), lambda c: measure.stats(get(c)[at], at),
+                       measure.score, n_resamples, alpha, seed)
 
 
 def classifier_outputs(model, tokenizer, examples: Sequence, configs: Sequence[Config], max_length: int = 64,
@@ -236,11 +246,7 @@ def translation_likelihood_effects(model, pairs: Sequence, configs: Sequence[Con
 
     _one_of(looks, positions)
     measure = Measure(lambda rows, at: rows, log_likelihood, looks.margin("translation", "likelihood") if looks else 0.0)
-    if looks is not None:
-        return looks.rows(pairs, configs, outputs, [measure], n_resamples, alpha, seed)[0]
-    get = outputs(pairs, configs)
-    at = np.arange(len(pairs)) if positions is None else np.asarray(positions)
-    return effect_rows(configs, get(UNMASKED)[at], lambda c: get(c)[at], log_likelihood, n_resamples, alpha, seed)
+    return _measured_rows(pairs, configs, outputs, [measure], 0, looks, positions, n_resamples, alpha, seed)
 
 
 def translation_nll_outputs(model, pairs: Sequence, configs: Sequence[Config], max_tokens: int = 2000,
@@ -470,9 +476,10 @@ def two_look_rows(n: int, configs: Sequence[Config], outputs: Callable[[np.ndarr
     every = np.arange(n)
     tables = []
     for m, early_rows in zip(measures, looked):
-        late_rows = effect_rows(later_configs, m.stats(full[UNMASKED], every), lambda c, m=m: m.stats(full[c], every),
+        base_stats = m.stats(full[UNMASKED], every)
+        late_rows = effect_rows(later_configs, base_stats, lambda c, m=m: m.stats(full[c], every),
                                 m.score, n_resamples, level, seed).assign(look=2, examples=n)
-        base = m.score(m.stats(full[UNMASKED], every).sum(0))
+        base = m.score(base_stats.sum(0))
         early_rows = early_rows.assign(score=base + early_rows["delta"], base=base, look=1, examples=len(first))
         later = iter(range(len(late_rows)))
         tables.append(pd.concat([early_rows.iloc[[i]] if done else late_rows.iloc[[next(later)]]

@@ -35,7 +35,7 @@ def test_one_head_counts_each_model_and_seed_on_its_own_rows():
     assert (paper["heads"], paper["significant"], paper["significant_up"]) == (96, 8, 4)
     assert one_head.by_seed(table).loc[("translation", "enc_self"), "seed 0"] == "2 (1 up) of 4"
     both = one_head.both_measures(table, counts, alpha=0.01)
-    assert len(both) == len(counts) and both["expected by chance"].tolist() == [0.04] * len(counts)
+    assert len(both) == len(counts) and both["expected by chance"].tolist() == [0.08] * len(counts)  # 2 alpha: either direction
 
 
 def _all_but_one(kind: str, layers: int, heads: int, delta_of, seed: int, set_name: str) -> pd.DataFrame:

@@ -1,4 +1,5 @@
 """The scorecard's verdicts follow its stated rules on hand-made result tables."""
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -225,18 +226,31 @@ def test_chapter_03s_rules_are_judged_under_each_way_of_removing_a_head(tmp_path
     assert table.loc[("most_negligible", "the paper's metric", 1)].tolist() == [REPRODUCED, REPRODUCED, PARTLY]
 
 
-def _memory(saved_kv, ppl):
-    return [{"unit": "unpruned", "share": 0.0, "dtype": "float32", "batch": 1, "KV bytes per token": 900, "perplexity": 20.0},
-            {"unit": "KV groups", "share": 1 / 3, "dtype": "float32", "batch": 1, "KV bytes per token": 900 - saved_kv,
-             "perplexity": ppl},
-            {"unit": "KV groups", "share": 2 / 3, "dtype": "float32", "batch": 1, "KV bytes per token": 300, "perplexity": 90.0}]
+def _memory(saved_kv, ppl, measured_extra=0):
+    """13_memory rows at batch sizes 1 and 8: 900 bytes per token and position unpruned; a third of
+    the KV groups removed saves ``saved_kv`` of them (the prediction), the measured cache holding
+    ``measured_extra`` bytes per token more than predicted."""
+    rows = []
+    for batch in (1, 8):
+        def row(unit, share, per_token, extra, perplexity):
+            predicted = per_token * 100 * batch
+            return {"unit": unit, "share": share, "dtype": "float32", "batch": batch, "KV bytes per token": per_token,
+                    "KV bytes, predicted": predicted, "KV bytes, measured": predicted + extra * 100 * batch,
+                    "perplexity": perplexity}
+        rows += [row("unpruned", 0.0, 900, 0, 20.0), row("KV groups", 1 / 3, 900 - saved_kv, measured_extra, ppl),
+                 row("KV groups", 2 / 3, 300, 0, 90.0)]
+    return rows
 
 
-@pytest.mark.parametrize("saved_kv, ppl, expected", [(300, 21.9, REPRODUCED), (300, 22.1, PARTLY), (260, 21.0, REPRODUCED),
-                                                     (250, 21.0, PARTLY), (0, 21.0, NOT_REPRODUCED)])
-def test_kv_groups_buy_memory_at_the_smallest_level(tmp_path, saved_kv, ppl, expected):
-    # 1/3 of the groups: the cache must shrink by at least 28.3% (250 of 900 is 27.8%), perplexity at most +10%
-    _write(tmp_path / "p", "13_memory", _memory(saved_kv, ppl))
+@pytest.mark.parametrize("saved_kv, ppl, measured_extra, expected", [
+    (300, 21.9, 0, REPRODUCED), (300, 22.1, 0, PARTLY), (260, 21.0, 0, REPRODUCED), (250, 21.0, 0, NOT_REPRODUCED),
+    (0, 21.0, 0, NOT_REPRODUCED),       # a cache that does not shrink
+    (300, 21.0, 300, NOT_REPRODUCED),   # predicted to shrink, but the cache generation leaves does not
+    (300, 35.0, 0, PARTLY)])            # the memory bought, at +75% perplexity
+def test_kv_groups_buy_memory_on_the_measured_cache(tmp_path, saved_kv, ppl, measured_extra, expected):
+    # 1/3 of the groups: the measured cache must equal the prediction and shrink by at least 28.3%
+    # (250 of 900 is 27.8%) at every batch size; then perplexity at most +10% for reproduced
+    _write(tmp_path / "p", "13_memory", _memory(saved_kv, ppl, measured_extra))
     verdicts, card = _verdicts(tmp_path)
     assert verdicts["Removing KV groups by importance shrinks the KV cache in proportion, at a small perplexity cost"] == expected
 
@@ -254,16 +268,41 @@ def test_copying_breaks_is_read_at_the_share_perplexity_allows(tmp_path, kept, e
     assert row["verdict"] == expected and f"copying keeps {kept:.0%} of its accuracy" in row["ours"]
 
 
-@pytest.mark.parametrize("low_by_importance, low_by_effect, expected", [(1, 0, REPRODUCED), (0, 2, PARTLY), (0, 0, NOT_REPRODUCED)])
-def test_induction_heads_underrated_counts_the_less_important_half(tmp_path, low_by_importance, low_by_effect, expected):
-    rows = []
-    for i in range(10):   # heads 0-4 are the five strongest induction heads
-        rows.append({"layer": 0, "head": i, "induction rank": i + 1,
-                     "rank by I_h on verses": (10 - i if i < low_by_importance else i + 1) if i < 5 else 10 - i,
-                     "rank by one-head effect on verses": (10 - i if i < low_by_effect else i + 1) if i < 5 else 10 - i})
-    _write(tmp_path / "p", "13_induction", rows)
+def _induction(importance_ranks, effect_ranks, heads=270):
+    """13_induction rows: heads 0-4 are the five strongest induction heads, with the given ranks
+    by I_h and by one-head effect; the other heads take the remaining ranks in order."""
+    def fill(chosen):
+        rest = iter(r for r in range(1, heads + 1) if r not in chosen)
+        return list(chosen) + [next(rest) for _ in range(heads - len(chosen))]
+    by_importance, by_effect = fill(importance_ranks), fill(effect_ranks)
+    return [{"layer": h // 9, "head": h % 9, "induction rank": h + 1, "rank by I_h on verses": by_importance[h],
+             "rank by one-head effect on verses": by_effect[h]} for h in range(heads)]
+
+
+UNRELATED = [12, 140, 200, 77, 160]   # the five induction heads where importance put them by chance: mean 118
+LOW = [209, 230, 251, 260, 265]       # the course build's picture: all five in the bottom quarter
+
+
+@pytest.mark.parametrize("by_importance, by_effect, expected", [
+    (LOW, UNRELATED, REPRODUCED), (UNRELATED, LOW, PARTLY),
+    (UNRELATED, UNRELATED, NOT_REPRODUCED),                   # importance unrelated to induction
+    ([140, 5, 10, 20, 30], [150, 3, 4, 6, 8], NOT_REPRODUCED)])  # one head in the lower half: the old rule said reproduced
+def test_induction_heads_underrated_is_a_permutation_test_on_the_mean_rank(tmp_path, by_importance, by_effect, expected):
+    _write(tmp_path / "p", "13_induction", _induction(by_importance, by_effect))
     verdicts, card = _verdicts(tmp_path)
     assert verdicts["Importance on ordinary text can call the heads that copy unimportant"] == expected
+    assert "permutation p = " in card[card["claim"].str.startswith("Importance on ordinary")].iloc[0]["ours"]
+
+
+def test_the_rank_permutation_test_holds_its_level_and_finds_a_real_shift():
+    from helpers.heads.significance import mean_rank_p
+
+    rng = np.random.default_rng(3)
+    null_p = [mean_rank_p(rng.choice(270, 5, replace=False) + 1, 270, draws=2000, seed=s) for s in range(300)]
+    assert np.mean(np.array(null_p) < 0.05) < 0.05 + 3 * np.sqrt(0.05 * 0.95 / 300)   # heads drawn at random
+    assert mean_rank_p(LOW, 270) < 0.001 and mean_rank_p([1, 2, 3, 4, 5], 270) > 0.99
+    with pytest.raises(ValueError, match="between 1 and total"):
+        mean_rank_p([0, 5], 270)
 
 
 def test_the_card_shows_its_rules_folded_under_each_claim():

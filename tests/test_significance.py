@@ -4,7 +4,7 @@ import pytest
 
 from helpers.heads import metrics
 from helpers.heads.significance import (accuracy_from_stats, accuracy_stats, bleu_from_stats, bleu_stats,
-                                  paired_bootstrap, resample_indices)
+                                  chance_flag_rate, log_likelihood, paired_bootstrap, resample_indices)
 
 
 def test_one_extra_error_in_ten_is_not_significant_with_the_probability_by_hand():
@@ -168,3 +168,27 @@ def test_the_array_forms_and_shared_base_sums_give_the_row_by_row_bootstrap_to_t
         low, high = np.quantile(deltas, [0.05, 0.95])
         assert (got.delta, got.low, got.high) == (delta, low, high)
         assert got.p_value == float(np.mean(np.sign(deltas) != np.sign(delta)))
+
+
+def test_systems_with_no_difference_are_flagged_at_the_chance_rate_it_states():
+    """800 pairs of systems with no true difference (the same noise model, independent draws),
+    200 examples each, alpha 0.05: p is taken in the observed direction, so about 2 alpha are
+    flagged, alpha in each direction; the chance rate the book prints must match."""
+    rng = np.random.default_rng(11)
+    alpha, pairs, n = 0.05, 800, 200
+    indices = resample_indices(n, 400, seed=1)
+    flagged, up = 0, 0
+    for _ in range(pairs):
+        tokens = rng.integers(5, 30, n).astype(float)
+        common = tokens * (2.0 + rng.normal(0, 0.3, n))    # per-example difficulty, shared (paired)
+        a = np.stack([common + tokens * rng.normal(0, 0.05, n), tokens], 1)
+        b = np.stack([common + tokens * rng.normal(0, 0.05, n), tokens], 1)
+        result = paired_bootstrap(a, b, log_likelihood, indices, alpha=alpha)
+        flagged += result.significant
+        up += result.significant and result.delta > 0
+    se = np.sqrt(2 * alpha * (1 - 2 * alpha) / pairs)
+    assert abs(flagged / pairs - chance_flag_rate(alpha)) < 3 * se, f"{flagged / pairs:.3f} flagged"
+    assert abs(up / pairs - chance_flag_rate(alpha, one_direction=True)) < 3 * np.sqrt(alpha / pairs)
+    assert flagged / pairs > alpha + 2 * np.sqrt(alpha / pairs)   # distinguishable from alpha: the test can fail
+    with pytest.raises(ValueError, match="test level"):
+        chance_flag_rate(0.7)

@@ -37,7 +37,9 @@ from . import ledger
 from .gates import HeadGates, HeadSpec
 from .sites import attention_sites, sites_by_kind
 
-BETA, GAMMA, ZETA = 2 / 3, -0.1, 1.1  # Louizos et al.'s temperature and stretch, as Voita et al.
+# Louizos et al.'s (2018) temperature 2/3 and stretch (-0.1, 1.1). Voita et al. (2019) keep the stretch
+# but their code uses temperature 0.33: a sharper gate in training. We keep Louizos et al.'s value.
+BETA, GAMMA, ZETA = 2 / 3, -0.1, 1.1
 
 
 @dataclass

@@ -8,7 +8,11 @@ example indices with replacement, the same indices for both systems (paired), an
 
 ``p_value`` is the share of resamples in which the difference does not have the sign it has on
 the full set (ties count against it), as compare-mt reports "system X is better in (1 - p) of
-resamples". With no difference on the full set, p is 1.
+resamples". With no difference on the full set, p is 1. This p is one-sided in whichever
+direction the full set points, so ``p < alpha`` is a one-sided test at ``alpha`` in each
+direction: a system with no difference is flagged with probability about 2·alpha
+(``chance_flag_rate``), alpha in each direction. We keep the paper's test and count chance at
+that rate.
 
 ``low`` and ``high`` bound the difference: the ``alpha`` and ``1 - alpha`` quantiles of the
 resampled differences (a percentile interval at confidence ``1 - 2 alpha``, the interval of two
@@ -51,6 +55,30 @@ def equivalence_class(low: float, high: float, margin: float) -> str:
     if -margin < low and high < margin:
         return "negligible"
     return "undetermined"
+
+
+def chance_flag_rate(alpha: float, one_direction: bool = False) -> float:
+    """The share of systems with no difference that ``paired_bootstrap`` flags as significant at
+    ``alpha``: 2·alpha in all, alpha counting only one direction (only gains, or only losses).
+    p is taken in the direction of the full-set difference (the module's docstring), so each
+    direction is a one-sided test at ``alpha`` (tests/test_significance.py simulates it)."""
+    if not 0 < alpha < 0.5:
+        raise ValueError(f"alpha is a test level between 0 and 0.5, got {alpha!r}")
+    return alpha if one_direction else 2 * alpha
+
+
+def mean_rank_p(ranks: Sequence[int], total: int, draws: int = 10_000, seed: int = 0) -> float:
+    """One-sided permutation p-value that the items of ``ranks`` (1 = first of ``total``) rank
+    further down than items drawn at random: the share of ``draws`` random sets of as many items
+    (without replacement) whose mean rank is at least theirs, as ``(1 + hits) / (1 + draws)``
+    so that p is never 0."""
+    ranks = np.asarray(ranks, dtype=np.float64)
+    if not len(ranks) or len(ranks) > total or ranks.min() < 1 or ranks.max() > total:
+        raise ValueError(f"ranks must be {len(ranks)} values between 1 and total={total}, got {ranks.tolist()}")
+    rng = np.random.default_rng(seed)
+    null = np.argsort(rng.random((draws, total)), axis=1)[:, :len(ranks)].mean(1) + 1   # ranks 1..total
+    hits = int((null >= ranks.mean() - 1e-9).sum())
+    return (1 + hits) / (1 + draws)
 
 
 def resample_indices(n: int, n_resamples: int = 1000, seed: int = 0) -> np.ndarray:

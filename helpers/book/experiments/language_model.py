@@ -24,7 +24,7 @@ from ...heads.grouped_query import kv_group_heads, kv_group_importance
 from ...heads.pruning import count_parameters, prune_heads
 from ...heads.removal import removal_digest
 from ...heads.pruning_curves import counts, heads_of, order_by_importance, prunable_share, random_order, score_specs, spec_of
-from ...heads.significance import log_likelihood
+from ...heads.significance import chance_flag_rate, log_likelihood
 from ...heads.sites import attention_sites
 from ...heads.throughput import compare_speed, device_name, speed_gains
 from ...zoo.causal_lm import PerplexityScorer, perplexity, token_nll
@@ -125,7 +125,7 @@ def grid_counts(grid: pd.DataFrame, alpha: float, margins: Mapping[str, float] |
     better = grid[grid["significant"] & (grid["change_pct"] < 0)]
     delta = equivalence.margin("language model", "likelihood", margins or {})
     return pd.DataFrame([{"heads": len(grid), "significantly worse": len(worse), "significantly better": len(better),
-                          "expected by chance": alpha * len(grid),
+                          "expected by chance": chance_flag_rate(alpha) * len(grid),
                           "within 1% of the unmasked perplexity": int((grid["change_pct"].abs() < 1).sum()),
                           "largest rise (%)": grid["change_pct"].max(), "margin (nats)": delta,
                           **equivalence.placement(grid, delta)}])
@@ -219,7 +219,8 @@ def facts(grid: pd.DataFrame, keep_one: pd.DataFrame, shares: pd.DataFrame, gain
     better = grid[grid["significant"] & (grid["change_pct"] < 0)]
     at_half = shares.set_index(["unit", "order"])["perplexity at 50%"]
     lines = [f"one head masked: {len(worse)} of {len(grid)} significantly worse, {len(better)} significantly better "
-             f"({alpha * len(grid):.1f} expected by chance); {int((grid['change_pct'].abs() < 1).sum())} within 1%",
+             f"({chance_flag_rate(alpha, one_direction=True) * len(grid):.1f} expected by chance in each direction); "
+             f"{int((grid['change_pct'].abs() < 1).sum())} within 1%",
              f"one head kept: {int((~keep_one['significant']).sum())} of {len(keep_one)} layers without a significant loss; "
              f"median change {keep_one['change_pct'].median():+.0f}%"]
     for unit in ("query heads", "KV groups"):

@@ -11,6 +11,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
+from ...heads.significance import chance_flag_rate
 from ..verdicts import paper_values
 from . import equivalence
 from .head_effects import significance_counts
@@ -62,14 +63,15 @@ def by_seed(table: pd.DataFrame) -> pd.DataFrame:
 
 def both_measures(metric: pd.DataFrame, likelihood: pd.DataFrame, alpha: float) -> pd.DataFrame:
     """The significant counts on the paper's metric and on the likelihood side by side, per model,
-    seed and kind, with the count a test at ``alpha`` flags by chance among heads with no effect,
+    seed and kind, with the count a test at ``alpha`` flags by chance among heads with no effect
+    (``chance_flag_rate``: 2·alpha of the heads, since p is taken in the observed direction),
     and (where the tables have them) the heads shown negligible and those neither test places."""
     keys = ["model", "training_seed", "kind"]
     ours = metric[~metric["from_paper"].astype(bool)]
     shown = [c for c in ("significant", "significant_up", "negligible", "unplaced") if c in ours and c in likelihood]
     both = ours[keys + ["heads", *shown]].merge(likelihood[keys + shown], on=keys,
                                                 suffixes=(" (the paper's metric)", " (the likelihood)"))
-    both.insert(4, "expected by chance", both["heads"] * alpha)
+    both.insert(4, "expected by chance", both["heads"] * chance_flag_rate(alpha))
     return both
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+from ....heads.significance import chance_flag_rate
 from ..scorecard import ours
 from .text import (MEASURES, beyond_chance, by_model, heads_per_layer_line, paper_model, r_text, read, split_half_r,
                    verdicts, words)
@@ -25,12 +26,13 @@ def findings(profile: str, alpha: float) -> str:
             up = {int(s): int(p["significant_up"].sum()) for s, p in per_seed}
             where = {int(s): [k for k, n in zip(p["kind"], p["significant"]) if n] for s, p in per_seed}
             half = split_half_r(effects["classifier" if set(part["kind"]) == {"self"} else "translation"])
-            chance = alpha * heads
+            chance = chance_flag_rate(alpha) * heads
             seeds = sorted(sig)
             above = [s for s in seeds if beyond_chance(sig[s], heads, alpha)]
             text = (f"**{name}, {measure}:** {words([str(sig[s]) for s in seeds])} of {heads} heads change the "
                     f"score significantly when masked alone (training seed{'s' if len(seeds) > 1 else ''} "
-                    f"{words([str(s) for s in seeds])}), against {chance:.1f} expected by chance at p < {alpha}")
+                    f"{words([str(s) for s in seeds])}), against {chance:.1f} expected by chance at p < {alpha} "
+                    f"(2·alpha of the heads: the test flags a change in either direction)")
             kinds = sorted({k for s in seeds for k in where[s]})
             if len(kinds) > 1 or (kinds and kinds != ["self"]):
                 text += f" (in {words(kinds)})"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+from ....heads.significance import chance_flag_rate
 from .text import read
 
 
@@ -26,7 +27,8 @@ def findings(profile: str, alpha: float, speed_share: float = 0.5) -> str:
         f"The model's perplexity on the verses is {sets.loc['select', 'perplexity']:.1f} (select set, "
         f"{int(sets.loc['select', 'verses'])} verses) and {sets.loc['report', 'perplexity']:.1f} (report set).",
         f"**One head masked:** {len(worse)} of {len(grid)} query heads raise the perplexity significantly and "
-        f"{len(better)} lower it significantly, against {alpha * len(grid):.1f} expected by chance; "
+        f"{len(better)} lower it significantly, against {chance_flag_rate(alpha, one_direction=True) * len(grid):.1f} "
+        f"expected by chance in each direction ({chance_flag_rate(alpha) * len(grid):.1f} in all); "
         f"{int((grid['change_pct'].abs() < 1).sum())} change it by less than 1%. The largest rise is "
         f"{top['change_pct']:+.1f}% (layer {int(top['layer'])}, head {int(top['head'])}); the significant heads are in "
         f"{grid.loc[grid['significant'], 'layer'].nunique()} of the {grid['layer'].nunique()} layers."

@@ -46,11 +46,14 @@ def split_half_r(effects: pd.DataFrame) -> dict[int, float]:
 
 
 def beyond_chance(count: int, heads: int, alpha: float, level: float = 0.01) -> bool:
-    """Whether ``count`` significant heads of ``heads`` are more than tests at level ``alpha``
-    flag by chance alone: P(Binomial(heads, alpha) >= count) < ``level``."""
+    """Whether ``count`` significant heads of ``heads`` are more than the paired bootstrap at
+    ``alpha`` flags by chance alone, in either direction: P(Binomial(heads, 2·alpha) >= count) <
+    ``level`` (``significance.chance_flag_rate``)."""
     from scipy.stats import binom
 
-    return bool(binom.sf(count - 1, heads, alpha) < level)
+    from ....heads.significance import chance_flag_rate
+
+    return bool(binom.sf(count - 1, heads, chance_flag_rate(alpha)) < level)
 
 
 def by_model(counts: pd.DataFrame) -> Iterable[tuple[str, pd.DataFrame]]:

@@ -1,0 +1,223 @@
+"""Every claim's rule can say "not reproduced": for each claim of the registry and each measure it is
+judged on, one set of tables shaped like the chapters' where the rule returns "reproduced", and one
+built from plausible data that refutes the claim where it returns "not reproduced".
+
+``CASES`` maps a claim's key to ``{measure suffix: (supporting, refuting)}``, each a function that
+returns ``{table name: rows}``. ``test_every_claim_has_a_supporting_and_a_refuting_case`` fails
+when a claim is added to the registry without both (or a case outlives its claim).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import pandas as pd
+import pytest
+
+from helpers.book.verdicts import paper_values
+from helpers.book.verdicts.scorecard import (CLAIMS, CLAIMS_BY_KEY, LIKELIHOOD, NOT_REPRODUCED, REPRODUCED, judge)
+
+Tables = dict[str, list[dict]]
+Case = Callable[[], Tables]
+
+
+# ---- chapter 03 and 12: one head at a time ---------------------------------------------------------
+def _counts(heads=144, significant=4, up=1, negligible=130, helpful=0, largest_gain=0.1) -> list[dict]:
+    """03_one_head_counts rows, one model of each track: per model ``heads`` heads, of which
+    ``significant`` (``up`` of them gains) and ``negligible``."""
+    rows = []
+    for model, kind in (("nli", "self"), ("translation", "enc_self")):
+        rows.append({"model": model, "kind": kind, "heads": heads, "significant": significant, "significant_up": up,
+                     "negligible": negligible, "unplaced": heads - negligible - significant, "helpful": helpful,
+                     "largest_gain": largest_gain, "from_paper": False})
+    return rows
+
+
+FEW = lambda: {"03_one_head_counts": _counts(significant=4)}                       # 3% of the heads
+MANY = lambda: {"03_one_head_counts": _counts(significant=60, negligible=60)}      # 42%: most heads matter
+NEGLIGIBLE = lambda: {"03_one_head_counts": _counts(negligible=130)}              # 90%
+UNDECIDED = lambda: {"03_one_head_counts": _counts(negligible=40)}                # 28%: most heads unplaced
+
+
+def _removals(counts: list[dict]) -> list[dict]:
+    return [{**row, "removal": kind} for kind in ("zero", "mean", "resample") for row in counts]
+
+
+# ---- chapter 04: one head kept per layer ---------------------------------------------------------------
+def _keep_one(down: dict[str, int], layers=6, held_out_down: dict[str, int] | None = None,
+              worst: dict[str, tuple[float, int]] | None = None) -> Tables:
+    """04_keep_one_counts for the translation model's three kinds (``down``: layers that drop, on
+    both the paper's metric and beyond δ) and the classifier's self-attention, chosen on the
+    reported set and held out; ``worst``: kind -> (worst delta, its layer)."""
+    worst = worst or {"enc_self": (-1.0, 2), "enc_dec": (-9.0, 6), "dec_self": (-2.0, 4)}
+    held_out_down = held_out_down if held_out_down is not None else down
+    rows = []
+    for protocol, counts in (("chosen and reported on test13", down), ("chosen on valid, reported on test13", held_out_down)):
+        for kind in ("enc_self", "enc_dec", "dec_self", "self"):
+            source = "nli" if kind == "self" else "translation"
+            d = counts.get(kind, 0)
+            delta, layer = worst.get(kind, (-0.5, 1))
+            rows.append({"source": f"model {source}", "protocol": protocol, "kind": kind, "layers": layers,
+                         "significant_down": d, "harmful": d, "worst_delta": delta, "worst_layer": layer,
+                         "unit": "BLEU", "from_paper": False})
+    return {"04_keep_one_counts": rows, "04_keep_one_translation": [{"base": 20.0}]}
+
+
+# ---- chapters 06-10 --------------------------------------------------------------------------------
+def _shares(translation=0.2, classifier=0.4, ablation=0.1) -> Tables:
+    return {"06_prunable_shares": [
+        {"track": "translation", "model": "mt", "order": "importance", "prunable_share": translation},
+        {"track": "translation", "model": "mt", "order": "ablation", "prunable_share": ablation},
+        {"track": "classifier", "model": "nli", "order": "importance", "prunable_share": classifier},
+        {"track": "classifier", "model": "nli", "order": "ablation", "prunable_share": ablation}]}
+
+
+def _speed(gain_small: float, gain_large: float) -> Tables:
+    """07_speed: throughput (examples/s) of the original and the pruned model at batch 1 and 64."""
+    return {"07_speed": [{"batch_size": b, "variant": v, "median": 100 * (1 + g if v == "pruned" else 1), "device": "cpu"}
+                         for b, g in ((1, gain_small), (64, gain_large)) for v in ("original", "pruned", "gated")]}
+
+
+def _by_kind(relative: dict[str, float], perplexity: dict[str, float]) -> Tables:
+    """08_pruning_by_kind_summary: share of the BLEU left and perplexity ratio at 80% of a kind pruned."""
+    return {"08_pruning_by_kind_summary": [{"kind": k, "relative_80%": relative[k], "perplexity_ratio_80%": perplexity[k]}
+                                           for k in ("enc_self", "enc_dec", "dec_self")]}
+
+
+def _dynamics(relative_at_40: list[float], perplexity_at_40: list[float]) -> Tables:
+    """09_importance_dynamics: per epoch an unpruned BLEU of 10 and, at 40% pruned, the share of it
+    left and the perplexity ratio."""
+    rows = []
+    for epoch, (rel, ppl) in enumerate(zip(relative_at_40, perplexity_at_40), 1):
+        for share, r, p in ((0.0, 1.0, 1.0), (0.4, rel, ppl), (0.8, rel / 2, ppl * 2)):
+            rows.append({"epoch": epoch, "share": share, "unpruned": 10.0, "relative": r, "perplexity_ratio": p})
+    return {"09_importance_dynamics": rows}
+
+
+def _appendix(prunable: float) -> Tables:
+    return {"10_appendix_summary": [{"paper_task": row.task, "model": row.course_task, "paper_flat_until": row.flat_until,
+                                     "prunable_share": row.flat_until if prunable is None else prunable}
+                                    for row in paper_values.FIGURE6.itertuples()]}
+
+
+# ---- chapter 13 ----------------------------------------------------------------------------------------
+def _memory(saved_per_token: int, perplexity: float, measured_extra: int = 0) -> Tables:
+    rows = []
+    for batch in (1, 8):
+        for unit, share, per_token, extra, ppl in (("unpruned", 0.0, 900, 0, 20.0),
+                                                   ("KV groups", 1 / 3, 900 - saved_per_token, measured_extra, perplexity)):
+            predicted = per_token * 100 * batch
+            rows.append({"unit": unit, "share": share, "dtype": "float32", "batch": batch, "KV bytes per token": per_token,
+                         "KV bytes, predicted": predicted, "KV bytes, measured": predicted + extra * 100 * batch,
+                         "perplexity": ppl})
+    return {"13_memory": rows}
+
+
+def _copying(kept: float) -> Tables:
+    return {"13_copying_summary": [{"order": "I_h on verses", "unpruned copying accuracy": 0.8,
+                                    "prunable within 10% (verses)": 0.2, "copying accuracy at 10%": 0.8 * kept}]}
+
+
+def _induction(importance_ranks: list[int], heads: int = 270) -> Tables:
+    rest = iter(r for r in range(1, heads + 1) if r not in importance_ranks)
+    ranks = list(importance_ranks) + [next(rest) for _ in range(heads - len(importance_ranks))]
+    return {"13_induction": [{"layer": h // 9, "head": h % 9, "induction rank": h + 1, "rank by I_h on verses": ranks[h]}
+                             for h in range(heads)]}
+
+
+def _same(supporting: Case, refuting: Case, likelihood: bool = True) -> dict[str, tuple[Case, Case]]:
+    """One pair of cases for the paper's metric and, where the claim is judged on it by the same
+    rule, for the likelihood tables too."""
+    return {"": (supporting, refuting), **({LIKELIHOOD: (supporting, refuting)} if likelihood else {})}
+
+
+_PAPER_80 = paper_values.FIGURE4_BLEU_AT_80["enc_self"] / paper_values.WMT_BASE_BLEU   # the paper's share left: 0.83
+
+CASES: dict[str, dict[str, tuple[Case, Case]]] = {
+    "few_significant": _same(FEW, MANY),
+    "most_negligible": _same(NEGLIGIBLE, UNDECIDED),
+    "some_gain": {
+        "": (lambda: {"03_one_head_counts": _counts(up=2)},
+             lambda: {"03_one_head_counts": _counts(up=0, largest_gain=-0.01)}),          # no head helps
+        LIKELIHOOD: (lambda: {"03_one_head_counts": _counts(up=2, helpful=1)},
+                     lambda: {"03_one_head_counts": _counts(up=0, helpful=0, largest_gain=-0.01)})},
+    "most_layers_one_head": _same(lambda: _keep_one({"enc_dec": 1}),
+                                  lambda: _keep_one({"enc_self": 6, "enc_dec": 6, "dec_self": 6})),   # every layer drops
+    "last_enc_dec": {
+        "": (lambda: _keep_one({"enc_dec": 1}),
+             lambda: _keep_one({"dec_self": 1}, worst={"enc_self": (-1.0, 2), "enc_dec": (-0.5, 6), "dec_self": (-3.0, 4)})),
+        LIKELIHOOD: (lambda: _keep_one({"enc_dec": 1}),
+                     lambda: _keep_one({"dec_self": 1}, worst={"enc_self": (-1.0, 2), "enc_dec": (-0.5, 6),
+                                                               "dec_self": (-3.0, 4)}))},
+    "bert_layers_one_head": _same(lambda: _keep_one({"enc_dec": 1}),
+                                  lambda: _keep_one({"enc_dec": 1, "self": 4})),    # 4 of 6 BERT layers need their heads
+    "held_out_worse": _same(lambda: _keep_one({"enc_dec": 1}, held_out_down={"enc_dec": 3}),
+                            lambda: _keep_one({"enc_dec": 3}, held_out_down={"enc_dec": 1})),   # held out costs fewer
+    "cross_domain": _same(
+        lambda: {"05_cross_domain_r": [{"model": m, "kind": "all", "pearson_r": 0.7, "p_value": 1e-5} for m in ("nli", "mt")]},
+        lambda: {"05_cross_domain_r": [{"model": m, "kind": "all", "pearson_r": 0.05, "p_value": 0.6} for m in ("nli", "mt")]}),
+    "prunable_translation": _same(lambda: _shares(translation=0.2), lambda: _shares(translation=0.0)),
+    "prunable_classifier": _same(lambda: _shares(classifier=0.4), lambda: _shares(classifier=0.0)),
+    "importance_beats_ablation": _same(lambda: _shares(0.2, 0.4, 0.1),
+                                       lambda: _shares(0.1, 0.1, 0.3)),   # one-head ablation prunes more everywhere
+    "speedup_large": _same(lambda: _speed(0.01, 0.175), lambda: _speed(-0.02, -0.01), likelihood=False),  # no faster
+    "speedup_small": _same(lambda: _speed(0.01, 0.175), lambda: _speed(0.20, 0.03), likelihood=False),  # batch 1 gains most
+    "enc_dec_most_sensitive": {
+        "": (lambda: _by_kind({"enc_self": 0.8, "enc_dec": 0.05, "dec_self": 0.7}, {"enc_self": 1.2, "enc_dec": 4.0, "dec_self": 1.3}),
+             lambda: _by_kind({"enc_self": 0.1, "enc_dec": 0.9, "dec_self": 0.7}, {"enc_self": 4.0, "enc_dec": 1.1, "dec_self": 1.3})),
+        LIKELIHOOD: (lambda: _by_kind({"enc_self": 0.8, "enc_dec": 0.05, "dec_self": 0.7},
+                                      {"enc_self": 1.2, "enc_dec": 4.0, "dec_self": 1.3}),
+                     lambda: _by_kind({"enc_self": 0.1, "enc_dec": 0.9, "dec_self": 0.7},
+                                      {"enc_self": 4.0, "enc_dec": 1.1, "dec_self": 1.3}))},
+    "self_attention_survives": _same(
+        lambda: _by_kind({"enc_self": _PAPER_80, "enc_dec": 0.05, "dec_self": _PAPER_80}, {k: 1.0 for k in ("enc_self", "enc_dec", "dec_self")}),
+        lambda: _by_kind({"enc_self": 0.2, "enc_dec": 0.05, "dec_self": 0.3}, {k: 1.0 for k in ("enc_self", "enc_dec", "dec_self")}),
+        likelihood=False),
+    "early_hurts": {
+        "": (lambda: _dynamics([0.5, 0.7, 0.9], [1.5, 1.3, 1.05]), lambda: _dynamics([0.98, 0.9, 0.88], [1.5, 1.3, 1.05])),
+        LIKELIHOOD: (lambda: _dynamics([0.5, 0.7, 0.9], [1.5, 1.3, 1.05]),
+                     lambda: _dynamics([0.5, 0.7, 0.9], [1.02, 1.1, 1.3]))},   # pruning costs more late than early
+    "late_survives": {
+        "": (lambda: _dynamics([0.5, 0.7, 0.9], [1.5, 1.3, 1.05]), lambda: _dynamics([0.5, 0.6, 0.6], [1.5, 1.3, 1.05])),
+        LIKELIHOOD: (lambda: _dynamics([0.5, 0.7, 0.9], [1.5, 1.3, 1.05]),
+                     lambda: _dynamics([0.5, 0.7, 0.9], [1.5, 1.4, 1.4]))},   # +40% perplexity at the last epoch
+    **{f"flat_start_{task}": _same(lambda: _appendix(None), lambda: _appendix(0.0))
+       for task in paper_values.FIGURE6["course_task"]},
+    "few_significant_every_removal": _same(lambda: {"12_removal_counts": _removals(FEW()["03_one_head_counts"])},
+                                           lambda: {"12_removal_counts": _removals(MANY()["03_one_head_counts"])}),
+    "most_negligible_every_removal": _same(lambda: {"12_removal_counts": _removals(NEGLIGIBLE()["03_one_head_counts"])},
+                                           lambda: {"12_removal_counts": _removals(UNDECIDED()["03_one_head_counts"])}),
+    "kv_groups_buy_memory": _same(lambda: _memory(300, 21.0), lambda: _memory(0, 21.0), likelihood=False),  # no smaller cache
+    "copying_breaks": _same(lambda: _copying(0.3), lambda: _copying(0.98), likelihood=False),   # copying survives pruning
+    "induction_heads_underrated": _same(lambda: _induction([209, 230, 251, 260, 265]),
+                                        lambda: _induction([12, 140, 200, 77, 160]),   # importance unrelated to induction
+                                        likelihood=False),
+}
+
+
+def _judged_on(claim) -> list[str]:
+    return ["", LIKELIHOOD] if claim.likelihood else [""]
+
+
+def test_every_claim_has_a_supporting_and_a_refuting_case():
+    wanted = {(c.key, m) for c in CLAIMS for m in _judged_on(c)}
+    have = {(key, m) for key, measures in CASES.items() for m in measures}
+    assert not wanted - have, f"claims whose rule no test shows failing: {sorted(wanted - have)}"
+    assert not have - wanted, f"cases for claims or measures the registry does not judge: {sorted(have - wanted)}"
+
+
+def _verdict(tmp_path, key: str, measure: str, case: Case) -> tuple[str, str]:
+    folder = tmp_path / "p"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, rows in case().items():
+        pd.DataFrame(rows).to_csv(folder / f"{name}{measure}.csv", index=False)
+    row = judge(CLAIMS_BY_KEY[key], folder, measure)[-1]
+    return row["verdict"], row["ours"]
+
+
+@pytest.mark.parametrize("key, measure", [(k, m) for k, measures in CASES.items() for m in measures])
+def test_the_rule_says_reproduced_on_supporting_data_and_not_reproduced_on_refuting_data(tmp_path, key, measure):
+    supporting, refuting = CASES[key][measure]
+    verdict, ours = _verdict(tmp_path / "supporting", key, measure, supporting)
+    assert verdict == REPRODUCED, f"{key}{measure} on supporting data: {verdict} ({ours})"
+    verdict, ours = _verdict(tmp_path / "refuting", key, measure, refuting)
+    assert verdict == NOT_REPRODUCED, f"{key}{measure} on refuting data: {verdict} ({ours})"

@@ -302,7 +302,8 @@ def test_chapter_12_follows_the_removal_and_selection_tables(results):
     _chapter_12_tables(results, negligible_mean=30, best_share=0.2)
     found = ch12.findings("p")
     assert "mean 30 negligible, 1 harmful, 41 undetermined" in found
-    assert ("most negligible on the paper's metric, seed 0: zero reproduced, mean not reproduced, "
+    # 30 negligible, but 41 undetermined could make it 71 of 72: mean removal cannot tell
+    assert ("most negligible on the paper's metric, seed 0: zero reproduced, mean cannot tell, "
             "resample reproduced") in found and "(4 of 8)" in found   # both seeds, both measures
     assert "importance keeps the score longest" in found and "20 points of share behind it" in found
 

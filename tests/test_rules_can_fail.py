@@ -14,20 +14,25 @@ import pandas as pd
 import pytest
 
 from helpers.book.verdicts import paper_values
-from helpers.book.verdicts.scorecard import (CLAIMS, CLAIMS_BY_KEY, LIKELIHOOD, NOT_REPRODUCED, REPRODUCED, judge)
+from helpers.book.verdicts.scorecard import (CANNOT_TELL, CLAIMS, CLAIMS_BY_KEY, LIKELIHOOD, NOT_REPRODUCED, PARTLY,
+                                             REPRODUCED, judge)
 
 Tables = dict[str, list[dict]]
 Case = Callable[[], Tables]
 
 
 # ---- chapter 03 and 12: one head at a time ---------------------------------------------------------
-def _counts(heads=144, significant=4, up=1, negligible=130, helpful=0, largest_gain=0.1) -> list[dict]:
+def _counts(heads=144, significant=4, up=1, negligible=130, undetermined=None, helpful=0, largest_gain=0.1) -> list[dict]:
     """03_one_head_counts rows, one model of each track: per model ``heads`` heads, of which
-    ``significant`` (``up`` of them gains) and ``negligible``."""
+    ``significant`` (``up`` of them gains), ``negligible`` and ``undetermined`` (by default every
+    head neither significant nor negligible; those are the heads neither test places), the rest
+    harmful."""
+    undetermined = heads - negligible - significant if undetermined is None else undetermined
     rows = []
     for model, kind in (("nli", "self"), ("translation", "enc_self")):
         rows.append({"model": model, "kind": kind, "heads": heads, "significant": significant, "significant_up": up,
-                     "negligible": negligible, "unplaced": heads - negligible - significant, "helpful": helpful,
+                     "negligible": negligible, "undetermined": undetermined, "unplaced": undetermined,
+                     "harmful": heads - negligible - undetermined - helpful, "helpful": helpful,
                      "largest_gain": largest_gain, "from_paper": False})
     return rows
 
@@ -35,7 +40,8 @@ def _counts(heads=144, significant=4, up=1, negligible=130, helpful=0, largest_g
 FEW = lambda: {"03_one_head_counts": _counts(significant=4)}                       # 3% of the heads
 MANY = lambda: {"03_one_head_counts": _counts(significant=60, negligible=60)}      # 42%: most heads matter
 NEGLIGIBLE = lambda: {"03_one_head_counts": _counts(negligible=130)}              # 90%
-UNDECIDED = lambda: {"03_one_head_counts": _counts(negligible=40)}                # 28%: most heads unplaced
+HARMFUL = lambda: {"03_one_head_counts": _counts(significant=90, negligible=40, undetermined=10)}   # most heads matter
+UNDERPOWERED = lambda: {"03_one_head_counts": _counts(significant=2, negligible=40, undetermined=102)}   # most unplaced
 
 
 def _removals(counts: list[dict]) -> list[dict]:
@@ -134,7 +140,7 @@ _PAPER_80 = paper_values.FIGURE4_BLEU_AT_80["enc_self"] / paper_values.WMT_BASE_
 
 CASES: dict[str, dict[str, tuple[Case, Case]]] = {
     "few_significant": _same(FEW, MANY),
-    "most_negligible": _same(NEGLIGIBLE, UNDECIDED),
+    "most_negligible": _same(NEGLIGIBLE, HARMFUL),
     "some_gain": {
         "": (lambda: {"03_one_head_counts": _counts(up=2)},
              lambda: {"03_one_head_counts": _counts(up=0, largest_gain=-0.01)}),          # no head helps
@@ -185,7 +191,7 @@ CASES: dict[str, dict[str, tuple[Case, Case]]] = {
     "few_significant_every_removal": _same(lambda: {"12_removal_counts": _removals(FEW()["03_one_head_counts"])},
                                            lambda: {"12_removal_counts": _removals(MANY()["03_one_head_counts"])}),
     "most_negligible_every_removal": _same(lambda: {"12_removal_counts": _removals(NEGLIGIBLE()["03_one_head_counts"])},
-                                           lambda: {"12_removal_counts": _removals(UNDECIDED()["03_one_head_counts"])}),
+                                           lambda: {"12_removal_counts": _removals(HARMFUL()["03_one_head_counts"])}),
     "kv_groups_buy_memory": _same(lambda: _memory(300, 21.0), lambda: _memory(0, 21.0), likelihood=False),  # no smaller cache
     "copying_breaks": _same(lambda: _copying(0.3), lambda: _copying(0.98), likelihood=False),   # copying survives pruning
     "induction_heads_underrated": _same(lambda: _induction([209, 230, 251, 260, 265]),
@@ -221,3 +227,17 @@ def test_the_rule_says_reproduced_on_supporting_data_and_not_reproduced_on_refut
     assert verdict == REPRODUCED, f"{key}{measure} on supporting data: {verdict} ({ours})"
     verdict, ours = _verdict(tmp_path / "refuting", key, measure, refuting)
     assert verdict == NOT_REPRODUCED, f"{key}{measure} on refuting data: {verdict} ({ours})"
+
+
+@pytest.mark.parametrize("key", ["few_significant", "most_negligible"])
+def test_one_head_rules_cannot_tell_where_the_tests_place_few_heads(tmp_path, key):
+    # 2 of 144 significant and 40 negligible, 102 undetermined: "few significant" would pass by a
+    # lack of power, "most negligible" would fail by it; both say they cannot tell
+    verdict, ours = _verdict(tmp_path, key, "", UNDERPOWERED)
+    assert verdict == CANNOT_TELL, ours
+    mixed = lambda: {"03_one_head_counts": [UNDERPOWERED()["03_one_head_counts"][0], FEW()["03_one_head_counts"][1]]}
+    verdict, _ = _verdict(tmp_path / "mixed", "few_significant", "", mixed)   # holds in one model, undecided in the other
+    assert verdict == PARTLY
+    removal = lambda: {"12_removal_counts": _removals(UNDERPOWERED()["03_one_head_counts"])}
+    verdict, _ = _verdict(tmp_path / "removal", f"{key}_every_removal", "", removal)
+    assert verdict == CANNOT_TELL

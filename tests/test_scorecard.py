@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers.book.verdicts.scorecard import (CLAIMS, DEPENDS_ON_SEED, NOT_MEASURED, NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED,
+from helpers.book.verdicts.scorecard import (CANNOT_TELL, CLAIMS, DEPENDS_ON_SEED, NOT_MEASURED, NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED,
                                     disagreements, removal_table, scorecard, verdict_counts)
 
 
@@ -39,7 +39,8 @@ def test_every_claim_is_not_run_without_results(tmp_path):
     card = scorecard("empty", results_root=tmp_path)
     assert len(card) == len(CLAIMS) and set(card["verdict"]) == {NOT_RUN}
     assert card["ours"].str.contains("not found: run").all()
-    assert verdict_counts(card) == {REPRODUCED: 0, PARTLY: 0, DEPENDS_ON_SEED: 0, NOT_REPRODUCED: 0, NOT_RUN: len(CLAIMS)}
+    assert verdict_counts(card) == {REPRODUCED: 0, PARTLY: 0, DEPENDS_ON_SEED: 0, CANNOT_TELL: 0, NOT_REPRODUCED: 0,
+                                   NOT_RUN: len(CLAIMS)}
 
 
 @pytest.mark.parametrize("share, expected", [(0.2, REPRODUCED), (0.3, REPRODUCED), (0.05, PARTLY), (0.0, NOT_REPRODUCED)])
@@ -206,9 +207,9 @@ def test_chapter_03s_rules_are_judged_under_each_way_of_removing_a_head(tmp_path
         for seed in (0, 1):
             for removal, sig, neg in (("zero", 1, 70), ("mean", significant_mean, 70), ("resample", 1, negligible_resample)):
                 out.append({"model": "nli", "training_seed": seed, "kind": "self", "heads": 72, "significant": sig,
-                            "negligible": neg, "unplaced": 0, "removal": removal})
+                            "negligible": neg, "undetermined": 0, "unplaced": 0, "removal": removal})
         out += [{"model": "lm", "training_seed": None, "kind": "self", "heads": 270, "significant": 2,
-                 "negligible": 260, "unplaced": 0, "removal": r} for r in ("zero", "mean", "resample")]
+                 "negligible": 260, "undetermined": 0, "unplaced": 0, "removal": r} for r in ("zero", "mean", "resample")]
         return out
 
     few = "Few heads matter alone, whether a head is zeroed, replaced by its mean or by its output on another example"

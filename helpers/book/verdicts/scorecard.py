@@ -51,13 +51,15 @@ METRIC, LIKELIHOOD_NAME = "the paper's metric", "the likelihood"
 MEASURES = {"": METRIC, LIKELIHOOD: LIKELIHOOD_NAME}  # table suffix -> the measure's one name
 FROM_PAPER = "from_paper"      # the column that marks a table's rows from the paper
 DEPENDS_ON_SEED = "depends on the seed"
-VERDICTS = (REPRODUCED, PARTLY, DEPENDS_ON_SEED, NOT_REPRODUCED, NOT_RUN)
+CANNOT_TELL = "cannot tell"    # the data lack the power to decide: too few heads placed by the tests
+VERDICTS = (REPRODUCED, PARTLY, DEPENDS_ON_SEED, CANNOT_TELL, NOT_REPRODUCED, NOT_RUN)
 SEED = "training_seed"
 IDENTITY_COLUMNS = ("model", "source", "track")  # the column that names the model of a row, by table
 SHARE_TOLERANCE = 0.10  # "about 20% prunable" is met within 10 points of the share of heads
 BEYOND_MARGIN_RULE = ("the same rule, counting the layers whose change lies wholly below -δ (chapter 04's margins) "
                       "instead of the significant drops")
 FEW_SHARE = 0.20        # "few heads matter alone": under this share of a model's heads significant
+UNDERPOWERED = 0.50     # a model's one-head tests "cannot tell" when more than this share of its heads is placed by neither test
 STRONG_R = 0.40         # "effects in domain predict effects out of domain": Pearson r at least this
 MIN_BASE_SHARE = 0.02   # chapter 09's default: epochs whose unpruned BLEU is below this share of the last one's are skipped
 
@@ -164,18 +166,41 @@ def _within(ours: float, paper: float, tolerance: float = SHARE_TOLERANCE) -> bo
 
 
 # ---- §3: one head at a time ----------------------------------------------------------------
+def _by_model(holds: pd.Series, undecided: pd.Series) -> str:
+    """A claim checked model by model: reproduced when it holds for every model, partly for some;
+    where it holds for none, ``cannot tell`` if the tests left some model undecided, else not
+    reproduced."""
+    if holds.any():
+        return _three_way(holds.all(), True)
+    return CANNOT_TELL if undecided.any() else NOT_REPRODUCED
+
+
 def _few_significant(r: Results) -> tuple[str, str]:
-    counts = ours(r["03_one_head_counts"]).groupby("model")[["heads", "significant"]].sum()
+    """Few heads significant means little where the tests place few heads at all: a model whose
+    heads are mostly placed by neither test (not significant, interval across the margin) is
+    undecided, not a model where few heads matter."""
+    table = ours(r["03_one_head_counts"])
+    columns = ["heads", "significant"] + (["unplaced"] if "unplaced" in table else [])
+    counts = table.groupby("model")[columns].sum()
     shares = counts["significant"] / counts["heads"]
-    text = "; ".join(f"{m} {s}/{h}" for m, (h, s) in counts.iterrows())
-    return text, _three_way((shares < FEW_SHARE).all(), (shares < FEW_SHARE).any())
+    unplaced = counts["unplaced"] / counts["heads"] if "unplaced" in counts else shares * 0
+    underpowered = unplaced > UNDERPOWERED
+    text = "; ".join(f"{m} {int(row['significant'])}/{int(row['heads'])}"
+                     + (f" ({int(row['unplaced'])} placed by neither test)" if underpowered[m] else "")
+                     for m, row in counts.iterrows())
+    return text, _by_model((shares < FEW_SHARE) & ~underpowered, (shares < FEW_SHARE) & underpowered)
 
 
 def _most_negligible(r: Results) -> tuple[str, str]:
-    counts = ours(r["03_one_head_counts"]).groupby("model")[["heads", "negligible", "unplaced"]].sum()
+    """Over 80% negligible per model; where fewer are, but the undetermined heads could still
+    make it so, the model is undecided (``cannot tell``) rather than a refutation."""
+    counts = ours(r["03_one_head_counts"]).groupby("model")[["heads", "negligible", "undetermined", "unplaced"]].sum()
     shares = counts["negligible"] / counts["heads"]
-    text = "; ".join(f"{m} {int(n)}/{int(h)} negligible, {int(u)} placed by neither test" for m, (h, n, u) in counts.iterrows())
-    return text, _three_way((shares > 1 - FEW_SHARE).all(), (shares > 1 - FEW_SHARE).any())
+    could = (counts["negligible"] + counts["undetermined"]) / counts["heads"]
+    text = "; ".join(f"{m} {int(row['negligible'])}/{int(row['heads'])} negligible, {int(row['undetermined'])} "
+                     f"undetermined ({int(row['unplaced'])} placed by neither test)" for m, row in counts.iterrows())
+    holds = shares > 1 - FEW_SHARE
+    return text, _by_model(holds, ~holds & (could > 1 - FEW_SHARE))
 
 
 def _some_gain(r: Results) -> tuple[str, str]:
@@ -213,6 +238,8 @@ def _every_removal(check: Callable[[Results], tuple[str, str]]) -> Callable[[Res
         found = {kind: check(_OneRemoval(r, kind)) for kind in dict.fromkeys(r["12_removal_counts"]["removal"])}
         verdicts = [v for _, v in found.values()]
         text = "; ".join(f"{kind}: {t} ({v})" for kind, (t, v) in found.items())
+        if not any(v in (REPRODUCED, PARTLY) for v in verdicts) and CANNOT_TELL in verdicts:
+            return text, CANNOT_TELL
         return text, _three_way(all(v == REPRODUCED for v in verdicts), any(v in (REPRODUCED, PARTLY) for v in verdicts))
     return judged
 
@@ -541,12 +568,15 @@ def _buys_and_breaks_claims() -> list[Claim]:
 CLAIMS: list[Claim] = [
     Claim("few_significant", "§3.2, Table 1", "Few heads matter alone: masking one changes the score significantly for a minority",
           f"{paper_values.SIGNIFICANT_ENC_SELF} of 96 WMT Enc-Enc heads",
-          f"reproduced: under {FEW_SHARE:.0%} of the heads significant in every model; partly: in some",
+          f"reproduced: under {FEW_SHARE:.0%} of the heads significant in every model; partly: in some; cannot tell: "
+          f"where it holds, over {UNDERPOWERED:.0%} of the heads are placed by neither test (too little power to call "
+          "few significant)",
           "03_ablating_one_head", _few_significant, likelihood=True),
     Claim("most_negligible", "§3.2, Table 1", "Most heads can go alone: masking one is shown to change the score by less "
           "than a noticeable margin", "8 of 96 significant (the paper tests no equivalence)",
           f"reproduced: over {1 - FEW_SHARE:.0%} of the heads negligible (their interval within ±δ, chapter 03's "
-          "margins) in every model; partly: in some", "03_ablating_one_head", _most_negligible, likelihood=True),
+          "margins) in every model; partly: in some; cannot tell: in none, but the undetermined heads could make it so",
+          "03_ablating_one_head", _most_negligible, likelihood=True),
     Claim("some_gain", "§3.2, Table 1", "Masking a head can improve the score",
           f"{paper_values.SIGNIFICANT_ENC_SELF_UP} of the {paper_values.SIGNIFICANT_ENC_SELF} significant changes are gains",
           "reproduced: a significant gain; partly: gains, none significant", "03_ablating_one_head", _some_gain, likelihood=True,

@@ -30,6 +30,12 @@ import numpy as np
 Scorer = Callable[[np.ndarray], float]  # summed statistics [k] -> score
 
 
+MIN_UNITS = 30
+"""The smallest sample (examples, sentences, verses) a bootstrap in the book runs on: over fewer,
+resampling cannot stand for drawing new examples (over 4 verses it flags about a fifth of the heads
+with no effect), so a chapter reports such a test as not measured, with its n, instead of running it."""
+
+
 @dataclass(frozen=True)
 class PairedResult:
     delta: float  # score(b) - score(a) on the full set

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ...heads.removal import REMOVAL_KINDS
+from ...heads.significance import MIN_UNITS
 from . import one_head
 from .sweeps import HeadSweeps
 
@@ -90,16 +91,26 @@ def effect_table(models: Sequence[tuple[str, pd.DataFrame]], seedless: Sequence[
     return table
 
 
+SAMPLE_COLUMNS = ["measure", "model", "units", "unit", "min_units", "measured"]
+
+
 def save_counts(by_measure: Mapping[str, Sequence[tuple[str, pd.DataFrame]]], margins: Mapping[str, float],
                 profile: str, seedless: Sequence[str] = ()) -> dict[str, pd.DataFrame]:
     """For each measure (``"metric"``, ``"likelihood"``) and its models' effects: save the per-head
     rows (``12_removal_effects``) and ``counts`` (``12_removal_counts``), both with the measure's
-    table suffix; returns ``{measure: counts}``."""
+    table suffix; returns ``{measure: counts}``. A model whose effects are empty because its sample
+    was below the minimum (``language_model_by_removal``) gets no rows there, and
+    ``12_removal_samples`` says so with its n."""
     from ..store.results import save_table
 
     out = {}
+    samples = [{"measure": measure, "model": name, "units": effects.attrs["units"], "unit": effects.attrs["unit"],
+                "min_units": effects.attrs["min_units"], "measured": not effects.empty}
+               for measure, models in by_measure.items() for name, effects in models if "units" in effects.attrs]
+    save_table(pd.DataFrame(samples, columns=SAMPLE_COLUMNS), profile, "12_removal_samples")
     for measure, models in by_measure.items():
         suffix = "_likelihood" if measure == "likelihood" else ""
+        models = [(name, effects) for name, effects in models if not effects.empty]   # not measured: no rows
         save_table(effect_table(models, seedless), profile, f"12_removal_effects{suffix}")
         out[measure] = counts(models, margins, measure, seedless)
         save_table(out[measure], profile, f"12_removal_counts{suffix}")
@@ -124,7 +135,7 @@ def example_sets(sweeps: HeadSweeps, scored: Mapping[str, tuple[str, int, int]],
 
 def language_model_by_removal(lm_name: str, sizes: Mapping[str, int], verses: int, version: str, max_words: int,
                               batch_size: int, configs_per_pass: int, n_resamples: int, alpha: float, seed: int,
-                              kinds: Sequence[str] = REMOVAL_KINDS) -> pd.DataFrame:
+                              kinds: Sequence[str] = REMOVAL_KINDS, min_units: int = MIN_UNITS) -> pd.DataFrame:
     """The one-head grid of causal LM ``lm_name`` (``language_model.one_head_grid``) under each
     removal kind, as effect rows (``language_model_effects``), on ``verses`` verses drawn at random
     from the ``select`` set of ``verse_texts(sizes, version, max_words, seed)`` (chapter 11's, when
@@ -132,7 +143,9 @@ def language_model_by_removal(lm_name: str, sizes: Mapping[str, int], verses: in
     rows from the grid over the whole select set (chapter 11's, in the LM's sweep cache, when the
     batches and ``configs_per_pass`` are its own); mean and resample ablation are computed on the
     drawn verses, their means and donors from the ``reference`` verses (other chapters), one verse
-    per pass."""
+    per pass. Fewer than ``min_units`` verses are no sample for a bootstrap: then nothing is
+    computed and the frame is empty. Either way ``.attrs`` holds ``units`` (the verses) and
+    ``min_units``, which ``save_counts`` records (``12_removal_samples``)."""
     from ...heads.removal import reference_outputs
     from ...zoo.causal_lm import lm_batch_order, lm_batches, load_causal_lm, sweeps_dir, token_nll, verse_texts
     from .. import course
@@ -142,6 +155,10 @@ def language_model_by_removal(lm_name: str, sizes: Mapping[str, int], verses: in
     texts = verse_texts(sizes, version=version, max_words=max_words, seed=seed)
     select = texts["select"]
     chosen = course.subset(list(range(len(select))), verses, seed)
+    if len(chosen) < min_units:
+        empty = pd.DataFrame(columns=[c for c in EFFECT_COLUMNS if c != "model"])
+        empty.attrs.update(units=len(chosen), unit="verses", min_units=min_units)
+        return empty
     row_of = {text_index: row for row, text_index in enumerate(lm_batch_order(tokenizer, select))}
     out = []
     for kind in kinds:
@@ -156,7 +173,9 @@ def language_model_by_removal(lm_name: str, sizes: Mapping[str, int], verses: in
                                     configs_per_pass, n_resamples, alpha, seed, removal, progress=False,
                                     cache_dir=sweeps_dir(lm_name, seed))
         out.append(language_model_effects(grid, kind))
-    return pd.concat(out, ignore_index=True)
+    effects = pd.concat(out, ignore_index=True)
+    effects.attrs.update(units=len(chosen), unit="verses", min_units=min_units)
+    return effects
 
 
 def agreement(models: Sequence[tuple[str, pd.DataFrame]], top: int = TOP) -> pd.DataFrame:

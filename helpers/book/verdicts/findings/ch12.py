@@ -13,6 +13,17 @@ def _seed(value) -> str:
     return "no training seed" if pd.isna(value) else f"seed {int(value)}"
 
 
+def not_measured_lines(profile: str) -> list[str]:
+    """The models whose sample was below a bootstrap's minimum, so that no removal was tested on them."""
+    try:
+        samples = read(profile, "12_removal_samples")
+    except FileNotFoundError:   # a run from before the minimum
+        return []
+    return [f"**{r['model']}, the {r['measure']}: not measured** (n = {int(r['units'])} {r['unit']}; a bootstrap "
+            f"needs at least {int(r['min_units'])}: rerun with more `lm_verses`)." for _, r in samples.iterrows()
+            if not r["measured"]]
+
+
 def removal_lines(profile: str) -> list[str]:
     """Per measure and model: negligible, harmful and undetermined heads under each removal kind."""
     lines = []
@@ -83,5 +94,5 @@ def changed_verdicts(profile: str) -> str:
 
 def findings(profile: str) -> str:
     """Chapter 12's findings from its saved tables, then the scorecard's verdicts on its claims."""
-    return "\n\n".join(removal_lines(profile) + [changed_verdicts(profile)] + agreement_lines(profile)
+    return "\n\n".join(removal_lines(profile) + not_measured_lines(profile) + [changed_verdicts(profile)] + agreement_lines(profile)
                        + selection_lines(profile) + [verdicts(profile, CHAPTER)])

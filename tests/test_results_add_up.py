@@ -582,6 +582,37 @@ def test_chapter_12_counts_add_up(table, measure):
             assert row[column] == value, (row["model"], row[SEED], row["removal"], column)
 
 
+@pytest.mark.parametrize("measure", ["", "_likelihood"])
+def test_chapter_12_zero_rows_are_chapter_03s_and_chapter_11s_rows(table, measure):
+    """On chapter 03's whole sets (``removal_examples`` and ``removal_pairs`` 0), chapter 12's
+    zero-ablation rows are chapter 03's own, head for head: the same change, interval, p and call;
+    the language model's are chapter 11's grid rows where it was measured."""
+    if _param(CH12, "removal_examples") or _param(CH12, "removal_pairs"):
+        pytest.skip("this profile scores part of chapter 03's sets in chapter 12")
+    zero = [r for r in table(f"12_removal_effects{measure}") if r["removal"] == "zero"]
+    columns = ("delta", "delta_low", "delta_high", "p_value", "significant")
+    theirs = {_param(CH12, "classifier"): f"03_one_head_classifier{measure}"}
+    if measure:
+        theirs[_param(CH12, "translation")] = "03_one_head_translation_likelihood"
+    for model, name in theirs.items():
+        ours = {(r[SEED], r["kind"], r["layer"], r["head"]): r for r in zero if r["model"] == model}
+        rows = table(name)
+        assert len(ours) == len(rows) > 0, model
+        for r in rows:
+            mine = ours[(r[SEED], r["kind"], r["layer"], r["head"])]
+            for c in columns:
+                assert mine[c] == pytest.approx(r[c], **CLOSE), (model, r["kind"], r["layer"], r["head"], c)
+    lm = [r for r in zero if r["model"] == _param(CH12, "lm_name")]
+    if measure and not _param(CH12, "lm_verses") and lm:
+        grid = {(r["layer"], r["head"]): r for r in table("11_one_head_grid")}
+        assert len(lm) == len(grid)
+        for r in lm:
+            g = grid[(r["layer"], r["head"])]
+            assert r["delta"] == pytest.approx(-math.log1p(g["change_pct"] / 100), **CLOSE)
+            for c in ("p_value", "significant", "delta_low", "delta_high"):
+                assert r[c] == pytest.approx(g[c], **CLOSE), (r["layer"], r["head"], c)
+
+
 def test_chapter_12_agreement_adds_up(table):
     classifier = _param(CH12, "classifier")
     per_model = {f"{classifier} (accuracy)": [r for r in table("12_removal_effects") if r["model"] == classifier]}

@@ -95,10 +95,16 @@ def _by(rows: list[dict], *keys: str) -> dict[tuple, list[dict]]:
 
 # ---- §3.2: one head at a time -------------------------------------------------------------------
 def _significance(rows: list[dict]) -> dict:
+    """The counts of one model, seed and kind, and the sample they rest on: the most examples any
+    row used, and the median half-width of the rows' intervals (the resolution)."""
+    import statistics
+
     deltas = [r["delta"] for r in rows]
     return {"heads": len(rows), "significant": sum(1 for r in rows if r["significant"]),
             "significant_up": sum(1 for r in rows if r["significant"] and r["delta"] > 0),
-            "largest_drop": min(deltas), "largest_gain": max(deltas)}
+            "largest_drop": min(deltas), "largest_gain": max(deltas),
+            "examples": max(r["examples"] for r in rows),
+            "resolution": statistics.median((r["delta_high"] - r["delta_low"]) / 2 for r in rows)}
 
 
 def _equivalence(rows: list[dict], margin: float) -> dict:
@@ -474,9 +480,10 @@ def _recomputed_ours(table, likelihood: bool = False) -> dict[str, list[tuple[fl
             for (_,), steps in appendix.items()}
 
     return {
+        # (the heads no test places are shown in brackets, which _numbers leaves out)
         "Few heads matter alone": [_int(n) for m in sorted(one_head) for n in (len(significant[m]), len(one_head[m]))],
         "Most heads can go alone": [_int(n) for m in sorted(one_head) for n in
-                                    (classes[m]["negligible"], len(one_head[m]), classes[m]["unplaced"])],
+                                    (classes[m]["negligible"], len(one_head[m]), classes[m]["undetermined"])],
         "Masking a head can improve the score": [_int(sum(c["helpful"] for c in classes.values()))] if likelihood
         else [ups, significant_count],
         "Most layers can be reduced to one head": [*layers_lost(reported), _int(len(reported))],

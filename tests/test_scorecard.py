@@ -317,3 +317,23 @@ def test_the_card_shows_its_rules_folded_under_each_claim():
     assert "On the likelihood" not in html   # not measured there: no likelihood rule shown
     assert "03_ablating_one_head" in html and "0, 1" in html and html.count("<tr>") == 2
     assert 'background-color: #d8f0d2">reproduced' in html
+
+
+def test_the_card_shows_the_sample_and_resolution_each_one_head_verdict_rests_on(tmp_path):
+    from helpers.book.verdicts.card_html import card_table
+
+    rows = [{"model": model, "training_seed": seed, "kind": "self", "heads": 72, "significant": 2, "significant_up": 0,
+             "negligible": 66, "undetermined": 4, "unplaced": 4, "largest_gain": -0.001, "from_paper": False,
+             "examples": n, "resolution": res, "unit": unit}
+            for model, n, res, unit in (("nli", 1000, 0.0104, "accuracy"), ("translation", 200, 0.31, "BLEU"))
+            for seed in (0, 1)]
+    _write(tmp_path / "p", "03_one_head_counts", rows)
+    verdicts, card = _verdicts(tmp_path)
+    row = card.set_index("claim").loc["Few heads matter alone: masking one changes the score significantly for a minority"]
+    assert row["sample"] == "nli: n = 1,000, ±0.01 accuracy; translation: n = 200, ±0.31 BLEU"
+    assert row["likelihood sample"] == ""     # no likelihood tables
+    assert "tested on nli: n = 1,000" in card_table(card)
+    # a table from before the columns existed shows no sample rather than failing
+    _write(tmp_path / "p", "03_one_head_counts", [{k: v for k, v in r.items() if k not in ("examples", "resolution")}
+                                                for r in rows])
+    assert set(scorecard("p", results_root=tmp_path)["sample"]) == {""}

@@ -56,8 +56,8 @@ def effect_rows(configs: Sequence[Config], base_stats, stats_of, score, n_resamp
     one row per example, paired with ``base_stats``), ``delta``, the paired bootstrap's ``p_value``
     and ``significant`` (``n_resamples`` resamples drawn with ``seed``; p < ``alpha``), the
     interval ``delta_low`` to ``delta_high`` of two one-sided tests at ``alpha``
-    (``significance.equivalence_class`` places it against a margin), and the score on the even-
-    and the odd-numbered examples."""
+    (``significance.equivalence_class`` places it against a margin), the score on the even-
+    and the odd-numbered examples, and ``examples``: how many examples the row rests on."""
     indices = resample_indices(len(base_stats), n_resamples, seed)
     base = score(base_stats.sum(0))
     resampled_base = resampled_sums(base_stats, indices)   # summed once for every configuration
@@ -70,7 +70,8 @@ def effect_rows(configs: Sequence[Config], base_stats, stats_of, score, n_resamp
                      "score": base + test.delta, "base": base, "delta": test.delta, "p_value": test.p_value,
                      "significant": test.significant, "delta_low": test.low, "delta_high": test.high,
                      # the same score on the even- and odd-numbered examples: two independent halves
-                     "score_even": score(stats[0::2].sum(0)), "score_odd": score(stats[1::2].sum(0))})
+                     "score_even": score(stats[0::2].sum(0)), "score_odd": score(stats[1::2].sum(0)),
+                     "examples": len(base_stats)})
     return pd.DataFrame(rows)
 
 
@@ -313,7 +314,10 @@ def significance_counts(effects: pd.DataFrame) -> pd.DataFrame:
     """One row per attention kind of ONE model's one-head ``effects`` (in their order of
     appearance): ``heads``, ``layers``, ``significant`` (p < alpha), ``significant_up`` (significant and
     delta > 0: removing the head improves the score), ``largest_drop`` and ``largest_gain``
-    (min and max delta, in the score's unit). Count each model on its own and concatenate the
+    (min and max delta, in the score's unit); where the effects have them, ``examples`` (the
+    most any row rests on) and ``resolution``: the median half-width of the heads' intervals, in
+    the score's unit, about the change a head must make to be called significant half of the
+    time (the test's power at this sample). Count each model on its own and concatenate the
     results: every count is taken inside one kind's rows, so no model's rows can reach another's."""
     rows = []
     for kind, part in effects.groupby("kind", sort=False):
@@ -321,9 +325,19 @@ def significance_counts(effects: pd.DataFrame) -> pd.DataFrame:
         delta = part["delta"].to_numpy(float)
         rows.append({"kind": kind, "heads": len(part), "layers": part["layer"].nunique(), "significant": int(significant.sum()),
                      "significant_up": int((significant & (delta > 0)).sum()),
-                     "largest_drop": float(delta.min()), "largest_gain": float(delta.max())})
+                     "largest_drop": float(delta.min()), "largest_gain": float(delta.max()),
+                     "examples": int(part["examples"].max()) if "examples" in part else None,
+                     "resolution": resolution(part)})
     return pd.DataFrame(rows, columns=["kind", "heads", "layers", "significant", "significant_up", "largest_drop",
-                                       "largest_gain"])
+                                       "largest_gain", "examples", "resolution"])
+
+
+def resolution(effects: pd.DataFrame) -> float:
+    """The median half-width ``(delta_high - delta_low) / 2`` of the heads' intervals (score
+    units): a change about this large is called significant half of the time; nan without intervals."""
+    if not {"delta_low", "delta_high"} <= set(effects.columns) or effects.empty:
+        return float("nan")
+    return float(((effects["delta_high"].astype(float) - effects["delta_low"].astype(float)) / 2).median())
 
 
 # ---- §3.3: keeping one head per layer ----------------------------------------------------------

@@ -16,7 +16,7 @@ import pandas as pd
 from .. import course
 from ..verdicts import paper_values
 from . import equivalence
-from .head_effects import best_per_layer, configs_of, held_out, kept_head, layer_table
+from .head_effects import best_per_layer, configs_of, held_out, kept_head, layer_table, resolution
 from .sweeps import HeadSweeps, Run
 
 
@@ -114,7 +114,8 @@ def summary(rows: pd.DataFrame, source: str, protocol: str, likelihood: bool = F
     all-but-one configurations' masks unless given), ``significant``, ``significant_down`` and the
     worst layer (1-based) with its change, in millinats (likelihood), accuracy points or BLEU.
     With ``margins`` (``equivalence.margin``): the ``margin`` in the score's unit, the layers whose
-    change lies wholly below -margin (``harmful``) and wholly within ±margin (``negligible``)."""
+    change lies wholly below -margin (``harmful``) and wholly within ±margin (``negligible``).
+    ``examples`` and ``resolution`` (in ``unit``) as in ``head_effects.significance_counts``."""
     out = []
     for kind, part in rows.groupby("kind", sort=False):
         per_layer = heads_per_layer or len(part["heads"].iloc[0]) + 1
@@ -125,6 +126,8 @@ def summary(rows: pd.DataFrame, source: str, protocol: str, likelihood: bool = F
                     "significant_down": int((part["significant"] & (part["delta"] < 0)).sum()),
                     "worst_layer": int(worst["layer"]) + 1, "worst_delta": round(float(worst["delta"]) * scale, 2),
                     "unit": unit})
+        if "examples" in part:   # measured here (the paper's tables have no sample)
+            out[-1].update(examples=int(part["examples"].max()), resolution=resolution(part) * scale)
         if margins is not None:
             delta = equivalence.margin("classifier" if kind == "self" else "translation",
                                        "likelihood" if likelihood else "metric", margins)

@@ -24,12 +24,14 @@ def counts(models: Sequence[tuple[str, pd.DataFrame]], margins: Mapping[str, flo
     ``model``, ``training_seed`` and ``from_paper`` (False) first. With ``margins``
     (``equivalence.margin``), also the ``margin`` in the score's unit and the heads of each
     equivalence class (``harmful``, ``negligible``, ``helpful``, ``undetermined``) and those neither
-    test places (``unplaced``: not significant and undetermined)."""
+    test places (``unplaced``: not significant and undetermined). ``unit`` names the score's unit
+    (accuracy, BLEU or nats), in which ``largest_*`` and ``resolution`` are given."""
     def one(name: str, seed: int, part: pd.DataFrame) -> pd.DataFrame:
-        table = significance_counts(part).assign(model=name, training_seed=seed, from_paper=False)
+        track = "classifier" if set(part["kind"]) == {"self"} else "translation"
+        unit = "nats" if measure == "likelihood" else "accuracy" if track == "classifier" else "BLEU"
+        table = significance_counts(part).assign(model=name, training_seed=seed, from_paper=False, unit=unit)
         if margins is None:
             return table
-        track = "classifier" if set(part["kind"]) == {"self"} else "translation"
         delta = equivalence.margin(track, measure, margins)
         by_kind = [equivalence.placement(rows, delta) for _, rows in part.groupby("kind", sort=False)]
         return pd.concat([table.assign(margin=delta), pd.DataFrame(by_kind, index=table.index)], axis=1)

@@ -55,14 +55,14 @@ class RemovalSet:
         return [self.within[i] for i in self.positions]
 
 
-def language_model_effects(grid: pd.DataFrame, removal: str) -> pd.DataFrame:
+def language_model_effects(grid: pd.DataFrame, removal: str, examples: int | None = None) -> pd.DataFrame:
     """Chapter 11's one-head grid (``language_model.one_head_grid``) as effect rows: ``delta`` is
     the change of the mean log-likelihood per token, -log(masked / unmasked perplexity), nats."""
     delta = -np.log1p(grid["change_pct"] / 100)
     return pd.DataFrame({"kind": "self", "layer": grid["layer"], "head": grid["head"], "heads": [[h] for h in grid["head"]],
                          "delta": delta, "p_value": grid["p_value"], "significant": grid["significant"],
                          "delta_low": grid["delta_low"], "delta_high": grid["delta_high"], "removal": removal,
-                         "training_seed": 0})
+                         "training_seed": 0, "examples": examples})
 
 
 def counts(models: Sequence[tuple[str, pd.DataFrame]], margins: Mapping[str, float], measure: str,
@@ -79,7 +79,7 @@ def counts(models: Sequence[tuple[str, pd.DataFrame]], margins: Mapping[str, flo
 
 
 EFFECT_COLUMNS = ["model", "training_seed", "removal", "kind", "layer", "head", "delta", "delta_low", "delta_high",
-                  "p_value", "significant"]
+                  "p_value", "significant", "examples"]
 
 
 def effect_table(models: Sequence[tuple[str, pd.DataFrame]], seedless: Sequence[str] = ()) -> pd.DataFrame:
@@ -172,7 +172,7 @@ def language_model_by_removal(lm_name: str, sizes: Mapping[str, int], verses: in
             grid, _ = one_head_grid(model, lm_batches(tokenizer, [select[i] for i in chosen], batch_size),
                                     configs_per_pass, n_resamples, alpha, seed, removal, progress=False,
                                     cache_dir=sweeps_dir(lm_name, seed))
-        out.append(language_model_effects(grid, kind))
+        out.append(language_model_effects(grid, kind, examples=len(chosen)))
     effects = pd.concat(out, ignore_index=True)
     effects.attrs.update(units=len(chosen), unit="verses", min_units=min_units)
     return effects

@@ -1,5 +1,6 @@
 """The scorecard as a table a reader can scan: section, claim, the paper's value, ours and the two
-verdicts, with each claim's rule (and its chapter and seeds) folded under the claim.
+verdicts, with each claim's rule (and its chapter and seeds) folded under the claim, and under
+ours the sample a one-head verdict rests on and the change its test resolves.
 
     from IPython.display import HTML
     HTML(card_table(scorecard("course")))
@@ -13,6 +14,7 @@ import pandas as pd
 COLOURS = {"reproduced": "#d8f0d2", "partly": "#fbefc4", "depends on the seed": "#dfe4f7", "not reproduced": "#f6d0cc", "cannot tell": "#ece3f3",
            "not run": "#e6e6e6", "not measured": "#f4f4f4"}
 SHOWN = ("section", "claim", "paper", "ours", "verdict", "likelihood", "likelihood verdict")
+SAMPLES = {"ours": "sample", "likelihood": "likelihood sample"}   # shown under the value, where a claim has one
 
 
 def _rule(row: pd.Series) -> str:
@@ -29,6 +31,9 @@ def _cell(row: pd.Series, column: str) -> str:
         return f"<td>{escape(value)}{_rule(row)}</td>"
     if column in ("verdict", "likelihood verdict"):
         return f'<td style="background-color: {COLOURS.get(value, "#ffffff")}">{escape(value)}</td>'
+    sample = row.get(SAMPLES.get(column, ""), "")
+    if isinstance(sample, str) and sample:   # what the one-head tests rest on, under the value they gave
+        return f'<td>{escape(value)}<br><small class="sample">tested on {escape(sample)}</small></td>'
     return f"<td>{escape(value)}</td>"
 
 

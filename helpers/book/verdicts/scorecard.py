@@ -141,6 +141,12 @@ class Claim:
     # what ``check`` reads when it is not the paper's metric (claims beyond the paper): the
     # chapters' verdict lines and tables name it instead of "the paper's metric"
     measured_on: str = ""
+    # the counts table whose rows carry the one-head tests' sample (``examples``) and
+    # ``resolution``: the scorecard shows them beside the verdict (``sample_text``)
+    sample_table: str = ""
+    # the counts table whose rows carry the one-head tests' sample (``examples``) and
+    # ``resolution``: the scorecard shows them beside the verdict (``sample_text``)
+    sample_table: str = ""
 
 
 def ours(table: pd.DataFrame) -> pd.DataFrame:
@@ -571,31 +577,33 @@ CLAIMS: list[Claim] = [
           f"reproduced: under {FEW_SHARE:.0%} of the heads significant in every model; partly: in some; cannot tell: "
           f"where it holds, over {UNDERPOWERED:.0%} of the heads are placed by neither test (too little power to call "
           "few significant)",
-          "03_ablating_one_head", _few_significant, likelihood=True),
+          "03_ablating_one_head", _few_significant, likelihood=True, sample_table="03_one_head_counts"),
     Claim("most_negligible", "§3.2, Table 1", "Most heads can go alone: masking one is shown to change the score by less "
           "than a noticeable margin", "8 of 96 significant (the paper tests no equivalence)",
           f"reproduced: over {1 - FEW_SHARE:.0%} of the heads negligible (their interval within ±δ, chapter 03's "
           "margins) in every model; partly: in some; cannot tell: in none, but the undetermined heads could make it so",
-          "03_ablating_one_head", _most_negligible, likelihood=True),
+          "03_ablating_one_head", _most_negligible, likelihood=True, sample_table="03_one_head_counts"),
     Claim("some_gain", "§3.2, Table 1", "Masking a head can improve the score",
           f"{paper_values.SIGNIFICANT_ENC_SELF_UP} of the {paper_values.SIGNIFICANT_ENC_SELF} significant changes are gains",
           "reproduced: a significant gain; partly: gains, none significant", "03_ablating_one_head", _some_gain, likelihood=True,
+          sample_table="03_one_head_counts",
           likelihood_rule="reproduced: a gain beyond +δ (chapter 03's margins); partly: significant gains, none beyond δ"),
     Claim("most_layers_one_head", "§3.3, Table 2", "Most layers can be reduced to one head (head chosen on the reported set)",
           "5 of 18 WMT layers drop significantly", "reproduced: at most half the layers drop significantly",
-          "04_keeping_one_head", _most_layers_one_head, likelihood=True, likelihood_rule=BEYOND_MARGIN_RULE),
+          "04_keeping_one_head", _most_layers_one_head, likelihood=True, likelihood_rule=BEYOND_MARGIN_RULE,
+          sample_table="04_keep_one_counts"),
     Claim("last_enc_dec", "§3.3, Table 2", "The last Enc-Dec layer is the exception: it needs its heads",
           "-13.56 BLEU of 36.05 with one head", "reproduced: the worst Enc-Dec layer loses a quarter of the BLEU; "
           "partly: it is the worst layer of all kinds", "04_keeping_one_head", _last_enc_dec,
           likelihood=_last_enc_dec_likelihood, likelihood_rule="reproduced: the worst layer of all kinds is the last "
-          "Enc-Dec layer; partly: an Enc-Dec layer"),
+          "Enc-Dec layer; partly: an Enc-Dec layer", sample_table="04_keep_one_counts"),
     Claim("bert_layers_one_head", "§3.3, Table 3", "No BERT layer needs more than one head", "0 of 12 layers drop significantly",
           "reproduced: no layer drops significantly; partly: at most a quarter", "04_keeping_one_head",
-          _bert_layers_one_head, likelihood=True, likelihood_rule=BEYOND_MARGIN_RULE),
+          _bert_layers_one_head, likelihood=True, likelihood_rule=BEYOND_MARGIN_RULE, sample_table="04_keep_one_counts"),
     Claim("held_out_worse", "App. A, Table 5", "Choosing the head on other data than the reported set costs more layers",
           "9 of 18 WMT layers (5 when chosen on the reported set)", "reproduced: more significant drops held out "
           "than chosen on the reported set; partly: as many, and some", "04_keeping_one_head", _held_out_worse, likelihood=True,
-          likelihood_rule=BEYOND_MARGIN_RULE),
+          likelihood_rule=BEYOND_MARGIN_RULE, sample_table="04_keep_one_counts"),
     Claim("cross_domain", "§3.4, Figure 2", "A head's effect in domain predicts its effect out of domain",
           f"r = {paper_values.CROSS_DOMAIN_R['translation']} (WMT), {paper_values.CROSS_DOMAIN_R['classifier']} (BERT)",
           f"reproduced: r >= {STRONG_R} with p < 0.01 for every model; partly: for one", "05_cross_domain", _cross_domain, likelihood=True),
@@ -641,11 +649,13 @@ CLAIMS: list[Claim] = [
     Claim("few_significant_every_removal", "§3.2, Table 1", "Few heads matter alone, whether a head is zeroed, replaced "
           "by its mean or by its output on another example", "masking (zero) only",
           f"reproduced: chapter 03's rule (under {FEW_SHARE:.0%} significant in every model) holds under every way of "
-          "removing a head; partly: under some", REMOVAL_CHAPTER, _every_removal(_few_significant), likelihood=True),
+          "removing a head; partly: under some", REMOVAL_CHAPTER, _every_removal(_few_significant), likelihood=True,
+          sample_table="12_removal_counts"),
     Claim("most_negligible_every_removal", "§3.2, Table 1", "Most heads are shown negligible alone, whichever way a head "
           "is removed", "8 of 96 significant, masking only (the paper tests no equivalence)",
           f"reproduced: chapter 03's rule (over {1 - FEW_SHARE:.0%} negligible in every model) holds under every way of "
-          "removing a head; partly: under some", REMOVAL_CHAPTER, _every_removal(_most_negligible), likelihood=True),
+          "removing a head; partly: under some", REMOVAL_CHAPTER, _every_removal(_most_negligible), likelihood=True,
+          sample_table="12_removal_counts"),
     *_buys_and_breaks_claims(),
 ]
 
@@ -802,9 +812,30 @@ def verdict_sentences(verdicts: pd.DataFrame, measure: str | None = None) -> str
     return " ".join(lines)
 
 
+def sample_text(claim: Claim, folder: Path, measure: str = "") -> str:
+    """What the claim's one-head tests rest on, per model: the examples and the resolution (the
+    change a head must make to be called significant half of the time, ``head_effects.resolution``),
+    e.g. ``"translation: n = 400, ±0.004 nats"``; "" where the claim names no ``sample_table`` or
+    its table has no such columns (a run from before they were recorded)."""
+    path = folder / f"{claim.sample_table}{measure}.csv"
+    if not claim.sample_table or not path.exists():
+        return ""
+    table = ours(pd.read_csv(path))
+    if not {"examples", "resolution", "unit"} <= set(table.columns) or table["examples"].isna().all():
+        return ""
+    model = next(c for c in IDENTITY_COLUMNS if c in table)
+    parts = []
+    for name, part in table.groupby(model, sort=False):
+        unit = " or ".join(dict.fromkeys(part["unit"].astype(str)))
+        parts.append(f"{str(name).removeprefix('model ')}: n = {int(part['examples'].max()):,}, "
+                     f"±{part['resolution'].median():.2g} {unit}")
+    return "; ".join(parts)
+
+
 def scorecard(profile: str, results_root: Path | None = None) -> pd.DataFrame:
     """One row per claim: section, claim, paper, ours, verdict, likelihood, likelihood verdict,
-    seeds, rule, likelihood rule, chapter, profile; read from ``results_root/<profile>``
+    seeds, rule, likelihood rule, chapter, profile, and the samples the one-head verdicts rest on
+    (``sample``, ``likelihood sample``: ``sample_text``); read from ``results_root/<profile>``
     (default: where the chapters write, ``results.results_root()``)."""
     folder = _folder(profile, results_root)
     rows = []
@@ -814,7 +845,10 @@ def scorecard(profile: str, results_root: Path | None = None) -> pd.DataFrame:
         rows.append({"section": c.section, "claim": c.claim, "paper": c.paper, "ours": metric["ours"],
                      "verdict": metric["verdict"], "likelihood": likely["ours"],
                      "likelihood verdict": likely["verdict"], "seeds": metric.get("seeds", ""), "rule": c.rule,
-                     "likelihood rule": likely["rule"], "chapter": c.chapter, "profile": profile})
+                     "likelihood rule": likely["rule"], "chapter": c.chapter, "profile": profile,
+                     "sample": sample_text(c, folder) if metric["verdict"] != NOT_RUN else "",
+                     "likelihood sample": sample_text(c, folder, LIKELIHOOD)
+                     if likely["verdict"] not in (NOT_RUN, NOT_MEASURED) else ""})
     return pd.DataFrame(rows)
 
 

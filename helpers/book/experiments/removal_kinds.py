@@ -155,9 +155,10 @@ def language_model_by_removal(lm_name: str, sizes: Mapping[str, int], verses: in
     texts = verse_texts(sizes, version=version, max_words=max_words, seed=seed)
     select = texts["select"]
     chosen = course.subset(list(range(len(select))), verses, seed)
+    sample = {"units": len(chosen), "unit": "verses", "min_units": min_units}
     if len(chosen) < min_units:
         empty = pd.DataFrame(columns=[c for c in EFFECT_COLUMNS if c != "model"])
-        empty.attrs.update(units=len(chosen), unit="verses", min_units=min_units)
+        empty.attrs.update(sample)
         return empty
     row_of = {text_index: row for row, text_index in enumerate(lm_batch_order(tokenizer, select))}
     out = []
@@ -174,7 +175,7 @@ def language_model_by_removal(lm_name: str, sizes: Mapping[str, int], verses: in
                                     cache_dir=sweeps_dir(lm_name, seed))
         out.append(language_model_effects(grid, kind, examples=len(chosen)))
     effects = pd.concat(out, ignore_index=True)
-    effects.attrs.update(units=len(chosen), unit="verses", min_units=min_units)
+    effects.attrs.update(sample)
     return effects
 
 

@@ -11,8 +11,8 @@ from html import escape
 
 import pandas as pd
 
-COLOURS = {"reproduced": "#d8f0d2", "partly": "#fbefc4", "depends on the seed": "#dfe4f7", "not reproduced": "#f6d0cc", "cannot tell": "#ece3f3",
-           "not run": "#e6e6e6", "not measured": "#f4f4f4"}
+COLOURS = {"reproduced": "#d8f0d2", "partly": "#fbefc4", "depends on the seed": "#dfe4f7", "cannot tell": "#ece3f3",
+           "not reproduced": "#f6d0cc", "not run": "#e6e6e6", "not measured": "#f4f4f4"}
 SHOWN = ("section", "claim", "paper", "ours", "verdict", "likelihood", "likelihood verdict")
 SAMPLES = {"ours": "sample", "likelihood": "likelihood sample"}   # shown under the value, where a claim has one
 

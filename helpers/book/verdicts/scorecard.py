@@ -144,9 +144,6 @@ class Claim:
     # the counts table whose rows carry the one-head tests' sample (``examples``) and
     # ``resolution``: the scorecard shows them beside the verdict (``sample_text``)
     sample_table: str = ""
-    # the counts table whose rows carry the one-head tests' sample (``examples``) and
-    # ``resolution``: the scorecard shows them beside the verdict (``sample_text``)
-    sample_table: str = ""
 
 
 def ours(table: pd.DataFrame) -> pd.DataFrame:

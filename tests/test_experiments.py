@@ -89,6 +89,10 @@ def test_pruning_summary_reads_the_share_prunable_and_averages_random_orders():
     assert summary.loc["importance", "prunable_share"] == 0.5    # within 1 BLEU up to 2 of 4 steps
     assert summary.loc["ablation", "prunable_share"] == 0.0
     assert summary.loc["random (mean)", "prunable_share"] == pytest.approx(0.125)   # 0.25 and 0
+    # the band: the 5th and 95th percentiles of the two orders' shares (linear between them)
+    assert summary.loc["random (5%)", "prunable_share"] == pytest.approx(0.0125)
+    assert summary.loc["random (95%)", "prunable_share"] == pytest.approx(0.2375)
+    assert (summary.loc[["random (mean)", "random (5%)", "random (95%)"], "random_orders"] == 2).all()
     assert summary.loc["importance", "paper_prunable_share"] == 0.2 and pd.isna(summary.loc["ablation", "paper_prunable_share"])
     assert summary.loc["importance", "at_50%"] == 9.5 and summary.loc["importance", "all_pruned"] == 0
 
@@ -237,8 +241,44 @@ def test_selection_summary_reads_share_and_area_per_method():
     # trapezoid of (score - 10) over shares 0, .25, .5, .75, 1: importance (0, 0, -0.5, -2, -10)
     assert table.loc[(0, "importance"), "area"] == pytest.approx(-(0.25 * (0.25 + 1.25 + 6)))
     best = selection.best_methods(table.reset_index()).set_index("training_seed")
-    assert best.loc[0, "best"] == "L0 gates" and best.loc[0, "random behind by"] == pytest.approx(0.625)
+    assert best.loc[0, "best"] == "L0 gates" and best.loc[0, "random 95%"] == pytest.approx(0.2375)
+    assert best.loc[0, "above the band"] and best.loc[0, "random mean"] == pytest.approx(0.125)
     assert best.loc[1, "best"] == "importance"
+    # an in-sample order is no candidate, however well it prunes
+    rigged = table.reset_index().assign(selected_on="train")
+    rigged.loc[rigged["method"] == "L0 gates", "selected_on"] = "the scored set (in-sample)"
+    assert selection.best_methods(rigged).set_index("training_seed").loc[0, "best"] == "importance"
     spread = selection.spread(table.reset_index()).set_index(["model", "method"])
     assert spread.loc[("m", "importance"), "prunable share (mean)"] == pytest.approx(0.75)
     assert spread.loc[("m", "importance"), "prunable_share range"] == pytest.approx(0.5)
+
+
+class _Sweeps:
+    """Just what ``PruningRuns`` reads to pick its sets: a split of 40 numbered examples."""
+    def __init__(self, decoded_examples=0):
+        self.decoded_examples = decoded_examples
+
+    def data(self, name):
+        return {"test": list(range(100, 140)), "train": list(range(500, 600))}
+
+    def decoded(self, pairs):
+        from helpers.book import course
+        return course.subset(pairs, self.decoded_examples)
+
+
+def test_the_ablation_order_and_the_curves_use_disjoint_halves_of_the_split():
+    runs = pruning.PruningRuns(_Sweeps(decoded_examples=10), "nli", "test", "mt", "test", importance_split="train")
+    held, scored = runs.halves(40)
+    assert len(held) == len(scored) == 20 and not set(held) & set(scored) and sorted(held + scored) == list(range(40))
+    for name, measure in (("nli", "metric"), ("mt", "likelihood"), ("mt", "metric")):   # mt metric: the decoded pairs
+        examples, positions = runs.ablation_sweep(name, "test", measure)
+        curves_score, _ = runs._sets(name, "test")
+        swept = runs.sweeps.decoded(examples) if (name, measure) == ("mt", "metric") else examples
+        ablation_reads = {swept[k] for k in positions}
+        assert ablation_reads and not ablation_reads & set(curves_score), (name, measure)
+        assert len(examples) == 40 and len(swept) == (10 if (name, measure) == ("mt", "metric") else 40)
+    assert runs.selected_on("nli")["ablation"] == "held-out half of test"
+    in_sample = pruning.PruningRuns(_Sweeps(), "nli", "test", "mt", "test", held_out_ablation=False)
+    examples, positions = in_sample.ablation_sweep("nli", "test", "metric")
+    assert positions is None and in_sample._sets("nli", "test")[0] == examples
+    assert in_sample.selected_on("nli")["ablation"] == pruning.IN_SAMPLE

@@ -234,3 +234,16 @@ def test_a_damaged_cache_entry_is_named_set_aside_and_computed_again(smoke, tmp_
     with warnings.catch_warnings():
         warnings.simplefilter("error", DamagedEntryWarning)
         pd.testing.assert_frame_equal(classifier_effects(model, tokenizer, examples, configs, **args), first)
+
+
+def test_bleu_at_positions_is_the_bleu_of_those_pairs_read_from_the_search_over_all(smoke, tmp_path):
+    # the held-out ablation order reads chapter 03's BLEU sweep at the positions of one half
+    model = course.load_translation(smoke)
+    pairs = course.load_data(smoke, "translation")["test13"][:8]
+    configs = one_head_configs(model)[:3]
+    at = [1, 2, 5, 7]
+    read = translation_effects(model, pairs, configs, beam=2, n_resamples=50, progress=False, cache_dir=tmp_path,
+                               positions=at)
+    alone = translation_effects(model, [pairs[i] for i in at], configs, beam=2, n_resamples=50, progress=False)
+    pd.testing.assert_frame_equal(read, alone)
+    assert (read["examples"] == 4).all()

@@ -69,12 +69,16 @@ def _keep_one(down: dict[str, int], layers=6, held_out_down: dict[str, int] | No
 
 
 # ---- chapters 06-10 --------------------------------------------------------------------------------
-def _shares(translation=0.2, classifier=0.4, ablation=0.1) -> Tables:
-    return {"06_prunable_shares": [
-        {"track": "translation", "model": "mt", "order": "importance", "prunable_share": translation},
-        {"track": "translation", "model": "mt", "order": "ablation", "prunable_share": ablation},
-        {"track": "classifier", "model": "nli", "order": "importance", "prunable_share": classifier},
-        {"track": "classifier", "model": "nli", "order": "ablation", "prunable_share": ablation}]}
+def _shares(translation=0.2, classifier=0.4, ablation=0.1, band=(0.0, 0.1), ablation_on="held-out half") -> Tables:
+    rows = []
+    for track, model, share in (("translation", "mt", translation), ("classifier", "nli", classifier)):
+        rows += [{"track": track, "model": model, "order": "importance", "prunable_share": share, "selected_on": "train"},
+                 {"track": track, "model": model, "order": "ablation", "prunable_share": ablation,
+                  "selected_on": ablation_on},
+                 {"track": track, "model": model, "order": "random (mean)", "prunable_share": sum(band) / 2},
+                 {"track": track, "model": model, "order": "random (5%)", "prunable_share": band[0]},
+                 {"track": track, "model": model, "order": "random (95%)", "prunable_share": band[1]}]
+    return {"06_prunable_shares": rows}
 
 
 def _speed(gain_small: float, gain_large: float) -> Tables:
@@ -118,9 +122,11 @@ def _memory(saved_per_token: int, perplexity: float, measured_extra: int = 0) ->
     return {"13_memory": rows}
 
 
-def _copying(kept: float) -> Tables:
+def _copying(kept: float, band: tuple[float, float] = (0.7, 0.95)) -> Tables:
     return {"13_copying_summary": [{"order": "I_h on verses", "unpruned copying accuracy": 0.8,
-                                    "prunable within 10% (verses)": 0.2, "copying accuracy at 10%": 0.8 * kept}]}
+                                    "prunable within 10% (verses)": 0.2, "copying accuracy at 10%": 0.8 * kept,
+                                    "random copying accuracy at 10% (5%)": 0.8 * band[0],
+                                    "random copying accuracy at 10% (95%)": 0.8 * band[1], "random orders at 10%": 20}]}
 
 
 def _induction(importance_ranks: list[int], heads: int = 270) -> Tables:
@@ -165,6 +171,8 @@ CASES: dict[str, dict[str, tuple[Case, Case]]] = {
     "prunable_classifier": _same(lambda: _shares(classifier=0.4), lambda: _shares(classifier=0.0)),
     "importance_beats_ablation": _same(lambda: _shares(0.2, 0.4, 0.1),
                                        lambda: _shares(0.1, 0.1, 0.3)),   # one-head ablation prunes more everywhere
+    "importance_beats_random": _same(lambda: _shares(0.2, 0.4, band=(0.0, 0.1)),
+                                     lambda: _shares(0.2, 0.4, band=(0.1, 0.4))),   # random orders prune as much
     "speedup_large": _same(lambda: _speed(0.01, 0.175), lambda: _speed(-0.02, -0.01), likelihood=False),  # no faster
     "speedup_small": _same(lambda: _speed(0.01, 0.175), lambda: _speed(0.20, 0.03), likelihood=False),  # batch 1 gains most
     "enc_dec_most_sensitive": {
@@ -241,3 +249,19 @@ def test_one_head_rules_cannot_tell_where_the_tests_place_few_heads(tmp_path, ke
     removal = lambda: {"12_removal_counts": _removals(UNDERPOWERED()["03_one_head_counts"])}
     verdict, _ = _verdict(tmp_path / "removal", f"{key}_every_removal", "", removal)
     assert verdict == CANNOT_TELL
+
+
+def test_an_in_sample_ablation_order_is_not_compared_with_importance(tmp_path):
+    # the ablation order estimated on the examples its curve scores has an advantage I_h lacks
+    verdict, ours = _verdict(tmp_path, "importance_beats_ablation", "",
+                             lambda: _shares(0.2, 0.4, 0.1, ablation_on="the scored set (in-sample)"))
+    assert verdict == CANNOT_TELL and "in-sample" in ours
+
+
+def test_copying_that_random_pruning_breaks_as_much_is_only_partly_broken_by_importance(tmp_path):
+    verdict, ours = _verdict(tmp_path, "copying_breaks", "", lambda: _copying(0.3, band=(0.2, 0.5)))
+    assert verdict == PARTLY and "random orders" in ours
+    no_band = lambda: {"13_copying_summary": [{k: v for k, v in _copying(0.3)["13_copying_summary"][0].items()
+                                               if "random" not in k}]}
+    verdict, ours = _verdict(tmp_path / "none", "copying_breaks", "", no_band)
+    assert verdict == PARTLY and "no random band" in ours

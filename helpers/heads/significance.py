@@ -36,6 +36,18 @@ resampling cannot stand for drawing new examples (over 4 verses it flags about a
 with no effect), so a chapter reports such a test as not measured, with its n, instead of running it."""
 
 
+class SampleTooSmall(ValueError):
+    """A bootstrap was asked for on fewer units than its declared minimum."""
+
+
+def require_units(n: int, min_units: int = MIN_UNITS, unit: str = "examples") -> None:
+    """Raise ``SampleTooSmall`` when a bootstrap over ``n`` ``unit`` falls below ``min_units``."""
+    if n < min_units:
+        raise SampleTooSmall(f"a paired bootstrap over {n} {unit} is below the declared minimum of {min_units} "
+                             f"(significance.MIN_UNITS): score more {unit}, or report the test as not measured with "
+                             f"its n; a check of code paths only may lower min_units")
+
+
 @dataclass(frozen=True)
 class PairedResult:
     delta: float  # score(b) - score(a) on the full set

@@ -18,11 +18,12 @@ import torch
 from torch import nn
 
 from ...heads.grouped_query import kv_group_heads, kv_group_importance
-from ...heads.induction import copying_stats, induction_scores
+from ...heads.induction import copying_stats, induction_scores, repeated_tokens
 from ...heads.kv_cache import (PublishedModel, cache_bytes, generate_cached, generation_seconds, kv_bytes,
                                kv_bytes_per_token)
 from ...heads.pruning import count_parameters, prune_heads
 from ...heads.pruning_curves import counts, heads_in, heads_of, order_by_importance, random_order, score_specs, spec_of
+from ..store.columns import BAND
 from ...heads.significance import log_likelihood
 from ...heads.sites import attention_sites
 from ...zoo.causal_lm import PerplexityScorer
@@ -135,13 +136,33 @@ def induction_ranks(model: nn.Module, probe: Sequence[dict], importance: Mapping
     return table
 
 
+def copying_probes(tokenizer, length: int, sequences: int, batch: int, seed: int) -> tuple[list[dict], list[dict]]:
+    """``(scored, held out)``: two copying probes of ``sequences`` sequences each (batches of
+    ``batch``; ``repeated_tokens`` with different seeds), so that an importance estimated on the
+    held-out one is scored on tokens it has not seen. Probe tokens skip the special ids and the
+    first 100 others."""
+    low = len(tokenizer.all_special_ids) + 100
+    batches = max(1, sequences // batch)
+    probe = [repeated_tokens(len(tokenizer), length, batch, seed + i, low=low, bos=tokenizer.bos_token_id)
+             for i in range(2 * batches)]
+    return probe[:batches], probe[batches:]
+
+
 def copying_curves(model: nn.Module, orders: Mapping[str, Sequence], verse_batches: Sequence[dict],
                    probe: Sequence[dict], step: float, configs_per_pass: int = 1) -> pd.DataFrame:
     """Each order (``{label: [head, ...]}``) pruned step by step, every step scored on the verses
     (perplexity) and on the copying probe (perplexity of the second copy, and the share of its
     tokens predicted right)."""
+    steps = [(label, len(order), c) for label, order in orders.items() for c in counts(len(order), step)]
+    return copying_points(model, orders, steps, verse_batches, probe, configs_per_pass)
+
+
+def copying_points(model: nn.Module, orders: Mapping[str, Sequence], steps: Sequence[tuple[str, int, int]],
+                   verse_batches: Sequence[dict], probe: Sequence[dict], configs_per_pass: int = 1) -> pd.DataFrame:
+    """``copying_curves``' rows at the given ``steps`` (``(label, heads in the pool, heads pruned)``):
+    the first heads of ``orders[label]`` pruned, scored on the verses and on the copying probe."""
     verses = PerplexityScorer(verse_batches, configs_per_pass)
-    steps = [(label, len(order), c, spec_of(order[:c])) for label, order in orders.items() for c in counts(len(order), step)]
+    steps = [(label, n, c, spec_of(orders[label][:c])) for label, n, c in steps]
     specs = [spec for *_, spec in steps]
     scored = {"verses": score_specs(model, specs, verses, progress=False)}
     # the copying probe's perplexity and accuracy from the same passes: one per distinct step
@@ -169,6 +190,39 @@ def orders_for(model: nn.Module, importance: Mapping[str, Mapping[str, torch.Ten
 
 
 TOLERANCES = (0.01, 0.10)   # verse perplexity within 1% (the paper's "no noticeable loss") or 10% (chapter 11's second)
+BAND_ORDER = "I_h on verses"  # the order whose decisions the random band is drawn at
+
+
+def random_band(model: nn.Module, summary: pd.DataFrame, orders: int, seed: int, verse_batches: Sequence[dict],
+                probe: Sequence[dict], configs_per_pass: int = 1) -> pd.DataFrame:
+    """``orders`` random orders (seeds ``seed + 1000``, ...; apart from the curves' own), each
+    pruned to the shares where ``BAND_ORDER`` stops within each tolerance (``copying_summary``;
+    shares of 0 skipped), scored as ``copying_points``: rows ``copying_curves``' columns, one
+    per order and share. Pruning curves of SmolLM2 cost too much for 20 whole random curves
+    on a CPU; the band is drawn where the verdict is read."""
+    pool = heads_of(model)
+    row = summary.set_index("order").loc[BAND_ORDER]
+    shares = sorted({float(row[f"prunable within {t:.0%} (verses)"]) for t in TOLERANCES} - {0.0})
+    drawn = {f"random {seed + 1000 + r}": random_order(pool, seed + 1000 + r) for r in range(orders)}
+    steps = [(label, len(pool), round(share * len(pool))) for share in shares for label in drawn]
+    if not steps:
+        return pd.DataFrame(columns=["order", "pruned", "share", "verse perplexity", "copying perplexity", "copying accuracy"])
+    return copying_points(model, drawn, steps, verse_batches, probe, configs_per_pass)
+
+
+def band_at(summary: pd.DataFrame, band: pd.DataFrame) -> pd.DataFrame:
+    """``summary`` with, per tolerance, the random band's 5th and 95th percentile of copying
+    accuracy at ``BAND_ORDER``'s share (on that order's row; NaN where no band was drawn) and
+    how many random orders it holds."""
+    out = summary.copy()
+    for t in TOLERANCES:
+        share = out.loc[out["order"] == BAND_ORDER, f"prunable within {t:.0%} (verses)"]
+        at = band[np.isclose(band["share"], share.iloc[0])] if len(band) and len(share) else band
+        for q, name in zip(BAND, ("5%", "95%")):
+            out.loc[out["order"] == BAND_ORDER, f"random copying accuracy at {t:.0%} ({name})"] = (
+                float(at["copying accuracy"].quantile(q)) if len(at) else np.nan)
+        out.loc[out["order"] == BAND_ORDER, f"random orders at {t:.0%}"] = len(at)
+    return out
 
 
 def broken_at(curves: pd.DataFrame, order: str, tolerances: Sequence[float] = TOLERANCES, floor: float = 0.5) -> dict:
@@ -231,16 +285,23 @@ def memory_figure(table: pd.DataFrame, batch: int):
     return fig
 
 
-def copying_figure(curves: pd.DataFrame):
-    """Verse perplexity and copying accuracy against the share of query heads pruned, per order
-    (random orders as a band)."""
+def copying_figure(curves: pd.DataFrame, band: pd.DataFrame | None = None):
+    """Verse perplexity and copying accuracy against the share of query heads pruned, per order:
+    the curves' random orders as a band (their range), and ``random_band``'s 5-95% interval as a
+    bar at each share it was drawn at."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
     rand = curves[curves["order"].str.startswith("random")]
     for ax, column in zip(axes, ("verse perplexity", "copying accuracy")):
-        band = rand.groupby("share")[column].agg(["min", "max"]).reset_index()
-        ax.fill_between(band["share"] * 100, band["min"], band["max"], color="grey", alpha=0.3, label="random (range)")
+        if len(rand):
+            spread = rand.groupby("share")[column].agg(["min", "max"]).reset_index()
+            ax.fill_between(spread["share"] * 100, spread["min"], spread["max"], color="grey", alpha=0.3,
+                            label=f"random curve{'s (range)' if rand['order'].nunique() > 1 else ''}")
+        if band is not None and len(band):
+            bars = band.groupby("share")[column].quantile(list(BAND)).unstack()
+            ax.vlines(bars.index * 100, bars[BAND[0]], bars[BAND[1]], color="black", linewidth=3,
+                      label=f"random, {BAND[0]:.0%}-{BAND[1]:.0%} ({band['order'].nunique()} orders)")
         for order, part in curves[~curves["order"].str.startswith("random")].groupby("order", sort=False):
             ax.plot(part["share"] * 100, part[column], marker="o", markersize=3, label=order)
         ax.set(xlabel="query heads pruned (%)", title=column, xlim=(0, 100))

@@ -211,11 +211,13 @@ def _cache(cache_dir: Path | None, inputs: Sequence, options: dict) -> SweepCach
 def translation_effects(model, pairs: Sequence, configs: Sequence[Config], beam: int = 5, batch_size: int = 64,
                         n_resamples: int = 1000, alpha: float = 0.01, seed: int = 0, progress: bool = True,
                         cache_dir: Path | None = None, max_len_b: int = translation_model.MAX_LEN_B,
-                        configs_per_pass: int = TRANSLATION_CONFIGS_PER_PASS) -> pd.DataFrame:
+                        configs_per_pass: int = TRANSLATION_CONFIGS_PER_PASS,
+                        positions: Sequence[int] | None = None) -> pd.DataFrame:
     """Tokenised BLEU of a translation model under each configuration (beam search, stopping at
     source length + ``max_len_b`` tokens; up to ``configs_per_pass`` configurations per search,
     with the same results); ``cache_dir`` as in ``classifier_effects`` (hypotheses per
-    configuration, stored as each pass finishes)."""
+    configuration, stored as each pass finishes); ``positions``: BLEU of the pairs at these
+    positions only, their hypotheses read from the search over all of ``pairs``."""
     refs = [p.ref for p in pairs]
     sources = [p.src for p in pairs]
     options = {"beam": beam, "lenpen": 1.0, "batch_size": batch_size}
@@ -224,8 +226,10 @@ def translation_effects(model, pairs: Sequence, configs: Sequence[Config], beam:
     base, outs = translation_sweep(model, sources, configs, beam=beam, batch_size=batch_size, progress=progress,
                                    cache=_cache(cache_dir, sources, options), max_len_b=max_len_b,
                                    configs_per_pass=configs_per_pass)
-    return effect_rows(configs, bleu_stats(base, refs), lambda c: bleu_stats(outs[c], refs), bleu_from_stats,
-                 n_resamples, alpha, seed)
+    at = range(len(pairs)) if positions is None else positions
+    pick = lambda items: [items[i] for i in at]
+    return effect_rows(configs, bleu_stats(pick(base), pick(refs)), lambda c: bleu_stats(pick(outs[c]), pick(refs)),
+                       bleu_from_stats, n_resamples, alpha, seed)
 
 
 def translation_likelihood_effects(model, pairs: Sequence, configs: Sequence[Config], max_tokens: int = 2000,

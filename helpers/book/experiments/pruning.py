@@ -7,10 +7,16 @@ random orders, on every training run, on the paper's metric and on the likelihoo
 
 ``PruningRuns`` loads each run once and estimates I_h on it once, for both measures; a
 classifier's two scores come from the same label log-probabilities, one pass per pruning step.
+
+Every order is estimated on data its curve does not score: I_h on the training split, the
+one-head ablation order on a held-out half of the scored split (chapter 03's sweep over the
+whole split, read by position), the curves on the other half. Random orders are a band: their
+mean and their 5th and 95th percentiles per share (``summarise``), drawn as a 5-95% band.
 """
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
@@ -21,6 +27,7 @@ from ...heads.pruning_curves import (heads_of, order_by_ablation, order_by_impor
 from ...zoo.scorers import (classifier_importance, classifier_scorers, translation_importance,
                             translation_likelihood_scorer, translation_scorer)
 from .. import course
+from ..store.columns import BAND, IN_SAMPLE, RANDOM_HIGH, RANDOM_LOW, RANDOM_MEAN  # noqa: F401 (chapters read them here)
 from ..verdicts import paper_values
 from .sweeps import HeadSweeps, Run
 
@@ -59,16 +66,55 @@ class PruningRuns:
     importance_examples: int = 1000
     max_examples: int = 0
     ablation_examples: int = 0
-    random_orders: int = 3
+    random_orders: int = 20
     reestimate: bool = False
     step: float = 0.1
     seed: int = 0
+    bleu_random_orders: int = 2      # BLEU decodes every step: fewer random orders there (a band of few)
+    held_out_ablation: bool = True   # the ablation order from the half of the split the curves do not score
     _loaded: dict = field(default_factory=dict, repr=False)
 
-    def _sets(self, name: str, scored: str) -> tuple[list, list, list]:
+    def halves(self, n: int) -> tuple[list[int], list[int]]:
+        """``(held out, scored)``: positions of a split of ``n`` examples, two disjoint halves drawn
+        with ``seed`` (each in order); with ``held_out_ablation`` off, ``([], every position)``."""
+        if not self.held_out_ablation:
+            return [], list(range(n))
+        held = sorted(random.Random(self.seed).sample(range(n), n // 2))
+        taken = set(held)
+        return held, [i for i in range(n) if i not in taken]
+
+    def _sets(self, name: str, scored: str) -> tuple[list, list]:
+        """(the examples the curves score, the examples I_h is estimated on)."""
         data = self.sweeps.data(name)
-        return (course.subset(data[scored], self.max_examples), course.subset(data[self.importance_split], self.importance_examples),
-                course.subset(data[scored], self.ablation_examples))
+        split = data[scored]
+        _, kept = self.halves(len(split))
+        return (course.subset([split[i] for i in kept], self.max_examples),
+                course.subset(data[self.importance_split], self.importance_examples))
+
+    def ablation_sweep(self, name: str, scored: str, measure: str) -> tuple[list, list[int] | None]:
+        """``(examples, positions)``: the one-head sweep the ablation order reads (chapter 03's, over
+        ``ablation_examples`` of the split) and the positions in it of the held-out half (for BLEU,
+        in the pairs the sweep decodes of them; None: every position, in-sample)."""
+        split = self.sweeps.data(name)[scored]
+        index = course.subset(list(range(len(split))), self.ablation_examples)
+        held, _ = self.halves(len(split))
+        if not held:
+            return [split[i] for i in index], None
+        swept = self.sweeps.decoded(index) if name == self.translation and measure == "metric" else index
+        held = set(held)   # BLEU: positions in the pairs its sweep decodes (``HeadSweeps.decoded``)
+        return [split[i] for i in index], [k for k, i in enumerate(swept) if i in held]
+
+    def selected_on(self, name: str) -> dict[str, str]:
+        """Per order, the data it was estimated on (the curves score the other data)."""
+        scored = self.classifier_split if name == self.classifier else self.translation_split
+        return {"importance": f"{self.importance_split} ({self.importance_examples or 'all'} examples)",
+                "ablation": f"held-out half of {scored}" if self.held_out_ablation else IN_SAMPLE,
+                "re-estimated": f"{self.importance_split} (re-estimated each step)"}
+
+    def random_count(self, name: str, measure: str) -> int:
+        """Random orders per curve: ``bleu_random_orders`` for BLEU, else ``random_orders``."""
+        bleu = name == self.translation and measure == "metric"
+        return min(self.random_orders, self.bleu_random_orders) if bleu else self.random_orders
 
     def _model(self, name: str, run: str) -> tuple:
         """(model, tokenizer or None, classifier scorers or None) of a run, loaded once."""
@@ -76,7 +122,7 @@ class PruningRuns:
         if key not in self._loaded:
             settings = self.sweeps.settings
             if name == self.classifier:
-                scored, _, _ = self._sets(name, self.classifier_split)
+                scored, _ = self._sets(name, self.classifier_split)
                 model, tokenizer = course.load_classifier(settings, run)
                 scorers = classifier_scorers(tokenizer, scored, ["accuracy", "log_likelihood"], settings.max_length(name))
                 self._loaded[key] = model, tokenizer, scorers
@@ -89,11 +135,11 @@ class PruningRuns:
         if run not in self._loaded:
             model, tokenizer, _ = self._model(name, run)
             if name == self.classifier:
-                _, ranked, _ = self._sets(name, self.classifier_split)
+                _, ranked = self._sets(name, self.classifier_split)
                 max_length = self.sweeps.settings.max_length(name)
                 estimate = lambda m, **kw: classifier_importance(m, tokenizer, ranked, max_length, **kw)
             else:
-                _, ranked, _ = self._sets(name, self.translation_split)
+                _, ranked = self._sets(name, self.translation_split)
                 estimate = lambda m, **kw: translation_importance(m, ranked, **kw)
             self._loaded[run] = model, tokenizer, (estimate(model), estimate)
         return self._loaded[run]
@@ -104,7 +150,7 @@ class PruningRuns:
         model, tokenizer, scorers = self._model(name, run)
         if name == self.classifier:
             return model, tokenizer, scorers["accuracy" if measure == "metric" else "log_likelihood"]
-        scored, _, _ = self._sets(name, self.translation_split)
+        scored, _ = self._sets(name, self.translation_split)
         if measure == "metric":
             return model, None, translation_scorer(self.sweeps.decoded(scored), beam=self.sweeps.beam,
                                                    max_len_b=self.sweeps.max_len_b)
@@ -115,23 +161,29 @@ class PruningRuns:
         translation model), scored on ``measure`` ("metric" or "likelihood"), with ``track``."""
         track = "classifier" if name == self.classifier else "translation"
         scored_split = self.classifier_split if track == "classifier" else self.translation_split
-        _, _, ablation_set = self._sets(name, scored_split)
+        ablation_set, positions = self.ablation_sweep(name, scored_split, measure)
+        selected_on = self.selected_on(name)
         out = []
         for seed, run in course.seed_runs(self.sweeps.settings, name, self.sweeps.training_seeds):
             model, tokenizer, importance = self._loaded_run(name, run)
-            effects = Run(self.sweeps, name, run, seed, model, tokenizer).effects(ablation_set, "one_head", measure)
+            effects = Run(self.sweeps, name, run, seed, model, tokenizer).effects(ablation_set, "one_head", measure,
+                                                                                 positions=positions)
             score = self.scored_run(name, run, measure)[2]
-            out.append(orders_and_curves(name, model, score, importance, effects, self.random_orders, self.seed,
-                                         self.step, self.reestimate).assign(training_seed=seed))
-        return pd.concat(out, ignore_index=True).assign(track=track)
+            out.append(orders_and_curves(name, model, score, importance, effects, self.random_count(name, measure),
+                                         self.seed, self.step, self.reestimate).assign(training_seed=seed))
+        curves = pd.concat(out, ignore_index=True).assign(track=track)
+        return curves.assign(selected_on=curves["order"].map(selected_on).fillna("-"))
 
 
 def summarise(curves: pd.DataFrame, tolerance: dict[str, float],
               extras: Mapping[str, Callable[[pd.DataFrame], float]] | None = None) -> pd.DataFrame:
-    """One row per track, model, seed and order (random: the mean of the random orders): the share
-    prunable within ``tolerance[track]`` of the unpruned score, the score unpruned, at 50% and
-    with every head pruned, and the paper's share beside the importance order's; each of
-    ``extras`` (``{column: f(curve)}``) is computed per curve and averaged the same way."""
+    """One row per track, model, seed and order: the share prunable within ``tolerance[track]``
+    of the unpruned score, the score unpruned, at 50% and with every head pruned, and the
+    paper's share beside the importance order's; each of ``extras`` (``{column: f(curve)}``) is
+    computed per curve. The random orders become three rows, their mean (``RANDOM_MEAN``) and
+    their 5th and 95th percentiles (``RANDOM_LOW``, ``RANDOM_HIGH``) of each column, with
+    ``random_orders``, how many orders the band has; ``selected_on`` says what each order was
+    estimated on, where the curves say."""
     rows = []
     for (track, name, training_seed, order), part in curves.groupby(["track", "model", "training_seed", "order"], sort=False):
         rows.append({"track": track, "model": name, "training_seed": training_seed, "order": order,
@@ -139,13 +191,29 @@ def summarise(curves: pd.DataFrame, tolerance: dict[str, float],
                      "unpruned": part.loc[part["pruned"] == 0, "score"].iloc[0],
                      "at_50%": part.loc[(part["share"] - 0.5).abs().idxmin(), "score"],
                      "all_pruned": part.loc[part["share"] == 1, "score"].iloc[0],
-                     **{column: f(part) for column, f in (extras or {}).items()}})
+                     **{column: f(part) for column, f in (extras or {}).items()},
+                     "selected_on": part["selected_on"].iloc[0] if "selected_on" in part else "-"})
     shares = pd.DataFrame(rows)
-    out = (shares.assign(order=shares["order"].where(~shares["order"].str.startswith("random"), "random (mean)"))
-           .groupby(["track", "model", "training_seed", "order"], sort=False).mean(numeric_only=True).reset_index())
-    out["paper_prunable_share"] = [paper_values.PRUNABLE_SHARE[t] if o == "importance" else None
-                                   for t, o in zip(out["track"], out["order"])]
-    return out
+    keys = ["track", "model", "training_seed"]
+    is_random = shares["order"].str.startswith("random")
+    chosen = shares[~is_random].assign(random_orders=math.nan)
+    out = [chosen]
+    if is_random.any():
+        grouped = shares[is_random].groupby(keys, sort=False)
+        numeric = [c for c in shares.columns if c not in keys + ["order", "selected_on"]]
+        n = grouped.size().rename("random_orders")
+        for label, stat in ((RANDOM_MEAN, lambda g: g.mean()), (RANDOM_LOW, lambda g: g.quantile(BAND[0])),
+                            (RANDOM_HIGH, lambda g: g.quantile(BAND[1]))):
+            out.append(stat(grouped[numeric]).join(n).reset_index().assign(order=label, selected_on="-"))
+    table = pd.concat(out, ignore_index=True)
+    order_of = {o: i for i, o in enumerate(dict.fromkeys(shares["order"].where(~is_random, RANDOM_MEAN)))}
+    order_of.update({RANDOM_LOW: order_of.get(RANDOM_MEAN, 0) + 0.1, RANDOM_HIGH: order_of.get(RANDOM_MEAN, 0) + 0.2})
+    position = {k: i for i, k in enumerate(dict.fromkeys(map(tuple, shares[keys].values)))}
+    table = (table.assign(_at=[position[tuple(k)] for k in table[keys].values], _order=table["order"].map(order_of))
+             .sort_values(["_at", "_order"]).drop(columns=["_at", "_order"]).reset_index(drop=True))
+    table["paper_prunable_share"] = [paper_values.PRUNABLE_SHARE[t] if o == "importance" else None
+                                     for t, o in zip(table["track"], table["order"])]
+    return table
 
 
 def by_seed(summary: pd.DataFrame, orders: tuple[str, ...] = ("importance", "ablation")) -> pd.DataFrame:
@@ -166,15 +234,19 @@ def facts(metric: pd.DataFrame, likelihood: pd.DataFrame) -> str:
             lines.append(f"{measure:>18} | {name} seed {int(training_seed)}: {share['importance']:.0%} of heads prunable by "
                          f"importance (paper: {paper_values.PRUNABLE_SHARE[track]:.0%} for "
                          f"{'WMT' if track == 'translation' else 'BERT'}), {share['ablation']:.0%} by ablation, "
-                         f"{share['random (mean)']:.0%} at random; score {base:.3g} unpruned, {gone:.3g} with all heads pruned")
+                         f"{share[RANDOM_MEAN]:.0%} at random (5-95%: {share[RANDOM_LOW]:.0%} to {share[RANDOM_HIGH]:.0%}); score {base:.3g} unpruned, {gone:.3g} with all heads pruned")
     return "\n".join(lines)
 
 
 def panel(ax, data: pd.DataFrame, title: str, ylabel: str) -> None:
-    """Figure 3's panel: the importance, ablation, re-estimated (and L0 gates') curves, the random orders' band."""
+    """Figure 3's panel: the importance, ablation, re-estimated (and L0 gates') curves, the random
+    orders' 5-95% band (per share, over the orders)."""
     rand = data[data["order"].str.startswith("random")]
-    band = rand.groupby("share")["score"].agg(["min", "max", "mean"]).reset_index()
-    ax.fill_between(band["share"] * 100, band["min"], band["max"], color="grey", alpha=0.3, label="random (range)")
+    if len(rand):
+        band = rand.groupby("share")["score"].quantile(list(BAND)).unstack().reset_index()
+        n = rand["order"].nunique()
+        ax.fill_between(band["share"] * 100, band[BAND[0]], band[BAND[1]], color="grey", alpha=0.3,
+                        label=f"random, {BAND[0]:.0%}-{BAND[1]:.0%} ({n} orders)")
     styles = {"importance": ("tab:blue", "-"), "ablation": ("tab:green", "--"), "re-estimated": ("tab:purple", ":"),
               "L0 gates": ("tab:red", "-.")}   # chapter 12's fourth method
     for label, (color, dash) in styles.items():

@@ -43,7 +43,8 @@ class Run:
     def effects(self, examples: Sequence, configs: Configs, measure: str = "metric",
                 removal: Removal | None = None, positions: Sequence[int] | None = None) -> pd.DataFrame:
         """One row per configuration (``head_effects``' columns) of this run on ``examples`` (on
-        those at ``positions`` only, their outputs read from the sweep over all of ``examples``)."""
+        those at ``positions`` only, their outputs read from the sweep over all of ``examples``;
+        for BLEU, positions in the pairs the sweep decodes, ``HeadSweeps.decoded(examples)``)."""
         return self.sweeps.run_effects(self, examples, configs, measure, removal, positions)
 
 
@@ -115,7 +116,5 @@ class HeadSweeps:
         if measure == "likelihood":
             return translation_likelihood_effects(run.model, examples, chosen, removal=removal, looks=self.looks,
                                                   positions=positions, **common)
-        if positions is not None:
-            raise ValueError("a BLEU sweep decodes its own sentences: pass them as the examples, without positions")
         return translation_effects(run.model, self.decoded(examples), chosen, beam=self.beam, max_len_b=self.max_len_b,
-                                   **common)
+                                   positions=positions, **common)   # positions: of the decoded pairs

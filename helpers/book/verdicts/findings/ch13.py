@@ -64,9 +64,14 @@ def copying_lines(profile: str) -> list[str]:
         row = summary.loc[PERPLEXITY_ORDER]
         t = tolerances[-1]
         kept = row[f"copying accuracy at {t}"] / row["unpruned copying accuracy"]
+        low, high = (row.get(f"random copying accuracy at {t} ({q})") for q in ("5%", "95%"))
+        band = ("" if low is None or pd.isna(low) else
+                f"; {int(row[f'random orders at {t}'])} random orders pruning as many heads keep "
+                f"{low / row['unpruned copying accuracy']:.0%} to {high / row['unpruned copying accuracy']:.0%} of it "
+                "(5th to 95th percentile)")
         lines.append(f"**Pruning for perplexity, seen by copying:** at the share that keeps the verse perplexity within "
-                     f"{t} ({_share(row[f'prunable within {t} (verses)'])}), copying keeps {kept:.0%} of its accuracy. A "
-                     "copying probe costs one forward pass; perplexity on ordinary text cannot see what it measures.")
+                     f"{t} ({_share(row[f'prunable within {t} (verses)'])}), copying keeps {kept:.0%} of its accuracy"
+                     f"{band}. A copying probe costs one forward pass.")
     return lines
 
 

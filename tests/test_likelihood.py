@@ -90,7 +90,7 @@ def test_replayed_single_layer_likelihood_equals_gating_each_configuration(mt, m
 def test_likelihood_effects_are_cached_and_add_up(mt, tmp_path):
     model, pairs = mt
     configs = one_head_configs(model)[:5]
-    args = dict(n_resamples=50, progress=False)
+    args = dict(n_resamples=50, progress=False, min_units=2)
     fresh = translation_likelihood_effects(model, pairs, configs, **args)
     cached = translation_likelihood_effects(model, pairs, configs, cache_dir=tmp_path, **args)
     again = translation_likelihood_effects(model, pairs, configs, cache_dir=tmp_path, **args)
@@ -111,9 +111,9 @@ def test_the_gold_label_log_probability_of_a_classifier(smoke, tmp_path):
     model, tokenizer = course.load_classifier(smoke, "nli")
     examples = course.load_data(smoke, "nli")["matched"][:16]
     config = one_head_configs(model)[2]
-    table = classifier_effects(model, tokenizer, examples, [config], max_length=48, n_resamples=20, progress=False,
+    table = classifier_effects(model, tokenizer, examples, [config], max_length=48, n_resamples=20, min_units=2, progress=False,
                                measure="likelihood", cache_dir=tmp_path)
-    accuracy = classifier_effects(model, tokenizer, examples, [config], max_length=48, n_resamples=20, progress=False,
+    accuracy = classifier_effects(model, tokenizer, examples, [config], max_length=48, n_resamples=20, min_units=2, progress=False,
                                   cache_dir=tmp_path)
 
     def gold_log_prob(m) -> tuple[float, float]:  # the mean gold log-probability and the accuracy, one example at a time

@@ -192,3 +192,38 @@ def test_systems_with_no_difference_are_flagged_at_the_chance_rate_it_states():
     assert flagged / pairs > alpha + 2 * np.sqrt(alpha / pairs)   # distinguishable from alpha: the test can fail
     with pytest.raises(ValueError, match="test level"):
         chance_flag_rate(0.7)
+
+
+def test_a_bootstrap_below_the_declared_minimum_is_refused_with_what_to_do():
+    from helpers.book.experiments.head_effects import effect_rows
+    from helpers.heads.significance import MIN_UNITS, SampleTooSmall, log_likelihood
+
+    stats = np.stack([np.random.default_rng(0).gamma(2.0, 1.0, MIN_UNITS - 1), np.ones(MIN_UNITS - 1)], 1)
+    config = ("self", 0, (0,))
+    with pytest.raises(SampleTooSmall, match=f"{MIN_UNITS - 1} examples is below the declared minimum of {MIN_UNITS}"):
+        effect_rows([config], stats, lambda c: stats + 0.1, log_likelihood, 50, 0.01, 0)
+    rows = effect_rows([config], stats, lambda c: stats + 0.1, log_likelihood, 50, 0.01, 0, min_units=MIN_UNITS - 1)
+    assert rows["examples"].tolist() == [MIN_UNITS - 1]   # a code-path check may lower the minimum, explicitly
+
+
+@pytest.mark.parametrize("profile", ["course", "paper"])
+def test_the_books_profiles_keep_every_bootstrap_at_the_declared_minimum(profile):
+    # the lab lowers it for chapter 11 only, and that chapter says so (findings.ch11.small_sample)
+    from helpers.book.profiles import load_profile
+    from helpers.book.profiles.parameters import declared_parameters
+    from helpers.book.profiles.profile import NOTEBOOKS, parameters_for
+    from helpers.heads.significance import MIN_UNITS
+
+    settings = load_profile(profile)
+    checked = 0
+    for source in sorted(NOTEBOOKS.glob("*.ipynb")):
+        declared = declared_parameters(source)
+        if "min_units" not in declared:
+            continue
+        p = {**declared, **parameters_for(settings, source.stem, {})}
+        assert p["min_units"] >= MIN_UNITS, source.stem
+        for sample in ("select_verses", "report_verses"):   # chapter 11's units: the verses it resamples
+            if source.stem.startswith("11_") and sample in p:
+                assert p[sample] >= MIN_UNITS, (source.stem, sample, p[sample])
+        checked += 1
+    assert checked >= 6   # chapters 03, 04, 05, 06, 11 and 12 declare it

@@ -91,7 +91,7 @@ def effect_table(models: Sequence[tuple[str, pd.DataFrame]], seedless: Sequence[
     return table
 
 
-SAMPLE_COLUMNS = ["measure", "model", "units", "unit", "min_units", "measured"]
+SAMPLE_COLUMNS = ["measure", "model", "units", "unit", "min_units", "measured", "reason"]
 
 
 def save_counts(by_measure: Mapping[str, Sequence[tuple[str, pd.DataFrame]]], margins: Mapping[str, float],
@@ -105,7 +105,8 @@ def save_counts(by_measure: Mapping[str, Sequence[tuple[str, pd.DataFrame]]], ma
 
     out = {}
     samples = [{"measure": measure, "model": name, "units": effects.attrs["units"], "unit": effects.attrs["unit"],
-                "min_units": effects.attrs["min_units"], "measured": not effects.empty}
+                "min_units": effects.attrs["min_units"], "measured": not effects.empty,
+                "reason": effects.attrs.get("reason", "")}
                for measure, models in by_measure.items() for name, effects in models if "units" in effects.attrs]
     save_table(pd.DataFrame(samples, columns=SAMPLE_COLUMNS), profile, "12_removal_samples")
     for measure, models in by_measure.items():
@@ -135,7 +136,8 @@ def example_sets(sweeps: HeadSweeps, scored: Mapping[str, tuple[str, int, int]],
 
 def language_model_by_removal(lm_name: str, sizes: Mapping[str, int], verses: int, version: str, max_words: int,
                               batch_size: int, configs_per_pass: int, n_resamples: int, alpha: float, seed: int,
-                              kinds: Sequence[str] = REMOVAL_KINDS, min_units: int = MIN_UNITS) -> pd.DataFrame:
+                              kinds: Sequence[str] = REMOVAL_KINDS, min_units: int = MIN_UNITS,
+                              run: bool = True) -> pd.DataFrame:
     """The one-head grid of causal LM ``lm_name`` (``language_model.one_head_grid``) under each
     removal kind, as effect rows (``language_model_effects``), on ``verses`` verses drawn at random
     from the ``select`` set of ``verse_texts(sizes, version, max_words, seed)`` (chapter 11's, when
@@ -144,35 +146,38 @@ def language_model_by_removal(lm_name: str, sizes: Mapping[str, int], verses: in
     batches and ``configs_per_pass`` are its own); mean and resample ablation are computed on the
     drawn verses, their means and donors from the ``reference`` verses (other chapters), one verse
     per pass. Fewer than ``min_units`` verses are no sample for a bootstrap: then nothing is
-    computed and the frame is empty. Either way ``.attrs`` holds ``units`` (the verses) and
-    ``min_units``, which ``save_counts`` records (``12_removal_samples``)."""
+    computed and the frame is empty, as it is with ``run`` off (a profile that cannot afford
+    the sweeps). Either way ``.attrs`` holds ``units`` (the verses), ``min_units`` and ``reason``
+    (why nothing was measured, or ""), which ``save_counts`` records (``12_removal_samples``)."""
     from ...heads.removal import reference_outputs
     from ...zoo.causal_lm import lm_batch_order, lm_batches, load_causal_lm, sweeps_dir, token_nll, verse_texts
     from .. import course
     from .language_model import one_head_grid
 
-    model, tokenizer = load_causal_lm(lm_name, seed=seed)
     texts = verse_texts(sizes, version=version, max_words=max_words, seed=seed)
     select = texts["select"]
     chosen = course.subset(list(range(len(select))), verses, seed)
-    sample = {"units": len(chosen), "unit": "verses", "min_units": min_units}
-    if len(chosen) < min_units:
+    reason = ("" if len(chosen) >= min_units else f"a bootstrap needs at least {min_units} verses") if run else \
+        "not run on this profile (`lm_removals`), for its cost"
+    sample = {"units": len(chosen), "unit": "verses", "min_units": min_units, "reason": reason}
+    if reason:
         empty = pd.DataFrame(columns=[c for c in EFFECT_COLUMNS if c != "model"])
         empty.attrs.update(sample)
         return empty
+    model, tokenizer = load_causal_lm(lm_name, seed=seed)
     row_of = {text_index: row for row, text_index in enumerate(lm_batch_order(tokenizer, select))}
     out = []
     for kind in kinds:
         if kind == "zero":
             grid, _ = one_head_grid(model, lm_batches(tokenizer, select, batch_size), configs_per_pass, n_resamples,
                                     alpha, seed, progress=False, cache_dir=sweeps_dir(lm_name, seed),
-                                    positions=sorted(row_of[i] for i in chosen))
+                                    positions=sorted(row_of[i] for i in chosen), min_units=min_units)
         else:
             removal = reference_outputs(model, [lm_batches(tokenizer, [t], 1)[0] for t in texts["reference"]],
                                         token_nll, kind)
             grid, _ = one_head_grid(model, lm_batches(tokenizer, [select[i] for i in chosen], batch_size),
                                     configs_per_pass, n_resamples, alpha, seed, removal, progress=False,
-                                    cache_dir=sweeps_dir(lm_name, seed))
+                                    cache_dir=sweeps_dir(lm_name, seed), min_units=min_units)
         out.append(language_model_effects(grid, kind, examples=len(chosen)))
     effects = pd.concat(out, ignore_index=True)
     effects.attrs.update(sample)

@@ -161,7 +161,8 @@ def chapter_06_runs(settings, progress: bool = False) -> PruningRuns:
     from .sweeps import HeadSweeps
 
     p = {**declared_parameters(NOTEBOOKS / f"{CHAPTER_06}.ipynb"), **parameters_for(settings, CHAPTER_06, {})}
-    sweeps = HeadSweeps(settings, p["training_seeds"], p["decoded_examples"], p["beam"], p["max_len_b"], progress=progress)
+    sweeps = HeadSweeps(settings, p["training_seeds"], p["decoded_examples"], p["beam"], p["max_len_b"], progress=progress,
+                        min_units=p["min_units"])
     keys = ("importance_split", "importance_examples", "max_examples", "ablation_examples", "random_orders",
             "reestimate", "step", "seed", "bleu_random_orders", "held_out_ablation")
     return PruningRuns(sweeps, p["classifier"], p["classifier_split"], p["translation"], p["translation_split"],

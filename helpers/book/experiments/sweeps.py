@@ -20,6 +20,7 @@ from typing import Callable, Sequence, Union
 import pandas as pd
 
 from ...heads.ablation import Config, all_but_one_configs, one_head_configs
+from ...heads.significance import MIN_UNITS
 from .. import course
 from ..profiles import Profile
 from .head_effects import (MEASURES, Looks, Removal, classifier_effects, translation_effects,
@@ -63,10 +64,11 @@ class HeadSweeps:
     progress: bool = True
     looks: Looks | None = None       # two looks at the examples (stop when decided) for the classifier and
                                      # likelihood sweeps; BLEU sweeps take one look. None: one look
+    min_units: int = MIN_UNITS       # a bootstrap over fewer examples is refused (significance.SampleTooSmall)
 
     @property
     def bootstrap(self) -> dict:
-        return {"n_resamples": self.n_resamples, "alpha": self.alpha, "seed": self.seed}
+        return {"n_resamples": self.n_resamples, "alpha": self.alpha, "seed": self.seed, "min_units": self.min_units}
 
     def is_translation(self, name: str) -> bool:
         return self.settings.model(name)["task"] == "translation"

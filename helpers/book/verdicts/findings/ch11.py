@@ -3,8 +3,18 @@ from __future__ import annotations
 
 import math
 
-from ....heads.significance import chance_flag_rate
+from ....heads.significance import MIN_UNITS, chance_flag_rate
 from .text import read
+
+
+def small_sample(sets) -> str:
+    """A warning where the tests below run on fewer verses than the book's declared minimum."""
+    n = int(min(sets.loc["select", "verses"], sets.loc["report", "verses"]))
+    if n >= MIN_UNITS:
+        return ""
+    return (f" **The tests below resample only {n} verses, under the book's minimum of {MIN_UNITS}** (this profile "
+            "lowers `min_units`): over so few, a bootstrap flags far more heads with no effect than its alpha says "
+            "(about a fifth over 4 verses), so read the counts as an exercise, not a finding.")
 
 
 def findings(profile: str, alpha: float, speed_share: float = 0.5) -> str:
@@ -25,7 +35,8 @@ def findings(profile: str, alpha: float, speed_share: float = 0.5) -> str:
     counts = read(profile, "11_one_head_counts").iloc[0]
     lines = [
         f"The model's perplexity on the verses is {sets.loc['select', 'perplexity']:.1f} (select set, "
-        f"{int(sets.loc['select', 'verses'])} verses) and {sets.loc['report', 'perplexity']:.1f} (report set).",
+        f"{int(sets.loc['select', 'verses'])} verses) and {sets.loc['report', 'perplexity']:.1f} (report set)."
+        + small_sample(sets),
         f"**One head masked:** {len(worse)} of {len(grid)} query heads raise the perplexity significantly and "
         f"{len(better)} lower it significantly, against {chance_flag_rate(alpha, one_direction=True) * len(grid):.1f} "
         f"expected by chance in each direction ({chance_flag_rate(alpha) * len(grid):.1f} in all); "

@@ -20,9 +20,14 @@ def not_measured_lines(profile: str) -> list[str]:
         samples = read(profile, "12_removal_samples")
     except FileNotFoundError:   # a run from before the minimum
         return []
-    return [f"**{r['model']}, the {r['measure']}: not measured** (n = {int(r['units'])} {r['unit']}; a bootstrap "
-            f"needs at least {int(r['min_units'])}: rerun with more `lm_verses`)." for _, r in samples.iterrows()
-            if not r["measured"]]
+    def why(r) -> str:
+        reason = r.get("reason")
+        if isinstance(reason, str) and reason.startswith("not run"):
+            return f"{reason}; rerun with `-p lm_removals True` to measure it"
+        return f"a bootstrap needs at least {int(r['min_units'])}: rerun with more `lm_verses`"
+
+    return [f"**{r['model']}, the {r['measure']}: not measured** (n = {int(r['units'])} {r['unit']}; {why(r)})."
+            for _, r in samples.iterrows() if not r["measured"]]
 
 
 def removal_lines(profile: str) -> list[str]:

@@ -171,7 +171,9 @@ class PruningRuns:
             score = self.scored_run(name, run, measure)[2]
             out.append(orders_and_curves(name, model, score, importance, effects, self.random_count(name, measure),
                                          self.seed, self.step, self.reestimate).assign(training_seed=seed))
-        curves = pd.concat(out, ignore_index=True).assign(track=track)
+        scored, _ = self._sets(name, scored_split)
+        examples = len(self.sweeps.decoded(scored)) if track == "translation" and measure == "metric" else len(scored)
+        curves = pd.concat(out, ignore_index=True).assign(track=track, examples=examples, step=self.step)
         return curves.assign(selected_on=curves["order"].map(selected_on).fillna("-"))
 
 
@@ -183,7 +185,8 @@ def summarise(curves: pd.DataFrame, tolerance: dict[str, float],
     computed per curve. The random orders become three rows, their mean (``RANDOM_MEAN``) and
     their 5th and 95th percentiles (``RANDOM_LOW``, ``RANDOM_HIGH``) of each column, with
     ``random_orders``, how many orders the band has; ``selected_on`` says what each order was
-    estimated on, where the curves say."""
+    estimated on, and ``examples`` and ``step`` what the curve was scored on and how finely,
+    where the curves say."""
     rows = []
     for (track, name, training_seed, order), part in curves.groupby(["track", "model", "training_seed", "order"], sort=False):
         rows.append({"track": track, "model": name, "training_seed": training_seed, "order": order,
@@ -192,6 +195,7 @@ def summarise(curves: pd.DataFrame, tolerance: dict[str, float],
                      "at_50%": part.loc[(part["share"] - 0.5).abs().idxmin(), "score"],
                      "all_pruned": part.loc[part["share"] == 1, "score"].iloc[0],
                      **{column: f(part) for column, f in (extras or {}).items()},
+                     **{column: part[column].iloc[0] for column in ("examples", "step") if column in part},
                      "selected_on": part["selected_on"].iloc[0] if "selected_on" in part else "-"})
     shares = pd.DataFrame(rows)
     keys = ["track", "model", "training_seed"]

@@ -29,13 +29,14 @@ from ...zoo.classifier_training import encode, labels_of
 from ...zoo.scorers import translation_loss, translation_loss_batches
 from .. import course
 from .equivalence import margin
+from ..store.columns import CHOSEN
 from .pruning import IN_SAMPLE, RANDOM_HIGH, RANDOM_LOW, RANDOM_MEAN, PruningRuns, panel, summarise
 
 L0_ORDER = "L0 gates"
 GATE_BATCH = 16           # classifier examples per gate-training step
 GATE_MAX_TOKENS = 500     # translation: padded tokens per gate-training step (about 20 verses)
 METHODS = ("importance", "ablation", RANDOM_MEAN, RANDOM_LOW, RANDOM_HIGH, L0_ORDER)
-CHOSEN = ("importance", "ablation", L0_ORDER)   # the methods that choose heads (random is the baseline)
+
 
 
 def gate_training_batches(runs: PruningRuns, name: str, model, tokenizer, examples: int, seed: int) -> list:
@@ -146,7 +147,7 @@ def best_methods(table: pd.DataFrame) -> pd.DataFrame:
         high = float(rand[RANDOM_HIGH]) if RANDOM_HIGH in rand else math.nan
         rows.append({"model": name, "training_seed": training_seed, "best": top["method"],
                      "best share": top["prunable_share"], "random mean": float(rand.get(RANDOM_MEAN, math.nan)),
-                     "random 95%": high, "above the band": bool(top["prunable_share"] > high)})
+                     "random 95%": high, "above the band": pd.NA if math.isnan(high) else bool(top["prunable_share"] > high)})
     return pd.DataFrame(rows)
 
 

@@ -207,14 +207,27 @@ def _most_negligible(r: Results) -> tuple[str, str]:
     return text, _by_model(holds, ~holds & (could > 1 - FEW_SHARE))
 
 
+GAIN_LEVEL = 0.05   # significant gains count as real when more than chance gives (one-sided binomial p below this)
+
+
 def _some_gain(r: Results) -> tuple[str, str]:
+    """A test at alpha flags gains in about alpha of the heads with no effect (one direction), so
+    one significant gain among hundreds of heads is what chance gives: the gains must outnumber
+    it (binomial, ``GAIN_LEVEL``). On the likelihood a gain must lie beyond +δ, which chance
+    alone makes rarer still."""
+    from scipy.stats import binom
+
+    from ...heads.significance import chance_flag_rate
+
     counts = ours(r["03_one_head_counts"])
-    up, gains = int(counts["significant_up"].sum()), (counts["largest_gain"] > 0).any()
-    text = f"{up} of {int(counts['significant'].sum())} significant changes are gains"
-    if r.measure:   # on the likelihood a gain counts when it lies beyond +δ
+    up, heads = int(counts["significant_up"].sum()), int(counts["heads"].sum())
+    expected = chance_flag_rate(r.params["alpha"], one_direction=True) * heads
+    beyond = bool(up and binom.sf(up - 1, heads, chance_flag_rate(r.params["alpha"], one_direction=True)) < GAIN_LEVEL)
+    text = f"{up} of {int(counts['significant'].sum())} significant changes are gains ({expected:.1f} expected by chance)"
+    if r.measure:
         helpful = int(counts["helpful"].sum())
         return f"{helpful} gains beyond δ ({text})", REPRODUCED if helpful else PARTLY if up else NOT_REPRODUCED
-    return text, REPRODUCED if up else PARTLY if gains else NOT_REPRODUCED
+    return text, REPRODUCED if beyond else PARTLY if up else NOT_REPRODUCED
 
 
 REMOVAL_CHAPTER = "12_unimportant_or_unmeasured"
@@ -366,25 +379,33 @@ def _importance_beats_ablation(r: Results) -> tuple[str, str]:
 
     shares = r["06_prunable_shares"]
     table = shares.pivot(index="model", columns="order", values="prunable_share")
-    wins = table["importance"] >= table["ablation"]
     text = "; ".join(f"{m}: {row['importance']:.0%} vs {row['ablation']:.0%}" for m, row in table.iterrows())
-    if "selected_on" in shares and (shares.loc[shares["order"] == "ablation", "selected_on"] == IN_SAMPLE).any():
-        return text + " (the ablation order in-sample: no fair comparison)", CANNOT_TELL
-    return text, _three_way(wins.all(), wins.any())
+    on = shares.loc[shares["order"] == "ablation", "selected_on"] if "selected_on" in shares else pd.Series([None])
+    if on.isna().any() or (on == IN_SAMPLE).any():   # a table that does not say counts as in-sample
+        return text + " (the ablation order in-sample or not recorded: no fair comparison)", CANNOT_TELL
+    # both at 0 (the first step already costs too much) or both at 1 (nothing costs anything): no evidence
+    tied_at_an_end = (table["importance"] == table["ablation"]) & table["importance"].isin([0.0, 1.0])
+    wins = (table["importance"] >= table["ablation"]) & ~tied_at_an_end
+    return text, _by_model(wins, tied_at_an_end)
 
 
 def _importance_beats_random(r: Results) -> tuple[str, str]:
     """Against the band, not one draw: importance's prunable share must lie above the 95th
     percentile of the random orders' shares, in every model (partly: in some)."""
-    from ..store.columns import RANDOM_HIGH, RANDOM_LOW
+    from ..store.columns import MIN_BAND_ORDERS, RANDOM_HIGH, RANDOM_LOW
 
-    table = r["06_prunable_shares"].pivot(index="model", columns="order", values="prunable_share")
+    shares = r["06_prunable_shares"]
+    table = shares.pivot(index="model", columns="order", values="prunable_share")
     if RANDOM_HIGH not in table:
         return "(no band of random orders)", NOT_RUN
-    above = table["importance"] > table[RANDOM_HIGH]
-    text = "; ".join(f"{m}: {row['importance']:.0%} vs random {row[RANDOM_LOW]:.0%} to {row[RANDOM_HIGH]:.0%} (5-95%)"
+    orders = shares[shares["order"] == RANDOM_HIGH].set_index("model")["random_orders"].reindex(table.index)
+    banded = orders >= MIN_BAND_ORDERS   # fewer orders make no 95th percentile: such a model is undecided
+    above = (table["importance"] > table[RANDOM_HIGH]) & banded
+    text = "; ".join(f"{m}: {row['importance']:.0%} vs random {row[RANDOM_LOW]:.0%} to {row[RANDOM_HIGH]:.0%} "
+                     + (f"(5-95%, {int(orders[m])} orders)" if banded[m] else
+                        f"({int(orders[m]) if orders.notna()[m] else 'too few'} orders: too few for a band)")
                      for m, row in table.iterrows())
-    return text, _three_way(above.all(), above.any())
+    return text, _by_model(above, ~banded)
 
 
 def _speedups(r: Results) -> pd.Series:
@@ -548,14 +569,19 @@ def _copying_breaks(r: Results) -> tuple[str, str]:
     base = row["unpruned copying accuracy"]
     if not base > 0:
         return "(the unpruned model does not copy)", NOT_REPRODUCED
+    from ..store.columns import MIN_BAND_ORDERS
+
     ours = row[f"copying accuracy at {tolerance}"]
     low, high = (row.get(f"random copying accuracy at {tolerance} ({q})", math.nan) for q in ("5%", "95%"))
-    below_band = bool(ours < low)   # False where no band was drawn (NaN)
-    band = (f"; {int(row[f'random orders at {tolerance}'])} random orders of that share keep {low / base:.0%} to "
-            f"{high / base:.0%} (5-95%)" if not pd.isna(low) else "; no random band drawn")
+    orders = row.get(f"random orders at {tolerance}", 0)
+    banded = not pd.isna(low) and orders >= MIN_BAND_ORDERS
+    band = (f"; {int(orders)} random orders of that share keep {low / base:.0%} to {high / base:.0%} (5-95%)"
+            if not pd.isna(low) else "; no random band drawn")
     kept = ours / base
-    return (f"{share:.0%} pruned by I_h on verses (perplexity within {tolerance}): copying keeps {kept:.0%} of its "
-            f"accuracy{band}", _three_way(kept < COPYING_BROKEN and below_band, kept < COPYING_DENTED))
+    text = f"{share:.0%} pruned by I_h on verses (perplexity within {tolerance}): copying keeps {kept:.0%} of its accuracy{band}"
+    if pd.isna(ours) or (kept < COPYING_BROKEN and not banded):   # broken, but nothing to tell it from random pruning
+        return text + ("" if banded else " (too few random orders to tell it from random pruning)"), CANNOT_TELL
+    return text, _three_way(kept < COPYING_BROKEN and bool(ours < low), kept < COPYING_DENTED)
 
 
 INDUCTION_ALPHA = 0.01   # the permutation test's level
@@ -616,8 +642,9 @@ CLAIMS: list[Claim] = [
           "03_ablating_one_head", _most_negligible, likelihood=True, sample_table="03_one_head_counts"),
     Claim("some_gain", "§3.2, Table 1", "Masking a head can improve the score",
           f"{paper_values.SIGNIFICANT_ENC_SELF_UP} of the {paper_values.SIGNIFICANT_ENC_SELF} significant changes are gains",
-          "reproduced: a significant gain; partly: gains, none significant", "03_ablating_one_head", _some_gain, likelihood=True,
-          sample_table="03_one_head_counts",
+          f"reproduced: more significant gains than chance gives at alpha in that direction (binomial p < {GAIN_LEVEL}); "
+          "partly: significant gains, no more than chance gives", "03_ablating_one_head", _some_gain, likelihood=True,
+          sample_table="03_one_head_counts", parameters={"alpha": 0.01},
           likelihood_rule="reproduced: a gain beyond +δ (chapter 03's margins); partly: significant gains, none beyond δ"),
     Claim("most_layers_one_head", "§3.3, Table 2", "Most layers can be reduced to one head (head chosen on the reported set)",
           "5 of 18 WMT layers drop significantly", "reproduced: at most half the layers drop significantly",
@@ -641,19 +668,22 @@ CLAIMS: list[Claim] = [
     Claim("prunable_translation", "§4.2, Figure 3", "A share of the translation model's heads can be pruned with no noticeable loss",
           f"about {paper_values.PRUNABLE_SHARE['translation']:.0%} (WMT, within 1 BLEU)",
           f"reproduced: within {SHARE_TOLERANCE:.0%} of the paper's share; partly: above 0", "06_pruning_curves",
-          _prunable("translation"), likelihood=True),
+          _prunable("translation"), likelihood=True, sample_table="06_prunable_shares"),
     Claim("prunable_classifier", "§4.2, Figure 3", "A share of the classifier's heads can be pruned with no noticeable loss",
           f"about {paper_values.PRUNABLE_SHARE['classifier']:.0%} (BERT, within 1 accuracy point)",
           f"reproduced: within {SHARE_TOLERANCE:.0%} of the paper's share; partly: above 0", "06_pruning_curves",
-          _prunable("classifier"), likelihood=True),
+          _prunable("classifier"), likelihood=True, sample_table="06_prunable_shares"),
     Claim("importance_beats_ablation", "§4.2, Figure 3", "Ranking by importance prunes at least as well as ranking by one-head ablation",
           "importance above the ablation curve", "reproduced: importance's prunable share >= ablation's for every "
           "model, both orders estimated on data the curves do not score (else cannot tell); partly: for some",
-          "06_pruning_curves", _importance_beats_ablation, likelihood=True),
+          "06_pruning_curves", _importance_beats_ablation, likelihood=True,
+          sample_table="06_prunable_shares"),
     Claim("importance_beats_random", "§4.2, Figure 3", "Ranking by importance prunes more than pruning at random",
           "no random baseline in Figure 3 (Budhraja et al. 2020 find random pruning comes close)",
           "reproduced: importance's prunable share above the 95th percentile of the random orders' shares for every "
-          "model; partly: for some", "06_pruning_curves", _importance_beats_random, likelihood=True),
+          "model; partly: for some; cannot tell: a model's band has too few orders (under 19)", "06_pruning_curves",
+          _importance_beats_random, likelihood=True,
+          sample_table="06_prunable_shares"),
     Claim("speedup_large", "§4.3, Table 4", "Removing half the heads speeds inference up at large batches",
           f"{paper_values.TABLE4_SPEEDUP[64]:+.1%} at batch 64 (GTX 1080Ti)",
           "reproduced: within half of the paper's gain either way; partly: faster", "07_pruning_speed",
@@ -848,6 +878,19 @@ def verdict_sentences(verdicts: pd.DataFrame, measure: str | None = None) -> str
     return " ".join(lines)
 
 
+def _curve_sample_text(table: pd.DataFrame) -> str:
+    """What a pruning-curve claim rests on, per model: the examples each step is scored on, the
+    step (the prunable share is read to that resolution) and the random orders of the band."""
+    from ..store.columns import RANDOM_HIGH
+
+    parts = []
+    for name, part in table.groupby("model", sort=False):
+        band = part.loc[part["order"] == RANDOM_HIGH, "random_orders"] if "random_orders" in part else pd.Series(dtype=float)
+        parts.append(f"{name}: n = {int(part['examples'].max()):,}, shares in steps of {part['step'].max():.0%}"
+                     + (f", {int(band.max())} random orders" if band.notna().any() else ""))
+    return "; ".join(parts)
+
+
 def sample_text(claim: Claim, folder: Path, measure: str = "") -> str:
     """What the claim's one-head tests rest on, per model: the examples and the resolution (the
     change a head must make to be called significant half of the time, ``head_effects.resolution``),
@@ -857,6 +900,8 @@ def sample_text(claim: Claim, folder: Path, measure: str = "") -> str:
     if not claim.sample_table or not path.exists():
         return ""
     table = ours(pd.read_csv(path))
+    if {"examples", "step", "order"} <= set(table.columns):
+        return _curve_sample_text(table)
     if not {"examples", "resolution", "unit"} <= set(table.columns) or table["examples"].isna().all():
         return ""
     model = next(c for c in IDENTITY_COLUMNS if c in table)

@@ -7,7 +7,7 @@ under ``results/<profile>/`` and returns Markdown whose every number comes from 
 chapter displays it in its last cell. The static text around it keeps only what does not change.
 
 Counts are stated per training seed, beside what chance alone gives (a test at p < alpha flags
-about alpha of the heads that have no effect), and once per measure: the paper's metric
+about 2·alpha of the heads that have no effect, alpha in each direction), and once per measure: the paper's metric
 (BLEU, accuracy) and the likelihood (``head_effects``).
 
 The text states numbers; it judges no claim of the paper. Where a chapter tests one, its

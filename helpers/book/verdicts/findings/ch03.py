@@ -38,22 +38,25 @@ def findings(profile: str, alpha: float) -> str:
                 text += f" (in {words(kinds)})"
             text += f" ({words([f'{sig[s] / heads:.0%}' for s in seeds])} of the heads; the paper: 8 of 96)"
             if not above:
-                text += ("; on no seed more than chance alone would flag (binomial test, p < 0.01): on this measure "
-                         "the one-head effects are not seen")
+                text += ("; on no seed more than chance alone would flag (binomial test, p < 0.01, taking the heads' "
+                         "tests as independent): on this measure the one-head effects are not seen")
             elif len(above) < len(seeds):
                 text += (f"; only on seed{'s' if len(above) > 1 else ''} {words(above)} more than chance alone would flag "
-                         "(binomial test, p < 0.01)")
+                         "(binomial test, p < 0.01, taking the heads' tests as independent)")
             else:
-                text += "; on every seed more than chance alone would flag (binomial test, p < 0.01)"
+                text += ("; on every seed more than chance alone would flag (binomial test, p < 0.01, taking the heads' "
+                         "tests as independent; they share examples, so this p is optimistic)")
             gains = [s for s in seeds if up[s] > 0]
             text += (". Significant gains from removing a head (the paper: 4 of its 8): "
-                     + ("none" if not gains else "; ".join(f"{up[s]} on seed {s}" for s in gains)) + ".")
+                     + ("none" if not gains else "; ".join(f"{up[s]} on seed {s}" for s in gains))
+                     + f", against {chance_flag_rate(alpha, one_direction=True) * heads:.1f} expected by chance in that "
+                     "direction.")
             if "negligible" in part:
                 text += " " + _equivalence_text(part, per_seed, seeds, likelihood=bool(suffix))
             text += (f" The split-half r of the effects (even against odd examples): "
                      f"{words([r_text(half[s]) for s in seeds])}")
             weak = [s for s in seeds if not half[s] >= 0.5]
-            text += ("; the halves agree, so the effects are properties of the heads." if not weak else
+            text += ("; the halves agree: the effects replicate across examples." if not weak else
                      f"; below 0.5 on seed{'s' if len(weak) > 1 else ''} {words(weak)}: there a head's effect on "
                      "half of the examples barely predicts it on the other half, and a count near chance is noise.")
             lines.append(text)

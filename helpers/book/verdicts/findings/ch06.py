@@ -1,7 +1,7 @@
 """Chapter 06's "What this run shows" paragraph (see ``helpers.book.verdicts.findings``)."""
 from __future__ import annotations
 
-from ...store.columns import RANDOM_HIGH, RANDOM_LOW
+from ...store.columns import MIN_BAND_ORDERS, RANDOM_HIGH, RANDOM_LOW
 from .text import MEASURES, percents, read, verdicts, words
 
 
@@ -19,12 +19,15 @@ def findings(profile: str) -> str:
             seeds = [int(s) for s in imp["training_seed"]]
             paper = imp["paper_prunable_share"].iloc[0]
             band = words([f"{a:.0%} to {b:.0%}" for a, b in zip(low["prunable_share"], high["prunable_share"])])
+            orders = int(low["random_orders"].iloc[0])
+            band_is = ("5th to 95th percentile" if orders >= MIN_BAND_ORDERS else
+                       f"their 5th to 95th percentile, but {orders} orders are too few for a band")
             lines.append(
                 f"**{model}, {measure}:** by importance, {percents(imp['prunable_share'])} of the heads can go with no "
                 f"noticeable loss (seed{'s' if len(seeds) > 1 else ''} {words([str(s) for s in seeds])}; the paper: "
                 f"{paper:.0%}), by the one-head ablation order {percents(abl['prunable_share'])} (estimated on "
-                f"{abl['selected_on'].iloc[0]}); {int(low['random_orders'].iloc[0])} random orders prune {band} "
-                f"(5th to 95th percentile). With every head pruned the score is "
+                f"{abl['selected_on'].iloc[0]}); {orders} random orders prune {band} ({band_is}). With every head "
+                f"pruned the score is "
                 f"{words([f'{v:.3g}' for v in imp['all_pruned']])}, against {words([f'{v:.3g}' for v in imp['unpruned']])} "
                 "unpruned.")
     return "\n\n".join(lines + [verdicts(profile, "06_pruning_curves")])

@@ -22,13 +22,13 @@ def findings(profile: str) -> str:
             f"{large} (median of the timed passes), against {g['predicted']:+.1%} predicted by the removed FLOPs "
             f"({g['share_of_predicted']:.0%} of the prediction realised) and the paper's {TABLE4_SPEEDUP[64]:+.1%} at 64 "
             f"on a GPU. At batch {small} it gained {gains.loc[small, 'pruned']:+.1%} (the paper: "
-            f"{TABLE4_SPEEDUP[1]:+.1%} at batch 1), " + ("less than at the largest batch. "
+            f"{TABLE4_SPEEDUP[1]:+.1%} at batch 1), " + ("less than at the largest batch (point estimates). "
                                                           if gains.loc[small, "pruned"] < g["pruned"] else
                                                           "no less than at the largest batch. ")
             + f"The gated model ran {g['gated']:+.1%} against the original at batch {large}, with a timing noise "
             f"(interquartile range over median) of {noise:.1%}: "
-            + ("masking saves nothing beyond the noise, as masking should." if g["gated"] < max(0.05, noise) else
-               "faster than the noise allows, which the timing should be checked for."))
+            + ("masking saves nothing beyond the noise, as masking should." if g["gated"] < noise else
+               "faster than the noise alone explains, which the timing should be checked for."))
     try:
         precision = speed_gains(read(profile, "07_precision"))
     except FileNotFoundError:

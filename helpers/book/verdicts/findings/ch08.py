@@ -24,7 +24,7 @@ def findings(profile: str) -> str:
         worst_ll = mine.loc[mine["perplexity_ratio_80%"].idxmax(), "kind"] if mine["perplexity_ratio_80%"].notna().any() \
             else "undefined"
         lines.append(f"**Seed {int(seed)}:** with 80% of a kind's heads pruned, the share of the BLEU kept is {kept} "
-                     f"(most sensitive: {worst}); "
-                     f"the perplexity reaches {ratios} times the unpruned model's (most sensitive: {worst_ll}"
+                     f"(lowest here: {worst}); "
+                     f"the perplexity reaches {ratios} times the unpruned model's (highest here: {worst_ll}"
                      ").")
     return "\n\n".join(lines + [verdicts(profile, "08_attention_kinds")])

@@ -34,8 +34,9 @@ def findings(profile: str, min_base_share: float = MIN_BASE_SHARE) -> str:
         early_ll, early_bleu = ratio.iloc[0] > ratio.iloc[-1], kept.iloc[0] < kept.iloc[-1]
         lines.append(text + f"; on greedy BLEU, {kept.iloc[0]:.0%} is kept after epoch {first} (BLEU {bases[first]:.1f}) "
                      f"and {kept.iloc[-1]:.0%} after epoch {last} (BLEU {bases[last]:.1f}). Pruning "
-                     + ("costs more early than late on both scores." if early_ll and early_bleu else
-                        "costs more early than late on the likelihood only." if early_ll else
-                        "costs more early than late on BLEU only." if early_bleu else
-                        "does not cost more early than late on either score."))
+                     + ("cost more at the first of these checkpoints than at the last on both scores." if early_ll and early_bleu else
+                        "cost more at the first of these checkpoints than at the last on the likelihood only." if early_ll else
+                        "cost more at the first of these checkpoints than at the last on BLEU only." if early_bleu else
+                        "did not cost more at the first of these checkpoints than at the last on either score.")
+                     + " One checkpoint each, no interval: the verdicts below say what the rules make of it."))
     return "\n\n".join(lines + [verdicts(profile, "09_training_dynamics")])

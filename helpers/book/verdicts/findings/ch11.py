@@ -4,7 +4,8 @@ from __future__ import annotations
 import math
 
 from ....heads.significance import MIN_UNITS, chance_flag_rate
-from .text import read
+from ...store.columns import MIN_BAND_ORDERS
+from .text import read, words
 
 
 def small_sample(sets) -> str:
@@ -47,7 +48,7 @@ def findings(profile: str, alpha: float, speed_share: float = 0.5) -> str:
            f"heads are shown negligible, {int(counts['harmful'])} harmful, {int(counts['helpful'])} helpful and "
            f"{int(counts['undetermined'])} undetermined; {int(counts['unplaced'])} are placed by neither test."
            if "negligible" in counts else ""),
-        f"**One head kept:** {len(kept)} of {len(keep)} layers lose nothing significant with a single query head; "
+        f"**One head kept:** {len(kept)} of {len(keep)} layers show no significant loss with a single query head; "
         f"the median layer changes the perplexity by {keep['change_pct'].median():+.0f}% and the worst by "
         f"{keep['change_pct'].max():+.0f}% (layer {int(keep.loc[keep['change_pct'].idxmax(), 'layer'])}).",
     ]
@@ -56,8 +57,10 @@ def findings(profile: str, alpha: float, speed_share: float = 0.5) -> str:
         rand = shares.loc[unit].drop("importance")
         lines.append(f"**Pruning {unit} by importance:** {imp['prunable within 1%']:.0%} can go with the perplexity within "
                      f"1% of the unpruned model's and {imp['prunable within 10%']:.0%} within 10%; at half pruned the "
-                     f"perplexity is {imp['perplexity at 50%']:.1f}, against {rand['perplexity at 50%'].mean():.1f} for "
-                     "random orders.")
+                     f"perplexity is {imp['perplexity at 50%']:.1f}, against "
+                     + words([f"{v:.1f}" for v in rand['perplexity at 50%']])
+                     + f" for {len(rand)} random order{'s' if len(rand) > 1 else ''}"
+                     + (" (too few for a band)." if len(rand) < MIN_BAND_ORDERS else "."))
     big, small = gains.index.max(), gains.index.min()
     lines.append(f"**Speed:** with the least important {speed_share:.0%} of the query heads removed, the model is "
                  f"{gains.loc[big, 'pruned']:+.1%} faster at batch {big} ({gains.loc[big, 'share_of_predicted']:.0%} of the "

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...store.columns import IN_SAMPLE, RANDOM_HIGH
+from ...store.columns import CHOSEN, IN_SAMPLE, MIN_BAND_ORDERS, RANDOM_HIGH, RANDOM_LOW
 from ..scorecard import by_removal
 from .text import read, verdicts, words
 
@@ -57,27 +57,45 @@ def agreement_lines(profile: str) -> list[str]:
     return lines
 
 
+def _band_text(part: pd.DataFrame) -> str:
+    """Each method that chooses heads against the random orders' band, per seed: on how many seeds
+    its prunable share lies above the band's 95th percentile (decided per seed, no method picked
+    after the fact)."""
+    high = part[part["method"] == RANDOM_HIGH]
+    if high.empty:
+        return "No band of random orders was run."
+    orders = int(high["random_orders"].min()) if "random_orders" in high else 0
+    if orders < MIN_BAND_ORDERS:
+        return f"With {orders} random orders there is no band to compare with (a 5-95% band needs {MIN_BAND_ORDERS})."
+    ceiling = high.set_index("training_seed")["prunable_share"]
+    counts = []
+    for method, rows in part[part["method"].isin(CHOSEN)].groupby("method", sort=False):
+        above = sum(bool(share > ceiling.get(seed, float("nan"))) for seed, share in zip(rows["training_seed"], rows["prunable_share"]))
+        counts.append(f"{method} on {above} of {len(rows)}")
+    return (f"Above the 95th percentile of {orders} random orders' shares, seed by seed: {words(counts)}; where a method "
+            "is not above it, this run cannot tell it from random pruning.")
+
+
 def selection_lines(profile: str) -> list[str]:
-    """Per measure and model: the method that keeps the score longest, and the random orders' place."""
+    """Per measure and model: each method's prunable share, which of the methods that choose heads
+    out of sample keep the score longest (ties named as ties), and each against the random band."""
     lines = []
     for suffix, measure in (("", "the paper's metric"), ("_likelihood", "the likelihood")):
         table = read(profile, f"12_selection{suffix}")
         for name, part in table.groupby("model", sort=False):
-            share = part.groupby("method", sort=False)["prunable_share"]
+            shown = part[~part["method"].isin([RANDOM_LOW, RANDOM_HIGH])]
+            share = shown.groupby("method", sort=False)["prunable_share"]
             mean, low, high = share.mean(), share.min(), share.max()
             ranked = "; ".join(f"{m} {mean[m]:.0%} ({low[m]:.0%} to {high[m]:.0%})" for m in mean.sort_values(ascending=False).index)
-            fair = part[~part["method"].str.startswith("random") & (part["selected_on"] != IN_SAMPLE)]
-            best = fair.groupby("method", sort=False)["prunable_share"].mean().idxmax()
+            fair = part[part["method"].isin(CHOSEN) & (part["selected_on"] != IN_SAMPLE)]
+            fair_mean = fair.groupby("method", sort=False)["prunable_share"].mean()
+            best = [m for m, v in fair_mean.items() if v == fair_mean.max()]
             area = fair.groupby("method", sort=False)["area"].mean()
-            seeds = part.groupby("training_seed", dropna=False)
-            above = sum(int(p.loc[p["method"] == best, "prunable_share"].iloc[0]
-                            > p.loc[p["method"] == RANDOM_HIGH, "prunable_share"].iloc[0]) for _, p in seeds)
             lines.append(f"**Choosing heads on {name}, {measure}:** share prunable within δ, mean over seeds (range): "
-                         f"{ranked}. Of the methods that choose heads out of sample, {best} keeps the score longest by "
-                         f"that share; by the area under the curve {area.idxmax()} does. "
-                         + (f"{best} lies above the random orders' 95th percentile on {above} of {seeds.ngroups} seeds "
-                            "(where it does not, random choice comes as close as Budhraja et al. report)."
-                            if (part["method"] == RANDOM_HIGH).any() else "No band of random orders was run."))
+                         f"{ranked}. Of the methods that choose heads out of sample, "
+                         + (f"{best[0]} keeps the score longest by that share" if len(best) == 1 else
+                            f"{words(best)} tie at {fair_mean.max():.0%}")
+                         + f"; by the area under the curve {area.idxmax()} does. " + _band_text(part))
     points = read(profile, "12_l0_points")
     seconds = points.groupby(["model", "training_seed"])["seconds"].sum()
     lines.append(f"The L0 gates took {seconds.min():.0f} to {seconds.max():.0f} s per model and seed to train, all penalties "

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..scorecard import COPYING_PERPLEXITY
 from .text import read, verdicts, words
 
 CHAPTER = "13_buys_and_breaks"
@@ -62,7 +63,7 @@ def copying_lines(profile: str) -> list[str]:
         lines.append(f"**{order}:** {allowed} (unpruned {row['unpruned copying accuracy']:.2f}); copying accuracy {fall}.")
     if PERPLEXITY_ORDER in summary.index and summary.loc[PERPLEXITY_ORDER, "unpruned copying accuracy"] > 0:
         row = summary.loc[PERPLEXITY_ORDER]
-        t = tolerances[-1]
+        t = f"{COPYING_PERPLEXITY:.0%}"   # the tolerance the scorecard's copying rule reads
         kept = row[f"copying accuracy at {t}"] / row["unpruned copying accuracy"]
         low, high = (row.get(f"random copying accuracy at {t} ({q})") for q in ("5%", "95%"))
         band = ("" if low is None or pd.isna(low) else

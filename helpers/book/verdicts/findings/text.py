@@ -48,7 +48,8 @@ def split_half_r(effects: pd.DataFrame) -> dict[int, float]:
 def beyond_chance(count: int, heads: int, alpha: float, level: float = 0.01) -> bool:
     """Whether ``count`` significant heads of ``heads`` are more than the paired bootstrap at
     ``alpha`` flags by chance alone, in either direction: P(Binomial(heads, 2·alpha) >= count) <
-    ``level`` (``significance.chance_flag_rate``)."""
+    ``level`` (``significance.chance_flag_rate``). The binomial takes the heads' tests as
+    independent; they share examples and resamples, so the p-value is optimistic."""
     from scipy.stats import binom
 
     from ....heads.significance import chance_flag_rate

@@ -38,5 +38,5 @@ def findings(profile: str, min_base_share: float = MIN_BASE_SHARE) -> str:
                         "cost more at the first of these checkpoints than at the last on the likelihood only." if early_ll else
                         "cost more at the first of these checkpoints than at the last on BLEU only." if early_bleu else
                         "did not cost more at the first of these checkpoints than at the last on either score.")
-                     + " One checkpoint each, no interval: the verdicts below say what the rules make of it."))
+                     + " One checkpoint each, no interval: the verdicts below say what the rules make of it.")
     return "\n\n".join(lines + [verdicts(profile, "09_training_dynamics")])

@@ -164,16 +164,20 @@ def standin_profile(folder: Path, name: str = "paper-standin") -> str:
     shrunk["models"]["iwslt"]["train"].update(layers=2, embed_dim=32, ffn_dim=64, epochs=3, max_tokens=300,
                                                warmup_updates=20, lr=3.0e-3, max_positions=256)
     shrunk["notebooks"]["09_training_dynamics"].update(epochs=[2, 3], right_panel_epochs=[2, 3])
+    # the stand-in sets (16 to 60 examples) are below the bootstrap's minimum of 30: code paths only
+    shrunk["defaults"]["min_units"] = 2
     # chapter 11 runs the real SmolLM2-135M: its 270-head grid cost 8 of the suite's 32 minutes on 12 verses
     shrunk["notebooks"]["11_nine_heads"].update(select_verses=4, report_verses=4, batch_size=4, random_orders=1,
                                                 timed_verses=4, speed_batch_sizes=[1, 4], repeats=1, n_resamples=100)
     # chapter 12 runs SmolLM2-135M three times and trains gates per penalty: the sizes of the smoke profile
     shrunk["notebooks"]["12_unimportant_or_unmeasured"].update(select_verses=2, report_verses=2, lm_reference_verses=2, reference_examples=4,
-                                                               gate_steps=5, gate_examples=32, n_resamples=100)
+                                                               gate_steps=5, gate_examples=32, n_resamples=100,
+                                                               lm_removals=False)
     # chapter 13 generates with SmolLM2-135M ten times and scores 30 curve steps three ways: short prompts, few steps
     shrunk["notebooks"]["13_buys_and_breaks"].update(select_verses=4, report_verses=4, prompt_verses=20, prompt_tokens=32,
                                                      new_tokens=4, speed_batch_sizes=[1, 2], repeats=1, probe_length=8,
-                                                     probe_sequences=8, random_orders=1, step=0.25, configs_per_pass=1)
+                                                     probe_sequences=8, random_orders=1, band_orders=3, step=0.25,
+                                                     configs_per_pass=1)
     # torch.compile traces the models as on a GPU, without the minutes of C++ code generation per shape
     shrunk["notebooks"]["07_pruning_speed"].update(compile_backend="eager")
     (folder / f"{name}.yml").write_text(yaml.safe_dump(shrunk, sort_keys=False))

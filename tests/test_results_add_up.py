@@ -469,10 +469,13 @@ def _recomputed_ours(table, likelihood: bool = False) -> dict[str, list[tuple[fl
         {"classifier": 0.01, "translation": 1.0}
     share06 = {k: _prunable(v, tolerance[k[0]]) for k, v in curves.items()}
     first = lambda track, order: next(v for k, v in share06.items() if k[0] == track and k[2] == order)  # noqa: E731
-    per_model = []
+    per_model, against_random = [], []
     for model in sorted({k[1] for k in curves}):  # the scorecard's pivot orders the models by name
         track = next(k[0] for k in curves if k[1] == model)
         per_model += [_pct(share06[(track, model, "importance")]), _pct(share06[(track, model, "ablation")])]
+        drawn = [v for k, v in share06.items() if k[1] == model and k[2].startswith("random")]
+        against_random += [_pct(share06[(track, model, "importance")]), _pct(float(np.percentile(drawn, 5))),
+                           _pct(float(np.percentile(drawn, 95)))]
 
     kinds = _by(table("08_pruning_by_kind"), "kind")
     # a kind whose unpruned BLEU is 0 (possible on the smoke stand-ins) has no share: NaN, as the chapter writes it
@@ -502,7 +505,8 @@ def _recomputed_ours(table, likelihood: bool = False) -> dict[str, list[tuple[fl
         "A head's effect in domain": [(r, 2) for r in r05],
         "A share of the translation model's heads": [_pct(first("translation", "importance"))],
         "A share of the classifier's heads": [_pct(first("classifier", "importance"))],
-        "Ranking by importance": per_model,
+        "Ranking by importance prunes at least": per_model,
+        "Ranking by importance prunes more than": against_random,
         **_speed_claims(table),
         "Enc-Dec attention depends": ([(math.exp(_at(kinds[(k,)], 0.0) - _at(kinds[(k,)], 0.8)), 2) for k in KIND_ORDER
                                        if (k,) in kinds] if likelihood else

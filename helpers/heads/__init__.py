@@ -48,7 +48,7 @@ from .pruning import (count_parameters, head_layout, kept_heads, load_pruned, pr
                       pruned_heads, save_pruned)
 from .pruning_curves import order_by_ablation, order_by_importance, prunable_share, pruning_curve, random_order
 from .removal import REMOVAL_KINDS, HeadRemoval, reference_outputs
-from .significance import chance_flag_rate, mean_rank_p, paired_bootstrap
+from .significance import MIN_UNITS, SampleTooSmall, chance_flag_rate, mean_rank_p, paired_bootstrap, require_units
 from .sites import (
     SUPPORTED_FAMILIES,
     AttentionSite,
@@ -63,7 +63,7 @@ from .throughput import compare_speed, forward_flops, speed_gains, throughput
 __all__ = [
     "AttentionSite", "ConcreteGates", "Config", "GateRecord", "HeadGates", "HeadRemoval", "REMOVAL_KINDS", "reference_outputs", "HeadSpec", "HeadSpecError", "SUPPORTED_FAMILIES",
     "UNMASKED", "UnsupportedModelError", "all_but_one_configs", "attention_sites", "chance_flag_rate", "compare_speed",
-    "mean_rank_p",
+    "mean_rank_p", "MIN_UNITS", "SampleTooSmall", "require_units",
     "cache_bytes", "config_row_gates", "count_denormals", "flush_denormals", "zero_denormals_", "copying_accuracy", "copying_nll", "count_parameters", "generate_cached",
     "head_layout", "induction_scores", "kv_bytes", "kv_bytes_per_token", "repeated_tokens", "family_of", "forward_flops", "gated_passes", "gated_runs",
     "head_importance", "kept_heads", "kv_group_heads", "kv_group_importance", "kv_groups_to_heads", "layout",

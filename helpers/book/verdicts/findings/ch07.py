@@ -27,7 +27,7 @@ def findings(profile: str) -> str:
                                                           "no less than at the largest batch. ")
             + f"The gated model ran {g['gated']:+.1%} against the original at batch {large}, with a timing noise "
             f"(interquartile range over median) of {noise:.1%}: "
-            + ("masking saves nothing beyond the noise, as masking should." if g["gated"] < noise else
+            + ("masking saves nothing beyond the noise, as masking should." if g["gated"] <= noise else
                "faster than the noise alone explains, which the timing should be checked for."))
     try:
         precision = speed_gains(read(profile, "07_precision"))

@@ -341,3 +341,24 @@ def test_the_card_shows_the_sample_and_resolution_each_one_head_verdict_rests_on
     _write(tmp_path / "p", "03_one_head_counts", [{k: v for k, v in r.items() if k not in ("examples", "resolution")}
                                                 for r in rows])
     assert set(scorecard("p", results_root=tmp_path)["sample"]) == {""}
+
+
+def test_the_card_shows_what_a_correlation_and_a_timing_rest_on(tmp_path):
+    # the smallest significant |r| at p < 0.01 with n heads, by hand: t = r sqrt((n - 2) / (1 - r^2))
+    from scipy.stats import t
+
+    _write(tmp_path / "p", "05_cross_domain_r", [
+        {"model": "mt", "kind": "all", "heads": 144, "pearson_r": 0.6, "p_value": 1e-9},
+        {"model": "mt", "kind": "enc_self", "heads": 48, "pearson_r": 0.2, "p_value": 0.2},
+        {"model": "nli", "kind": "self", "heads": 72, "pearson_r": 0.5, "p_value": 1e-5}])
+    _write(tmp_path / "p", "07_speed", [
+        {"batch_size": b, "variant": v, "median": 100.0, "iqr": iqr, "runs": "[99.0, 100.0, 101.0]", "device": "cpu"}
+        for b, iqr in ((1, 2.0), (64, 5.0)) for v in ("original", "pruned", "gated")])
+    _, card = _verdicts(tmp_path)
+    sample = dict(zip(card["key"] if "key" in card else card["claim"], card["sample"]))
+    cross = next(v for k, v in sample.items() if "in domain" in str(k) or k == "cross_domain")
+    for n, shown in ((144, "mt: n = 144 heads"), (72, "nli: n = 72 heads")):
+        r = t.ppf(0.995, n - 2) / (n - 2 + t.ppf(0.995, n - 2) ** 2) ** 0.5
+        assert f"{shown}, |r| >= {r:.2f} detectable at p < 0.01" in cross
+    speed = next(v for k, v in sample.items() if "large batches" in str(k) or k == "speedup_large")
+    assert speed == "3 timed passes per variant and batch; timing noise up to 5.0% (IQR / median)"

@@ -664,7 +664,8 @@ CLAIMS: list[Claim] = [
           likelihood_rule=BEYOND_MARGIN_RULE, sample_table="04_keep_one_counts"),
     Claim("cross_domain", "§3.4, Figure 2", "A head's effect in domain predicts its effect out of domain",
           f"r = {paper_values.CROSS_DOMAIN_R['translation']} (WMT), {paper_values.CROSS_DOMAIN_R['classifier']} (BERT)",
-          f"reproduced: r >= {STRONG_R} with p < 0.01 for every model; partly: for one", "05_cross_domain", _cross_domain, likelihood=True),
+          f"reproduced: r >= {STRONG_R} with p < 0.01 for every model; partly: for one", "05_cross_domain", _cross_domain, likelihood=True,
+          sample_table="05_cross_domain_r"),
     Claim("prunable_translation", "§4.2, Figure 3", "A share of the translation model's heads can be pruned with no noticeable loss",
           f"about {paper_values.PRUNABLE_SHARE['translation']:.0%} (WMT, within 1 BLEU)",
           f"reproduced: within {SHARE_TOLERANCE:.0%} of the paper's share; partly: above 0", "06_pruning_curves",
@@ -687,11 +688,11 @@ CLAIMS: list[Claim] = [
     Claim("speedup_large", "§4.3, Table 4", "Removing half the heads speeds inference up at large batches",
           f"{paper_values.TABLE4_SPEEDUP[64]:+.1%} at batch 64 (GTX 1080Ti)",
           "reproduced: within half of the paper's gain either way; partly: faster", "07_pruning_speed",
-          _speedup_large),
+          _speedup_large, sample_table="07_speed"),
     Claim("speedup_small", "§4.3, Table 4", "At batch size 1 there is almost no gain",
           f"{paper_values.TABLE4_SPEEDUP[1]:+.1%} at batch 1", "reproduced: batch 1 gains less than the largest "
           "batch and under half the paper's large-batch gain; partly: less than the largest batch",
-          "07_pruning_speed", _speedup_small),
+          "07_pruning_speed", _speedup_small, sample_table="07_speed"),
     Claim("enc_dec_most_sensitive", "§5, Figure 4", "Enc-Dec attention depends on its heads most", "Enc-Dec collapses past 60% pruned",
           "reproduced: Enc-Dec keeps the smallest share of its BLEU at 80% of its heads pruned",
           "08_attention_kinds", _enc_dec_most_sensitive, likelihood=_enc_dec_most_sensitive_likelihood,
@@ -878,6 +879,20 @@ def verdict_sentences(verdicts: pd.DataFrame, measure: str | None = None) -> str
     return " ".join(lines)
 
 
+def _correlation_sample_text(table: pd.DataFrame, level: float = 0.01) -> str:
+    """What a correlation claim rests on, per model: the heads correlated and the smallest |r| a
+    two-sided test at ``level`` calls significant with that many (t with n - 2 degrees of freedom)."""
+    from scipy.stats import t
+
+    parts = []
+    for name, part in table.groupby("model", sort=False):
+        n = int(part["heads"].max())   # the row of all kinds together, or a model's only kind
+        critical = t.ppf(1 - level / 2, n - 2)
+        parts.append(f"{name}: n = {n} heads, |r| >= {critical / math.sqrt(n - 2 + critical ** 2):.2f} detectable "
+                     f"at p < {level}")
+    return "; ".join(parts)
+
+
 def _curve_sample_text(table: pd.DataFrame) -> str:
     """What a pruning-curve claim rests on, per model: the examples each step is scored on, the
     step (the prunable share is read to that resolution) and the random orders of the band."""
@@ -902,6 +917,12 @@ def sample_text(claim: Claim, folder: Path, measure: str = "") -> str:
     table = ours(pd.read_csv(path))
     if {"examples", "step", "order"} <= set(table.columns):
         return _curve_sample_text(table)
+    if {"heads", "pearson_r", "kind"} <= set(table.columns):
+        return _correlation_sample_text(table)
+    if {"median", "iqr", "runs"} <= set(table.columns):
+        noise = (table["iqr"] / table["median"]).max()
+        runs = table["runs"].map(lambda r: len(json.loads(r)) if isinstance(r, str) else 0).min()
+        return f"{runs} timed passes per variant and batch; timing noise up to {noise:.1%} (IQR / median)"
     if not {"examples", "resolution", "unit"} <= set(table.columns) or table["examples"].isna().all():
         return ""
     model = next(c for c in IDENTITY_COLUMNS if c in table)

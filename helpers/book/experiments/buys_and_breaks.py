@@ -23,10 +23,10 @@ from ...heads.kv_cache import (PublishedModel, cache_bytes, generate_cached, gen
                                kv_bytes_per_token)
 from ...heads.pruning import count_parameters, prune_heads
 from ...heads.pruning_curves import counts, heads_in, heads_of, order_by_importance, random_order, score_specs, spec_of
-from ..store.columns import BAND
 from ...heads.significance import log_likelihood
 from ...heads.sites import attention_sites
 from ...zoo.causal_lm import PerplexityScorer
+from ..store.columns import BAND
 
 LEVELS = (0.0, 1 / 3, 2 / 3)
 UNITS = ("KV groups", "query heads")

@@ -28,15 +28,14 @@ from ...zoo.classifier_training import batches as classifier_batches
 from ...zoo.classifier_training import encode, labels_of
 from ...zoo.scorers import translation_loss, translation_loss_batches
 from .. import course
+from ..store.columns import CHOSEN, IN_SAMPLE, RANDOM_HIGH, RANDOM_LOW, RANDOM_MEAN
 from .equivalence import margin
-from ..store.columns import CHOSEN
-from .pruning import IN_SAMPLE, RANDOM_HIGH, RANDOM_LOW, RANDOM_MEAN, PruningRuns, panel, summarise
+from .pruning import PruningRuns, panel, summarise
 
 L0_ORDER = "L0 gates"
 GATE_BATCH = 16           # classifier examples per gate-training step
 GATE_MAX_TOKENS = 500     # translation: padded tokens per gate-training step (about 20 verses)
 METHODS = ("importance", "ablation", RANDOM_MEAN, RANDOM_LOW, RANDOM_HIGH, L0_ORDER)
-
 
 
 def gate_training_batches(runs: PruningRuns, name: str, model, tokenizer, examples: int, seed: int) -> list:

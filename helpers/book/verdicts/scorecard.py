@@ -43,6 +43,7 @@ import pandas as pd
 
 from ...heads.atomic import atomic_path
 from . import paper_values
+from ..store.columns import IN_SAMPLE, MIN_BAND_ORDERS, RANDOM_HIGH, RANDOM_LOW
 from ..store.results import results_root as default_results_root
 
 REPRODUCED, PARTLY, NOT_REPRODUCED, NOT_RUN = "reproduced", "partly", "not reproduced", "not run"
@@ -375,8 +376,6 @@ def _prunable(track: str) -> Callable[[Results], tuple[str, str]]:
 def _importance_beats_ablation(r: Results) -> tuple[str, str]:
     """Compared only on equal footing: an ablation order estimated on the very examples its curve
     scores (in-sample) has an advantage I_h (estimated on the training split) lacks."""
-    from ..store.columns import IN_SAMPLE
-
     shares = r["06_prunable_shares"]
     table = shares.pivot(index="model", columns="order", values="prunable_share")
     text = "; ".join(f"{m}: {row['importance']:.0%} vs {row['ablation']:.0%}" for m, row in table.iterrows())
@@ -392,8 +391,6 @@ def _importance_beats_ablation(r: Results) -> tuple[str, str]:
 def _importance_beats_random(r: Results) -> tuple[str, str]:
     """Against the band, not one draw: importance's prunable share must lie above the 95th
     percentile of the random orders' shares, in every model (partly: in some)."""
-    from ..store.columns import MIN_BAND_ORDERS, RANDOM_HIGH, RANDOM_LOW
-
     shares = r["06_prunable_shares"]
     table = shares.pivot(index="model", columns="order", values="prunable_share")
     if RANDOM_HIGH not in table:
@@ -569,8 +566,6 @@ def _copying_breaks(r: Results) -> tuple[str, str]:
     base = row["unpruned copying accuracy"]
     if not base > 0:
         return "(the unpruned model does not copy)", NOT_REPRODUCED
-    from ..store.columns import MIN_BAND_ORDERS
-
     ours = row[f"copying accuracy at {tolerance}"]
     low, high = (row.get(f"random copying accuracy at {tolerance} ({q})", math.nan) for q in ("5%", "95%"))
     orders = row.get(f"random orders at {tolerance}", 0)
@@ -896,8 +891,6 @@ def _correlation_sample_text(table: pd.DataFrame, level: float = 0.01) -> str:
 def _curve_sample_text(table: pd.DataFrame) -> str:
     """What a pruning-curve claim rests on, per model: the examples each step is scored on, the
     step (the prunable share is read to that resolution) and the random orders of the band."""
-    from ..store.columns import RANDOM_HIGH
-
     parts = []
     for name, part in table.groupby("model", sort=False):
         band = part.loc[part["order"] == RANDOM_HIGH, "random_orders"] if "random_orders" in part else pd.Series(dtype=float)

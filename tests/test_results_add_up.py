@@ -697,6 +697,18 @@ def test_chapter_13_copying_summary_adds_up(table):
             assert row[f"copying accuracy at {label}"] == pytest.approx(there["copying accuracy"], **CLOSE)
         below = [s["share"] for s in steps if s["copying accuracy"] < 0.5 * base["copying accuracy"]]
         assert row["copying accuracy below 50% of unpruned from"] == (pytest.approx(min(below)) if below else None)
+    # the random band: the band orders' copying accuracy at I_h on verses' share, per tolerance
+    band = table("13_copying_band")
+    row = summary["I_h on verses"]
+    for label in ("1%", "10%"):
+        at = [b["copying accuracy"] for b in band
+              if abs(b["share"] - row[f"prunable within {label} (verses)"]) < 1e-9]
+        assert row[f"random orders at {label}"] == len(at) == (
+            _param("13_buys_and_breaks", "band_orders") if row[f"prunable within {label} (verses)"] > 0 else 0)
+        for q, name in ((5, "5%"), (95, "95%")):
+            want = float(np.percentile(at, q)) if at else None
+            got = row[f"random copying accuracy at {label} ({name})"]
+            assert (got is None or math.isnan(got)) if want is None else got == pytest.approx(want, **CLOSE)
 
 
 def test_chapter_13_induction_ranks_add_up(table):

@@ -72,11 +72,12 @@ def test_chapter_05_verdict_follows_the_correlation(results):
                  "paper_r": 0.56, "split_half_r_in": 0.9, "split_half_r_out": 0.8} for s, r in ((0, 0.7), (1, r_seed1))])
     tables(0.7)
     assert "r = 0.70 (p = 0.001) and 0.70 (p = 0.001)" in ch05.findings("p")
-    assert "on the paper's metric: **reproduced**" in ch05.findings("p")
+    assert _scorecard_verdict("cross_domain") == "reproduced"
     tables(0.2)
     text = ch05.findings("p")
     assert "r = 0.70 (p = 0.001) and 0.20 (p = 0.001)" in text
-    assert "on the paper's metric: **depends on the seed** (seed 0: reproduced; seed 1: not reproduced)" in text
+    assert _scorecard_verdict("cross_domain") == "depends on the seed"
+    assert "reproduced" not in text   # the verdict table above the text says it, once
 
 
 def test_chapter_04_counts_layers_without_a_significant_loss(results):
@@ -100,7 +101,7 @@ def test_chapter_04_counts_layers_without_a_significant_loss(results):
     found = ch04.findings("p")
     assert "12 of 18 layers show no significant loss with a single head (seed by seed); 1 lose more than the margin δ " \
            "(their interval wholly below -0.00995)" in found
-    assert "*Most layers can be reduced to one head (head chosen on the reported set)*, on the likelihood" in found
+    assert "Most layers can be reduced to one head" not in found   # the verdict table above the text says it
 
 
 def test_a_missing_table_says_which_chapter_to_run(results):
@@ -114,7 +115,7 @@ def test_beyond_chance_is_a_binomial_tail_at_twice_alpha():
 
 
 def test_the_scorecard_summary_counts_both_measures_and_names_disagreements():
-    from helpers.book.verdicts.scorecard import NOT_MEASURED, PARTLY, REPRODUCED
+    from helpers.book.verdicts.engine import NOT_MEASURED, PARTLY, REPRODUCED
 
     card = pd.DataFrame([{"claim": "A", "verdict": REPRODUCED, "likelihood verdict": PARTLY},
                          {"claim": "B", "verdict": REPRODUCED, "likelihood verdict": REPRODUCED},
@@ -140,7 +141,7 @@ def test_chapter_07_reads_speed_ups_as_ratios_of_medians(results):
     text = ch07.findings("p")
     assert "+20.0% faster at batch 64" in text and "+50.0% predicted" in text and "At batch 1 it gained +10.0%" in text
     assert "less than at the largest batch (point estimates)." in text and "as in the paper" not in text
-    assert "*At batch size 1 there is almost no gain*, on the paper's metric: **partly**" in text
+    assert _scorecard_verdict("speedup_small") == "partly" and "partly" not in text
     speed([10.0, 100.0, 100.0])  # one disturbed pass: the median, and so the sentence, stay
     assert ch07.findings("p") == text
 
@@ -180,7 +181,7 @@ def test_chapters_08_09_and_10_follow_their_tables(results):
     assert text.startswith("**The model:** 48 enc_self heads, 48 enc_dec heads and 48 dec_self heads (the paper's WMT: "
                            "96 of each kind), pruned 25% of a kind at a time.")
     assert "enc_self 80%, enc_dec 20%, dec_self 70% (lowest here: enc_dec)" in text
-    assert "*Enc-Dec attention depends on its heads most*, on the paper's metric: **reproduced**" in text
+    assert _scorecard_verdict("enc_dec_most_sensitive") == "reproduced" and "reproduced" not in text
     assert "enc_self x1.20, enc_dec x3.00, dec_self x1.10" in text
     steps = [(e, share) for e in (1, 16) for share in (0.0, 0.4)]
     results("09_importance_dynamics", [{"training_seed": 0, "epoch": e, "share": sh, "unpruned": 2.0 if e == 1 else 15.0,
@@ -221,7 +222,7 @@ def test_chapter_11_follows_its_tables(results):
     assert "+10.0% faster at batch 16 (100% of the +10.0% its FLOPs predict)" in text
 
 
-# ---- one judge: a chapter's text and the scorecard give the same verdict ----------------------
+# ---- one judge: a chapter's verdict table and the scorecard give the same verdict -------------
 def _scorecard_verdict(claim_key: str, column: str = "verdict") -> str:
     from helpers.book.verdicts.scorecard import CLAIMS_BY_KEY, scorecard
 
@@ -232,13 +233,17 @@ def _scorecard_verdict(claim_key: str, column: str = "verdict") -> str:
 @pytest.mark.parametrize("significant", [20, 43, 80])  # 14%, 30% and 56% of 144 heads
 def test_chapter_03_says_what_the_scorecard_says_between_the_old_thresholds(results, significant):
     """At 30% of the heads significant, the old chapter text (a minority below 50%) said "as in
-    the paper" while the scorecard (below 20%) said otherwise; now both print the registry's."""
+    the paper" while the scorecard (below 20%) said otherwise; now the chapter's verdict table is
+    the scorecard's, and its text judges nothing."""
+    from helpers.book.verdicts.engine import LIKELIHOOD_NAME, METRIC, chapter_verdicts, verdict_of
+    from helpers.book.verdicts.rules import ch03 as rules
+
     _chapter_03_tables(results, {0: significant, 1: significant})
     text = ch03.findings("p", 0.01)
-    for column, measure in (("verdict", "the paper's metric"), ("likelihood verdict", "the likelihood")):
+    for column, measure in (("verdict", METRIC), ("likelihood verdict", LIKELIHOOD_NAME)):
         verdict = _scorecard_verdict("few_significant", column)
-        assert f"*Few heads matter alone: masking one changes the score significantly for a minority*, on {measure}: " \
-               f"**{verdict}**" in text
+        assert verdict_of(chapter_verdicts("p", rules.CLAIMS, alpha=0.01), "few_significant", measure) == verdict
+        assert f"**{verdict}**" not in text
     assert "as in the paper" not in text and "unlike the paper" not in text
     if significant == 43:
         assert _scorecard_verdict("few_significant") == "partly"  # the classifier's 1 of 72 holds, 43 of 144 not
@@ -247,18 +252,22 @@ def test_chapter_03_says_what_the_scorecard_says_between_the_old_thresholds(resu
 @pytest.mark.parametrize("r", [0.35, 0.45, 0.55])
 def test_chapter_05_says_what_the_scorecard_says_between_the_old_thresholds(results, r):
     """At r = 0.45 the old chapter (r > 0.5) and the scorecard (r >= 0.4) disagreed."""
+    from helpers.book.verdicts.engine import chapter_verdicts, verdict_of
+    from helpers.book.verdicts.rules import ch05 as rules
+
     for suffix in ("", "_likelihood"):
         results(f"05_cross_domain_r{suffix}", [
             {"model": "translation", "training_seed": s, "kind": "all", "pearson_r": r, "p_value": 0.001,
              "paper_r": 0.56, "split_half_r_in": 0.9, "split_half_r_out": 0.8} for s in (0, 1)])
     verdict = _scorecard_verdict("cross_domain")
     assert verdict == ("reproduced" if r >= 0.4 else "not reproduced")
-    assert f"on the paper's metric: **{verdict}**" in ch05.findings("p")
+    assert verdict_of(chapter_verdicts("p", rules.CLAIMS), "cross_domain") == verdict   # the chapter's own table
 
 
 def test_chapter_09_and_the_scorecard_read_the_chapters_min_base_share(results):
     """A rerun of chapter 09 with another min_base_share changes the chapter and the scorecard alike."""
-    from helpers.book.verdicts.scorecard import chapter_verdicts, verdict_of
+    from helpers.book.verdicts.engine import chapter_verdicts, verdict_of
+    from helpers.book.verdicts.rules import ch09 as rules
 
     steps = [(e, share) for e in (1, 2, 16) for share in (0.0, 0.4)]
     bleu = {1: 0.5, 2: 3.0, 16: 20.0}   # epoch 1's BLEU is 2.5% of the last one's
@@ -268,13 +277,12 @@ def test_chapter_09_and_the_scorecard_read_the_chapters_min_base_share(results):
     results("09_importance_dynamics_likelihood", [{"training_seed": 0, "epoch": e, "share": sh,
                                                    "perplexity_ratio": 1.0 if sh == 0 else 1.2} for e, sh in steps])
     for share, first, early in ((0.02, 1, "reproduced"), (0.05, 2, "not reproduced")):
-        verdicts = chapter_verdicts("p", "09_training_dynamics", min_base_share=share)
+        verdicts = chapter_verdicts("p", rules.CLAIMS, min_base_share=share)
         assert verdict_of(verdicts, "early_hurts") == early == _scorecard_verdict("early_hurts")
         text = ch09.findings("p", share)
         assert f"is kept after epoch {first} " in text
-        assert f"*Early in training, pruning 40% of the heads hurts*, on the paper's metric: **{early}**" in text
     with pytest.raises(ValueError, match="no claim of chapter 09_training_dynamics reads the parameter"):
-        chapter_verdicts("p", "09_training_dynamics", min_base_shares=0.05)
+        chapter_verdicts("p", rules.CLAIMS, min_base_shares=0.05)
 
 
 def _chapter_12_tables(write, negligible_mean: int, best_share: float):
@@ -337,7 +345,8 @@ def _chapter_13_tables(write, kept_accuracy: float, measured_offset: int = 0):
 
 
 def test_chapter_13_follows_the_memory_induction_and_copying_tables(results):
-    from helpers.book.verdicts.scorecard import chapter_verdicts, verdict_table
+    from helpers.book.verdicts.engine import chapter_verdicts, verdict_table
+    from helpers.book.verdicts.rules import ch13 as rules
 
     _chapter_13_tables(results, kept_accuracy=0.2)
     found = ch13.findings("p")
@@ -345,17 +354,15 @@ def test_chapter_13_follows_the_memory_induction_and_copying_tables(results):
     assert "removing 33% of the KV groups saves 33% of the KV cache (1,000 -> 667 bytes per token) for a perplexity of 25.0" in found
     assert "generation speed 1.20x at batch 1 and 1.20x at batch 8" in found
     assert "removing 33% of the query heads saves 0% of the KV cache" in found
-    assert "the five strongest (layer.head, score) are 1.2 (0.30)" in found and "I_h on verses: 4, 3, 3, 2, 2 of 6" in found
+    assert "the 5 strongest (layer.head, score) are 1.2 (0.30)" in found and "I_h on verses: 4, 3, 3, 2, 2 of 6" in found
     assert ("within 1% of the verse perplexity 10% of the query heads can go, copying accuracy there 0.80; within 10% "
             "of the verse perplexity 30% of the query heads can go, copying accuracy there 0.20 (unpruned 0.80); copying "
             "accuracy falls below half of it from 40% pruned") in found
     assert "copying keeps 25% of its accuracy" in found
     assert "saved in 412 MB and rebuilt in a fresh process from those files alone, it generated the same tokens" in found
-    assert "Pruning that keeps perplexity can break in-context copying" in found   # the scorecard's verdicts follow
+    assert "Pruning that keeps perplexity can break in-context copying" not in found   # the verdict table says it
     # claims beyond the paper name what they are judged on, not "the paper's metric"
-    assert "can break in-context copying*, on copying accuracy and perplexity on verses: **" in found
-    assert "the paper's metric" not in found
-    table = verdict_table(chapter_verdicts("p", "13_buys_and_breaks"))
+    table = verdict_table(chapter_verdicts("p", rules.CLAIMS))
     assert table.columns.name == "p profile"   # the verdicts say which profile's run they judge
     measures = table.index.get_level_values("measure")
     assert set(measures) == {"KV bytes and perplexity on verses", "copying accuracy and perplexity on verses",

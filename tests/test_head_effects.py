@@ -164,7 +164,7 @@ def test_kept_head_and_all_but_one_configs_agree(smoke):
 
 
 def test_the_papers_tables_lay_out_like_ours():
-    from helpers.book.verdicts import paper_values
+    from helpers.book.paper import values as paper_values
     from helpers.book.experiments.head_effects import grid
 
     table1 = grid(paper_values.effects(1), "enc_self")

@@ -1,6 +1,6 @@
 """helpers/ has three parts imported one way: book -> zoo -> heads, with no import cycle; inside
-helpers/book, one folder per job, imported one way too: running -> experiments -> course, verdicts
--> profiles, store.
+helpers/book, one folder per job, imported one way too: running -> verdicts -> experiments -> course
+-> profiles, store, paper.
 
 The graph is read from the source (every ``import`` statement, at module level or inside a
 function), so a lazy import that would close a cycle counts as much as a top-level one.
@@ -17,7 +17,7 @@ from helpers.book.running.chapter_code import import_graph, module_name
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = {"heads": 0, "zoo": 1, "book": 2}  # a part may import its own rank or lower
 # helpers/book's folders by job, with the same rule: the folders of one rank share nothing
-BOOK_FOLDERS = {"profiles": 0, "store": 0, "course": 1, "verdicts": 1, "experiments": 2, "running": 3}
+BOOK_FOLDERS = {"profiles": 0, "store": 0, "paper": 0, "course": 1, "experiments": 2, "verdicts": 3, "running": 4}
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -109,9 +109,10 @@ def test_helpers_book_has_one_folder_per_job(graph):
 def test_imports_go_one_way_between_the_books_folders(graph):
     assert wrong_way_in_book(graph) == []
     fake = {"helpers.book.store.results": {"helpers.book.experiments.sweeps"},
-            "helpers.book.course": {"helpers.book.verdicts.scorecard"},
+            "helpers.book.experiments.pruning": {"helpers.book.verdicts.scorecard"},
+            "helpers.book.verdicts.rules.ch09": {"helpers.book.experiments.dynamics"},
             "helpers.book.running.runner": {"helpers.book.course"}}
-    assert wrong_way_in_book(fake) == [("helpers.book.course", "helpers.book.verdicts.scorecard"),
+    assert wrong_way_in_book(fake) == [("helpers.book.experiments.pruning", "helpers.book.verdicts.scorecard"),
                                        ("helpers.book.store.results", "helpers.book.experiments.sweeps")]
 
 
@@ -190,3 +191,18 @@ def test_the_api_page_lists_every_public_name_with_its_current_signature():
             assert f"`{_call(name, obj)}`" in page, f"book/api.md lacks {_call(name, obj)}"
         else:
             assert f"`{name}`" in page, f"book/api.md does not mention {name}"
+
+
+def test_a_chapters_rule_reruns_that_chapter_and_the_pages_that_read_every_verdict():
+    """A chapter's rules (``verdicts/rules/chNN.py``) are in the import closure (the cache key) of
+    that chapter, the scorecard and the front page only; chapter 12 also applies chapter 03's."""
+    from helpers.book.running.chapter_code import PACKAGE, chapter_modules
+
+    notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    closure = {nb.stem[:2]: {p.relative_to(PACKAGE).as_posix() for p in chapter_modules(nb)} for nb in notebooks}
+    rules = sorted((ROOT / "helpers" / "book" / "verdicts" / "rules").glob("ch*.py"))
+    assert len(rules) == 10
+    for path in rules:
+        chapter = path.stem[2:]
+        rerun = {n for n, modules in closure.items() if f"book/verdicts/rules/{path.name}" in modules}
+        assert rerun == {chapter, "14", "18"} | ({"12"} if chapter == "03" else set()), (path.name, sorted(rerun))

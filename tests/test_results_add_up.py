@@ -26,7 +26,7 @@ from scipy import stats
 
 from helpers.book.running import runner
 from helpers.book.store import results
-from helpers.book.verdicts import paper_values
+from helpers.book.paper import values as paper_values
 
 PROFILE = os.environ.get("SIXTEEN_HEADS_CHECK_PROFILE", "smoke")
 KIND_ORDER = ("self", "enc_self", "enc_dec", "dec_self")

@@ -13,9 +13,9 @@ from typing import Callable
 import pandas as pd
 import pytest
 
-from helpers.book.verdicts import paper_values
-from helpers.book.verdicts.scorecard import (CANNOT_TELL, CLAIMS, CLAIMS_BY_KEY, LIKELIHOOD, NOT_REPRODUCED, PARTLY,
-                                             REPRODUCED, judge)
+from helpers.book.paper import values as paper_values
+from helpers.book.verdicts.engine import CANNOT_TELL, LIKELIHOOD, NOT_REPRODUCED, PARTLY, REPRODUCED, judge
+from helpers.book.verdicts.scorecard import CLAIMS, CLAIMS_BY_KEY
 
 Tables = dict[str, list[dict]]
 Case = Callable[[], Tables]

@@ -3,8 +3,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers.book.verdicts.scorecard import (CANNOT_TELL, CLAIMS, DEPENDS_ON_SEED, NOT_MEASURED, NOT_REPRODUCED, NOT_RUN, PARTLY, REPRODUCED,
-                                    disagreements, removal_table, scorecard, verdict_counts)
+from helpers.book.verdicts.engine import (CANNOT_TELL, DEPENDS_ON_SEED, NOT_MEASURED, NOT_REPRODUCED, NOT_RUN, PARTLY,
+                                         REPRODUCED)
+from helpers.book.verdicts.rules.ch12 import removal_table
+from helpers.book.verdicts.scorecard import CLAIMS, disagreements, scorecard, verdict_counts
 
 
 def _write(folder, name, rows):

@@ -63,7 +63,7 @@ def test_shapes_must_match():
 def test_paper_values_are_internally_consistent():
     """REFERENCE.md's checks: 8 significant cells in Table 1, half of them positive; 9 of 18 in
     Table 5; the last Enc-Dec layer loses 13.56 BLEU in Table 2."""
-    from helpers.book.verdicts import paper_values
+    from helpers.book.paper import values as paper_values
 
     t1 = paper_values.table(1)
     assert len(t1) == 96 and t1.significant.sum() == paper_values.SIGNIFICANT_ENC_SELF
@@ -78,7 +78,7 @@ def test_paper_values_are_internally_consistent():
 def test_paper_table4_speedups_follow_from_its_throughputs():
     """Table 4 prints both the rates and the speed-ups; the transcription must agree with itself
     (to the rounding of the printed means: 17.3 / 17.0 gives +1.8%, printed +1.9%)."""
-    from helpers.book.verdicts import paper_values
+    from helpers.book.paper import values as paper_values
 
     rates = paper_values.TABLE4_THROUGHPUT
     for size, printed in paper_values.TABLE4_SPEEDUP.items():

@@ -93,10 +93,15 @@ def mean_rank_p(ranks: Sequence[int], total: int, draws: int = 10_000, seed: int
     ranks = np.asarray(ranks, dtype=np.float64)
     if not len(ranks) or len(ranks) > total or ranks.min() < 1 or ranks.max() > total:
         raise ValueError(f"ranks must be {len(ranks)} values between 1 and total={total}, got {ranks.tolist()}")
-    rng = np.random.default_rng(seed)
-    null = np.argsort(rng.random((draws, total)), axis=1)[:, :len(ranks)].mean(1) + 1   # ranks 1..total
-    hits = int((null >= ranks.mean() - 1e-9).sum())
+    hits = int((mean_rank_null(len(ranks), total, draws, seed) >= ranks.mean() - 1e-9).sum())
     return (1 + hits) / (1 + draws)
+
+
+def mean_rank_null(k: int, total: int, draws: int = 10_000, seed: int = 0) -> np.ndarray:
+    """[draws] mean ranks of ``k`` items drawn at random without replacement from ranks 1..``total``:
+    the null distribution ``mean_rank_p`` compares with."""
+    rng = np.random.default_rng(seed)
+    return np.argsort(rng.random((draws, total)), axis=1)[:, :k].mean(1) + 1
 
 
 def resample_indices(n: int, n_resamples: int = 1000, seed: int = 0) -> np.ndarray:

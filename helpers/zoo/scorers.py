@@ -101,6 +101,7 @@ def classifier_scorers(tokenizer, examples: Sequence, metrics: Sequence[str], ma
                 return value(metric, log_probs_of_copies(model, 1, lambda rows: contextlib.nullcontext())[0])
 
         score.many = lambda model, specs: [value(metric, lp) for lp in many_log_probs(model, specs)]
+        score.examples = len(examples)
         return score
 
     return {metric: scorer(metric) for metric in metrics}
@@ -124,7 +125,8 @@ def translation_scorer(pairs: Sequence, beam: int = 5, batch_size: int = 64, max
                        configs_per_pass: int = 12) -> Callable[[nn.Module], float]:
     """``score(model)``: tokenised BLEU of beam-search translations of ``pairs`` against their refs
     (``max_len_b`` as in ``translation_model.translate``). ``score.many(model, specs)`` gives the
-    score under each head spec, ``configs_per_pass`` of them per search (``pruning_curve`` uses it)."""
+    score under each head spec, ``configs_per_pass`` of them per search (``pruning_curve`` uses it);
+    ``score.examples``: how many pairs it scores."""
     from .sweep_decoder import decode_copies
 
     sources, refs = [p.src for p in pairs], [p.ref for p in pairs]
@@ -141,6 +143,7 @@ def translation_scorer(pairs: Sequence, beam: int = 5, batch_size: int = 64, max
                 max_len_b=max_len_b)]
 
     score.many = many
+    score.examples = len(pairs)   # what a step is scored on (result tables record it)
     return score
 
 
@@ -274,6 +277,7 @@ def translation_likelihood_scorer(pairs: Sequence, max_tokens: int = 2000,
                     masked_translation_nll(model, pairs, specs, configs_per_pass, progress=False, max_tokens=max_tokens)]
 
     score.many = many
+    score.examples = len(pairs)
     return score
 
 

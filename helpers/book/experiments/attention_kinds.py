@@ -11,19 +11,21 @@ from ...heads.pruning_curves import heads_of, order_by_importance, prunable_shar
 from ...zoo.scorers import translation_importance
 from .. import course
 from ..profiles import Profile
-from ..verdicts import paper_values
+from ..paper import values as paper_values
 
 
 def curves(settings: Profile, name: str, score: Callable, importance_set: Sequence, step: float,
            training_seeds: int = 0) -> pd.DataFrame:
     """One curve per attention kind (``kind``) of every training run of model ``name``: that
-    kind's heads pruned by I_h (estimated on ``importance_set``), each step scored by ``score``;
-    every kind's curve starts unpruned, and that step is scored once."""
+    kind's heads pruned by I_h (estimated on ``importance_set``), each step scored by ``score`` (on
+    ``score.examples`` examples, recorded with ``step``); every kind's curve starts unpruned, and
+    that step is scored once."""
     def run_seed(training_seed: int, run: str) -> pd.DataFrame:
         model = course.load_translation(settings, run)
         importance = translation_importance(model, importance_set)
         orders = {kind: order_by_importance(importance, heads_of(model, [kind])) for kind in paper_values.KINDS}
-        return pruning_curves(model, orders, score, step=step, desc=f"seed {training_seed}").rename(columns={"order": "kind"})
+        curves = pruning_curves(model, orders, score, step=step, desc=f"seed {training_seed}")
+        return curves.rename(columns={"order": "kind"}).assign(examples=getattr(score, "examples", None), step=step)
     return course.over_seeds(settings, name, run_seed, training_seeds)
 
 

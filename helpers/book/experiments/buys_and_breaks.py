@@ -26,10 +26,13 @@ from ...heads.pruning_curves import counts, heads_in, heads_of, order_by_importa
 from ...heads.significance import log_likelihood
 from ...heads.sites import attention_sites
 from ...zoo.causal_lm import PerplexityScorer
-from ..store.columns import BAND
+from ..store.columns import (BAND, COPYING_TOLERANCES, INDUCTION_TOP, UNPRUNED_COPYING, copying_at, copying_below,
+                             prunable_within, random_copying_at, random_orders_at)
 
 LEVELS = (0.0, 1 / 3, 2 / 3)
 UNITS = ("KV groups", "query heads")
+MEMORY_SHOWN = ["unit", "share", "dtype", "batch", "query heads", "KV heads", "KV bytes per token", "KV bytes, predicted",
+                "KV bytes, measured", "tokens per second", "perplexity"]   # the columns chapter 13 shows
 
 
 # ---- pruned variants ---------------------------------------------------------------------------
@@ -85,12 +88,12 @@ def memory_and_speed(variants: Mapping[tuple[str, float], nn.Module], prompts: M
     left, parameters, KV bytes per token predicted from the layers and measured from the cache
     greedy generation left (``new_tokens`` new tokens), the median seconds of that generation and
     its tokens per second (``repeats`` timed calls after the measured one, which warms up), and the
-    perplexity on ``report_batches`` (float32)."""
+    perplexity on ``report_batches`` (float32) and how many verses they hold."""
     from tqdm.auto import tqdm
 
     from ...heads.throughput import cast_copy
 
-    rows = []
+    rows, verses = [], sum(len(b["input_ids"]) for b in report_batches)
     for (unit, share), model in tqdm(variants.items(), desc="pruned variants", disable=not progress):
         sites = attention_sites(model)
         perplexity = float(np.exp(-PerplexityScorer(report_batches, 1)(model)))
@@ -107,7 +110,7 @@ def memory_and_speed(variants: Mapping[tuple[str, float], nn.Module], prompts: M
                              "KV bytes, predicted": kv_bytes(timed, positions, size),
                              "KV bytes, measured": cache_bytes(cache), "cached positions": positions,
                              "seconds": seconds, "tokens per second": size * new_tokens / seconds,
-                             "perplexity": perplexity})
+                             "perplexity": perplexity, "perplexity verses": verses})
     return pd.DataFrame(rows)
 
 
@@ -175,8 +178,33 @@ def copying_points(model: nn.Module, orders: Mapping[str, Sequence], steps: Sequ
                           "verse perplexity": float(np.exp(-scored["verses"][i])),
                           "copying perplexity": float(np.exp(-log_likelihood(rows[i][:, :2].contiguous().sum(0).numpy()))),
                           "copying accuracy": float(np.mean([float(b[:, 2].sum() / b[:, 1].sum())   # per batch, as
-                                                             for b in rows[i].split(sizes)]))}     # copying_accuracy
+                                                             for b in rows[i].split(sizes)])),    # copying_accuracy
+                          "copying sequences": sum(sizes)}
                          for i, (label, n, c, _) in enumerate(steps)])
+
+
+def importances(model: nn.Module, verse_batches: Sequence[dict], copying_probe: Sequence[dict]
+                ) -> dict[str, Mapping[str, torch.Tensor]]:
+    """``{"I_h on verses": ..., "I_h on copying": ...}``: I_h on the verses' LM loss, and on the
+    loss of the second copy on ``copying_probe`` (a probe the curves do not score)."""
+    from ...heads.importance import head_importance
+    from ...heads.induction import copying_nll
+    from ...zoo.causal_lm import lm_loss
+
+    return {"I_h on verses": head_importance(model, verse_batches, lm_loss, progress=False),
+            "I_h on copying": head_importance(model, copying_probe, lambda m, b: copying_nll(m, b)[:, 0], progress=False)}
+
+
+def copying_study(model: nn.Module, importance: Mapping[str, Mapping[str, torch.Tensor]], *, verses: Sequence[dict],
+                  probe: Sequence[dict], step: float, random_orders: int, band_orders: int, seed: int,
+                  configs_per_pass: int = 1) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """``(curves, band, summary)``: each importance's curve and ``random_orders`` random curves
+    (``copying_curves``), ``band_orders`` further random orders at the shares the verdict reads
+    (``random_band``), and the summary of every order with the band beside it (``band_at``)."""
+    orders = orders_for(model, importance, random_orders, seed)
+    curves = copying_curves(model, orders, verses, probe, step, configs_per_pass)
+    band = random_band(model, copying_summary(curves, orders), band_orders, seed, verses, probe, configs_per_pass)
+    return curves, band, band_at(copying_summary(curves, orders), band)
 
 
 def orders_for(model: nn.Module, importance: Mapping[str, Mapping[str, torch.Tensor]], random_orders: int,
@@ -189,7 +217,8 @@ def orders_for(model: nn.Module, importance: Mapping[str, Mapping[str, torch.Ten
     return orders
 
 
-TOLERANCES = (0.01, 0.10)   # verse perplexity within 1% (the paper's "no noticeable loss") or 10% (chapter 11's second)
+TOLERANCES = COPYING_TOLERANCES
+COPYING_FLOOR = 0.5          # copying "breaks" below half of the unpruned model's accuracy
 BAND_ORDER = "I_h on verses"  # the order whose decisions the random band is drawn at
 
 
@@ -202,7 +231,7 @@ def random_band(model: nn.Module, summary: pd.DataFrame, orders: int, seed: int,
     on a CPU; the band is drawn where the verdict is read."""
     pool = heads_of(model)
     row = summary.set_index("order").loc[BAND_ORDER]
-    shares = sorted({float(row[f"prunable within {t:.0%} (verses)"]) for t in TOLERANCES} - {0.0})
+    shares = sorted({float(row[prunable_within(t)]) for t in TOLERANCES} - {0.0})
     drawn = {f"random {seed + 1000 + r}": random_order(pool, seed + 1000 + r) for r in range(orders)}
     steps = [(label, len(pool), round(share * len(pool))) for share in shares for label in drawn]
     if not steps:
@@ -216,33 +245,34 @@ def band_at(summary: pd.DataFrame, band: pd.DataFrame) -> pd.DataFrame:
     how many random orders it holds."""
     out = summary.copy()
     for t in TOLERANCES:
-        share = out.loc[out["order"] == BAND_ORDER, f"prunable within {t:.0%} (verses)"]
+        share = out.loc[out["order"] == BAND_ORDER, prunable_within(t)]
         at = band[np.isclose(band["share"], share.iloc[0])] if len(band) and len(share) else band
         for q, name in zip(BAND, ("5%", "95%")):
-            out.loc[out["order"] == BAND_ORDER, f"random copying accuracy at {t:.0%} ({name})"] = (
+            out.loc[out["order"] == BAND_ORDER, random_copying_at(t, name)] = (
                 float(at["copying accuracy"].quantile(q)) if len(at) else np.nan)
-        out.loc[out["order"] == BAND_ORDER, f"random orders at {t:.0%}"] = len(at)
+        out.loc[out["order"] == BAND_ORDER, random_orders_at(t)] = len(at)
     return out
 
 
-def broken_at(curves: pd.DataFrame, order: str, tolerances: Sequence[float] = TOLERANCES, floor: float = 0.5) -> dict:
+def broken_at(curves: pd.DataFrame, order: str, tolerances: Sequence[float] = TOLERANCES,
+              floor: float = COPYING_FLOOR) -> dict:
     """For one order: per tolerance, the share prunable before the verse perplexity first rises
     more than it above the unpruned one (as chapter 11 reads its curves) and the copying accuracy
     at that share; and the first share at which copying accuracy falls below ``floor`` times its
     unpruned value (None if it never does)."""
     part = curves[curves["order"] == order].sort_values("share")
     base = part.iloc[0]
-    row = {"order": order, "unpruned copying accuracy": float(base["copying accuracy"])}
+    row = {"order": order, UNPRUNED_COPYING: float(base["copying accuracy"])}
     for tolerance in tolerances:
         within = 0.0
         for _, step in part.iterrows():
             if step["verse perplexity"] > base["verse perplexity"] * (1 + tolerance):
                 break
             within = float(step["share"])
-        row[f"prunable within {tolerance:.0%} (verses)"] = within
-        row[f"copying accuracy at {tolerance:.0%}"] = float(part.loc[part["share"] == within, "copying accuracy"].iloc[0])
+        row[prunable_within(tolerance)] = within
+        row[copying_at(tolerance)] = float(part.loc[part["share"] == within, "copying accuracy"].iloc[0])
     fallen = part[part["copying accuracy"] < floor * base["copying accuracy"]]
-    row[f"copying accuracy below {floor:.0%} of unpruned from"] = float(fallen["share"].min()) if len(fallen) else None
+    row[copying_below(floor)] = float(fallen["share"].min()) if len(fallen) else None
     return row
 
 
@@ -261,7 +291,7 @@ def parse_levels(levels: Sequence[str | float]) -> list[float]:
     return out
 
 
-def induction_summary(ranks: pd.DataFrame, top: int = 5) -> pd.DataFrame:
+def induction_summary(ranks: pd.DataFrame, top: int = INDUCTION_TOP) -> pd.DataFrame:
     """The ``top`` heads by induction score, with their ranks by every other column of ``ranks``."""
     return ranks.nsmallest(top, "induction rank").reset_index(drop=True)
 
@@ -338,8 +368,9 @@ torch.save({"sequences": out.sequences, "logits": torch.stack(out.logits)}, sys.
 
 def keep_and_reload(model: nn.Module, tokenizer, prompt: str, new_tokens: int) -> dict:
     """Save the pruned ``model`` (``save_pruned``), rebuild it in a fresh Python process from the
-    saved files alone, and generate greedily there and here: the saved per-layer layout, the
-    folder's size, whether the tokens agree, the largest logit gap, and the text generated."""
+    saved files alone, and generate greedily there and here. One row: the saved per-layer layout
+    (query heads and KV groups per layer, as text), the folder's size, whether the tokens agree,
+    the largest logit gap, and the text generated."""
     import json
     import subprocess
     import sys
@@ -364,7 +395,9 @@ def keep_and_reload(model: nn.Module, tokenizer, prompt: str, new_tokens: int) -
         there = torch.load(Path(tmp) / "out.pt")
         layout = json.loads((folder / "config.json").read_text())[LAYOUT_KEY]
         size = sum(f.stat().st_size for f in folder.iterdir())
-    return {"layout": layout, "megabytes saved": size / 2**20,
-            "same tokens": bool(torch.equal(here.sequences, there["sequences"])),
-            "largest logit gap": float((torch.stack(here.logits) - there["logits"]).abs().max()),
-            "generated": tokenizer.decode(there["sequences"][0, ids.shape[1]:])}
+    return pd.DataFrame([{"query heads per layer": str(layout["self"]["num_attention_heads"]),
+                          "KV groups per layer": str(layout["self"]["num_key_value_heads"]), "megabytes saved": size / 2**20,
+                          "same tokens": bool(torch.equal(here.sequences, there["sequences"])),
+                          "largest logit gap": float((torch.stack(here.logits) - there["logits"]).abs().max()),
+                          "generated": tokenizer.decode(there["sequences"][0, ids.shape[1]:])}])
+

@@ -12,7 +12,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from ..verdicts import paper_values
+from ..paper import values as paper_values
 from .head_effects import correlation, paired_scores
 from .sweeps import HeadSweeps
 

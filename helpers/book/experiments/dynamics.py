@@ -11,8 +11,22 @@ from ...heads.pruning_curves import heads_of, order_by_importance, pruning_curve
 from ...zoo.scorers import translation_importance
 from .. import course
 from ..profiles import Profile
-from ..verdicts import paper_values
-from ..verdicts.scorecard import at_share_by_epoch, usable_epochs
+from ..paper import values as paper_values
+
+MIN_BASE_SHARE = 0.02   # the default: epochs whose unpruned BLEU is below this share of the last one's are skipped
+
+
+def usable_epochs(run: pd.DataFrame, min_base_share: float = MIN_BASE_SHARE) -> list[int]:
+    """The epochs of one training run's chapter-09 table whose unpruned BLEU is above 0 and at
+    least ``min_base_share`` of the last epoch's: those a share of the BLEU kept means something."""
+    bases = run.drop_duplicates("epoch").set_index("epoch")["unpruned"].sort_index()
+    return [int(e) for e, b in bases.items() if b > 0 and b >= min_base_share * bases.iloc[-1]]
+
+
+def at_share_by_epoch(table: pd.DataFrame, column: str, share: float = 0.4) -> pd.Series:
+    """``column`` of each epoch's step nearest ``share`` pruned, by epoch (chapter 09's tables)."""
+    near = table.loc[table.groupby("epoch")["share"].apply(lambda s: (s - share).abs().idxmin())]
+    return near.set_index("epoch")[column].sort_index()
 
 
 def checkpoint_curves(settings: Profile, name: str, epochs: Sequence[int], importance_pairs: Sequence, score: Callable,
@@ -31,11 +45,12 @@ def checkpoint_curves(settings: Profile, name: str, epochs: Sequence[int], impor
             order = order_by_importance(translation_importance(model, importance_pairs), heads_of(model))
             curve = pruning_curve(model, order, score, step=step, desc=f"seed {training_seed}, epoch {epoch}")
             base = curve.loc[curve["pruned"] == 0, "score"].iloc[0]
-            rows.append(curve.assign(epoch=epoch, unpruned=base, relative=curve["score"] / base if base > 0 else float("nan")))
+            rows.append(curve.assign(epoch=epoch, unpruned=base, relative=curve["score"] / base if base > 0 else float("nan"),
+                                     examples=getattr(score, "examples", None), step=step))
             ll = pruning_curve(model, order, likelihood, step=step, progress=False)
             ll_base = ll.loc[ll["pruned"] == 0, "score"].iloc[0]
             likelihood_rows.append(ll.assign(epoch=epoch, unpruned=ll_base, perplexity_ratio=np.exp(ll_base - ll["score"]),
-                                             training_seed=training_seed))
+                                             training_seed=training_seed, examples=getattr(likelihood, "examples", None), step=step))
         return pd.concat(rows, ignore_index=True)
 
     bleu = course.over_seeds(settings, name, run_seed, training_seeds)

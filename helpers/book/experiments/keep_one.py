@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from .. import course
-from ..verdicts import paper_values
+from ..paper import values as paper_values
 from . import equivalence
 from .head_effects import best_per_layer, configs_of, held_out, kept_head, layer_table, resolution
 from .sweeps import HeadSweeps, Run

@@ -12,7 +12,7 @@ from ...zoo.scorers import (classifier_importance, classifier_scorers, translati
                             translation_likelihood_scorer, translation_scorer)
 from .. import course
 from ..profiles import Profile
-from ..verdicts import paper_values
+from ..paper import values as paper_values
 
 TOLERANCE = {"BLEU": 1.0, "log-likelihood": math.log(1.01)}   # else 1 point of the metric; the likelihood: perplexity +1%
 
@@ -33,9 +33,9 @@ def classifier_curves(settings: Profile, name: str, split: str, importance_split
         order = order_by_importance(classifier_importance(model, tokenizer, importance_set, max_length), heads_of(model))
         scorers = classifier_scorers(tokenizer, scored, [metric, "log_likelihood"], max_length)
         likelihood.append(pruning_curve(model, order, scorers["log_likelihood"], step=step, progress=False).assign(
-            model=name, task=spec["task"], metric="log-likelihood", training_seed=training_seed))
-        return pruning_curve(model, order, scorers[metric], step=step, desc=f"{run}").assign(model=name, task=spec["task"],
-                                                                                            metric=metric)
+            model=name, task=spec["task"], metric="log-likelihood", training_seed=training_seed, examples=len(scored), step=step))
+        return pruning_curve(model, order, scorers[metric], step=step, desc=f"{run}").assign(
+            model=name, task=spec["task"], metric=metric, examples=len(scored), step=step)
     return course.over_seeds(settings, name, measure, training_seeds), pd.concat(likelihood, ignore_index=True)
 
 
@@ -54,8 +54,10 @@ def translation_curves(settings: Profile, name: str, split: str, importance_spli
         model = course.load_translation(settings, run)
         order = order_by_importance(translation_importance(model, importance_set), heads_of(model))
         likelihood.append(pruning_curve(model, order, nll, step=step, progress=False).assign(
-            model=name, task="translation", metric="log-likelihood", training_seed=training_seed))
-        return pruning_curve(model, order, bleu, step=step, desc=run).assign(model=name, task="translation", metric="BLEU")
+            model=name, task="translation", metric="log-likelihood", training_seed=training_seed, examples=getattr(nll, "examples", None),
+            step=step))
+        return pruning_curve(model, order, bleu, step=step, desc=run).assign(model=name, task="translation", metric="BLEU",
+                                                                            examples=getattr(bleu, "examples", None), step=step)
     return course.over_seeds(settings, name, measure, training_seeds), pd.concat(likelihood, ignore_index=True)
 
 

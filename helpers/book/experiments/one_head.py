@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from ...heads.significance import chance_flag_rate
-from ..verdicts import paper_values
+from ..paper import values as paper_values
 from . import equivalence
 from .head_effects import significance_counts
 

@@ -28,7 +28,7 @@ from ...zoo.scorers import (classifier_importance, classifier_scorers, translati
                             translation_likelihood_scorer, translation_scorer)
 from .. import course
 from ..store.columns import BAND, IN_SAMPLE, RANDOM_HIGH, RANDOM_LOW, RANDOM_MEAN  # noqa: F401 (chapters read them here)
-from ..verdicts import paper_values
+from ..paper import values as paper_values
 from .sweeps import HeadSweeps, Run
 
 TOLERANCE = {"classifier": 0.01, "translation": 1.0}  # the paper's "no noticeable loss": 1% accuracy, 1 BLEU

@@ -12,7 +12,7 @@ from ...heads.pruning import count_parameters, prune_heads
 from ...heads.pruning_curves import heads_of, order_by_importance, spec_of
 from ...heads.sites import attention_sites
 from ...heads.throughput import compare_speed, device_name, speed_gains
-from ..verdicts import paper_values
+from ..paper import values as paper_values
 
 
 def prune_least_important(model, importance, share: float):

@@ -11,3 +11,34 @@ MIN_BAND_ORDERS = 19  # fewer random orders make no 5-95% band: a rule reading o
 # What an order was estimated on (a summary's ``selected_on``): this value marks an order read
 # off the very examples its curve scores, which no rule compares with out-of-sample orders
 IN_SAMPLE = "the scored set (in-sample)"
+
+# Chapter 13's copying summary (``buys_and_breaks.copying_summary``), per tolerance on the verse
+# perplexity (a share: 0.10 is "within 10%") and per order
+COPYING_TOLERANCES = (0.01, 0.10)   # the paper's "no noticeable loss" (1%) and chapter 11's looser 10%
+UNPRUNED_COPYING = "unpruned copying accuracy"
+INDUCTION_TOP = 5                   # "the induction heads": the five with the highest induction score
+
+
+def prunable_within(tolerance: float) -> str:
+    """The share of query heads prunable before the verse perplexity rises more than ``tolerance``."""
+    return f"prunable within {tolerance:.0%} (verses)"
+
+
+def copying_at(tolerance: float) -> str:
+    """Copying accuracy at that share."""
+    return f"copying accuracy at {tolerance:.0%}"
+
+
+def copying_below(floor: float) -> str:
+    """The first share at which copying accuracy falls below ``floor`` of the unpruned model's."""
+    return f"copying accuracy below {floor:.0%} of unpruned from"
+
+
+def random_copying_at(tolerance: float, quantile: str) -> str:
+    """The random band's copying accuracy at that share, at ``quantile`` ("5%" or "95%")."""
+    return f"random copying accuracy at {tolerance:.0%} ({quantile})"
+
+
+def random_orders_at(tolerance: float) -> str:
+    """How many random orders the band at that share holds."""
+    return f"random orders at {tolerance:.0%}"

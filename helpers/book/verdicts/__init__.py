@@ -1,3 +1,4 @@
-"""Our results against the paper's: the numbers the paper reports (``paper_values.py``), the one
-registry that judges each claim (``scorecard.py``) and each chapter's generated "What this run
-shows" text (``findings/``), all read from the result tables a run saved."""
+"""Our results against the paper's, all read from the result tables a run saved: the engine that
+judges a claim (``engine``), each chapter's claims and rules (``rules/chNN``), the registry of
+every claim and the scorecard (``scorecard``), and each chapter's generated "What this run shows"
+text (``findings/chNN``)."""

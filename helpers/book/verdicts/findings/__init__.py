@@ -10,11 +10,11 @@ Counts are stated per training seed, beside what chance alone gives (a test at p
 about 2·alpha of the heads that have no effect, alpha in each direction), and once per measure: the paper's metric
 (BLEU, accuracy) and the likelihood (``head_effects``).
 
-The text states numbers; it judges no claim of the paper. Where a chapter tests one, its
-paragraphs end with the scorecard's verdicts (``scorecard.chapter_verdicts``), so a chapter
-and the scorecard can never disagree.
+The text states numbers; it judges no claim of the paper and does not restate a verdict: where
+a chapter tests one, its verdict table (``engine.show_verdicts`` on its ``rules/chNN``) stands
+just above this text, and is the scorecard's own.
 
 A chapter imports only its own module (``from helpers.book.verdicts.findings import ch03``), so an edit
-to one chapter's sentences reruns that chapter alone (``book.chapter_code``); this file imports
+to one chapter's sentences reruns that chapter alone (``running.chapter_code``); this file imports
 nothing, for the same reason.
 """

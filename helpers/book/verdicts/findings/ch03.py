@@ -4,9 +4,9 @@ from __future__ import annotations
 import math
 
 from ....heads.significance import chance_flag_rate
-from ..scorecard import ours
+from ..engine import ours
 from .text import (MEASURES, beyond_chance, by_model, heads_per_layer_line, paper_model, r_text, read, split_half_r,
-                   verdicts, words)
+                   words)
 
 
 def findings(profile: str, alpha: float) -> str:
@@ -60,7 +60,7 @@ def findings(profile: str, alpha: float) -> str:
                      f"; below 0.5 on seed{'s' if len(weak) > 1 else ''} {words(weak)}: there a head's effect on "
                      "half of the examples barely predicts it on the other half, and a count near chance is noise.")
             lines.append(text)
-    return "\n\n".join(lines + [verdicts(profile, "03_ablating_one_head")])
+    return "\n\n".join(lines)
 
 
 def _equivalence_text(part, per_seed, seeds: list[int], likelihood: bool) -> str:

@@ -1,8 +1,8 @@
 """Chapter 04's "What this run shows" paragraph (see ``helpers.book.verdicts.findings``)."""
 from __future__ import annotations
 
-from ..scorecard import ours
-from .text import MEASURES, heads_per_layer_line, paper_model, read, verdicts, words
+from ..engine import ours
+from .text import MEASURES, heads_per_layer_line, paper_model, read, words
 
 
 def findings(profile: str) -> str:
@@ -29,4 +29,4 @@ def findings(profile: str) -> str:
             lines.append(f"**{name}, {protocol}, {measure}:** {words(kept)} layers show no significant loss with a single "
                          f"head (seed by seed){margin}; the worst layer is {words(worst)}"
                          + (f" - always {kinds.pop()}." if len(kinds) == 1 else "."))
-    return "\n\n".join(lines + [verdicts(profile, "04_keeping_one_head")])
+    return "\n\n".join(lines)

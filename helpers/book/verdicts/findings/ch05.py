@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from .text import MEASURES, read, verdicts, words, r_text
+from .text import MEASURES, r_text, read, words
 
 
 def findings(profile: str) -> str:
@@ -21,4 +21,4 @@ def findings(profile: str) -> str:
             seeds = [int(s) for s in part["training_seed"]]
             lines.append(f"**{name}, {measure}:** r = {words(rs)} across domains (seeds {words(seeds)}; the paper: "
                          f"{part['paper_r'].iloc[0]:.2f}). The split-half r, in-domain/out-of-domain: {words(halves)}.")
-    return "\n\n".join(lines + [verdicts(profile, "05_cross_domain")])
+    return "\n\n".join(lines)

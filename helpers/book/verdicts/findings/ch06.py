@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ...store.columns import MIN_BAND_ORDERS, RANDOM_HIGH, RANDOM_LOW
-from .text import MEASURES, percents, read, verdicts, words
+from .text import MEASURES, percents, read, words
 
 
 def findings(profile: str) -> str:
@@ -30,4 +30,4 @@ def findings(profile: str) -> str:
                 f"pruned the score is "
                 f"{words([f'{v:.3g}' for v in imp['all_pruned']])}, against {words([f'{v:.3g}' for v in imp['unpruned']])} "
                 "unpruned.")
-    return "\n\n".join(lines + [verdicts(profile, "06_pruning_curves")])
+    return "\n\n".join(lines)

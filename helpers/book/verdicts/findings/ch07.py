@@ -1,14 +1,14 @@
 """Chapter 07's "What this run shows" paragraph (see ``helpers.book.verdicts.findings``)."""
 from __future__ import annotations
 
-from .text import read, verdicts, words
+from .text import read, words
 
 
 def findings(profile: str) -> str:
     """Chapter 07's findings: the measured speed-ups (ratios of median rates) at each batch size
     against the FLOP prediction and the paper's, the gated model against the timing noise, and
     the precision table's rows."""
-    from ..paper_values import TABLE4_SPEEDUP
+    from ...paper.values import TABLE4_SPEEDUP
     from ....heads.throughput import speed_gains
 
     speed = read(profile, "07_speed")
@@ -32,8 +32,7 @@ def findings(profile: str) -> str:
     try:
         precision = speed_gains(read(profile, "07_precision"))
     except FileNotFoundError:
-        return text + "\n\n" + verdicts(profile, "07_pruning_speed")
+        return text
     rows = [f"{r.dtype} {r.compile_mode} at batch {r.batch_size}: {r.pruned:+.1%} (predicted {r.predicted:+.1%})"
             for r in precision.itertuples()]
-    return (text + " In the precision table, the pruned model's speed-up was " + words(rows) + ".\n\n"
-            + verdicts(profile, "07_pruning_speed"))
+    return text + " In the precision table, the pruned model's speed-up was " + words(rows) + "."

@@ -1,8 +1,8 @@
 """Chapter 08's "What this run shows" paragraph (see ``helpers.book.verdicts.findings``)."""
 from __future__ import annotations
 
-from ..paper_values import HEADS_PER_KIND
-from .text import read, verdicts, words
+from ...paper.values import HEADS_PER_KIND
+from .text import read, words
 
 
 def findings(profile: str) -> str:
@@ -27,4 +27,4 @@ def findings(profile: str) -> str:
                      f"(lowest here: {worst}); "
                      f"the perplexity reaches {ratios} times the unpruned model's (highest here: {worst_ll}"
                      ").")
-    return "\n\n".join(lines + [verdicts(profile, "08_attention_kinds")])
+    return "\n\n".join(lines)

@@ -1,15 +1,14 @@
 """Chapter 09's "What this run shows" paragraph (see ``helpers.book.verdicts.findings``)."""
 from __future__ import annotations
 
-from ..scorecard import MIN_BASE_SHARE, usable_epochs
-from .text import read, verdicts
+from ...experiments.dynamics import MIN_BASE_SHARE, at_share_by_epoch, usable_epochs
+from .text import read
 
 
 def findings(profile: str, min_base_share: float = MIN_BASE_SHARE) -> str:
     """Chapter 09's findings: per seed, what pruning 40% costs at the first and the last analysed
     epoch, as a share of the BLEU kept (over the epochs whose unpruned BLEU is at least
     ``min_base_share`` of the last one's, as the chapter's verdict) and as the perplexity reached."""
-    from ..scorecard import at_share_by_epoch as at40
 
     bleu = read(profile, "09_importance_dynamics")
     ll = read(profile, "09_importance_dynamics_likelihood")
@@ -18,14 +17,14 @@ def findings(profile: str, min_base_share: float = MIN_BASE_SHARE) -> str:
     for seed, run in bleu.groupby("training_seed"):
         bases = run.drop_duplicates("epoch").set_index("epoch")["unpruned"].sort_index()
         usable = usable_epochs(run, min_base_share)
-        ratio = at40(ll[ll["training_seed"] == seed], "perplexity_ratio")
+        ratio = at_share_by_epoch(ll[ll["training_seed"] == seed], "perplexity_ratio")
         text = (f"**Seed {int(seed)}:** with 40% of the heads pruned by importance, the perplexity reaches "
                 f"x{ratio.iloc[0]:.2f} of the unpruned checkpoint's after epoch {ratio.index[0]} and x{ratio.iloc[-1]:.2f} "
                 f"after epoch {ratio.index[-1]}")
         if not usable:
             lines.append(text + "; no checkpoint has a usable BLEU, so BLEU cannot tell.")
             continue
-        kept = at40(run, "relative").loc[usable]
+        kept = at_share_by_epoch(run, "relative").loc[usable]
         first, last = kept.index[0], kept.index[-1]
         if first == last:
             lines.append(text + f"; only epoch {first} has a usable BLEU ({bases[first]:.1f}), of which {kept.iloc[0]:.0%} "
@@ -38,5 +37,5 @@ def findings(profile: str, min_base_share: float = MIN_BASE_SHARE) -> str:
                         "cost more at the first of these checkpoints than at the last on the likelihood only." if early_ll else
                         "cost more at the first of these checkpoints than at the last on BLEU only." if early_bleu else
                         "did not cost more at the first of these checkpoints than at the last on either score.")
-                     + " One checkpoint each, no interval: the verdicts below say what the rules make of it.")
-    return "\n\n".join(lines + [verdicts(profile, "09_training_dynamics")])
+                     + " One checkpoint each, no interval: the verdict table above says what the rules make of it.")
+    return "\n\n".join(lines)

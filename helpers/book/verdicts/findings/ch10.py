@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .text import read, verdicts, percents
+from .text import percents, read
 
 
 def findings(profile: str) -> str:
@@ -20,4 +20,4 @@ def findings(profile: str) -> str:
         lines.append(f"**{model}:** {percents(part['prunable_share'])} of the heads can go within the tolerance on "
                      f"{part['metric'].iloc[0]}, {percents(mine['prunable_share'])} with the perplexity within 1%"
                      f"{versus}.")
-    return "\n\n".join(lines + [verdicts(profile, "10_appendix_more_tasks")])
+    return "\n\n".join(lines)

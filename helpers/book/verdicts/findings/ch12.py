@@ -4,8 +4,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ...store.columns import CHOSEN, IN_SAMPLE, MIN_BAND_ORDERS, RANDOM_HIGH, RANDOM_LOW
-from ..scorecard import by_removal
-from .text import read, verdicts, words
+from ..rules.ch12 import by_removal
+from .text import read, words
 
 CHAPTER = "12_unimportant_or_unmeasured"
 
@@ -121,6 +121,6 @@ def changed_verdicts(profile: str) -> str:
 
 
 def findings(profile: str) -> str:
-    """Chapter 12's findings from its saved tables, then the scorecard's verdicts on its claims."""
+    """Chapter 12's findings from its saved tables."""
     return "\n\n".join(removal_lines(profile) + not_measured_lines(profile) + [changed_verdicts(profile)] + agreement_lines(profile)
-                       + selection_lines(profile) + [verdicts(profile, CHAPTER)])
+                       + selection_lines(profile))

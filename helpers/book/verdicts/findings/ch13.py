@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..scorecard import COPYING_PERPLEXITY
-from .text import read, verdicts, words
-
-CHAPTER = "13_buys_and_breaks"
-PERPLEXITY_ORDER = "I_h on verses"
+from ...experiments.buys_and_breaks import BAND_ORDER, COPYING_FLOOR
+from ...store.columns import (COPYING_TOLERANCES, INDUCTION_TOP, UNPRUNED_COPYING, copying_at, copying_below,
+                              prunable_within, random_copying_at, random_orders_at)
+from ..rules.ch13 import COPYING_PERPLEXITY
+from .text import read, words
 
 
 def _share(x: float) -> str:
@@ -41,38 +41,36 @@ def memory_lines(profile: str) -> list[str]:
 def induction_lines(profile: str) -> list[str]:
     """Where the strongest induction heads rank by each importance."""
     ranks = read(profile, "13_induction")
-    top = ranks.nsmallest(5, "induction rank")
+    top = ranks.nsmallest(INDUCTION_TOP, "induction rank")
     heads = len(ranks)
     by = [c for c in ranks.columns if c.startswith("rank by ")]
     named = words([f"{int(r['layer'])}.{int(r['head'])} ({r['induction score']:.2f})" for _, r in top.iterrows()])
     where = words([f"{c[len('rank by '):]}: {', '.join(str(int(v)) for v in top[c])} of {heads}" for c in by])
-    return [f"**Induction heads:** the five strongest (layer.head, score) are {named}. Their ranks (1 = most "
+    return [f"**Induction heads:** the {INDUCTION_TOP} strongest (layer.head, score) are {named}. Their ranks (1 = most "
             f"important) by {where}."]
 
 
 def copying_lines(profile: str) -> list[str]:
     """Per order: what each perplexity tolerance allows pruned, and copying there."""
     summary = read(profile, "13_copying_summary").set_index("order")
-    tolerances = [c[len("prunable within "):-len(" (verses)")] for c in summary.columns if c.startswith("prunable within")]
-    below = next(c for c in summary.columns if c.startswith("copying accuracy below"))
+    below = copying_below(COPYING_FLOOR)
     lines = []
     for order, row in summary.iterrows():
-        fall = "never falls below half of it" if pd.isna(row[below]) else f"falls below half of it from {_share(row[below])} pruned"
-        allowed = "; ".join(f"within {t} of the verse perplexity {_share(row[f'prunable within {t} (verses)'])} of the query "
-                            f"heads can go, copying accuracy there {row[f'copying accuracy at {t}']:.2f}" for t in tolerances)
-        lines.append(f"**{order}:** {allowed} (unpruned {row['unpruned copying accuracy']:.2f}); copying accuracy {fall}.")
-    if PERPLEXITY_ORDER in summary.index and summary.loc[PERPLEXITY_ORDER, "unpruned copying accuracy"] > 0:
-        row = summary.loc[PERPLEXITY_ORDER]
-        t = f"{COPYING_PERPLEXITY:.0%}"   # the tolerance the scorecard's copying rule reads
-        kept = row[f"copying accuracy at {t}"] / row["unpruned copying accuracy"]
-        low, high = (row.get(f"random copying accuracy at {t} ({q})") for q in ("5%", "95%"))
+        fall = ("never falls below half of it" if pd.isna(row[below]) else
+                f"falls below half of it from {_share(row[below])} pruned")
+        allowed = "; ".join(f"within {t:.0%} of the verse perplexity {_share(row[prunable_within(t)])} of the query "
+                            f"heads can go, copying accuracy there {row[copying_at(t)]:.2f}" for t in COPYING_TOLERANCES)
+        lines.append(f"**{order}:** {allowed} (unpruned {row[UNPRUNED_COPYING]:.2f}); copying accuracy {fall}.")
+    if BAND_ORDER in summary.index and summary.loc[BAND_ORDER, UNPRUNED_COPYING] > 0:
+        row, t = summary.loc[BAND_ORDER], COPYING_PERPLEXITY   # the tolerance the copying rule reads
+        base = row[UNPRUNED_COPYING]
+        low, high = (row.get(random_copying_at(t, q)) for q in ("5%", "95%"))
         band = ("" if low is None or pd.isna(low) else
-                f"; {int(row[f'random orders at {t}'])} random orders pruning as many heads keep "
-                f"{low / row['unpruned copying accuracy']:.0%} to {high / row['unpruned copying accuracy']:.0%} of it "
-                "(5th to 95th percentile)")
+                f"; {int(row[random_orders_at(t)])} random orders pruning as many heads keep {low / base:.0%} to "
+                f"{high / base:.0%} of it (5th to 95th percentile)")
         lines.append(f"**Pruning for perplexity, seen by copying:** at the share that keeps the verse perplexity within "
-                     f"{t} ({_share(row[f'prunable within {t} (verses)'])}), copying keeps {kept:.0%} of its accuracy"
-                     f"{band}. A copying probe costs one forward pass.")
+                     f"{t:.0%} ({_share(row[prunable_within(t)])}), copying keeps {row[copying_at(t)] / base:.0%} of its "
+                     f"accuracy{band}. A copying probe costs one forward pass.")
     return lines
 
 
@@ -86,5 +84,4 @@ def kept_lines(profile: str) -> list[str]:
 
 
 def findings(profile: str) -> str:
-    return "\n\n".join(memory_lines(profile) + kept_lines(profile) + induction_lines(profile) + copying_lines(profile)
-                       + [verdicts(profile, CHAPTER)])
+    return "\n\n".join(memory_lines(profile) + kept_lines(profile) + induction_lines(profile) + copying_lines(profile))

@@ -8,7 +8,8 @@ from .text import words
 
 def findings(card: pd.DataFrame) -> str:
     """The scorecard's tallies on both measures, and the claims where they disagree."""
-    from ..scorecard import NOT_MEASURED, disagreements, verdict_counts
+    from ..engine import NOT_MEASURED
+    from ..scorecard import disagreements, verdict_counts
 
     def tally(column: str) -> str:
         counts = {v: n for v, n in verdict_counts(card, column).items() if n}

@@ -7,8 +7,7 @@ from typing import Iterable, Sequence
 import pandas as pd
 
 from ...store.results import results_dir
-from ..scorecard import MEASURES as MEASURE_NAMES
-from ..scorecard import chapter_verdicts, verdict_sentences
+from ..engine import MEASURES as MEASURE_NAMES
 
 MEASURES = tuple(MEASURE_NAMES.items())  # (table suffix, the measure's one name)
 
@@ -29,11 +28,6 @@ def words(items: Sequence[str]) -> str:
 
 def r_text(value: float) -> str:
     return "undefined" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.2f}"
-
-
-def verdicts(profile: str, chapter: str) -> str:
-    """The scorecard's verdicts on ``chapter``'s claims, as a paragraph."""
-    return "**The scorecard's verdicts:** " + verdict_sentences(chapter_verdicts(profile, chapter))
 
 
 def split_half_r(effects: pd.DataFrame) -> dict[int, float]:
@@ -69,7 +63,7 @@ def percents(values: Iterable[float]) -> str:
 def heads_per_layer_line(models: Sequence[tuple[str, int, str]]) -> str:
     """``models``: (our model, its heads per layer, the paper's model it stands for). The line that
     says how large one head's share of its layer is, here and in the paper."""
-    from ..paper_values import HEADS_PER_LAYER
+    from ...paper.values import HEADS_PER_LAYER
 
     parts = [f"{name} has {n} heads per layer, so one head is 1/{n} of its layer's attention (the paper's {paper}: "
              f"1/{HEADS_PER_LAYER[paper]})" for name, n, paper in models]

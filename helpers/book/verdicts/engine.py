@@ -1,0 +1,318 @@
+"""The engine that judges the paper's claims: the one place that turns a claim's rule and a run's
+result tables into a verdict. The claims and their rules live with the chapter they judge
+(``rules/chNN.py``); ``scorecard`` gathers them all. This module knows no claim.
+
+Every claim states the paper's value (../shared/paper/REFERENCE.md), reads ours from the CSV
+tables the chapters saved (results/<profile>/), and applies its rule, which gives one of
+``VERDICTS``: ``reproduced``, ``partly``, ``cannot tell`` (the data lack the power to decide) or
+``not reproduced``. A claim whose chapter has not run on the profile is ``not run``. Nothing here
+is typed in by hand except the paper's side and the rules.
+
+A rule's parameters that a chapter also has (chapter 09's ``min_base_share``) are the
+chapter's: ``chapter_verdicts`` records the values the chapter ran with under
+``results/<profile>/parameters/<chapter>.json``, and the scorecard reads them, so a chapter
+rerun with ``-p min_base_share=0.05`` changes the chapter and the scorecard alike.
+
+Where the chapters measured several training runs of a model (a ``training_seed`` column in
+their tables), each claim is checked on every seed's rows on their own (the paper's rows, with
+no seed, go with every seed). The verdict is the seeds' common verdict when they agree, and
+``depends on the seed`` when they do not: a claim is ``reproduced`` only if it holds for every
+seed. A seed is checked on a claim only where every model in the tables the claim reads has a
+run with that seed (the ``seeds`` column lists those checked).
+
+Each claim is judged once per measure (``MEASURES``): on the paper's metric (BLEU, accuracy)
+and, for the chapters that measured it, on the likelihood (``..._likelihood`` tables), by the
+same rule unless the claim names one of its own (``likelihood_rule``); a claim whose chapter has
+no likelihood tables is ``not measured`` there. A table's rows from the paper carry
+``from_paper = True``.
+
+    from helpers.book.verdicts.rules import ch09
+    ch09.verdicts("course", min_base_share=0.02)   # one row per claim, measure and seed
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import pandas as pd
+
+from ...heads.atomic import atomic_path
+from ..store.results import results_root as default_results_root
+
+REPRODUCED, PARTLY, NOT_REPRODUCED, NOT_RUN = "reproduced", "partly", "not reproduced", "not run"
+NOT_MEASURED = "not measured"  # the likelihood verdict of a claim whose chapter has no likelihood tables
+LIKELIHOOD = "_likelihood"     # the suffix of a chapter's likelihood tables
+METRIC, LIKELIHOOD_NAME = "the paper's metric", "the likelihood"
+MEASURES = {"": METRIC, LIKELIHOOD: LIKELIHOOD_NAME}  # table suffix -> the measure's one name
+FROM_PAPER = "from_paper"      # the column that marks a table's rows from the paper
+DEPENDS_ON_SEED = "depends on the seed"
+CANNOT_TELL = "cannot tell"    # the data lack the power to decide: too few heads placed by the tests
+VERDICTS = (REPRODUCED, PARTLY, DEPENDS_ON_SEED, CANNOT_TELL, NOT_REPRODUCED, NOT_RUN)
+SEED = "training_seed"
+IDENTITY_COLUMNS = ("model", "source", "track")  # the column that names the model of a row, by table
+SHARE_TOLERANCE = 0.10  # "about 20% prunable" is met within 10 points of the share of heads
+
+
+class MissingResults(LookupError):
+    pass
+
+
+class SeedNotRun(LookupError):
+    """A table has rows for other training seeds but none for this one (e.g. a model trained
+    with fewer seeds than another)."""
+
+
+class Results:
+    """The CSV tables of one profile, read on demand: ``results["06_prunable_shares"]``; with a
+    ``training_seed``, the rows of that seed (and rows without a seed, such as the paper's)."""
+
+    def __init__(self, folder: Path, training_seed: int | None = None, measure: str = "",
+                 params: dict[str, Any] | None = None):
+        self.folder = Path(folder)
+        self.training_seed = training_seed
+        self.measure = measure  # "" (the paper's metric) or LIKELIHOOD: the suffix of the tables read
+        self.params = dict(params or {})  # the rule's parameters, as the claim's chapter ran with them
+
+    def __getitem__(self, name: str) -> pd.DataFrame:
+        path = self.folder / f"{name}{self.measure}.csv"
+        if not path.exists():
+            raise MissingResults(name)
+        table = pd.read_csv(path)
+        if self.training_seed is None or SEED not in table:
+            return table
+        seeded = table[SEED].notna()
+        mine = table[SEED] == self.training_seed
+        if seeded.any() and not mine.any():
+            raise SeedNotRun(name)
+        # a seed counts only where it has every model the table has (e.g. a classifier's third
+        # seed, in a table that also holds a translation model trained with two seeds, does not)
+        model = next((c for c in IDENTITY_COLUMNS if c in table), None)
+        if model and set(table.loc[seeded, model]) - set(table.loc[mine, model]):
+            raise SeedNotRun(name)
+        return table[~seeded | mine].reset_index(drop=True)
+
+    def training_seeds(self) -> list[int]:
+        """Every training seed found in the profile's tables, in order."""
+        seeds: set[int] = set()
+        for path in sorted(self.folder.glob("*.csv")):
+            columns = pd.read_csv(path, nrows=0).columns
+            if SEED in columns:
+                seeds.update(int(s) for s in pd.read_csv(path, usecols=[SEED])[SEED].dropna().unique())
+        return sorted(seeds)
+
+    def for_seed(self, training_seed: int) -> "Results":
+        return Results(self.folder, training_seed, self.measure, self.params)
+
+
+Check = Callable[[Results], tuple[str, str]]   # -> (ours, verdict)
+
+
+@dataclass(frozen=True)
+class Claim:
+    key: str   # a short name, e.g. "few_significant"
+    section: str
+    claim: str
+    paper: str
+    rule: str
+    chapter: str
+    check: Check
+    # on the likelihood tables: True: ``check`` itself; a function: its own check (and
+    # ``likelihood_rule``); False: the chapter does not measure the likelihood
+    likelihood: bool | Check = False
+    likelihood_rule: str = "the same rule"
+    # the rule's parameters that are also the chapter's, with the chapter's defaults (a test
+    # keeps them equal to the notebook's parameters cell)
+    parameters: dict[str, Any] = field(default_factory=dict)
+    # what ``check`` reads when it is not the paper's metric (claims beyond the paper): the
+    # chapters' verdict lines and tables name it instead of "the paper's metric"
+    measured_on: str = ""
+    # what the verdict rests on, read from the same tables (``samples``): the units, the
+    # resolution, the smallest effect its test detects; the scorecard shows it beside the verdict
+    sample: Callable[[Results], str] | None = None
+
+    def shown_measure(self, measure: str) -> str:
+        """How a verdict line names ``measure`` (one of ``MEASURES``' names): a claim beyond the
+        paper is judged on what its check reads (``measured_on``), not on "the paper's metric"."""
+        return self.measured_on if measure == METRIC and self.measured_on else measure
+
+
+# ---- what rules share -------------------------------------------------------------------------
+def ours(table: pd.DataFrame) -> pd.DataFrame:
+    """Our rows of a table that also holds the paper's (``from_paper`` True on the paper's rows)."""
+    if FROM_PAPER not in table:
+        return table
+    return table[~table[FROM_PAPER].fillna(False).astype(bool)]
+
+
+def present(rows: pd.DataFrame, what: str) -> pd.DataFrame:
+    """``rows``, or ``SeedNotRun`` when there are none: the seed has no run of that model."""
+    if rows.empty:
+        raise SeedNotRun(what)
+    return rows
+
+
+def three_way(full: bool, some: bool) -> str:
+    return REPRODUCED if full else PARTLY if some else NOT_REPRODUCED
+
+
+def within(ours: float, paper: float, tolerance: float = SHARE_TOLERANCE) -> bool:
+    return abs(ours - paper) <= tolerance + 1e-9
+
+
+def by_model(holds: pd.Series, undecided: pd.Series) -> str:
+    """A claim checked model by model: reproduced when it holds for every model, partly for some;
+    where it holds for none, ``cannot tell`` if the tests left some model undecided, else not
+    reproduced."""
+    if holds.any():
+        return three_way(holds.all(), True)
+    return CANNOT_TELL if undecided.any() else NOT_REPRODUCED
+
+
+# ---- judging ----------------------------------------------------------------------------------
+def results_folder(profile: str, results_root: Path | None = None) -> Path:
+    return Path(results_root or default_results_root()) / profile
+
+
+def _parameters_file(folder: Path, chapter: str) -> Path:
+    return folder / "parameters" / f"{chapter}.json"
+
+
+def record_parameters(folder: Path, claims: Sequence[Claim], params: dict[str, Any]) -> None:
+    """Keep the rule parameters the claims' chapter ran with, for the scorecard to judge its
+    claims alike; a parameter that none of ``claims`` reads is refused (a typo would change nothing)."""
+    known = {name for c in claims for name in c.parameters}
+    unknown = set(params) - known
+    if unknown:
+        raise ValueError(f"no claim of chapter {claims[0].chapter} reads the parameter(s) {sorted(unknown)}; "
+                         f"its claims read {sorted(known) or 'none'}")
+    path = _parameters_file(folder, claims[0].chapter)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(params, sort_keys=True))
+
+
+def claim_parameters(claim: Claim, folder: Path) -> dict[str, Any]:
+    """The claim's rule parameters: the values its chapter last recorded, else the defaults."""
+    path = _parameters_file(folder, claim.chapter)
+    recorded = json.loads(path.read_text()) if path.exists() else {}
+    return {name: recorded.get(name, default) for name, default in claim.parameters.items()}
+
+
+def judge(claim: Claim, folder: Path, measure: str = "") -> list[dict[str, Any]]:
+    """The claim's verdicts on one measure (a ``MEASURES`` key): one row per training seed
+    checked (``training_seed`` None where the tables have no seeds), then the combined row
+    (``training_seed`` "all"). Each row: key, measure, shown measure, training_seed, ours,
+    verdict, rule."""
+    base = {"key": claim.key, "measure": MEASURES[measure], "shown measure": claim.shown_measure(MEASURES[measure])}
+    if measure and not claim.likelihood:
+        return [{**base, "training_seed": "all", "ours": "", "verdict": NOT_MEASURED, "rule": ""}]
+    check = claim.check if not measure or claim.likelihood is True else claim.likelihood
+    rule = claim.rule if not measure else claim.likelihood_rule
+    results = Results(folder, measure=measure, params=claim_parameters(claim, folder))
+    try:
+        found = per_seed(claim.chapter, check, results)
+    except MissingResults as missing:
+        return [{**base, "training_seed": "all", "verdict": NOT_RUN, "rule": rule,
+                 "ours": f"({missing.args[0]}{measure}.csv not found: run {claim.chapter})"}]
+    except KeyError as missing:  # a table written by an older version of the chapter
+        return [{**base, "training_seed": "all", "verdict": NOT_RUN, "rule": rule,
+                 "ours": f"(no {missing.args[0]!r} in the results: rerun {claim.chapter})"}]
+    rows = [{**base, "training_seed": seed, "ours": text, "verdict": verdict, "rule": rule}
+            for seed, (text, verdict) in found.items()]
+    texts = {text for text, _ in found.values()}
+    verdicts = {verdict for _, verdict in found.values()}
+    combined = next(iter(texts)) if len(texts) == 1 else "; ".join(f"seed {s}: {t}" for s, (t, _) in found.items())
+    rows.append({**base, "training_seed": "all", "ours": combined, "rule": rule,
+                 "verdict": next(iter(verdicts)) if len(verdicts) == 1 else DEPENDS_ON_SEED,
+                 "seeds": ", ".join(str(s) for s in found if s is not None)})
+    return rows
+
+
+def per_seed(chapter: str, check: Check, results: Results) -> dict[int | None, tuple[str, str]]:
+    """``{training seed: (ours, verdict)}``: ``check`` on each seed's rows (``{None: ...}`` where
+    the tables have no seeds); ``MissingResults`` naming ``chapter`` where no seed has every model."""
+    seeds = results.training_seeds()
+    if not seeds:
+        try:
+            return {None: check(results)}
+        except SeedNotRun as missing:
+            raise MissingResults(missing.args[0]) from None
+    found: dict[int | None, tuple[str, str]] = {}
+    for seed in seeds:
+        try:
+            found[seed] = check(results.for_seed(seed))
+        except SeedNotRun:
+            continue
+    if not found:
+        raise MissingResults(f"{chapter} (no training seed)")
+    return found
+
+
+def sample_of(claim: Claim, folder: Path, measure: str = "") -> str:
+    """What the claim's verdict on ``measure`` rests on (``Claim.sample``), "" where the claim
+    names none or its tables lack what it reads (a run from before they were recorded)."""
+    if claim.sample is None:
+        return ""
+    try:
+        return claim.sample(Results(folder, measure=measure, params=claim_parameters(claim, folder)))
+    except (MissingResults, KeyError):
+        return ""
+
+
+def chapter_verdicts(profile: str, claims: Sequence[Claim], results_root: Path | None = None,
+                     **params: Any) -> pd.DataFrame:
+    """The verdicts on ``claims`` (one chapter's) that the scorecard gives, one row per claim,
+    measure and training seed, and a combined row per claim and measure (``training_seed``
+    "all"). ``params``: the rule parameters the chapter ran with (recorded for the scorecard).
+    Columns: key, claim, measure, shown measure, training_seed, ours, verdict, rule, profile."""
+    if not claims:
+        raise ValueError("no claims to judge")
+    folder = results_folder(profile, results_root)
+    if params:
+        record_parameters(folder, claims, params)
+    rows = [{"claim": c.claim, **row} for c in claims for measure in MEASURES for row in judge(c, folder, measure)]
+    table = pd.DataFrame(rows).assign(profile=profile)
+    return table[["key", "claim", "measure", "shown measure", "training_seed", "ours", "verdict", "rule", "profile"]]
+
+
+# ---- showing verdicts -------------------------------------------------------------------------
+def verdict_table(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """``chapter_verdicts`` laid out to read: one row per claim and measure, a column per training
+    seed with that seed's verdict, and the combined verdict."""
+    measured = verdicts[verdicts["verdict"] != NOT_MEASURED]
+    seeded = measured[measured["training_seed"] != "all"]
+    combined = measured[measured["training_seed"] == "all"]
+    table = combined.set_index(["claim", "measure"])[["ours", "verdict"]]
+    if not seeded.empty and seeded["training_seed"].notna().any():
+        per_seed_verdicts = seeded.pivot_table(index=["claim", "measure"], columns="training_seed", values="verdict",
+                                               aggfunc="first", sort=False)
+        per_seed_verdicts.columns = [f"seed {int(s)}" for s in per_seed_verdicts.columns]
+        table = per_seed_verdicts.join(table)
+    table = table.reindex(combined.set_index(["claim", "measure"]).index)
+    table = table.set_axis(pd.MultiIndex.from_arrays([table.index.get_level_values("claim"), combined["shown measure"]],
+                                                     names=["claim", "measure"]))
+    if "profile" in verdicts:   # the verdicts are those of one profile's run: its name heads the table
+        table.columns.name = f"{verdicts['profile'].iloc[0]} profile"
+    return table
+
+
+def whole(table: pd.DataFrame):
+    """``table`` to display with every cell whole (pandas cuts text at 50 characters) and long
+    text wrapped: the evidence a verdict rests on stays readable where the verdict is."""
+    return table.style.set_properties(**{"white-space": "normal", "text-align": "left"})
+
+
+def verdict_of(verdicts: pd.DataFrame, key: str, measure: str = METRIC) -> str:
+    """The combined verdict of claim ``key`` on ``measure`` (its one name) in ``chapter_verdicts``."""
+    row = verdicts[(verdicts["key"] == key) & (verdicts["measure"] == measure) & (verdicts["training_seed"] == "all")]
+    if row.empty:
+        raise KeyError(f"no verdict on claim {key!r} for {measure!r}")
+    return str(row["verdict"].iloc[0])
+
+
+def show_verdicts(profile: str, claims: Sequence[Claim], results_root: Path | None = None, **params: Any):
+    """A chapter's verdicts as it shows them: ``chapter_verdicts`` laid out by ``verdict_table``,
+    every cell whole (``whole``). ``params``: the rule parameters the chapter ran with."""
+    return whole(verdict_table(chapter_verdicts(profile, claims, results_root, **params)))

@@ -1,0 +1,141 @@
+"""The book's front page, generated: our answer to the paper's question in a few sentences, one
+grid of every claim's verdict per measure and training seed (linked to its chapter), what the
+chapters beyond the paper found, and the models each profile studies. Every word that carries a
+number or a verdict comes from the registry (``scorecard``) and the tables of the build that
+renders the page; where no chapter has run, the page says so.
+
+    grid = verdict_grid("course")      # one row per claim, measure and seed
+    HTML(grid_html(grid))              # the figure: claims x (measure, seed), coloured by verdict
+    Markdown(answer(scorecard("course")))
+"""
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+
+import pandas as pd
+
+from ..profiles.profile import load_profile, profile_folders
+from .card_html import COLOURS
+from .engine import MEASURES, NOT_MEASURED, NOT_RUN, REPRODUCED, judge, results_folder
+from .scorecard import CLAIMS
+
+BEYOND = "Beyond the paper"
+# the claims the answer opens with: the paper's abstract in four findings (one head, one layer,
+# pruning, when unimportant heads appear)
+HEADLINES = ("most_negligible", "most_layers_one_head", "prunable_translation", "prunable_classifier",
+             "enc_dec_most_sensitive", "late_survives")
+SHORT = {"the paper's metric": "metric", "the likelihood": "likelihood"}
+
+
+def part_of(section: str) -> str:
+    """The part of the book a claim belongs to: its paper section (``§3.2``, ``App. B``) or
+    ``BEYOND`` for the claims no earlier work states this way."""
+    return BEYOND if section.startswith(BEYOND) else section.split(",")[0]
+
+
+def verdict_grid(profile: str, results_root: Path | None = None) -> pd.DataFrame:
+    """One row per claim, measure and training seed (``seed`` "all" where the tables have none):
+    key, part, claim, chapter, measure (``SHORT``), seed, verdict. Measures a claim's chapter does
+    not measure are left out."""
+    folder = results_folder(profile, results_root)
+    rows = []
+    for c in CLAIMS:
+        for measure, name in MEASURES.items():
+            judged = judge(c, folder, measure)
+            per_seed = [r for r in judged if r["training_seed"] not in ("all", None)] or [judged[-1]]
+            rows += [{"key": c.key, "part": part_of(c.section), "claim": c.claim, "chapter": c.chapter,
+                      "measure": SHORT[name], "seed": "all" if r["training_seed"] in ("all", None) else int(r["training_seed"]),
+                      "verdict": r["verdict"]} for r in per_seed if r["verdict"] != NOT_MEASURED]
+    return pd.DataFrame(rows, columns=["key", "part", "claim", "chapter", "measure", "seed", "verdict"])
+
+
+def _columns(grid: pd.DataFrame) -> list[tuple[str, object]]:
+    """The grid's (measure, seed) columns: the paper's metric first, seeds in order, "all" last."""
+    pairs = {(m, s) for m, s in zip(grid["measure"], grid["seed"])}
+    order = {"metric": 0, "likelihood": 1}
+    return sorted(pairs, key=lambda p: (order[p[0]], p[1] == "all", p[1] if p[1] != "all" else 0))
+
+
+def grid_html(grid: pd.DataFrame) -> str:
+    """The verdict grid as an HTML table: a row per claim, grouped by part (each claim linking to
+    its chapter's page), a column per measure and seed, each cell coloured by its verdict and
+    naming it; a legend of the colours under it."""
+    columns = _columns(grid)
+    cells = grid.set_index(["key", "measure", "seed"])["verdict"]
+    head = "".join(f"<th>{escape(m)}<br>{'seed ' + str(s) if s != 'all' else 'no seed'}</th>" for m, s in columns)
+    body = []
+    for part, rows in grid.drop_duplicates("key").groupby("part", sort=False):
+        body.append(f'<tr class="part"><th colspan="{len(columns) + 1}">{escape(part)}</th></tr>')
+        for row in rows.itertuples():
+            tds = []
+            for m, s in columns:
+                verdict = cells.get((row.key, m, s), "")
+                tds.append(f'<td style="background-color: {COLOURS.get(verdict, "#ffffff")}">{escape(verdict)}</td>')
+            link = f'<a href="{escape(row.chapter)}.html">{escape(row.claim)}</a>'
+            body.append(f"<tr><td class=\"claim\">{link}</td>{''.join(tds)}</tr>")
+    legend = " ".join(f'<span style="background-color: {COLOURS[v]}; padding: 0 0.4em">{escape(v)}</span>'
+                      for v in COLOURS if v in set(grid["verdict"]))
+    return (f'<table class="verdict-grid"><thead><tr><th>claim (its chapter)</th>{head}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table><p class="legend">{legend}</p>')
+
+
+def has_run(card: pd.DataFrame) -> bool:
+    return bool((card["verdict"] != NOT_RUN).any())
+
+
+def answer(card: pd.DataFrame) -> str:
+    """Our answer in a few sentences, from the scorecard ``card``: how many of the paper's claims
+    reproduce on its metric and on the likelihood, then the headline findings with our numbers."""
+    if not has_run(card):
+        return (f"**No chapter has run on the {card['profile'].iloc[0]} profile yet**, so this page has no answer to "
+                "give: build the book (`make book`) and it will open with one.")
+    paper = card[~card["section"].str.startswith(BEYOND)]
+    counts = paper["verdict"].value_counts()
+    tally = ", ".join(f"{counts[v]} {v}" for v in counts.index)
+    likely = paper.loc[~paper["likelihood verdict"].isin([NOT_MEASURED, NOT_RUN]), "likelihood verdict"].value_counts()
+    lines = [f"**Our answer, on the {card['profile'].iloc[0]} profile:** of the paper's {len(paper)} claims tested "
+             f"here, on its own metric (BLEU, accuracy) {tally}; on the likelihood, measured for {int(likely.sum())} "
+             f"of them, " + ", ".join(f"{likely[v]} {v}" for v in likely.index) + "."]
+    by_key = card.set_index("key")
+    for key in HEADLINES:
+        row = by_key.loc[key]
+        lines.append(f"* *{row['claim']}* (the paper: {row['paper']}): ours {row['ours']}, **{row['verdict']}**"
+                     + (f"; on the likelihood **{row['likelihood verdict']}**"
+                        if row["likelihood verdict"] not in (NOT_MEASURED, NOT_RUN) else "") + ".")
+    return "\n".join(lines[:1] + [""] + lines[1:])
+
+
+def beyond(card: pd.DataFrame) -> str:
+    """What the chapters beyond the paper found: each of their claims with our numbers and its
+    verdict, and how many of their claims reproduce."""
+    rows = card[card["chapter"].str.startswith(("12_", "13_"))]
+    if rows.empty or not has_run(rows):
+        return "The chapters beyond the paper have not run on this profile."
+    lines = [f"* *{r['claim']}*: {r['ours']}. **{r['verdict']}**"
+             + (f" (likelihood: **{r['likelihood verdict']}**)" if r["likelihood verdict"] not in (NOT_MEASURED, NOT_RUN)
+                else "") for _, r in rows.iterrows()]
+    held = int((rows["verdict"] == REPRODUCED).sum())
+    return (f"Of the {len(rows)} claims the chapters beyond the paper test, {held} reproduce on every seed:\n\n"
+            + "\n".join(lines))
+
+
+def _model_line(name: str, spec: dict) -> str:
+    what = (spec.get("checkpoint") or spec.get("archive") or spec.get("encoder")
+            or ("trained here: {layers}+{layers} layers, {heads} heads".format(**spec["train"]) if "train" in spec else ""))
+    data = spec.get("corpus") or ("generated" if spec.get("encoder") and "data" not in spec else "downloaded")
+    seeds = spec.get("seeds", [0])
+    return f"{name} ({spec.get('task', '?')}; {what}; data: {data}; {len(seeds)} training seed{'s' * (len(seeds) > 1)})"
+
+
+def profile_table() -> pd.DataFrame:
+    """One row per profile under ``profiles/``: its description, the models its chapters 03-10
+    study (from its ``models``) and the language model of chapters 11-13 (its ``model_name``)."""
+    rows = []
+    for path in sorted({p for folder in profile_folders() for p in folder.glob("*.yml")}, key=lambda p: p.stem):
+        settings = load_profile(path.stem)
+        lm = settings.notebooks.get("11_nine_heads", {}).get("model_name", "")
+        studied = [_model_line(n, s) for n, s in settings.models.items() if s.get("task")]
+        rows.append({"profile": settings.name, "description": settings.description,
+                     "models of chapters 02-10": "; ".join(studied), "language model of chapters 11-13": lm})
+    return pd.DataFrame(rows)

@@ -1,0 +1,85 @@
+"""Chapter 03's claims (§3.2, Table 1): few heads matter alone, most can go alone, masking one can
+help. The rules read ``03_one_head_counts`` (and, in chapter 12, the same counts per removal)."""
+from __future__ import annotations
+
+from .. import samples
+from ..engine import NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Results, by_model, ours
+from ...paper import values as paper_values
+
+CHAPTER = "03_ablating_one_head"
+FEW_SHARE = 0.20        # "few heads matter alone": under this share of a model's heads significant
+UNDERPOWERED = 0.50     # a model's one-head tests "cannot tell" when more than this share of its heads is placed by neither test
+GAIN_LEVEL = 0.05       # significant gains count as real when more than chance gives (one-sided binomial p below this)
+COUNTS = "03_one_head_counts"
+
+
+def few_significant(r: Results) -> tuple[str, str]:
+    """Few heads significant means little where the tests place few heads at all: a model whose
+    heads are mostly placed by neither test (not significant, interval across the margin) is
+    undecided, not a model where few heads matter."""
+    table = ours(r[COUNTS])
+    columns = ["heads", "significant"] + (["unplaced"] if "unplaced" in table else [])
+    counts = table.groupby("model")[columns].sum()
+    shares = counts["significant"] / counts["heads"]
+    unplaced = counts["unplaced"] / counts["heads"] if "unplaced" in counts else shares * 0
+    underpowered = unplaced > UNDERPOWERED
+    text = "; ".join(f"{m} {int(row['significant'])}/{int(row['heads'])}"
+                     + (f" ({int(row['unplaced'])} placed by neither test)" if underpowered[m] else "")
+                     for m, row in counts.iterrows())
+    return text, by_model((shares < FEW_SHARE) & ~underpowered, (shares < FEW_SHARE) & underpowered)
+
+
+def most_negligible(r: Results) -> tuple[str, str]:
+    """Over 80% negligible per model; where fewer are, but the undetermined heads could still
+    make it so, the model is undecided (``cannot tell``) rather than a refutation."""
+    counts = ours(r[COUNTS]).groupby("model")[["heads", "negligible", "undetermined", "unplaced"]].sum()
+    shares = counts["negligible"] / counts["heads"]
+    could = (counts["negligible"] + counts["undetermined"]) / counts["heads"]
+    text = "; ".join(f"{m} {int(row['negligible'])}/{int(row['heads'])} negligible, {int(row['undetermined'])} "
+                     f"undetermined ({int(row['unplaced'])} placed by neither test)" for m, row in counts.iterrows())
+    holds = shares > 1 - FEW_SHARE
+    return text, by_model(holds, ~holds & (could > 1 - FEW_SHARE))
+
+
+def some_gain(r: Results) -> tuple[str, str]:
+    """A test at alpha flags gains in about alpha of the heads with no effect (one direction), so
+    one significant gain among hundreds of heads is what chance gives: the gains must outnumber
+    it (binomial, ``GAIN_LEVEL``). On the likelihood a gain must lie beyond +δ, which chance
+    alone makes rarer still."""
+    from scipy.stats import binom
+
+    from ....heads.significance import chance_flag_rate
+
+    counts = ours(r[COUNTS])
+    up, heads = int(counts["significant_up"].sum()), int(counts["heads"].sum())
+    rate = chance_flag_rate(r.params["alpha"], one_direction=True)
+    beyond = bool(up and binom.sf(up - 1, heads, rate) < GAIN_LEVEL)
+    text = f"{up} of {int(counts['significant'].sum())} significant changes are gains ({rate * heads:.1f} expected by chance)"
+    if r.measure:
+        helpful = int(counts["helpful"].sum())
+        return f"{helpful} gains beyond δ ({text})", REPRODUCED if helpful else PARTLY if up else NOT_REPRODUCED
+    return text, REPRODUCED if beyond else PARTLY if up else NOT_REPRODUCED
+
+
+def counts_sample(r: Results) -> str:
+    return samples.one_head(r[COUNTS])
+
+
+CLAIMS = [
+    Claim("few_significant", "§3.2, Table 1", "Few heads matter alone: masking one changes the score significantly for a minority",
+          f"{paper_values.SIGNIFICANT_ENC_SELF} of 96 WMT Enc-Enc heads",
+          f"reproduced: under {FEW_SHARE:.0%} of the heads significant in every model; partly: in some; cannot tell: "
+          f"where it holds, over {UNDERPOWERED:.0%} of the heads are placed by neither test (too little power to call "
+          "few significant)", CHAPTER, few_significant, likelihood=True, sample=counts_sample),
+    Claim("most_negligible", "§3.2, Table 1", "Most heads can go alone: masking one is shown to change the score by less "
+          "than a noticeable margin", "8 of 96 significant (the paper tests no equivalence)",
+          f"reproduced: over {1 - FEW_SHARE:.0%} of the heads negligible (their interval within ±δ, chapter 03's "
+          "margins) in every model; partly: in some; cannot tell: in none, but the undetermined heads could make it so",
+          CHAPTER, most_negligible, likelihood=True, sample=counts_sample),
+    Claim("some_gain", "§3.2, Table 1", "Masking a head can improve the score",
+          f"{paper_values.SIGNIFICANT_ENC_SELF_UP} of the {paper_values.SIGNIFICANT_ENC_SELF} significant changes are gains",
+          f"reproduced: more significant gains than chance gives at alpha in that direction (binomial p < {GAIN_LEVEL}); "
+          "partly: significant gains, no more than chance gives", CHAPTER, some_gain, likelihood=True,
+          sample=counts_sample, parameters={"alpha": 0.01},
+          likelihood_rule="reproduced: a gain beyond +δ (chapter 03's margins); partly: significant gains, none beyond δ"),
+]

@@ -1,0 +1,82 @@
+"""Chapter 06's claims (§4.2, Figure 3): a share of each model's heads can be pruned with no
+noticeable loss, and ranking by importance prunes more than one-head ablation and than random
+orders. The rules read ``06_prunable_shares``."""
+from __future__ import annotations
+
+from typing import Callable
+
+import pandas as pd
+
+from .. import samples
+from ..engine import CANNOT_TELL, NOT_RUN, SHARE_TOLERANCE, Claim, Results, by_model, present, three_way, within
+from ...paper import values as paper_values
+from ...store.columns import IN_SAMPLE, MIN_BAND_ORDERS, RANDOM_HIGH, RANDOM_LOW
+
+CHAPTER = "06_pruning_curves"
+SHARES = "06_prunable_shares"
+
+
+def prunable(track: str) -> Callable[[Results], tuple[str, str]]:
+    def check(r: Results) -> tuple[str, str]:
+        table = r[SHARES]
+        share = present(table[(table["track"] == track) & (table["order"] == "importance")],
+                        f"{SHARES}: {track}")["prunable_share"].iloc[0]
+        return f"{share:.0%}", three_way(within(share, paper_values.PRUNABLE_SHARE[track]), share > 0)
+    return check
+
+
+def importance_beats_ablation(r: Results) -> tuple[str, str]:
+    """Compared only on equal footing: an ablation order estimated on the very examples its curve
+    scores (in-sample) has an advantage I_h (estimated on the training split) lacks."""
+    shares = r[SHARES]
+    table = shares.pivot(index="model", columns="order", values="prunable_share")
+    text = "; ".join(f"{m}: {row['importance']:.0%} vs {row['ablation']:.0%}" for m, row in table.iterrows())
+    on = shares.loc[shares["order"] == "ablation", "selected_on"] if "selected_on" in shares else pd.Series([None])
+    if on.isna().any() or (on == IN_SAMPLE).any():   # a table that does not say counts as in-sample
+        return text + " (the ablation order in-sample or not recorded: no fair comparison)", CANNOT_TELL
+    # both at 0 (the first step already costs too much) or both at 1 (nothing costs anything): no evidence
+    tied_at_an_end = (table["importance"] == table["ablation"]) & table["importance"].isin([0.0, 1.0])
+    wins = (table["importance"] >= table["ablation"]) & ~tied_at_an_end
+    return text, by_model(wins, tied_at_an_end)
+
+
+def importance_beats_random(r: Results) -> tuple[str, str]:
+    """Against the band, not one draw: importance's prunable share must lie above the 95th
+    percentile of the random orders' shares, in every model (partly: in some)."""
+    shares = r[SHARES]
+    table = shares.pivot(index="model", columns="order", values="prunable_share")
+    if RANDOM_HIGH not in table:
+        return "(no band of random orders)", NOT_RUN
+    orders = shares[shares["order"] == RANDOM_HIGH].set_index("model")["random_orders"].reindex(table.index)
+    banded = orders >= MIN_BAND_ORDERS   # fewer orders make no 95th percentile: such a model is undecided
+    above = (table["importance"] > table[RANDOM_HIGH]) & banded
+    text = "; ".join(f"{m}: {row['importance']:.0%} vs random {row[RANDOM_LOW]:.0%} to {row[RANDOM_HIGH]:.0%} "
+                     + (f"(5-95%, {int(orders[m])} orders)" if banded[m] else
+                        f"({int(orders[m]) if orders.notna()[m] else 'too few'} orders: too few for a band)")
+                     for m, row in table.iterrows())
+    return text, by_model(above, ~banded)
+
+
+def shares_sample(r: Results) -> str:
+    return samples.curves(r[SHARES])
+
+
+CLAIMS = [
+    Claim("prunable_translation", "§4.2, Figure 3", "A share of the translation model's heads can be pruned with no noticeable loss",
+          f"about {paper_values.PRUNABLE_SHARE['translation']:.0%} (WMT, within 1 BLEU)",
+          f"reproduced: within {SHARE_TOLERANCE:.0%} of the paper's share; partly: above 0", CHAPTER,
+          prunable("translation"), likelihood=True, sample=shares_sample),
+    Claim("prunable_classifier", "§4.2, Figure 3", "A share of the classifier's heads can be pruned with no noticeable loss",
+          f"about {paper_values.PRUNABLE_SHARE['classifier']:.0%} (BERT, within 1 accuracy point)",
+          f"reproduced: within {SHARE_TOLERANCE:.0%} of the paper's share; partly: above 0", CHAPTER,
+          prunable("classifier"), likelihood=True, sample=shares_sample),
+    Claim("importance_beats_ablation", "§4.2, Figure 3", "Ranking by importance prunes at least as well as ranking by one-head ablation",
+          "importance above the ablation curve", "reproduced: importance's prunable share >= ablation's for every "
+          "model, both orders estimated on data the curves do not score (else cannot tell); partly: for some",
+          CHAPTER, importance_beats_ablation, likelihood=True, sample=shares_sample),
+    Claim("importance_beats_random", "§4.2, Figure 3", "Ranking by importance prunes more than pruning at random",
+          "no random baseline in Figure 3 (Budhraja et al. 2020 find random pruning comes close)",
+          "reproduced: importance's prunable share above the 95th percentile of the random orders' shares for every "
+          f"model; partly: for some; cannot tell: a model's band has too few orders (under {MIN_BAND_ORDERS})", CHAPTER,
+          importance_beats_random, likelihood=True, sample=shares_sample),
+]

@@ -1,0 +1,84 @@
+"""Chapter 09's claims (§6, Figure 5): early in training, pruning 40% of the heads hurts; later it
+costs little. The rules read ``09_importance_dynamics``, on the epochs with a usable BLEU
+(``dynamics.usable_epochs``, parameter ``min_base_share``)."""
+from __future__ import annotations
+
+import pandas as pd
+
+from .. import samples
+from ..engine import NOT_REPRODUCED, Claim, Results, three_way
+from ...experiments.dynamics import MIN_BASE_SHARE, at_share_by_epoch, usable_epochs
+from ...paper import values as paper_values
+
+CHAPTER = "09_training_dynamics"
+CURVES = "09_importance_dynamics"
+
+
+class NoUsableBLEU(ValueError):
+    """A claim on BLEU's share kept, where no checkpoint has a BLEU to keep a share of."""
+
+
+def _relative_at_40(r: Results) -> pd.Series:
+    """Relative BLEU with 40% pruned, by epoch, for the epochs with a usable BLEU."""
+    d = r[CURVES]
+    usable = usable_epochs(d, r.params.get("min_base_share", MIN_BASE_SHARE))
+    if not usable:
+        raise NoUsableBLEU("no checkpoint has a usable BLEU")
+    return at_share_by_epoch(d, "relative").loc[usable]
+
+
+def early_hurts(r: Results) -> tuple[str, str]:
+    try:
+        rel = _relative_at_40(r)
+    except NoUsableBLEU as none:
+        return f"({none})", NOT_REPRODUCED
+    low = paper_values.FIGURE5_KEPT_AT_40[0]
+    return f"{rel.iloc[0]:.0%} left at epoch {rel.index[0]}", three_way(rel.iloc[0] < low, rel.iloc[0] < 0.95)
+
+
+def late_survives(r: Results) -> tuple[str, str]:
+    try:
+        rel = _relative_at_40(r)
+    except NoUsableBLEU as none:
+        return f"({none})", NOT_REPRODUCED
+    low = paper_values.FIGURE5_KEPT_AT_40[0]
+    return f"{rel.iloc[-1]:.0%} left at epoch {rel.index[-1]}", three_way(rel.iloc[-1] >= low, rel.iloc[-1] >= low - 0.1)
+
+
+def _perplexity_at_40(r: Results) -> pd.Series:
+    """The perplexity with 40% pruned relative to the unpruned checkpoint's, by epoch (likelihood)."""
+    return at_share_by_epoch(r[CURVES], "perplexity_ratio")
+
+
+def early_hurts_likelihood(r: Results) -> tuple[str, str]:
+    ratio = _perplexity_at_40(r)
+    return (f"perplexity x{ratio.iloc[0]:.2f} at epoch {ratio.index[0]}, x{ratio.iloc[-1]:.2f} at {ratio.index[-1]}",
+            three_way(ratio.iloc[0] > ratio.iloc[-1] and ratio.iloc[0] > 1.10, ratio.iloc[0] > ratio.iloc[-1]))
+
+
+def late_survives_likelihood(r: Results) -> tuple[str, str]:
+    ratio = _perplexity_at_40(r)
+    return f"perplexity x{ratio.iloc[-1]:.2f} at epoch {ratio.index[-1]}", three_way(ratio.iloc[-1] <= 1.10,
+                                                                                      ratio.iloc[-1] <= 1.25)
+
+
+def curves_sample(r: Results) -> str:
+    d = r[CURVES]
+    epochs = ", ".join(str(int(e)) for e in sorted(d["epoch"].unique()))
+    return samples.curves(d) + f"; checkpoints at epochs {epochs}" if samples.curves(d) else ""
+
+
+CLAIMS = [
+    Claim("early_hurts", "§6, Figure 5", "Early in training, pruning 40% of the heads hurts",
+          "well under 85% of the BLEU left in epochs 1-2", "reproduced: under 85% left at the first epoch with a "
+          "usable BLEU (at least min_base_share of the last epoch's); partly: under 95%", CHAPTER,
+          early_hurts, likelihood=early_hurts_likelihood, parameters={"min_base_share": MIN_BASE_SHARE},
+          likelihood_rule="reproduced: 40% pruned raises the perplexity more at the first epoch than at the last, and by "
+          "over 10%; partly: more at the first", sample=curves_sample),
+    Claim("late_survives", "§6, Figure 5", "Later, 40% of the heads can go at little cost (unimportant heads emerge)",
+          "85 to 90% of the BLEU left from about epoch 10", "reproduced: at least 85% left at the last epoch; "
+          "partly: at least 75%", CHAPTER, late_survives, likelihood=late_survives_likelihood,
+          parameters={"min_base_share": MIN_BASE_SHARE},
+          likelihood_rule="reproduced: at the last epoch, 40% pruned raises the perplexity by at most 10%; partly: 25%",
+          sample=curves_sample),
+]

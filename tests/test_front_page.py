@@ -1,0 +1,70 @@
+"""The front page follows the results: change a verdict in a hand-made table and its answer and
+its verdict grid change with it; with no results it says so; its profile table is read from the
+profiles."""
+import re
+from html import escape
+
+import pandas as pd
+
+from helpers.book.profiles.profile import load_profile
+from helpers.book.verdicts import front_page
+from helpers.book.verdicts.card_html import COLOURS
+from helpers.book.verdicts.scorecard import CLAIMS, scorecard
+
+TRANSLATION = "A share of the translation model's heads can be pruned with no noticeable loss"
+
+
+def _shares(folder, translation: float):
+    folder.mkdir(parents=True, exist_ok=True)
+    held_out = {"selected_on": "held-out half of the scored split"}
+    pd.DataFrame([{"track": "translation", "model": "mt", "order": o, "prunable_share": s, **held_out}
+                  for o, s in (("importance", translation), ("ablation", 0.1))]
+                 + [{"track": "classifier", "model": "nli", "order": o, "prunable_share": s, **held_out}
+                    for o, s in (("importance", 0.4), ("ablation", 0.1))]).to_csv(folder / "06_prunable_shares.csv", index=False)
+
+
+def _cell(html: str, claim: str) -> str:
+    """The first verdict cell of ``claim``'s row in the grid's HTML."""
+    row = re.search(re.escape(escape(claim)) + r"</a></td>(.*?)</tr>", html).group(1)
+    return re.search(r'background-color: (#\w+)">([^<]*)</td>', row).groups()
+
+
+def test_the_answer_and_the_grid_follow_a_changed_verdict(tmp_path):
+    for share, verdict in ((0.2, "reproduced"), (0.05, "partly")):
+        _shares(tmp_path / "p", share)
+        card = scorecard("p", results_root=tmp_path)
+        text = front_page.answer(card)
+        assert f"*{TRANSLATION}* (the paper: about 20% (WMT, within 1 BLEU)): ours {share:.0%}, **{verdict}**" in text
+        grid = front_page.verdict_grid("p", results_root=tmp_path)
+        row = grid[(grid["key"] == "prunable_translation") & (grid["measure"] == "metric")]
+        assert list(row["verdict"]) == [verdict]
+        html = front_page.grid_html(grid)
+        assert _cell(html, TRANSLATION) == (COLOURS[verdict], verdict)
+        assert f'<a href="06_pruning_curves.html">{escape(TRANSLATION)}</a>' in html
+    tally = re.search(r"of the paper's (\d+) claims tested here", text).group(1)
+    assert int(tally) == sum(not c.section.startswith("Beyond") for c in CLAIMS)
+
+
+def test_every_claim_has_a_row_grouped_by_part(tmp_path):
+    _shares(tmp_path / "p", 0.2)
+    grid = front_page.verdict_grid("p", results_root=tmp_path)
+    assert list(dict.fromkeys(grid["key"])) == [c.key for c in CLAIMS]
+    html = front_page.grid_html(grid)
+    assert html.count('<tr class="part">') == grid["part"].nunique() and front_page.BEYOND in set(grid["part"])
+
+
+def test_with_no_build_the_page_says_so(tmp_path):
+    card = scorecard("empty", results_root=tmp_path)
+    assert front_page.answer(card).startswith("**No chapter has run on the empty profile yet**")
+    assert front_page.beyond(card) == "The chapters beyond the paper have not run on this profile."
+
+
+def test_the_profile_table_names_the_models_each_profile_studies():
+    table = front_page.profile_table().set_index("profile")
+    for name in ("smoke", "course", "paper"):
+        settings = load_profile(name)
+        studied = table.loc[name, "models of chapters 02-10"]
+        assert all(f"{m} ({spec['task']};" in studied for m, spec in settings.models.items() if spec.get("task"))
+        assert table.loc[name, "language model of chapters 11-13"] == settings.notebooks["11_nine_heads"]["model_name"]
+    assert "smollm2" in table.loc["course", "language model of chapters 11-13"]
+    assert "bert-base-uncased" in table.loc["paper", "models of chapters 02-10"]

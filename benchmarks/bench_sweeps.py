@@ -35,10 +35,10 @@ from helpers.book import course
 from helpers.book.experiments.head_effects import CLASSIFIER_CONFIGS_PER_PASS, TRANSLATION_CONFIGS_PER_PASS, translation_sweep
 from helpers.book.profiles import load_profile
 from helpers.heads.ablation import one_head_configs, single_layer_sweep
-from helpers.heads.devices import to_device
+from helpers.base.devices import to_device
 from helpers.heads.forked import ENV as PROCESSES_ENV
 from helpers.heads.forked import sweep_processes
-from helpers.heads.sites import device_of
+from helpers.base.devices import device_of
 from helpers.zoo.classifier_training import batches, by_length, encode, in_order
 from helpers.zoo.first_token_only import first_token_only
 

@@ -1,13 +1,14 @@
 """sixteen-heads helpers: gate, score and prune attention heads (Michel, Levy & Neubig, 2019).
 
-Three parts, imported one way (book -> zoo -> heads):
+Four parts, imported one way (book -> zoo -> heads -> base):
 
+* ``helpers.base``: utilities with no tie to heads (atomic writes, code digests, devices, cores);
 * ``helpers.heads``: the head library (sites, gates, importance, pruning, sweeps, curves,
-  throughput, significance, metrics); usable on its own;
+  throughput, significance, metrics); usable on its own, with ``helpers.base``;
 * ``helpers.zoo``: models and data (generated tasks, real corpora, training recipes, the
   paper's downloads, the model cache, and ``registry``: where every model comes from);
 * ``helpers.book``: the book's machinery (profiles, runner, results, sweep cache, sharding,
-  the paper's reported values, the scorecard).
+  the paper's reported values, the verdicts and the scorecard).
 
 The head library's main names are here too (see each module for shapes and units):
 

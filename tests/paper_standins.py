@@ -170,7 +170,7 @@ def standin_profile(folder: Path, name: str = "paper-standin") -> str:
     shrunk["notebooks"]["11_nine_heads"].update(select_verses=4, report_verses=4, batch_size=4, random_orders=1,
                                                 timed_verses=4, speed_batch_sizes=[1, 4], repeats=1, n_resamples=100)
     # chapter 12 runs SmolLM2-135M three times and trains gates per penalty: the sizes of the smoke profile
-    shrunk["notebooks"]["12_unimportant_or_unmeasured"].update(select_verses=2, report_verses=2, lm_reference_verses=2, reference_examples=4,
+    shrunk["notebooks"]["12_unimportant_or_unmeasured"].update(lm_verses=0, lm_reference_verses=2, reference_examples=4,
                                                                gate_steps=5, gate_examples=32, n_resamples=100,
                                                                lm_removals=False)
     # chapter 13 generates with SmolLM2-135M ten times and scores 30 curve steps three ways: short prompts, few steps

@@ -1,7 +1,7 @@
 """An interrupted write leaves the previous file untouched and no stray temporary file."""
 import pytest
 
-from helpers.heads.atomic import atomic_path
+from helpers.base.atomic import atomic_path
 
 
 def test_interrupted_write_keeps_the_old_file(tmp_path):

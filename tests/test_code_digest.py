@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.heads.code_digest import computation_of, recipe_digest
+from helpers.base.code_digest import computation_of, recipe_digest
 from helpers.zoo import model_cache
 
 BASE = textwrap.dedent('''

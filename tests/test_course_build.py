@@ -229,7 +229,7 @@ def test_seeds_expand_into_one_model_per_training_seed():
 def test_models_build_in_two_one_thread_processes_on_a_two_core_cpu(smoke, tmp_path, monkeypatch, capsys):
     """The default on this Linux CPU of 2+ cores: two spawned processes of one thread each; each
     model is the one a one-thread build in this process makes, bit for bit."""
-    from helpers.heads.forked import usable_cores
+    from helpers.base.cores import usable_cores
 
     monkeypatch.delenv(course.BUILD_PROCESSES_ENV, raising=False)
     assert course.build_processes() == (2 if usable_cores() >= 2 else 1)

@@ -8,6 +8,7 @@ import torch
 
 from helpers.book.experiments import equivalence
 from helpers.book.experiments.head_effects import classifier_effects
+from helpers.heads.significance import Bootstrap
 
 from test_scorers import _WordIds
 
@@ -33,7 +34,7 @@ def _tiny_bert(examples: int = 600):
 def test_a_head_of_known_effect_is_classed_on_each_side_of_the_margin():
     model, data = _tiny_bert()
     configs = [("self", 0, (0,)), ("self", 0, (1,))]
-    rows = classifier_effects(model, _WordIds(), data, configs, max_length=16, n_resamples=400, alpha=0.05,
+    rows = classifier_effects(model, _WordIds(), data, configs, max_length=16, bootstrap=Bootstrap(n_resamples=400, alpha=0.05),
                               progress=False, measure="likelihood").set_index("head")
     silent, loud = rows.loc[0], rows.loc[1]
     assert (silent["delta"], silent["delta_low"], silent["delta_high"]) == (0.0, 0.0, 0.0)

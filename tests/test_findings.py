@@ -69,9 +69,11 @@ def test_chapter_05_verdict_follows_the_correlation(results):
         for suffix in ("", "_likelihood"):
             results(f"05_cross_domain_r{suffix}", [
                 {"model": "translation", "training_seed": s, "kind": "all", "pearson_r": r, "p_value": 0.001,
-                 "paper_r": 0.56, "split_half_r_in": 0.9, "split_half_r_out": 0.8} for s, r in ((0, 0.7), (1, r_seed1))])
+                 "paper_r": 0.56, "split_half_r_in": 0.9, "split_half_r_out": 0.8, "spread_in": 2.0, "spread_out": 3.5 - s}
+                for s, r in ((0, 0.7), (1, r_seed1))])
     tables(0.7)
     assert "r = 0.70 (p = 0.001) and 0.70 (p = 0.001)" in ch05.findings("p")
+    assert "spread wider (3.5 against 2) and wider (2.5 against 2)" in ch05.findings("p")
     assert _scorecard_verdict("cross_domain") == "reproduced"
     tables(0.2)
     text = ch05.findings("p")
@@ -183,22 +185,27 @@ def test_chapters_08_09_and_10_follow_their_tables(results):
     assert "enc_self 80%, enc_dec 20%, dec_self 70% (lowest here: enc_dec)" in text
     assert _scorecard_verdict("enc_dec_most_sensitive") == "reproduced" and "reproduced" not in text
     assert "enc_self x1.20, enc_dec x3.00, dec_self x1.10" in text
-    steps = [(e, share) for e in (1, 16) for share in (0.0, 0.4)]
-    results("09_importance_dynamics", [{"training_seed": 0, "epoch": e, "share": sh, "unpruned": 2.0 if e == 1 else 15.0,
-                                        "relative": 1.0 if sh == 0 else (0.5 if e == 1 else 0.9)} for e, sh in steps])
+    steps = [(e, share) for e in (0, 1, 16) for share in (0.0, 0.4)]   # epoch 0: BLEU 0.1, a near-zero share
+    results("09_importance_dynamics", [{"training_seed": 0, "epoch": e, "share": sh,
+                                        "unpruned": {0: 0.1, 1: 2.0, 16: 15.0}[e],
+                                        "relative": 1.0 if sh == 0 else {0: 0.2, 1: 0.5, 16: 0.9}[e]} for e, sh in steps])
     results("09_importance_dynamics_likelihood", [{"training_seed": 0, "epoch": e, "share": sh,
-                                                   "perplexity_ratio": 1.0 if sh == 0 else (1.6 if e == 1 else 1.05)}
+                                                   "perplexity_ratio": 1.0 if sh == 0 else {0: 2.0, 1: 1.6, 16: 1.05}[e]}
                                                   for e, sh in steps])
-    assert ("the perplexity reaches x1.60 of the unpruned checkpoint's after epoch 1 and x1.05 after epoch 16; on greedy "
-            "BLEU, 50% is kept after epoch 1 (BLEU 2.0) and 90% after epoch 16 (BLEU 15.0)") in ch09.findings("p")
-    assert "cost more at the first of these checkpoints than at the last on both scores" in ch09.findings("p")
+    text = ch09.findings("p")
+    assert ("the perplexity reaches x2.00 of the unpruned checkpoint's after epoch 0 and x1.05 after epoch 16 (BLEU leaves "
+            "out epoch 0, whose unpruned BLEU is below 2% of the last epoch's") in text
+    assert "on greedy BLEU, 50% is kept after epoch 1 (BLEU 2.0) and 90% after epoch 16 (BLEU 15.0)" in text
+    assert "cost more at the first of these checkpoints than at the last on both scores" in text
+    assert "The first of them to keep 85% with 40% pruned: epoch 16 of 16 (the paper: about epoch 10 of 40)." in text
     for suffix, share in (("", 0.4), ("_likelihood", 0.1)):
         results(f"10_appendix_summary{suffix}", [{"model": "sentiment", "training_seed": s, "metric": "accuracy",
-                                                  "prunable_share": share, "paper_task": "SST-2", "paper_flat_until": 0.5}
-                                                 for s in (0, 1)])
+                                                  "prunable_share": share, "paper_task": "SST-2", "paper_flat_until": 0.5,
+                                                  "unpruned": 0.9, "score_90%_pruned": 0.5 + s / 10} for s in (0, 1)])
     assert ch10.findings("p").startswith(
         "**sentiment:** 40% and 40% of the heads can go within the tolerance on accuracy, "
-        "10% and 10% with the perplexity within 1% (the paper's SST-2: flat to about 50%).")
+        "10% and 10% with the perplexity within 1% (the paper's SST-2: flat to about 50%). With 90% pruned the score "
+        "is 0.5 and 0.6, against 0.9 and 0.9 unpruned.")
 
 
 def test_chapter_11_follows_its_tables(results):
@@ -258,7 +265,8 @@ def test_chapter_05_says_what_the_scorecard_says_between_the_old_thresholds(resu
     for suffix in ("", "_likelihood"):
         results(f"05_cross_domain_r{suffix}", [
             {"model": "translation", "training_seed": s, "kind": "all", "pearson_r": r, "p_value": 0.001,
-             "paper_r": 0.56, "split_half_r_in": 0.9, "split_half_r_out": 0.8} for s in (0, 1)])
+             "paper_r": 0.56, "split_half_r_in": 0.9, "split_half_r_out": 0.8, "spread_in": 1.0, "spread_out": 1.0}
+            for s in (0, 1)])
     verdict = _scorecard_verdict("cross_domain")
     assert verdict == ("reproduced" if r >= 0.4 else "not reproduced")
     assert verdict_of(chapter_verdicts("p", rules.CLAIMS), "cross_domain") == verdict   # the chapter's own table

@@ -12,6 +12,7 @@ from helpers.heads.ablation import all_but_one_configs, one_head_configs
 from helpers.book.experiments.head_effects import (best_per_layer, classifier_effects, configs_of, held_out, kept_head, layer_table,
                                   significance_counts, translation_effects)
 from helpers.book.store.sweep_cache import code_digest
+from helpers.heads.significance import Bootstrap
 
 
 def _no_sweep(*args, **kwargs):
@@ -22,7 +23,7 @@ def test_classifier_cache_gives_the_uncached_table_and_computes_only_new_configs
     model, tokenizer = course.load_classifier(smoke, "nli")
     examples = course.load_data(smoke, "nli")["matched"][:20]
     configs = one_head_configs(model)
-    args = dict(max_length=48, n_resamples=50, progress=False, min_units=2)   # tiny sets: code paths
+    args = dict(max_length=48, bootstrap=Bootstrap(n_resamples=50, min_units=2), progress=False)   # tiny sets: code paths
     fresh = classifier_effects(model, tokenizer, examples, configs, **args)
     first = classifier_effects(model, tokenizer, examples, configs[:3], cache_dir=tmp_path, **args)
     swept = []
@@ -62,7 +63,7 @@ def test_classifier_sweeps_batched_by_length_keep_each_example_in_its_place(smok
     model, tokenizer = course.load_classifier(smoke, "nli")
     examples = course.load_data(smoke, "nli")["matched"][:24]
     config = one_head_configs(model)[1]
-    classifier_effects(model, tokenizer, examples, [config], max_length=48, batch_size=8, n_resamples=10, min_units=2,
+    classifier_effects(model, tokenizer, examples, [config], max_length=48, batch_size=8, bootstrap=Bootstrap(n_resamples=10, min_units=2),
                        progress=False, cache_dir=tmp_path)
     (folder,) = tmp_path.iterdir()
     kind, layer, heads = config
@@ -80,7 +81,7 @@ def test_an_interrupted_translation_sweep_resumes_with_the_same_hypotheses(smoke
     model = course.load_translation(smoke)
     pairs = course.load_data(smoke, "translation")["test13"][:8]
     configs = one_head_configs(model)
-    fresh = translation_effects(model, pairs, configs, beam=2, n_resamples=50, min_units=2, progress=False)
+    fresh = translation_effects(model, pairs, configs, beam=2, bootstrap=Bootstrap(n_resamples=50, min_units=2), progress=False)
 
     import helpers.zoo.translation_model as tm
     real, calls = tm.translate_copies, []
@@ -94,12 +95,12 @@ def test_an_interrupted_translation_sweep_resumes_with_the_same_hypotheses(smoke
     monkeypatch.setattr(tm, "translate_copies", dies_on_the_third_search)
     monkeypatch.setenv("SIXTEEN_HEADS_SWEEP_PROCESSES", "1")  # counts the searches of this process
     with pytest.raises(KeyboardInterrupt):
-        translation_effects(model, pairs, configs, beam=2, n_resamples=50, min_units=2, progress=False, cache_dir=tmp_path,
+        translation_effects(model, pairs, configs, beam=2, bootstrap=Bootstrap(n_resamples=50, min_units=2), progress=False, cache_dir=tmp_path,
                             configs_per_pass=2)
     (folder,) = tmp_path.iterdir()
     assert len(list(folder.glob("*.json"))) == 4  # two searches of two: unmasked + three configurations
     monkeypatch.setattr(tm, "translate_copies", real)
-    resumed = translation_effects(model, pairs, configs, beam=2, n_resamples=50, min_units=2, progress=False, cache_dir=tmp_path)
+    resumed = translation_effects(model, pairs, configs, beam=2, bootstrap=Bootstrap(n_resamples=50, min_units=2), progress=False, cache_dir=tmp_path)
     pd.testing.assert_frame_equal(resumed, fresh)
     assert folder.name.startswith(code_digest() + "-")
 
@@ -217,7 +218,7 @@ def test_a_damaged_cache_entry_is_named_set_aside_and_computed_again(smoke, tmp_
     model, tokenizer = course.load_classifier(smoke, "nli")
     examples = course.load_data(smoke, "nli")["matched"][:12]
     configs = one_head_configs(model)[:4]
-    args = dict(max_length=48, n_resamples=50, progress=False, cache_dir=tmp_path, min_units=2)
+    args = dict(max_length=48, bootstrap=Bootstrap(n_resamples=50, min_units=2), progress=False, cache_dir=tmp_path)
     first = classifier_effects(model, tokenizer, examples, configs, **args)
     (folder,) = tmp_path.iterdir()
     damaged = folder / "self-L0-mask1.json"
@@ -242,8 +243,8 @@ def test_bleu_at_positions_is_the_bleu_of_those_pairs_read_from_the_search_over_
     pairs = course.load_data(smoke, "translation")["test13"][:8]
     configs = one_head_configs(model)[:3]
     at = [1, 2, 5, 7]
-    read = translation_effects(model, pairs, configs, beam=2, n_resamples=50, min_units=2, progress=False, cache_dir=tmp_path,
+    read = translation_effects(model, pairs, configs, beam=2, bootstrap=Bootstrap(n_resamples=50, min_units=2), progress=False, cache_dir=tmp_path,
                                positions=at)
-    alone = translation_effects(model, [pairs[i] for i in at], configs, beam=2, n_resamples=50, min_units=2, progress=False)
+    alone = translation_effects(model, [pairs[i] for i in at], configs, beam=2, bootstrap=Bootstrap(n_resamples=50, min_units=2), progress=False)
     pd.testing.assert_frame_equal(read, alone)
     assert (read["examples"] == 4).all()

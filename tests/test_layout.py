@@ -1,4 +1,4 @@
-"""helpers/ has three parts imported one way: book -> zoo -> heads, with no import cycle; inside
+"""helpers/ has four parts imported one way: book -> zoo -> heads -> base, with no import cycle; inside
 helpers/book, one folder per job, imported one way too: running -> verdicts -> experiments -> course
 -> profiles, store, paper.
 
@@ -15,7 +15,7 @@ import pytest
 from helpers.book.running.chapter_code import import_graph, module_name
 
 ROOT = Path(__file__).resolve().parent.parent
-PARTS = {"heads": 0, "zoo": 1, "book": 2}  # a part may import its own rank or lower
+PARTS = {"base": 0, "heads": 1, "zoo": 2, "book": 3}  # a part may import its own rank or lower
 # helpers/book's folders by job, with the same rule: the folders of one rank share nothing
 BOOK_FOLDERS = {"profiles": 0, "store": 0, "paper": 0, "course": 1, "experiments": 2, "verdicts": 3, "running": 4}
 
@@ -68,9 +68,9 @@ def graph():
     return import_graph(ROOT / "helpers")
 
 
-def test_every_module_belongs_to_one_of_the_three_parts(graph):
+def test_every_module_belongs_to_one_of_the_four_parts(graph):
     loose = [m for m in graph if m != "helpers" and part_of(m) not in PARTS]
-    assert not loose, f"modules outside helpers/heads, helpers/zoo, helpers/book: {loose}"
+    assert not loose, f"modules outside helpers/base, helpers/heads, helpers/zoo, helpers/book: {loose}"
     assert all(part in {part_of(m) for m in graph} for part in PARTS)
 
 

@@ -13,7 +13,7 @@ from helpers.book import course
 from helpers.book.experiments.head_effects import classifier_effects, translation_likelihood_effects
 from helpers.heads.ablation import all_but_one_configs, one_head_configs
 from helpers.heads.config_batches import UNMASKED
-from helpers.heads.significance import log_likelihood
+from helpers.heads.significance import Bootstrap, log_likelihood
 from helpers.zoo.scorers import (classifier_scorer, masked_translation_nll, single_layer_translation_nll,
                                  translation_likelihood_scorer, translation_nll)
 
@@ -90,7 +90,7 @@ def test_replayed_single_layer_likelihood_equals_gating_each_configuration(mt, m
 def test_likelihood_effects_are_cached_and_add_up(mt, tmp_path):
     model, pairs = mt
     configs = one_head_configs(model)[:5]
-    args = dict(n_resamples=50, progress=False, min_units=2)
+    args = dict(bootstrap=Bootstrap(n_resamples=50, min_units=2), progress=False)
     fresh = translation_likelihood_effects(model, pairs, configs, **args)
     cached = translation_likelihood_effects(model, pairs, configs, cache_dir=tmp_path, **args)
     again = translation_likelihood_effects(model, pairs, configs, cache_dir=tmp_path, **args)
@@ -111,9 +111,9 @@ def test_the_gold_label_log_probability_of_a_classifier(smoke, tmp_path):
     model, tokenizer = course.load_classifier(smoke, "nli")
     examples = course.load_data(smoke, "nli")["matched"][:16]
     config = one_head_configs(model)[2]
-    table = classifier_effects(model, tokenizer, examples, [config], max_length=48, n_resamples=20, min_units=2, progress=False,
+    table = classifier_effects(model, tokenizer, examples, [config], max_length=48, bootstrap=Bootstrap(n_resamples=20, min_units=2), progress=False,
                                measure="likelihood", cache_dir=tmp_path)
-    accuracy = classifier_effects(model, tokenizer, examples, [config], max_length=48, n_resamples=20, min_units=2, progress=False,
+    accuracy = classifier_effects(model, tokenizer, examples, [config], max_length=48, bootstrap=Bootstrap(n_resamples=20, min_units=2), progress=False,
                                   cache_dir=tmp_path)
 
     def gold_log_prob(m) -> tuple[float, float]:  # the mean gold log-probability and the accuracy, one example at a time

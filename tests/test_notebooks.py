@@ -9,6 +9,7 @@ import pytest
 from helpers.book.running import runner
 
 ROOT = Path(__file__).resolve().parent.parent
+CODE_BUDGET_EXEMPT: set[str] = set()   # chapters allowed over 60 code lines (none)
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
 PROFILES = ("smoke", "course", "paper")
 
@@ -269,3 +270,20 @@ def test_a_rules_parameters_default_to_its_chapters():
         declared = pm.inspect_notebook(str(ROOT / "notebooks" / f"{claim.chapter}.ipynb"))
         for name, default in claim.parameters.items():
             assert float(declared[name]["default"]) == default, (claim.key, name)
+
+
+def test_each_chapter_says_its_findings_once_and_within_its_code_budget():
+    """One generated text per chapter (its findings), no second printout of the same facts, and
+    at most 60 lines of code (blank and comment lines aside) in every chapter but the tutorial."""
+    import ast
+
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        code = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+        assert sum(".findings(" in c for c in code) <= 1, path.name
+        assert not any(".facts(" in c for c in code), path.name
+        lines = [line for c in code for line in c.splitlines() if line.strip() and not line.strip().startswith("#")]
+        if path.stem not in CODE_BUDGET_EXEMPT:
+            assert len(lines) <= 60, f"{path.name}: {len(lines)} code lines (the budget is 60)"
+    for module in (ROOT / "helpers" / "book" / "experiments").glob("*.py"):
+        defined = {n.name for n in ast.parse(module.read_text()).body if isinstance(n, ast.FunctionDef)}
+        assert "facts" not in defined, f"{module.name}: a chapter's facts belong in its findings"

@@ -170,6 +170,7 @@ from helpers.book.experiments import head_effects
 from helpers.zoo import nli_task
 from helpers.heads.ablation import one_head_configs
 from helpers.book.experiments.head_effects import classifier_effects
+from helpers.heads.significance import Bootstrap
 from helpers.zoo.registry import load_encoder
 fault = os.environ.get("SWEEP_FAULT", "")
 if fault:  # this rank breaks inside its share: with an error, or dying without one
@@ -180,7 +181,7 @@ if fault:  # this rank breaks inside its share: with an error, or dying without 
     head_effects.single_layer_sweep = broken
 model, tokenizer = load_encoder("tiny-bert", num_labels=3, seed=0)
 examples = nli_task.generate({"train": 1, "matched": 40, "mismatched": 1}, seed=0)["matched"]
-df = classifier_effects(model, tokenizer, examples, one_head_configs(model), n_resamples=50, min_units=2, cache_dir=sys.argv[1],
+df = classifier_effects(model, tokenizer, examples, one_head_configs(model), bootstrap=Bootstrap(n_resamples=50, min_units=2), cache_dir=sys.argv[1],
                         progress=False)
 print(json.dumps(df[["kind", "layer", "heads", "score"]].astype(str).values.tolist()))
 print("threads", torch.get_num_threads(), file=sys.stderr)

@@ -13,7 +13,7 @@ import pytest
 from helpers.book.experiments.head_effects import Measure, effect_rows, two_look_rows
 from helpers.heads.ablation import UNMASKED
 from helpers.heads.sequential import look_split
-from helpers.heads.significance import equivalence_class, log_likelihood
+from helpers.heads.significance import Bootstrap, equivalence_class, log_likelihood
 
 DELTA = np.log(1.01)   # 1% of perplexity, the book's likelihood margin
 N, ALPHA, RESAMPLES = 200, 0.05, 400
@@ -45,7 +45,7 @@ MEASURE = Measure(stats=lambda outputs, positions: _nll(outputs), score=log_like
 
 
 def _one_look(configs, rows, seed):
-    return effect_rows(configs, _nll(rows[UNMASKED]), lambda c: _nll(rows[c]), log_likelihood, RESAMPLES, ALPHA, seed)
+    return effect_rows(configs, _nll(rows[UNMASKED]), lambda c: _nll(rows[c]), log_likelihood, Bootstrap(RESAMPLES, ALPHA, seed))
 
 
 def _classes(table):
@@ -59,7 +59,7 @@ def test_two_looks_keep_false_negligible_and_false_positive_rates_at_nominal(sce
     one, two = [], []
     for rep in range(4):   # 2,400 simulated heads in all
         configs, outputs, rows, _ = simulate(np.full(heads, change), seed=rep)
-        (table,) = two_look_rows(N, configs, outputs, [MEASURE], RESAMPLES, ALPHA, seed=rep)
+        (table,) = two_look_rows(N, configs, outputs, [MEASURE], Bootstrap(RESAMPLES, ALPHA, seed=rep))
         one.append(_one_look(configs, rows, rep))
         two.append(table)
     one, two = pd.concat(one, ignore_index=True), pd.concat(two, ignore_index=True)
@@ -79,7 +79,7 @@ def test_two_looks_keep_false_negligible_and_false_positive_rates_at_nominal(sce
 def test_heads_far_from_the_margin_stop_at_the_first_look_and_the_rest_see_every_example():
     changes = np.concatenate([np.full(40, -6 * DELTA), np.full(40, 0.0), np.full(40, -DELTA)])
     configs, outputs, rows, asked = simulate(changes, seed=7)
-    (table,) = two_look_rows(N, configs, outputs, [MEASURE], RESAMPLES, ALPHA, seed=7)
+    (table,) = two_look_rows(N, configs, outputs, [MEASURE], Bootstrap(RESAMPLES, ALPHA, seed=7))
     first, rest = look_split(N, 0.5, 7)
     assert asked[0] == (len(first), len(configs) + 1)          # every head, and the unmasked model, on the first look
     assert asked[1][0] == len(rest) and asked[1][1] == 1 + (table["look"] == 2).sum()
@@ -90,8 +90,8 @@ def test_heads_far_from_the_margin_stop_at_the_first_look_and_the_rest_see_every
     assert (table.loc[table["look"] == 1, "examples"] == len(first)).all()
     # a head of the second look gets the one-look rows at alpha / 2 on all the examples
     later = table.index[table["look"] == 2][0]
-    alone = effect_rows([configs[later]], _nll(rows[UNMASKED]), lambda c: _nll(rows[c]), log_likelihood, RESAMPLES,
-                        ALPHA / 2, 7).iloc[0]
+    alone = effect_rows([configs[later]], _nll(rows[UNMASKED]), lambda c: _nll(rows[c]), log_likelihood,
+                        Bootstrap(RESAMPLES, ALPHA / 2, 7)).iloc[0]
     assert table.loc[later, "delta"] == pytest.approx(alone["delta"])
     assert table.loc[later, "delta_low"] == pytest.approx(alone["delta_low"])
     # every row's base is the unmasked score on all the examples

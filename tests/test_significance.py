@@ -196,13 +196,13 @@ def test_systems_with_no_difference_are_flagged_at_the_chance_rate_it_states():
 
 def test_a_bootstrap_below_the_declared_minimum_is_refused_with_what_to_do():
     from helpers.book.experiments.head_effects import effect_rows
-    from helpers.heads.significance import MIN_UNITS, SampleTooSmall, log_likelihood
+    from helpers.heads.significance import MIN_UNITS, Bootstrap, SampleTooSmall, log_likelihood
 
     stats = np.stack([np.random.default_rng(0).gamma(2.0, 1.0, MIN_UNITS - 1), np.ones(MIN_UNITS - 1)], 1)
     config = ("self", 0, (0,))
     with pytest.raises(SampleTooSmall, match=f"{MIN_UNITS - 1} examples is below the declared minimum of {MIN_UNITS}"):
-        effect_rows([config], stats, lambda c: stats + 0.1, log_likelihood, 50, 0.01, 0)
-    rows = effect_rows([config], stats, lambda c: stats + 0.1, log_likelihood, 50, 0.01, 0, min_units=MIN_UNITS - 1)
+        effect_rows([config], stats, lambda c: stats + 0.1, log_likelihood, Bootstrap(50, 0.01, 0))
+    rows = effect_rows([config], stats, lambda c: stats + 0.1, log_likelihood, Bootstrap(50, 0.01, 0, min_units=MIN_UNITS - 1))
     assert rows["examples"].tolist() == [MIN_UNITS - 1]   # a code-path check may lower the minimum, explicitly
 
 

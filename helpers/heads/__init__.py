@@ -1,7 +1,8 @@
 """The head library: gate, score and prune the attention heads of a transformer.
 
-It imports torch, transformers and (for fairseq models) fairseq, and nothing from the rest of
-``helpers``; a project that only wants head gates or pruning uses this package alone.
+It imports torch, transformers and (for fairseq models) fairseq, and from the rest of ``helpers``
+only ``helpers.base`` (atomic writes, devices, core counts); a project that only wants head gates
+or pruning uses these two packages alone.
 
 * sites.py: ``attention_sites(model)``, every multi-head attention block of a supported family
   (``SUPPORTED_FAMILIES``) with its kind, layer, head count and head size;
@@ -27,8 +28,7 @@ It imports torch, transformers and (for fairseq models) fairseq, and nothing fro
 * induction.py: the repeated-random-tokens probe, induction scores and copying likelihood;
 * significance.py: the paired bootstrap test of a score change (§3.2);
 * metrics.py: accuracy, Matthews, F1 and tokenised BLEU;
-* devices.py, atomic.py, fairseq_compat.py: moving batches to a model's device, atomic writes,
-  importing fairseq 0.12 quietly;
+* fairseq_compat.py: importing fairseq 0.12 quietly;
 * denormals.py: flush-to-zero, set here, on import, before anything starts torch's threads.
 """
 from .denormals import count_denormals, flush_denormals, zero_denormals_
@@ -41,14 +41,15 @@ from .concrete_gates import ConcreteGates, train_concrete_gates
 from .config_batches import config_row_gates, repeat_rows
 from .gates import GateRecord, HeadGates, HeadSpec
 from .grouped_query import kv_group_heads, kv_group_importance, kv_groups_to_heads
-from .importance import head_importance
+from .importance import head_importance, rank_agreement
 from .induction import copying_accuracy, copying_nll, induction_scores, repeated_tokens
 from .kv_cache import cache_bytes, generate_cached, kv_bytes, kv_bytes_per_token
 from .pruning import (count_parameters, head_layout, kept_heads, load_pruned, prune_heads, prune_kv_groups,
                       pruned_heads, save_pruned)
 from .pruning_curves import order_by_ablation, order_by_importance, prunable_share, pruning_curve, random_order
 from .removal import REMOVAL_KINDS, HeadRemoval, reference_outputs
-from .significance import MIN_UNITS, SampleTooSmall, chance_flag_rate, mean_rank_p, paired_bootstrap, require_units
+from .significance import (MIN_UNITS, Bootstrap, SampleTooSmall, chance_flag_rate, mean_rank_null, mean_rank_p,
+                           paired_bootstrap, require_units)
 from .sites import (
     SUPPORTED_FAMILIES,
     AttentionSite,
@@ -63,10 +64,10 @@ from .throughput import compare_speed, forward_flops, speed_gains, throughput
 __all__ = [
     "AttentionSite", "ConcreteGates", "Config", "GateRecord", "HeadGates", "HeadRemoval", "REMOVAL_KINDS", "reference_outputs", "HeadSpec", "HeadSpecError", "SUPPORTED_FAMILIES",
     "UNMASKED", "UnsupportedModelError", "all_but_one_configs", "attention_sites", "chance_flag_rate", "compare_speed",
-    "mean_rank_p", "MIN_UNITS", "SampleTooSmall", "require_units",
+    "mean_rank_p", "mean_rank_null", "MIN_UNITS", "SampleTooSmall", "require_units", "Bootstrap",
     "cache_bytes", "config_row_gates", "count_denormals", "flush_denormals", "zero_denormals_", "copying_accuracy", "copying_nll", "count_parameters", "generate_cached",
     "head_layout", "induction_scores", "kv_bytes", "kv_bytes_per_token", "repeated_tokens", "family_of", "forward_flops", "gated_passes", "gated_runs",
-    "head_importance", "kept_heads", "kv_group_heads", "kv_group_importance", "kv_groups_to_heads", "layout",
+    "head_importance", "rank_agreement", "kept_heads", "kv_group_heads", "kv_group_importance", "kv_groups_to_heads", "layout",
     "load_pruned", "one_head_configs", "order_by_ablation", "order_by_importance", "paired_bootstrap",
     "prunable_share", "prune_heads", "prune_kv_groups", "pruned_heads", "pruning_curve", "random_order", "repeat_rows",
     "save_pruned", "single_layer_sweep", "speed_gains", "throughput", "train_concrete_gates",

@@ -30,7 +30,8 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from .sites import device_of
+from ..base.cores import usable_cores
+from ..base.devices import device_of
 
 ENV = "SIXTEEN_HEADS_SWEEP_PROCESSES"
 
@@ -51,11 +52,6 @@ def sweep_processes(model: nn.Module | None = None) -> int:
     if model is not None and device_of(model).type != "cpu":
         return 1
     return 2 if usable_cores() >= 2 else 1
-
-
-def usable_cores() -> int:
-    """The cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def strided_shares(items: Sequence, processes: int) -> list[list]:

@@ -31,7 +31,8 @@ import torch
 from torch import nn
 
 from .removal import HeadRemoval
-from .sites import AttentionSite, HeadSpecError, attention_sites, check_head, device_of, resolve, sites_by_kind
+from ..base.devices import device_of
+from .sites import AttentionSite, HeadSpecError, attention_sites, check_head, resolve, sites_by_kind
 
 HeadSpec = Mapping[str, Mapping[int, Sequence[int]]]
 """``{kind: {layer: [head, ...]}}`` with 0-based layers and original head indices."""

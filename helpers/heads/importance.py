@@ -112,3 +112,15 @@ def _accumulate(model, gates: HeadGates, batch, loss_fn: LossFn, abs_per: str, t
         per_example = dots.sum(1).abs() if abs_per == "example" else dots.abs().sum(1)
         totals[site.kind][site.layer, site.heads] += per_example.sum(0).cpu()
     return batch_size
+
+
+def rank_agreement(a: torch.Tensor, b: torch.Tensor, share: float = 0.5) -> tuple[float, float]:
+    """How far two importance scores of the same heads (any shape, e.g. ``[layers, heads]``) agree:
+    ``(Spearman's rank correlation, the share of the least important ``share`` of the heads that
+    both put there)`` (pruning reads only the second)."""
+    from scipy.stats import spearmanr
+
+    a, b = a.flatten(), b.flatten()
+    k = int(len(a) * share)
+    lowest = lambda scores: set(scores.argsort()[:k].tolist())   # noqa: E731
+    return float(spearmanr(a.numpy(), b.numpy()).statistic), len(lowest(a) & lowest(b)) / k

@@ -29,7 +29,7 @@ from typing import Mapping, Sequence
 import torch
 from torch import nn
 
-from .atomic import atomic_path
+from ..base.atomic import atomic_path
 from .denormals import zero_denormals_
 from .fairseq_compat import import_fairseq
 from .gates import HeadSpec

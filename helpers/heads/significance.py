@@ -22,7 +22,7 @@ lies inside, and *undetermined* otherwise (Schuirmann 1987; Lakens 2017).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -46,6 +46,23 @@ def require_units(n: int, min_units: int = MIN_UNITS, unit: str = "examples") ->
         raise SampleTooSmall(f"a paired bootstrap over {n} {unit} is below the declared minimum of {min_units} "
                              f"(significance.MIN_UNITS): score more {unit}, or report the test as not measured with "
                              f"its n; a check of code paths only may lower min_units")
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """The paired bootstrap's settings, one value wherever a test is run: ``n_resamples``
+    resamples of the examples, drawn with ``seed``; a change is significant at p < ``alpha`` and
+    its interval spans the ``alpha`` to ``1 - alpha`` quantiles; a test over fewer than
+    ``min_units`` examples is refused (``SampleTooSmall``)."""
+
+    n_resamples: int = 1000
+    alpha: float = 0.01
+    seed: int = 0
+    min_units: int = MIN_UNITS
+
+    def at(self, alpha: float) -> "Bootstrap":
+        """The same settings at another level (a look of a sequential test)."""
+        return replace(self, alpha=alpha)
 
 
 @dataclass(frozen=True)

@@ -314,6 +314,3 @@ def mark_heads(module: nn.Module, kept: list[int], total: int) -> None:
     setattr(module, _KEPT_ATTR, list(kept))
     setattr(module, _TOTAL_ATTR, int(total))
 
-
-def device_of(model: nn.Module) -> torch.device:
-    return next(model.parameters()).device

@@ -21,11 +21,11 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from . import ledger
-from .devices import default_device, to_device
+from ..base.devices import default_device, to_device
 from .gates import HeadGates
 from .sites import attention_sites
 
-Run = Callable[[nn.Module, dict], object]
+Forward = Callable[[nn.Module, dict], object]
 
 
 def device_name(device: torch.device | None = None) -> str:
@@ -43,8 +43,8 @@ def _sync(device: torch.device) -> None:
 
 
 @torch.inference_mode()
-def throughput(model: nn.Module, batches: Sequence[dict], run: Run, repeats: int = 3, warmup: int = 1) -> list[float]:
-    """Examples per second of ``run(model, batch)`` over all ``batches`` (dicts of tensors [B, ...],
+def throughput(model: nn.Module, batches: Sequence[dict], forward: Forward, repeats: int = 3, warmup: int = 1) -> list[float]:
+    """Examples per second of ``forward(model, batch)`` over all ``batches`` (dicts of tensors [B, ...],
     moved to the model's device before the clock starts), one value per repeat, after ``warmup``
     untimed passes."""
     model.eval()
@@ -53,13 +53,13 @@ def throughput(model: nn.Module, batches: Sequence[dict], run: Run, repeats: int
     n = sum(len(next(iter(b.values()))) for b in batches)
     for _ in range(warmup):
         for batch in batches:
-            run(model, batch)
+            forward(model, batch)
     _sync(device)
     out = []
     for _ in range(repeats):
         start = time.perf_counter()
         for batch in batches:
-            run(model, batch)
+            forward(model, batch)
         _sync(device)
         out.append(n / (time.perf_counter() - start))
     return out
@@ -85,8 +85,8 @@ def _widths(module: nn.Module) -> tuple[int, int] | None:
 
 
 @torch.inference_mode()
-def forward_flops(model: nn.Module, batch: dict, run: Run) -> int:
-    """FLOPs of one ``run(model, batch)``: linear layers (``nn.Linear``, GPT-2's ``Conv1D``) as
+def forward_flops(model: nn.Module, batch: dict, forward: Forward) -> int:
+    """FLOPs of one ``forward(model, batch)``: linear layers (``nn.Linear``, GPT-2's ``Conv1D``) as
     they run, plus each attention site's score and value products, from the shape of its output
     projection's input [B, T, H * d] (self-attention over the whole input, T_k = T_q: encoders,
     and decoder-only models scoring a text in one pass; under grouped-query attention H counts
@@ -112,7 +112,7 @@ def forward_flops(model: nn.Module, batch: dict, run: Run) -> int:
 
     handles = [m.register_forward_hook(count) for m in model.modules() if _widths(m) is not None]
     try:
-        run(model, batch)
+        forward(model, batch)
     finally:
         for h in handles:
             h.remove()
@@ -150,7 +150,7 @@ def compiled(model: nn.Module, compile_mode: str = EAGER, backend: str = "induct
 
 
 def compare_speed(model: nn.Module, pruned: nn.Module, masked: dict, batches_by_size: dict[int, Sequence[dict]],
-                  run: Run, repeats: int = 3, warmup: int = 2, progress: bool = True,
+                  forward: Forward, repeats: int = 3, warmup: int = 2, progress: bool = True,
                   dtype: str | torch.dtype = "float32", compile_mode: str = EAGER,
                   backend: str = "inductor") -> pd.DataFrame:
     """Table 4's measurement: for each batch size, examples per second of the ``original``
@@ -172,20 +172,20 @@ def compare_speed(model: nn.Module, pruned: nn.Module, masked: dict, batches_by_
     """
     examples = sum(len(next(iter(b.values()))) for bs in batches_by_size.values() for b in bs)
     with ledger.entry("timing runs", f"speed: original, pruned, gated ({dtype})", model, examples, 3):
-        return _compare_speed(model, pruned, masked, batches_by_size, run, repeats, warmup, progress, dtype,
+        return _compare_speed(model, pruned, masked, batches_by_size, forward, repeats, warmup, progress, dtype,
                               compile_mode, backend)
 
 
-def _compare_speed(model, pruned, masked, batches_by_size, run, repeats, warmup, progress, dtype, compile_mode,
+def _compare_speed(model, pruned, masked, batches_by_size, forward, repeats, warmup, progress, dtype, compile_mode,
                    backend) -> pd.DataFrame:
     dtype_name = str(dtype_of(dtype)).removeprefix("torch.")
     if compile_mode != EAGER:
         warmup = max(warmup, 3)
-    timed_run = run
+    timed_forward = forward
     if compile_mode == "reduce-overhead" and hasattr(torch.compiler, "cudagraph_mark_step_begin"):
-        def timed_run(m, batch):  # each pass is a new CUDA-graph step: its outputs may be overwritten
+        def timed_forward(m, batch):  # each pass is a new CUDA-graph step: its outputs may be overwritten
             torch.compiler.cudagraph_mark_step_begin()
-            return run(m, batch)
+            return forward(m, batch)
     gated_model = cast_copy(model, dtype)
     rows = []
     with HeadGates(gated_model) as gates:
@@ -198,10 +198,10 @@ def _compare_speed(model, pruned, masked, batches_by_size, run, repeats, warmup,
             rates: dict[str, list[float]] = {name: [] for name in names}
             for r in range(repeats):
                 for name in names[r % len(names):] + names[:r % len(names)]:  # each variant leads in turn
-                    rates[name] += throughput(variants[name], batches, timed_run, repeats=1,
+                    rates[name] += throughput(variants[name], batches, timed_forward, repeats=1,
                                               warmup=warmup if r == 0 else 0)
-            flops = {"original": sum(forward_flops(model, b, run) for b in batches),
-                     "pruned": sum(forward_flops(pruned, b, run) for b in batches)}
+            flops = {"original": sum(forward_flops(model, b, forward) for b in batches),
+                     "pruned": sum(forward_flops(pruned, b, forward) for b in batches)}
             flops["gated"] = flops["original"]
             for name, values in rates.items():
                 median, iqr = median_iqr(values)

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..heads.devices import to_device
+from ..base.devices import to_device
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 A model (a ``spec`` from a profile's ``models`` section: its task, data sizes, encoder and
 training settings) is built in ``<cache_root()>/<name>-<hash>/``, where the hash covers its
 recipe: its settings and what the code that generates its data and trains it computes (the
-modules' syntax trees without comments, docstrings and logging, ``heads.code_digest``), so a
+modules' syntax trees without comments, docstrings and logging, ``base.code_digest``), so a
 comment or a log line never retrains a model. A build runs in
 ``<folder>.partial`` and is renamed only when complete; a finished folder holds:
 
@@ -31,8 +31,8 @@ from typing import Literal, Sequence, Union
 
 from torch import nn
 
-from ..heads.atomic import atomic_path
-from ..heads.code_digest import recipe_digest
+from ..base.atomic import atomic_path
+from ..base.code_digest import recipe_digest
 from . import appendix_tasks, nli_task, registry, translation_task
 from .locations import cache_root
 from .recipes import build_classifier, build_translation, generate_data, machine

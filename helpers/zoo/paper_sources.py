@@ -41,7 +41,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..heads.atomic import atomic_path
+from ..base.atomic import atomic_path
 from ..heads.fairseq_compat import import_fairseq
 from . import appendix_tasks, nli_task, translation_task
 from .locations import data_root, local_path

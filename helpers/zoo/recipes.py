@@ -100,7 +100,7 @@ def build_classifier(spec: dict, data: dict, directory: Path, progress: bool) ->
     ``spec["checkpoint"]`` as it is), save it to ``directory/model`` and score it on every other
     split; returns the record's training and score fields."""
     from .classifier_training import FineTuneConfig, align_labels, fine_tune, predict
-    from ..heads.devices import default_device
+    from ..base.devices import default_device
     from ..heads.metrics import METRICS, accuracy
     from .registry import load_encoder
     from ..heads.pruning import save_pruned
@@ -154,7 +154,7 @@ def build_translation(spec: dict, data: dict, directory: Path, progress: bool,
     to ``directory/model`` and score it (tokenised BLEU of beam search and of greedy decoding) on
     every other split; the greedy BLEU on ``valid`` after each epoch is the learning curve.
     ``progress``: bars; ``log``: where each epoch's line goes (``train``)."""
-    from ..heads.devices import default_device
+    from ..base.devices import default_device
     from ..heads.metrics import bleu
     from ..heads.pruning import save_pruned
     from .translation_model import TranslationConfig, model_for, train, translate

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..heads import ledger
-from ..heads.devices import to_device
+from ..base.devices import to_device
 from ..heads.config_batches import repeat_rows
 from .classifier_training import batches, by_length, encode, in_order, labels_of
 from .first_token_only import first_token_only

@@ -27,7 +27,7 @@ from typing import Callable, ContextManager, Sequence
 import torch
 from torch import nn
 
-from ..heads.devices import to_device
+from ..base.devices import to_device
 from ..heads.fairseq_compat import import_fairseq
 from .translation_model import MAX_LEN_B
 

@@ -26,8 +26,8 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..heads.atomic import atomic_path
-from ..heads.devices import to_device
+from ..base.atomic import atomic_path
+from ..base.devices import to_device
 from ..heads.fairseq_compat import import_fairseq
 
 

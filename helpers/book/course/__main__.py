@@ -1,4 +1,4 @@
 """``python -m helpers.book.course``: build (or reuse) a profile's models (see ``main``)."""
-from . import main
+from .building import main
 
 main()

@@ -76,20 +76,6 @@ def both_measures(metric: pd.DataFrame, likelihood: pd.DataFrame) -> pd.DataFram
     return side[side["kind"].isin(["all", "self"])]
 
 
-def facts(metric: pd.DataFrame, likelihood: pd.DataFrame) -> str:
-    """Each pooled r with its p, the spread of the scores in each domain and the split-half r,
-    a line per measure, model and seed (no verdict: that is the scorecard's)."""
-    lines = []
-    for measure, table in (("the paper's metric", metric), ("the likelihood", likelihood)):
-        for _, c in table[table["paper_r"].notna()].iterrows():
-            lines.append(f"{measure:>18} | {c['model']} seed {int(c['training_seed'])}: r = {c['pearson_r']:.2f} "
-                         f"(paper {c['paper_r']:.2f}), p = {c['p_value']:.2g}; out-of-domain scores spread "
-                         f"{'wider' if c['spread_out'] > c['spread_in'] else 'narrower'} ({c['spread_out']:.3g} vs "
-                         f"{c['spread_in']:.3g}); split-half r {c['split_half_r_in']:.2f} in-domain, "
-                         f"{c['split_half_r_out']:.2f} out-of-domain")
-    return "\n".join(lines)
-
-
 def scatter(ax, paired: pd.DataFrame, title: str, unit: str) -> None:
     """Figure 2's panel: each head's score after masking, in-domain against out-of-domain, the
     unmasked model as a red star, Pearson's r in the title."""

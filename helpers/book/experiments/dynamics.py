@@ -57,38 +57,6 @@ def checkpoint_curves(settings: Profile, name: str, epochs: Sequence[int], impor
     return bleu, pd.concat(likelihood_rows, ignore_index=True)
 
 
-def facts(bleu: pd.DataFrame, likelihood: pd.DataFrame, epochs: Sequence[int], min_base_share: float) -> str:
-    """Per seed: the epochs left out for a near-zero BLEU (the scorecard's ``usable_epochs``),
-    the share kept with 40% pruned at the first and the last usable epoch, the first epoch that
-    keeps the paper's share, and the perplexity ratios with 40% pruned (no verdict)."""
-    kept_low = paper_values.FIGURE5_KEPT_AT_40[0]  # the paper: 85 to 90% of the BLEU left with 40% pruned
-    lines = []
-    for training_seed, run in bleu.groupby("training_seed"):
-        bases = run.drop_duplicates("epoch").set_index("epoch")["unpruned"]
-        usable = usable_epochs(run, min_base_share)
-        kept = at_share_by_epoch(run, "relative")
-        skipped = [e for e in epochs if e not in usable]
-        lines.append(f"training seed {training_seed}:")
-        if skipped:
-            lines.append(f"  left out of the verdict: epochs {skipped}, whose unpruned BLEU "
-                         f"({', '.join(f'{bases[e]:.1f}' for e in skipped)}) is below {min_base_share:.0%} of the last "
-                         "epoch's; a share of a near-zero BLEU is noise")
-        if not usable:
-            lines.append("  no checkpoint has a usable BLEU")
-        else:
-            first, last = usable[0], usable[-1]
-            lines.append(f"  40% pruned: {kept[first]:.0%} of the unpruned BLEU at epoch {first} (BLEU {bases[first]:.1f}), "
-                         f"{kept[last]:.0%} at epoch {last} (BLEU {bases[last]:.1f})")
-            later = [e for e in usable if kept[e] >= kept_low]
-            lines.append(f"  first usable epoch keeping >= {kept_low:.0%} with 40% pruned: {later[0] if later else 'none'} of "
-                         f"{max(epochs)} (the paper: about epoch {paper_values.FIGURE5_EPOCH_PRUNABLE} of "
-                         f"{max(paper_values.FIGURE5_BLEU)})")
-        ratio = at_share_by_epoch(likelihood[likelihood["training_seed"] == training_seed], "perplexity_ratio")
-        lines.append(f"  the likelihood: 40% pruned multiplies the perplexity by {ratio.iloc[0]:.2f} at epoch "
-                     f"{ratio.index[0]}, {ratio.iloc[-1]:.2f} at epoch {ratio.index[-1]}")
-    return "\n".join(lines)
-
-
 def progress_table(bleu: pd.DataFrame, name: str) -> pd.DataFrame:
     """The unpruned BLEU of each checkpoint, ours per seed and the paper's (Figure 5's brackets),
     each with its share of the last checkpoint's BLEU, one column per epoch."""

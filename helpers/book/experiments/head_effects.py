@@ -30,8 +30,8 @@ from ...heads import ledger
 from ...heads.ablation import UNMASKED, Config, single_layer_sweep
 from ...heads.removal import HeadRemoval, reference_outputs
 from ...heads.sequential import look_alpha, look_split, settled
-from ...heads.devices import to_device
-from ...heads.significance import (MIN_UNITS, accuracy_from_stats, accuracy_stats, bleu_from_stats, bleu_stats,
+from ...base.devices import to_device
+from ...heads.significance import (Bootstrap, accuracy_from_stats, accuracy_stats, bleu_from_stats, bleu_stats,
                                   log_likelihood, paired_bootstrap, require_units, resample_indices, resampled_sums)
 from ...heads.sites import ENCODER_ONLY_KINDS, SEQ2SEQ_KINDS
 from ...zoo import translation_model
@@ -50,23 +50,23 @@ Removal = tuple[str, Sequence]  # (removal kind, reference examples): heads remo
 TRANSLATION_CONFIGS_PER_PASS = 12
 
 
-def effect_rows(configs: Sequence[Config], base_stats, stats_of, score, n_resamples: int, alpha: float,
-                seed: int, min_units: int = MIN_UNITS) -> pd.DataFrame:
+def effect_rows(configs: Sequence[Config], base_stats, stats_of, score, bootstrap: Bootstrap = Bootstrap()
+                ) -> pd.DataFrame:
     """One row per configuration: the masked ``score`` of its summed statistics (``stats_of(config)``,
     one row per example, paired with ``base_stats``), ``delta``, the paired bootstrap's ``p_value``
-    and ``significant`` (``n_resamples`` resamples drawn with ``seed``; p < ``alpha``), the
-    interval ``delta_low`` to ``delta_high`` of two one-sided tests at ``alpha``
+    and ``significant`` (``bootstrap``: its resamples drawn with its seed; p < its alpha), the
+    interval ``delta_low`` to ``delta_high`` of two one-sided tests at alpha
     (``significance.equivalence_class`` places it against a margin), the score on the even-
     and the odd-numbered examples, and ``examples``: how many examples the row rests on. Fewer
-    than ``min_units`` examples raise ``significance.SampleTooSmall``."""
-    require_units(len(base_stats), min_units)
-    indices = resample_indices(len(base_stats), n_resamples, seed)
+    than the bootstrap's ``min_units`` examples raise ``significance.SampleTooSmall``."""
+    require_units(len(base_stats), bootstrap.min_units)
+    indices = resample_indices(len(base_stats), bootstrap.n_resamples, bootstrap.seed)
     base = score(base_stats.sum(0))
     resampled_base = resampled_sums(base_stats, indices)   # summed once for every configuration
     rows = []
     for config in configs:
         stats = stats_of(config)
-        test = paired_bootstrap(base_stats, stats, score, indices, alpha, resampled_base)
+        test = paired_bootstrap(base_stats, stats, score, indices, bootstrap.alpha, resampled_base)
         kind, layer, heads = config
         rows.append({"kind": kind, "layer": layer, "heads": list(heads), "head": heads[0] if len(heads) == 1 else None,
                      "score": base + test.delta, "base": base, "delta": test.delta, "p_value": test.p_value,
@@ -81,11 +81,11 @@ MEASURES = ("metric", "likelihood")  # the paper's metric (here accuracy), the l
 
 
 def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[Config], max_length: int = 64,
-                       batch_size: int = 64, n_resamples: int = 1000, alpha: float = 0.01, seed: int = 0,
+                       batch_size: int = 64, bootstrap: Bootstrap = Bootstrap(),
                        progress: bool = True, cache_dir: Path | None = None,
                        configs_per_pass: int = CLASSIFIER_CONFIGS_PER_PASS, measure: str = "metric",
                        removal: Removal | None = None, looks: Looks | None = None,
-                       positions: Sequence[int] | None = None, min_units: int = MIN_UNITS) -> pd.DataFrame:
+                       positions: Sequence[int] | None = None) -> pd.DataFrame:
     """Accuracy (or, with ``measure="likelihood"``, the mean log-probability of the gold
     label, in nats) of a sequence classifier under each configuration (lower layers replayed; up
     to ``configs_per_pass`` configurations of a layer in one forward pass, with the same results;
@@ -115,7 +115,7 @@ def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[C
                 "likelihood": Measure(lambda lp, at: gold_nll_stats(lp, gold[at]), log_likelihood,
                                       looks.margin("classifier", "likelihood") if looks else 0.0)}
     return _measured_rows(examples, configs, outputs, list(measures.values()), list(measures).index(measure),
-                          looks, positions, n_resamples, alpha, seed, min_units)
+                          looks, positions, bootstrap)
 
 
 def _one_of(looks, positions) -> None:
@@ -125,17 +125,17 @@ def _one_of(looks, positions) -> None:
 
 def _measured_rows(examples: Sequence, configs: Sequence[Config], outputs: Callable[[Sequence, list], Callable],
                    measures: Sequence[Measure], chosen: int, looks: Looks | None, positions: Sequence[int] | None,
-                   n_resamples: int, alpha: float, seed: int, min_units: int = MIN_UNITS) -> pd.DataFrame:
+                   bootstrap: Bootstrap) -> pd.DataFrame:
     """``effect_rows`` of ``measures[chosen]``: in two looks (``looks``; a head stops early only when
     placed on every one of ``measures``), or in one over ``examples`` (those at ``positions`` only,
     read from the sweep over all of them). ``outputs(examples, configs)`` gives a getter of each
     configuration's per-example outputs."""
     if looks is not None:
-        return looks.rows(examples, configs, outputs, measures, n_resamples, alpha, seed, min_units)[chosen]
+        return looks.rows(examples, configs, outputs, measures, bootstrap)[chosen]
     get, measure = outputs(examples, configs), measures[chosen]
     at = np.arange(len(examples)) if positions is None else np.asarray(positions)
     return effect_rows(configs, measure.stats(get(UNMASKED)[at], at), lambda c: measure.stats(get(c)[at], at),
-                       measure.score, n_resamples, alpha, seed, min_units)
+                       measure.score, bootstrap)
 
 
 def classifier_outputs(model, tokenizer, examples: Sequence, configs: Sequence[Config], max_length: int = 64,
@@ -211,10 +211,10 @@ def _cache(cache_dir: Path | None, inputs: Sequence, options: dict) -> SweepCach
 
 
 def translation_effects(model, pairs: Sequence, configs: Sequence[Config], beam: int = 5, batch_size: int = 64,
-                        n_resamples: int = 1000, alpha: float = 0.01, seed: int = 0, progress: bool = True,
+                        bootstrap: Bootstrap = Bootstrap(), progress: bool = True,
                         cache_dir: Path | None = None, max_len_b: int = translation_model.MAX_LEN_B,
                         configs_per_pass: int = TRANSLATION_CONFIGS_PER_PASS,
-                        positions: Sequence[int] | None = None, min_units: int = MIN_UNITS) -> pd.DataFrame:
+                        positions: Sequence[int] | None = None) -> pd.DataFrame:
     """Tokenised BLEU of a translation model under each configuration (beam search, stopping at
     source length + ``max_len_b`` tokens; up to ``configs_per_pass`` configurations per search,
     with the same results); ``cache_dir`` as in ``classifier_effects`` (hypotheses per
@@ -231,14 +231,14 @@ def translation_effects(model, pairs: Sequence, configs: Sequence[Config], beam:
     at = range(len(pairs)) if positions is None else positions
     pick = lambda items: [items[i] for i in at]
     return effect_rows(configs, bleu_stats(pick(base), pick(refs)), lambda c: bleu_stats(pick(outs[c]), pick(refs)),
-                       bleu_from_stats, n_resamples, alpha, seed, min_units)
+                       bleu_from_stats, bootstrap)
 
 
 def translation_likelihood_effects(model, pairs: Sequence, configs: Sequence[Config], max_tokens: int = 2000,
-                                   n_resamples: int = 1000, alpha: float = 0.01, seed: int = 0, progress: bool = True,
+                                   bootstrap: Bootstrap = Bootstrap(), progress: bool = True,
                                    cache_dir: Path | None = None, removal: Removal | None = None,
-                                   looks: Looks | None = None, positions: Sequence[int] | None = None,
-                                   min_units: int = MIN_UNITS) -> pd.DataFrame:
+                                   looks: Looks | None = None, positions: Sequence[int] | None = None
+                                   ) -> pd.DataFrame:
     """The mean log-likelihood per reference token (nats, teacher-forced, ``scorers.translation_nll``)
     of a translation model under each configuration (each masking heads of one layer), with the
     paired bootstrap over sentences; columns as ``translation_effects``'s. One teacher-forced pass
@@ -253,7 +253,7 @@ def translation_likelihood_effects(model, pairs: Sequence, configs: Sequence[Con
 
     _one_of(looks, positions)
     measure = Measure(lambda rows, at: rows, log_likelihood, looks.margin("translation", "likelihood") if looks else 0.0)
-    return _measured_rows(pairs, configs, outputs, [measure], 0, looks, positions, n_resamples, alpha, seed, min_units)
+    return _measured_rows(pairs, configs, outputs, [measure], 0, looks, positions, bootstrap)
 
 
 def translation_nll_outputs(model, pairs: Sequence, configs: Sequence[Config], max_tokens: int = 2000,
@@ -456,33 +456,31 @@ class Looks:
         return margin(track, measure, self.margins)
 
     def rows(self, examples: Sequence, configs: Sequence[Config], outputs: Callable[[Sequence, list], Callable],
-             measures: Sequence[Measure], n_resamples: int, alpha: float, seed: int,
-             min_units: int = MIN_UNITS) -> list[pd.DataFrame]:
+             measures: Sequence[Measure], bootstrap: Bootstrap) -> list[pd.DataFrame]:
         """``two_look_rows`` over ``examples``, ``outputs(examples of a look, configs)`` giving a
         getter of each configuration's per-example outputs."""
         def at(positions: np.ndarray, wanted: list) -> dict:
             get = outputs([examples[i] for i in positions], wanted)
             return {c: get(c) for c in wanted}
 
-        return two_look_rows(len(examples), configs, at, measures, n_resamples, alpha, seed, self.first_share, min_units)
+        return two_look_rows(len(examples), configs, at, measures, bootstrap, self.first_share)
 
 
 def two_look_rows(n: int, configs: Sequence[Config], outputs: Callable[[np.ndarray, list[Config]], dict],
-                  measures: Sequence[Measure], n_resamples: int, alpha: float, seed: int,
-                  first_share: float = 0.5, min_units: int = MIN_UNITS) -> list[pd.DataFrame]:
+                  measures: Sequence[Measure], bootstrap: Bootstrap, first_share: float = 0.5) -> list[pd.DataFrame]:
     """``effect_rows`` of every measure, each head evaluated in two looks (``sequential``): all of
-    ``configs`` on ``first_share`` of the ``n`` examples (drawn with ``seed``), then those not yet
-    placed against every measure's margin on all of them, each look testing at ``alpha / 2``.
+    ``configs`` on ``first_share`` of the ``n`` examples (drawn with the bootstrap's seed), then those
+    not yet placed against every measure's margin on all of them, each look testing at alpha / 2.
     ``outputs(positions, configs)``: ``{config: [len(positions), ...] per-example outputs}`` for
     those example positions, ``UNMASKED`` included. Returns one table per measure, in
     ``configs``' order, with ``look`` (1 or 2) and ``examples`` (what the row rests on); a row
     of look 1 has the unmasked model's score on all the examples as its ``base`` and its change
-    added to it as its ``score``. Each look's bootstrap needs ``min_units`` examples."""
-    first, rest = look_split(n, first_share, seed)
-    level = look_alpha(alpha)
+    added to it as its ``score``. Each look's bootstrap needs its ``min_units`` examples."""
+    first, rest = look_split(n, first_share, bootstrap.seed)
+    level = bootstrap.at(look_alpha(bootstrap.alpha))
     early = outputs(first, [UNMASKED, *configs])
     looked = [effect_rows(configs, m.stats(early[UNMASKED], first), lambda c, m=m: m.stats(early[c], first), m.score,
-                          n_resamples, level, seed, min_units) for m in measures]
+                          level) for m in measures]
     placed = [all(settled(t["delta_low"][i], t["delta_high"][i], m.margin) for t, m in zip(looked, measures))
               for i in range(len(configs))]
     later_configs = [c for c, done in zip(configs, placed) if not done]
@@ -499,7 +497,7 @@ def two_look_rows(n: int, configs: Sequence[Config], outputs: Callable[[np.ndarr
     for m, early_rows in zip(measures, looked):
         base_stats = m.stats(full[UNMASKED], every)
         late_rows = effect_rows(later_configs, base_stats, lambda c, m=m: m.stats(full[c], every),
-                                m.score, n_resamples, level, seed, min_units).assign(look=2, examples=n)
+                                m.score, level).assign(look=2, examples=n)
         base = m.score(base_stats.sum(0))
         early_rows = early_rows.assign(score=base + early_rows["delta"], base=base, look=1, examples=len(first))
         later = iter(range(len(late_rows)))

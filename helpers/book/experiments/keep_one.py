@@ -74,6 +74,33 @@ class Protocols:
         names = (self.classifier_split, self.selection_split)
         return sweeps.over_runs(self.classifier, lambda run: classifier_run(run, reported_on, chosen_on, names, measure))
 
+    def classifier_sets(self, sweeps: HeadSweeps, max_examples: int, selection_examples: int) -> tuple[list, list]:
+        """``(reported, selection)``: ``max_examples`` of ``classifier_split`` (0: all) and
+        ``selection_examples`` of ``selection_split``, drawn at random (every training run shares them)."""
+        data = sweeps.data(self.classifier)
+        return (course.subset(data[self.classifier_split], max_examples),
+                course.subset(data[self.selection_split], selection_examples))
+
+    def translation_sets(self, sweeps: HeadSweeps, max_examples: int) -> tuple[list, list]:
+        """``(chosen on, held out)``: ``max_examples`` of ``translation_split`` and of ``heldout_split``."""
+        data = sweeps.data(self.translation)
+        return tuple(course.subset(data[s], max_examples) for s in (self.translation_split, self.heldout_split))
+
+    def classifier_line(self, effects: pd.DataFrame, reported: Sequence, selection: Sequence) -> str:
+        """The classifier's unmasked accuracy per training run, and the sets it rests on."""
+        return (f"{self.classifier}: accuracy unmasked by training seed {unmasked(effects, [self.classifier_split], 4)} "
+                f"({len(reported)} examples); heads chosen on {len(selection)} {self.selection_split} examples")
+
+    def translation_line(self, effects: pd.DataFrame, decoded: int, beam: int) -> str:
+        """The translation model's unmasked BLEU per training run on both splits, and what it rests on."""
+        return (f"{self.translation}: {decoded} sentences decoded from each split, beam {beam}; BLEU unmasked by "
+                f"training seed {unmasked(effects, [self.translation_split, self.heldout_split], 2)}")
+
+    def first_run_tables(self, effects: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """Tables 2 and 5 of the translation model's first training run."""
+        by_seed = self.translation_tables(effects)
+        return by_seed[min(by_seed)]
+
     def translation_tables(self, effects: pd.DataFrame) -> dict:
         return tables(effects, self.translation_split, self.translation_split, self.heldout_split)
 
@@ -144,6 +171,11 @@ def counts(per_model: Sequence[tuple[str, dict, tuple[str, str]]], likelihood: b
             for name, by_seed, protocols in per_model for seed, pair in by_seed.items()
             for table, protocol in zip(pair, protocols) for row in summary(table, name, protocol, likelihood, margins=margins)]
     return pd.DataFrame(rows)
+
+
+def with_paper(counts: pd.DataFrame) -> pd.DataFrame:
+    """Our ``counts`` and the paper's (``paper_counts``) in one table."""
+    return pd.concat([counts, paper_counts()], ignore_index=True)
 
 
 def paper_counts() -> pd.DataFrame:

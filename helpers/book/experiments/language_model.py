@@ -24,7 +24,7 @@ from ...heads.grouped_query import kv_group_heads, kv_group_importance
 from ...heads.pruning import count_parameters, prune_heads
 from ...heads.removal import removal_digest
 from ...heads.pruning_curves import counts, heads_of, order_by_importance, prunable_share, random_order, score_specs, spec_of
-from ...heads.significance import MIN_UNITS, chance_flag_rate, log_likelihood
+from ...heads.significance import Bootstrap, chance_flag_rate, log_likelihood
 from ...heads.sites import attention_sites
 from ...heads.throughput import compare_speed, device_name, speed_gains
 from ...zoo.causal_lm import PerplexityScorer, perplexity, token_nll
@@ -52,13 +52,12 @@ def sets_table(model, batches: dict[str, list], texts: dict[str, list]) -> tuple
     return table, stats
 
 
-def _significance(base, outs: dict, n_resamples: int, alpha: float, seed: int, min_units: int = MIN_UNITS) -> dict:
+def _significance(base, outs: dict, bootstrap: Bootstrap) -> dict:
     """``{config: (p_value, significant, delta_low, delta_high)}`` of each configuration's token NLL
     rows against ``base`` (the interval of the change in log-likelihood per token, in nats); the
-    bootstrap resamples verses and needs ``min_units`` of them."""
+    bootstrap resamples verses and needs its ``min_units`` of them."""
     configs = sorted(outs)
-    rows = effect_rows(configs, base.numpy(), lambda c: outs[c].numpy(), log_likelihood, n_resamples, alpha, seed,
-                       min_units)
+    rows = effect_rows(configs, base.numpy(), lambda c: outs[c].numpy(), log_likelihood, bootstrap)
     return {c: (p, s, lo, hi) for c, p, s, lo, hi in
             zip(configs, rows["p_value"], rows["significant"], rows["delta_low"], rows["delta_high"])}
 
@@ -94,9 +93,9 @@ def lm_sweep(model, batches: Sequence[dict], configs: Sequence, configs_per_pass
     return rows_of(UNMASKED), {c: rows_of(c) for c in configs}
 
 
-def one_head_grid(model, batches: Sequence[dict], configs_per_pass: int, n_resamples: int, alpha: float,
-                  seed: int, removal=None, progress: bool = True, cache_dir: Path | None = None,
-                  positions: Sequence[int] | None = None, min_units: int = MIN_UNITS) -> tuple[pd.DataFrame, torch.Tensor]:
+def one_head_grid(model, batches: Sequence[dict], configs_per_pass: int, bootstrap: Bootstrap = Bootstrap(),
+                  removal=None, progress: bool = True, cache_dir: Path | None = None,
+                  positions: Sequence[int] | None = None) -> tuple[pd.DataFrame, torch.Tensor]:
     """Every query head masked alone: per head its KV group, the perplexity, its change from the
     unmasked model's (%) and the paired bootstrap's p-value; and the unmasked token NLL rows.
     ``removal``: a ``HeadRemoval`` (mean or resample ablation) instead of zeroing the head;
@@ -109,7 +108,7 @@ def one_head_grid(model, batches: Sequence[dict], configs_per_pass: int, n_resam
     if positions is not None:
         at = torch.as_tensor(list(positions))
         base, outs = base[at], {c: rows[at] for c, rows in outs.items()}
-    tests = _significance(base, outs, n_resamples, alpha, seed, min_units)
+    tests = _significance(base, outs, bootstrap)
     base_ppl = perplexity(base)
     # in the configurations' order (layer, then head): the sweep's processes may finish in any order
     rows = [{"layer": layer, "head": heads[0], "kv_group": first.kv_group(heads[0]), "perplexity": perplexity(outs[c]),
@@ -133,8 +132,8 @@ def grid_counts(grid: pd.DataFrame, alpha: float, margins: Mapping[str, float] |
                           **equivalence.placement(grid, delta)}])
 
 
-def keep_one_head(model, grid: pd.DataFrame, batches: Sequence[dict], configs_per_pass: int, n_resamples: int,
-                  alpha: float, seed: int, min_units: int = MIN_UNITS) -> tuple[pd.DataFrame, float]:
+def keep_one_head(model, grid: pd.DataFrame, batches: Sequence[dict], configs_per_pass: int,
+                  bootstrap: Bootstrap = Bootstrap()) -> tuple[pd.DataFrame, float]:
     """Each layer down to the head whose removal hurt most in ``grid`` (chosen on the select set),
     reported on ``batches``: ``(one row per layer, the unmasked perplexity on them)``."""
     sites = attention_sites(model)
@@ -142,7 +141,7 @@ def keep_one_head(model, grid: pd.DataFrame, batches: Sequence[dict], configs_pe
     configs = [("self", int(layer), tuple(h for h in sites[layer].heads if h != head)) for layer, head in kept.items()]
     with ledger.entry("teacher-forced scoring", "one head kept per layer", model, _examples(batches), len(configs) + 1):
         base, outs = single_layer_sweep(model, batches, token_nll, configs, configs_per_pass=configs_per_pass)
-    tests = _significance(base, outs, n_resamples, alpha, seed, min_units)
+    tests = _significance(base, outs, bootstrap)
     base_ppl = perplexity(base)
     rows = [{"layer": layer, "kept head": int(kept[layer]), "perplexity": perplexity(outs[c]),
              "change_pct": 100 * (perplexity(outs[c]) / base_ppl - 1), "p_value": tests[c][0], "significant": tests[c][1],
@@ -211,29 +210,6 @@ def pruned_speed(model, importance, share: float, by_size: dict, check_batches: 
             f"parameters {count_parameters(model):,} -> {count_parameters(pruned):,}; "
             f"largest logit gap, pruned vs gated model: {gap:.1e}")
     return speed, gains, line
-
-
-def facts(grid: pd.DataFrame, keep_one: pd.DataFrame, shares: pd.DataFrame, gains: pd.DataFrame, report_ppl: float,
-          alpha: float) -> str:
-    """The chapter's numbers in lines: the one-head grid against chance, the layers kept with one
-    head, the perplexity at half pruned by importance and at random, the speed-up."""
-    worse = grid[grid["significant"] & (grid["change_pct"] > 0)]
-    better = grid[grid["significant"] & (grid["change_pct"] < 0)]
-    at_half = shares.set_index(["unit", "order"])["perplexity at 50%"]
-    lines = [f"one head masked: {len(worse)} of {len(grid)} significantly worse, {len(better)} significantly better "
-             f"({chance_flag_rate(alpha, one_direction=True) * len(grid):.1f} expected by chance in each direction); "
-             f"{int((grid['change_pct'].abs() < 1).sum())} within 1%",
-             f"one head kept: {int((~keep_one['significant']).sum())} of {len(keep_one)} layers without a significant loss; "
-             f"median change {keep_one['change_pct'].median():+.0f}%"]
-    for unit in ("query heads", "KV groups"):
-        random_half = at_half[unit].drop("importance").mean()
-        lines.append(f"{unit}: importance order at 50% pruned, perplexity {at_half[(unit, 'importance')]:.1f} "
-                     f"(random orders {random_half:.1f}, a ratio of {at_half[(unit, 'importance')] / random_half:.2f}; "
-                     f"unpruned {report_ppl:.1f})")
-    big = gains.index.max()
-    lines.append(f"speed: {gains.loc[big, 'pruned, measured']:+.1%} at batch {big}, "
-                 f"FLOPs predict {gains.loc[big, 'pruned, predicted by FLOPs']:+.1%}")
-    return "\n".join(lines)
 
 
 def grid_heatmap(grid: pd.DataFrame, model, title: str):

@@ -77,19 +77,6 @@ def summarise(curves: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).merge(paper, on="course_task", how="left").drop(columns="course_task")
 
 
-def facts(summary: pd.DataFrame) -> str:
-    """Per model and seed: the share prunable, whether the score drops by 90% pruned, and the
-    paper's flat stretch (no verdict)."""
-    lines = []
-    for _, row in summary.iterrows():
-        shape = "then a drop" if row["score_90%_pruned"] < row["unpruned"] else "no drop even at 90% pruned"
-        versus = ("" if pd.isna(row["paper_flat_until"]) else
-                  f"; the paper's {row['paper_task']} stays flat to about {row['paper_flat_until']:.0%}")
-        lines.append(f"{row['model']} seed {row['training_seed']}: {row['prunable_share']:.0%} prunable within tolerance, "
-                     f"{shape}{versus}")
-    return "\n".join(lines)
-
-
 def figure(curves: pd.DataFrame, profile: str):
     """Figure 6: one panel per model, a line per training seed, the paper's flat stretch dotted."""
     import matplotlib.pyplot as plt

@@ -227,21 +227,6 @@ def by_seed(summary: pd.DataFrame, orders: tuple[str, ...] = ("importance", "abl
             .rename(columns=lambda s: f"seed {int(s)}").assign(spread=lambda t: t.max(axis=1) - t.min(axis=1)))
 
 
-def facts(metric: pd.DataFrame, likelihood: pd.DataFrame) -> str:
-    """Per measure, model and seed: the shares prunable by each order beside the paper's, and the
-    score unpruned and with every head pruned (no verdict: that is the scorecard's)."""
-    lines = []
-    for measure, table in (("the paper's metric", metric), ("the likelihood", likelihood)):
-        for (track, name, training_seed), part in table.groupby(["track", "model", "training_seed"], sort=False):
-            share = part.set_index("order")["prunable_share"]
-            base, gone = part["unpruned"].iloc[0], part.set_index("order").loc["importance", "all_pruned"]
-            lines.append(f"{measure:>18} | {name} seed {int(training_seed)}: {share['importance']:.0%} of heads prunable by "
-                         f"importance (paper: {paper_values.PRUNABLE_SHARE[track]:.0%} for "
-                         f"{'WMT' if track == 'translation' else 'BERT'}), {share['ablation']:.0%} by ablation, "
-                         f"{share[RANDOM_MEAN]:.0%} at random (5-95%: {share[RANDOM_LOW]:.0%} to {share[RANDOM_HIGH]:.0%}); score {base:.3g} unpruned, {gone:.3g} with all heads pruned")
-    return "\n".join(lines)
-
-
 def panel(ax, data: pd.DataFrame, title: str, ylabel: str) -> None:
     """Figure 3's panel: the importance, ablation, re-estimated (and L0 gates') curves, the random
     orders' 5-95% band (per share, over the orders)."""

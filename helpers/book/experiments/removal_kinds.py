@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ...heads.removal import REMOVAL_KINDS
-from ...heads.significance import MIN_UNITS
+from ...heads.significance import Bootstrap
 from . import one_head
 from .sweeps import HeadSweeps
 
@@ -134,18 +134,31 @@ def example_sets(sweeps: HeadSweeps, scored: Mapping[str, tuple[str, int, int]],
     return out
 
 
-def language_model_by_removal(lm_name: str, sizes: Mapping[str, int], verses: int, version: str, max_words: int,
-                              batch_size: int, configs_per_pass: int, n_resamples: int, alpha: float, seed: int,
-                              kinds: Sequence[str] = REMOVAL_KINDS, min_units: int = MIN_UNITS,
-                              run: bool = True) -> pd.DataFrame:
-    """The one-head grid of causal LM ``lm_name`` (``language_model.one_head_grid``) under each
+CHAPTER_11 = "11_nine_heads"
+CHAPTER_11_VERSES = ("model_name", "version", "max_words", "select_verses", "report_verses", "batch_size",
+                     "configs_per_pass", "seed")   # what makes chapter 11's verses and its one-head grid
+
+
+def chapter_11_verses(settings) -> dict:
+    """Chapter 11's language model and verse settings on this profile (its parameters cell, then
+    the profile's values for it): chapter 12 scores the same verses, so its zero rows are chapter
+    11's own grid, read from the sweep cache."""
+    from ..profiles.parameters import declared_parameters
+    from ..profiles.profile import NOTEBOOKS, parameters_for
+
+    p = {**declared_parameters(NOTEBOOKS / f"{CHAPTER_11}.ipynb"), **parameters_for(settings, CHAPTER_11, {})}
+    return {name: p[name] for name in CHAPTER_11_VERSES}
+
+
+def language_model_by_removal(settings, verses: int, reference_verses: int, bootstrap: Bootstrap,
+                              kinds: Sequence[str] = REMOVAL_KINDS, run: bool = True) -> pd.DataFrame:
+    """The one-head grid of chapter 11's causal LM (``language_model.one_head_grid``) under each
     removal kind, as effect rows (``language_model_effects``), on ``verses`` verses drawn at random
-    from the ``select`` set of ``verse_texts(sizes, version, max_words, seed)`` (chapter 11's, when
-    the sizes, version and length are its own; 0: all of them). Zero ablation reads those verses'
-    rows from the grid over the whole select set (chapter 11's, in the LM's sweep cache, when the
-    batches and ``configs_per_pass`` are its own); mean and resample ablation are computed on the
-    drawn verses, their means and donors from the ``reference`` verses (other chapters), one verse
-    per pass. Fewer than ``min_units`` verses are no sample for a bootstrap: then nothing is
+    (with the bootstrap's seed; 0: all of them) from chapter 11's select set
+    (``chapter_11_verses``). Zero ablation reads those verses' rows from chapter 11's grid over the
+    whole select set, in the LM's sweep cache; mean and resample ablation are computed on the drawn
+    verses, their means and donors from ``reference_verses`` other verses (other chapters), one
+    verse per pass. Fewer than the bootstrap's ``min_units`` verses are no sample for a bootstrap: then nothing is
     computed and the frame is empty, as it is with ``run`` off (a profile that cannot afford
     the sweeps). Either way ``.attrs`` holds ``units`` (the verses), ``min_units`` and ``reason``
     (why nothing was measured, or ""), which ``save_counts`` records (``12_removal_samples``)."""
@@ -154,7 +167,11 @@ def language_model_by_removal(lm_name: str, sizes: Mapping[str, int], verses: in
     from .. import course
     from .language_model import one_head_grid
 
-    texts = verse_texts(sizes, version=version, max_words=max_words, seed=seed)
+    seed, min_units = bootstrap.seed, bootstrap.min_units
+    eleven = chapter_11_verses(settings)
+    lm_name, batch_size, configs_per_pass = eleven["model_name"], eleven["batch_size"], eleven["configs_per_pass"]
+    sizes = {"select": eleven["select_verses"], "report": eleven["report_verses"], "reference": reference_verses}
+    texts = verse_texts(sizes, version=eleven["version"], max_words=eleven["max_words"], seed=eleven["seed"])
     select = texts["select"]
     chosen = course.subset(list(range(len(select))), verses, seed)
     reason = ("" if len(chosen) >= min_units else f"a bootstrap needs at least {min_units} verses") if run else \
@@ -164,20 +181,20 @@ def language_model_by_removal(lm_name: str, sizes: Mapping[str, int], verses: in
         empty = pd.DataFrame(columns=[c for c in EFFECT_COLUMNS if c != "model"])
         empty.attrs.update(sample)
         return empty
-    model, tokenizer = load_causal_lm(lm_name, seed=seed)
+    model, tokenizer = load_causal_lm(lm_name, seed=eleven["seed"])
     row_of = {text_index: row for row, text_index in enumerate(lm_batch_order(tokenizer, select))}
     out = []
     for kind in kinds:
         if kind == "zero":
-            grid, _ = one_head_grid(model, lm_batches(tokenizer, select, batch_size), configs_per_pass, n_resamples,
-                                    alpha, seed, progress=False, cache_dir=sweeps_dir(lm_name, seed),
-                                    positions=sorted(row_of[i] for i in chosen), min_units=min_units)
+            grid, _ = one_head_grid(model, lm_batches(tokenizer, select, batch_size), configs_per_pass, bootstrap,
+                                    progress=False, cache_dir=sweeps_dir(lm_name, eleven["seed"]),
+                                    positions=sorted(row_of[i] for i in chosen))
         else:
             removal = reference_outputs(model, [lm_batches(tokenizer, [t], 1)[0] for t in texts["reference"]],
                                         token_nll, kind)
             grid, _ = one_head_grid(model, lm_batches(tokenizer, [select[i] for i in chosen], batch_size),
-                                    configs_per_pass, n_resamples, alpha, seed, removal, progress=False,
-                                    cache_dir=sweeps_dir(lm_name, seed), min_units=min_units)
+                                    configs_per_pass, bootstrap, removal, progress=False,
+                                    cache_dir=sweeps_dir(lm_name, eleven["seed"]))
         out.append(language_model_effects(grid, kind, examples=len(chosen)))
     effects = pd.concat(out, ignore_index=True)
     effects.attrs.update(sample)
@@ -205,6 +222,21 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
     if rx.std() == 0 or ry.std() == 0:
         return math.nan
     return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def class_tables(counts: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """``class_table`` of each measure's counts (``save_counts``' result), stacked, with ``score``
+    (accuracy for the paper's metric, as chapter 12 scores only the classifier there)."""
+    names = {"metric": "accuracy", "likelihood": "likelihood"}
+    return pd.concat([class_table(table).assign(score=names[m]) for m, table in counts.items()])
+
+
+def labelled(by_measure: Mapping[str, Sequence[tuple[str, pd.DataFrame]]]) -> list[tuple[str, pd.DataFrame]]:
+    """Every ``(model, effects)`` of ``by_measure`` (``save_counts``' input) as one list for
+    ``agreement``, a model measured both ways named with its score: ``nli (accuracy)``."""
+    twice = {name for name, _ in by_measure.get("metric", [])} & {name for name, _ in by_measure.get("likelihood", [])}
+    return [(f"{name} ({'accuracy' if measure == 'metric' else 'likelihood'})" if name in twice else name, effects)
+            for measure, models in by_measure.items() for name, effects in models]
 
 
 def class_table(counts_table: pd.DataFrame) -> pd.DataFrame:

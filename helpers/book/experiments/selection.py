@@ -28,7 +28,7 @@ from ...zoo.classifier_training import batches as classifier_batches
 from ...zoo.classifier_training import encode, labels_of
 from ...zoo.scorers import translation_loss, translation_loss_batches
 from .. import course
-from ..store.columns import CHOSEN, IN_SAMPLE, RANDOM_HIGH, RANDOM_LOW, RANDOM_MEAN
+from ..store.columns import RANDOM_HIGH, RANDOM_LOW, RANDOM_MEAN
 from .equivalence import margin
 from .pruning import PruningRuns, panel, summarise
 
@@ -127,27 +127,16 @@ def summary(curves: pd.DataFrame, margins: Mapping[str, float], measure: str) ->
     return table[table["method"].isin(METHODS)].reset_index(drop=True)
 
 
+def spreads(summaries: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """``spread`` of each measure's ``summary`` (``{measure: summary}``), stacked with ``score``."""
+    return pd.concat([spread(t).assign(score=m) for m, t in summaries.items()], ignore_index=True)
+
+
 def spread(table: pd.DataFrame) -> pd.DataFrame:
     """``summary`` over seeds: per model and method the mean and the range (max - min) of each column."""
     grouped = table.groupby(["model", "method"], sort=False)[["prunable_share", "area"]]
     out = grouped.mean().join(grouped.agg(lambda s: s.max() - s.min()), rsuffix=" range")
     return out.rename(columns={"prunable_share": "prunable share (mean)", "area": "area (mean)"}).reset_index()
-
-
-def best_methods(table: pd.DataFrame) -> pd.DataFrame:
-    """Per model and seed: of the methods that choose heads on data their curves do not score
-    (an in-sample order is left out), the one with the largest prunable share (ties: the larger
-    area), the random orders' mean and 95th percentile, and whether the best lies above it."""
-    rows = []
-    for (name, training_seed), part in table.groupby(["model", "training_seed"], sort=False):
-        fair = part[part["method"].isin(CHOSEN) & (part.get("selected_on", "-") != IN_SAMPLE)]
-        top = fair.sort_values(["prunable_share", "area"], ascending=False).iloc[0]
-        rand = part.set_index("method")["prunable_share"]
-        high = float(rand[RANDOM_HIGH]) if RANDOM_HIGH in rand else math.nan
-        rows.append({"model": name, "training_seed": training_seed, "best": top["method"],
-                     "best share": top["prunable_share"], "random mean": float(rand.get(RANDOM_MEAN, math.nan)),
-                     "random 95%": high, "above the band": pd.NA if math.isnan(high) else bool(top["prunable_share"] > high)})
-    return pd.DataFrame(rows)
 
 
 CHAPTER_06 = "06_pruning_curves"
@@ -158,11 +147,11 @@ def chapter_06_runs(settings, progress: bool = False) -> PruningRuns:
     curves are scored on exactly the sets, scorers and steps of chapter 06's curves."""
     from ..profiles.parameters import declared_parameters
     from ..profiles.profile import NOTEBOOKS, parameters_for
-    from .sweeps import HeadSweeps
+    from .sweeps import Bootstrap, HeadSweeps
 
     p = {**declared_parameters(NOTEBOOKS / f"{CHAPTER_06}.ipynb"), **parameters_for(settings, CHAPTER_06, {})}
-    sweeps = HeadSweeps(settings, p["training_seeds"], p["decoded_examples"], p["beam"], p["max_len_b"], progress=progress,
-                        min_units=p["min_units"])
+    sweeps = HeadSweeps(settings, training_seeds=p["training_seeds"], decoded_examples=p["decoded_examples"], beam=p["beam"],
+                        max_len_b=p["max_len_b"], progress=progress, bootstrap=Bootstrap(min_units=p["min_units"]))
     keys = ("importance_split", "importance_examples", "max_examples", "ablation_examples", "random_orders",
             "reestimate", "step", "seed", "bleu_random_orders", "held_out_ablation")
     return PruningRuns(sweeps, p["classifier"], p["classifier_split"], p["translation"], p["translation_split"],
@@ -206,15 +195,16 @@ def both_measures(runs: PruningRuns, profile: str, penalties: Sequence[float], s
     return {m: c for m, (c, _) in found.items()}, pd.concat([p for _, p in found.values()], ignore_index=True)
 
 
-def figure(curves: dict[str, pd.DataFrame], panels: Sequence[tuple[str, str]], suptitle: str):
+def figure(curves: dict[str, pd.DataFrame], panels: Sequence[tuple[str, str]], profile: str):
     """The four methods' curves, first training run: one row of chapter 06's panels per measure
-    (``curves[measure]``), one column per ``(model, title)``; random orders as a band."""
+    (``curves[measure]``), one column per ``(model, the split its curves score)``; random orders
+    as a band."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(len(curves), len(panels), figsize=(12, 3.8 * len(curves)), squeeze=False)
     for row, (measure, table) in zip(axes, curves.items()):
-        for ax, (name, title) in zip(row, panels):
-            panel(ax, course.first_seed(table[table["model"] == name]), f"{title} ({measure})", measure)
-    fig.suptitle(suptitle)
+        for ax, (name, split) in zip(row, panels):
+            panel(ax, course.first_seed(table[table["model"] == name]), f"{name} on {split} ({measure})", measure)
+    fig.suptitle(f"four ways to choose which heads go ({profile} profile, first training run)")
     fig.tight_layout()
     return fig

@@ -76,23 +76,6 @@ def precision_table(precision: pd.DataFrame) -> pd.DataFrame:
     return by_dtype
 
 
-def facts(speed: pd.DataFrame, gains: pd.DataFrame) -> str:
-    """The speed-up at the smallest and the largest batch against the paper's and the FLOPs', and
-    the gated model against the timing noise (the larger IQR over median of original and gated)."""
-    small, large = gains.index[0], gains.index[-1]
-    at = gains.loc
-    share = at[large, "pruned, measured"] / at[large, "pruned, predicted by FLOPs"]
-    spread = speed[speed["batch_size"] == large].set_index("variant")
-    noise = max(spread.loc[v, "iqr"] / spread.loc[v, "median"] for v in ("original", "gated"))
-    gated = at[large, "gated, measured"]
-    return (f"pruned: {at[small, 'pruned, measured']:+.1%} at batch {small}, {at[large, 'pruned, measured']:+.1%} at batch "
-            f"{large} (paper: {paper_values.TABLE4_SPEEDUP[1]:+.1%} at batch 1, {paper_values.TABLE4_SPEEDUP[64]:+.1%} at 64); "
-            f"FLOPs predict {at[large, 'pruned, predicted by FLOPs']:+.1%} at batch {large}, of which {share:.0%} is realised\n"
-            f"gated: {gated:+.1%} at batch {large}, timing noise {noise:.1%} -> "
-            + ("no faster than the original beyond the noise, as masking should be" if gated < max(0.05, noise)
-               else "faster than the original beyond the noise: check the timing"))
-
-
 def precision_timings(model, pruned, removed, batches_by_size: dict, dtypes: list[str], compile_modes: list[str],
                       backend: str, repeats: int) -> pd.DataFrame:
     """``compare_speed`` of the three variants at each dtype and compile mode (``batches_by_size``:

@@ -1,6 +1,7 @@
 """One chapter's head-mask sweeps, repeated on every training run of a model.
 
-    sweeps = HeadSweeps(settings, training_seeds=0, decoded_examples=200, beam=1, max_len_b=24)
+    sweeps = HeadSweeps(settings, training_seeds=0, decoded_examples=200, beam=1, max_len_b=24,
+                        bootstrap=Bootstrap(n_resamples=1000, alpha=0.01, seed=0))
     effects = sweeps.effects("nli", examples, "one_head")                  # every seed, accuracy
     effects = sweeps.effects("translation", pairs, "one_head", "likelihood")  # every seed, nats per token
 
@@ -20,7 +21,7 @@ from typing import Callable, Sequence, Union
 import pandas as pd
 
 from ...heads.ablation import Config, all_but_one_configs, one_head_configs
-from ...heads.significance import MIN_UNITS
+from ...heads.significance import Bootstrap  # noqa: F401 (the chapters take it here, beside HeadSweeps)
 from .. import course
 from ..profiles import Profile
 from .head_effects import (MEASURES, Looks, Removal, classifier_effects, translation_effects,
@@ -36,7 +37,7 @@ class Run:
 
     sweeps: "HeadSweeps"
     name: str      # the model's name in the profile, e.g. "nli"
-    run: str       # its run's name, e.g. "nli@1"
+    run_name: str  # its training run's name, e.g. "nli@1"
     seed: int
     model: object
     tokenizer: object = None
@@ -58,17 +59,10 @@ class HeadSweeps:
     decoded_examples: int = 0        # translation pairs decoded for BLEU (0: all)
     beam: int = 5
     max_len_b: int = 200
-    n_resamples: int = 1000
-    alpha: float = 0.01
-    seed: int = 0                    # draws the examples and the bootstrap resamples
+    bootstrap: Bootstrap = Bootstrap()   # the paired bootstrap's settings (its seed also draws the examples)
     progress: bool = True
     looks: Looks | None = None       # two looks at the examples (stop when decided) for the classifier and
                                      # likelihood sweeps; BLEU sweeps take one look. None: one look
-    min_units: int = MIN_UNITS       # a bootstrap over fewer examples is refused (significance.SampleTooSmall)
-
-    @property
-    def bootstrap(self) -> dict:
-        return {"n_resamples": self.n_resamples, "alpha": self.alpha, "seed": self.seed, "min_units": self.min_units}
 
     def is_translation(self, name: str) -> bool:
         return self.settings.model(name)["task"] == "translation"
@@ -110,7 +104,8 @@ class HeadSweeps:
                              "search (one position per step) cannot do: score the translation model by likelihood")
         chosen = CONFIGS[configs](run.model) if isinstance(configs, str) else configs(run.model) if callable(configs) \
             else list(configs)
-        common = {"cache_dir": course.sweeps_dir(self.settings, run.run), "progress": self.progress, **self.bootstrap}
+        common = {"cache_dir": course.sweeps_dir(self.settings, run.run_name), "progress": self.progress,
+                  "bootstrap": self.bootstrap}
         if not self.is_translation(run.name):
             max_length = self.settings.max_length(run.name)
             return classifier_effects(run.model, run.tokenizer, examples, chosen, max_length=max_length,

@@ -4,7 +4,7 @@ A chapter's executed copy is reused while its notebook, its parameters, its mode
 it runs are unchanged. "The code it runs" is the import closure of the notebook's own imports
 of ``helpers`` (every ``import`` in the notebook's code cells and, transitively, in the modules
 they reach, at module level or inside a function, with every parent package), digested by what
-it computes (``heads.code_digest``: comments, docstrings and logging left out). So a comment in
+it computes (``base.code_digest``: comments, docstrings and logging left out). So a comment in
 any module reruns nothing, and an edit to a module a chapter never imports leaves that chapter
 alone.
 """
@@ -14,7 +14,7 @@ import ast
 import json
 from pathlib import Path
 
-from ...heads.code_digest import recipe_digest
+from ...base.code_digest import recipe_digest
 from ...zoo.locations import REPO
 
 PACKAGE = REPO / "helpers"

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Mapping
 
 import pandas as pd
 
-from ...heads.atomic import atomic_path
+from ...base.atomic import atomic_path
 from ...zoo.locations import REPO as ROOT
 
 
@@ -28,6 +29,11 @@ def save_table(df: pd.DataFrame, profile: str, name: str) -> Path:
     with atomic_path(path) as tmp:
         df.to_csv(tmp, index=False)
     return path
+
+
+def save_tables(profile: str, tables: Mapping[str, pd.DataFrame]) -> list[Path]:
+    """``save_table`` of each ``{name: table}``, in order."""
+    return [save_table(table, profile, name) for name, table in tables.items()]
 
 
 def saved_table(profile: str, name: str) -> pd.DataFrame | None:

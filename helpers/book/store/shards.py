@@ -35,7 +35,7 @@ from typing import Callable, Iterator, Sequence, TypeVar
 
 from tqdm.auto import tqdm
 
-from ...heads.forked import usable_cores
+from ...base.cores import usable_cores
 
 T = TypeVar("T")
 POLL_SECONDS = 2.0
@@ -108,7 +108,7 @@ class RankLog:
         return self.folder / f"rank{r}.json"
 
     def _write(self, state: str, what: str, error: str = "") -> None:
-        from ...heads.atomic import atomic_path
+        from ...base.atomic import atomic_path
 
         self.folder.mkdir(parents=True, exist_ok=True)
         record = {"state": state, "pid": os.getpid(), "host": socket.gethostname(), "what": what, "error": error}

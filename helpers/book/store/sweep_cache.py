@@ -9,7 +9,7 @@ interrupted sweep resumes where it stopped.
 
 ``sweep_key`` names the folder: a digest of the inputs, the settings and what the code that
 masks heads and decodes computes (its syntax trees without comments, docstrings and logging,
-``heads.code_digest``), so changing any of them starts a new folder instead of reading stale
+``base.code_digest``), so changing any of them starts a new folder instead of reading stale
 outputs, while a comment or a reworded log line keeps the cache.
 """
 from __future__ import annotations
@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ...heads.ablation import UNMASKED, Config
-from ...heads.atomic import atomic_path
-from ...heads.code_digest import recipe_digest
+from ...base.atomic import atomic_path
+from ...base.code_digest import recipe_digest
 from . import shards
 
 # the source that computes sweep outputs, relative to helpers/

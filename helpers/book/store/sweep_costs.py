@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...heads.atomic import atomic_path
+from ...base.atomic import atomic_path
 from ...heads.ledger import CATEGORIES, CONTAINER
 from .results import results_dir
 

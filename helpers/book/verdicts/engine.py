@@ -38,7 +38,7 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from ...heads.atomic import atomic_path
+from ...base.atomic import atomic_path
 from ..store.results import results_root as default_results_root
 
 REPRODUCED, PARTLY, NOT_REPRODUCED, NOT_RUN = "reproduced", "partly", "not reproduced", "not run"

@@ -14,7 +14,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from .sites import device_of
+
+def device_of(model: nn.Module) -> torch.device:
+    """The device of ``model``'s parameters."""
+    return next(model.parameters()).device
 
 
 def default_device() -> torch.device:

@@ -36,7 +36,9 @@ def test_every_model_is_built_with_scores_on_every_split(smoke):
         assert set(record["scores"]) == splits
         assert record["train_seconds"] > 0 and record["machine"]
         assert not record["reused_from_cache"]
-    written = json.loads((course.results_dir("smoke") / "models.json").read_text())
+    from helpers.book.store.results import results_dir
+
+    written = json.loads((results_dir("smoke") / "models.json").read_text())
     assert written["models"].keys() == summary["models"].keys()
     machine = written["machine"]
     assert machine["cpus"] >= 1 and machine["torch_threads"] >= 1 and machine["cpu_model"]

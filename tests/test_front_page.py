@@ -64,7 +64,7 @@ def test_the_profile_table_names_the_models_each_profile_studies():
     for name in ("smoke", "course", "paper"):
         settings = load_profile(name)
         studied = table.loc[name, "models of chapters 02-10"]
-        assert all(f"{m} ({spec['task']};" in studied for m, spec in settings.models.items() if spec.get("task"))
+        assert all(f"{m}: " in studied or f"{m} ({spec['task']}): " in studied for m, spec in settings.models.items() if spec.get("task"))
         assert table.loc[name, "language model of chapters 11-13"] == settings.notebooks["11_nine_heads"]["model_name"]
     assert "smollm2" in table.loc["course", "language model of chapters 11-13"]
     assert "bert-base-uncased" in table.loc["paper", "models of chapters 02-10"]

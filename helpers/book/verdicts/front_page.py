@@ -35,15 +35,18 @@ def part_of(section: str) -> str:
 
 
 def verdict_grid(profile: str, results_root: Path | None = None) -> pd.DataFrame:
-    """One row per claim, measure and training seed (``seed`` "all" where the tables have none):
-    key, part, claim, chapter, measure (``SHORT``), seed, verdict. Measures a claim's chapter does
-    not measure are left out."""
+    """One row per claim, measure and training seed: key, part, claim, chapter, measure
+    (``SHORT``), seed, verdict. ``seed`` is "all" where the tables have no seeds, or where every
+    seed gives the same text (a claim on a model trained once, such as SmolLM2's). Measures a
+    claim's chapter does not measure are left out."""
     folder = results_folder(profile, results_root)
     rows = []
     for c in CLAIMS:
         for measure, name in MEASURES.items():
             judged = judge(c, folder, measure)
             per_seed = [r for r in judged if r["training_seed"] not in ("all", None)] or [judged[-1]]
+            if len({r["ours"] for r in per_seed}) == 1:
+                per_seed = [judged[-1]]   # one text on every seed: one verdict, not one per seed
             rows += [{"key": c.key, "part": part_of(c.section), "claim": c.claim, "chapter": c.chapter,
                       "measure": SHORT[name], "seed": "all" if r["training_seed"] in ("all", None) else int(r["training_seed"]),
                       "verdict": r["verdict"]} for r in per_seed if r["verdict"] != NOT_MEASURED]
@@ -51,10 +54,18 @@ def verdict_grid(profile: str, results_root: Path | None = None) -> pd.DataFrame
 
 
 def _columns(grid: pd.DataFrame) -> list[tuple[str, object]]:
-    """The grid's (measure, seed) columns: the paper's metric first, seeds in order, "all" last."""
-    pairs = {(m, s) for m, s in zip(grid["measure"], grid["seed"])}
-    order = {"metric": 0, "likelihood": 1}
-    return sorted(pairs, key=lambda p: (order[p[0]], p[1] == "all", p[1] if p[1] != "all" else 0))
+    """The grid's (measure, seed) columns: the paper's metric first, seeds in order; a measure
+    with no seeded row gets one column, "all"."""
+    out = []
+    for measure in ("metric", "likelihood"):
+        seeds = sorted({s for m, s in zip(grid["measure"], grid["seed"]) if m == measure and s != "all"})
+        out += [(measure, s) for s in seeds] or ([(measure, "all")] if (grid["measure"] == measure).any() else [])
+    return out
+
+
+def _cell(verdict: str, span: int = 1) -> str:
+    wide = f' colspan="{span}" title="the same on every seed"' if span > 1 else ""
+    return f'<td{wide} style="background-color: {COLOURS.get(verdict, "#ffffff")}">{escape(verdict)}</td>'
 
 
 def grid_html(grid: pd.DataFrame) -> str:
@@ -69,9 +80,12 @@ def grid_html(grid: pd.DataFrame) -> str:
         body.append(f'<tr class="part"><th colspan="{len(columns) + 1}">{escape(part)}</th></tr>')
         for row in rows.itertuples():
             tds = []
-            for m, s in columns:
-                verdict = cells.get((row.key, m, s), "")
-                tds.append(f'<td style="background-color: {COLOURS.get(verdict, "#ffffff")}">{escape(verdict)}</td>')
+            for measure in dict.fromkeys(m for m, _ in columns):
+                mine = [s for m, s in columns if m == measure]
+                if (row.key, measure, "all") in cells.index:   # one verdict for every seed: one cell across them
+                    tds.append(_cell(cells[row.key, measure, "all"], len(mine)))
+                else:
+                    tds += [_cell(cells.get((row.key, measure, s), "")) for s in mine]
             link = f'<a href="{escape(row.chapter)}.html">{escape(row.claim)}</a>'
             body.append(f"<tr><td class=\"claim\">{link}</td>{''.join(tds)}</tr>")
     legend = " ".join(f'<span style="background-color: {COLOURS[v]}; padding: 0 0.4em">{escape(v)}</span>'
@@ -106,9 +120,27 @@ def answer(card: pd.DataFrame) -> str:
     return "\n".join(lines[:1] + [""] + lines[1:])
 
 
-def beyond(card: pd.DataFrame) -> str:
-    """What the chapters beyond the paper found: each of their claims with our numbers and its
-    verdict, and how many of their claims reproduce."""
+def language_model_line(profile: str, results_root: Path | None = None) -> str:
+    """Chapter 11 in one sentence, from its tables: the query heads whose masking alone changes
+    the perplexity significantly (beside chance) and the share prunable by importance within 1%
+    and 10% of the perplexity, by query head and by KV group; "" before it has run."""
+    folder = results_folder(profile, results_root)
+    if not (folder / "11_one_head_counts.csv").exists() or not (folder / "11_prunable_shares.csv").exists():
+        return ""
+    counts = pd.read_csv(folder / "11_one_head_counts.csv").iloc[0]
+    shares = pd.read_csv(folder / "11_prunable_shares.csv").set_index(["unit", "order"])
+    pruned = "; ".join(f"by {unit}, {shares.loc[(unit, 'importance'), 'prunable within 1%']:.0%} within 1% of the "
+                       f"perplexity and {shares.loc[(unit, 'importance'), 'prunable within 10%']:.0%} within 10%"
+                       for unit in dict.fromkeys(shares.index.get_level_values("unit")))
+    return (f"* *Chapter 11, the paper's questions asked of a current language model*: masking one query head alone "
+            f"changes the perplexity significantly for {int(counts['significantly worse']) + int(counts['significantly better'])} "
+            f"of {int(counts['heads'])} heads ({counts['expected by chance']:.1f} expected by chance); pruned by importance, "
+            f"{pruned}.")
+
+
+def beyond(card: pd.DataFrame, results_root: Path | None = None) -> str:
+    """What the chapters beyond the paper found: chapter 11 in numbers, then each claim of
+    chapters 12 and 13 with our numbers and its verdict."""
     rows = card[card["chapter"].str.startswith(("12_", "13_"))]
     if rows.empty or not has_run(rows):
         return "The chapters beyond the paper have not run on this profile."
@@ -116,16 +148,18 @@ def beyond(card: pd.DataFrame) -> str:
              + (f" (likelihood: **{r['likelihood verdict']}**)" if r["likelihood verdict"] not in (NOT_MEASURED, NOT_RUN)
                 else "") for _, r in rows.iterrows()]
     held = int((rows["verdict"] == REPRODUCED).sum())
-    return (f"Of the {len(rows)} claims the chapters beyond the paper test, {held} reproduce on every seed:\n\n"
-            + "\n".join(lines))
+    eleven = language_model_line(card["profile"].iloc[0], results_root)
+    return (f"Of the {len(rows)} claims the chapters beyond the paper judge, {held} are reproduced (on every seed "
+            "where a model has several):\n\n" + "\n".join(([eleven] if eleven else []) + lines))
 
 
 def _model_line(name: str, spec: dict) -> str:
     what = (spec.get("checkpoint") or spec.get("archive") or spec.get("encoder")
-            or ("trained here: {layers}+{layers} layers, {heads} heads".format(**spec["train"]) if "train" in spec else ""))
+            or ("{layers}+{layers} layers x {heads} heads, trained here".format(**spec["train"]) if "train" in spec else ""))
     data = spec.get("corpus") or ("generated" if spec.get("encoder") and "data" not in spec else "downloaded")
-    seeds = spec.get("seeds", [0])
-    return f"{name} ({spec.get('task', '?')}; {what}; data: {data}; {len(seeds)} training seed{'s' * (len(seeds) > 1)})"
+    seeds = len(spec.get("seeds", [0]))
+    task = "" if spec.get("task") == name else f" ({spec.get('task')})"
+    return f"{name}{task}: {what}, {data} data, {seeds} seed{'s' * (seeds > 1)}"
 
 
 def profile_table() -> pd.DataFrame:

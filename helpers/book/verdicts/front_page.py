@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..profiles.profile import load_profile, profile_folders
 from .card_html import COLOURS
-from .engine import MEASURES, NOT_MEASURED, NOT_RUN, REPRODUCED, judge, results_folder
+from .engine import MEASURES, NOT_MEASURED, NOT_RUN, REPRODUCED, MissingResults, Results, judge, results_folder
 from .scorecard import CLAIMS
 
 BEYOND = "Beyond the paper"
@@ -124,11 +124,11 @@ def language_model_line(profile: str, results_root: Path | None = None) -> str:
     """Chapter 11 in one sentence, from its tables: the query heads whose masking alone changes
     the perplexity significantly (beside chance) and the share prunable by importance within 1%
     and 10% of the perplexity, by query head and by KV group; "" before it has run."""
-    folder = results_folder(profile, results_root)
-    if not (folder / "11_one_head_counts.csv").exists() or not (folder / "11_prunable_shares.csv").exists():
+    tables = Results(results_folder(profile, results_root))
+    try:
+        counts, shares = tables["11_one_head_counts"].iloc[0], tables["11_prunable_shares"].set_index(["unit", "order"])
+    except MissingResults:
         return ""
-    counts = pd.read_csv(folder / "11_one_head_counts.csv").iloc[0]
-    shares = pd.read_csv(folder / "11_prunable_shares.csv").set_index(["unit", "order"])
     pruned = "; ".join(f"by {unit}, {shares.loc[(unit, 'importance'), 'prunable within 1%']:.0%} within 1% of the "
                        f"perplexity and {shares.loc[(unit, 'importance'), 'prunable within 10%']:.0%} within 10%"
                        for unit in dict.fromkeys(shares.index.get_level_values("unit")))

@@ -764,3 +764,18 @@ def _shown_as_recomputed(card: list[dict], column: str, per_seed: dict) -> None:
                 assert math.isnan(got), (claim, row[column], value)
             else:  # as shown: rounded to `decimals` (half a unit of slack for round-half-even)
                 assert abs(got - value) <= 0.5 * 10 ** -decimals + 1e-9, (claim, row[column], value, decimals)
+
+
+def test_the_front_pages_grid_says_what_the_scorecard_says(table):
+    """18_verdict_grid, re-read against 14_scorecard with plain dicts: per claim and measure, one
+    verdict across the seeds is the card's; several different ones mean the card says it
+    depends on the seed; every claim of the card has its rows."""
+    card = {r["key"]: r for r in table("14_scorecard")}
+    grid: dict[tuple[str, str], list[str]] = {}
+    for r in table("18_verdict_grid"):
+        grid.setdefault((r["key"], r["measure"]), []).append(r["verdict"])
+    assert {key for key, _ in grid} == set(card)
+    for (key, measure), verdicts in grid.items():
+        shown = card[key]["verdict" if measure == "metric" else "likelihood verdict"]
+        expected = "depends on the seed" if len(set(verdicts)) > 1 else verdicts[0]
+        assert shown == expected, (key, measure, verdicts, shown)

@@ -81,19 +81,21 @@ def kv_group_importance(model: nn.Module, scores: Mapping[str, torch.Tensor]) ->
 # ---- routing query heads to key/value heads after pruning --------------------------------------
 class _RoutedConfig:
     """A view of the model's config that differs only in the attention implementation, so one
-    layer uses ``UNEVEN_GQA`` while the rest of the model (and its masks) keep the model's own."""
+    layer uses ``implementation`` (``UNEVEN_GQA``, or kv_selective's) while the rest of the model
+    (and its masks) keep the model's own."""
 
-    def __init__(self, base):
+    def __init__(self, base, implementation: str = UNEVEN_GQA):
         object.__setattr__(self, "_base", base)
+        object.__setattr__(self, "_implementation", implementation)
 
     def __getattr__(self, name):
-        if name == "_base":
+        if name in ("_base", "_implementation"):
             raise AttributeError(name)
         return getattr(self._base, name)
 
     @property
     def _attn_implementation(self) -> str:
-        return UNEVEN_GQA
+        return self._implementation
 
 
 def _uneven_attention(module: nn.Module, query, key, value, attention_mask, **kwargs):

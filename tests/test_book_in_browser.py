@@ -114,7 +114,7 @@ def test_parameters_show_once_with_the_profiles_values(browser, smoke_book, chap
 
 
 def test_scorecard_leads_with_its_table_not_its_styling_code(browser, smoke_book):
-    text = _visible_text(browser, smoke_book / "book" / "executed" / "14_scorecard.html")
+    text = _visible_text(browser, smoke_book / "book" / "executed" / "15_scorecard.html")
     assert "COLOURS" not in text and ".style" not in text  # folded away behind "Show code cell source"
     claims = text.index("The claims")
     assert "Few heads matter alone" in text[claims:text.index("By section")]
@@ -122,13 +122,13 @@ def test_scorecard_leads_with_its_table_not_its_styling_code(browser, smoke_book
 
 
 def test_what_it_costs_page_shows_the_recorded_build(browser, smoke_book):
-    text = _visible_text(browser, smoke_book / "book" / "executed" / "17_what_it_costs.html")
+    text = _visible_text(browser, smoke_book / "book" / "executed" / "18_what_it_costs.html")
     for heading in ("What it costs", "The machine", "The models", "The chapters", "Disk"):
         assert heading in text, f"the costs page lacks its {heading!r} section"
     assert re.search(r"The \d+ chapters with a recorded run took [\d.]+ (s|min)", text), text[:2000]
     assert "01_gates_and_pruning" in text and "cpu_model" in text
-    teaching = smoke_book / "book" / "executed" / "16_teaching_guide.html"
-    assert "17_what_it_costs.html" in teaching.read_text(encoding="utf-8")  # the guide links to it
+    teaching = smoke_book / "book" / "executed" / "17_teaching_guide.html"
+    assert "18_what_it_costs.html" in teaching.read_text(encoding="utf-8")  # the guide links to it
 
 
 def _pages(smoke_book: Path) -> list[Path]:

@@ -318,7 +318,7 @@ def test_the_teaching_guides_exercises_run_on_the_lab_profile():
 
     from helpers.book.profiles.profile import check_runner_command
 
-    guide = nbformat.read(ROOT / "notebooks" / "16_teaching_guide.ipynb", as_version=4)
+    guide = nbformat.read(ROOT / "notebooks" / "17_teaching_guide.ipynb", as_version=4)
     commands = [m for c in guide.cells if c.cell_type == "markdown"
                 for m in re.findall(r"`(\.venv/bin/python -m helpers\.book\.running\.runner [^`]+)`", c.source)]
     assert len(commands) >= 20

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from helpers.book.store.results import results_dir
-from helpers.book.verdicts.findings import ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11, ch12, ch13, ch14, text
+from helpers.book.verdicts.findings import ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11, ch12, ch13, ch14, ch15, text
 
 
 @pytest.fixture
@@ -122,12 +122,12 @@ def test_the_scorecard_summary_counts_both_measures_and_names_disagreements():
     card = pd.DataFrame([{"claim": "A", "verdict": REPRODUCED, "likelihood verdict": PARTLY},
                          {"claim": "B", "verdict": REPRODUCED, "likelihood verdict": REPRODUCED},
                          {"claim": "C", "verdict": PARTLY, "likelihood verdict": NOT_MEASURED}])
-    text = ch14.findings(card)
+    text = ch15.findings(card)
     assert text.startswith("On the paper's metric, 2 reproduced and 1 partly of the 3 claims. On the likelihood, "
                            "measured for 2 of them: 1 reproduced, 1 partly and 1 not measured.")
     assert "disagree on 1: *A* (reproduced on the paper's metric, partly on the likelihood)" in text
     card.loc[0, "likelihood verdict"] = REPRODUCED
-    assert "give the same verdict on every claim" in ch14.findings(card)
+    assert "give the same verdict on every claim" in ch15.findings(card)
 
 
 def test_chapter_07_reads_speed_ups_as_ratios_of_medians(results):

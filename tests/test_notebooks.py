@@ -105,7 +105,7 @@ def test_chapter_modules_follow_imports_transitively_with_parent_packages():
             "book/verdicts/findings/ch03.py", "heads/ablation.py", "heads/gates.py", "heads/significance.py"} <= names
     assert "book/running/runner.py" not in names  # the chapter never runs the runner
     assert "book/verdicts/findings/ch04.py" not in names  # nor another chapter's findings: editing them reruns only chapter 04
-    intro = {p.relative_to(PACKAGE).as_posix() for p in chapter_modules(ROOT / "notebooks" / "15_rerunning.ipynb")}
+    intro = {p.relative_to(PACKAGE).as_posix() for p in chapter_modules(ROOT / "notebooks" / "16_rerunning.ipynb")}
     assert "book/experiments/head_effects.py" not in intro
 
 
@@ -209,7 +209,7 @@ def test_each_chapter_links_the_tables_it_saved(tmp_path, monkeypatch):
     assert "{download}`03_counts.csv <data/p/03_counts.csv>`" in text and "04_layers" not in text
     assert (out / "data" / "p" / "03_effects.csv").read_text() == "a,b\n1,2\n"
     assert runner.data_links("01_gates_and_pruning", "p", out) is None   # saved nothing: no line
-    every = runner.data_links("14_scorecard", "p", out)
+    every = runner.data_links("15_scorecard", "p", out)
     assert all(f"{n}.csv" in every for n in ("03_counts", "03_effects", "04_layers", "run_times"))
 
 

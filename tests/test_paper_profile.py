@@ -294,9 +294,9 @@ def test_under_torchrun_only_rank_0_writes_the_books_copy(smoke, tmp_path, monke
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("SIXTEEN_HEADS_RESULTS", str(tmp_path / "results"))
-    assert runner.main(["--profile", "smoke", "--only", "15_rerunning", "--output-dir", str(tmp_path / "out")]) == 0
-    assert (tmp_path / "out" / "rank1" / "15_rerunning.ipynb").exists()
-    assert not (tmp_path / "out" / "15_rerunning.ipynb").exists()
+    assert runner.main(["--profile", "smoke", "--only", "16_rerunning", "--output-dir", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "rank1" / "16_rerunning.ipynb").exists()
+    assert not (tmp_path / "out" / "16_rerunning.ipynb").exists()
     assert not (tmp_path / "results" / "smoke" / "run_times.csv").exists()
 
 

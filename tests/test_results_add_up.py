@@ -721,7 +721,7 @@ def test_chapter_13_induction_ranks_add_up(table):
 
 def test_the_scorecards_values_are_computed_from_the_chapters_rows(table):
     # chapters 12 and 13 judge their claims on tables of their own (recomputed above and in test_scorecard)
-    card = [r for r in table("14_scorecard") if r["chapter"] not in ("12_unimportant_or_unmeasured", CH13)]
+    card = [r for r in table("15_scorecard") if r["chapter"] not in ("12_unimportant_or_unmeasured", CH13)]
     seeds = sorted({int(s) for r in card if r["seeds"] is not None for s in str(r["seeds"]).split(", ")})
     per_seed = {seed: _recomputed_for_seed(table, seed) for seed in seeds}
     expected = per_seed[seeds[0]]
@@ -767,12 +767,12 @@ def _shown_as_recomputed(card: list[dict], column: str, per_seed: dict) -> None:
 
 
 def test_the_front_pages_grid_says_what_the_scorecard_says(table):
-    """18_verdict_grid, re-read against 14_scorecard with plain dicts: per claim and measure, one
+    """19_verdict_grid, re-read against 15_scorecard with plain dicts: per claim and measure, one
     verdict across the seeds is the card's; several different ones mean the card says it
     depends on the seed; every claim of the card has its rows."""
-    card = {r["key"]: r for r in table("14_scorecard")}
+    card = {r["key"]: r for r in table("15_scorecard")}
     grid: dict[tuple[str, str], list[str]] = {}
-    for r in table("18_verdict_grid"):
+    for r in table("19_verdict_grid"):
         grid.setdefault((r["key"], r["measure"]), []).append(r["verdict"])
     assert {key for key, _ in grid} == set(card)
     for (key, measure), verdicts in grid.items():

@@ -137,6 +137,35 @@ def _induction(importance_ranks: list[int], heads: int = 270) -> Tables:
                              for h in range(heads)]}
 
 
+# ---- chapter 14: a byte of KV cache -------------------------------------------------------------------
+def _pairs(outcomes: dict[float, tuple[str, float, float]], method: str = "quantized") -> Tables:
+    """14_pairs rows: per budget, (winner, gap, lower end) of ``method`` against KV groups removed."""
+    rows = []
+    for budget, (winner, gap, low) in outcomes.items():
+        loser = "KV groups removed" if winner == method else method
+        rows.append({"budget": budget, "better": winner, "better setting": "-", "better share": budget,
+                     "worse": loser, "worse setting": "-", "worse share": budget, "log-perplexity gap": gap,
+                     "gap low": low, "gap high": gap + (gap - low)})
+    return {"14_pairs": rows}
+
+
+def _band(ours: float, band: tuple[float, float], orders: int = 20) -> Tables:
+    """14_points: KV groups removed by importance at half the bytes (perplexity ratio ``ours``) and
+    ``orders`` random orders spread evenly over ``band``."""
+    step = (band[1] - band[0]) / max(orders - 1, 1)
+    rows = [{"method": "KV groups removed", "setting": "45 of 90", "budget": 0.5, "perplexity ratio": ours,
+             "sequences": 32, "scored tokens": 4096}]
+    rows += [{"method": "KV groups removed at random", "setting": f"order {r}", "budget": 0.5,
+              "perplexity ratio": band[0] + r * step, "sequences": 32, "scored tokens": 4096} for r in range(orders)]
+    return {"14_points": rows}
+
+
+def _beats_cases(method: str):
+    wins = lambda: _pairs({0.5: (method, 0.05, 0.02), 0.25: (method, 0.2, 0.1)}, method)
+    losses = lambda: _pairs({0.5: ("KV groups removed", 0.05, 0.02), 0.25: ("KV groups removed", 0.2, 0.1)}, method)
+    return _same(wins, losses, likelihood=False)
+
+
 def _same(supporting: Case, refuting: Case, likelihood: bool = True) -> dict[str, tuple[Case, Case]]:
     """One pair of cases for the paper's metric and, where the claim is judged on it by the same
     rule, for the likelihood tables too."""
@@ -206,6 +235,10 @@ CASES: dict[str, dict[str, tuple[Case, Case]]] = {
     "induction_heads_underrated": _same(lambda: _induction([209, 230, 251, 260, 265]),
                                         lambda: _induction([12, 140, 200, 77, 160]),   # importance unrelated to induction
                                         likelihood=False),
+    "quantizing_beats_removal": _beats_cases("quantized"),
+    "windows_beat_removal": _beats_cases("windowed heads"),
+    "importance_beats_random_groups": _same(lambda: _band(1.1, (1.5, 2.5)), lambda: _band(1.8, (1.5, 2.5)),
+                                            likelihood=False),   # importance inside the random band
 }
 
 
@@ -281,3 +314,17 @@ def test_a_tie_at_either_end_of_the_curve_is_no_win_and_a_band_of_few_orders_no_
                                           for r in _shares(0.2, 0.4, band=(0.0, 0.1))["06_prunable_shares"]]}
     verdict, ours = _verdict(tmp_path / "few", "importance_beats_random", "", few)
     assert verdict == CANNOT_TELL and "too few for a band" in ours
+
+
+def test_a_byte_claim_held_at_one_budget_and_refuted_at_the_other_is_partly_and_a_gap_holding_zero_cannot_tell(tmp_path):
+    split = lambda: _pairs({0.5: ("quantized", 0.05, 0.02), 0.25: ("KV groups removed", 0.2, 0.1)})
+    assert _verdict(tmp_path / "a", "quantizing_beats_removal", "", split)[0] == PARTLY
+    unsure = lambda: _pairs({0.5: ("quantized", 0.05, 0.02), 0.25: ("quantized", 0.01, -0.02)})
+    assert _verdict(tmp_path / "b", "quantizing_beats_removal", "", unsure)[0] == CANNOT_TELL
+    absent = lambda: _pairs({0.5: ("quantized", 0.05, 0.02)})    # nothing of one method within a quarter
+    assert _verdict(tmp_path / "c", "quantizing_beats_removal", "", absent)[0] == CANNOT_TELL
+
+
+def test_importance_against_a_band_of_few_random_orders_cannot_tell(tmp_path):
+    few = lambda: _band(1.1, (1.5, 2.5), orders=5)
+    assert _verdict(tmp_path, "importance_beats_random_groups", "", few)[0] == CANNOT_TELL

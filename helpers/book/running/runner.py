@@ -76,7 +76,7 @@ def launch_links(notebook: str, profile: str, repo: tuple[str, str] | None = Non
 
     url, branch = repo or repository_of(ROOT / "_config.yml")
     source = f"notebooks/{notebook}.ipynb"
-    own = (f"{{download}}`this executed notebook <{notebook}.ipynb>` · {{doc}}`its parameters <15_rerunning>`")
+    own = (f"{{download}}`this executed notebook <{notebook}.ipynb>` · {{doc}}`its parameters <16_rerunning>`")
     if not url:
         return (f"*Executed on the `{profile}` profile.* Run it yourself from a copy of this project: `make setup`, "
                 f"then `.venv/bin/python -m helpers.book.running.runner --profile {profile} --only {notebook}` "

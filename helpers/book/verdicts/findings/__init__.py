@@ -1,5 +1,5 @@
 """The "What this run shows" paragraphs of the chapters, written from the run's own result tables:
-one module per chapter (``ch03`` ... ``ch14``), ``text`` for what they share.
+one module per chapter (``ch03`` ... ``ch15``), ``text`` for what they share.
 
 A paragraph that quotes numbers by hand goes stale the moment a reader reruns a chapter with
 another model, profile or seed. Each function here reads the tables a chapter has just saved

@@ -1,0 +1,441 @@
+"""What a byte of KV cache is worth (chapter 14, SmolLM2): removing KV groups against keeping
+full context in some heads only, quantizing the cache and evicting tokens, at equal bytes.
+
+Every configuration reads the same whole-chapter sequences (long_texts): a prompt read in full,
+then the rest through the configuration's cache. Its bytes per token are the most its cache
+holds while reading a sequence, over the sequence's length, against the plain 16-bit cache of
+the unpruned model (100%). Scores per sequence: the negative log-likelihood of the chapter's
+later half (perplexity) and the copying of a passage repeated after hundreds of tokens.
+
+    configs = plan(model, importance, window_scores, layout, Plan(...))     # every configuration
+    rows, bytes_ = score_all(model, configs, ids, layout)                    # per config and sequence
+    points = point_table(configs, rows, layout, bootstrap)                  # one row per config, intervals
+    pairs = pair_table(points, rows, bootstrap)                             # per budget, method against method
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from ...heads.grouped_query import kv_group_heads, kv_group_importance
+from ...heads.kv_budget import CacheSpec, SCORE_BYTES, fast_run, head_dim_of, predicted_peak_bytes, prompt_pass, pruned_copy, real_run
+from ...heads.sites import attention_sites
+from ...zoo.long_texts import Layout
+
+UNPRUNED = "unpruned"
+REMOVED = "KV groups removed"
+RANDOM = "KV groups removed at random"
+WINDOWED = "windowed heads"
+QUANTIZED = "quantized"
+EVICTED = "evicted (heavy hitters)"
+COMBINED = "KV groups removed + 4-bit"
+METHODS = (REMOVED, WINDOWED, QUANTIZED, EVICTED, COMBINED)   # compared at each budget (the band is not a method)
+FIT = 0.001   # a configuration fits a budget when its share of the bytes exceeds it by at most 0.1 point
+STATS = ["nll", "tokens", "copied", "copy tokens", "copy nll"]
+
+
+@dataclass(frozen=True)
+class Config:
+    method: str
+    setting: str
+    target: float | None                 # the budget it was sized for (None: fixed by its bits)
+    removed: tuple = ()                  # query heads physically removed, (kind, layer, head)
+    spec: CacheSpec = field(default_factory=CacheSpec)
+
+    @property
+    def name(self) -> str:
+        return f"{self.method}: {self.setting}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    budgets: Sequence[float] = (0.9, 0.75, 0.5, 0.25, 0.1)
+    evict_budgets: Sequence[float] = (0.75, 0.5, 0.25, 0.1)
+    combo_budgets: Sequence[float] = (0.75, 0.5)
+    bits: Sequence[int] = (8, 4, 2)
+    residual: int = 32
+    sinks: int = 4
+    window: int = 28
+    band_orders: int = 20
+    band_budget: float = 0.5
+    seed: int = 0
+
+
+# ---- which configurations ------------------------------------------------------------------------
+def group_order(model: nn.Module, importance: Mapping[str, torch.Tensor]) -> list[tuple[int, int]]:
+    """Every ``(layer, KV group)``, least important first (a group's importance: the sum of its
+    query heads' I_h)."""
+    scores = kv_group_importance(model, importance)["self"]
+    return sorted(((l, g) for l in range(scores.shape[0]) for g in range(scores.shape[1])), key=lambda lg: float(scores[lg]))
+
+
+def heads_of_groups(model: nn.Module, groups: Sequence[tuple[int, int]]) -> tuple:
+    sites = attention_sites(model)
+    return tuple(("self", l, h) for l, g in groups for h in kv_group_heads(sites[l], g))
+
+
+def _groups(model: nn.Module) -> list[tuple[int, int]]:
+    return [(s.layer, g) for s in attention_sites(model) for g in s.kv_groups]
+
+
+def kept_within(model: nn.Module, order: Sequence[tuple[int, int]], budget: float, layout: Layout) -> int:
+    """The most KV groups (the last of ``order``) whose cache fits ``budget`` (+``FIT``): a layer
+    left with no group still caches a phantom entry (``pruning.PHANTOM_WIDTH``)."""
+    n = len(order)
+    for kept in range(math.floor(budget * n + 1e-9), -1, -1):
+        c = Config(REMOVED, "", budget, heads_of_groups(model, order[:n - kept]))
+        if bytes_share(model, c, layout)[1] <= budget + FIT:
+            return kept
+    return 0
+
+
+def plan(model: nn.Module, importance: Mapping[str, torch.Tensor], window_scores: pd.DataFrame, layout: Layout,
+         p: Plan) -> list[Config]:
+    """Every configuration the chapter scores: the unpruned model; KV groups removed by importance
+    to each budget and at random (``band_orders`` orders at ``band_budget``); windowed heads at each
+    budget it reaches (full context kept in the groups ``window_scores`` ranks first); the cache
+    quantized to each of ``bits``; heavy hitters at each of ``evict_budgets``; groups removed to each
+    of ``combo_budgets`` and then quantized to 4 bits."""
+    order, n = group_order(model, importance), len(_groups(model))
+    configs = [Config(UNPRUNED, "16-bit cache", 1.0)]
+    for b in p.budgets:
+        kept = kept_within(model, order, b, layout)
+        configs.append(Config(REMOVED, f"{kept} of {n} groups kept", b, heads_of_groups(model, order[:n - kept])))
+    rng = np.random.default_rng(p.seed + 1000)
+    kept = math.floor(p.band_budget * n + 1e-9)
+    pool = _groups(model)
+    for r in range(p.band_orders):
+        drawn = [pool[i] for i in rng.permutation(n)[:n - kept]]
+        configs.append(Config(RANDOM, f"order {r}: {kept} of {n} groups kept", p.band_budget, heads_of_groups(model, drawn)))
+    share = (p.sinks + p.window) / layout.total
+    ranked = window_scores.sort_values("beyond window", ascending=False)
+    layers = int(window_scores["layer"].max()) + 1
+    per_layer = int(window_scores["group"].max()) + 1
+    for b in p.budgets:
+        if b < share:
+            continue
+        f = math.floor(n * (b - share) / (1 - share) + 1e-9)
+        chosen = {(int(r.layer), int(r.group)) for r in ranked.head(f).itertuples()}
+        full = tuple(tuple((l, g) in chosen for g in range(per_layer)) for l in range(layers))
+        configs.append(Config(WINDOWED, f"{f} of {n} groups full, the rest {p.sinks} sinks + {p.window}", b,
+                              spec=CacheSpec("window", sinks=p.sinks, window=p.window, full=full)))
+    for bits in p.bits:
+        spec = CacheSpec("fp8") if bits == 8 else CacheSpec("quanto", bits=bits, residual=p.residual)
+        setting = "fp8 (e4m3), one scale per layer" if bits == 8 else f"{bits}-bit (quanto), {p.residual} recent positions in 16 bits"
+        configs.append(Config(QUANTIZED, setting, None, spec=spec))
+    per_position = 2 * head_dim_of(model) * 2   # keys and values of one KV head, 16 bits
+    for b in p.evict_budgets:
+        budget = math.floor(b * layout.total * per_position / (per_position + SCORE_BYTES))
+        configs.append(Config(EVICTED, f"{budget} positions per KV head, {budget // 2} of them recent", b,
+                              spec=CacheSpec("evict", budget=budget, recent=budget // 2)))
+    for b in p.combo_budgets:
+        kept = math.floor(b * n + 1e-9)
+        configs.append(Config(COMBINED, f"{kept} of {n} groups kept, 4-bit", None, heads_of_groups(model, order[:n - kept]),
+                              CacheSpec("quanto", bits=4, residual=p.residual)))
+    return configs
+
+
+# ---- where windowed heads keep full context ----------------------------------------------------------
+@torch.no_grad()
+def window_scores(model: nn.Module, ids: torch.Tensor, layout: Layout, sinks: int, window: int) -> pd.DataFrame:
+    """One row per (layer, KV group): the attention its query heads put, from the positions read
+    after the prompt, on positions a window of ``sinks`` + ``window`` would have dropped (mean over
+    those positions, the group's query heads and the sequences ``ids``): how much that group reads
+    beyond the window."""
+    from ...heads.induction import eager_attention
+
+    with eager_attention(model):
+        attentions = model(input_ids=ids, output_attentions=True).attentions   # per layer [B, heads, T, T]
+    t = torch.arange(layout.prompt, ids.shape[1]).unsqueeze(1)
+    j = torch.arange(ids.shape[1]).unsqueeze(0)
+    beyond = (j <= t) & (j >= sinks) & (t - j > window)                      # [queries, keys]
+    group = model.config.num_attention_heads // model.config.num_key_value_heads
+    rows = []
+    for layer, probs in enumerate(attentions):
+        mass = (probs[:, :, layout.prompt:].float() * beyond).sum(-1).mean((0, 2))   # [heads]
+        for g, value in enumerate(mass.view(-1, group).mean(1).tolist()):
+            rows.append({"layer": layer, "group": g, "beyond window": value})
+    table = pd.DataFrame(rows)
+    table["rank"] = table["beyond window"].rank(ascending=False, method="first").astype(int)
+    return table
+
+
+# ---- scoring -------------------------------------------------------------------------------------------
+@torch.no_grad()
+def sequence_stats(model: nn.Module, hidden: torch.Tensor, ids: torch.Tensor, layout: Layout) -> np.ndarray:
+    """``[B, 5]`` from the hidden states of the positions after the prompt: summed NLL (nats) of the
+    chapter's later half and its token count, then the repeat's tokens copied right (top prediction),
+    their count and their summed NLL."""
+    def scored(targets: torch.Tensor):
+        logits = model.get_output_embeddings()(hidden[:, targets - 1 - layout.prompt]).float()
+        logp = logits.log_softmax(-1).gather(-1, ids[:, targets].unsqueeze(-1)).squeeze(-1)
+        return logp, logits.argmax(-1) == ids[:, targets]
+
+    ppl, _ = scored(layout.perplexity_targets())
+    copy, right = scored(layout.copy_targets())
+    n = ids.shape[0]
+    return np.stack([-ppl.sum(1).double().numpy(), np.full(n, ppl.shape[1], float), right.sum(1).double().numpy(),
+                     np.full(n, copy.shape[1], float), -copy.sum(1).double().numpy()], 1)
+
+
+def _batches(ids: torch.Tensor, size: int) -> list[torch.Tensor]:
+    return [ids[i:i + size] for i in range(0, len(ids), size)]
+
+
+@torch.no_grad()
+def score_all(model: nn.Module, configs: Sequence[Config], ids: torch.Tensor, layout: Layout, batch_size: int = 16,
+              progress: bool = True) -> dict[str, np.ndarray]:
+    """``{config name: [sequences, 5] sequence_stats}``. Each pruned model is built once and reads
+    each batch's prompt once for all the configurations on it; heavy hitters run their real cache."""
+    from tqdm.auto import tqdm
+
+    by_model: dict[tuple, list[Config]] = {}
+    for c in configs:
+        by_model.setdefault(c.removed, []).append(c)
+    out: dict[str, list[np.ndarray]] = {c.name: [] for c in configs}
+    bar = tqdm(total=len(configs), desc="cache configurations", disable=not progress)
+    for removed, group in by_model.items():
+        pruned = pruned_copy(model, removed) if removed else model
+        for batch in _batches(ids, batch_size):
+            prompt = prompt_pass(pruned, batch, layout.prompt)
+            for c in group:
+                hidden = real_run(pruned, batch, layout.prompt, c.spec)[0] if c.spec.kind == "evict" else \
+                    fast_run(pruned, batch, prompt, c.spec)
+                out[c.name].append(sequence_stats(pruned, hidden, batch, layout))
+        bar.update(len(group))
+        del pruned
+    bar.close()
+    return {name: np.concatenate(parts) for name, parts in out.items()}
+
+
+def first_read_accuracy(model: nn.Module, ids: torch.Tensor, layout: Layout, batch_size: int = 16) -> float:
+    """The unpruned model's accuracy on the passage where it is first read: copying's floor."""
+    right = total = 0
+    targets = layout.first_read_targets()
+    with torch.no_grad():
+        for batch in _batches(ids, batch_size):
+            logits = model(input_ids=batch[:, :int(targets.max())]).logits[:, targets - 1]
+            right += int((logits.argmax(-1) == batch[:, targets]).sum())
+            total += targets.numel() * len(batch)
+    return right / total
+
+
+@torch.no_grad()
+def check_table(model: nn.Module, configs: Sequence[Config], ids: torch.Tensor, layout: Layout) -> pd.DataFrame:
+    """On ``ids`` (a few sequences), per configuration (not the random band): the bytes its real
+    cache held at most while the sequences were read one position at a time (measured), the
+    arithmetic's (predicted), and the largest gap between the log-probabilities of the scored
+    tokens from that real run and from the fast pass the chapter scores with."""
+    rows = []
+    targets = torch.cat([layout.perplexity_targets(), layout.copy_targets()])
+    for c in configs:
+        if c.method == RANDOM:
+            continue
+        pruned = pruned_copy(model, c.removed) if c.removed else model
+        real, measured = real_run(pruned, ids, layout.prompt, c.spec)
+        fast = fast_run(pruned, ids, prompt_pass(pruned, ids, layout.prompt), c.spec)
+        head = pruned.get_output_embeddings()
+        gap = (head(real[:, targets - 1 - layout.prompt]).float().log_softmax(-1)
+               - head(fast[:, targets - 1 - layout.prompt]).float().log_softmax(-1)).abs()
+        gold = ids[:, targets].unsqueeze(-1)
+        rows.append({"method": c.method, "setting": c.setting, "sequences": len(ids), "positions": layout.total,
+                     "bytes, measured": measured,
+                     "bytes, predicted": predicted_peak_bytes(pruned, c.spec, layout.prompt, layout.total, len(ids)),
+                     "largest log-prob gap, scored tokens": float(gap.gather(-1, gold).max()),
+                     "fast pass": fast_kind(c.spec)})
+    return pd.DataFrame(rows)
+
+
+def fast_kind(spec: CacheSpec) -> str:
+    return {"plain": "one pass after the prompt", "window": "one pass, per-head visibility mask",
+            "evict": "the real cache (no shortcut)", "quanto": f"the real cache, {spec.residual} positions a pass",
+            "fp8": "the real cache, one pass"}[spec.kind]
+
+
+# ---- tables ----------------------------------------------------------------------------------------------
+def bytes_share(model: nn.Module, c: Config, layout: Layout) -> tuple[int, float]:
+    """(bytes per token at ``layout.total`` positions, share of the unpruned 16-bit cache's)."""
+    pruned = pruned_copy(model, c.removed) if c.removed else model
+    peak = predicted_peak_bytes(pruned, c.spec, layout.prompt, layout.total, 1)
+    base = predicted_peak_bytes(model, CacheSpec(), layout.prompt, layout.total, 1)
+    return peak // layout.total if peak % layout.total == 0 else peak / layout.total, peak / base
+
+
+def _ratio_interval(stats: np.ndarray, base: np.ndarray, indices: np.ndarray, column: int, count: int) -> np.ndarray:
+    """Resampled ratio of exp(mean NLL) of ``stats`` to ``base`` (paired over sequences)."""
+    a = stats[indices][..., column].sum(-1) / stats[indices][..., count].sum(-1)
+    b = base[indices][..., column].sum(-1) / base[indices][..., count].sum(-1)
+    return np.exp(a - b)
+
+
+def point_table(model: nn.Module, configs: Sequence[Config], rows: Mapping[str, np.ndarray], layout: Layout,
+                n_resamples: int, alpha: float, seed: int) -> pd.DataFrame:
+    """One row per configuration: bytes per token and share, perplexity and its ratio to the
+    unpruned model's with a paired bootstrap interval over sequences (1 - ``alpha``), copying
+    accuracy with its interval, and the sequences."""
+    from ...heads.significance import resample_indices
+
+    base = rows[configs[0].name]
+    n = len(base)
+    indices = resample_indices(n, n_resamples, seed)
+    lo, hi = 100 * alpha / 2, 100 * (1 - alpha / 2)
+    out = []
+    for c in configs:
+        s = rows[c.name]
+        per_token, share = bytes_share(model, c, layout)
+        ratio = _ratio_interval(s, base, indices, 0, 1)
+        copied = s[indices][..., 2].sum(-1) / s[indices][..., 3].sum(-1)
+        out.append({"method": c.method, "setting": c.setting, "budget": c.target, "bytes per token": per_token,
+                    "bytes share": share, "perplexity": math.exp(s[:, 0].sum() / s[:, 1].sum()),
+                    "perplexity ratio": math.exp(s[:, 0].sum() / s[:, 1].sum() - base[:, 0].sum() / base[:, 1].sum()),
+                    "ratio low": np.percentile(ratio, lo), "ratio high": np.percentile(ratio, hi),
+                    "copying accuracy": s[:, 2].sum() / s[:, 3].sum(), "copying low": np.percentile(copied, lo),
+                    "copying high": np.percentile(copied, hi), "sequences": n, "scored tokens": int(s[:, 1].sum())})
+    return pd.DataFrame(out)
+
+
+def fitting(points: pd.DataFrame, budget: float) -> pd.DataFrame:
+    """Per method of ``METHODS``, the configuration with the most bytes within ``budget`` (+``FIT``)."""
+    inside = points[points["method"].isin(METHODS) & (points["bytes share"] <= budget + FIT)]
+    return inside.sort_values("bytes share").groupby("method", sort=False).tail(1)
+
+
+def _nll(stats: np.ndarray) -> np.ndarray:
+    """Mean NLL per scored token of ``stats`` rows (``[..., sequences, 5]`` -> ``[...]``)."""
+    return stats[..., 0].sum(-1) / stats[..., 1].sum(-1)
+
+
+def _copied(stats: np.ndarray) -> np.ndarray:
+    return stats[..., 2].sum(-1) / stats[..., 3].sum(-1)
+
+
+def pair_table(points: pd.DataFrame, rows: Mapping[str, np.ndarray], budgets: Sequence[float], n_resamples: int,
+               alpha: float, seed: int) -> pd.DataFrame:
+    """Per budget, every pair of methods (each at its ``fitting`` configuration): the difference in
+    log-perplexity (nats per token; positive: the second method does worse) with a paired bootstrap
+    interval over sequences, and the same for copying accuracy."""
+    from ...heads.significance import resample_indices
+
+    first = next(iter(rows.values()))
+    indices = resample_indices(len(first), n_resamples, seed)
+    lo, hi = 100 * alpha / 2, 100 * (1 - alpha / 2)
+    out = []
+    for budget in budgets:
+        fit = fitting(points, budget).sort_values("perplexity").to_dict("records")
+        for i, a in enumerate(fit):
+            for b in fit[i + 1:]:
+                sa, sb = rows[f"{a['method']}: {a['setting']}"], rows[f"{b['method']}: {b['setting']}"]
+                d, dc = _nll(sb[indices]) - _nll(sa[indices]), _copied(sa[indices]) - _copied(sb[indices])
+                out.append({"budget": budget, "better": a["method"], "better setting": a["setting"],
+                            "better share": a["bytes share"], "worse": b["method"], "worse setting": b["setting"],
+                            "worse share": b["bytes share"], "log-perplexity gap": float(_nll(sb) - _nll(sa)),
+                            "gap low": np.percentile(d, lo), "gap high": np.percentile(d, hi),
+                            "copying gap": float(_copied(sa) - _copied(sb)), "copying gap low": np.percentile(dc, lo),
+                            "copying gap high": np.percentile(dc, hi)})
+    return pd.DataFrame(out)
+
+
+def budget_table(points: pd.DataFrame, pairs: pd.DataFrame, budgets: Sequence[float]) -> pd.DataFrame:
+    """Per budget: the best method (lowest perplexity within it), the runner-up, and the gap
+    between them with its interval."""
+    out = []
+    for budget in budgets:
+        fit = fitting(points, budget).sort_values("perplexity")
+        if len(fit) < 2:
+            continue
+        best, second = fit.iloc[0], fit.iloc[1]
+        pair = pairs[(pairs["budget"] == budget) & (pairs["better"] == best["method"]) & (pairs["worse"] == second["method"])].iloc[0]
+        out.append({"budget": budget, "best": best["method"], "best setting": best["setting"],
+                    "best share": best["bytes share"], "best perplexity": best["perplexity"],
+                    "runner-up": second["method"], "runner-up share": second["bytes share"],
+                    "runner-up perplexity": second["perplexity"], "log-perplexity gap": pair["log-perplexity gap"],
+                    "gap low": pair["gap low"], "gap high": pair["gap high"],
+                    "methods within budget": len(fit)})
+    return pd.DataFrame(out)
+
+
+# ---- figures --------------------------------------------------------------------------------------------
+COLORS = {REMOVED: "tab:red", WINDOWED: "tab:green", QUANTIZED: "tab:blue", EVICTED: "tab:orange", COMBINED: "tab:purple"}
+
+
+def tradeoff_figure(points: pd.DataFrame, floor: float | None = None):
+    """Perplexity ratio (log scale) and copying accuracy against the share of the cache's bytes,
+    one line per method with its intervals; random group removal as a 5-95% bar."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.6))
+    base = points[points["method"] == UNPRUNED]
+    band = points[points["method"] == RANDOM]
+    for ax, (value, low, high, label) in zip(axes, (("perplexity ratio", "ratio low", "ratio high", "perplexity / unpruned"),
+                                                     ("copying accuracy", "copying low", "copying high", "copying accuracy"))):
+        for method, color in COLORS.items():
+            part = pd.concat([base, points[points["method"] == method]]) if method != COMBINED else points[points["method"] == method]
+            part = part.sort_values("bytes share")
+            ax.errorbar(part["bytes share"] * 100, part[value], yerr=[part[value] - part[low], part[high] - part[value]],
+                        marker="o", markersize=4, capsize=2, color=color, label=method)
+        if len(band):
+            share = band["bytes share"].iloc[0] * 100
+            ax.vlines(share, band[value].quantile(0.05), band[value].quantile(0.95), color="black", linewidth=5, alpha=0.5,
+                      label=f"random groups, 5-95% ({len(band)} orders)")
+        ax.set(xlabel="KV-cache bytes (% of the 16-bit cache)", ylabel=label, xlim=(0, 105))
+    axes[0].set_yscale("log")
+    if floor is not None:
+        axes[1].axhline(floor, color="grey", linestyle="--", label="reading the passage the first time")
+    axes[1].legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def window_choice_figure(scores: pd.DataFrame, chosen: Sequence[tuple[int, int]]):
+    """Each KV group's attention beyond the window (layers down, groups across); the groups that
+    keep full context at one budget framed."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    grid = scores.pivot(index="layer", columns="group", values="beyond window")
+    fig, ax = plt.subplots(figsize=(3.4, 6))
+    image = ax.imshow(grid.to_numpy(), aspect="auto", cmap="viridis")
+    for layer, group in chosen:
+        ax.add_patch(Rectangle((group - 0.5, layer - 0.5), 1, 1, fill=False, edgecolor="white", linewidth=1.5))
+    ax.set(xlabel="KV group", ylabel="layer", xticks=range(grid.shape[1]))
+    fig.colorbar(image, ax=ax, label="attention beyond the window")
+    fig.tight_layout()
+    return fig
+
+
+def chosen_groups(config: Config) -> list[tuple[int, int]]:
+    """The (layer, group) pairs a windowed configuration keeps in full."""
+    return [(l, g) for l, row in enumerate(config.spec.full) for g, f in enumerate(row) if f]
+
+
+# ---- the chapter's inputs and raw rows -----------------------------------------------------------------
+def chapter_inputs(model: nn.Module, tokenizer, verse_sets: Mapping[str, int], layout: Layout, calibration: int,
+                   sequences: int, version: str, max_words: int, batch_size: int, seed: int
+                   ) -> tuple[Mapping[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """``(I_h, {"calibration": ids, "scored": ids})``: head importance on the select verses of
+    chapters 11-13 (``verse_sets``, drawn as ``causal_lm.verse_texts`` draws them), and whole
+    chapters of none of those verses' chapters, ``calibration`` to choose the windowed heads on and
+    ``sequences`` to score (``long_texts.draw_chapters``)."""
+    from ...heads.importance import head_importance
+    from ...zoo.causal_lm import lm_batches, lm_loss, verse_texts
+    from ...zoo.long_texts import draw_chapters, verse_chapters
+
+    select = verse_texts(verse_sets, version=version, max_words=max_words, seed=seed)["select"]
+    importance = head_importance(model, lm_batches(tokenizer, select, batch_size), lm_loss, progress=False)
+    ids = draw_chapters(tokenizer, {"calibration": calibration, "scored": sequences}, layout, version, seed,
+                        exclude=verse_chapters(verse_sets, version, max_words, seed))
+    return importance, ids
+
+
+def sequence_table(configs: Sequence[Config], rows: Mapping[str, np.ndarray]) -> pd.DataFrame:
+    """The raw rows every summary here is computed from: one per configuration and sequence."""
+    frames = [pd.DataFrame(rows[c.name], columns=STATS).assign(method=c.method, setting=c.setting,
+                                                                sequence=np.arange(len(rows[c.name])))
+              for c in configs]
+    return pd.concat(frames, ignore_index=True)[["method", "setting", "sequence", *STATS]]

@@ -174,13 +174,22 @@ class SelectiveCache(Cache):
 # ---- attention over what each head keeps ------------------------------------------------------
 def _attend(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scaling: float,
             visible: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Softmax attention of ``query`` ``[b, h, q, d]`` over ``keys``/``values`` ``[b, h, n, d]``;
-    ``visible`` ``[.., q, n]`` (True: may attend) or None for all. Scores and softmax in float32."""
-    scores = torch.matmul(query.float(), keys.float().transpose(-1, -2)) * scaling
+    """Softmax attention of ``query`` ``[b, h_kv * g, q, d]`` over ``keys``/``values`` ``[b, h_kv, n, d]``
+    (query heads ``i * g .. i * g + g - 1`` read KV head ``i``, without copying the keys ``g``
+    times); ``visible`` ``[q, n]`` or ``[h_kv * g, q, n]`` (True: may attend) or None for all.
+    Returns the output ``[b, h_kv * g, q, d]`` and the probabilities ``[b, h_kv * g, q, n]``
+    (softmax in float32)."""
+    b, heads, q, d = query.shape
+    kv, n = keys.shape[1], keys.shape[2]
+    g = heads // kv
+    grouped = query.reshape(b, kv, g * q, d)                                    # a KV head's query heads, stacked
+    scores = torch.matmul(grouped, keys.transpose(-1, -2)).float() * scaling    # [b, kv, g * q, n]
     if visible is not None:
-        scores = scores.masked_fill(~visible, float("-inf"))
+        scores = scores.masked_fill(~visible.reshape(-1, g * q, n) if visible.dim() == 3 else ~visible.repeat(g, 1),
+                                    float("-inf"))
     probs = torch.softmax(scores, -1)
-    return torch.matmul(probs, values.float()).to(query.dtype), probs
+    out = torch.matmul(probs.to(values.dtype), values)                         # [b, kv, g * q, d]
+    return out.reshape(b, heads, q, d), probs.reshape(b, heads, q, n)
 
 
 def _selective_attention(module: nn.Module, query, key, value, attention_mask, scaling: float, dropout: float = 0.0,
@@ -193,7 +202,7 @@ def _selective_attention(module: nn.Module, query, key, value, attention_mask, s
     out = torch.empty_like(query)
     for group in layer.groups:
         rows = [h * g + i for h in group.heads for i in range(g)]
-        keys, values = group.keys.repeat_interleave(g, 1), group.values.repeat_interleave(g, 1)
+        keys, values = group.keys, group.values
         n = keys.shape[2]
         visible = None
         if q_len > 1:
@@ -211,9 +220,7 @@ def _masked_attention(module: nn.Module, query, key, value, attention_mask, scal
     """Attention with a per-query-head visibility ``[n_query, q_len, kv_len]`` set on the module
     (``masked_heads``); the model's own mask is ignored (unpadded sequences only)."""
     visible = getattr(module, _VISIBLE_ATTR)
-    g = module.num_key_value_groups
-    keys, values = key.repeat_interleave(g, 1), value.repeat_interleave(g, 1)
-    out, _ = _attend(query, keys, values, scaling, visible.to(query.device))
+    out, _ = _attend(query, key, value, scaling, visible.to(query.device))
     return out.transpose(1, 2).contiguous(), None
 
 

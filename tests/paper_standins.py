@@ -178,6 +178,11 @@ def standin_profile(folder: Path, name: str = "paper-standin") -> str:
                                                      new_tokens=4, speed_batch_sizes=[1, 2], repeats=1, probe_length=8,
                                                      probe_sequences=8, random_orders=1, band_orders=3, step=0.25,
                                                      configs_per_pass=1)
+    # chapter 14 reads whole chapters with SmolLM2-135M through every cache: a few short ones, few orders
+    shrunk["notebooks"]["14_memory_budget"].update(select_verses=4, report_verses=4, sequences=4, calibration_sequences=2,
+                                                   chapter_tokens=64, repeat_tokens=8, passage_start=4, window=6,
+                                                   residual_length=8, band_orders=2, evict_budgets=[0.5],
+                                                   combo_budgets=[0.5], check_sequences=1, n_resamples=100, batch_size=4)
     # torch.compile traces the models as on a GPU, without the minutes of C++ code generation per shape
     shrunk["notebooks"]["07_pruning_speed"].update(compile_backend="eager")
     (folder / f"{name}.yml").write_text(yaml.safe_dump(shrunk, sort_keys=False))

@@ -68,3 +68,22 @@ def test_the_profile_table_names_the_models_each_profile_studies():
         assert table.loc[name, "language model of chapters 11-13"] == settings.notebooks["11_nine_heads"]["model_name"]
     assert "smollm2" in table.loc["course", "language model of chapters 11-13"]
     assert "bert-base-uncased" in table.loc["paper", "models of chapters 02-10"]
+
+
+def test_chapter_14s_sentence_names_the_best_way_to_spend_the_bytes(tmp_path):
+    folder = tmp_path / "p"
+    folder.mkdir()
+    assert front_page.memory_line("p", tmp_path) == ""   # before chapter 14 has run
+    points = pd.DataFrame([
+        {"method": "quantized", "setting": "fp8", "bytes share": 0.5001, "perplexity ratio": 1.01},
+        {"method": "quantized", "setting": "2-bit", "bytes share": 0.24, "perplexity ratio": 1.30},
+        {"method": "KV groups removed", "setting": "45 of 90", "bytes share": 0.5, "perplexity ratio": 3.5},
+        {"method": "windowed heads", "setting": "14 full", "bytes share": 0.249, "perplexity ratio": 1.2}])
+    budgets = pd.DataFrame([{"budget": 0.5, "best": "quantized", "best setting": "fp8"},
+                            {"budget": 0.25, "best": "windowed heads", "best setting": "14 full"}])
+    points.to_csv(folder / "14_points.csv", index=False)
+    budgets.to_csv(folder / "14_budgets.csv", index=False)
+    line = front_page.memory_line("p", tmp_path)
+    assert "50% of the bytes the best way to spend them is quantized (fp8: perplexity x1.01" in line
+    assert "removing KV groups by importance to fit costs x3.50" in line
+    assert "25% of the bytes the best way to spend them is windowed heads" in line

@@ -779,3 +779,75 @@ def test_the_front_pages_grid_says_what_the_scorecard_says(table):
         shown = card[key]["verdict" if measure == "metric" else "likelihood verdict"]
         expected = "depends on the seed" if len(set(verdicts)) > 1 else verdicts[0]
         assert shown == expected, (key, measure, verdicts, shown)
+
+
+# ---- chapter 14: a byte of KV cache -------------------------------------------------------------------
+CH14 = "14_memory_budget"
+
+
+def _per_config(rows: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    out: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in rows:
+        out[r["method"], r["setting"]].append(r)
+    return {k: sorted(v, key=lambda r: r["sequence"]) for k, v in out.items()}
+
+
+def test_chapter_14_points_add_up_from_the_sequences(table):
+    raw = _per_config(table("14_sequence_stats"))
+    points = table("14_points")
+    assert {(p["method"], p["setting"]) for p in points} == set(raw)
+    base_rows = raw["unpruned", "16-bit cache"]
+    base_nll = sum(r["nll"] for r in base_rows) / sum(r["tokens"] for r in base_rows)
+    for p in points:
+        rows = raw[p["method"], p["setting"]]
+        assert p["sequences"] == len(rows) == _param(CH14, "sequences")
+        nll = sum(r["nll"] for r in rows) / sum(r["tokens"] for r in rows)
+        assert p["perplexity"] == pytest.approx(math.exp(nll), rel=1e-9)
+        assert p["perplexity ratio"] == pytest.approx(math.exp(nll - base_nll), rel=1e-9)
+        assert p["ratio low"] <= p["perplexity ratio"] * (1 + 1e-9) and p["perplexity ratio"] <= p["ratio high"] * (1 + 1e-9)
+        assert p["copying accuracy"] == pytest.approx(sum(r["copied"] for r in rows) / sum(r["copy tokens"] for r in rows), **CLOSE)
+        assert all(r["tokens"] == _param(CH14, "chapter_tokens") // 2 for r in rows)
+        assert all(r["copy tokens"] == _param(CH14, "repeat_tokens") - 1 for r in rows)
+    unpruned = next(p for p in points if p["method"] == "unpruned")
+    assert unpruned["bytes share"] == 1 and unpruned["perplexity ratio"] == 1
+    band = [p for p in points if p["method"] == "KV groups removed at random"]
+    assert len(band) == _param(CH14, "band_orders")
+
+
+def test_chapter_14_pairs_and_budgets_add_up(table):
+    raw = _per_config(table("14_sequence_stats"))
+    points = table("14_points")
+    methods = ("KV groups removed", "windowed heads", "quantized", "evicted (heavy hitters)", "KV groups removed + 4-bit")
+    mean_nll = lambda rows: sum(r["nll"] for r in rows) / sum(r["tokens"] for r in rows)
+    pairs = table("14_pairs")
+    for budget in _param(CH14, "budgets"):
+        fit = {}
+        for p in points:   # each method's configuration with the most bytes within the budget
+            if p["method"] in methods and p["bytes share"] <= budget + 0.001:
+                if p["method"] not in fit or p["bytes share"] > fit[p["method"]]["bytes share"]:
+                    fit[p["method"]] = p
+        mine = [r for r in pairs if abs(r["budget"] - budget) < 1e-9]
+        assert len(mine) == len(fit) * (len(fit) - 1) // 2
+        for r in mine:
+            a, b = fit[r["better"]], fit[r["worse"]]
+            assert (r["better setting"], r["worse setting"]) == (a["setting"], b["setting"])
+            gap = mean_nll(raw[b["method"], b["setting"]]) - mean_nll(raw[a["method"], a["setting"]])
+            assert r["log-perplexity gap"] == pytest.approx(gap, **CLOSE) and gap >= -1e-12
+        ranked = sorted(fit.values(), key=lambda p: p["perplexity"])
+        rows = [r for r in table("14_budgets") if abs(r["budget"] - budget) < 1e-9]
+        if len(ranked) >= 2:
+            (row,) = rows
+            assert (row["best"], row["runner-up"]) == (ranked[0]["method"], ranked[1]["method"])
+        else:
+            assert not rows
+
+
+def test_chapter_14_real_caches_hold_the_predicted_bytes(table):
+    checks = table("14_checks")
+    assert {"unpruned", "KV groups removed", "windowed heads", "quantized", "evicted (heavy hitters)"} <= {c["method"] for c in checks}
+    for c in checks:
+        assert c["bytes, measured"] == c["bytes, predicted"], c
+    plain = next(c for c in checks if c["method"] == "unpruned")
+    # the unpruned 16-bit cache: keys and values of every KV head, every position, 2 bytes each
+    points = {p["method"]: p for p in table("14_points")}
+    assert plain["bytes, measured"] == points["unpruned"]["bytes per token"] * plain["positions"] * plain["sequences"]

@@ -25,6 +25,9 @@ or pruning uses these two packages alone.
   way to choose which heads go;
 * kv_cache.py: the KV cache's bytes, predicted from the (pruned) layers and measured from a
   cache; cached greedy generation and its timing; published configurations' arithmetic;
+* kv_selective.py, kv_quantized.py, kv_budget.py: other ways to shrink the KV cache, as real
+  caches and fast twins: windowed heads and heavy hitters (``SelectiveCache``), quantized caches
+  (``quantized_cache``), the bytes any cache holds, and one configuration three ways (``CacheSpec``);
 * induction.py: the repeated-random-tokens probe, induction scores and copying likelihood;
 * significance.py: the paired bootstrap test of a score change (§3.2);
 * metrics.py: accuracy, Matthews, F1 and tokenised BLEU;
@@ -43,7 +46,11 @@ from .gates import GateRecord, HeadGates, HeadSpec
 from .grouped_query import kv_group_heads, kv_group_importance, kv_groups_to_heads
 from .importance import head_importance, rank_agreement
 from .induction import copying_accuracy, copying_nll, induction_scores, repeated_tokens
+from .kv_budget import CacheSpec, fast_run, predicted_peak_bytes, pruned_copy, real_run
 from .kv_cache import cache_bytes, generate_cached, kv_bytes, kv_bytes_per_token
+from .kv_quantized import cached_chunks, quantized_cache, stored_bytes
+from .kv_selective import (HeavyHitters, KeepAll, SelectiveCache, SinkWindow, masked_heads, selective_attention,
+                           window_visibility)
 from .pruning import (count_parameters, head_layout, kept_heads, load_pruned, prune_heads, prune_kv_groups,
                       pruned_heads, save_pruned)
 from .pruning_curves import order_by_ablation, order_by_importance, prunable_share, pruning_curve, random_order
@@ -71,4 +78,7 @@ __all__ = [
     "load_pruned", "one_head_configs", "order_by_ablation", "order_by_importance", "paired_bootstrap",
     "prunable_share", "prune_heads", "prune_kv_groups", "pruned_heads", "pruning_curve", "random_order", "repeat_rows",
     "save_pruned", "single_layer_sweep", "speed_gains", "throughput", "train_concrete_gates",
+    "CacheSpec", "fast_run", "predicted_peak_bytes", "pruned_copy", "real_run", "cached_chunks", "quantized_cache",
+    "stored_bytes", "HeavyHitters", "KeepAll", "SelectiveCache", "SinkWindow", "masked_heads", "selective_attention",
+    "window_visibility",
 ]

@@ -114,7 +114,7 @@ def plan(model: nn.Module, importance: Mapping[str, torch.Tensor], window_scores
         drawn = [pool[i] for i in rng.permutation(n)[:n - kept]]
         configs.append(Config(RANDOM, f"order {r}: {kept} of {n} groups kept", p.band_budget, heads_of_groups(model, drawn)))
     share = (p.sinks + p.window) / layout.total
-    ranked = window_scores.sort_values("beyond window", ascending=False)
+    ranked = window_scores.sort_values(["beyond window", "layer", "group"], ascending=[False, True, True])
     layers = int(window_scores["layer"].max()) + 1
     per_layer = int(window_scores["group"].max()) + 1
     for b in p.budgets:

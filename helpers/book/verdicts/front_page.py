@@ -138,6 +138,32 @@ def language_model_line(profile: str, results_root: Path | None = None) -> str:
             f"{pruned}.")
 
 
+def memory_line(profile: str, results_root: Path | None = None) -> str:
+    """Chapter 14 in one sentence, from its tables: at half and at a quarter of the KV-cache
+    bytes, the method that keeps perplexity best and what removing KV groups costs there; "" before
+    it has run."""
+    tables = Results(results_folder(profile, results_root))
+    try:
+        budgets, points = tables["14_budgets"].set_index("budget"), tables["14_points"]
+    except MissingResults:
+        return ""
+    parts = []
+    for budget in (0.5, 0.25):
+        if budget not in budgets.index:
+            continue
+        row = budgets.loc[budget]
+        best = points[(points["method"] == row["best"]) & (points["setting"] == row["best setting"])].iloc[0]
+        removed = points[(points["method"] == "KV groups removed") & (points["bytes share"] <= budget + 0.001)]
+        cost = (f"; removing KV groups by importance to fit costs x{removed.sort_values('bytes share')['perplexity ratio'].iloc[-1]:.2f}"
+                if len(removed) and row["best"] != "KV groups removed" else "")
+        parts.append(f"at {budget:.0%} of the bytes the best way to spend them is {row['best']} ({row['best setting']}: "
+                     f"perplexity x{best['perplexity ratio']:.2f} of the full cache's){cost}")
+    if not parts:
+        return ""
+    return ("* *Chapter 14, what a byte of KV cache is worth*: " + "; ".join(parts)
+            + " (whole chapters read through each cache, every method at equal bytes).")
+
+
 def beyond(card: pd.DataFrame, results_root: Path | None = None) -> str:
     """What the chapters beyond the paper found: chapter 11 in numbers, then each claim of
     chapters 12 and 13 with our numbers and its verdict."""
@@ -149,8 +175,9 @@ def beyond(card: pd.DataFrame, results_root: Path | None = None) -> str:
                 else "") for _, r in rows.iterrows()]
     held = int((rows["verdict"] == REPRODUCED).sum())
     eleven = language_model_line(card["profile"].iloc[0], results_root)
+    memory = memory_line(card["profile"].iloc[0], results_root)
     return (f"Of the {len(rows)} claims the chapters beyond the paper judge, {held} are reproduced (on every seed "
-            "where a model has several):\n\n" + "\n".join(([eleven] if eleven else []) + lines))
+            "where a model has several):\n\n" + "\n".join([x for x in (eleven, memory) if x] + lines))
 
 
 def _model_line(name: str, spec: dict) -> str:

@@ -151,3 +151,12 @@ def test_stored_bytes_counts_every_part_of_a_quantized_cache(model, ids):
     # 2 x (B*2 heads*8 positions groups of 8: codes packed 2 a byte, scale and zero point in float32) + residual
     groups = BATCH * 2 * 8
     assert per_layer == 2 * (groups // 2 * 8 + 2 * groups * 4 + BATCH * 2 * 1 * 8 * 4)
+
+
+def test_the_layers_a_removal_would_leave_are_counted_without_pruning(model):
+    from helpers.heads.kv_budget import entries_after
+    from helpers.heads.kv_cache import layer_entries
+
+    for removed in ([], [("self", 0, h) for h in range(4)] + [("self", 1, 0), ("self", 1, 1), ("self", 1, 2)],
+                    [("self", 2, 1)]):
+        assert entries_after(model, removed) == layer_entries(pruned_copy(model, removed))

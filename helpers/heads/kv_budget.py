@@ -62,13 +62,29 @@ def _quanto_bytes(groups: int, bits: int, group_size: int, element: int) -> int:
     return math.ceil(groups / (8 // bits)) * group_size + 2 * groups * element
 
 
+def entries_after(model: nn.Module, removed: Sequence[tuple[str, int, int]] = ()) -> list[tuple[int, int]]:
+    """``kv_cache.layer_entries`` of ``model`` with query heads ``removed`` (``(kind, layer, head)``),
+    without pruning a copy: per layer, the KV groups that keep a query head and the head size, or
+    the phantom entry ``(1, PHANTOM_WIDTH)`` of a layer left with none."""
+    from .pruning import PHANTOM_WIDTH
+    from .sites import attention_sites
+
+    gone = {(layer, head) for _, layer, head in removed}
+    out = []
+    for site in (s for s in attention_sites(model) if s.kind in ("self", "dec_self")):
+        kept = [h for h in site.heads if (site.layer, h) not in gone]
+        out.append((len({site.kv_group(h) for h in kept}), site.head_dim) if kept else (1, PHANTOM_WIDTH))
+    return out
+
+
 def bytes_after(model: nn.Module, spec: CacheSpec, positions: int, prompt: int, batch: int,
-                element: int = 2) -> int:
+                element: int = 2, entries: Sequence[tuple[int, int]] | None = None) -> int:
     """Bytes ``spec``'s cache holds after reading ``positions`` positions (the first ``prompt`` in
-    one pass, then one at a time) of ``batch`` sequences, keys and values in ``element`` bytes."""
+    one pass, then one at a time) of ``batch`` sequences, keys and values in ``element`` bytes;
+    ``entries`` (``entries_after``) stands for the model's own layers when given."""
     dim = head_dim_of(model)
     total = 0
-    for layer, (heads, width) in enumerate(layer_entries(model)):
+    for layer, (heads, width) in enumerate(layer_entries(model) if entries is None else entries):
         phantom = width != dim
         if spec.kind == "plain" or phantom:
             total += 2 * heads * width * element * positions * batch
@@ -97,9 +113,10 @@ def quanto_split(positions: int, prompt: int, residual: int) -> tuple[int, int]:
 
 
 def predicted_peak_bytes(model: nn.Module, spec: CacheSpec, prompt: int, total: int, batch: int,
-                         element: int = 2) -> int:
+                         element: int = 2, entries: Sequence[tuple[int, int]] | None = None) -> int:
     """The most ``spec``'s cache holds while reading ``total`` positions after a ``prompt``."""
-    return max(bytes_after(model, spec, p, prompt, batch, element) for p in range(prompt, total + 1))
+    entries = layer_entries(model) if entries is None else entries
+    return max(bytes_after(model, spec, p, prompt, batch, element, entries) for p in range(prompt, total + 1))
 
 
 # ---- real caches ------------------------------------------------------------------------------------

@@ -24,7 +24,8 @@ import torch
 from torch import nn
 
 from ...heads.grouped_query import kv_group_heads, kv_group_importance
-from ...heads.kv_budget import CacheSpec, SCORE_BYTES, fast_run, head_dim_of, predicted_peak_bytes, prompt_pass, pruned_copy, real_run
+from ...heads.kv_budget import (CacheSpec, SCORE_BYTES, entries_after, fast_run, head_dim_of, predicted_peak_bytes, prompt_pass,
+                                pruned_copy, real_run)
 from ...heads.sites import attention_sites
 from ...zoo.long_texts import Layout
 
@@ -271,8 +272,7 @@ def fast_kind(spec: CacheSpec) -> str:
 # ---- tables ----------------------------------------------------------------------------------------------
 def bytes_share(model: nn.Module, c: Config, layout: Layout) -> tuple[int, float]:
     """(bytes per token at ``layout.total`` positions, share of the unpruned 16-bit cache's)."""
-    pruned = pruned_copy(model, c.removed) if c.removed else model
-    peak = predicted_peak_bytes(pruned, c.spec, layout.prompt, layout.total, 1)
+    peak = predicted_peak_bytes(model, c.spec, layout.prompt, layout.total, 1, entries=entries_after(model, c.removed))
     base = predicted_peak_bytes(model, CacheSpec(), layout.prompt, layout.total, 1)
     return peak // layout.total if peak % layout.total == 0 else peak / layout.total, peak / base
 

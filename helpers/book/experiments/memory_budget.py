@@ -426,21 +426,24 @@ def chosen_groups(config: Config) -> list[tuple[int, int]]:
 
 # ---- the chapter's inputs and raw rows -----------------------------------------------------------------
 def chapter_inputs(model: nn.Module, tokenizer, verse_sets: Mapping[str, int], layout: Layout, calibration: int,
-                   sequences: int, version: str, max_words: int, batch_size: int, seed: int
-                   ) -> tuple[Mapping[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """``(I_h, {"calibration": ids, "scored": ids})``: head importance on the select verses of
-    chapters 11-13 (``verse_sets``, drawn as ``causal_lm.verse_texts`` draws them), and whole
-    chapters of none of those verses' chapters, ``calibration`` to choose the windowed heads on and
-    ``sequences`` to score (``long_texts.draw_chapters``)."""
+                   sequences: int, version: str, max_words: int, batch_size: int, seed: int, dtype: str = "bfloat16",
+                   min_units: int = 30) -> tuple[nn.Module, Mapping[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """``(model in dtype, I_h, {"calibration": ids, "scored": ids})``: head importance on the
+    select verses of chapters 11-13 (``verse_sets``, drawn as ``causal_lm.verse_texts`` draws them),
+    in the model's own precision, then the model cast to ``dtype``; and whole chapters of none of
+    those verses' chapters, ``calibration`` to choose the windowed heads on and ``sequences`` (at
+    least ``min_units``, the bootstrap's units) to score (``long_texts.draw_chapters``)."""
     from ...heads.importance import head_importance
+    from ...heads.significance import require_units
     from ...zoo.causal_lm import lm_batches, lm_loss, verse_texts
     from ...zoo.long_texts import draw_chapters, verse_chapters
 
+    require_units(sequences, min_units, "chapters")
     select = verse_texts(verse_sets, version=version, max_words=max_words, seed=seed)["select"]
     importance = head_importance(model, lm_batches(tokenizer, select, batch_size), lm_loss, progress=False)
     ids = draw_chapters(tokenizer, {"calibration": calibration, "scored": sequences}, layout, version, seed,
                         exclude=verse_chapters(verse_sets, version, max_words, seed))
-    return importance, ids
+    return model.to(getattr(torch, dtype)), importance, ids
 
 
 def sequence_table(configs: Sequence[Config], rows: Mapping[str, np.ndarray]) -> pd.DataFrame:

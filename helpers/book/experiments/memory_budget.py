@@ -251,14 +251,15 @@ def check_table(model: nn.Module, configs: Sequence[Config], ids: torch.Tensor, 
         pruned = pruned_copy(model, c.removed) if c.removed else model
         real, measured = real_run(pruned, ids, layout.prompt, c.spec)
         fast = real if c.spec.kind == "evict" else fast_run(pruned, ids, prompt_pass(pruned, ids, layout.prompt), c.spec)
-        head = pruned.get_output_embeddings()
-        gap = (head(real[:, targets - 1 - layout.prompt]).float().log_softmax(-1)
-               - head(fast[:, targets - 1 - layout.prompt]).float().log_softmax(-1)).abs()
-        gold = ids[:, targets].unsqueeze(-1)
+        head, gold = pruned.get_output_embeddings(), ids[:, targets].unsqueeze(-1)
+        logp = [head(h[:, targets - 1 - layout.prompt]).float().log_softmax(-1).gather(-1, gold).squeeze(-1)
+                for h in (real, fast)]                                               # [sequences, scored tokens] each
         rows.append({"method": c.method, "setting": c.setting, "sequences": len(ids), "positions": layout.total,
                      "bytes, measured": measured,
                      "bytes, predicted": predicted_peak_bytes(pruned, c.spec, layout.prompt, layout.total, len(ids)),
-                     "largest log-prob gap, scored tokens": float(gap.gather(-1, gold).max()),
+                     "perplexity, real cache": math.exp(-float(logp[0].mean())),
+                     "perplexity, fast pass": math.exp(-float(logp[1].mean())),
+                     "largest log-prob gap, scored tokens": float((logp[0] - logp[1]).abs().max()),
                      "fast pass": fast_kind(c.spec)})
     return pd.DataFrame(rows)
 

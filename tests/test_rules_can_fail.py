@@ -138,24 +138,25 @@ def _induction(importance_ranks: list[int], heads: int = 270) -> Tables:
 
 
 # ---- chapter 14: a byte of KV cache -------------------------------------------------------------------
-def _pairs(outcomes: dict[float, tuple[str, float, float]], method: str = "quantized") -> Tables:
-    """14_pairs rows: per budget, (winner, gap, lower end) of ``method`` against KV groups removed."""
+def _pairs(outcomes: dict[float, tuple[str, float, float]], method: str = "quantized", shares: tuple = (0, 0)) -> Tables:
+    """14_pairs rows: per budget, (winner, gap, lower end) of ``method`` against KV groups removed,
+    their shares of the bytes the budget less ``shares``."""
     rows = []
     for budget, (winner, gap, low) in outcomes.items():
         loser = "KV groups removed" if winner == method else method
-        rows.append({"budget": budget, "better": winner, "better setting": "-", "better share": budget,
-                     "worse": loser, "worse setting": "-", "worse share": budget, "log-perplexity gap": gap,
+        rows.append({"budget": budget, "better": winner, "better setting": "-", "better share": budget - shares[0],
+                     "worse": loser, "worse setting": "-", "worse share": budget - shares[1], "log-perplexity gap": gap,
                      "gap low": low, "gap high": gap + (gap - low)})
     return {"14_pairs": rows}
 
 
-def _band(ours: float, band: tuple[float, float], orders: int = 20) -> Tables:
+def _band(ours: float, band: tuple[float, float], orders: int = 20, share: float = 0.5) -> Tables:
     """14_points: KV groups removed by importance at half the bytes (perplexity ratio ``ours``) and
     ``orders`` random orders spread evenly over ``band``."""
     step = (band[1] - band[0]) / max(orders - 1, 1)
     rows = [{"method": "KV groups removed", "setting": "45 of 90", "budget": 0.5, "perplexity ratio": ours,
-             "sequences": 32, "scored tokens": 4096}]
-    rows += [{"method": "KV groups removed at random", "setting": f"order {r}", "budget": 0.5,
+             "bytes share": 0.5, "sequences": 32, "scored tokens": 4096}]
+    rows += [{"method": "KV groups removed at random", "setting": f"order {r}", "budget": 0.5, "bytes share": share,
               "perplexity ratio": band[0] + r * step, "sequences": 32, "scored tokens": 4096} for r in range(orders)]
     return {"14_points": rows}
 
@@ -323,8 +324,19 @@ def test_a_byte_claim_held_at_one_budget_and_refuted_at_the_other_is_partly_and_
     assert _verdict(tmp_path / "b", "quantizing_beats_removal", "", unsure)[0] == CANNOT_TELL
     absent = lambda: _pairs({0.5: ("quantized", 0.05, 0.02)})    # nothing of one method within a quarter
     assert _verdict(tmp_path / "c", "quantizing_beats_removal", "", absent)[0] == CANNOT_TELL
+    # quantization wins at both, but keeping 10 points fewer bytes than removal: not equal bytes
+    unequal = lambda: _pairs({0.5: ("quantized", 0.05, 0.02), 0.25: ("quantized", 0.2, 0.1)}, shares=(0.0, 0.10))
+    assert _verdict(tmp_path / "d", "quantizing_beats_removal", "", unequal)[0] == CANNOT_TELL
+    # removal wins clearly at half the bytes; a quarter cannot tell: the claim, made for both, fails
+    lost = lambda: _pairs({0.5: ("KV groups removed", 0.05, 0.02), 0.25: ("quantized", 0.01, -0.02)})
+    assert _verdict(tmp_path / "e", "quantizing_beats_removal", "", lost)[0] == NOT_REPRODUCED
 
 
 def test_importance_against_a_band_of_few_random_orders_cannot_tell(tmp_path):
     few = lambda: _band(1.1, (1.5, 2.5), orders=5)
     assert _verdict(tmp_path, "importance_beats_random_groups", "", few)[0] == CANNOT_TELL
+    other_bytes = lambda: _band(1.1, (1.5, 2.5), share=0.45)   # random orders keeping fewer bytes: not comparable
+    assert _verdict(tmp_path / "b", "importance_beats_random_groups", "", other_bytes)[0] == CANNOT_TELL
+    # below the 5th percentile but not below the best random order: no win (the rank test needs all 20 beaten)
+    one_better = lambda: _band(1.6, (1.5, 9.0))
+    assert _verdict(tmp_path / "c", "importance_beats_random_groups", "", one_better)[0] == NOT_REPRODUCED

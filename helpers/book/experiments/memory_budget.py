@@ -38,6 +38,7 @@ EVICTED = "evicted (heavy hitters)"
 COMBINED = "KV groups removed + 4-bit"
 METHODS = (REMOVED, WINDOWED, QUANTIZED, EVICTED, COMBINED)   # compared at each budget (the band is not a method)
 FIT = 0.001   # a configuration fits a budget when its share of the bytes exceeds it by at most 0.1 point
+CHECK_TOLERANCE = 0.02   # a fast pass's perplexity within 2% of its real cache's (16-bit rounding differs by shape)
 STATS = ["nll", "tokens", "copied", "copy tokens", "copy nll"]
 
 
@@ -139,7 +140,8 @@ def plan(model: nn.Module, importance: Mapping[str, torch.Tensor], window_scores
         kept = math.floor(b * n + 1e-9)
         configs.append(Config(COMBINED, f"{kept} of {n} groups kept, 4-bit", None, heads_of_groups(model, order[:n - kept]),
                               CacheSpec("quanto", bits=4, residual=p.residual)))
-    return configs
+    # two budgets that give a small model the same configuration: score it once (rows pair by name)
+    return list({c.name: c for c in reversed(configs)}.values())[::-1]
 
 
 # ---- where windowed heads keep full context ----------------------------------------------------------

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...experiments.memory_budget import COMBINED, QUANTIZED, REMOVED, UNPRUNED, WINDOWED
+from ...experiments.memory_budget import CHECK_TOLERANCE, COMBINED, QUANTIZED, REMOVED, UNPRUNED, WINDOWED
 from .text import read, words
 
 
@@ -23,7 +23,8 @@ def setting_lines(profile: str) -> list[str]:
             f"accuracy {base['copying accuracy']:.2f}. Its 16-bit cache holds {base['bytes per token']:,.0f} bytes per "
             f"token. **Checked against the real caches** ({int(checks['sequences'].iloc[0])} chapters read one position "
             f"at a time): the bytes measured equal the arithmetic for {exact} of {len(checks)} configurations. The fast "
-            f"passes' perplexity differs from the real caches' by at most {gap[~plain].max():.2%} (the plain cache's own "
+            f"passes' perplexity differs from the real caches' by at most {gap[~plain].max():.2%} (the tolerance: "
+            f"{CHECK_TOLERANCE:.0%}; the plain cache's own "
             f"two ways of reading differ by {gap[plain].max():.2%}): in 16 bits, matrix products of other shapes round "
             f"differently, one token's log-probability by up to {largest:.2f} nats here (the plain cache: "
             f"{checks.loc[plain, 'largest log-prob gap, scored tokens'].max():.2f}); in float32 the tests hold every "

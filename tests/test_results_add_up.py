@@ -720,8 +720,8 @@ def test_chapter_13_induction_ranks_add_up(table):
 
 
 def test_the_scorecards_values_are_computed_from_the_chapters_rows(table):
-    # chapters 12 and 13 judge their claims on tables of their own (recomputed above and in test_scorecard)
-    card = [r for r in table("15_scorecard") if r["chapter"] not in ("12_unimportant_or_unmeasured", CH13)]
+    # chapters 12 to 14 judge their claims on tables of their own (recomputed above and in test_scorecard)
+    card = [r for r in table("15_scorecard") if r["chapter"] not in ("12_unimportant_or_unmeasured", CH13, CH14)]
     seeds = sorted({int(s) for r in card if r["seeds"] is not None for s in str(r["seeds"]).split(", ")})
     per_seed = {seed: _recomputed_for_seed(table, seed) for seed in seeds}
     expected = per_seed[seeds[0]]

@@ -70,7 +70,9 @@ def test_each_method_gets_the_most_it_can_hold_within_each_budget(model):
         if c.method in (mb.REMOVED, mb.WINDOWED, mb.EVICTED):
             assert shares[c.name] <= c.target + mb.FIT, c.name
     removed = [c for c in configs if c.method == mb.REMOVED]
-    order = mb.group_order(model, importance)
+    from helpers.heads.grouped_query import kv_group_order
+
+    order = kv_group_order(model, importance)
     for c in removed:   # the least important groups go, and one group more would not fit
         kept = int(c.setting.split()[0])
         assert set(c.removed) == set(mb.heads_of_groups(model, order[:groups - kept]))

@@ -78,6 +78,14 @@ def kv_group_importance(model: nn.Module, scores: Mapping[str, torch.Tensor]) ->
     return out
 
 
+def kv_group_order(model: nn.Module, scores: Mapping[str, torch.Tensor], kind: str = "self") -> list[tuple[int, int]]:
+    """Every ``(layer, KV group)`` of ``kind``, least important first (a group's importance: the
+    sum of its query heads' ``scores``, ``kv_group_importance``)."""
+    groups = kv_group_importance(model, scores)[kind]
+    return sorted(((layer, g) for layer in range(groups.shape[0]) for g in range(groups.shape[1])),
+                  key=lambda lg: float(groups[lg]))
+
+
 # ---- routing query heads to key/value heads after pruning --------------------------------------
 class _RoutedConfig:
     """A view of the model's config that differs only in the attention implementation, so one

@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from ...heads.grouped_query import kv_group_heads, kv_group_importance
+from ...heads.grouped_query import kv_group_heads, kv_group_order
 from ...heads.induction import copying_stats, induction_scores, repeated_tokens
 from ...heads.kv_cache import (PublishedModel, cache_bytes, generate_cached, generation_seconds, kv_bytes,
                                kv_bytes_per_token)
@@ -36,14 +36,6 @@ MEMORY_SHOWN = ["unit", "share", "dtype", "batch", "query heads", "KV heads", "K
 
 
 # ---- pruned variants ---------------------------------------------------------------------------
-def kv_group_order(model: nn.Module, importance: Mapping[str, torch.Tensor]) -> list[tuple[int, int]]:
-    """Every ``(layer, KV group)``, least important first (a group's importance: the sum of its
-    query heads' I_h, as chapter 11 prunes them)."""
-    scores = kv_group_importance(model, importance)["self"]
-    groups = [(layer, g) for layer in range(scores.shape[0]) for g in range(scores.shape[1])]
-    return sorted(groups, key=lambda lg: float(scores[lg]))
-
-
 def pruned_variants(model: nn.Module, importance: Mapping[str, torch.Tensor], shares: Sequence[float] = LEVELS
                     ) -> dict[tuple[str, float], nn.Module]:
     """``{(unit, share): model}``: copies of ``model`` with the least important ``share`` of its KV

@@ -24,7 +24,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from ...heads.grouped_query import kv_group_heads, kv_group_importance
+from ...heads.grouped_query import kv_group_heads, kv_group_order
 from ...heads.kv_budget import (CacheSpec, SCORE_BYTES, entries_after, fast_run, head_dim_of, predicted_peak_bytes, prompt_pass,
                                 pruned_copy, real_run)
 from ...heads.sites import attention_sites
@@ -71,13 +71,6 @@ class Plan:
 
 
 # ---- which configurations ------------------------------------------------------------------------
-def group_order(model: nn.Module, importance: Mapping[str, torch.Tensor]) -> list[tuple[int, int]]:
-    """Every ``(layer, KV group)``, least important first (a group's importance: the sum of its
-    query heads' I_h)."""
-    scores = kv_group_importance(model, importance)["self"]
-    return sorted(((l, g) for l in range(scores.shape[0]) for g in range(scores.shape[1])), key=lambda lg: float(scores[lg]))
-
-
 def heads_of_groups(model: nn.Module, groups: Sequence[tuple[int, int]]) -> tuple:
     sites = attention_sites(model)
     return tuple(("self", l, h) for l, g in groups for h in kv_group_heads(sites[l], g))
@@ -105,7 +98,7 @@ def plan(model: nn.Module, importance: Mapping[str, torch.Tensor], window_scores
     budget it reaches (full context kept in the groups ``window_scores`` ranks first); the cache
     quantized to each of ``bits``; heavy hitters at each of ``evict_budgets``; groups removed to each
     of ``combo_budgets`` and then quantized to 4 bits."""
-    order, n = group_order(model, importance), len(_groups(model))
+    order, n = kv_group_order(model, importance), len(_groups(model))
     configs = [Config(UNPRUNED, "16-bit cache", 1.0)]
     for b in p.budgets:
         kept = kept_within(model, order, b, layout)

@@ -847,8 +847,11 @@ def test_chapter_14_real_caches_hold_the_predicted_bytes(table):
     assert {"unpruned", "KV groups removed", "windowed heads", "quantized", "evicted (heavy hitters)"} <= {c["method"] for c in checks}
     for c in checks:
         assert c["bytes, measured"] == c["bytes, predicted"], c
-        # in float32 the fast pass the chapter scores with gives the real cache's perplexity (to 0.1%)
-        assert abs(c["perplexity, fast pass"] / c["perplexity, real cache"] - 1) <= 0.001, c
+        # in float32 the fast pass the chapter scores with gives the real cache's perplexity (to 1%: a quantized
+        # cache's codes can flip where a key's last bit differs); a cache that does not quantize, to the bit nearly
+        assert abs(c["perplexity, fast pass"] / c["perplexity, real cache"] - 1) <= 0.01, c
+        if "bit" not in c["setting"] and "fp8" not in c["setting"]:
+            assert c["largest log-prob gap, scored tokens"] <= 1e-3, c
     plain = next(c for c in checks if c["method"] == "unpruned")
     # the unpruned 16-bit cache: keys and values of every KV head, every position, 2 bytes each
     points = {p["method"]: p for p in table("14_points")}

@@ -39,7 +39,7 @@ EVICTED = "evicted (heavy hitters)"
 COMBINED = "KV groups removed + 4-bit"
 METHODS = (REMOVED, WINDOWED, QUANTIZED, EVICTED, COMBINED)   # compared at each budget (the band is not a method)
 FIT = 0.001   # a configuration fits a budget when its share of the bytes exceeds it by at most 0.1 point
-CHECK_TOLERANCE = 0.001  # in float32, a fast pass's perplexity within 0.1% of its real cache's
+CHECK_TOLERANCE = 0.01   # in float32, a fast pass's perplexity within 1% of its real cache's (see check_table)
 STATS = ["nll", "tokens", "copied", "copy tokens", "copy nll"]
 
 
@@ -242,7 +242,10 @@ def check_table(model: nn.Module, configs: Sequence[Config], ids: torch.Tensor, 
     scored tokens from that real run and from the fast pass the chapter scores with, and their
     largest per-token gap. In 16 bits the two round differently (matrix products of other shapes),
     and a 2-bit cache turns that rounding into other codes: float32 shows whether the fast pass
-    computes what the real cache does. Heavy hitters are scored with the real cache itself."""
+    computes what the real cache does. Even there a quantized cache can differ a little (SmolLM2,
+    one chapter: up to 0.5% of perplexity for fp8, against 1e-5 nats a token for the caches that do
+    not quantize): the last bit of a key, computed in a matrix product of another shape, can cross a
+    code's boundary. Heavy hitters are scored with the real cache itself."""
     rows = []
     targets = torch.cat([layout.perplexity_targets(), layout.copy_targets()])
     gold = ids[:, targets].unsqueeze(-1)

@@ -135,7 +135,10 @@ def plan(model: nn.Module, importance: Mapping[str, torch.Tensor], window_scores
         configs.append(Config(COMBINED, f"{kept} of {n} groups kept, 4-bit", None, heads_of_groups(model, order[:n - kept]),
                               CacheSpec("quanto", bits=4, residual=p.residual)))
     # two budgets that give a small model the same configuration: score it once (rows pair by name)
-    return list({c.name: c for c in reversed(configs)}.values())[::-1]
+    unique: dict[str, Config] = {}
+    for c in configs:
+        unique.setdefault(c.name, c)
+    return list(unique.values())
 
 
 # ---- where windowed heads keep full context ----------------------------------------------------------
@@ -202,8 +205,7 @@ def score_all(model: nn.Module, configs: Sequence[Config], ids: torch.Tensor, la
         for batch in _batches(ids, batch_size):
             prompt = prompt_pass(pruned, batch, layout.prompt)
             for c in group:
-                hidden = real_run(pruned, batch, layout.prompt, c.spec)[0] if c.spec.kind == "evict" else \
-                    fast_run(pruned, batch, prompt, c.spec)
+                hidden = fast_run(pruned, batch, prompt, c.spec)   # heavy hitters: their real cache
                 out[c.name].append(sequence_stats(pruned, hidden, batch, layout))
         bar.update(len(group))
         del pruned

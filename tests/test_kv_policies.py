@@ -160,3 +160,19 @@ def test_the_layers_a_removal_would_leave_are_counted_without_pruning(model):
     for removed in ([], [("self", 0, h) for h in range(4)] + [("self", 1, 0), ("self", 1, 1), ("self", 1, 2)],
                     [("self", 2, 1)]):
         assert entries_after(model, removed) == layer_entries(pruned_copy(model, removed))
+
+
+def test_setup_has_compiled_quantos_extension_where_it_looks_for_it():
+    """``make setup`` compiles quanto's CPU extension (build_backend), so a chapter only loads it:
+    the compiled library is in the folder quanto checks, built for this torch, and it unpacks
+    2-bit codes (4 a byte) into the numbers they pack."""
+    from pathlib import Path
+
+    from helpers.heads.kv_quantized import build_backend
+
+    folder = Path(build_backend())
+    assert (folder / "quanto_cpp.so").is_file()
+    assert (folder / "pytorch_version.txt").read_text().strip() == torch.__version__
+    packed = torch.tensor([[0b11100100]], dtype=torch.uint8)   # 0, 1, 2, 3 from the low bits up
+    unpacked = torch.ops.quanto.unpack(packed, 2)   # one row per 2-bit slot
+    assert unpacked.flatten().tolist() == [0, 1, 2, 3]

@@ -64,6 +64,24 @@ def _require_quanto() -> None:
                           "(`make setup` installs it)")
 
 
+def build_backend() -> str:
+    """Compile quanto's CPU extension (``quanto_cpp``: it unpacks 2- and 4-bit codes) now, and
+    return where it lives. quanto compiles it on first use into its own package folder, which is
+    inside ``.venv`` here; ``make setup`` calls this so that no chapter pays the compile (about
+    a minute on 2 cores) or writes into the environment while it runs. Needs a C++ compiler."""
+    _require_quanto()
+    from optimum.quanto.library.extensions import get_extension
+
+    extension = get_extension("quanto_cpp")
+    try:
+        extension.lib
+    except Exception as error:   # torch's loader raises several types; the fix is the same
+        raise RuntimeError("could not compile quanto's CPU extension, which chapter 14's 2- and 4-bit "
+                           "caches need: install a C++ compiler (Debian: `apt-get install g++`) and run "
+                           f"`make setup` again ({type(error).__name__}: {error})") from error
+    return extension.build_directory
+
+
 def prefilled(cache: Cache, prompt: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> Cache:
     """``cache`` holding ``prompt`` (per layer: keys, values ``[batch, kv_heads, positions,
     head_dim]``, as a ``DynamicCache`` left them), exactly as if the model had read the prompt

@@ -50,20 +50,23 @@ def _removals(counts: list[dict]) -> list[dict]:
 
 # ---- chapter 04: one head kept per layer ---------------------------------------------------------------
 def _keep_one(down: dict[str, int], layers=6, held_out_down: dict[str, int] | None = None,
-              worst: dict[str, tuple[float, int]] | None = None) -> Tables:
+              worst: dict[str, tuple[float, int]] | None = None, undecided: dict[str, int] | None = None) -> Tables:
     """04_keep_one_counts for the translation model's three kinds (``down``: layers that drop, on
     both the paper's metric and beyond δ) and the classifier's self-attention, chosen on the
-    reported set and held out; ``worst``: kind -> (worst delta, its layer)."""
+    reported set and held out; ``worst``: kind -> (worst delta, its layer); ``undecided``: kind ->
+    layers neither test places (on both protocols and measures), the rest shown negligible."""
     worst = worst or {"enc_self": (-1.0, 2), "enc_dec": (-9.0, 6), "dec_self": (-2.0, 4)}
     held_out_down = held_out_down if held_out_down is not None else down
+    undecided = undecided or {}
     rows = []
     for protocol, counts in (("chosen and reported on test13", down), ("chosen on valid, reported on test13", held_out_down)):
         for kind in ("enc_self", "enc_dec", "dec_self", "self"):
             source = "nli" if kind == "self" else "translation"
-            d = counts.get(kind, 0)
+            d, u = counts.get(kind, 0), undecided.get(kind, 0)
             delta, layer = worst.get(kind, (-0.5, 1))
             rows.append({"source": f"model {source}", "protocol": protocol, "kind": kind, "layers": layers,
-                         "significant_down": d, "harmful": d, "worst_delta": delta, "worst_layer": layer,
+                         "significant_down": d, "harmful": d, "negligible": layers - d - u, "helpful": 0,
+                         "undetermined": u, "unplaced": u, "worst_delta": delta, "worst_layer": layer,
                          "unit": "BLEU", "from_paper": False})
     return {"04_keep_one_counts": rows, "04_keep_one_translation": [{"base": 20.0}]}
 
@@ -193,7 +196,7 @@ CASES: dict[str, dict[str, tuple[Case, Case]]] = {
                                                                "dec_self": (-3.0, 4)}))},
     "bert_layers_one_head": _same(lambda: _keep_one({"enc_dec": 1}),
                                   lambda: _keep_one({"enc_dec": 1, "self": 4})),    # 4 of 6 BERT layers need their heads
-    "held_out_worse": _same(lambda: _keep_one({"enc_dec": 1}, held_out_down={"enc_dec": 3}),
+    "held_out_worse": _same(lambda: _keep_one({"enc_dec": 1}, held_out_down={"enc_self": 3, "enc_dec": 5, "dec_self": 4}),
                             lambda: _keep_one({"enc_dec": 3}, held_out_down={"enc_dec": 1})),   # held out costs fewer
     "cross_domain": _same(
         lambda: {"05_cross_domain_r": [{"model": m, "kind": "all", "pearson_r": 0.7, "p_value": 1e-5} for m in ("nli", "mt")]},
@@ -340,3 +343,38 @@ def test_importance_against_a_band_of_few_random_orders_cannot_tell(tmp_path):
     # below the 5th percentile but not below the best random order: no win (the rank test needs all 20 beaten)
     one_better = lambda: _band(1.6, (1.5, 9.0))
     assert _verdict(tmp_path / "c", "importance_beats_random_groups", "", one_better)[0] == NOT_REPRODUCED
+
+
+# ---- rules that leaned toward "reproduced" (issue 55): each case the old rule called reproduced ------
+@pytest.mark.parametrize("measure", ["", LIKELIHOOD])
+def test_layers_the_tests_cannot_place_can_make_a_keep_one_verdict_cannot_tell(tmp_path, measure):
+    # 1 of 18 translation layers down, 10 placed by neither test: the old rule counted those 10 as
+    # kept and said "reproduced"; if they dropped, 11 of 18 would be down
+    unsure = lambda: _keep_one({"enc_dec": 1}, undecided={"enc_self": 4, "enc_dec": 3, "dec_self": 3})
+    assert _verdict(tmp_path / "a", "most_layers_one_head", measure, unsure)[0] == CANNOT_TELL
+    # no BERT layer down, 2 of 6 undecided: "none" holds only if neither drops
+    bert = lambda: _keep_one({"enc_dec": 1}, undecided={"self": 2})
+    assert _verdict(tmp_path / "b", "bert_layers_one_head", measure, bert)[0] == CANNOT_TELL
+    # undecided layers too few to change it: the verdict stands
+    few = lambda: _keep_one({"enc_dec": 1}, undecided={"enc_self": 2})
+    assert _verdict(tmp_path / "c", "most_layers_one_head", measure, few)[0] == REPRODUCED
+
+
+def test_the_last_enc_dec_claim_needs_the_last_layer_to_be_the_worst(tmp_path):
+    # the worst Enc-Dec layer (2 of 6) loses 45% of the BLEU, the last one little: the old rule
+    # (a quarter of the BLEU lost somewhere in Enc-Dec) said "reproduced"
+    middle = lambda: _keep_one({"enc_dec": 1}, worst={"enc_self": (-1.0, 2), "enc_dec": (-9.0, 2), "dec_self": (-2.0, 4)})
+    verdict, ours = _verdict(tmp_path, "last_enc_dec", "", middle)
+    assert verdict == PARTLY and "layer 2" in ours
+
+
+@pytest.mark.parametrize("measure", ["", LIKELIHOOD])
+def test_one_more_layer_down_held_out_is_no_finding(tmp_path, measure):
+    # 2 of 18 layers down held out against 1: the old rule (a larger count) said "reproduced"
+    one_more = lambda: _keep_one({"enc_dec": 1}, held_out_down={"enc_dec": 2})
+    verdict, ours = _verdict(tmp_path, "held_out_worse", measure, one_more)
+    assert verdict == CANNOT_TELL and "Fisher p = 0.5" in ours
+    # 12 against 1 is, unless undecided layers could close the gap
+    closed = lambda: _keep_one({"enc_dec": 1}, held_out_down={"enc_self": 3, "enc_dec": 5, "dec_self": 4},
+                               undecided={"enc_self": 3, "enc_dec": 1, "dec_self": 2})
+    assert _verdict(tmp_path / "b", "held_out_worse", measure, closed)[0] == CANNOT_TELL

@@ -141,7 +141,9 @@ def summary(rows: pd.DataFrame, source: str, protocol: str, likelihood: bool = F
     all-but-one configurations' masks unless given), ``significant``, ``significant_down`` and the
     worst layer (1-based) with its change, in millinats (likelihood), accuracy points or BLEU.
     With ``margins`` (``equivalence.margin``): the ``margin`` in the score's unit, the layers whose
-    change lies wholly below -margin (``harmful``) and wholly within ±margin (``negligible``).
+    change lies wholly below -margin (``harmful``), wholly within ±margin (``negligible``), wholly
+    beyond +margin (``helpful``), across a margin (``undetermined``), and those neither test places
+    (``unplaced``: not significant and undetermined), as ``equivalence.placement`` counts them.
     ``examples`` and ``resolution`` (in ``unit``) as in ``head_effects.significance_counts``."""
     out = []
     for kind, part in rows.groupby("kind", sort=False):
@@ -158,8 +160,9 @@ def summary(rows: pd.DataFrame, source: str, protocol: str, likelihood: bool = F
         if margins is not None:
             delta = equivalence.margin("classifier" if kind == "self" else "translation",
                                        "likelihood" if likelihood else "metric", margins)
-            found = equivalence.classes(part, delta)
-            out[-1].update(margin=delta, harmful=int((found == "harmful").sum()), negligible=int((found == "negligible").sum()))
+            placed = equivalence.placement(part, delta)
+            out[-1].update(margin=delta, **{name: placed[name] for name in ("harmful", "negligible", "helpful",
+                                                                             "undetermined", "unplaced")})
     return out
 
 

@@ -184,7 +184,7 @@ CASES: dict[str, dict[str, tuple[Case, Case]]] = {
     "some_gain": {
         "": (lambda: {"03_one_head_counts": _counts(significant=8, up=6)},    # 12 gains of 288 heads: chance gives 2.9
              lambda: {"03_one_head_counts": _counts(up=0, largest_gain=-0.01)}),          # no head helps
-        LIKELIHOOD: (lambda: {"03_one_head_counts": _counts(up=2, helpful=1)},
+        LIKELIHOOD: (lambda: {"03_one_head_counts": _counts(significant=8, up=6, helpful=4)},   # 8 beyond δ, chance 2.9
                      lambda: {"03_one_head_counts": _counts(up=0, helpful=0, largest_gain=-0.01)})},
     "most_layers_one_head": _same(lambda: _keep_one({"enc_dec": 1}),
                                   lambda: _keep_one({"enc_self": 6, "enc_dec": 6, "dec_self": 6})),   # every layer drops
@@ -306,9 +306,35 @@ def test_copying_that_random_pruning_breaks_as_much_is_only_partly_broken_by_imp
 
 
 def test_as_many_significant_gains_as_chance_gives_are_not_a_reproduction(tmp_path):
-    # 4 gains among 288 heads, where a test at alpha 0.01 flags 2.9 in that direction by chance
+    # 4 gains among 288 heads, where a test at alpha 0.01 flags 2.9 in that direction by chance:
+    # the old rule said "partly" for any gain, as it would for 89% of models where no head helps
     verdict, ours = _verdict(tmp_path, "some_gain", "", lambda: {"03_one_head_counts": _counts(up=2)})
-    assert verdict == PARTLY and "2.9 expected by chance" in ours
+    assert verdict == CANNOT_TELL and "chance gives 2.9, the test needs 7" in ours
+    verdict, _ = _verdict(tmp_path / "b", "some_gain", "", lambda: {"03_one_head_counts": _counts(up=1)})
+    assert verdict == NOT_REPRODUCED   # 2 gains: fewer than chance expects
+    # on the likelihood, one head beyond +δ in each model (2 of 288) made the old rule say "reproduced"
+    verdict, ours = _verdict(tmp_path / "c", "some_gain", LIKELIHOOD, lambda: {"03_one_head_counts": _counts(up=2, helpful=1)})
+    assert verdict == CANNOT_TELL and ours.startswith("2 gains beyond δ (the test needs 7)")
+
+
+def test_where_no_head_helps_the_gain_rule_rarely_says_reproduced_and_finds_stated_gains_with_its_power():
+    """Simulated models of 216 heads: with no head that helps, gains are flagged at the test's
+    one-direction rate, and the rule says "reproduced" at most GAIN_LEVEL of the time (the old rule
+    said "partly" whenever one was flagged); with as many truly helping heads as its text states,
+    it says "reproduced" at least GAIN_POWER of the time."""
+    import numpy as np
+
+    from helpers.book.verdicts.rules.ch03 import GAIN_LEVEL, GAIN_POWER, gain_verdict, heads_found_with_power
+
+    heads, rate, rng = 216, 0.01, np.random.default_rng(0)
+    null = [gain_verdict(int(k), heads, rate) for k in rng.binomial(heads, rate, 20_000)]
+    assert np.mean([v == REPRODUCED for v in null]) <= GAIN_LEVEL
+    assert np.mean([v != NOT_REPRODUCED for v in null]) < 0.5
+    m = heads_found_with_power(heads, rate)
+    found = [gain_verdict(m + int(k), heads, rate) for k in rng.binomial(heads - m, rate, 20_000)]
+    assert np.mean([v == REPRODUCED for v in found]) >= GAIN_POWER
+    fewer = [gain_verdict(m - 1 + int(k), heads, rate) for k in rng.binomial(heads - m + 1, rate, 20_000)]
+    assert np.mean([v == REPRODUCED for v in fewer]) < GAIN_POWER
 
 
 def test_a_tie_at_either_end_of_the_curve_is_no_win_and_a_band_of_few_orders_no_band(tmp_path):
@@ -378,3 +404,14 @@ def test_one_more_layer_down_held_out_is_no_finding(tmp_path, measure):
     closed = lambda: _keep_one({"enc_dec": 1}, held_out_down={"enc_self": 3, "enc_dec": 5, "dec_self": 4},
                                undecided={"enc_self": 3, "enc_dec": 1, "dec_self": 2})
     assert _verdict(tmp_path / "b", "held_out_worse", measure, closed)[0] == CANNOT_TELL
+
+
+@pytest.mark.parametrize("key", ["few_significant", "most_negligible"])
+def test_a_removal_kind_that_refutes_is_not_hidden_by_others_that_cannot_tell(tmp_path, key):
+    # zeroing refutes the claim, mean and resample leave most heads unplaced: the old rule said
+    # "cannot tell"
+    refuting = (MANY if key == "few_significant" else HARMFUL)()["03_one_head_counts"]
+    rows = lambda: {"12_removal_counts": [{**row, "removal": "zero"} for row in refuting]
+                    + [{**row, "removal": kind} for kind in ("mean", "resample") for row in UNDERPOWERED()["03_one_head_counts"]]}
+    verdict, ours = _verdict(tmp_path, f"{key}_every_removal", "", rows)
+    assert verdict == NOT_REPRODUCED and "zero:" in ours

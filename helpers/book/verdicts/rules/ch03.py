@@ -3,13 +3,14 @@ help. The rules read ``03_one_head_counts`` (and, in chapter 12, the same counts
 from __future__ import annotations
 
 from .. import samples
-from ..engine import NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Results, by_model, ours
+from ..engine import CANNOT_TELL, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Results, by_model, ours
 from ...paper import values as paper_values
 
 CHAPTER = "03_ablating_one_head"
 FEW_SHARE = 0.20        # "few heads matter alone": under this share of a model's heads significant
 UNDERPOWERED = 0.50     # a model's one-head tests "cannot tell" when more than this share of its heads is placed by neither test
 GAIN_LEVEL = 0.05       # significant gains count as real when more than chance gives (one-sided binomial p below this)
+GAIN_POWER = 0.80       # the power the gain verdict's text is stated at
 COUNTS = "03_one_head_counts"
 
 
@@ -42,23 +43,56 @@ def most_negligible(r: Results) -> tuple[str, str]:
 
 
 def some_gain(r: Results) -> tuple[str, str]:
-    """A test at alpha flags gains in about alpha of the heads with no effect (one direction), so
-    one significant gain among hundreds of heads is what chance gives: the gains must outnumber
-    it (binomial, ``GAIN_LEVEL``). On the likelihood a gain must lie beyond +δ, which chance
-    alone makes rarer still."""
-    from scipy.stats import binom
-
+    """Masking a head can help, judged against chance. A test at alpha flags a gain in about alpha
+    of the heads with no effect (one direction), so among hundreds of heads a few significant
+    gains are what chance gives: the gains must outnumber it (one-sided binomial, ``GAIN_LEVEL``).
+    The text states what the count test can see: the gains it needs, and how many heads that
+    truly help (each flagged) it finds with ``GAIN_POWER`` (``heads_found_with_power``). On the
+    likelihood a gain must also lie beyond +δ (``helpful``); a head whose true change is +δ is
+    called so at most alpha of the time, so the helpful heads are held to the same binomial
+    test, which corrects for the number of heads."""
     from ....heads.significance import chance_flag_rate
 
     counts = ours(r[COUNTS])
     up, heads = int(counts["significant_up"].sum()), int(counts["heads"].sum())
     rate = chance_flag_rate(r.params["alpha"], one_direction=True)
-    beyond = bool(up and binom.sf(up - 1, heads, rate) < GAIN_LEVEL)
-    text = f"{up} of {int(counts['significant'].sum())} significant changes are gains ({rate * heads:.1f} expected by chance)"
-    if r.measure:
-        helpful = int(counts["helpful"].sum())
-        return f"{helpful} gains beyond δ ({text})", REPRODUCED if helpful else PARTLY if up else NOT_REPRODUCED
-    return text, REPRODUCED if beyond else PARTLY if up else NOT_REPRODUCED
+    needed = gains_needed(heads, rate)
+    text = (f"{up} of {int(counts['significant'].sum())} significant changes are gains; chance gives {rate * heads:.1f}, "
+            f"the test needs {needed} (it finds {heads_found_with_power(heads, rate)} truly helping heads with "
+            f"{GAIN_POWER:.0%} power)")
+    gains = gain_verdict(up, heads, rate)
+    if not r.measure:
+        return text, gains
+    helpful = int(counts["helpful"].sum())
+    beyond = gain_verdict(helpful, heads, rate)
+    verdict = REPRODUCED if beyond == REPRODUCED else PARTLY if gains == REPRODUCED else gains
+    return f"{helpful} gains beyond δ (the test needs {needed}); {text}", verdict
+
+
+def gain_verdict(gains: int, heads: int, rate: float) -> str:
+    """Reproduced when ``gains`` among ``heads`` outnumber chance (``rate`` each) at ``GAIN_LEVEL``;
+    cannot tell when they exceed chance's expectation but not significantly; else not reproduced."""
+    from scipy.stats import binom
+
+    if gains and binom.sf(gains - 1, heads, rate) < GAIN_LEVEL:
+        return REPRODUCED
+    return CANNOT_TELL if gains > rate * heads else NOT_REPRODUCED
+
+
+def gains_needed(heads: int, rate: float) -> int:
+    """The fewest gains among ``heads`` that the binomial test calls more than chance."""
+    from scipy.stats import binom
+
+    return int(binom.isf(GAIN_LEVEL, heads, rate)) + 1
+
+
+def heads_found_with_power(heads: int, rate: float) -> int:
+    """The fewest heads that truly help (each flagged as a gain) for which the count of gains
+    reaches ``gains_needed`` with probability ``GAIN_POWER``, the other heads flagged by chance."""
+    from scipy.stats import binom
+
+    needed = gains_needed(heads, rate)
+    return next(m for m in range(needed + 1) if binom.sf(needed - m - 1, heads - m, rate) >= GAIN_POWER)
 
 
 def counts_sample(r: Results) -> str:
@@ -79,7 +113,9 @@ CLAIMS = [
     Claim("some_gain", "§3.2, Table 1", "Masking a head can improve the score",
           f"{paper_values.SIGNIFICANT_ENC_SELF_UP} of the {paper_values.SIGNIFICANT_ENC_SELF} significant changes are gains",
           f"reproduced: more significant gains than chance gives at alpha in that direction (binomial p < {GAIN_LEVEL}); "
-          "partly: significant gains, no more than chance gives", CHAPTER, some_gain, likelihood=True,
-          sample=counts_sample, parameters={"alpha": 0.01},
-          likelihood_rule="reproduced: a gain beyond +δ (chapter 03's margins); partly: significant gains, none beyond δ"),
+          "cannot tell: more than chance expects, not significantly; not reproduced: no more than chance expects",
+          CHAPTER, some_gain, likelihood=True, sample=counts_sample, parameters={"alpha": 0.01},
+          likelihood_rule=f"reproduced: more gains beyond +δ (chapter 03's margins) than chance gives (binomial p < "
+          f"{GAIN_LEVEL}, a correction for the number of heads); partly: only the significant gains outnumber chance; "
+          "otherwise as on the paper's metric"),
 ]

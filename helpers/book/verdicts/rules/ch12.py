@@ -9,7 +9,7 @@ from typing import Callable
 import pandas as pd
 
 from .. import samples
-from ..engine import (CANNOT_TELL, MEASURES, PARTLY, REPRODUCED, Claim, MissingResults, Results, per_seed, present,
+from ..engine import (CANNOT_TELL, MEASURES, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, MissingResults, Results, per_seed, present,
                       results_folder, three_way)
 from . import ch03
 
@@ -35,14 +35,16 @@ class OneRemoval(Results):
 
 def every_removal(check: Callable[[Results], tuple[str, str]]) -> Callable[[Results], tuple[str, str]]:
     """Chapter 03's ``check`` applied to the counts of each way of removing a head: reproduced
-    when it is reproduced under every one, partly when under some (or partly under any)."""
+    when it is reproduced under every one, partly when under some (or partly under any); where it
+    holds under none, not reproduced if any kind refutes it (the others' "cannot tell" does not
+    hide a refutation), else cannot tell."""
     def judged(r: Results) -> tuple[str, str]:
         found = {kind: check(OneRemoval(r, kind)) for kind in dict.fromkeys(r[COUNTS]["removal"])}
         verdicts = [v for _, v in found.values()]
         text = "; ".join(f"{kind}: {t} ({v})" for kind, (t, v) in found.items())
-        if not any(v in (REPRODUCED, PARTLY) for v in verdicts) and CANNOT_TELL in verdicts:
-            return text, CANNOT_TELL
-        return text, three_way(all(v == REPRODUCED for v in verdicts), any(v in (REPRODUCED, PARTLY) for v in verdicts))
+        if any(v in (REPRODUCED, PARTLY) for v in verdicts):
+            return text, three_way(all(v == REPRODUCED for v in verdicts), True)
+        return text, NOT_REPRODUCED if NOT_REPRODUCED in verdicts else CANNOT_TELL
     return judged
 
 

@@ -146,6 +146,34 @@ def test_best_per_layer_keeps_the_highest_delta_and_breaks_ties_by_head():
     assert list(layer_table(best).columns) == ["enc_self", "enc_dec"]
 
 
+def test_best_per_layer_compares_heads_of_different_looks_on_the_first_looks_examples():
+    """Two looks leave some heads' changes on half the examples, noisier than the rest: ranked on
+    their own rows, those win a layer more often than their share even when every head's true
+    change is the same; ranked on the first look's changes, which every head has, they win as
+    often as the others. Simulated: 2,000 layers of 8 heads, 4 stopped at the first look."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    layers, heads = 2000, 8
+    first = [h < heads // 2 for h in range(heads)]
+    rows = []
+    for layer in range(layers):
+        for head in range(heads):
+            half_a, half_b = rng.normal(0, 1, 2)   # each half of the examples' estimate of a true change 0
+            early = first[head]
+            rows.append({"kind": "self", "layer": layer, "heads": tuple(h for h in range(heads) if h != head),
+                         "delta": half_a if early else (half_a + half_b) / 2, "first_look_delta": half_a,
+                         "look": 1 if early else 2, "significant": False})
+    effects = pd.DataFrame(rows)
+    picked_early = (best_per_layer(effects)["look"] == 1).mean()
+    assert abs(picked_early - 0.5) < 0.03
+    own_rows = (best_per_layer(effects.drop(columns="first_look_delta"))["look"] == 1).mean()
+    assert own_rows > 0.6   # the bias the comparison removes (0.64 expected)
+    # a layer whose heads all took the same look keeps ranking on its own rows
+    same = effects[effects["look"] == 2].assign(first_look_delta=0.0)
+    assert best_per_layer(same)["delta"].tolist() == same.groupby("layer")["delta"].max().tolist()
+
+
 def test_held_out_reports_the_head_chosen_on_the_other_set():
     selection = _abo([("self", 0, 0, -0.1, False), ("self", 0, 1, -0.9, True), ("self", 0, 2, -0.3, False)])
     report = _abo([("self", 0, 0, -1.5, True), ("self", 0, 1, 0.0, False), ("self", 0, 2, 0.2, False)])

@@ -343,6 +343,12 @@ def test_the_card_shows_the_sample_and_resolution_each_one_head_verdict_rests_on
     _write(tmp_path / "p", "03_one_head_counts", [{k: v for k, v in r.items() if k not in ("examples", "resolution")}
                                                 for r in rows])
     assert set(scorecard("p", results_root=tmp_path)["sample"]) == {""}
+    # two looks: the rows that stopped at the first look rest on its examples, and the card says so
+    _write(tmp_path / "p", "03_one_head_counts", [{**r, "first_look_rows": 30 if r["model"] == "nli" else 0,
+                                                   "first_look_examples": 500 if r["model"] == "nli" else None}
+                                                  for r in rows])
+    assert scorecard("p", results_root=tmp_path).set_index("key").loc["few_significant", "sample"] == (
+        "nli: n = 1,000 (60 of 144 rows on the first look's 500), ±0.01 accuracy; translation: n = 200, ±0.31 BLEU")
 
 
 def test_the_card_shows_what_a_correlation_and_a_timing_rest_on(tmp_path):

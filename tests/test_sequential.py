@@ -96,3 +96,8 @@ def test_heads_far_from_the_margin_stop_at_the_first_look_and_the_rest_see_every
     assert table.loc[later, "delta_low"] == pytest.approx(alone["delta_low"])
     # every row's base is the unmasked score on all the examples
     assert np.allclose(table["base"], log_likelihood(_nll(rows[UNMASKED]).sum(0)))
+    # and every row, of either look, carries its change on the first look's examples (on which
+    # best_per_layer compares heads of different looks)
+    on_first = lambda c: log_likelihood(_nll(rows[c])[first].sum(0)) - log_likelihood(_nll(rows[UNMASKED])[first].sum(0))
+    assert np.allclose(table["first_look_delta"], [on_first(c) for c in configs])
+    assert np.allclose(table.loc[table["look"] == 1, "first_look_delta"], table.loc[table["look"] == 1, "delta"])

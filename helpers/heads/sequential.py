@@ -11,11 +11,17 @@ two-look design evaluates every head on a first share of the examples, drawn at 
 * look 2: every other head on all the examples, again at ``alpha / 2``.
 
 Splitting alpha between the looks (Bonferroni) bounds each error at its nominal level whatever
-the looks' correlation: a head whose true change lies on a margin is called negligible (or a
-head with no change significant) at look 1 with probability at most alpha/2 and at look 2 with
-at most alpha/2, so at most alpha over both. The price is power: each look tests at half the
-level, so a head placed by a one-look test at alpha with little room to spare may stay
-undetermined. ``tests/test_sequential.py`` simulates both rates.
+the looks' correlation. The bounds are per direction: a head whose true change lies on a
+margin is called negligible (or, with no change, significant in one given direction) at look 1
+with probability at most alpha/2 and at look 2 with at most alpha/2, so at most alpha over both
+looks in that direction; a head with no change is called significant in either direction at
+most 2·alpha of the time, as one look at alpha does (``significance.chance_flag_rate``). The
+price is power: each look tests at half the level, so a head placed by a one-look test at alpha
+with little room to spare may stay undetermined. ``tests/test_sequential.py`` simulates the rates.
+
+A head that stops at the first look rests on fewer examples than one that goes on: where heads
+are compared with each other (``head_effects.best_per_layer``) they are compared on the first
+look's examples, which all of them have.
 """
 from __future__ import annotations
 

@@ -316,12 +316,23 @@ def grid(df: pd.DataFrame, kind: str, scale: float = 1.0, digits: int = 2) -> pd
     return table
 
 
+def sample_columns(part: pd.DataFrame) -> dict:
+    """What rows rest on: ``examples``, the most any row rests on, and, where some rows stopped
+    at the first look (``two_look_rows``), ``first_look_rows`` and ``first_look_examples``, the
+    rows and the examples each of those rests on; None where the rows record no sample."""
+    if "examples" not in part:
+        return {"examples": None, "first_look_rows": None, "first_look_examples": None}
+    early = part[part["look"] == 1] if "look" in part else part.iloc[:0]
+    return {"examples": int(part["examples"].max()), "first_look_rows": len(early),
+            "first_look_examples": int(early["examples"].min()) if len(early) else None}
+
+
 def significance_counts(effects: pd.DataFrame) -> pd.DataFrame:
     """One row per attention kind of ONE model's one-head ``effects`` (in their order of
     appearance): ``heads``, ``layers``, ``significant`` (p < alpha), ``significant_up`` (significant and
     delta > 0: removing the head improves the score), ``largest_drop`` and ``largest_gain``
     (min and max delta, in the score's unit); where the effects have them, ``examples`` (the
-    most any row rests on) and ``resolution``: the median half-width of the heads' intervals, in
+    most any row rests on; ``sample_columns``) and ``resolution``: the median half-width of the heads' intervals, in
     the score's unit, about the change a head must make to be called significant half of the
     time (the test's power at this sample). Count each model on its own and concatenate the
     results: every count is taken inside one kind's rows, so no model's rows can reach another's."""
@@ -332,10 +343,9 @@ def significance_counts(effects: pd.DataFrame) -> pd.DataFrame:
         rows.append({"kind": kind, "heads": len(part), "layers": part["layer"].nunique(), "significant": int(significant.sum()),
                      "significant_up": int((significant & (delta > 0)).sum()),
                      "largest_drop": float(delta.min()), "largest_gain": float(delta.max()),
-                     "examples": int(part["examples"].max()) if "examples" in part else None,
-                     "resolution": resolution(part)})
+                     **sample_columns(part), "resolution": resolution(part)})
     return pd.DataFrame(rows, columns=["kind", "heads", "layers", "significant", "significant_up", "largest_drop",
-                                       "largest_gain", "examples", "resolution"])
+                                       "largest_gain", "examples", "first_look_rows", "first_look_examples", "resolution"])
 
 
 def resolution(effects: pd.DataFrame) -> float:
@@ -355,10 +365,21 @@ def kept_head(heads: Sequence[int]) -> int:
 
 def best_per_layer(effects: pd.DataFrame) -> pd.DataFrame:
     """One row per (kind, layer) of all-but-one ``effects``: the kept head with the highest
-    score (ties: the lowest head), as in Tables 2 and 3; adds the column ``kept`` (0-based)."""
+    score (ties: the lowest head), as in Tables 2 and 3; adds the column ``kept`` (0-based).
+
+    Like is compared with like: where a layer's rows rest on different looks (``two_look_rows``:
+    some on the first share of the examples, some on all), the heads are ranked by their change
+    on the first look's examples (``first_look_delta``), which every row has on the same examples;
+    ranked on their own rows, a half-sample row's noisier change would win more often than its
+    share (68% of picks in a simulation with equal true changes). The row reported is the chosen
+    head's own."""
     df = effects.assign(kept=[kept_head(h) for h in effects["heads"]], _order=effects["kind"].map(_kind_order))
-    df = df.sort_values(["_order", "layer", "delta", "kept"], ascending=[True, True, False, True], kind="stable")
-    return df.groupby(["kind", "layer"], sort=False).head(1).drop(columns="_order").reset_index(drop=True)
+    df["_rank"] = df["delta"]
+    if {"look", "first_look_delta"} <= set(df.columns):
+        mixed = df.groupby(["kind", "layer"])["look"].transform("nunique") > 1
+        df.loc[mixed, "_rank"] = df.loc[mixed, "first_look_delta"]
+    df = df.sort_values(["_order", "layer", "_rank", "kept"], ascending=[True, True, False, True], kind="stable")
+    return df.groupby(["kind", "layer"], sort=False).head(1).drop(columns=["_order", "_rank"]).reset_index(drop=True)
 
 
 def _kind_order(kind: str) -> int:
@@ -473,7 +494,9 @@ def two_look_rows(n: int, configs: Sequence[Config], outputs: Callable[[np.ndarr
     not yet placed against every measure's margin on all of them, each look testing at alpha / 2.
     ``outputs(positions, configs)``: ``{config: [len(positions), ...] per-example outputs}`` for
     those example positions, ``UNMASKED`` included. Returns one table per measure, in
-    ``configs``' order, with ``look`` (1 or 2) and ``examples`` (what the row rests on); a row
+    ``configs``' order, with ``look`` (1 or 2), ``examples`` (what the row rests on) and
+    ``first_look_delta`` (every row's change on the first look's examples: ``best_per_layer``
+    compares rows of different looks on it); a row
     of look 1 has the unmasked model's score on all the examples as its ``base`` and its change
     added to it as its ``score``. Each look's bootstrap needs its ``min_units`` examples."""
     first, rest = look_split(n, first_share, bootstrap.seed)
@@ -498,8 +521,10 @@ def two_look_rows(n: int, configs: Sequence[Config], outputs: Callable[[np.ndarr
         base_stats = m.stats(full[UNMASKED], every)
         late_rows = effect_rows(later_configs, base_stats, lambda c, m=m: m.stats(full[c], every),
                                 m.score, level).assign(look=2, examples=n)
+        late_rows["first_look_delta"] = early_rows["delta"].to_numpy()[[i for i, done in enumerate(placed) if not done]]
         base = m.score(base_stats.sum(0))
-        early_rows = early_rows.assign(score=base + early_rows["delta"], base=base, look=1, examples=len(first))
+        early_rows = early_rows.assign(score=base + early_rows["delta"], base=base, look=1, examples=len(first),
+                                       first_look_delta=early_rows["delta"])
         later = iter(range(len(late_rows)))
         tables.append(pd.concat([early_rows.iloc[[i]] if done else late_rows.iloc[[next(later)]]
                                  for i, done in enumerate(placed)], ignore_index=True))

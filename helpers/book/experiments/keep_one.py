@@ -16,7 +16,7 @@ import pandas as pd
 from .. import course
 from ..paper import values as paper_values
 from . import equivalence
-from .head_effects import best_per_layer, configs_of, held_out, kept_head, layer_table, resolution
+from .head_effects import best_per_layer, configs_of, held_out, kept_head, layer_table, resolution, sample_columns
 from .sweeps import HeadSweeps, Run
 
 
@@ -144,7 +144,8 @@ def summary(rows: pd.DataFrame, source: str, protocol: str, likelihood: bool = F
     change lies wholly below -margin (``harmful``), wholly within ±margin (``negligible``), wholly
     beyond +margin (``helpful``), across a margin (``undetermined``), and those neither test places
     (``unplaced``: not significant and undetermined), as ``equivalence.placement`` counts them.
-    ``examples`` and ``resolution`` (in ``unit``) as in ``head_effects.significance_counts``."""
+    ``examples``, ``first_look_rows``, ``first_look_examples`` and ``resolution`` (in ``unit``)
+    as in ``head_effects.significance_counts``: a layer's row may rest on the first look only."""
     out = []
     for kind, part in rows.groupby("kind", sort=False):
         per_layer = heads_per_layer or len(part["heads"].iloc[0]) + 1
@@ -156,7 +157,7 @@ def summary(rows: pd.DataFrame, source: str, protocol: str, likelihood: bool = F
                     "worst_layer": int(worst["layer"]) + 1, "worst_delta": round(float(worst["delta"]) * scale, 2),
                     "unit": unit})
         if "examples" in part:   # measured here (the paper's tables have no sample)
-            out[-1].update(examples=int(part["examples"].max()), resolution=resolution(part) * scale)
+            out[-1].update(**sample_columns(part), resolution=resolution(part) * scale)
         if margins is not None:
             delta = equivalence.margin("classifier" if kind == "self" else "translation",
                                        "likelihood" if likelihood else "metric", margins)

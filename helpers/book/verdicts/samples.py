@@ -16,7 +16,8 @@ from .engine import IDENTITY_COLUMNS, ours
 def one_head(table: pd.DataFrame) -> str:
     """A counts table of one-head tests (columns ``examples``, ``resolution``, ``unit``), per
     model: the examples and the resolution (the change a head must make to be called significant
-    half of the time, ``head_effects.resolution``), e.g. ``"translation: n = 400, ±0.004 nats"``;
+    half of the time, ``head_effects.resolution``), e.g. ``"translation: n = 400, ±0.004 nats"``,
+    and how many rows rest on a first look's examples only (``head_effects.sample_columns``);
     "" for a table from before those were recorded."""
     table = ours(table)
     if not {"examples", "resolution", "unit"} <= set(table.columns) or table["examples"].isna().all():
@@ -25,9 +26,19 @@ def one_head(table: pd.DataFrame) -> str:
     parts = []
     for name, part in table.groupby(model, sort=False):
         unit = " or ".join(dict.fromkeys(part["unit"].astype(str)))
-        parts.append(f"{str(name).removeprefix('model ')}: n = {int(part['examples'].max()):,}, "
+        parts.append(f"{str(name).removeprefix('model ')}: n = {int(part['examples'].max()):,}{_first_look(part)}, "
                      f"±{part['resolution'].median():.2g} {unit}")
     return "; ".join(parts)
+
+
+def _first_look(part: pd.DataFrame) -> str:
+    """How many of the rows counted rest on the first look's examples only (two looks), e.g.
+    ``" (31 of 144 rows on the first look's 250)"``; "" where none do or the table does not say."""
+    if "first_look_rows" not in part or not part["first_look_rows"].fillna(0).sum():
+        return ""
+    rows = int(part["first_look_rows"].sum())
+    total = int(part["heads"].sum() if "heads" in part else part["layers"].sum())
+    return f" ({rows} of {total} rows on the first look's {int(part['first_look_examples'].min()):,})"
 
 
 def curves(table: pd.DataFrame, by: str = "model", what: str = "shares") -> str:

@@ -120,3 +120,48 @@ def test_keep_and_reload_generates_the_same_in_a_fresh_process():
     assert kept["same tokens"] and kept["largest logit gap"] <= 1e-6
     assert (kept["query heads per layer"], kept["KV groups per layer"]) == ("[2, 4]", "[1, 2]")
     assert len(kept["generated"].split()) == 4 and kept["megabytes saved"] > 0
+
+
+def test_the_copying_kept_and_its_interval_over_sequences_equal_a_hand_computed_bootstrap():
+    """``copying_kept``: the pruned model's copying accuracy over the unpruned one's on a probe, and
+    a paired bootstrap interval over its sequences, equal to per-sequence counts (from each
+    model's own ``copying_stats``) resampled by hand with the same draws; nothing pruned keeps all."""
+    import numpy as np
+
+    from helpers.heads.gates import HeadGates
+    from helpers.heads.induction import copying_stats
+    from helpers.heads.pruning_curves import spec_of
+    from helpers.heads.significance import resample_indices
+
+    case = llama()
+    probe = [repeated_tokens(vocab_size=40, length=6, batch=4, seed=s, low=3) for s in range(8)]   # 32 sequences
+    order = bb.orders_for(case.model, {"I_h": _importance(case)}, random_orders=0, seed=0)["I_h"]
+    kept, low, high, sequences = bb.copying_kept(case.model, order, 3, probe, n_resamples=200, seed=5, configs_per_pass=2)
+    with torch.no_grad():
+        base = torch.cat([copying_stats(case.model, b) for b in probe]).numpy()
+        with HeadGates(case.model) as gates:
+            gates.mask(spec_of(order[:3]))
+            cut = torch.cat([copying_stats(case.model, b) for b in probe]).numpy()
+    assert sequences == 32
+    assert kept == pytest.approx((cut[:, 2].sum() / cut[:, 1].sum()) / (base[:, 2].sum() / base[:, 1].sum()))
+    ratios = [(cut[i, 2].sum() / cut[i, 1].sum()) / (base[i, 2].sum() / base[i, 1].sum())
+              for i in resample_indices(32, 200, 5)]
+    assert (low, high) == pytest.approx(tuple(np.quantile(ratios, [0.005, 0.995])))
+    assert low <= kept <= high
+    assert bb.copying_kept(case.model, order, 0, probe, n_resamples=50)[:3] == (1.0, 1.0, 1.0)
+
+
+def test_the_verdict_probe_has_enough_sequences_for_its_bootstrap_and_none_of_the_curves():
+    class Tokenizer:   # what the probes read of a tokenizer
+        all_special_ids, bos_token_id = [0, 1], 1
+
+        def __len__(self):
+            return 500
+
+    probe = bb.verdict_probe(Tokenizer(), length=6, sequences=33, batch=8, seed=0)
+    assert [len(b["input_ids"]) for b in probe] == [8, 8, 8, 8, 1]
+    curves, held_out = bb.copying_probes(Tokenizer(), 6, 16, 8, seed=0)
+    seen = {tuple(row.tolist()) for b in curves + held_out for row in b["input_ids"]}
+    assert not seen & {tuple(row.tolist()) for b in probe for row in b["input_ids"]}
+    with pytest.raises(ValueError, match="at least 30"):
+        bb.verdict_probe(Tokenizer(), length=6, sequences=8, batch=8, seed=0)

@@ -126,11 +126,16 @@ def _memory(saved_per_token: int, perplexity: float, measured_extra: int = 0) ->
     return {"13_memory": rows}
 
 
-def _copying(kept: float, band: tuple[float, float] = (0.7, 0.95)) -> Tables:
+def _copying(kept: float, band: tuple[float, float] = (0.7, 0.95), interval: tuple[float, float] | None = None) -> Tables:
+    """13_copying_summary: copying keeps ``kept`` of its accuracy (on the curves' probe and on the
+    verdict probe, whose interval over 32 sequences is ``interval``, by default ±0.05)."""
+    low, high = interval or (kept - 0.05, kept + 0.05)
     return {"13_copying_summary": [{"order": "I_h on verses", "unpruned copying accuracy": 0.8,
                                     "prunable within 10% (verses)": 0.2, "copying accuracy at 10%": 0.8 * kept,
                                     "random copying accuracy at 10% (5%)": 0.8 * band[0],
-                                    "random copying accuracy at 10% (95%)": 0.8 * band[1], "random orders at 10%": 20}]}
+                                    "random copying accuracy at 10% (95%)": 0.8 * band[1], "random orders at 10%": 20,
+                                    "copying kept at 10%": kept, "copying kept at 10% (low)": low,
+                                    "copying kept at 10% (high)": high, "verdict probe sequences": 32}]}
 
 
 def _induction(importance_ranks: list[int], heads: int = 270) -> Tables:
@@ -415,3 +420,17 @@ def test_a_removal_kind_that_refutes_is_not_hidden_by_others_that_cannot_tell(tm
                     + [{**row, "removal": kind} for kind in ("mean", "resample") for row in UNDERPOWERED()["03_one_head_counts"]]}
     verdict, ours = _verdict(tmp_path, f"{key}_every_removal", "", rows)
     assert verdict == NOT_REPRODUCED and "zero:" in ours
+
+
+def test_a_copying_break_whose_interval_over_sequences_reaches_back_to_intact_cannot_tell(tmp_path):
+    # copying keeps 45% of its accuracy, but over the probe's sequences anywhere from 20% to 95%:
+    # the old rule (a point below 50%, below the band) said "reproduced"
+    wide = lambda: _copying(0.45, interval=(0.2, 0.95))
+    verdict, ours = _verdict(tmp_path, "copying_breaks", "", wide)
+    assert verdict == CANNOT_TELL and "45% [20%, 95%] over 32 sequences" in ours
+    dented = lambda: _copying(0.45, interval=(0.3, 0.7))   # below 90% for sure, below 50% perhaps
+    assert _verdict(tmp_path / "b", "copying_breaks", "", dented)[0] == PARTLY
+    old_table = lambda: {"13_copying_summary": [{k: v for k, v in _copying(0.3)["13_copying_summary"][0].items()
+                                                 if "kept" not in k and "verdict" not in k}]}
+    verdict, ours = _verdict(tmp_path / "c", "copying_breaks", "", old_table)   # no interval: no verdict
+    assert verdict == CANNOT_TELL and "no interval over sequences" in ours

@@ -23,11 +23,12 @@ from ...heads.kv_cache import (PublishedModel, cache_bytes, generate_cached, gen
                                kv_bytes_per_token)
 from ...heads.pruning import count_parameters, prune_heads
 from ...heads.pruning_curves import counts, heads_in, heads_of, order_by_importance, random_order, score_specs, spec_of
-from ...heads.significance import log_likelihood
+from ...heads.significance import MIN_UNITS, log_likelihood, resample_indices, resampled_sums
 from ...heads.sites import attention_sites
 from ...zoo.causal_lm import PerplexityScorer
-from ..store.columns import (BAND, COPYING_TOLERANCES, INDUCTION_TOP, UNPRUNED_COPYING, copying_at, copying_below,
-                             prunable_within, random_copying_at, random_orders_at)
+from ..store.columns import (BAND, COPYING_KEPT, COPYING_TOLERANCES, INDUCTION_TOP, UNPRUNED_COPYING, VERDICT_SEQUENCES,
+                             copying_at, copying_below, copying_kept_interval, prunable_within, random_copying_at,
+                             random_orders_at)
 
 LEVELS = (0.0, 1 / 3, 2 / 3)
 UNITS = ("KV groups", "query heads")
@@ -189,14 +190,68 @@ def importances(model: nn.Module, verse_batches: Sequence[dict], copying_probe: 
 
 def copying_study(model: nn.Module, importance: Mapping[str, Mapping[str, torch.Tensor]], *, verses: Sequence[dict],
                   probe: Sequence[dict], step: float, random_orders: int, band_orders: int, seed: int,
-                  configs_per_pass: int = 1) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+                  configs_per_pass: int = 1, verdict_probe: Sequence[dict] | None = None,
+                  n_resamples: int = 1000) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """``(curves, band, summary)``: each importance's curve and ``random_orders`` random curves
     (``copying_curves``), ``band_orders`` further random orders at the shares the verdict reads
-    (``random_band``), and the summary of every order with the band beside it (``band_at``)."""
+    (``random_band``), and the summary of every order with the band beside it (``band_at``) and,
+    given a ``verdict_probe``, the copying kept at those shares with its interval over that
+    probe's sequences (``kept_at``)."""
     orders = orders_for(model, importance, random_orders, seed)
     curves = copying_curves(model, orders, verses, probe, step, configs_per_pass)
     band = random_band(model, copying_summary(curves, orders), band_orders, seed, verses, probe, configs_per_pass)
-    return curves, band, band_at(copying_summary(curves, orders), band)
+    summary = band_at(copying_summary(curves, orders), band)
+    if verdict_probe is not None:
+        summary = kept_at(model, summary, orders[BAND_ORDER], verdict_probe, n_resamples, seed, configs_per_pass)
+    return curves, band, summary
+
+
+KEPT_LEVEL = 0.99   # the copying verdict's interval over sequences
+
+
+def verdict_probe(tokenizer, length: int, sequences: int, batch: int, seed: int) -> list[dict]:
+    """A copying probe of its own for the verdict's interval: ``sequences`` sequences (at least
+    ``MIN_UNITS``, the units of its bootstrap) in batches of ``batch``, drawn with seeds from
+    ``seed + 1000`` on, apart from ``copying_probes``' own."""
+    if sequences < MIN_UNITS:
+        raise ValueError(f"the copying verdict's interval is a bootstrap over sequences: give at least {MIN_UNITS} "
+                         f"(verdict_sequences), not {sequences}")
+    low = len(tokenizer.all_special_ids) + 100
+    return [repeated_tokens(len(tokenizer), length, min(batch, sequences - start), seed + 1000 + i, low=low,
+                            bos=tokenizer.bos_token_id) for i, start in enumerate(range(0, sequences, batch))]
+
+
+def copying_kept(model: nn.Module, order: Sequence, pruned: int, probe: Sequence[dict], n_resamples: int = 1000,
+                 seed: int = 0, configs_per_pass: int = 1) -> tuple[float, float, float, int]:
+    """``(kept, low, high, sequences)``: the copying accuracy of ``model`` with the first ``pruned``
+    heads of ``order`` pruned, over the unpruned model's, on ``probe``, and its ``KEPT_LEVEL``
+    interval from a paired bootstrap over the probe's sequences (each resample draws the same
+    sequences for both models)."""
+    specs = [spec_of(order[:0]), spec_of(order[:pruned])]
+    base, cut = (rows[:, [2, 1]].double().numpy() for rows in     # per sequence: tokens right, tokens
+                 PerplexityScorer(probe, configs_per_pass, stats=copying_stats).many_rows(model, specs))
+    indices = resample_indices(len(base), n_resamples, seed)
+    a, b = resampled_sums(base, indices), resampled_sums(cut, indices)
+    ratios = (b[:, 0] / b[:, 1]) / (a[:, 0] / a[:, 1])
+    low, high = np.quantile(ratios, [(1 - KEPT_LEVEL) / 2, (1 + KEPT_LEVEL) / 2])
+    kept = (cut[:, 0].sum() / cut[:, 1].sum()) / (base[:, 0].sum() / base[:, 1].sum())
+    return float(kept), float(low), float(high), len(base)
+
+
+def kept_at(model: nn.Module, summary: pd.DataFrame, order: Sequence, probe: Sequence[dict], n_resamples: int,
+            seed: int, configs_per_pass: int = 1) -> pd.DataFrame:
+    """``summary`` with, on ``BAND_ORDER``'s row, per tolerance, ``copying_kept`` at the share that
+    order prunes within it (``COPYING_KEPT``, ``copying_kept_interval``) and the sequences."""
+    out = summary.copy()
+    row = out["order"] == BAND_ORDER
+    for t in TOLERANCES:
+        pruned = round(float(out.loc[row, prunable_within(t)].iloc[0]) * len(order))
+        kept, low, high, sequences = copying_kept(model, order, pruned, probe, n_resamples, seed, configs_per_pass)
+        out.loc[row, COPYING_KEPT.format(t)] = kept
+        out.loc[row, copying_kept_interval(t, "low")] = low
+        out.loc[row, copying_kept_interval(t, "high")] = high
+        out.loc[row, VERDICT_SEQUENCES] = sequences
+    return out
 
 
 def orders_for(model: nn.Module, importance: Mapping[str, Mapping[str, torch.Tensor]], random_orders: int,

@@ -42,3 +42,13 @@ def random_copying_at(tolerance: float, quantile: str) -> str:
 def random_orders_at(tolerance: float) -> str:
     """How many random orders the band at that share holds."""
     return f"random orders at {tolerance:.0%}"
+
+
+def copying_kept_interval(tolerance: float, end: str) -> str:
+    """The interval over the verdict probe's sequences of the copying accuracy kept (pruned over
+    unpruned) at that share, at ``end`` ("low" or "high")."""
+    return f"copying kept at {tolerance:.0%} ({end})"
+
+
+COPYING_KEPT = "copying kept at {:.0%}"   # the point estimate on the verdict probe, by tolerance
+VERDICT_SEQUENCES = "verdict probe sequences"

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...experiments.buys_and_breaks import BAND_ORDER, COPYING_FLOOR
-from ...store.columns import (COPYING_TOLERANCES, INDUCTION_TOP, UNPRUNED_COPYING, copying_at, copying_below,
-                              prunable_within, random_copying_at, random_orders_at)
+from ...experiments.buys_and_breaks import BAND_ORDER, COPYING_FLOOR, KEPT_LEVEL
+from ...store.columns import (COPYING_KEPT, COPYING_TOLERANCES, INDUCTION_TOP, UNPRUNED_COPYING, VERDICT_SEQUENCES,
+                              copying_at, copying_below, copying_kept_interval, prunable_within, random_copying_at,
+                              random_orders_at)
 from ..rules.ch13 import COPYING_PERPLEXITY
 from .text import read, words
 
@@ -68,9 +69,14 @@ def copying_lines(profile: str) -> list[str]:
         band = ("" if low is None or pd.isna(low) else
                 f"; {int(row[random_orders_at(t)])} random orders pruning as many heads keep {low / base:.0%} to "
                 f"{high / base:.0%} of it (5th to 95th percentile)")
+        kept = row.get(COPYING_KEPT.format(t))
+        interval = ("" if kept is None or pd.isna(kept) else
+                    f" On a probe of its own ({int(row[VERDICT_SEQUENCES])} sequences), the same pruning keeps {kept:.0%} "
+                    f"[{row[copying_kept_interval(t, 'low')]:.0%}, {row[copying_kept_interval(t, 'high')]:.0%}] "
+                    f"({KEPT_LEVEL:.0%} paired bootstrap interval over sequences).")
         lines.append(f"**Pruning for perplexity, seen by copying:** at the share that keeps the verse perplexity within "
                      f"{t:.0%} ({_share(row[prunable_within(t)])}), copying keeps {row[copying_at(t)] / base:.0%} of its "
-                     f"accuracy{band}. A copying probe costs one forward pass.")
+                     f"accuracy{band}.{interval} A copying probe costs one forward pass.")
     return lines
 
 

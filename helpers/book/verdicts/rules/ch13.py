@@ -10,9 +10,9 @@ import pandas as pd
 
 from .. import samples
 from ..engine import CANNOT_TELL, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Results, present, three_way
-from ...experiments.buys_and_breaks import BAND_ORDER, COPYING_FLOOR
-from ...store.columns import (INDUCTION_TOP, MIN_BAND_ORDERS, UNPRUNED_COPYING, copying_at, prunable_within,
-                              random_copying_at, random_orders_at)
+from ...experiments.buys_and_breaks import BAND_ORDER, COPYING_FLOOR, KEPT_LEVEL
+from ...store.columns import (COPYING_KEPT, INDUCTION_TOP, MIN_BAND_ORDERS, UNPRUNED_COPYING, VERDICT_SEQUENCES,
+                              copying_at, copying_kept_interval, prunable_within, random_copying_at, random_orders_at)
 
 CHAPTER = "13_buys_and_breaks"
 PERPLEXITY_COST = 0.10    # "at a small perplexity cost": at most 10% above the unpruned model's
@@ -44,10 +44,13 @@ def kv_groups_buy_memory(r: Results) -> tuple[str, str]:
 
 
 def copying_breaks(r: Results) -> tuple[str, str]:
-    """Pruning by I_h on verses to the share that keeps perplexity: copying must break (under
-    ``COPYING_FLOOR`` of its accuracy) and lose more than random orders of the same share do
-    (below the random band's 5th percentile) for "reproduced"; a dent, or a break that random
-    pruning matches, is "partly"."""
+    """Pruning by I_h on verses to the share that keeps perplexity: copying must break, its
+    accuracy kept under ``COPYING_FLOOR`` with the whole interval over the verdict probe's
+    sequences below it, and lose more than random orders of the same share do (below the random
+    band's 5th percentile, on the curves' probe) for "reproduced"; a dent (the interval below
+    ``COPYING_DENTED``), or a break that random pruning matches, is "partly"; the interval wholly
+    above ``COPYING_DENTED`` is "not reproduced". Where it straddles ``COPYING_DENTED``, or no
+    interval or band was drawn, "cannot tell"."""
     summary = r["13_copying_summary"].set_index("order")
     row = present(summary.loc[summary.index == BAND_ORDER], f"13_copying_summary: {BAND_ORDER}").iloc[0]
     t = COPYING_PERPLEXITY
@@ -60,11 +63,21 @@ def copying_breaks(r: Results) -> tuple[str, str]:
     banded = not pd.isna(low) and orders >= MIN_BAND_ORDERS
     band = (f"; {int(orders)} random orders of that share keep {low / base:.0%} to {high / base:.0%} (5-95%)"
             if not pd.isna(low) else "; no random band drawn")
-    kept = ours / base
-    text = f"{share:.0%} pruned by I_h on verses (perplexity within {t:.0%}): copying keeps {kept:.0%} of its accuracy{band}"
-    if pd.isna(ours) or (kept < COPYING_FLOOR and not banded):   # broken, but nothing to tell it from random pruning
-        return text + ("" if banded else " (too few random orders to tell it from random pruning)"), CANNOT_TELL
-    return text, three_way(kept < COPYING_FLOOR and bool(ours < low), kept < COPYING_DENTED)
+    kept = row.get(COPYING_KEPT.format(t), math.nan)
+    lo, hi = (row.get(copying_kept_interval(t, end), math.nan) for end in ("low", "high"))
+    interval = (f"{kept:.0%} [{lo:.0%}, {hi:.0%}] over {int(row[VERDICT_SEQUENCES])} sequences"
+                if not pd.isna(kept) else "no interval over sequences")
+    text = (f"{share:.0%} pruned by I_h on verses (perplexity within {t:.0%}): copying keeps {ours / base:.0%} of its "
+            f"accuracy{band}; kept on the verdict probe: {interval}")
+    if pd.isna(ours) or pd.isna(kept):
+        return text, CANNOT_TELL
+    if hi < COPYING_FLOOR:   # broken beyond doubt: is it more than random pruning of that share does?
+        if not banded:
+            return text + " (too few random orders to tell it from random pruning)", CANNOT_TELL
+        return text, REPRODUCED if ours < low else PARTLY
+    if hi < COPYING_DENTED:
+        return text, PARTLY
+    return text, CANNOT_TELL if lo < COPYING_DENTED else NOT_REPRODUCED
 
 
 RANK_COLUMNS = {"I_h on verses": "rank by I_h on verses", "their one-head effect": "rank by one-head effect on verses"}
@@ -98,8 +111,10 @@ def copying_sample(r: Results) -> str:
     orders = row.get(random_orders_at(COPYING_PERPLEXITY), 0)
     curves = r["13_copying_curves"]
     sequences = f"{int(curves['copying sequences'].iloc[0])} copying sequences" if "copying sequences" in curves else ""
+    verdict = (f"the kept share's interval over {int(row[VERDICT_SEQUENCES])} sequences of a probe of its own"
+               if not pd.isna(row.get(VERDICT_SEQUENCES, math.nan)) else "")
     return "; ".join(part for part in (sequences, f"{int(orders) if not pd.isna(orders) else 0} random orders at "
-                                                   f"{row[prunable_within(COPYING_PERPLEXITY)]:.0%} pruned") if part)
+                                                   f"{row[prunable_within(COPYING_PERPLEXITY)]:.0%} pruned", verdict) if part)
 
 
 def induction_sample(r: Results) -> str:
@@ -117,8 +132,9 @@ CLAIMS = [
     Claim("copying_breaks", "Beyond the paper, retrieval heads", "Pruning that keeps perplexity can break "
           "in-context copying", "removing the retrieval heads (under 5%) breaks retrieval; random heads do not",
           f"reproduced: at the share pruned by I_h on verses with perplexity within {COPYING_PERPLEXITY:.0%}, copying keeps under "
-          f"{COPYING_FLOOR:.0%} of its accuracy and less than the 5th percentile of random orders pruning the same share; "
-          f"partly: under {COPYING_DENTED:.0%}", CHAPTER, copying_breaks,
+          f"{COPYING_FLOOR:.0%} of its accuracy (the whole {KEPT_LEVEL:.0%} interval over a probe's sequences) and less than "
+          f"the 5th percentile of random orders pruning the same share; partly: under {COPYING_DENTED:.0%}, or broken "
+          f"as much by random orders; cannot tell: the interval straddles {COPYING_DENTED:.0%}", CHAPTER, copying_breaks,
           measured_on="copying accuracy and perplexity on verses", sample=copying_sample),
     Claim("induction_heads_underrated", "Beyond the paper, induction heads", "Importance on ordinary "
           "text can call the heads that copy unimportant", "induction heads carry in-context copying",

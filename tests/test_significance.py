@@ -227,3 +227,46 @@ def test_the_books_profiles_keep_every_bootstrap_at_the_declared_minimum(profile
                 assert p[sample] >= MIN_UNITS, (source.stem, sample, p[sample])
         checked += 1
     assert checked >= 6   # chapters 03, 04, 05, 06, 11 and 12 declare it
+
+
+def _skewed_pair(n: int = 30, seed: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """Per-verse likelihood statistics of an unmasked model and a masked one whose change is
+    skewed like a head's: most verses a little better, a few much worse."""
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(15, 50, n).astype(float)
+    a = np.stack([tokens * 3.0, tokens], 1)
+    change = tokens * rng.normal(-0.01, 0.01, n)
+    change[:3] += tokens[:3] * rng.uniform(0.5, 1.5, 3)   # a few verses carry the change
+    return a, a + np.stack([change, 0 * tokens], 1)
+
+
+def test_a_centred_system_scores_as_the_base_on_the_whole_set_and_keeps_each_units_change():
+    from helpers.heads.significance import centred_likelihood
+
+    a, b = _skewed_pair()
+    null = centred_likelihood(a, b)
+    assert log_likelihood(null.sum(0)) == pytest.approx(log_likelihood(a.sum(0)), abs=1e-12)
+    assert log_likelihood(b.sum(0)) != pytest.approx(log_likelihood(a.sum(0)), abs=1e-6)
+    shift = (b[:, 0] - a[:, 0]) - (null[:, 0] - a[:, 0])
+    assert np.allclose(shift / a[:, 1], shift[0] / a[0, 1])   # the same per-token shift on every unit
+    assert np.array_equal(null[:, 1], a[:, 1])
+
+
+def test_the_null_rate_holds_on_symmetric_changes_and_shows_where_skew_breaks_a_small_sample():
+    """``null_flag_rate`` on a change spread symmetrically flags about chance's share; on a change
+    carried by 3 verses of 30, 30 verses are too few for the bootstrap (it flags far more than
+    chance), and more verses bring it toward chance."""
+    from helpers.heads.significance import null_flag_rate
+
+    alpha = 0.05
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(15, 50, 30).astype(float)
+    base = np.stack([tokens * 3.0, tokens], 1)
+    symmetric = base + np.stack([tokens * rng.normal(0, 0.05, 30), 0 * tokens], 1)
+    rate, tests = null_flag_rate([(base, symmetric)], units=30, alpha=alpha, draws=600, n_resamples=400)
+    se = np.sqrt(chance_flag_rate(alpha) * (1 - chance_flag_rate(alpha)) / tests)
+    assert abs(rate - chance_flag_rate(alpha)) < 3 * se + 0.02, rate
+    skewed = null_flag_rate([_skewed_pair()], units=30, alpha=alpha, draws=600, n_resamples=400)[0]
+    assert skewed > chance_flag_rate(alpha) + 0.05, skewed
+    larger = null_flag_rate([_skewed_pair()], units=120, alpha=alpha, draws=600, n_resamples=400)[0]
+    assert larger < skewed, (larger, skewed)

@@ -217,3 +217,37 @@ def bleu_from_stats(sums: np.ndarray, tokenize: str = "none") -> float:
     import sacrebleu
 
     return sacrebleu.BLEU(tokenize=tokenize, force=True)._compute_score_from_stats([int(x) for x in sums]).score
+
+
+# ---- does the test hold its level on these data? ---------------------------------------------------
+def centred_likelihood(stats_a: np.ndarray, stats_b: np.ndarray) -> np.ndarray:
+    """System b's ``[N, 2]`` likelihood statistics (summed NLL, tokens per unit) moved so that its
+    log-likelihood per token equals system a's on the whole set, each unit keeping its own
+    change's shape: unit i's NLL change d_i becomes d_i - t_i * sum(d) / sum(t). A world where
+    b truly changes nothing, with b's per-unit spread and skew (``null_flag_rate``)."""
+    a, b = np.asarray(stats_a, dtype=np.float64), np.asarray(stats_b, dtype=np.float64)
+    change = b[:, 0] - a[:, 0]
+    out = b.copy()
+    out[:, 0] = a[:, 0] + change - a[:, 1] * change.sum() / a[:, 1].sum()
+    return out
+
+
+def null_flag_rate(pairs: Sequence[tuple[np.ndarray, np.ndarray]], units: int, alpha: float, draws: int = 20,
+                   n_resamples: int = 1000, seed: int = 0) -> tuple[float, int]:
+    """How often ``paired_bootstrap`` at ``alpha`` calls a system significant (either direction)
+    that truly changes nothing, on data shaped like ``pairs``: per pair of systems (a, b) of
+    ``[N, 2]`` likelihood statistics, b is centred on a (``centred_likelihood``), then ``draws``
+    samples of ``units`` units are drawn with replacement from the N (the observed units stand
+    for the population) and tested. Returns ``(flagged share, tests run)``; the nominal share is
+    ``chance_flag_rate(alpha)``. ``units`` may exceed N: how many units the test would need."""
+    rng = np.random.default_rng(seed)
+    flagged = tests = 0
+    for a, b in pairs:
+        a = np.asarray(a, dtype=np.float64)
+        null_b = centred_likelihood(a, b)
+        for _ in range(draws):
+            pick = rng.integers(0, len(a), units)
+            indices = rng.integers(0, units, size=(n_resamples, units))
+            flagged += paired_bootstrap(a[pick], null_b[pick], log_likelihood, indices, alpha).significant
+            tests += 1
+    return flagged / tests, tests

@@ -118,6 +118,26 @@ def one_head_grid(model, batches: Sequence[dict], configs_per_pass: int, bootstr
     return pd.DataFrame(rows), base
 
 
+def grid_null_rates(model, batches: Sequence[dict], configs_per_pass: int, alpha: float, verse_counts: Sequence[int],
+                    draws: int = 10, n_resamples: int = 1000, seed: int = 0, cache_dir: Path | None = None) -> pd.DataFrame:
+    """Does the grid's bootstrap hold its level on these verses? Every head's per-verse changes
+    (``one_head_grid``'s sweep, read again from its cache) centred so that it truly changes
+    nothing, then ``draws`` samples of each of ``verse_counts`` verses drawn from them and tested
+    (``significance.null_flag_rate``): one row per verse count with the share flagged against
+    the nominal ``chance_flag_rate(alpha)``, and the tests run."""
+    from ...heads.significance import null_flag_rate
+
+    base, outs = lm_sweep(model, batches, one_head_configs(model), configs_per_pass, None, False, cache_dir,
+                          "one query head masked")
+    pairs = [(base.numpy(), outs[c].numpy()) for c in sorted(outs)]
+    rows = []
+    for n in verse_counts:
+        rate, tests = null_flag_rate(pairs, n, alpha, draws, n_resamples, seed)
+        rows.append({"verses": n, "observed verses": len(base), "nominal": chance_flag_rate(alpha),
+                     "flagged with no effect": rate, "tests": tests})
+    return pd.DataFrame(rows)
+
+
 def grid_counts(grid: pd.DataFrame, alpha: float, margins: Mapping[str, float] | None = None) -> pd.DataFrame:
     """The one-head grid's headline: significantly worse and better, beside chance, within 1%;
     and each equivalence class against ``margins["perplexity"]`` (a share of the perplexity:

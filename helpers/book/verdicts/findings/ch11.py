@@ -18,6 +18,27 @@ def small_sample(sets) -> str:
             "(about a fifth over 4 verses), so read the counts as an exercise, not a finding.")
 
 
+def null_rate_line(profile: str) -> list[str]:
+    """Whether the grid's bootstrap holds its level on these verses (``11_grid_null_rate``), and
+    what chance gives at the rate it truly has; none for a run from before the table existed."""
+    from ...store.results import saved_table
+
+    rates = saved_table(profile, "11_grid_null_rate")
+    if rates is None:
+        return []
+    grid = read(profile, "11_one_head_grid")
+    rows = rates.set_index("verses")
+    observed = int(rows["observed verses"].iloc[0])
+    at = rows.loc[observed] if observed in rows.index else rows.iloc[0]
+    more = words([f"{r['flagged with no effect']:.1%} with {int(n)}" for n, r in rows.iterrows() if n != observed])
+    return [f"**Does the test hold its level here?** With every head's per-verse changes centred at no effect and "
+            f"{observed} verses drawn from them ({int(at['tests']):,} tests), the bootstrap flags "
+            f"{at['flagged with no effect']:.1%} of the heads against its nominal {at['nominal']:.0%}: chance alone "
+            f"would give about {at['flagged with no effect'] * len(grid):.0f} of the {len(grid)} heads, not "
+            f"{at['nominal'] * len(grid):.1f}. Drawn more at a time from the same verses (as if more verses like "
+            f"them had been read), it flags {more}."]
+
+
 def findings(profile: str, alpha: float, speed_share: float = 0.5) -> str:
     """Chapter 11's findings (one language model, one draw of verses): the one-head grid against
     chance, the layers that keep their perplexity with one head, the prunable shares and the
@@ -48,6 +69,7 @@ def findings(profile: str, alpha: float, speed_share: float = 0.5) -> str:
            f"heads are shown negligible, {int(counts['harmful'])} harmful, {int(counts['helpful'])} helpful and "
            f"{int(counts['undetermined'])} undetermined; {int(counts['unplaced'])} are placed by neither test."
            if "negligible" in counts else ""),
+        *null_rate_line(profile),
         f"**One head kept:** {len(kept)} of {len(keep)} layers show no significant loss with a single query head; "
         f"the median layer changes the perplexity by {keep['change_pct'].median():+.0f}% and the worst by "
         f"{keep['change_pct'].max():+.0f}% (layer {int(keep.loc[keep['change_pct'].idxmax(), 'layer'])}).",

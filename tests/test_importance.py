@@ -155,6 +155,35 @@ def test_several_batches_equal_their_union(build, abs_per):
         torch.testing.assert_close(parts[kind], whole[kind], rtol=1e-10, atol=1e-14)
 
 
+@pytest.mark.parametrize("abs_per", ["example", "token"])
+@pytest.mark.parametrize("build", [bert, fairseq_wmt], ids=["bert", "fairseq-wmt"])
+def test_per_example_terms_give_the_importance_of_any_subset(build, abs_per):
+    """``importance_terms`` keeps one term per example: their mean over all the examples is
+    ``head_importance``, and over a subset it is ``head_importance`` run on that subset alone
+    (raw and layer-normalized); each example's terms are its own finite-difference importance."""
+    from helpers.heads.importance import from_terms, importance_terms
+    from helpers.heads.sites import layout
+
+    case = _double(build())
+    n = next(iter(case.batch.values())).shape[0]
+    terms = importance_terms(case.model, _split(case.batch, [1, n - 1]), case.loss, abs_per=abs_per, progress=False)
+    assert {kind: tuple(t.shape) for kind, t in terms.items()} == {
+        kind: (n, *shape) for kind, shape in layout(case.model).items()}
+    for normalize in (None, "layer"):
+        whole = helpers.head_importance(case.model, [case.batch], case.loss, normalize=normalize, abs_per=abs_per,
+                                        progress=False)
+        rest = helpers.head_importance(case.model, _split(case.batch, [1, n - 1])[1:], case.loss, normalize=normalize,
+                                       abs_per=abs_per, progress=False)
+        for kind in whole:
+            torch.testing.assert_close(from_terms(terms, normalize=normalize)[kind], whole[kind], rtol=1e-10, atol=1e-14)
+            torch.testing.assert_close(from_terms(terms, range(1, n), normalize)[kind], rest[kind], rtol=1e-10, atol=1e-14)
+    first = {k: v[:1] for k, v in case.batch.items()}
+    alone = helpers.head_importance(case.model, [first], case.loss, normalize=None, abs_per=abs_per, progress=False)
+    for kind in terms:
+        torch.testing.assert_close(terms[kind][0], alone[kind], rtol=1e-10, atol=1e-14)
+        assert not torch.equal(terms[kind][0], terms[kind][1])   # examples differ
+
+
 def test_nothing_accumulates_in_grad_and_training_flag_is_restored():
     case = bert()
     case.model.train()

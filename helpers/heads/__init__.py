@@ -7,7 +7,8 @@ or pruning uses these two packages alone.
 * sites.py: ``attention_sites(model)``, every multi-head attention block of a supported family
   (``SUPPORTED_FAMILIES``) with its kind, layer, head count and head size;
 * gates.py: ``HeadGates(model)``, per-head gates xi_h (§2.3) as a context manager;
-* importance.py: ``head_importance``, I_h = E_x |dL(x)/dxi_h| (§4.1, eq. 2);
+* importance.py: ``head_importance``, I_h = E_x |dL(x)/dxi_h| (§4.1, eq. 2), and its
+  per-example terms (``importance_terms``, ``from_terms``: I_h of any subset from one pass);
 * pruning.py: ``prune_heads`` (physical removal), ``kept_heads``/``pruned_heads``,
   ``save_pruned``/``load_pruned``, ``count_parameters``;
 * grouped_query.py: grouped-query attention (Llama family): ``kv_group_importance``, KV groups
@@ -44,7 +45,7 @@ from .concrete_gates import ConcreteGates, train_concrete_gates
 from .config_batches import config_row_gates, repeat_rows
 from .gates import GateRecord, HeadGates, HeadSpec
 from .grouped_query import kv_group_heads, kv_group_importance, kv_groups_to_heads
-from .importance import head_importance, rank_agreement
+from .importance import from_terms, head_importance, importance_terms, rank_agreement
 from .induction import copying_accuracy, copying_nll, induction_scores, repeated_tokens
 from .kv_budget import CacheSpec, fast_run, predicted_peak_bytes, pruned_copy, real_run
 from .kv_cache import cache_bytes, generate_cached, kv_bytes, kv_bytes_per_token
@@ -74,7 +75,7 @@ __all__ = [
     "mean_rank_p", "mean_rank_null", "MIN_UNITS", "SampleTooSmall", "require_units", "Bootstrap",
     "cache_bytes", "config_row_gates", "count_denormals", "flush_denormals", "zero_denormals_", "copying_accuracy", "copying_nll", "count_parameters", "generate_cached",
     "head_layout", "induction_scores", "kv_bytes", "kv_bytes_per_token", "repeated_tokens", "family_of", "forward_flops", "gated_passes", "gated_runs",
-    "head_importance", "rank_agreement", "kept_heads", "kv_group_heads", "kv_group_importance", "kv_groups_to_heads", "layout",
+    "head_importance", "importance_terms", "from_terms", "rank_agreement", "kept_heads", "kv_group_heads", "kv_group_importance", "kv_groups_to_heads", "layout",
     "load_pruned", "one_head_configs", "order_by_ablation", "order_by_importance", "paired_bootstrap",
     "prunable_share", "prune_heads", "prune_kv_groups", "pruned_heads", "pruning_curve", "random_order", "repeat_rows",
     "save_pruned", "single_layer_sweep", "speed_gains", "throughput", "train_concrete_gates",

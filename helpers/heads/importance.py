@@ -86,8 +86,56 @@ def head_importance(
     return scores
 
 
-def _accumulate(model, gates: HeadGates, batch, loss_fn: LossFn, abs_per: str, totals) -> int:
-    """One forward + backward on ``batch``; adds per-head sums into ``totals``; returns batch size."""
+def importance_terms(model: nn.Module, batches: Iterable[Any], loss_fn: LossFn, *, abs_per: str = "example",
+                     progress: bool = True) -> dict[str, torch.Tensor]:
+    """The terms ``head_importance`` averages, one per example: ``{kind: [examples, n_layers,
+    n_heads]}`` (float64, CPU), |dL(x)/d xi_h| per example x (``abs_per`` as there). Their mean
+    over any subset of the examples, normalized by ``from_terms``, is that subset's I_h: what
+    ``head_importance`` gives on those examples alone, up to float64 rounding. One pass serves
+    every subset (how many examples importance needs: chapter 06)."""
+    if abs_per not in ("example", "token"):
+        raise ValueError(f"abs_per must be 'example' (the paper's Eq. 2) or 'token' (the authors' code), got {abs_per!r}")
+    shapes = layout(model)
+    parts: dict[str, list[torch.Tensor]] = {kind: [] for kind in shapes}
+    was_training = model.training
+    model.eval()
+    try:
+        with ledger.entry("importance", "head importance terms", model) as timed, HeadGates(model) as g:
+            examples = 0
+            for batch in tqdm(batches, desc="head importance terms", disable=not progress, leave=False):
+                totals = {kind: None for kind in shapes}
+                size = _accumulate(model, g, batch, loss_fn, abs_per, totals, per_example=True)
+                examples += size
+                for kind, shape in shapes.items():
+                    parts[kind].append(totals[kind] if totals[kind] is not None
+                                       else torch.zeros((size, *shape), dtype=torch.float64))
+            timed.examples = examples
+    finally:
+        model.train(was_training)
+    if not examples:
+        raise ValueError("importance_terms got no batches")
+    return {kind: torch.cat(p) for kind, p in parts.items()}
+
+
+def from_terms(terms: dict[str, torch.Tensor], examples: Iterable[int] | None = None,
+               normalize: str | None = "layer") -> dict[str, torch.Tensor]:
+    """I_h of the ``examples`` (positions; all when None) from ``importance_terms``: the terms'
+    mean, each layer divided by its L2 norm with ``normalize="layer"`` (as ``head_importance``)."""
+    if normalize not in ("layer", None):
+        raise ValueError(f"normalize must be 'layer' or None, got {normalize!r}")
+    picked = {kind: t if examples is None else t[torch.as_tensor(list(examples), dtype=torch.long)]
+              for kind, t in terms.items()}
+    scores = {kind: t.sum(0) / len(t) for kind, t in picked.items()}
+    if normalize == "layer":
+        scores = {kind: t / (t.norm(dim=-1, keepdim=True) + 1e-20) for kind, t in scores.items()}
+    return scores
+
+
+def _accumulate(model, gates: HeadGates, batch, loss_fn: LossFn, abs_per: str, totals,
+                per_example: bool = False) -> int:
+    """One forward + backward on ``batch``; adds per-head sums into ``totals`` (with
+    ``per_example``: sets ``totals[kind]`` to the batch's ``[batch, layers, heads]`` terms);
+    returns the batch size."""
     with torch.enable_grad(), gates.recording() as records:
         losses = loss_fn(model, batch)
     if losses.dim() != 1:
@@ -109,8 +157,13 @@ def _accumulate(model, gates: HeadGates, batch, loss_fn: LossFn, abs_per: str, t
         # per-position dot products <Att_h(x)_t, dL/dAtt_h(x)_t>: [batch, positions, heads]
         dots = (record.context * grad).movedim(site.batch_dim, 0)
         dots = dots.reshape(batch_size, -1, site.num_heads, site.head_dim).sum(-1).double()
-        per_example = dots.sum(1).abs() if abs_per == "example" else dots.abs().sum(1)
-        totals[site.kind][site.layer, site.heads] += per_example.sum(0).cpu()
+        terms = dots.sum(1).abs() if abs_per == "example" else dots.abs().sum(1)   # [batch, heads]
+        if per_example:
+            if totals[site.kind] is None:
+                totals[site.kind] = torch.zeros((batch_size, *layout(model)[site.kind]), dtype=torch.float64)
+            totals[site.kind][:, site.layer, site.heads] = terms.cpu()
+        else:
+            totals[site.kind][site.layer, site.heads] += terms.sum(0).cpu()
     return batch_size
 
 

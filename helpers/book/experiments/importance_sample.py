@@ -1,0 +1,93 @@
+"""How many examples does head importance need? (issue 55, item 5; the calibration size every
+pruning method has to choose.)
+
+From per-example importance terms stored once (``heads.importance.importance_terms``), I_h of
+``n`` examples drawn at random is read without another pass (``from_terms``) and compared with
+I_h of all of them: Spearman's rank correlation over the heads, and the overlap of the most and
+of the least important ``EDGE`` share of the heads (pruning reads the least important).
+
+    terms = importance_terms(model, batches, loss_fn)
+    table = agreement_table(terms, sizes=(4, 16, 64, 256), draws=20, seed=0)
+    figure(table, used={"pruning curves (chapter 06)": 1000})
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ...heads.importance import from_terms
+
+EDGE = 0.10   # the top and bottom share of the heads whose overlap is read
+
+
+def flat_scores(scores: Mapping[str, torch.Tensor]) -> np.ndarray:
+    """Every head's score, kinds in their order, as one vector (heads that were never there: none)."""
+    return np.concatenate([t.flatten().numpy() for t in scores.values()])
+
+
+def edge_overlap(a: np.ndarray, b: np.ndarray, share: float = EDGE, top: bool = False) -> float:
+    """The share of ``a``'s least (``top``: most) important ``share`` of the heads that ``b`` also
+    puts there; ties broken by position, as ``argsort`` is stable."""
+    k = max(1, int(round(share * len(a))))
+    pick = (lambda s: set(np.argsort(-s, kind="stable")[:k])) if top else (lambda s: set(np.argsort(s, kind="stable")[:k]))
+    return len(pick(a) & pick(b)) / k
+
+
+def agreement_table(terms: Mapping[str, torch.Tensor], sizes: Sequence[int], draws: int, seed: int = 0,
+                    share: float = EDGE) -> pd.DataFrame:
+    """One row per sample size ``n`` (at most the examples there are; all of them once) and
+    draw: ``examples`` n, ``draw``, ``spearman`` with I_h of every example, and ``top overlap``
+    and ``bottom overlap`` (``edge_overlap`` at ``share``). Draws are without replacement,
+    ``seed`` fixing them."""
+    from scipy.stats import spearmanr
+
+    total = len(next(iter(terms.values())))
+    whole = flat_scores(from_terms(terms))
+    rng = np.random.default_rng(seed)
+    rows = []
+    for n in sorted({min(int(s), total) for s in sizes}):
+        for draw in range(1 if n == total else draws):
+            picked = np.sort(rng.choice(total, size=n, replace=False))
+            part = flat_scores(from_terms(terms, picked.tolist()))
+            rows.append({"examples": n, "draw": draw, "spearman": float(spearmanr(part, whole).statistic),
+                         "top overlap": edge_overlap(whole, part, share, top=True),
+                         "bottom overlap": edge_overlap(whole, part, share)})
+    return pd.DataFrame(rows)
+
+
+def summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per model (where the table has a ``model`` column) and sample size: the median of each
+    agreement over the draws, and its 5th and 95th percentiles."""
+    keys = [c for c in ("model", "examples") if c in table]
+    out = table.groupby(keys)[["spearman", "top overlap", "bottom overlap"]].quantile([0.05, 0.5, 0.95]).unstack()
+    out.columns = [f"{measure} ({'median' if q == 0.5 else f'{q:.0%}'})" for measure, q in out.columns]
+    return out.reset_index()
+
+
+def figure(table: pd.DataFrame, used: Mapping[str, int] | None = None):
+    """Spearman and bottom overlap against the sample size (log scale), one line per model with its
+    5-95% band over the draws; ``used``: ``{what: examples}`` marked as vertical lines (the sample
+    each pruning verdict's importance rests on)."""
+    import matplotlib.pyplot as plt
+
+    table = table if "model" in table else table.assign(model="model")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    for ax, measure in zip(axes, ("spearman", "bottom overlap")):
+        for model, part in table.groupby("model", sort=False):
+            q = part.groupby("examples")[measure].quantile([0.05, 0.5, 0.95]).unstack()
+            line = ax.plot(q.index, q[0.5], marker="o", label=model)[0]
+            ax.fill_between(q.index, q[0.05], q[0.95], color=line.get_color(), alpha=0.2)
+        for i, (what, n) in enumerate((used or {}).items()):
+            ax.axvline(n, color="grey", linestyle=":", linewidth=1)
+            if measure == "spearman":
+                ax.annotate(what, (n, 0.02 + 0.08 * i), xycoords=("data", "axes fraction"), fontsize=7, rotation=90,
+                            ha="right", va="bottom", color="grey")
+        ax.set(xscale="log", xlabel="examples importance is estimated on", ylim=(0, 1.02),
+               ylabel=measure if measure == "spearman" else f"least important {EDGE:.0%}: share also found",
+               title=f"{measure} with I_h of every example")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig

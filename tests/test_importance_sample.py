@@ -1,0 +1,63 @@
+"""How many examples importance needs (experiments/importance_sample.py): agreement read off
+stored per-example terms equals agreement computed from scratch, and behaves as sampling must."""
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from scipy.stats import spearmanr
+
+from helpers.book.experiments import importance_sample as sample
+
+
+def _terms(examples: int = 200, layers: int = 4, heads: int = 6, noise: float = 1.0, seed: int = 0) -> dict:
+    """Per-example terms around a true importance per head, with noise per example."""
+    rng = np.random.default_rng(seed)
+    truth = rng.uniform(0.5, 2.0, (layers, heads))
+    return {"self": torch.tensor(np.abs(truth + rng.normal(0, noise, (examples, layers, heads))))}
+
+
+def test_edge_overlap_counts_shared_heads_by_hand():
+    a = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0])
+    b = np.array([0.2, 0.1, 0.9, 0.4, 0.5, 0.6, 0.7, 0.8, 0.3, 1.0])
+    assert sample.edge_overlap(a, b, share=0.2) == 1.0            # {0, 1} both times
+    assert sample.edge_overlap(a, b, share=0.3) == pytest.approx(2 / 3)   # {0, 1, 2} against {0, 1, 8}
+    assert sample.edge_overlap(a, b, share=0.2, top=True) == 0.5  # {9, 8} against {9, 2}
+
+
+def test_the_table_equals_importance_recomputed_on_each_drawn_subset():
+    terms = _terms()
+    table = sample.agreement_table(terms, sizes=(10, 50, 500), draws=3, seed=4)
+    assert table["examples"].tolist() == [10, 10, 10, 50, 50, 50, 200]   # 500 is more than there are: all, once
+    rng = np.random.default_rng(4)
+    whole = terms["self"].mean(0)
+    whole = (whole / whole.norm(dim=-1, keepdim=True)).flatten().numpy()
+    for row in table.to_dict("records"):
+        picked = np.sort(rng.choice(200, size=row["examples"], replace=False))
+        part = terms["self"][picked].mean(0)
+        part = (part / part.norm(dim=-1, keepdim=True)).flatten().numpy()
+        assert row["spearman"] == pytest.approx(spearmanr(part, whole).statistic, abs=1e-12)
+        k = round(0.1 * 24)
+        low = lambda s: set(np.argsort(s, kind="stable")[:k])   # noqa: E731
+        assert row["bottom overlap"] == len(low(whole) & low(part)) / k
+    assert table.iloc[-1][["spearman", "top overlap", "bottom overlap"]].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_agreement_grows_with_the_sample_and_falls_with_the_noise():
+    table = sample.agreement_table(_terms(noise=1.0), sizes=(4, 16, 64), draws=20, seed=0)
+    medians = table.groupby("examples")["spearman"].median()
+    assert medians.is_monotonic_increasing and medians.iloc[0] < 0.9 < medians.iloc[-1]
+    noisier = sample.agreement_table(_terms(noise=4.0), sizes=(16,), draws=20, seed=0)["spearman"].median()
+    assert noisier < medians.loc[16]
+    shown = sample.summary(table.assign(model="m"))
+    assert list(shown["examples"]) == [4, 16, 64] and "spearman (median)" in shown
+    assert shown["spearman (median)"].tolist() == pytest.approx(medians.tolist())
+
+
+def test_the_figure_draws_a_band_per_model_and_marks_the_samples_used():
+    import matplotlib
+    matplotlib.use("Agg")
+    table = pd.concat([sample.agreement_table(_terms(seed=s), (4, 16), 5, seed=s).assign(model=m)
+                       for s, m in ((0, "a"), (1, "b"))])
+    fig = sample.figure(table, used={"chapter 06": 16})
+    assert [len(ax.lines) for ax in fig.axes] == [3, 3]   # two models and the mark, per panel
+    assert len(fig.axes[0].collections) == 2              # one band per model

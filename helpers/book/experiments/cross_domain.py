@@ -60,6 +60,37 @@ def correlations(models: Sequence[tuple[str, str, dict]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def label_shifts(sweeps: HeadSweeps, name: str, sets: tuple[Sequence, Sequence], names: tuple[str, str]) -> pd.DataFrame:
+    """Where a classifier's heads move its predictions: per training run, head and set (named
+    ``names``), the accuracy change when the head is masked alone and the change in the share of
+    the examples predicted as each label (``shift <label>``), beside each set's gold shares
+    (``gold <label>``) and the unmasked model's predicted shares (``predicted <label>``). A head
+    that pushes predictions toward a label gains where that label is common and loses where it
+    is rare, whatever it knows of either domain."""
+    import numpy as np
+
+    from ...heads.ablation import UNMASKED, one_head_configs
+
+    rows = []
+    for run in sweeps.runs(name):
+        configs = one_head_configs(run.model)
+        for examples, set_name in zip(sets, names):
+            get = sweeps.label_log_probs(run, examples, configs)
+            gold = np.asarray([e.label for e in examples])
+            labels = range(np.asarray(get(UNMASKED)).shape[1])
+            base = np.asarray(get(UNMASKED)).argmax(1)
+            fixed = {"training_seed": run.seed, "set": set_name,
+                     **{f"gold {k}": float(np.mean(gold == k)) for k in labels},
+                     **{f"predicted {k}": float(np.mean(base == k)) for k in labels}}
+            for config in configs:
+                masked = np.asarray(get(config)).argmax(1)
+                kind, layer, heads = config
+                rows.append({**fixed, "kind": kind, "layer": layer, "head": heads[0],
+                             "accuracy change": float(np.mean(masked == gold) - np.mean(base == gold)),
+                             **{f"shift {k}": float(np.mean(masked == k) - np.mean(base == k)) for k in labels}})
+    return pd.DataFrame(rows)
+
+
 def pooled_by_seed(table: pd.DataFrame) -> pd.DataFrame:
     """The pooled r of each model, one column per seed, with its spread over seeds and the paper's."""
     pooled = table[table["paper_r"].notna()]

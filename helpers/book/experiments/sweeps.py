@@ -94,6 +94,17 @@ class HeadSweeps:
         (helpers/heads/removal.py) instead of zeroing them; ``positions``: as ``Run.effects``'s."""
         return self.over_runs(name, lambda run: run.effects(examples, configs, measure, removal, positions))
 
+    def label_log_probs(self, run: Run, examples: Sequence, configs: Sequence[Config]) -> Callable[[Config], list]:
+        """A classifier's every label log-probability ``[N, labels]`` per example of ``examples``
+        under ``UNMASKED`` and each of ``configs``: the outputs its effects are scored from, read
+        from (or added to) the same sweep cache as ``run_effects``."""
+        from .head_effects import classifier_outputs
+
+        if self.is_translation(run.name):
+            raise ValueError(f"{run.name} is a translation model: label log-probabilities are a classifier's")
+        return classifier_outputs(run.model, run.tokenizer, examples, list(configs), max_length=self.settings.max_length(run.name),
+                                  progress=self.progress, cache_dir=course.sweeps_dir(self.settings, run.run_name))
+
     def run_effects(self, run: Run, examples: Sequence, configs: Configs, measure: str,
                     removal: Removal | None = None, positions: Sequence[int] | None = None) -> pd.DataFrame:
         if measure not in MEASURES:

@@ -267,7 +267,9 @@ def test_copying_breaks_is_read_at_the_share_perplexity_allows(tmp_path, kept, e
         {"order": "I_h on verses", "unpruned copying accuracy": 0.8, "prunable within 1% (verses)": 0.0,
          "copying accuracy at 1%": 0.8, "prunable within 10% (verses)": 0.2, "copying accuracy at 10%": 0.8 * kept,
          "random copying accuracy at 10% (5%)": 0.8 * 0.7, "random copying accuracy at 10% (95%)": 0.8 * 0.9,
-         "random orders at 10%": 20},   # random orders of the same share keep 70% to 90%
+         "random orders at 10%": 20,    # random orders of the same share keep 70% to 90%
+         "copying kept at 10%": kept, "copying kept at 10% (low)": kept - 0.04, "copying kept at 10% (high)": kept + 0.04,
+         "verdict probe sequences": 32},   # the verdict probe's interval over its sequences
         {"order": "random 0", "unpruned copying accuracy": 0.8, "prunable within 1% (verses)": 0.0,
          "copying accuracy at 1%": 0.8, "prunable within 10% (verses)": 0.1, "copying accuracy at 10%": 0.0}])
     verdicts, card = _verdicts(tmp_path)

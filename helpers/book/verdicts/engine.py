@@ -15,9 +15,11 @@ rerun with ``-p min_base_share=0.05`` changes the chapter and the scorecard alik
 
 Where the chapters measured several training runs of a model (a ``training_seed`` column in
 their tables), each claim is checked on every seed's rows on their own (the paper's rows, with
-no seed, go with every seed). The verdict is the seeds' common verdict when they agree, and
-``depends on the seed`` when they do not: a claim is ``reproduced`` only if it holds for every
-seed. A seed is checked on a claim only where every model in the tables the claim reads has a
+no seed, go with every seed). The verdict is the seeds' common verdict when they agree: a claim
+is ``reproduced`` only if it holds for every seed. When they do not, the seeds' numbers are
+tested on the claim's own statistic (``Claim.seed_statistic``, ``between_seeds``): ``depends on
+the seed`` if they differ beyond sampling noise, else ``cannot tell`` (the seeds together cannot
+separate their verdicts). A seed is checked on a claim only where every model in the tables the claim reads has a
 run with that seed (the ``seeds`` column lists those checked).
 
 Each claim is judged once per measure (``MEASURES``): on the paper's metric (BLEU, accuracy)
@@ -131,6 +133,9 @@ class Claim:
     # what the verdict rests on, read from the same tables (``samples``): the units, the
     # resolution, the smallest effect its test detects; the scorecard shows it beside the verdict
     sample: Callable[[Results], str] | None = None
+    # the claim's own statistic per seed, with its sampling error (``between_seeds``): where the
+    # seeds' verdicts differ, it tells whether their numbers do
+    seed_statistic: Callable[[Results], dict[str, Any]] | None = None
 
     def shown_measure(self, measure: str) -> str:
         """How a verdict line names ``measure`` (one of ``MEASURES``' names): a claim beyond the
@@ -224,10 +229,31 @@ def judge(claim: Claim, folder: Path, measure: str = "") -> list[dict[str, Any]]
     texts = {text for text, _ in found.values()}
     verdicts = {verdict for _, verdict in found.values()}
     combined = next(iter(texts)) if len(texts) == 1 else "; ".join(f"seed {s}: {t}" for s, (t, _) in found.items())
-    rows.append({**base, "training_seed": "all", "ours": combined, "rule": rule,
-                 "verdict": next(iter(verdicts)) if len(verdicts) == 1 else DEPENDS_ON_SEED,
+    verdict = next(iter(verdicts)) if len(verdicts) == 1 else DEPENDS_ON_SEED
+    if verdict == DEPENDS_ON_SEED:
+        verdict, between = between_seeds(claim, results, list(found))
+        combined += f". Between seeds: {between}"
+    rows.append({**base, "training_seed": "all", "ours": combined, "rule": rule, "verdict": verdict,
                  "seeds": ", ".join(str(s) for s in found if s is not None)})
     return rows
+
+
+def between_seeds(claim: Claim, results: Results, seeds: Sequence[int]) -> tuple[str, str]:
+    """Where the seeds' verdicts on ``claim`` differ: ``depends on the seed`` if their numbers
+    differ beyond sampling noise on the claim's own statistic (``between_seeds.seeds_differ``),
+    else ``cannot tell``; with the test in words. A claim with no statistic keeps ``depends on
+    the seed`` and says it was not tested."""
+    from .between_seeds import seeds_differ
+
+    if claim.seed_statistic is None:
+        return DEPENDS_ON_SEED, "not tested (the tables hold no sampling error for this claim's statistic)"
+    try:
+        test = seeds_differ({seed: claim.seed_statistic(results.for_seed(seed)) for seed in seeds})
+    except LookupError as missing:   # a table or a column of an older run
+        return DEPENDS_ON_SEED, f"not tested ({missing} not in the results)"
+    if test is None:
+        return DEPENDS_ON_SEED, "not tested (nothing varies to test)"
+    return (DEPENDS_ON_SEED if test.differ else CANNOT_TELL), test.text()
 
 
 def per_seed(chapter: str, check: Check, results: Results) -> dict[int | None, tuple[str, str]]:

@@ -3,6 +3,7 @@ help. The rules read ``03_one_head_counts`` (and, in chapter 12, the same counts
 from __future__ import annotations
 
 from .. import samples
+from ..between_seeds import Share
 from ..engine import CANNOT_TELL, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Results, by_model, ours
 from ...paper import values as paper_values
 
@@ -95,6 +96,22 @@ def heads_found_with_power(heads: int, rate: float) -> int:
     return next(m for m in range(needed + 1) if binom.sf(needed - m - 1, heads - m, rate) >= GAIN_POWER)
 
 
+def shares_of(column: str, per_model: bool = True):
+    """A claim's statistic for the between-seed test: ``column`` of the heads, per model (or
+    pooled), as ``Share``s."""
+    def statistic(r: Results) -> dict[str, Share]:
+        table = ours(r[COUNTS]).assign(all="all heads")
+        counts = table.groupby("model" if per_model else "all")[["heads", column]].sum()
+        return {f"{m}: {column}": Share(int(row[column]), int(row["heads"])) for m, row in counts.iterrows()}
+    return statistic
+
+
+def gains_statistic(r: Results) -> dict[str, Share]:
+    """``some_gain``'s statistic: the significant gains (on the likelihood, the gains beyond δ)
+    among all the heads."""
+    return shares_of("helpful" if r.measure else "significant_up", per_model=False)(r)
+
+
 def counts_sample(r: Results) -> str:
     return samples.one_head(r[COUNTS])
 
@@ -104,17 +121,19 @@ CLAIMS = [
           f"{paper_values.SIGNIFICANT_ENC_SELF} of 96 WMT Enc-Enc heads",
           f"reproduced: under {FEW_SHARE:.0%} of the heads significant in every model; partly: in some; cannot tell: "
           f"where it holds, over {UNDERPOWERED:.0%} of the heads are placed by neither test (too little power to call "
-          "few significant)", CHAPTER, few_significant, likelihood=True, sample=counts_sample),
+          "few significant)", CHAPTER, few_significant, likelihood=True, sample=counts_sample,
+          seed_statistic=shares_of("significant")),
     Claim("most_negligible", "§3.2, Table 1", "Most heads can go alone: masking one is shown to change the score by less "
           "than a noticeable margin", "8 of 96 significant (the paper tests no equivalence)",
           f"reproduced: over {1 - FEW_SHARE:.0%} of the heads negligible (their interval within ±δ, chapter 03's "
           "margins) in every model; partly: in some; cannot tell: in none, but the undetermined heads could make it so",
-          CHAPTER, most_negligible, likelihood=True, sample=counts_sample),
+          CHAPTER, most_negligible, likelihood=True, sample=counts_sample, seed_statistic=shares_of("negligible")),
     Claim("some_gain", "§3.2, Table 1", "Masking a head can improve the score",
           f"{paper_values.SIGNIFICANT_ENC_SELF_UP} of the {paper_values.SIGNIFICANT_ENC_SELF} significant changes are gains",
           f"reproduced: more significant gains than chance gives at alpha in that direction (binomial p < {GAIN_LEVEL}); "
           "cannot tell: more than chance expects, not significantly; not reproduced: no more than chance expects",
           CHAPTER, some_gain, likelihood=True, sample=counts_sample, parameters={"alpha": 0.01},
+          seed_statistic=gains_statistic,
           likelihood_rule=f"reproduced: more gains beyond +δ (chapter 03's margins) than chance gives (binomial p < "
           f"{GAIN_LEVEL}, a correction for the number of heads); partly: only the significant gains outnumber chance; "
           "otherwise as on the paper's metric"),

@@ -8,6 +8,7 @@ from typing import Callable
 import pandas as pd
 
 from .. import samples
+from ..between_seeds import Share, Value
 from ..engine import CANNOT_TELL, NOT_REPRODUCED, REPRODUCED, Claim, Results, ours, present, three_way
 
 CHAPTER = "04_keeping_one_head"
@@ -118,6 +119,29 @@ def more_down_p(held: int, same: int, layers: int) -> float:
     return float(fisher_exact([[held, layers - held], [same, layers - same]], alternative="greater").pvalue)
 
 
+def layers_down_statistic(track: str, held_out: bool = False):
+    """A claim's statistic for the between-seed test: the layers down (as ``_layers_down`` counts
+    them on the measure) of ``track``'s table chosen on the reported set, and held out too."""
+    def statistic(r: Results) -> dict[str, Share]:
+        out = {}
+        for protocol in ((False, True) if held_out else (False,)):
+            part = _keep_one(r, track, held_out=protocol)
+            out[f"{track}, {'held out' if protocol else 'chosen on the reported set'}"] = Share(
+                _layers_down(part, r)[0], int(part["layers"].sum()))
+        return out
+    return statistic
+
+
+def worst_enc_dec_statistic(r: Results) -> dict[str, Value]:
+    """``last_enc_dec``'s statistic: the worst Enc-Dec layer's change, with the standard error its
+    tests' resolution implies (the interval's half-width at alpha, one side: z of 1 - alpha)."""
+    from statistics import NormalDist
+
+    row = _keep_one(r, "translation", held_out=False).set_index("kind").loc["enc_dec"]
+    z = NormalDist().inv_cdf(1 - r.params.get("alpha", 0.01))
+    return {"worst enc_dec layer": Value(float(row["worst_delta"]), float(row["resolution"]) / z)}
+
+
 def counts_sample(r: Results) -> str:
     return samples.one_head(r[COUNTS])
 
@@ -125,18 +149,22 @@ def counts_sample(r: Results) -> str:
 CLAIMS = [
     Claim("most_layers_one_head", "§3.3, Table 2", "Most layers can be reduced to one head (head chosen on the reported set)",
           "5 of 18 WMT layers drop significantly", "reproduced: at most half the layers drop significantly; partly: not all" + UNDECIDED,
-          CHAPTER, most_layers_one_head, likelihood=True, likelihood_rule=BEYOND_MARGIN_RULE, sample=counts_sample),
+          CHAPTER, most_layers_one_head, likelihood=True, likelihood_rule=BEYOND_MARGIN_RULE, sample=counts_sample,
+          seed_statistic=layers_down_statistic("translation")),
     Claim("last_enc_dec", "§3.3, Table 2", "The last Enc-Dec layer is the exception: it needs its heads",
           "-13.56 BLEU of 36.05 with one head", "reproduced: the worst Enc-Dec layer is the last one and loses a "
           "quarter of the BLEU; partly: it loses a quarter but is not the last, or Enc-Dec is the most hit kind", CHAPTER, last_enc_dec,
           likelihood=last_enc_dec_likelihood, likelihood_rule="reproduced: the worst layer of all kinds is the last "
-          "Enc-Dec layer; partly: an Enc-Dec layer", sample=counts_sample),
+          "Enc-Dec layer; partly: an Enc-Dec layer", sample=counts_sample,
+          seed_statistic=worst_enc_dec_statistic),
     Claim("bert_layers_one_head", "§3.3, Table 3", "No BERT layer needs more than one head", "0 of 12 layers drop significantly",
           "reproduced: no layer drops significantly; partly: at most a quarter" + UNDECIDED, CHAPTER,
-          bert_layers_one_head, likelihood=True, likelihood_rule=BEYOND_MARGIN_RULE, sample=counts_sample),
+          bert_layers_one_head, likelihood=True, likelihood_rule=BEYOND_MARGIN_RULE, sample=counts_sample,
+          seed_statistic=layers_down_statistic("nli")),
     Claim("held_out_worse", "App. A, Table 5", "Choosing the head on other data than the reported set costs more layers",
           "9 of 18 WMT layers (5 when chosen on the reported set)", f"reproduced: more layers drop significantly "
           f"held out than chosen on the reported set, by a one-sided Fisher exact test on the layers (p < {HELD_OUT_LEVEL}); "
           "cannot tell: more, but not significantly so, or undecided layers could change it; not reproduced: no more", CHAPTER, held_out_worse, likelihood=True,
-          likelihood_rule=BEYOND_MARGIN_RULE, sample=counts_sample),
+          likelihood_rule=BEYOND_MARGIN_RULE, sample=counts_sample,
+          seed_statistic=layers_down_statistic("translation", held_out=True)),
 ]

@@ -1,0 +1,119 @@
+"""Do the training seeds truly differ on a claim, or only its verdicts? (issue 55, item 4)
+
+Where a claim's verdict differs between seeds, the engine asks whether the seeds' numbers differ
+by more than their sampling noise, on the claim's own statistic (``Claim.seed_statistic``: per
+seed, ``{component: estimate}``, e.g. one share of heads per model):
+
+* ``Share(k, n)``: k of n units (heads, layers) counted; the seeds' shares are compared by
+  Pearson's chi-square test of homogeneity on the 2 x seeds table (``df = seeds - 1``);
+* ``Value(x, se)``: an estimate with its standard error (a Fisher-z correlation, a change in
+  BLEU); compared by Cochran's Q, ``sum w (x - weighted mean)^2`` with ``w = 1 / se^2``.
+
+The components' statistics and degrees of freedom add up (independent samples per component)
+to one chi-square test (``seeds_differ``). A component with no variation to test (every seed 0
+of n, or n of n; a standard error of 0) adds nothing. Where the seeds differ at ``SEED_LEVEL``,
+the claim "depends on the seed"; where they do not, the evidence on the seeds together cannot
+separate their verdicts, and the claim's verdict is "cannot tell".
+
+Both tests are large-sample approximations: with few units (18 layers) they are rough, and the
+text gives the statistic and df so a reader can judge.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+SEED_LEVEL = 0.05   # the seeds "differ" when the homogeneity test's p is below this
+
+
+@dataclass(frozen=True)
+class Share:
+    """``k`` of ``n`` units."""
+
+    k: int
+    n: int
+
+
+@dataclass(frozen=True)
+class Value:
+    """An estimate ``x`` with its standard error ``se``."""
+
+    x: float
+    se: float
+
+
+Estimate = Share | Value
+
+
+@dataclass(frozen=True)
+class SeedTest:
+    """The homogeneity test over seeds: chi-square ``statistic`` on ``df`` degrees of freedom, ``p``."""
+
+    statistic: float
+    df: int
+    p: float
+
+    @property
+    def differ(self) -> bool:
+        return self.p < SEED_LEVEL
+
+    def text(self) -> str:
+        if self.differ:
+            return f"the seeds differ beyond sampling noise (chi-square {self.statistic:.1f}, df {self.df}, p = {self.p:.2g})"
+        return (f"the seeds' numbers do not differ beyond sampling noise (chi-square {self.statistic:.1f}, df {self.df}, "
+                f"p = {self.p:.2g}): together they cannot separate the verdicts")
+
+
+def _shares(parts: list[Share]) -> tuple[float, int]:
+    """Pearson's chi-square of the 2 x seeds table of ``parts``; (0, 0) where nothing varies."""
+    k = np.array([p.k for p in parts], dtype=float)
+    n = np.array([p.n for p in parts], dtype=float)
+    pooled = k.sum() / n.sum()
+    if pooled in (0.0, 1.0):
+        return 0.0, 0
+    expected_yes, expected_no = n * pooled, n * (1 - pooled)
+    statistic = float((((k - expected_yes) ** 2) / expected_yes + (((n - k) - expected_no) ** 2) / expected_no).sum())
+    return statistic, len(parts) - 1
+
+
+def _values(parts: list[Value]) -> tuple[float, int]:
+    """Cochran's Q of ``parts``; (0, 0) where a standard error is 0 or not finite."""
+    se = np.array([p.se for p in parts], dtype=float)
+    x = np.array([p.x for p in parts], dtype=float)
+    if not np.all(np.isfinite(se) & (se > 0)) or not np.all(np.isfinite(x)):
+        return 0.0, 0
+    w = 1 / se ** 2
+    mean = (w * x).sum() / w.sum()
+    return float((w * (x - mean) ** 2).sum()), len(parts) - 1
+
+
+def seeds_differ(per_seed: Mapping[object, Mapping[str, Estimate]]) -> SeedTest | None:
+    """The homogeneity test over the seeds of ``per_seed`` (``{seed: {component: estimate}}``),
+    on the components every seed has; None where fewer than two seeds or nothing to test."""
+    if len(per_seed) < 2:
+        return None
+    seeds = list(per_seed.values())
+    common = [c for c in seeds[0] if all(c in s for s in seeds[1:])]
+    statistic, df = 0.0, 0
+    for component in common:
+        parts = [s[component] for s in seeds]
+        if all(isinstance(p, Share) for p in parts):
+            found = _shares(parts)
+        elif all(isinstance(p, Value) for p in parts):
+            found = _values(parts)
+        else:
+            raise TypeError(f"component {component!r} mixes shares and values across seeds")
+        statistic, df = statistic + found[0], df + found[1]
+    if df == 0:
+        return None
+    from scipy.stats import chi2
+
+    return SeedTest(statistic, df, float(chi2.sf(statistic, df)))
+
+
+def fisher_z(r: float, n: int) -> Value:
+    """A Pearson r over ``n`` units as Fisher's z with its standard error 1 / sqrt(n - 3)."""
+    return Value(math.atanh(max(min(r, 0.999999), -0.999999)), 1 / math.sqrt(n - 3)) if n > 3 else Value(r, math.inf)

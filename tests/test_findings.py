@@ -82,6 +82,33 @@ def test_chapter_05_verdict_follows_the_correlation(results):
     assert "reproduced" not in text   # the verdict table above the text says it, once
 
 
+def test_chapter_05_explains_a_negative_correlation_only_where_the_classes_move_alike(results):
+    """The class-by-class paragraph follows 05_label_shifts: a seed whose accuracy r is negative
+    while its classes move alike is explained as a trade between labels; one whose classes do
+    not move alike either is said to be unexplained."""
+    from test_cross_domain_classes import _shifts
+
+    def tables(shifts):
+        for suffix in ("", "_likelihood"):
+            results(f"05_cross_domain_r{suffix}", [
+                {"model": "nli", "training_seed": 0, "kind": "self", "heads": 72, "pearson_r": -0.6, "p_value": 1e-8,
+                 "paper_r": 0.68, "split_half_r_in": 0.4, "split_half_r_out": 0.3, "spread_in": 0.02, "spread_out": 0.03}])
+        results("05_label_shifts", shifts.to_dict("records"))
+
+    tables(_shifts(trade=True))
+    text = ch05.findings("p")
+    assert "heads' recall changes, label by label, correlate r = 0.95" in text
+    assert "between labels 1 and 0" in text and "For seed 0 the net takes opposite signs" in text
+    unlike = _shifts(trade=True)
+    inside = unlike["set"] == "matched"
+    unlike.loc[inside, "recall change 0"] = -unlike.loc[inside, "recall change 0"]   # label 0 moves the other way in domain
+    unlike.loc[inside, "accuracy change"] = unlike.loc[inside, [f"recall change {k}" for k in range(3)]].sum(axis=1) / 3
+    tables(unlike)   # accuracy r -0.92, class by class -0.04
+    text = ch05.findings("p")
+    assert "For seed 0 the net" not in text and "For seed 0 the accuracy correlation is significantly negative and the " \
+        "classes do not move alike either: this run does not explain it." in text
+
+
 def test_chapter_04_counts_layers_without_a_significant_loss(results):
     def tables(down, per_layer=8):
         for suffix in ("", "_likelihood"):

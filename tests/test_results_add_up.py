@@ -267,6 +267,40 @@ def test_chapter_05_correlations_add_up(table, measure):
     assert {r["kind"] for r in rows if r["model"].endswith("translation")} == translation_kinds | {"all"}
 
 
+def test_chapter_05_label_shifts_add_up_to_the_accuracy_changes_the_sweeps_measured(table):
+    """05_label_shifts, re-read: each head's accuracy change (from the cached label probabilities)
+    is the accuracy delta chapter 05's sweep measured on that set, and the gold-share-weighted sum
+    of its recall changes; the class-by-class table recomputed by hand."""
+    import pandas as pd
+
+    from helpers.book.experiments.cross_domain import class_by_class
+
+    shifts = table("05_label_shifts")
+    pairs = {(p[SEED], p["kind"], p["layer"], p["head"]): p for p in table("05_cross_domain_classifier")}
+    sets = list(dict.fromkeys(r["set"] for r in shifts))
+    assert len(sets) == 2 and len(shifts) == 2 * len(pairs)
+    labels = sorted(int(k.split()[-1]) for k in shifts[0] if k.startswith("recall change "))
+    for r in shifts:
+        side = "in" if r["set"] == sets[0] else "out"
+        assert math.isclose(r["accuracy change"], pairs[(r[SEED], r["kind"], r["layer"], r["head"])][f"delta_{side}"],
+                            abs_tol=1e-12)
+        assert math.isclose(sum(r[f"gold {k}"] * r[f"recall change {k}"] for k in labels), r["accuracy change"],
+                            abs_tol=1e-12)
+        assert math.isclose(sum(r[f"shift {k}"] for k in labels), 0.0, abs_tol=1e-12)   # shares move, not appear
+    for seed, rows in _by(shifts, SEED).items():
+        inside = [r for r in rows if r["set"] == sets[0]]
+        outside = [r for r in rows if r["set"] == sets[1]]
+        r, _ = _pearson([x["accuracy change"] for x in inside], [x["accuracy change"] for x in outside])
+        moving = [k for k in labels if len({x[f"recall change {k}"] for x in inside}) > 1
+                  and len({x[f"recall change {k}"] for x in outside}) > 1]
+        if not moving:
+            continue
+        stacked, _ = _pearson([x[f"recall change {k}"] for k in moving for x in inside],
+                              [x[f"recall change {k}"] for k in moving for x in outside])
+        row = class_by_class(pd.DataFrame(rows)).iloc[0]
+        assert _same(r, row["accuracy r"]) and _same(stacked, row["class-by-class r"]), (seed, r, stacked)
+
+
 # ---- §4 to App. B: pruning curves -------------------------------------------------------------
 def _prunable(steps: list[dict], tolerance: float) -> float:
     steps = sorted(steps, key=lambda s: s["pruned"])

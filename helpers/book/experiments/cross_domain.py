@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
 import pandas as pd
 
 from ..paper import values as paper_values
@@ -62,13 +63,12 @@ def correlations(models: Sequence[tuple[str, str, dict]]) -> pd.DataFrame:
 
 def label_shifts(sweeps: HeadSweeps, name: str, sets: tuple[Sequence, Sequence], names: tuple[str, str]) -> pd.DataFrame:
     """Where a classifier's heads move its predictions: per training run, head and set (named
-    ``names``), the accuracy change when the head is masked alone and the change in the share of
-    the examples predicted as each label (``shift <label>``), beside each set's gold shares
+    ``names``), the accuracy change when the head is masked alone, the change in the share of
+    the examples predicted as each label (``shift <label>``) and in each label's recall (the
+    share of its gold examples predicted right, ``recall change <label>``), beside each set's gold shares
     (``gold <label>``) and the unmasked model's predicted shares (``predicted <label>``). A head
     that pushes predictions toward a label gains where that label is common and loses where it
     is rare, whatever it knows of either domain."""
-    import numpy as np
-
     from ...heads.ablation import UNMASKED, one_head_configs
 
     rows = []
@@ -87,8 +87,80 @@ def label_shifts(sweeps: HeadSweeps, name: str, sets: tuple[Sequence, Sequence],
                 kind, layer, heads = config
                 rows.append({**fixed, "kind": kind, "layer": layer, "head": heads[0],
                              "accuracy change": float(np.mean(masked == gold) - np.mean(base == gold)),
-                             **{f"shift {k}": float(np.mean(masked == k) - np.mean(base == k)) for k in labels}})
+                             **{f"shift {k}": float(np.mean(masked == k) - np.mean(base == k)) for k in labels},
+                             **{f"recall change {k}": float(np.mean(masked[gold == k] == k) - np.mean(base[gold == k] == k))
+                                for k in labels}})
     return pd.DataFrame(rows)
+
+
+def class_by_class(shifts: pd.DataFrame) -> pd.DataFrame:
+    """Per training seed (``label_shifts`` of two sets, the first in domain): Pearson r across
+    domains of the heads' accuracy changes and of their recall changes class by class (every
+    label that moves in both domains, stacked), the r between the two labels whose recall the
+    heads trade most (in domain), and which labels those are. An accuracy change is the
+    gold-share-weighted sum of the recall changes (``recall_sum_gap`` checks it); where heads
+    move predictions from one label to another, it is the small net of a large trade, and its
+    sign can differ between domains while every class moves alike."""
+    rows = []
+    names = list(dict.fromkeys(shifts["set"]))
+    for seed, part in shifts.groupby("training_seed"):
+        inside, outside = (part[part["set"] == n].reset_index(drop=True) for n in names)
+        recalls = [c for c in part if c.startswith("recall change ")
+                   and inside[c].std() > 0 and outside[c].std() > 0]
+        traded = list(inside[recalls].std().sort_values(ascending=False).index[:2])
+        accuracy = _pearson(inside["accuracy change"], outside["accuracy change"])
+        stacked = (_pearson(np.concatenate([inside[c] for c in recalls]), np.concatenate([outside[c] for c in recalls]))
+                   if recalls else (np.nan, np.nan))
+        rows.append({"training_seed": int(seed), "heads": len(inside), "accuracy r": accuracy[0],
+                     "accuracy p": accuracy[1], "class-by-class r": stacked[0], "class-by-class p": stacked[1],
+                     "classes": len(recalls),
+                     "traded labels": " and ".join(c.removeprefix("recall change ") for c in traded),
+                     "trade r (in domain)": _pearson(inside[traded[0]], inside[traded[1]])[0] if len(traded) == 2 else np.nan,
+                     **{f"class r ({c.removeprefix('recall change ')})": _pearson(inside[c], outside[c])[0]
+                        for c in recalls}})
+    return pd.DataFrame(rows)
+
+
+def _pearson(x, y) -> tuple[float, float]:
+    """Pearson r and its two-sided p; (nan, nan) where either side does not vary."""
+    from scipy.stats import pearsonr
+
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(x) < 3 or x.std() == 0 or y.std() == 0:
+        return np.nan, np.nan
+    found = pearsonr(x, y)
+    return float(found.statistic), float(found.pvalue)
+
+
+def recall_sum_gap(shifts: pd.DataFrame) -> float:
+    """The largest gap between a head's accuracy change and the gold-share-weighted sum of its
+    recall changes (0 up to rounding: the identity ``class_by_class`` rests on)."""
+    recalls = [c for c in shifts if c.startswith("recall change ")]
+    total = sum(shifts[f"gold {c.removeprefix('recall change ')}"] * shifts[c] for c in recalls)
+    return float((total - shifts["accuracy change"]).abs().max())
+
+
+def class_figure(shifts: pd.DataFrame, seed: int, title: str):
+    """For one seed: each head's accuracy change in against out of domain (left), and its recall
+    change per class in against out of domain (right), one colour per label."""
+    import matplotlib.pyplot as plt
+
+    part = shifts[shifts["training_seed"] == seed]
+    names = list(dict.fromkeys(part["set"]))
+    inside, outside = (part[part["set"] == n].reset_index(drop=True) for n in names)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    axes[0].scatter(inside["accuracy change"] * 100, outside["accuracy change"] * 100, s=18, color="grey")
+    axes[0].set(title="accuracy change", xlabel=f"{names[0]} (points)", ylabel=f"{names[1]} (points)")
+    for c in (c for c in part if c.startswith("recall change ")):
+        axes[1].scatter(inside[c] * 100, outside[c] * 100, s=18, label=f"label {c.removeprefix('recall change ')}")
+    axes[1].set(title="recall change, per gold label", xlabel=f"{names[0]} (points)", ylabel=f"{names[1]} (points)")
+    axes[1].legend(fontsize=8)
+    for ax in axes:
+        ax.axhline(0, color="black", linewidth=0.5)
+        ax.axvline(0, color="black", linewidth=0.5)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
 
 
 def pooled_by_seed(table: pd.DataFrame) -> pd.DataFrame:

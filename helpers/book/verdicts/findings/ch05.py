@@ -25,4 +25,37 @@ def findings(profile: str) -> str:
             lines.append(f"**{name}, {measure}:** r = {words(rs)} across domains (seeds {words(seeds)}; the paper: "
                          f"{part['paper_r'].iloc[0]:.2f}). The split-half r, in-domain/out-of-domain: {words(halves)}. "
                          f"Out of domain the scores after masking spread {words(spreads)}.")
-    return "\n\n".join(lines)
+    return "\n\n".join(lines + class_lines(profile))
+
+
+def class_lines(profile: str) -> list[str]:
+    """The classifier's correlation read class by class (``05_label_shifts``): whether its heads
+    act alike in both domains once a label's gain is not netted against another's loss; none for
+    a run from before the table existed."""
+    from ...experiments.cross_domain import class_by_class
+    from ...store.results import saved_table
+
+    shifts = saved_table(profile, "05_label_shifts")
+    if shifts is None:
+        return []
+    table = class_by_class(shifts).sort_values("training_seed")
+    seeds = [int(s) for s in table["training_seed"]]
+    flipped = table[(table["accuracy r"] < 0) & (table["accuracy p"] < 0.01)]
+    line = (f"**The classifier, class by class:** across domains its heads' recall changes, label by label, correlate "
+            f"r = {words([r_text(r) for r in table['class-by-class r']])} (seeds {words(seeds)}), where their accuracy "
+            f"changes correlate r = {words([r_text(r) for r in table['accuracy r']])}. Masking a head mostly moves "
+            f"predictions between labels {words(list(table['traded labels']))}, one label's recall rising as the other's "
+            f"falls (r = {words([r_text(r) for r in table['trade r (in domain)']])} in domain), so a head's accuracy "
+            "change is the small net of that trade.")
+    explained = flipped[(flipped["class-by-class r"] > 0) & (flipped["class-by-class p"] < 0.01)]
+    if len(explained):
+        line += (f" For seed{'s' * (len(explained) > 1)} {words([str(int(s)) for s in explained['training_seed']])} the "
+                 "net takes opposite signs in the two domains, and the accuracy correlation turns significantly negative "
+                 "while every class moves alike: a property of where this model's decisions sit between two labels on "
+                 "each set, not of heads that matter in one domain and not in the other.")
+    unexplained = flipped.drop(explained.index)
+    if len(unexplained):
+        line += (f" For seed{'s' * (len(unexplained) > 1)} {words([str(int(s)) for s in unexplained['training_seed']])} "
+                 "the accuracy correlation is significantly negative and the classes do not move alike either: this "
+                 "run does not explain it.")
+    return [line]

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers.book.experiments.cross_domain import class_by_class, recall_sum_gap
+from helpers.book.experiments.cross_domain import class_by_class, lowest_seed, recall_sum_gap
 
 
 def _shifts(trade: bool, heads: int = 72, seed: int = 0) -> pd.DataFrame:
@@ -44,3 +44,10 @@ def test_accuracy_is_the_gold_weighted_sum_of_recalls():
     assert recall_sum_gap(shifts) == pytest.approx(0, abs=1e-15)
     shifts.loc[0, "accuracy change"] += 0.01
     assert recall_sum_gap(shifts) == pytest.approx(0.01)
+
+
+def test_the_figure_shows_the_seed_with_the_lowest_r_or_the_first_where_none_is_defined():
+    both = pd.concat([_shifts(trade=False), _shifts(trade=True).assign(training_seed=1)])
+    assert lowest_seed(class_by_class(both)) == 1
+    still = _shifts(trade=True).assign(**{"accuracy change": 0.0})   # no head moves accuracy: r undefined
+    assert lowest_seed(class_by_class(pd.concat([still.assign(training_seed=3), still.assign(training_seed=4)]))) == 3

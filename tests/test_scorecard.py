@@ -110,7 +110,7 @@ def test_a_claim_is_reproduced_only_if_every_seed_reproduces_it(tmp_path):
     assert verdicts[TRANSLATION_PRUNABLE] == DEPENDS_ON_SEED
     assert verdicts[CLASSIFIER_PRUNABLE] == REPRODUCED
     row = card[card["claim"] == TRANSLATION_PRUNABLE].iloc[0]
-    assert row["ours"] == "seed 0: 20%; seed 1: 5%" and row["seeds"] == "0, 1"
+    assert row["ours"].startswith("seed 0: 20%; seed 1: 5%. Between seeds: not tested") and row["seeds"] == "0, 1"
     assert card[card["claim"] == CLASSIFIER_PRUNABLE].iloc[0]["ours"] == "40%"  # the same on both seeds: said once
     assert verdict_counts(card)[DEPENDS_ON_SEED] >= 1
 

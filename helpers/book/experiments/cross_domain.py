@@ -132,6 +132,13 @@ def _pearson(x, y) -> tuple[float, float]:
     return float(found.statistic), float(found.pvalue)
 
 
+def lowest_seed(by_class: pd.DataFrame) -> int:
+    """The training seed of ``class_by_class`` with the lowest accuracy r (the first seed where
+    no r is defined: a model whose accuracy no head moves)."""
+    r = by_class.set_index("training_seed")["accuracy r"]
+    return int(r.idxmin()) if r.notna().any() else int(r.index[0])
+
+
 def recall_sum_gap(shifts: pd.DataFrame) -> float:
     """The largest gap between a head's accuracy change and the gold-share-weighted sum of its
     recall changes (0 up to rounding: the identity ``class_by_class`` rests on)."""

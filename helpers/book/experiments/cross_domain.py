@@ -147,13 +147,15 @@ def recall_sum_gap(shifts: pd.DataFrame) -> float:
     return float((total - shifts["accuracy change"]).abs().max())
 
 
-def class_figure(shifts: pd.DataFrame, seed: int, title: str):
-    """For one seed: each head's accuracy change in against out of domain (left), and its recall
-    change per class in against out of domain (right), one colour per label."""
+def class_figure(shifts: pd.DataFrame, model: str):
+    """For the seed with the lowest accuracy r (``lowest_seed``): each head's accuracy change in
+    against out of domain (left), and its recall change per class (right), one colour per label."""
     import matplotlib.pyplot as plt
 
+    seed = lowest_seed(class_by_class(shifts))
     part = shifts[shifts["training_seed"] == seed]
     names = list(dict.fromkeys(part["set"]))
+    title = f"{model}, training seed {seed}: each head masked alone, {names[0]} against {names[1]}"
     inside, outside = (part[part["set"] == n].reset_index(drop=True) for n in names)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     axes[0].scatter(inside["accuracy change"] * 100, outside["accuracy change"] * 100, s=18, color="grey")

@@ -162,9 +162,14 @@ def _kept(row: dict) -> int:
 def _best_per_layer(rows: list[dict]) -> dict[tuple, dict]:
     """(kind, layer) -> the row whose kept head scores highest (ties: the lowest head)."""
     best: dict[tuple, dict] = {}
+    looks: dict[tuple, set] = defaultdict(set)
+    for r in rows:
+        looks[(r["kind"], r["layer"])].add(r.get("look"))
+    # a layer whose rows rest on different looks is ranked on the first look's examples
+    rank = lambda r: r["first_look_delta"] if len(looks[(r["kind"], r["layer"])]) > 1 else r["delta"]   # noqa: E731
     for r in rows:
         key = (r["kind"], r["layer"])
-        if key not in best or (r["delta"], -_kept(r)) > (best[key]["delta"], -_kept(best[key])):
+        if key not in best or (rank(r), -_kept(r)) > (rank(best[key]), -_kept(best[key])):
             best[key] = r
     return best
 

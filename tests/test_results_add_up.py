@@ -430,6 +430,18 @@ def test_chapter_01_and_07_pruned_models_add_up(table):
 
 
 # ---- the scorecard ----------------------------------------------------------------------------
+def _chance(one_head: dict) -> list:
+    """What chance gives among every head at alpha 0.01 in one direction, and the gains needed."""
+    heads = sum(len(rows) for rows in one_head.values())
+    return [(0.01 * heads, 1), _gains_needed(one_head)]
+
+
+def _gains_needed(one_head: dict) -> tuple[float, int]:
+    from scipy.stats import binom
+
+    return _int(int(binom.isf(0.05, sum(len(rows) for rows in one_head.values()), 0.01)) + 1)
+
+
 def _numbers(text: str) -> list[float]:
     """The numbers a cell shows, in order (signs kept; "nan" kept as nan); text in brackets, such
     as the name of the timing device, is left out."""
@@ -535,8 +547,9 @@ def _recomputed_ours(table, likelihood: bool = False) -> dict[str, list[tuple[fl
         "Few heads matter alone": [_int(n) for m in sorted(one_head) for n in (len(significant[m]), len(one_head[m]))],
         "Most heads can go alone": [_int(n) for m in sorted(one_head) for n in
                                     (classes[m]["negligible"], len(one_head[m]), classes[m]["undetermined"])],
-        "Masking a head can improve the score": [_int(sum(c["helpful"] for c in classes.values()))] if likelihood
-        else [ups, significant_count],
+        # the rule's text: gains, significant, chance's count and the gains the binomial test needs
+        "Masking a head can improve the score": ([_int(sum(c["helpful"] for c in classes.values())), _gains_needed(one_head)]
+                                                 if likelihood else []) + [ups, significant_count, *_chance(one_head)],
         "Most layers can be reduced to one head": [*layers_lost(reported), _int(len(reported))],
         "The last Enc-Dec layer": [_int(enc_dec["worst_layer"]), (enc_dec["worst_delta"], 2), (keep[0]["base"], 1)],
         "No BERT layer needs more than one head": [*layers_lost(bert), _int(len(bert))],

@@ -103,12 +103,14 @@ def importance_terms(model: nn.Module, batches: Iterable[Any], loss_fn: LossFn, 
         with ledger.entry("importance", "head importance terms", model) as timed, HeadGates(model) as g:
             examples = 0
             for batch in tqdm(batches, desc="head importance terms", disable=not progress, leave=False):
-                totals = {kind: None for kind in shapes}
-                size = _accumulate(model, g, batch, loss_fn, abs_per, totals, per_example=True)
+                found: dict[str, list] = {}
+                size = _accumulate(model, g, batch, loss_fn, abs_per, found, per_example=True)
                 examples += size
                 for kind, shape in shapes.items():
-                    parts[kind].append(totals[kind] if totals[kind] is not None
-                                       else torch.zeros((size, *shape), dtype=torch.float64))
+                    batch_terms = torch.zeros((size, *shape), dtype=torch.float64)
+                    for layer, heads, terms in found.get(kind, []):
+                        batch_terms[:, layer, heads] = terms
+                    parts[kind].append(batch_terms)
             timed.examples = examples
     finally:
         model.train(was_training)
@@ -134,8 +136,8 @@ def from_terms(terms: dict[str, torch.Tensor], examples: Iterable[int] | None = 
 def _accumulate(model, gates: HeadGates, batch, loss_fn: LossFn, abs_per: str, totals,
                 per_example: bool = False) -> int:
     """One forward + backward on ``batch``; adds per-head sums into ``totals`` (with
-    ``per_example``: sets ``totals[kind]`` to the batch's ``[batch, layers, heads]`` terms);
-    returns the batch size."""
+    ``per_example``: appends each site's ``(layer, heads, [batch, heads] terms)`` to
+    ``totals[kind]``); returns the batch size."""
     with torch.enable_grad(), gates.recording() as records:
         losses = loss_fn(model, batch)
     if losses.dim() != 1:
@@ -159,9 +161,7 @@ def _accumulate(model, gates: HeadGates, batch, loss_fn: LossFn, abs_per: str, t
         dots = dots.reshape(batch_size, -1, site.num_heads, site.head_dim).sum(-1).double()
         terms = dots.sum(1).abs() if abs_per == "example" else dots.abs().sum(1)   # [batch, heads]
         if per_example:
-            if totals[site.kind] is None:
-                totals[site.kind] = torch.zeros((batch_size, *layout(model)[site.kind]), dtype=torch.float64)
-            totals[site.kind][:, site.layer, site.heads] = terms.cpu()
+            totals.setdefault(site.kind, []).append((site.layer, site.heads, terms.cpu()))
         else:
             totals[site.kind][site.layer, site.heads] += terms.sum(0).cpu()
     return batch_size

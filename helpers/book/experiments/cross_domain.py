@@ -122,14 +122,9 @@ def class_by_class(shifts: pd.DataFrame) -> pd.DataFrame:
 
 
 def _pearson(x, y) -> tuple[float, float]:
-    """Pearson r and its two-sided p; (nan, nan) where either side does not vary."""
-    from scipy.stats import pearsonr
-
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if len(x) < 3 or x.std() == 0 or y.std() == 0:
-        return np.nan, np.nan
-    found = pearsonr(x, y)
-    return float(found.statistic), float(found.pvalue)
+    """``head_effects.correlation`` of two sequences: Pearson r and its two-sided p; (nan, nan)
+    where either side does not vary."""
+    return correlation(pd.DataFrame({"x": np.asarray(x, dtype=float), "y": np.asarray(y, dtype=float)}), "x", "y")
 
 
 def lowest_seed(by_class: pd.DataFrame) -> int:

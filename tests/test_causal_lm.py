@@ -164,3 +164,31 @@ def test_smollm2_is_converted_once_to_the_same_weights_and_tokens(verses, tmp_pa
     original_tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     texts = verses["report"] + ["Ceci n'est pas un verset: 1,958 s — ok?"]
     assert [tokenizer(t)["input_ids"] for t in texts] == [original_tokenizer(t)["input_ids"] for t in texts]
+
+
+def test_the_calibrated_grid_is_the_grid_at_the_level_its_null_draws_allow(tiny, tmp_path):
+    """Chapter 11 (issue 55): ``calibrated_grid`` keeps ``one_head_grid``'s p-values and tests them
+    at the level fitted on null draws (at most alpha), with its interval at that level; the table
+    it returns is recomputed from ``null_p_values`` with the seeds it states."""
+    from helpers.book.experiments import language_model as lm
+    from helpers.heads.significance import Bootstrap, calibrated_level, null_p_values
+
+    model, tokenizer = tiny
+    texts = causal_lm.verse_texts({"select": 30}, max_words=25, seed=2)["select"]
+    batches = causal_lm.lm_batches(tokenizer, texts, batch_size=10)
+    bootstrap = Bootstrap(n_resamples=200, alpha=0.05, seed=0)
+    plain, base = lm.one_head_grid(model, batches, 2, bootstrap, progress=False, cache_dir=tmp_path)
+    grid, base_again, rates = lm.calibrated_grid(model, batches, 2, bootstrap, draws=3, progress=False, cache_dir=tmp_path)
+    assert torch.equal(base, base_again) and np.array_equal(grid["p_value"], plain["p_value"])
+    level = grid["level"].iloc[0]
+    assert level <= bootstrap.alpha
+    assert grid["significant"].tolist() == (grid["p_value"] < level).tolist()
+    assert grid["significant at nominal alpha"].tolist() == plain["significant"].tolist()
+    at_level = lm.one_head_grid(model, batches, 2, bootstrap.at(level), progress=False, cache_dir=tmp_path)[0]
+    assert np.allclose(grid[["delta_low", "delta_high"]], at_level[["delta_low", "delta_high"]])
+    # the table, recomputed
+    _, outs = lm.lm_sweep(model, batches, lm.one_head_configs(model), 2, progress=False, cache_dir=tmp_path)
+    pairs = [(base.numpy(), outs[c].numpy()) for c in sorted(outs)]
+    assert level == calibrated_level(null_p_values(pairs, 30, 3, 200, seed=1), 0.05)
+    fresh = null_p_values(pairs, 30, 3, 200, seed=2)
+    assert rates.set_index("level")["flagged with no effect"].tolist() == [np.mean(fresh < 0.05), np.mean(fresh < level)]

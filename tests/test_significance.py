@@ -270,3 +270,23 @@ def test_the_null_rate_holds_on_symmetric_changes_and_shows_where_skew_breaks_a_
     assert skewed > chance_flag_rate(alpha) + 0.05, skewed
     larger = null_flag_rate([_skewed_pair()], units=120, alpha=alpha, draws=600, n_resamples=400)[0]
     assert larger < skewed, (larger, skewed)
+
+
+def test_the_calibrated_level_gives_a_skewed_small_sample_back_its_rate_on_fresh_draws():
+    """Issue 55: the grid's bootstrap at its nominal level flags far more heads with no effect
+    than chance on 30 skewed verses (the old rule); the level calibrated on one set of null draws
+    flags about chance's share on another set, and it never loosens a test that holds."""
+    from helpers.heads.significance import calibrated_level, null_p_values
+
+    alpha = 0.05
+    pairs = [_skewed_pair(seed=s) for s in range(3)]
+    fitted = null_p_values(pairs, units=30, draws=300, n_resamples=400, seed=1)
+    fresh = null_p_values(pairs, units=30, draws=300, n_resamples=400, seed=2)
+    level = calibrated_level(fitted, alpha)
+    rate, nominal = np.mean(fresh < level), chance_flag_rate(alpha)
+    se = np.sqrt(nominal * (1 - nominal) / len(fresh))
+    assert np.mean(fresh < alpha) > nominal + 4 * se          # the nominal level over-flags ...
+    assert level < alpha and abs(rate - nominal) < 3 * se + 0.01, (level, rate)   # ... the calibrated one holds
+    assert np.mean(fitted < level) <= nominal                   # by construction on the draws it was fit on
+    assert calibrated_level(np.linspace(0, 1, 1001), alpha) == alpha   # uniform p: nothing to correct
+    assert calibrated_level(np.full(100, 0.5), alpha) == alpha          # a conservative test is not loosened

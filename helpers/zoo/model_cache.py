@@ -33,7 +33,7 @@ from torch import nn
 
 from ..base.atomic import atomic_path
 from ..base.code_digest import recipe_digest
-from . import appendix_tasks, nli_task, registry, translation_task
+from . import appendix_tasks, competence, nli_task, registry, translation_task
 from .locations import cache_root
 from .recipes import build_classifier, build_translation, generate_data, machine
 
@@ -41,7 +41,7 @@ from .recipes import build_classifier, build_translation, generate_data, machine
 # it computes rebuilds
 _SOURCES = ("zoo/lexicon.py", "zoo/nli_task.py", "zoo/appendix_tasks.py", "zoo/translation_task.py",
             "zoo/classifier_training.py", "zoo/translation_model.py", "zoo/recipes.py", "zoo/registry.py",
-            "zoo/splits.py", "zoo/paper_sources.py", "zoo/bible.py", "zoo/verse_task.py", "zoo/model_cache.py", "heads/metrics.py")
+            "zoo/splits.py", "zoo/competence.py", "zoo/paper_sources.py", "zoo/bible.py", "zoo/verse_task.py", "zoo/model_cache.py", "heads/metrics.py")
 # how the arithmetic of training runs, beside the code: models trained before flush-to-zero
 # (heads/denormals.py, set when helpers is imported) computed on denormal floats and are rebuilt
 NUMERICS = "flush-to-zero"
@@ -98,7 +98,13 @@ def build_into(spec: dict, name: str, final: Path, progress: Progress = True) ->
     """Generate the data and train model ``name`` in ``<final>.partial``, then rename it to
     ``final``; returns its record. ``progress``: True shows bars and lines, ``"lines"`` only
     lines (a start line, and one per translation epoch, each led by ``[name]``: what a build
-    in several processes can show without bars overwriting each other), False nothing."""
+    in several processes can show without bars overwriting each other), False nothing.
+
+    Where the spec states a competence rule (``competence.rule_of``), a run below its floor is
+    rejected and the model trained again with the next seed (``competence.retry_seeds``); the
+    record lists the rejected runs (``rejected``) and the seed the kept run trained with
+    (``trained_seed``). ``partial/rejected.json`` keeps them while the build runs, so an
+    interrupted build resumes with the seed it was on."""
     partial = final.with_name(final.name + ".partial")
     if spec["task"] != "translation" and partial.exists():
         shutil.rmtree(partial)  # a classifier restarts; only translation training resumes
@@ -108,21 +114,70 @@ def build_into(spec: dict, name: str, final: Path, progress: Progress = True) ->
     def log(line: str) -> None:
         log_line(f"[{name}] {line}")
 
-    if progress:
-        log(f"training ({spec['task']}) in {partial}")
-    bars = progress is True
-    built = (build_translation(spec, data, partial, bars, log=log if progress else None)
-             if spec["task"] == "translation" else build_classifier(spec, data, partial, bars))
+    rule = competence.rule_of(spec)
+    seed = training_seed(spec)
+    seeds = competence.retry_seeds(seed, rule.tries) if rule and seed is not None else [seed]
+    rejected_file = partial / "rejected.json"
+    rejected = json.loads(rejected_file.read_text()) if rejected_file.exists() else []
+    for seed in seeds[len(rejected):]:
+        built = _train(with_training_seed(spec, seed), data, partial, progress, log)
+        if rule is None or seed is None:
+            break
+        judged = competence.judge(rule, built, seed)
+        if judged.passed:
+            break
+        rejected.append({**judged.as_dict(), "train_seconds": built["train_seconds"]})
+        if progress:
+            log(f"seed {seed} failed its competence rule ({rule.split} {judged.score:.3f} < {judged.floor:.3f}): rejected")
+        with atomic_path(rejected_file) as tmp:
+            tmp.write_text(json.dumps(rejected))
+        for trained in ("model", "checkpoints"):   # the next seed trains from scratch
+            shutil.rmtree(partial / trained, ignore_errors=True)
+    else:
+        scores = ", ".join(f"seed {r['seed']}: {r['score']:.3f}" for r in rejected)
+        raise competence.IncompetentModel(
+            f"model {name}: every seed tried fell below its competence floor {rule.text()} ({scores}; floor "
+            f"{rejected[-1]['floor']:.3f}): the recipe, not the seed, is at fault; change its training settings "
+            f"(or the floor, with a reason) in the profile")
     record = {"name": name, "task": spec["task"], "spec": spec, "hash": final.name.rsplit("-", 1)[1],
-              **built, "machine": machine(),
+              **built, "trained_seed": seed, "rejected": rejected, "machine": machine(),
               "built": time.strftime("%Y-%m-%d %H:%M:%S")}
     record["sizes"] = {split: len(examples) for split, examples in data.items()}
+    rejected_file.unlink(missing_ok=True)
     with atomic_path(partial / "record.json") as tmp:
         tmp.write_text(json.dumps(record, indent=2))
     if final.exists():
         shutil.rmtree(final)
     os.replace(partial, final)
     return record
+
+
+def _train(spec: dict, data: dict, partial: Path, progress: Progress, log) -> dict:
+    if progress:
+        log(f"training ({spec['task']}, seed {training_seed(spec)}) in {partial}")
+    bars = progress is True
+    return (build_translation(spec, data, partial, bars, log=log if progress else None)
+            if spec["task"] == "translation" else build_classifier(spec, data, partial, bars))
+
+
+def _seed_section(spec: dict) -> str:
+    return "train" if spec["task"] == "translation" else "fine_tune"
+
+
+def training_seed(spec: dict) -> int | None:
+    """The seed ``spec`` trains with (``train.seed`` or ``fine_tune.seed``; a recipe's default 0
+    where it names none); None for a published model that is scored, not trained."""
+    if spec.get("archive") or spec.get("checkpoint"):
+        return None
+    return int(spec.get(_seed_section(spec), {}).get("seed", 0))
+
+
+def with_training_seed(spec: dict, seed: int | None) -> dict:
+    """``spec`` training with ``seed`` (unchanged where ``seed`` is None)."""
+    if seed is None:
+        return spec
+    section = _seed_section(spec)
+    return {**spec, section: {**spec.get(section, {}), "seed": seed}}
 
 
 # ---- reading -----------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from torch import nn
 from ...heads.grouped_query import kv_group_heads, kv_group_order
 from ...heads.induction import copying_stats, induction_scores, repeated_tokens
 from ...heads.kv_cache import (PublishedModel, cache_bytes, generate_cached, generation_seconds, kv_bytes,
-                               kv_bytes_per_token)
+                               kv_bytes_per_token, published_kv_table)
 from ...heads.pruning import count_parameters, prune_heads
 from ...heads.pruning_curves import counts, heads_in, heads_of, order_by_importance, random_order, score_specs, spec_of
 from ...heads.significance import MIN_UNITS, log_likelihood, resample_indices, resampled_sums
@@ -132,16 +132,18 @@ def induction_ranks(model: nn.Module, probe: Sequence[dict], importance: Mapping
     return table
 
 
-def copying_probes(tokenizer, length: int, sequences: int, batch: int, seed: int) -> tuple[list[dict], list[dict]]:
-    """``(scored, held out)``: two copying probes of ``sequences`` sequences each (batches of
-    ``batch``; ``repeated_tokens`` with different seeds), so that an importance estimated on the
-    held-out one is scored on tokens it has not seen. Probe tokens skip the special ids and the
-    first 100 others."""
+def copying_probes(tokenizer, length: int, sequences: int, batch: int, seed: int,
+                   verdict_sequences: int) -> tuple[list[dict], list[dict], list[dict]]:
+    """``(scored, held out, verdict)``: two copying probes of ``sequences`` sequences each (batches
+    of ``batch``; ``repeated_tokens`` with different seeds), so that an importance estimated on the
+    held-out one is scored on tokens it has not seen, and the verdict's own probe of
+    ``verdict_sequences`` (``verdict_probe``). Probe tokens skip the special ids and the first 100
+    others."""
     low = len(tokenizer.all_special_ids) + 100
     batches = max(1, sequences // batch)
     probe = [repeated_tokens(len(tokenizer), length, batch, seed + i, low=low, bos=tokenizer.bos_token_id)
              for i in range(2 * batches)]
-    return probe[:batches], probe[batches:]
+    return probe[:batches], probe[batches:], verdict_probe(tokenizer, length, verdict_sequences, batch, seed)
 
 
 def copying_curves(model: nn.Module, orders: Mapping[str, Sequence], verse_batches: Sequence[dict],
@@ -397,6 +399,11 @@ PUBLISHED = (
     PublishedModel("Gemma-3-4B (text)", layers=34, kv_heads=4, head_dim=256, parameters=3.88, sliding=29, window=1024),
     PublishedModel("SmolLM2-135M", layers=30, kv_heads=3, head_dim=64, parameters=0.135),
 )
+
+
+def published() -> pd.DataFrame:
+    """The KV cache of each ``PUBLISHED`` configuration (``kv_cache.published_kv_table``)."""
+    return published_kv_table(PUBLISHED)
 
 
 # ---- a pruned model to keep ------------------------------------------------------------------------

@@ -101,41 +101,58 @@ def one_head_grid(model, batches: Sequence[dict], configs_per_pass: int, bootstr
     ``removal``: a ``HeadRemoval`` (mean or resample ablation) instead of zeroing the head;
     ``cache_dir``: as ``lm_sweep``'s; ``positions``: score only these rows of the batches (row k
     of batch b counts after every row of the batches before it), read from the sweep over all."""
-    first = attention_sites(model)[0]
     configs = one_head_configs(model)
     what = "one query head masked" + ("" if removal is None or removal.zero else f", {removal.kind} removal")
     base, outs = lm_sweep(model, batches, configs, configs_per_pass, removal, progress, cache_dir, what)
     if positions is not None:
         at = torch.as_tensor(list(positions))
         base, outs = base[at], {c: rows[at] for c, rows in outs.items()}
+    return _grid_rows(model, base, outs, bootstrap), base
+
+
+def _grid_rows(model, base: torch.Tensor, outs: dict, bootstrap: Bootstrap) -> pd.DataFrame:
+    first = attention_sites(model)[0]
     tests = _significance(base, outs, bootstrap)
     base_ppl = perplexity(base)
     # in the configurations' order (layer, then head): the sweep's processes may finish in any order
     rows = [{"layer": layer, "head": heads[0], "kv_group": first.kv_group(heads[0]), "perplexity": perplexity(outs[c]),
              "change_pct": 100 * (perplexity(outs[c]) / base_ppl - 1), "p_value": tests[c][0], "significant": tests[c][1],
              "delta_low": tests[c][2], "delta_high": tests[c][3]}
-            for c in configs for _, layer, heads in [c]]
-    return pd.DataFrame(rows), base
+            for c in one_head_configs(model) for _, layer, heads in [c]]
+    return pd.DataFrame(rows)
 
 
-def grid_null_rates(model, batches: Sequence[dict], configs_per_pass: int, alpha: float, verse_counts: Sequence[int],
-                    draws: int = 10, n_resamples: int = 1000, seed: int = 0, cache_dir: Path | None = None) -> pd.DataFrame:
-    """Does the grid's bootstrap hold its level on these verses? Every head's per-verse changes
-    (``one_head_grid``'s sweep, read again from its cache) centred so that it truly changes
-    nothing, then ``draws`` samples of each of ``verse_counts`` verses drawn from them and tested
-    (``significance.null_flag_rate``): one row per verse count with the share flagged against
-    the nominal ``chance_flag_rate(alpha)``, and the tests run."""
-    from ...heads.significance import null_flag_rate
+NULL_DRAWS = 10   # null samples drawn per head for the grid's calibration (and as many again to check it)
 
-    base, outs = lm_sweep(model, batches, one_head_configs(model), configs_per_pass, None, False, cache_dir,
+
+def calibrated_grid(model, batches: Sequence[dict], configs_per_pass: int, bootstrap: Bootstrap = Bootstrap(),
+                    draws: int = NULL_DRAWS, progress: bool = True, cache_dir: Path | None = None
+                    ) -> tuple[pd.DataFrame, torch.Tensor, pd.DataFrame]:
+    """``one_head_grid`` tested at the level that holds its rate on these verses: ``(grid, unmasked
+    token NLL rows, null rates)``. Every head's per-verse changes are centred so that it truly
+    changes nothing, and ``draws`` samples of as many verses as the grid has are drawn from each
+    and tested (``significance.null_p_values``): the level at which those null tests flag chance's
+    share (``calibrated_level``, never above alpha) is fitted on one set of draws and checked on a
+    fresh one. The grid is the bootstrap at that level (``significant``: p < level; the interval
+    ``delta_low``, ``delta_high`` at its quantiles, which the equivalence classes read), with
+    ``level`` and ``significant at nominal alpha`` beside it (p-values do not depend on the
+    level). The table: one row per level (nominal, calibrated) with the share of the fresh null
+    tests it flags, chance's share and the tests run."""
+    from ...heads.significance import calibrated_level, null_p_values
+
+    base, outs = lm_sweep(model, batches, one_head_configs(model), configs_per_pass, None, progress, cache_dir,
                           "one query head masked")
     pairs = [(base.numpy(), outs[c].numpy()) for c in sorted(outs)]
-    rows = []
-    for n in verse_counts:
-        rate, tests = null_flag_rate(pairs, n, alpha, draws, n_resamples, seed)
-        rows.append({"verses": n, "observed verses": len(base), "nominal": chance_flag_rate(alpha),
-                     "flagged with no effect": rate, "tests": tests})
-    return pd.DataFrame(rows)
+    n, alpha = len(base), bootstrap.alpha
+    fitted = null_p_values(pairs, n, draws, bootstrap.n_resamples, bootstrap.seed + 1)
+    fresh = null_p_values(pairs, n, draws, bootstrap.n_resamples, bootstrap.seed + 2)
+    level = calibrated_level(fitted, alpha)
+    rates = pd.DataFrame([{"level": name, "alpha": a, "verses": n, "nominal": chance_flag_rate(alpha),
+                           "flagged with no effect": float(np.mean(fresh < a)), "tests": len(fresh)}
+                          for name, a in (("nominal", alpha), ("calibrated", level))])
+    grid = _grid_rows(model, base, outs, bootstrap.at(level))
+    grid.insert(grid.columns.get_loc("significant") + 1, "significant at nominal alpha", grid["p_value"] < alpha)
+    return grid.assign(level=level), base, rates
 
 
 def grid_counts(grid: pd.DataFrame, alpha: float, margins: Mapping[str, float] | None = None) -> pd.DataFrame:

@@ -57,6 +57,41 @@ def reach(table: pd.DataFrame) -> pd.DataFrame:
     return table.assign(well_above_chance=share >= 1 / 3, not_saturated=share <= 0.98)
 
 
+def competence(records: dict[str, dict], runs: dict[str, list[tuple[int, str]]]) -> pd.DataFrame:
+    """One row per run: its model's competence rule (``helpers.zoo.competence``), the run's score
+    on the rule's split against the floor, whether it passes, the seed it trained with, and the
+    runs the build rejected before it (``seed score`` each, and their training minutes)."""
+    from ...zoo.competence import judge, rule_of
+
+    seed_of, rows = run_of(runs), []
+    for run, r in records.items():
+        name, seed = seed_of[run]
+        rule = rule_of(r["spec"])
+        judged = judge(rule, r, r.get("trained_seed", seed)) if rule else None
+        rejected = r.get("rejected", [])
+        rows.append({"model": name, "training_seed": seed, "trained_with_seed": r.get("trained_seed", seed),
+                     "rule": rule.text() if rule else "none (kept whatever it scores)",
+                     "score": judged.score if judged else None, "floor": judged.floor if judged else None,
+                     "passes": judged.passed if judged else None,
+                     "rejected_runs": "; ".join(f"seed {x['seed']} {x['score']:.3f}" for x in rejected),
+                     "rejected_minutes": sum(x["train_seconds"] for x in rejected) / 60})
+    return pd.DataFrame(rows)
+
+
+def competence_line(table: pd.DataFrame) -> str:
+    """How many runs pass their rule, and which runs were retrained."""
+    ruled = table[table["passes"].notna()]
+    retrained = table[table["rejected_runs"] != ""]
+    text = f"{int(ruled['passes'].sum())} of {len(ruled)} runs with a rule pass it"
+    if len(ruled) < len(table):
+        text += f" ({len(table) - len(ruled)} runs have none)"
+    if retrained.empty:
+        return text + "; no run was rejected"
+    return text + "; rejected and trained again with a new seed: " + "; ".join(
+        f"{r.model} seed {r.training_seed} (rejected: {r.rejected_runs}; kept: seed {r.trained_with_seed}, {r.score:.3f})"
+        for r in retrained.itertuples())
+
+
 def spread(table: pd.DataFrame) -> pd.DataFrame:
     """Per model, split and metric: the number of seeds and the mean, lowest and highest score."""
     return (table.groupby(["model", "split", "metric"], sort=False)["score"].agg(["count", "mean", "min", "max"])
@@ -75,7 +110,11 @@ def machine_lines(records: dict[str, dict], machine: dict) -> str:
     lines = sorted({f"BLEU signature: {r['bleu_signature']}" for r in records.values() if r["task"] == "translation"})
     lines.append(f"trained on: {machine['cpu_model']}, {machine['cpus']} CPUs, {machine['torch_threads']} torch threads; "
                  f"torch {machine['torch']}, transformers {machine['transformers']}, fairseq {machine['fairseq']}")
-    lines.append(f"training time of all {len(records)} runs, summed: {sum(r['train_seconds'] for r in records.values()) / 60:.1f} min")
+    rejected = [x for r in records.values() for x in r.get("rejected", [])]
+    kept = sum(r["train_seconds"] for r in records.values()) / 60
+    lines.append(f"training time of all {len(records)} runs, summed: {kept:.1f} min"
+                 + (f", and {sum(x['train_seconds'] for x in rejected) / 60:.1f} min more on the {len(rejected)} "
+                    "rejected runs they replaced" if rejected else ""))
     return "\n".join(lines)
 
 

@@ -19,24 +19,24 @@ def small_sample(sets) -> str:
 
 
 def null_rate_line(profile: str) -> list[str]:
-    """Whether the grid's bootstrap holds its level on these verses (``11_grid_null_rate``), and
-    what chance gives at the rate it truly has; none for a run from before the table existed."""
+    """Why the grid is tested at its calibrated level (``11_grid_null_rate``, ``calibrated_grid``):
+    the share of no-effect heads the bootstrap flags at its nominal level and at the calibrated
+    one, on fresh null draws; none for a run from before the table existed."""
     from ...store.results import saved_table
 
     rates = saved_table(profile, "11_grid_null_rate")
-    if rates is None:
+    if rates is None or "level" not in rates:
         return []
     grid = read(profile, "11_one_head_grid")
-    rows = rates.set_index("verses")
-    observed = int(rows["observed verses"].iloc[0])
-    at = rows.loc[observed] if observed in rows.index else rows.iloc[0]
-    more = words([f"{r['flagged with no effect']:.1%} with {int(n)}" for n, r in rows.iterrows() if n != observed])
-    return [f"**Does the test hold its level here?** With every head's per-verse changes centred at no effect and "
-            f"{observed} verses drawn from them ({int(at['tests']):,} tests), the bootstrap flags "
-            f"{at['flagged with no effect']:.1%} of the heads against its nominal {at['nominal']:.0%}: chance alone "
-            f"would give about {at['flagged with no effect'] * len(grid):.0f} of the {len(grid)} heads, not "
-            f"{at['nominal'] * len(grid):.1f}. Drawn more at a time from the same verses (as if more verses like "
-            f"them had been read), it flags {more}."]
+    nominal, calibrated = (rates.set_index("level").loc[k] for k in ("nominal", "calibrated"))
+    loose = int(grid["significant at nominal alpha"].sum())
+    return [f"**The level these verses allow.** With every head's per-verse changes centred at no effect and "
+            f"{int(nominal['verses'])} verses drawn from them ({int(nominal['tests']):,} tests), the bootstrap at its "
+            f"nominal p < {nominal['alpha']:g} flags {nominal['flagged with no effect']:.1%} of the heads, against the "
+            f"{nominal['nominal']:.0%} it promises: over so few, skewed verses it is too liberal. The grid is therefore "
+            f"tested at p < {calibrated['alpha']:.3g}, the level fitted on one set of such draws, which flags "
+            f"{calibrated['flagged with no effect']:.1%} on a fresh set. At the nominal level {loose} heads would have "
+            f"been called significant; at the calibrated level {int(grid['significant'].sum())} are."]
 
 
 def findings(profile: str, alpha: float, speed_share: float = 0.5) -> str:
@@ -55,12 +55,14 @@ def findings(profile: str, alpha: float, speed_share: float = 0.5) -> str:
     top = grid.loc[grid["change_pct"].idxmax()]
     kept = keep[~keep["significant"]]
     counts = read(profile, "11_one_head_counts").iloc[0]
+    at_level = f" (p < {grid['level'].iloc[0]:.3g}, the calibrated level below)" if "level" in grid else ""
     lines = [
         f"The model's perplexity on the verses is {sets.loc['select', 'perplexity']:.1f} (select set, "
         f"{int(sets.loc['select', 'verses'])} verses) and {sets.loc['report', 'perplexity']:.1f} (report set)."
         + small_sample(sets),
         f"**One head masked:** {len(worse)} of {len(grid)} query heads raise the perplexity significantly and "
-        f"{len(better)} lower it significantly, against {chance_flag_rate(alpha, one_direction=True) * len(grid):.1f} "
+        f"{len(better)} lower it significantly{at_level}, against "
+        f"{chance_flag_rate(alpha, one_direction=True) * len(grid):.1f} "
         f"expected by chance in each direction ({chance_flag_rate(alpha) * len(grid):.1f} in all); "
         f"{int((grid['change_pct'].abs() < 1).sum())} change it by less than 1%. The largest rise is "
         f"{top['change_pct']:+.1f}% (layer {int(top['layer'])}, head {int(top['head'])}); the significant heads are in "

@@ -1,0 +1,102 @@
+"""Is a trained model good enough to study? The competence rule a model's spec states, and the
+seeds its build tries (issue 55, item 1).
+
+A spec's ``competence`` section names the split the chapters score the model on and a floor:
+
+* ``reach``: a share of the way from the split's baseline (the best constant prediction, or
+  copying the source) to its ceiling (1 for accuracy, F1 and Matthews correlation; for BLEU the
+  second human translation's, ``oracle_bleu``);
+* ``at_least``: a score in the metric's units;
+* both: the higher of the two.
+
+A run whose score on that split falls below the floor failed to train; the build trains the same
+model again with the next seed of ``retry_seeds`` (same data, same recipe) and records the run it
+rejected, so chapter 02 lists it: a failed seed is never kept, and never dropped silently.
+``tries`` runs in all fail: the build stops and says so (the recipe, not the seed, is at fault).
+A spec without ``competence`` (the smoke profile's tiny models, the paper's published archives)
+is kept whatever it scores.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SEED_STRIDE = 1000   # a retry of seed s trains with s + 1000, then s + 2000: never another run's seed
+
+
+@dataclass(frozen=True)
+class Competence:
+    """The rule of one model: ``split`` must score at least ``floor(scores)``."""
+
+    split: str
+    reach: float | None = None
+    at_least: float | None = None
+    tries: int = 3
+
+    def floor(self, split_scores: dict, metric: str) -> float:
+        """The floor on ``split_scores`` (one split's record entry: the metric, ``baseline`` and,
+        for BLEU, ``oracle_bleu``), in the metric's units."""
+        floors = []
+        if self.reach is not None:
+            baseline = split_scores["baseline"]
+            ceiling = split_scores.get("oracle_bleu") if metric == "bleu" else 1.0
+            floors.append(baseline + self.reach * (ceiling - baseline))
+        if self.at_least is not None:
+            floors.append(self.at_least)
+        return max(floors)
+
+    def text(self) -> str:
+        parts = ([f"{self.reach:.0%} of the way from the baseline to the ceiling"] if self.reach is not None else []) + \
+                ([f"at least {self.at_least:g}"] if self.at_least is not None else [])
+        return f"on {self.split}: " + " and ".join(parts)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """One run against its rule: its ``seed``, ``score`` and ``floor`` on ``split``."""
+
+    seed: int
+    split: str
+    score: float
+    floor: float
+
+    @property
+    def passed(self) -> bool:
+        return self.score >= self.floor
+
+    def as_dict(self) -> dict:
+        return {"seed": self.seed, "split": self.split, "score": self.score, "floor": self.floor, "passed": self.passed}
+
+
+def rule_of(spec: dict) -> Competence | None:
+    """The spec's rule, checked; None where the spec has none."""
+    given = spec.get("competence")
+    if given is None:
+        return None
+    unknown = set(given) - {"split", "reach", "at_least", "tries"}
+    if unknown or "split" not in given or not ({"reach", "at_least"} & set(given)):
+        raise ValueError(f"competence {given!r}: give `split` and `reach` (a share of the way from the baseline to "
+                         f"the ceiling, 0 to 1) and/or `at_least` (a score), optionally `tries`"
+                         + (f"; unknown keys {sorted(unknown)}" if unknown else ""))
+    rule = Competence(**given)
+    if rule.reach is not None and not 0 <= rule.reach <= 1:
+        raise ValueError(f"competence reach {rule.reach} is a share of the way to the ceiling: give 0 to 1")
+    if rule.tries < 1:
+        raise ValueError(f"competence tries {rule.tries}: give at least 1")
+    return rule
+
+
+def judge(rule: Competence, built: dict, seed: int) -> Judgement:
+    """``built`` (a build's record fields: ``metric`` and ``scores``) against ``rule``."""
+    if rule.split not in built["scores"]:
+        raise ValueError(f"competence split {rule.split!r} is not scored; the model has {sorted(built['scores'])}")
+    scores = built["scores"][rule.split]
+    return Judgement(seed, rule.split, float(scores[built["metric"]]), float(rule.floor(scores, built["metric"])))
+
+
+def retry_seeds(seed: int, tries: int) -> list[int]:
+    """The seeds a build tries, in order: ``seed``, then ``seed + 1000``, ``seed + 2000``..."""
+    return [seed + k * SEED_STRIDE for k in range(tries)]
+
+
+class IncompetentModel(RuntimeError):
+    """Every seed a build tried fell below the model's competence floor."""

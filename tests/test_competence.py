@@ -1,0 +1,109 @@
+"""The competence rule (issue 55, item 1): a run below its model's floor is rejected and trained
+again with the next seed, the record lists it, an interrupted retry resumes with the seed it was
+on, and a recipe that no seed rescues stops the build with a message that says so."""
+import json
+
+import pytest
+
+from helpers.book import course
+from helpers.book.profiles import load_profile
+from helpers.zoo import competence, model_cache
+from helpers.zoo.competence import Competence, IncompetentModel, rule_of
+
+
+def test_the_floor_lies_the_stated_share_of_the_way_from_baseline_to_ceiling():
+    accuracy = {"accuracy": 0.7, "baseline": 0.5}
+    assert Competence("valid", reach=0.5).floor(accuracy, "accuracy") == pytest.approx(0.75)
+    bleu = {"bleu": 16.0, "baseline": 1.0, "oracle_bleu": 46.0}   # BLEU's ceiling: the second translator's
+    assert Competence("test13", reach=1 / 3).floor(bleu, "bleu") == pytest.approx(16.0)
+    assert Competence("test13", at_least=19.5).floor(bleu, "bleu") == 19.5
+    assert Competence("test13", reach=1 / 3, at_least=12.0).floor(bleu, "bleu") == pytest.approx(16.0)  # the higher
+
+
+@pytest.mark.parametrize("given, message", [
+    ({"reach": 0.5}, "give `split`"),
+    ({"split": "valid"}, "and/or `at_least`"),
+    ({"split": "valid", "reach": 0.5, "minimum": 3}, "unknown keys"),
+    ({"split": "valid", "reach": 50}, "0 to 1"),
+    ({"split": "valid", "reach": 0.5, "tries": 0}, "at least 1"),
+])
+def test_a_malformed_rule_is_refused_with_what_to_write(given, message):
+    with pytest.raises(ValueError, match=message):
+        rule_of({"competence": given})
+
+
+def test_a_spec_without_a_rule_keeps_any_run():
+    assert rule_of({"task": "nli"}) is None
+
+
+def _spec(tries: int = 3, floor: float = 0.75) -> dict:
+    return {"task": "translation", "corpus": "generated", "sizes": {"train": 8, "valid": 4},
+            "train": {"seed": 1}, "competence": {"split": "valid", "at_least": floor, "tries": tries}}
+
+
+def _fake_training(scores: dict[int, float], calls: list[int], interrupt_at: int | None = None):
+    """A stand-in for model_cache._train that scores each seed as given (and can be killed)."""
+    def train(spec, data, partial, progress, log):
+        seed = spec["train"]["seed"]
+        calls.append(seed)
+        if seed == interrupt_at:
+            raise KeyboardInterrupt
+        (partial / "model").mkdir(parents=True, exist_ok=True)
+        return {"metric": "bleu", "train_seconds": 1.0, "epochs": [], "scores": {"valid": {"bleu": scores[seed], "baseline": 0.0}}}
+    return train
+
+
+def test_a_failed_seed_is_rejected_and_retrained_with_the_next(tmp_path, monkeypatch):
+    calls: list[int] = []
+    monkeypatch.setattr(model_cache, "_train", _fake_training({1: 0.5, 1001: 0.9}, calls))
+    record = model_cache.build_into(_spec(), "m@1", tmp_path / "m@1-abc", progress=False)
+    assert calls == [1, 1001]
+    assert record["trained_seed"] == 1001 and record["spec"]["train"]["seed"] == 1   # the slot keeps its seed
+    assert record["rejected"] == [{"seed": 1, "split": "valid", "score": 0.5, "floor": 0.75, "passed": False,
+                                   "train_seconds": 1.0}]
+    assert json.loads((tmp_path / "m@1-abc" / "record.json").read_text())["rejected"][0]["seed"] == 1
+    assert not (tmp_path / "m@1-abc" / "rejected.json").exists()
+
+
+def test_a_run_that_passes_at_once_rejects_nothing(tmp_path, monkeypatch):
+    calls: list[int] = []
+    monkeypatch.setattr(model_cache, "_train", _fake_training({1: 0.75}, calls))   # the floor itself passes
+    record = model_cache.build_into(_spec(), "m@1", tmp_path / "m@1-abc", progress=False)
+    assert calls == [1] and record["rejected"] == [] and record["trained_seed"] == 1
+
+
+def test_an_interrupted_retry_resumes_with_the_seed_it_was_on(tmp_path, monkeypatch):
+    calls: list[int] = []
+    monkeypatch.setattr(model_cache, "_train", _fake_training({1: 0.1, 1001: 0.2, 2001: 0.9}, calls, interrupt_at=2001))
+    with pytest.raises(KeyboardInterrupt):
+        model_cache.build_into(_spec(), "m@1", tmp_path / "m@1-abc", progress=False)
+    assert [r["seed"] for r in json.loads((tmp_path / "m@1-abc.partial" / "rejected.json").read_text())] == [1, 1001]
+    calls.clear()
+    monkeypatch.setattr(model_cache, "_train", _fake_training({2001: 0.9}, calls))
+    record = model_cache.build_into(_spec(), "m@1", tmp_path / "m@1-abc", progress=False)
+    assert calls == [2001] and [r["seed"] for r in record["rejected"]] == [1, 1001]
+
+
+def test_a_recipe_no_seed_rescues_stops_the_build_and_says_so(tmp_path, monkeypatch):
+    calls: list[int] = []
+    monkeypatch.setattr(model_cache, "_train", _fake_training({1: 0.1, 1001: 0.2}, calls))
+    with pytest.raises(IncompetentModel, match=r"every seed tried .*seed 1: 0\.100, seed 1001: 0\.200.*the recipe"):
+        model_cache.build_into(_spec(tries=2), "m@1", tmp_path / "m@1-abc", progress=False)
+    assert calls == [1, 1001] and not (tmp_path / "m@1-abc").exists()
+
+
+def test_a_real_classifier_is_retrained_with_new_seeds(tmp_path, monkeypatch):
+    """The seed reaches the trainer: an unreachable floor (accuracy 2) rejects two real runs of
+    the smoke sentiment model, whose seeds and scores the error lists."""
+    monkeypatch.setenv("SIXTEEN_HEADS_CACHE", str(tmp_path))
+    profile = load_profile("smoke")
+    spec = {**course.model_specs(profile)["sentiment"], "competence": {"split": "valid", "at_least": 2.0, "tries": 2}}
+    with pytest.raises(IncompetentModel, match=r"seed 0: 0\.\d+, seed 1000: 0\.\d+"):
+        model_cache.build_into(spec, "sentiment", tmp_path / "sentiment-x", progress=False)
+    rejected = json.loads((tmp_path / "sentiment-x.partial" / "rejected.json").read_text())
+    assert [r["seed"] for r in rejected] == [0, 1000] and all(0 <= r["score"] <= 1 for r in rejected)
+
+
+def test_retries_never_reuse_another_runs_seed():
+    assert competence.retry_seeds(1, 3) == [1, 1001, 2001]
+    assert set(competence.retry_seeds(0, 3)).isdisjoint(competence.retry_seeds(1, 3))

@@ -234,6 +234,19 @@ def test_chapters_08_09_and_10_follow_their_tables(results):
         "10% and 10% with the perplexity within 1% (the paper's SST-2: flat to about 50%). With 90% pruned the score "
         "is 0.5 and 0.6, against 0.9 and 0.9 unpruned.")
 
+    # how many examples importance needs: recomputed from the draws (spearman rises with n)
+    rows = [{"model": "nli", "used": 64, "examples": n, "draw": d, "spearman": {4: 0.3, 16: 0.8, 64: 1.0}[n] + 0.01 * d,
+             "top overlap": 0.5, "bottom overlap": {4: 0.1, 16: 0.6, 64: 1.0}[n]} for n in (4, 16, 64) for d in range(3)]
+    rows = [r for r in rows if r["examples"] < 64 or r["draw"] == 0]
+    results("06_importance_sample", rows)
+    found = ch06.findings("p")
+    assert ("**How many examples importance needs** (medians over 3 random draws per size, against I_h of every "
+            "example the verdict used): nli: from 16 of its 64 examples, Spearman 0.81 (5-95%: 0.80 to 0.82) and 60% "
+            "of the least important tenth found; a median Spearman of 0.9 from 64 examples.") in found
+    rows = [dict(r, spearman=r["spearman"] / 2) for r in rows]
+    results("06_importance_sample", rows)
+    assert "a median Spearman of 0.9 at no size drawn" in ch06.findings("p")
+
 
 def test_chapter_11_follows_its_tables(results):
     results("11_sets", [{"set": "select", "verses": 48, "perplexity": 51.5}, {"set": "report", "verses": 48, "perplexity": 70.1}])
@@ -254,6 +267,18 @@ def test_chapter_11_follows_its_tables(results):
             "1 are placed by neither test.") in text and "the least important 25% of the query heads" in text
     assert "largest rise is +40.0% (layer 1, head 3)" in text and "2 of 3 layers show no significant loss" in text
     assert "+10.0% faster at batch 16 (100% of the +10.0% its FLOPs predict)" in text
+    # tested at the calibrated level: the grid says so, and the null table says why
+    results("11_one_head_grid", [dict(r, level=0.004, **{"significant at nominal alpha": True}) for r in grid])
+    results("11_grid_null_rate", [{"level": "nominal", "alpha": 0.01, "verses": 30, "nominal": 0.02,
+                                   "flagged with no effect": 0.049, "tests": 120},
+                                  {"level": "calibrated", "alpha": 0.004, "verses": 30, "nominal": 0.02,
+                                   "flagged with no effect": 0.021, "tests": 120}])
+    text = ch11.findings("p", 0.01, speed_share=0.25)
+    assert "6 of 12 query heads raise the perplexity significantly and 3 lower it significantly (p < 0.004" in text
+    assert ("30 verses drawn from them (120 tests), the bootstrap at its nominal p < 0.01 flags 4.9% of the heads, "
+            "against the 2% it promises") in text
+    assert "tested at p < 0.004, the level fitted on one set of such draws, which flags 2.1% on a fresh set" in text
+    assert "At the nominal level 12 heads would have been called significant; at the calibrated level 9 are." in text
 
 
 # ---- one judge: a chapter's verdict table and the scorecard give the same verdict -------------

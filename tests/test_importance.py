@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import helpers
-from tiny_models import bert, fairseq_wmt, marian
+from tiny_models import bert, fairseq_wmt, llama, marian
 
 EPS = 1e-5
 
@@ -156,7 +156,7 @@ def test_several_batches_equal_their_union(build, abs_per):
 
 
 @pytest.mark.parametrize("abs_per", ["example", "token"])
-@pytest.mark.parametrize("build", [bert, fairseq_wmt], ids=["bert", "fairseq-wmt"])
+@pytest.mark.parametrize("build", [bert, fairseq_wmt, llama], ids=["bert", "fairseq-wmt", "llama-gqa"])
 def test_per_example_terms_give_the_importance_of_any_subset(build, abs_per):
     """``importance_terms`` keeps one term per example: their mean over all the examples is
     ``head_importance``, and over a subset it is ``head_importance`` run on that subset alone

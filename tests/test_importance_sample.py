@@ -61,3 +61,17 @@ def test_the_figure_draws_a_band_per_model_and_marks_the_samples_used():
     fig = sample.figure(table, used={"chapter 06": 16})
     assert [len(ax.lines) for ax in fig.axes] == [3, 3]   # two models and the mark, per panel
     assert len(fig.axes[0].collections) == 2              # one band per model
+
+
+def test_chapter_06_draws_chapter_11s_verses_with_chapter_11s_defaults():
+    """Chapter 06 measures the language model's I_h on chapter 11's select set: where a profile
+    sets nothing, its draw uses chapter 11's own parameter defaults."""
+    import ast
+    from pathlib import Path
+
+    import papermill as pm
+
+    from helpers.book.experiments.pruning import LM_SETS
+
+    declared = pm.inspect_notebook(str(Path(__file__).parents[1] / "notebooks" / "11_nine_heads.ipynb"))
+    assert LM_SETS == {name: ast.literal_eval(declared[name]["default"]) for name in LM_SETS}

@@ -24,6 +24,7 @@ import pytest
 pytestmark = pytest.mark.slow  # every test here reads the smoke build's results
 from scipy import stats
 
+from helpers.book.experiments import language_model as lm
 from helpers.book.running import runner
 from helpers.book.store import results
 from helpers.book.paper import values as paper_values
@@ -586,8 +587,15 @@ def test_chapter_11_counts_add_up(table):
     assert len({(r["layer"], r["head"]) for r in grid}) == len(grid) == (
         len({r["layer"] for r in grid}) * len({r["head"] for r in grid}))  # every head of every layer, once
     select = next(r for r in table("11_sets") if r["set"] == "select")["perplexity"]
+    # tested at the calibrated level (at most alpha), the nominal call beside it; the level is the null table's
+    (level,) = {r["level"] for r in grid}
+    rates = {r["level"]: r for r in table("11_grid_null_rate")}
+    assert rates["calibrated"]["alpha"] == pytest.approx(level) <= alpha == rates["nominal"]["alpha"]
+    assert rates["nominal"]["tests"] == rates["calibrated"]["tests"] == len(grid) * lm.NULL_DRAWS
+    assert rates["calibrated"]["flagged with no effect"] <= rates["nominal"]["flagged with no effect"]
     for r in grid:
-        assert r["significant"] == (r["p_value"] < alpha)
+        assert r["significant"] == (r["p_value"] < level)
+        assert r["significant at nominal alpha"] == (r["p_value"] < alpha)
         assert r["change_pct"] == pytest.approx(100 * (r["perplexity"] / select - 1), rel=1e-6, abs=1e-6)
     (row,) = table("11_one_head_counts")
     assert row["heads"] == len(grid)

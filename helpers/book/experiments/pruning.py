@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 import pandas as pd
 
@@ -156,6 +156,27 @@ class PruningRuns:
                                                    max_len_b=self.sweeps.max_len_b)
         return model, None, translation_likelihood_scorer(scored)   # teacher-forced per reference token: no decoding
 
+    def all_curves(self, measure: str = "metric") -> pd.DataFrame:
+        """``curves`` of the classifier and of the translation model, in one table."""
+        return pd.concat([self.curves(self.classifier, measure), self.curves(self.translation, measure)],
+                         ignore_index=True)
+
+    def importance_terms(self, name: str) -> dict:
+        """Per-example |dL/d xi_h| (``heads.importance.importance_terms``: ``{kind: [examples,
+        layers, heads]}``) of model ``name``'s first training run, on the examples its I_h is
+        estimated on: their mean is the I_h the curves prune by."""
+        from ...heads.importance import importance_terms
+        from ...zoo.scorers import classifier_loss, classifier_loss_batches, translation_loss, translation_loss_batches
+
+        _, run = course.seed_runs(self.sweeps.settings, name, self.sweeps.training_seeds)[0]
+        model, tokenizer, _ = self._model(name, run)
+        if name == self.classifier:
+            _, ranked = self._sets(name, self.classifier_split)
+            batches = classifier_loss_batches(tokenizer, ranked, self.sweeps.settings.max_length(name))
+            return importance_terms(model, batches, classifier_loss, progress=False)
+        _, ranked = self._sets(name, self.translation_split)
+        return importance_terms(model, translation_loss_batches(model, ranked), translation_loss, progress=False)
+
     def curves(self, name: str, measure: str = "metric") -> pd.DataFrame:
         """Every training run's pruning curves of model ``name`` (the classifier or the
         translation model), scored on ``measure`` ("metric" or "likelihood"), with ``track``."""
@@ -257,3 +278,47 @@ def figure(curves: pd.DataFrame, panels: list[tuple[str, str, str]], suptitle: s
     fig.suptitle(suptitle)
     fig.tight_layout()
     return fig
+
+
+# ---- how many examples importance needs (issue 55, item 5) -----------------------------------------
+# chapter 11's defaults for its verse sets, where a profile does not set its own (a test holds them to the notebook's)
+LM_SETS = {"select_verses": 120, "report_verses": 120, "version": "web", "max_words": 40, "batch_size": 16, "seed": 0}
+
+
+def importance_sample(runs: PruningRuns, sizes: Sequence[int], draws: int = 20,
+                      language_model: str | None = None) -> pd.DataFrame:
+    """``importance_sample.agreement_table`` of the classifier's and the translation model's
+    first training run (terms on the examples chapter 06 estimates I_h on) and, given a
+    ``language_model`` (``causal_lm.load_causal_lm`` names), of that model on chapter 11's select
+    set (drawn with the profile's settings for chapter 11, else ``LM_SETS``); with
+    ``model`` and ``used`` (how many examples that model's pruning verdict estimates I_h on: all
+    the terms)."""
+    from .importance_sample import agreement_table
+
+    terms = {name: runs.importance_terms(name) for name in (runs.classifier, runs.translation)}
+    if language_model:
+        chapter_11 = {**LM_SETS, **{k: v for k, v in runs.sweeps.settings.notebooks.get("11_nine_heads", {}).items()
+                                    if k in LM_SETS}}
+        terms[language_model] = language_model_terms(language_model, chapter_11)
+    return pd.concat([agreement_table(t, sizes, draws, runs.seed).assign(model=name, used=len(next(iter(t.values()))))
+                      for name, t in terms.items()], ignore_index=True)
+
+
+def language_model_terms(model_name: str, sets: Mapping[str, object]) -> dict:
+    """Per-verse importance terms of a causal LM on chapter 11's select set, drawn as there
+    (``sets``: ``LM_SETS``' keys): the examples its I_h is estimated on."""
+    from ...heads.importance import importance_terms
+    from ...zoo.causal_lm import lm_batches, lm_loss, load_causal_lm, verse_texts
+
+    model, tokenizer = load_causal_lm(model_name, seed=sets["seed"])
+    texts = verse_texts({"select": sets["select_verses"], "report": sets["report_verses"]}, version=sets["version"],
+                        max_words=sets["max_words"], seed=sets["seed"])["select"]
+    return importance_terms(model, lm_batches(tokenizer, texts, sets["batch_size"]), lm_loss, progress=False)
+
+
+def sample_figure(table: pd.DataFrame):
+    """``importance_sample.figure`` with each model's pruning sample marked."""
+    from .importance_sample import figure
+
+    used = table.groupby("model", sort=False)["used"].first()
+    return figure(table, {f"{m}'s I_h ({n})": n for m, n in used.items()})

@@ -30,4 +30,35 @@ def findings(profile: str) -> str:
                 f"pruned the score is "
                 f"{words([f'{v:.3g}' for v in imp['all_pruned']])}, against {words([f'{v:.3g}' for v in imp['unpruned']])} "
                 "unpruned.")
-    return "\n\n".join(lines)
+    return "\n\n".join(lines + sample_lines(profile))
+
+
+SETTLED = 0.9   # a median Spearman with I_h of every example at or above this counts as a settled ranking
+
+
+def sample_lines(profile: str) -> list[str]:
+    """How many examples each model's I_h needs (``06_importance_sample``): the agreement with I_h
+    of all the examples at the largest sample below them, and the smallest sample whose median
+    Spearman reaches ``SETTLED``; none for a run from before the table existed."""
+    from ...store.results import saved_table
+
+    table = saved_table(profile, "06_importance_sample")
+    if table is None:
+        return []
+    parts = []
+    for model, part in table.groupby("model", sort=False):
+        used = int(part["used"].iloc[0])
+        q = part.groupby("examples")[["spearman", "bottom overlap"]].quantile([0.05, 0.5, 0.95]).unstack()
+        below = [n for n in q.index if n < used]
+        if not below:
+            parts.append(f"{model}: I_h rests on {used} examples, no smaller sample was drawn")
+            continue
+        n = max(below)
+        settled = [int(k) for k in q.index if q.loc[k, ("spearman", 0.5)] >= SETTLED]
+        parts.append(f"{model}: from {n} of its {used} examples, Spearman {q.loc[n, ('spearman', 0.5)]:.2f} (5-95%: "
+                     f"{q.loc[n, ('spearman', 0.05)]:.2f} to {q.loc[n, ('spearman', 0.95)]:.2f}) and "
+                     f"{q.loc[n, ('bottom overlap', 0.5)]:.0%} of the least important tenth found; a median Spearman of "
+                     f"{SETTLED} " + (f"from {min(settled)} examples" if settled else "at no size drawn"))
+    draws = int(table.groupby(["model", "examples"]).size().max())
+    return [f"**How many examples importance needs** (medians over {draws} random draws per size, against I_h of "
+            f"every example the verdict used): " + "; ".join(parts) + "."]

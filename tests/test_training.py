@@ -92,3 +92,24 @@ def test_uniform_dropout_draws_the_same_distribution_and_is_restored():
     assert abs(float(kept.float().mean()) - 0.9) < 0.003          # 5 standard errors
     assert torch.allclose(y[kept], torch.full_like(y[kept], 1 / 0.9))
     assert abs(float((z != 0).float().mean()) - 0.75) < 0.004
+
+
+def test_the_cosine_schedule_warms_up_as_before_and_ends_at_zero():
+    """The translation recipe's schedules: the same linear warm-up; fairseq's inverse square root
+    after it, or half a cosine that reaches 0 at the last update (and stays there)."""
+    import math
+
+    from helpers.zoo.translation_model import TranslationConfig, inverse_sqrt, learning_rate
+
+    fairseq = TranslationConfig(lr=5e-3, warmup_updates=100)
+    cosine = TranslationConfig(lr=5e-3, warmup_updates=100, schedule="cosine")
+    for step in (1, 50, 100):
+        assert learning_rate(step, cosine, 1000) == learning_rate(step, fairseq, 1000) == inverse_sqrt(step, fairseq)
+    assert learning_rate(400, fairseq, 1000) == pytest.approx(5e-3 * math.sqrt(100 / 400))
+    assert learning_rate(550, cosine, 1000) == pytest.approx(2.5e-3)          # half-way down
+    assert learning_rate(1000, cosine, 1000) == pytest.approx(0.0, abs=1e-15)
+    assert learning_rate(1200, cosine, 1000) == pytest.approx(0.0, abs=1e-15)
+    rates = [learning_rate(s, cosine, 1000) for s in range(100, 1001)]
+    assert all(a >= b for a, b in zip(rates, rates[1:]))                       # never rises after the warm-up
+    with pytest.raises(ValueError, match="unknown schedule 'linear' in the translation recipe"):
+        TranslationConfig(schedule="linear")

@@ -1,7 +1,7 @@
 """Build, train, save and decode a fairseq Transformer on tokenised sentence pairs.
 
 Training follows the paper's IWSLT recipe (REFERENCE.md §1.3) scaled down: Adam (0.9, 0.98),
-inverse square-root schedule after a linear warm-up from ``warmup_init_lr``, label-smoothed
+inverse square-root schedule (or a cosine to 0, ``schedule``) after a linear warm-up from ``warmup_init_lr``, label-smoothed
 cross-entropy (0.1), dropout, weight decay, batches capped by a token count. A checkpoint is
 written after every epoch (Section 6 studies them), each in ``helpers.save_pruned``'s format,
 plus a resumable ``last.pt`` (model, optimiser, schedule and random states).
@@ -31,6 +31,7 @@ from ..base.devices import to_device
 from ..heads.fairseq_compat import import_fairseq
 
 
+SCHEDULES = ("inverse_sqrt", "cosine")   # the learning rate after the warm-up (``learning_rate``)
 MAX_LEN_B = 200  # decoding stops at source length + this many tokens (the authors' setting, REFERENCE.md §1.1)
 
 
@@ -49,10 +50,15 @@ class TranslationConfig:
     lr: float = 1e-3
     warmup_updates: int = 300
     warmup_init_lr: float = 1e-7
+    schedule: str = "inverse_sqrt"   # after the warm-up: fairseq's inverse_sqrt, or "cosine" down to 0 at the last update
     label_smoothing: float = 0.1
     weight_decay: float = 1e-4
     max_positions: int = 256  # longest source or target, in tokens (subword units)
     seed: int = 0
+
+    def __post_init__(self):
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"unknown schedule {self.schedule!r} in the translation recipe; use one of {SCHEDULES}")
 
 
 def fairseq_args(arch: str = "transformer", **overrides) -> argparse.Namespace:
@@ -183,6 +189,18 @@ def inverse_sqrt(step: int, config: TranslationConfig) -> float:
     return config.lr * math.sqrt(config.warmup_updates / step)
 
 
+def learning_rate(step: int, config: TranslationConfig, total_updates: int) -> float:
+    """Learning rate at update ``step`` (1-based) of ``total_updates``: the same linear warm-up,
+    then ``config.schedule``: ``inverse_sqrt``, or ``cosine``, half a cosine from ``lr`` to 0 at
+    the last update (a run of known length ends annealed, which a short budget rewards)."""
+    if config.schedule not in SCHEDULES:
+        raise ValueError(f"unknown schedule {config.schedule!r}; use one of {SCHEDULES}")
+    if config.schedule == "inverse_sqrt" or step <= config.warmup_updates:
+        return inverse_sqrt(step, config)
+    done = (step - config.warmup_updates) / max(1, total_updates - config.warmup_updates)
+    return config.lr * 0.5 * (1 + math.cos(math.pi * min(done, 1.0)))
+
+
 def epoch_dir(directory: str | os.PathLike, epoch: int) -> Path:
     return Path(directory) / f"checkpoint{epoch}"
 
@@ -219,11 +237,13 @@ def train(model: nn.Module, train_pairs: Sequence, valid_pairs: Sequence, config
         rng.setstate(state["python_rng"])
         torch.set_rng_state(state["torch_rng"])
         step, start, history = state["step"], state["epoch"] + 1, state["history"]
+    total_updates = config.epochs * len(token_batches(train_items, config.max_tokens))
     for epoch in range(start, config.epochs + 1):
         t0 = time.perf_counter()
         model.train()
         with uniform_dropout():
-            total_loss, total_tokens, step = _epoch(model, optimizer, train_items, config, rng, step, epoch, progress)
+            total_loss, total_tokens, step = _epoch(model, optimizer, train_items, config, rng, step, epoch, progress,
+                                                    total_updates)
         record = {"epoch": epoch, "train_loss": total_loss / total_tokens,
                   "valid_loss": mean_token_loss(model, valid_items), "seconds": time.perf_counter() - t0}
         if evaluate is not None:
@@ -246,7 +266,7 @@ def train(model: nn.Module, train_pairs: Sequence, valid_pairs: Sequence, config
 
 
 def _epoch(model: nn.Module, optimizer, items: Sequence, config: TranslationConfig, rng: random.Random, step: int,
-           epoch: int, progress: bool) -> tuple[float, int, int]:
+           epoch: int, progress: bool, total_updates: int) -> tuple[float, int, int]:
     """One pass over ``items`` in batches of ``config.max_tokens``: ``(summed loss, target tokens,
     the last update's number)``."""
     pad, eos = model.decoder.dictionary.pad(), model.decoder.dictionary.eos()
@@ -257,7 +277,7 @@ def _epoch(model: nn.Module, optimizer, items: Sequence, config: TranslationConf
         batch = collate([items[i] for i in group], pad, eos)
         step += 1
         for g in optimizer.param_groups:
-            g["lr"] = inverse_sqrt(step, config)
+            g["lr"] = learning_rate(step, config, total_updates)
         loss = sentence_losses(model, batch, config.label_smoothing).sum()
         tokens = int(batch["target"].ne(pad).sum())
         (loss / tokens).backward()

@@ -107,3 +107,26 @@ def test_a_real_classifier_is_retrained_with_new_seeds(tmp_path, monkeypatch):
 def test_retries_never_reuse_another_runs_seed():
     assert competence.retry_seeds(1, 3) == [1, 1001, 2001]
     assert set(competence.retry_seeds(0, 3)).isdisjoint(competence.retry_seeds(1, 3))
+
+
+def test_chapter_02_lists_each_runs_rule_score_and_the_runs_it_replaced():
+    from helpers.book.experiments import models_table
+
+    def record(seed, score, rejected=()):
+        return {"task": "sentiment", "metric": "accuracy", "spec": {"task": "sentiment", "competence": {"split": "valid", "reach": 0.5}},
+                "scores": {"valid": {"accuracy": score, "baseline": 0.5}}, "trained_seed": seed, "rejected": list(rejected),
+                "train_seconds": 60.0}
+    records = {"sentiment@0": record(0, 0.9),
+               "sentiment@1": record(1001, 0.8, [{"seed": 1, "score": 0.7, "floor": 0.75, "passed": False, "train_seconds": 30.0}])}
+    runs = {"sentiment": [(0, "sentiment@0"), (1, "sentiment@1")]}
+    table = models_table.competence(records, runs)
+    assert table["floor"].tolist() == [0.75, 0.75] and table["passes"].tolist() == [True, True]
+    assert table["trained_with_seed"].tolist() == [0, 1001] and table["rejected_minutes"].tolist() == [0.0, 0.5]
+    assert models_table.competence_line(table) == (
+        "2 of 2 runs with a rule pass it; rejected and trained again with a new seed: sentiment seed 1 "
+        "(rejected: seed 1 0.700; kept: seed 1001, 0.800)")
+    assert "0.5 min more on the 1 rejected runs" in models_table.machine_lines(
+        {run: {**r, "bleu_signature": ""} for run, r in records.items()},
+        {"cpu_model": "x", "cpus": 2, "torch_threads": 1, "torch": "t", "transformers": "t", "fairseq": "f"})
+    bare = {run: {**r, "spec": {"task": "sentiment"}} for run, r in records.items()}
+    assert models_table.competence_line(models_table.competence(bare, runs)).startswith("no run of this profile has")

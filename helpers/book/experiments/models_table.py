@@ -82,6 +82,8 @@ def competence_line(table: pd.DataFrame) -> str:
     """How many runs pass their rule, and which runs were retrained."""
     ruled = table[table["passes"].notna()]
     retrained = table[table["rejected_runs"] != ""]
+    if ruled.empty:
+        return f"no run of this profile has a competence rule ({len(table)} runs, each kept whatever it scores)"
     text = f"{int(ruled['passes'].sum())} of {len(ruled)} runs with a rule pass it"
     if len(ruled) < len(table):
         text += f" ({len(table) - len(ruled)} runs have none)"

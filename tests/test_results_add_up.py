@@ -126,6 +126,27 @@ def _equivalence(rows: list[dict], margin: float) -> dict:
     return out
 
 
+# ---- chapter 02: the models ---------------------------------------------------------------------
+def test_chapter_02_competence_adds_up_from_the_scores(table):
+    """Each run's floor recomputed from its split's baseline and ceiling (02_model_scores) and the
+    profile's rule; every run with a rule passes it, and one without says so."""
+    scores = {(r["model"], r["training_seed"], r["split"]): r for r in table("02_model_scores")}
+    models = runner.load_profile(PROFILE).models
+    rows = table("02_competence")
+    assert len(rows) == len({(m, s) for m, s, _ in scores})
+    for r in rows:
+        rule = models[r["model"]].get("competence")
+        if rule is None:
+            assert r["rule"].startswith("none") and r["passes"] is None
+            continue
+        s = scores[(r["model"], r["training_seed"], rule["split"])]
+        ceiling = s["oracle"] if s["metric"] == "bleu" else 1.0
+        floors = ([s["baseline"] + rule["reach"] * (ceiling - s["baseline"])] if "reach" in rule else []) + \
+                 ([rule["at_least"]] if "at_least" in rule else [])
+        assert r["floor"] == pytest.approx(max(floors)) and r["score"] == pytest.approx(s["score"])
+        assert r["passes"] is True
+
+
 @pytest.mark.parametrize("measure", ["", "_likelihood"])
 def test_chapter_03_counts_add_up(table, measure):
     per_model = {_param('03_ablating_one_head', 'classifier'): table(f"03_one_head_classifier{measure}"),

@@ -280,6 +280,11 @@ def test_chapter_11_follows_its_tables(results):
             "against the 2% it promises") in text
     assert "tested at p < 0.004, the level fitted on one set of such draws, which flags 2.1% on a fresh set" in text
     assert "At the nominal level 12 heads would have been called significant; at the calibrated level 9 are." in text
+    results("11_grid_null_rate", [{"level": "nominal", "alpha": 0.01, "verses": 8, "nominal": 0.02,
+                                   "flagged with no effect": 0.067, "tests": 240},
+                                  {"level": "calibrated", "alpha": 0.0, "verses": 8, "nominal": 0.02,
+                                   "flagged with no effect": 0.0, "tests": 240}])
+    assert "tested at no level at all (no head can be called significant here)" in ch11.findings("p", 0.01)
 
 
 # ---- one judge: a chapter's verdict table and the scorecard give the same verdict -------------

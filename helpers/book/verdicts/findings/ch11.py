@@ -33,10 +33,17 @@ def null_rate_line(profile: str) -> list[str]:
     return [f"**The level these verses allow.** With every head's per-verse changes centred at no effect and "
             f"{int(nominal['verses'])} verses drawn from them ({int(nominal['tests']):,} tests), the bootstrap at its "
             f"nominal p < {nominal['alpha']:g} flags {nominal['flagged with no effect']:.1%} of the heads, against the "
-            f"{nominal['nominal']:.0%} it promises: over so few, skewed verses it is too liberal. The grid is therefore "
-            f"tested at p < {calibrated['alpha']:.3g}, the level fitted on one set of such draws, which flags "
-            f"{calibrated['flagged with no effect']:.1%} on a fresh set. At the nominal level {loose} heads would have "
-            f"been called significant; at the calibrated level {int(grid['significant'].sum())} are."]
+            f"{nominal['nominal']:.0%} it promises" + (": over so few, skewed verses it is too liberal" if
+                                                      nominal['flagged with no effect'] > nominal['nominal'] else "")
+            + f". The grid is therefore tested at {level_text(calibrated['alpha'])}, the level fitted on one set of such "
+            f"draws, which flags {calibrated['flagged with no effect']:.1%} on a fresh set. At the nominal level {loose} "
+            f"heads would have been called significant; at the calibrated level {int(grid['significant'].sum())} are."]
+
+
+def level_text(level: float) -> str:
+    """The calibrated level in words; at 0, no p-value is small enough (chance's share of the
+    no-effect heads already gets p = 0, as over a handful of verses)."""
+    return f"p < {level:.3g}" if level > 0 else "no level at all (no head can be called significant here)"
 
 
 def findings(profile: str, alpha: float, speed_share: float = 0.5) -> str:
@@ -55,7 +62,7 @@ def findings(profile: str, alpha: float, speed_share: float = 0.5) -> str:
     top = grid.loc[grid["change_pct"].idxmax()]
     kept = keep[~keep["significant"]]
     counts = read(profile, "11_one_head_counts").iloc[0]
-    at_level = f" (p < {grid['level'].iloc[0]:.3g}, the calibrated level below)" if "level" in grid else ""
+    at_level = f" ({level_text(grid['level'].iloc[0])}, the calibrated level below)" if "level" in grid else ""
     lines = [
         f"The model's perplexity on the verses is {sets.loc['select', 'perplexity']:.1f} (select set, "
         f"{int(sets.loc['select', 'verses'])} verses) and {sets.loc['report', 'perplexity']:.1f} (report set)."

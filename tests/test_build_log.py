@@ -217,7 +217,7 @@ def test_smoke_model_build_and_runner_log_is_clean(tmp_path):
     # two processes train side by side: each says when it starts and, per translation epoch, where it
     # is, every line led by its model's name; no bar of ours or of transformers
     for seed in (0, 1):
-        assert re.search(rf"^\[translation@{seed}\] training \(translation\) in ", log, re.M), log[-2000:]
+        assert re.search(rf"^\[translation@{seed}\] training \(translation, seed {seed}\) in ", log, re.M), log[-2000:]
         epochs = re.findall(rf"^\[translation@{seed}\] epoch (\d+)/(\d+): train loss [\d.]+, valid loss", log, re.M)
         assert [int(e) for e, _ in epochs] == list(range(1, int(epochs[0][1]) + 1)), (
             epochs, [line for line in log.splitlines() if "epoch" in line])

@@ -104,7 +104,8 @@ def build_into(spec: dict, name: str, final: Path, progress: Progress = True) ->
     rejected and the model trained again with the next seed (``competence.retry_seeds``); the
     record lists the rejected runs (``rejected``) and the seed the kept run trained with
     (``trained_seed``). ``partial/rejected.json`` keeps them while the build runs, so an
-    interrupted build resumes with the seed it was on."""
+    interrupted translation build resumes with the seed it was on (a classifier restarts from
+    its first seed, as it restarts its training, and gets the same runs again)."""
     partial = final.with_name(final.name + ".partial")
     if spec["task"] != "translation" and partial.exists():
         shutil.rmtree(partial)  # a classifier restarts; only translation training resumes

@@ -54,11 +54,13 @@ def sample_lines(profile: str) -> list[str]:
             parts.append(f"{model}: I_h rests on {used} examples, no smaller sample was drawn")
             continue
         n = max(below)
-        settled = [int(k) for k in q.index if q.loc[k, ("spearman", 0.5)] >= SETTLED]
+        settled = [int(k) for k in below if q.loc[k, ("spearman", 0.5)] >= SETTLED]   # all of them agree with themselves
         parts.append(f"{model}: from {n} of its {used} examples, Spearman {q.loc[n, ('spearman', 0.5)]:.2f} (5-95%: "
                      f"{q.loc[n, ('spearman', 0.05)]:.2f} to {q.loc[n, ('spearman', 0.95)]:.2f}) and "
                      f"{q.loc[n, ('bottom overlap', 0.5)]:.0%} of the least important tenth found; a median Spearman of "
-                     f"{SETTLED} " + (f"from {min(settled)} examples" if settled else "at no size drawn"))
+                     f"{SETTLED} " + (f"from {min(settled)} examples" if settled else "at no size below all of them"))
     draws = int(table.groupby(["model", "examples"]).size().max())
     return [f"**How many examples importance needs** (medians over {draws} random draws per size, against I_h of "
-            f"every example the verdict used): " + "; ".join(parts) + "."]
+            f"every example the verdict used): " + "; ".join(parts) + ". A sample is part of the whole it is compared "
+            "with, which raises the agreement as it grows (with no signal at all, Spearman is about the square root of "
+            "the share drawn), and agreement with the whole says nothing about whether the whole itself is enough."]

@@ -29,6 +29,10 @@ or pruning uses these two packages alone.
 * kv_selective.py, kv_quantized.py, kv_budget.py: other ways to shrink the KV cache, as real
   caches and fast twins: windowed heads and heavy hitters (``SelectiveCache``), quantized caches
   (``quantized_cache``), the bytes any cache holds, and one configuration three ways (``CacheSpec``);
+* gguf_export.py, llama_cpp.py: a (pruned) Llama written as a GGUF file llama.cpp loads
+  (``export_gguf``; per-layer head counts through its ``deci`` architecture), and run there in
+  this process (``LlamaCpp``: greedy tokens, log-probabilities, speed, its KV cache); they import
+  ``gguf`` and ``xllamacpp`` only when called;
 * induction.py: the repeated-random-tokens probe, induction scores and copying likelihood;
 * significance.py: the paired bootstrap test of a score change (§3.2);
 * metrics.py: accuracy, Matthews, F1 and tokenised BLEU;

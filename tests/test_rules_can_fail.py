@@ -145,6 +145,18 @@ def _induction(importance_ranks: list[int], heads: int = 270) -> Tables:
                              for h in range(heads)]}
 
 
+def _served(gains: dict[float, float], noise: float = 0.02, threads=(1, 2)) -> Tables:
+    """13_runtime_speed: three timed runs per file and thread count; the unpruned file generates
+    100 tokens per second (give or take ``noise``), a KV-group share ``s`` 100 * (1 + gains[s])."""
+    rows = []
+    for unit, share, gain in [("unpruned", 0.0, 0.0)] + [("KV groups", s, g) for s, g in gains.items()]:
+        for t in threads:
+            for i, wobble in enumerate((-noise / 2, 0.0, noise / 2)):
+                rows.append({"unit": unit, "share": share, "threads": t, "repeat": i, "prompt tokens per second": 500.0,
+                             "generated tokens per second": 100 * (1 + gain) * (1 + wobble)})
+    return {"13_runtime_speed": rows}
+
+
 # ---- chapter 14: a byte of KV cache -------------------------------------------------------------------
 def _pairs(outcomes: dict[float, tuple[str, float, float]], method: str = "quantized", shares: tuple = (0, 0)) -> Tables:
     """14_pairs rows: per budget, (winner, gap, lower end) of ``method`` against KV groups removed,
@@ -244,6 +256,8 @@ CASES: dict[str, dict[str, tuple[Case, Case]]] = {
     "induction_heads_underrated": _same(lambda: _induction([209, 230, 251, 260, 265]),
                                         lambda: _induction([12, 140, 200, 77, 160]),   # importance unrelated to induction
                                         likelihood=False),
+    "served_speedup": _same(lambda: _served({1 / 3: 0.4, 2 / 3: 1.5}), lambda: _served({1 / 3: -0.05, 2 / 3: 0.0}),
+                            likelihood=False),   # pruned files generate no faster
     "quantizing_beats_removal": _beats_cases("quantized"),
     "windows_beat_removal": _beats_cases("windowed heads"),
     "importance_beats_random_groups": _same(lambda: _band(1.1, (1.5, 2.5)), lambda: _band(1.8, (1.5, 2.5)),
@@ -434,3 +448,13 @@ def test_a_copying_break_whose_interval_over_sequences_reaches_back_to_intact_ca
                                                  if "kept" not in k and "verdict" not in k}]}
     verdict, ours = _verdict(tmp_path / "c", "copying_breaks", "", old_table)   # no interval: no verdict
     assert verdict == CANNOT_TELL and "no interval over sequences" in ours
+
+
+def test_a_serving_speedup_below_the_cache_proportion_is_partly_and_one_within_the_noise_cannot_tell(tmp_path):
+    # faster beyond the noise, but a sixth and a half faster where the cache alone would give +50% and +200%
+    verdict, ours = _verdict(tmp_path, "served_speedup", "", lambda: _served({1 / 3: 1 / 6, 2 / 3: 0.5}))
+    assert verdict == PARTLY, ours
+    verdict, ours = _verdict(tmp_path / "noisy", "served_speedup", "", lambda: _served({1 / 3: 0.05, 2 / 3: 0.08}, noise=0.3))
+    assert verdict == CANNOT_TELL, ours
+    assert "in proportion to the cache +50%" in ours and "+200%" in ours
+

@@ -237,7 +237,7 @@ def _copy_tokenizer(writer, source: Path) -> None:
 
 
 def _as_array(t: torch.Tensor, dtype) -> np.ndarray:
-    return t.detach().to(torch.float32).cpu().numpy().astype(dtype)
+    return t.detach().to(torch.float32).cpu().numpy().astype(dtype, copy=False)
 
 
 def _write_tensors(writer, model, sites: list[AttentionSite], plans: list[LayerPlan], head_dim: int, dtype) -> None:

@@ -57,6 +57,22 @@ def smollm2_gguf() -> Path:
     return path
 
 
+def tokenizer_gguf(reference: str) -> Path:
+    """A GGUF file holding ``reference``'s tokenizer, for ``heads.gguf_export.export_gguf`` to
+    copy: SmolLM2's shipped file for ``"smollm2"`` and ``"tiny-llama"`` (which uses its
+    tokenizer); for a hub model or folder, the one ``*.gguf`` file in its folder."""
+    if reference in ("smollm2", "tiny-llama"):
+        return smollm2_gguf()
+    folder = Path(paper_sources.resolve_model(reference))
+    found = sorted(folder.glob("*.gguf")) if folder.is_dir() else []
+    if len(found) != 1:
+        raise FileNotFoundError(
+            f"{reference!r}: llama.cpp needs the model's tokenizer in GGUF form, and {folder} holds {len(found)} "
+            f"*.gguf files, not one. Convert the unpruned model once with llama.cpp's convert_hf_to_gguf.py "
+            f"into that folder.")
+    return found[0]
+
+
 def _smollm2_tokenizer():
     from transformers import AutoTokenizer
 

@@ -5,6 +5,7 @@ cached generation at a few pruning levels, and the induction heads that in-conte
     table = memory_and_speed(variants, prompts, new_tokens, report)     # bytes, tokens/s, perplexity
     heads = induction_ranks(model, probe, {"I_h on verses": imp_v, "I_h on copying": imp_c}, grid)
     curves = copying_curves(model, orders, verse_batches, probe, step)  # scored on verses and copying
+    exact, speed = served_by_llama_cpp(variants, tokenizer, "smollm2", texts, prompts, 64, 3, profile)  # served.py
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from ...heads.pruning_curves import counts, heads_in, heads_of, order_by_importa
 from ...heads.significance import MIN_UNITS, log_likelihood, resample_indices, resampled_sums
 from ...heads.sites import attention_sites
 from ...zoo.causal_lm import PerplexityScorer
+from .served import RUNTIME_SHOWN, served_by_llama_cpp, speed_summary  # noqa: F401 (chapter 13's llama.cpp section)
 from ..store.columns import (BAND, COPYING_KEPT, COPYING_TOLERANCES, INDUCTION_TOP, UNPRUNED_COPYING, VERDICT_SEQUENCES,
                              copying_at, copying_below, copying_kept_interval, prunable_within, random_copying_at,
                              random_orders_at)

@@ -23,17 +23,22 @@ def results_dir(profile: str) -> Path:
     return path
 
 
-def save_table(df: pd.DataFrame, profile: str, name: str) -> Path:
-    """Write ``df`` to ``results/<profile>/<name>.csv`` atomically (a crash leaves the old file)."""
+def save_table(df: pd.DataFrame, profile: str, name: str) -> pd.DataFrame:
+    """Write ``df`` to ``results/<profile>/<name>.csv`` atomically (a crash leaves the old file);
+    return ``df``, so a chapter saves a table where it computes it."""
     path = results_dir(profile) / f"{name}.csv"
     with atomic_path(path) as tmp:
         df.to_csv(tmp, index=False)
-    return path
+    return df
 
 
 def save_tables(profile: str, tables: Mapping[str, pd.DataFrame]) -> list[Path]:
-    """``save_table`` of each ``{name: table}``, in order."""
-    return [save_table(table, profile, name) for name, table in tables.items()]
+    """``save_table`` of each ``{name: table}``, in order; the files written."""
+    paths = []
+    for name, table in tables.items():
+        save_table(table, profile, name)
+        paths.append(results_dir(profile) / f"{name}.csv")
+    return paths
 
 
 def saved_table(profile: str, name: str) -> pd.DataFrame | None:

@@ -1,0 +1,154 @@
+"""Chapter 13's pruned models served by llama.cpp: each variant written as a GGUF file
+(``heads.gguf_export``) and run in llama.cpp (``heads.llama_cpp``), against transformers.
+
+    exact, speed = served(variants, tokenizer_gguf, prompt, new_tokens, verses, threads=(1, 2))
+
+* ``exact`` (one row per variant): the float32 file in llama.cpp's exact settings: greedy tokens
+  and per-token log-probabilities on the verses against transformers', and the KV cache llama.cpp
+  allocates in both settings against ``llama_cpp.predicted_kv_bytes``; the float16 file's size
+  and its greedy tokens in llama.cpp's default settings.
+* ``speed`` (one row per variant, thread count and repeat): prompt and generation tokens per
+  second of the float16 file in the default settings, as llama.cpp times them.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from ...heads.gguf_export import export_gguf
+from ...heads.llama_cpp import LlamaCpp, RuntimeSettings, predicted_kv_bytes
+from ...heads.sites import attention_sites
+
+SPEED = ["prompt tokens per second", "generated tokens per second"]
+RUNTIME_SHOWN = ["unit", "share", "query heads", "padded heads", "KV heads", "file MiB (f16)", "KV MiB, llama.cpp (f16)",
+                 "KV MiB, predicted (f16)", "greedy tokens equal (exact)", "greedy tokens equal (default)",
+                 "perplexity, llama.cpp", "perplexity, transformers", "largest log-prob gap"]
+
+
+def transformers_reference(model: nn.Module, prompt: Sequence[int], new_tokens: int, verses: Sequence[Sequence[int]]
+                           ) -> tuple[list[int], np.ndarray]:
+    """Greedy tokens after ``prompt`` and the log-probabilities of every verse token after the
+    first (concatenated over ``verses``), in float32 with transformers."""
+    with torch.no_grad():
+        ids = torch.tensor([list(prompt)])
+        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, use_cache=True,
+                             max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=0)
+        logprobs = []
+        for verse in verses:
+            logits = model(torch.tensor([list(verse)])).logits[0].double()
+            logprobs.append(torch.log_softmax(logits, -1)[:-1].gather(1, torch.tensor(verse[1:])[:, None])[:, 0])
+    return out[0, len(prompt):].tolist(), torch.cat(logprobs).numpy()
+
+
+def equal_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many tokens ``a`` and ``b`` share before they first differ."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _cache_columns(run: LlamaCpp, kv_heads: Sequence[int], head_dim: int, tag: str) -> dict:
+    k, v = predicted_kv_bytes(kv_heads, head_dim, run.cells, run.cache_type, run.flash_attention)
+    return {f"KV MiB, llama.cpp ({tag})": run.kv_mib, f"KV MiB, predicted ({tag})": (k + v) / 2**20,
+            f"K MiB, llama.cpp ({tag})": run.k_mib, f"V MiB, llama.cpp ({tag})": run.v_mib,
+            f"flash attention ({tag})": run.flash_attention, "cells": run.cells}
+
+
+def serve_one(model: nn.Module, folder: Path, name: str, tokenizer_gguf: Path, prompt: Sequence[int], new_tokens: int,
+              verses: Sequence[Sequence[int]], threads: Sequence[int], repeats: int) -> tuple[dict, list[dict]]:
+    """One variant: its exactness row and its timed runs (see the module doc)."""
+    tokens, reference = transformers_reference(model, prompt, new_tokens, verses)
+    head_dim = attention_sites(model)[0].head_dim
+    exact_file = export_gguf(model, folder / f"{name}.f32.gguf", tokenizer_gguf=tokenizer_gguf, pad_uneven=True)
+    served = export_gguf(model, folder / f"{name}.f16.gguf", tokenizer_gguf=tokenizer_gguf, dtype="f16", pad_uneven=True)
+    with LlamaCpp(exact_file.path, RuntimeSettings(threads=max(threads), exact=True)) as run:
+        exact_tokens = run.greedy(prompt, new_tokens)
+        logprobs = np.concatenate([run.token_logprobs(v) for v in verses])
+        row = _cache_columns(run, exact_file.kv_heads, head_dim, "f32")
+    exact_file.path.unlink()
+    row.update({"query heads": sum(len(s.heads) for s in attention_sites(model)), "padded heads": served.padded_heads,
+                "KV heads": sum(served.kv_heads), "file MiB (f32)": exact_file.file_bytes / 2**20,
+                "file MiB (f16)": served.file_bytes / 2**20, "file": served.path.name,
+                "greedy tokens equal (exact)": equal_prefix(exact_tokens, tokens), "new tokens": new_tokens,
+                "perplexity, llama.cpp": float(np.exp(-logprobs.mean())),
+                "perplexity, transformers": float(np.exp(-reference.mean())),
+                "largest log-prob gap": float(np.abs(logprobs - reference).max()), "scored tokens": len(reference),
+                "verses": len(verses)})
+    timed = []
+    for n in threads:
+        with LlamaCpp(served.path, RuntimeSettings(threads=n, exact=False)) as run:
+            if n == max(threads):   # this greedy run also warms the server up
+                row["greedy tokens equal (default)"] = equal_prefix(run.greedy(prompt, new_tokens), tokens)
+                row.update(_cache_columns(run, served.kv_heads, head_dim, "f16"))
+            else:
+                run.timed(prompt, new_tokens)   # warm-up
+            timed += [{"threads": n, "repeat": i, **run.timed(prompt, new_tokens)} for i in range(repeats)]
+    return row, timed
+
+
+def served(variants: Mapping[tuple[str, float], nn.Module], tokenizer_gguf: Path, prompt: Sequence[int], new_tokens: int,
+           verses: Sequence[Sequence[int]], threads: Sequence[int] = (1, 2), repeats: int = 3,
+           keep: tuple[str, float] | None = None, out_dir: Path | None = None, progress: bool = False
+           ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(exact, speed)`` for every variant (module doc). The float16 file of variant ``keep`` is
+    moved to ``out_dir`` (as ``<unit>-<share>.f16.gguf``, named in the ``file`` column); the
+    others are deleted once run."""
+    rows, timed = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for (unit, share), model in tqdm(variants.items(), desc="served by llama.cpp", disable=not progress):
+            name = f"{unit.replace(' ', '_')}-{share:.3f}"
+            row, runs = serve_one(model, Path(tmp), name, tokenizer_gguf, prompt, new_tokens, verses, threads, repeats)
+            file = Path(tmp) / row["file"]
+            if (unit, share) == keep and out_dir is not None:
+                Path(out_dir).mkdir(parents=True, exist_ok=True)
+                shutil.move(file, Path(out_dir) / file.name)
+            else:
+                file.unlink()
+                row["file"] = ""
+            rows.append({"unit": unit, "share": share, **row})
+            timed += [{"unit": unit, "share": share, **t} for t in runs]
+    return pd.DataFrame(rows), pd.DataFrame(timed)
+
+
+def speed_summary(speed: pd.DataFrame) -> pd.DataFrame:
+    """Per variant and thread count: the median of each speed over the repeats, its spread
+    (interquartile range / median) and the ratio to the unpruned model's median."""
+    grouped = speed.groupby(["unit", "share", "threads"], sort=False)[SPEED]
+    median = grouped.median()
+    spread = (grouped.quantile(0.75) - grouped.quantile(0.25)) / median
+    out = median.join(spread, rsuffix=", spread")
+    base = median.xs("unpruned", level="unit").droplevel("share")
+    for column in SPEED:
+        out[f"{column}, ratio"] = median[column] / base[column].reindex(median.index.get_level_values("threads")).to_numpy()
+    return out.reset_index()
+
+
+RUNTIME_VERSES = 6   # verses whose tokens llama.cpp scores one forced token at a time (about 30 ms a token)
+
+
+def served_by_llama_cpp(variants: Mapping[tuple[str, float], nn.Module], tokenizer, model_name: str,
+                        texts: Sequence[str], prompts: Mapping[int, torch.Tensor], new_tokens: int, repeats: int,
+                        profile: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Chapter 13's call: ``served`` on the first sequence of the smallest batch's prompts, the
+    first ``RUNTIME_VERSES`` of ``texts``, one thread and every core this process has; the float16
+    file of the smallest share of KV groups removed is kept in ``results/<profile>/``."""
+    from ...base.cores import usable_cores
+    from ...zoo.causal_lm import tokenizer_gguf
+    from ..store.results import results_dir
+
+    verses = [tokenizer(t)["input_ids"] for t in texts[:RUNTIME_VERSES]]
+    keep = ("KV groups", min(share for unit, share in variants if unit == "KV groups"))
+    prompt = prompts[min(prompts)][0].tolist()
+    return served(variants, tokenizer_gguf(model_name), prompt, new_tokens, verses, threads=sorted({1, usable_cores()}),
+                  repeats=repeats, keep=keep, out_dir=results_dir(profile))

@@ -28,6 +28,7 @@ The ``gguf`` package is imported only here, when a file is written.
 """
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -194,6 +195,7 @@ def export_gguf(model: nn.Module, path: str | os.PathLike, *, tokenizer_gguf: st
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()
         writer.close()
+        os.chmod(tmp, 0o644)   # readable like any file the build writes (the temporary file is private)
     padded = sum(p.query_rows.count(None) for p in plans)
     return GgufExport(path, path.stat().st_size, dtype, [p.heads for p in plans], [p.kv_heads for p in plans], padded)
 
@@ -219,21 +221,28 @@ def _write_header(writer, config, plans: list[LayerPlan], head_dim: int, dtype: 
 
 
 def _copy_tokenizer(writer, source: Path) -> None:
-    import gguf
-
     if not source.exists():
         raise FileNotFoundError(f"tokenizer_gguf {source} does not exist")
-    reader = gguf.GGUFReader(str(source))
-    copied = 0
-    for key, f in reader.fields.items():
-        if not key.startswith("tokenizer."):
-            continue
-        kind = f.types[0]
-        sub = f.types[-1] if kind == gguf.GGUFValueType.ARRAY else None
-        writer.add_key_value(key, f.contents(), kind, sub_type=sub)
-        copied += 1
-    if not copied:
+    stat = source.stat()
+    fields = _tokenizer_fields(str(source.resolve()), stat.st_size, stat.st_mtime_ns)
+    if not fields:
         raise ValueError(f"{source} holds no tokenizer.* fields to copy")
+    for key, value, kind, sub in fields:
+        writer.add_key_value(key, value, kind, sub_type=sub)
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer_fields(source: str, size: int, mtime_ns: int) -> tuple:
+    """``(key, value, type, array type)`` of every ``tokenizer.*`` field of ``source``, read once
+    per file version (opening a GGUF file parses it whole: seconds for SmolLM2's)."""
+    import gguf
+
+    out = []
+    for key, f in gguf.GGUFReader(source).fields.items():
+        if key.startswith("tokenizer."):
+            kind = f.types[0]
+            out.append((key, f.contents(), kind, f.types[-1] if kind == gguf.GGUFValueType.ARRAY else None))
+    return tuple(out)
 
 
 def _as_array(t: torch.Tensor, dtype) -> np.ndarray:

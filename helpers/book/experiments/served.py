@@ -112,7 +112,8 @@ def served(variants: Mapping[tuple[str, float], nn.Module], tokenizer_gguf: Path
             file = Path(tmp) / row["file"]
             if (unit, share) == keep and out_dir is not None:
                 Path(out_dir).mkdir(parents=True, exist_ok=True)
-                shutil.move(file, Path(out_dir) / file.name)
+                shutil.move(file, Path(out_dir) / f"13_{file.name}")
+                row["file"] = f"13_{file.name}"
             else:
                 file.unlink()
                 row["file"] = ""

@@ -89,5 +89,44 @@ def kept_lines(profile: str) -> list[str]:
             f"{row['largest logit gap']:.1e})."]
 
 
+def runtime_lines(profile: str) -> list[str]:
+    """What llama.cpp computed, allocated and how fast it ran, against transformers and the arithmetic."""
+    from ...experiments.served import speed_summary
+
+    exact = read(profile, "13_runtime")
+    new = int(exact["new tokens"].iloc[0])
+
+    def differing(column: str) -> str:
+        rows = [f"{r['unit']} {_share(r['share'])}: {int(r[column])}" for _, r in exact.iterrows() if r[column] < new]
+        return words(rows) if rows else "none"
+
+    equal, default = differing("greedy tokens equal (exact)"), differing("greedy tokens equal (default)")
+    as_predicted = {tag: int((exact[f"KV MiB, llama.cpp ({tag})"].round(2) == exact[f"KV MiB, predicted ({tag})"].round(2)).sum())
+                    for tag in ("f32", "f16")}
+    padded = exact[exact["padded heads"] > 0]
+    f32 = exact.set_index(["unit", "share"])
+    lines = [f"**llama.cpp computes what transformers computes:** in the exact settings the largest gap between the two "
+             f"log-probabilities of a verse token is {exact['largest log-prob gap'].max():.1e} nats over "
+             f"{int(exact['scored tokens'].iloc[0])} tokens of {int(exact['verses'].iloc[0])} verses, and perplexities "
+             f"agree to {(exact['perplexity, llama.cpp'] / exact['perplexity, transformers'] - 1).abs().max():.1e} (relative). "
+             f"Greedy tokens equal transformers' for all {new} new tokens except (tokens before the first difference) "
+             f"{equal}; in llama.cpp's default settings (float16 file and cache, flash attention) except {default}.",
+             f"**Its cache:** llama.cpp allocated the predicted bytes for {as_predicted['f32']} of {len(exact)} files "
+             f"in the exact settings and {as_predicted['f16']} of {len(exact)} in the default ones "
+             f"({f32['KV MiB, llama.cpp (f16)'].iloc[0]:.2f} MiB unpruned at {int(exact['cells'].iloc[0]):,} cells). "
+             + (f"Without flash attention llama.cpp pads every layer's values to the widest layer's, so an uneven pruning "
+                f"saves key bytes only there (e.g. {padded.iloc[0]['unit']} {_share(padded.iloc[0]['share'])}: "
+                f"{padded.iloc[0]['V MiB, llama.cpp (f32)']:.2f} MiB of values, as unpruned). " if len(padded) else "")
+             + (f"Query heads pruned unevenly were written with {words([str(int(x)) for x in padded['padded heads']])} "
+                "zero heads to even out their KV groups." if len(padded) else "")]
+    summary = speed_summary(read(profile, "13_runtime_speed"))
+    parts = [f"{r['unit']} {_share(r['share'])}, {int(r['threads'])} thread{'s' if r['threads'] > 1 else ''}: "
+             f"{r['generated tokens per second']:.0f} tokens/s ({r['generated tokens per second, ratio']:.2f}x)"
+             for _, r in summary.iterrows()]
+    lines.append(f"**Generation speed in llama.cpp** (median of the timed runs; float16 files): {'; '.join(parts)}.")
+    return lines
+
+
 def findings(profile: str) -> str:
-    return "\n\n".join(memory_lines(profile) + kept_lines(profile) + induction_lines(profile) + copying_lines(profile))
+    return "\n\n".join(memory_lines(profile) + kept_lines(profile) + runtime_lines(profile) + induction_lines(profile)
+                       + copying_lines(profile))

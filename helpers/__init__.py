@@ -19,6 +19,7 @@ The head library's main names are here too (see each module for shapes and units
 * ``save_pruned`` / ``load_pruned``: round-trip a pruned model (heads/pruning.py)
 * ``kv_group_importance`` / ``prune_kv_groups``: grouped-query attention's KV groups
   (heads/grouped_query.py)
+* ``export_gguf``: a (pruned) Llama as a GGUF file llama.cpp loads (heads/gguf_export.py)
 """
 from .heads import (
     SUPPORTED_FAMILIES,
@@ -30,6 +31,7 @@ from .heads import (
     UnsupportedModelError,
     attention_sites,
     count_parameters,
+    export_gguf,
     family_of,
     head_importance,
     kept_heads,
@@ -52,6 +54,7 @@ __all__ = [
     "UnsupportedModelError",
     "attention_sites",
     "count_parameters",
+    "export_gguf",
     "family_of",
     "head_importance",
     "kept_heads",

@@ -166,3 +166,38 @@ def test_the_verdict_probe_has_enough_sequences_for_its_bootstrap_and_none_of_th
     assert all(torch.equal(a["input_ids"], b["input_ids"]) for a, b in zip(verdict, probe, strict=True))
     with pytest.raises(ValueError, match="at least 30"):
         bb.verdict_probe(Tokenizer(), length=6, sequences=8, batch=8, seed=0)
+
+
+def test_served_by_llama_cpp_reports_what_llama_cpp_computed_allocated_and_timed(tmp_path):
+    """Chapter 13's llama.cpp section on the smoke profile's tiny Llama (SmolLM2's vocabulary):
+    the exact settings reproduce transformers, the caches hold the predicted bytes, the kept file
+    is written readable, and the speed summary is the median of the rows it summarises."""
+    import os
+    import stat
+
+    import numpy as np
+
+    from helpers.book.experiments import served as sv
+    from helpers.zoo.causal_lm import load_causal_lm, smollm2_gguf
+
+    model, tokenizer = load_causal_lm("tiny-llama")
+    torch.manual_seed(1)
+    variants = bb.pruned_variants(model, {"self": torch.rand(4, 6)}, (0, 1 / 3))
+    verses = [tokenizer(t)["input_ids"] for t in ("In the beginning God created the heavens.", "And the earth was void.")]
+    prompt = tokenizer("And God said, Let there be light: and there was light.")["input_ids"]
+    exact, speed = sv.served(variants, smollm2_gguf(), prompt, 4, verses, threads=(1,), repeats=2,
+                             keep=("KV groups", 1 / 3), out_dir=tmp_path)
+    assert list(zip(exact["unit"], exact["share"])) == list(variants)
+    assert (exact["greedy tokens equal (exact)"] == 4).all() and (exact["largest log-prob gap"] < 1e-3).all()
+    assert (exact["scored tokens"] == sum(len(v) - 1 for v in verses)).all()
+    for tag in ("f32", "f16"):
+        assert (exact[f"KV MiB, llama.cpp ({tag})"] == exact[f"KV MiB, predicted ({tag})"].round(2)).all()
+    padded = exact.set_index("unit")["padded heads"]
+    assert padded["KV groups"] == 0 and padded["unpruned"] == 0   # whole groups go: nothing to even out
+    (kept,) = [f for f in exact["file"] if isinstance(f, str) and f]
+    assert kept == "13_KV_groups-0.333.f16.gguf" and stat.S_IMODE(os.stat(tmp_path / kept).st_mode) & 0o044
+    assert len(speed) == len(variants) * 2
+    summary = sv.speed_summary(speed).set_index("unit")
+    medians = speed.groupby("unit")["generated tokens per second"].median()
+    assert np.isclose(summary.loc["KV groups", "generated tokens per second, ratio"], medians["KV groups"] / medians["unpruned"])
+    assert summary.loc["unpruned", "generated tokens per second, ratio"] == 1.0

@@ -409,6 +409,19 @@ def _chapter_13_tables(write, kept_accuracy: float, measured_offset: int = 0):
                                   "prunable within 1% (verses)": 0.1, "copying accuracy at 1%": 0.8,
                                   "prunable within 10% (verses)": 0.3, "copying accuracy at 10%": kept_accuracy,
                                   "copying accuracy below 50% of unpruned from": 0.4 if kept_accuracy < 0.4 else None}])
+    runtime = {"new tokens": 64, "scored tokens": 170, "verses": 6, "cells": 2048, "perplexity, transformers": 20.0}
+    write("13_runtime", [
+        {**runtime, "unit": "unpruned", "share": 0.0, "padded heads": 0, "largest log-prob gap": 2e-4,
+         "perplexity, llama.cpp": 20.001, "greedy tokens equal (exact)": 64, "greedy tokens equal (default)": 64,
+         "KV MiB, llama.cpp (f32)": 90.0, "KV MiB, predicted (f32)": 90.0, "V MiB, llama.cpp (f32)": 45.0,
+         "KV MiB, llama.cpp (f16)": 45.0, "KV MiB, predicted (f16)": 45.0},
+        {**runtime, "unit": "query heads", "share": 1 / 3, "padded heads": 36, "largest log-prob gap": 2e-3,
+         "perplexity, llama.cpp": 20.0, "greedy tokens equal (exact)": 64, "greedy tokens equal (default)": 9,
+         "KV MiB, llama.cpp (f32)": 88.0, "KV MiB, predicted (f32)": 88.0, "V MiB, llama.cpp (f32)": 45.0,
+         "KV MiB, llama.cpp (f16)": 43.0, "KV MiB, predicted (f16)": 43.0 + measured_offset}])
+    write("13_runtime_speed", [{"unit": unit, "share": share, "threads": 1, "repeat": i, "prompt tokens per second": 200.0,
+                                "generated tokens per second": speed + i} for unit, share, speed in
+                               (("unpruned", 0.0, 50.0), ("KV groups", 1 / 3, 59.0)) for i in range(3)])
 
 
 def test_chapter_13_follows_the_memory_induction_and_copying_tables(results):
@@ -427,13 +440,20 @@ def test_chapter_13_follows_the_memory_induction_and_copying_tables(results):
             "accuracy falls below half of it from 40% pruned") in found
     assert "copying keeps 25% of its accuracy" in found
     assert "saved in 412 MB and rebuilt in a fresh process from those files alone, it generated the same tokens" in found
+    assert ("largest gap between the two log-probabilities of a verse token is 2.0e-03 nats over 170 tokens of 6 "
+            "verses, and perplexities agree to 5.0e-05") in found
+    assert "64 new tokens except (tokens before the first difference) none; in llama.cpp's default settings" in found
+    assert "except query heads 33%: 9." in found and "predicted bytes for 2 of 2 files in the exact settings and 2 of 2" in found
+    assert "saves key bytes only there (e.g. query heads 33%: 45.00 MiB of values" in found and "with 36 zero heads" in found
+    assert "unpruned 0%, 1 thread: 51 tokens/s (1.00x); KV groups 33%, 1 thread: 60 tokens/s (1.18x)" in found
     assert "Pruning that keeps perplexity can break in-context copying" not in found   # the verdict table says it
     # claims beyond the paper name what they are judged on, not "the paper's metric"
     table = verdict_table(chapter_verdicts("p", rules.CLAIMS))
     assert table.columns.name == "p profile"   # the verdicts say which profile's run they judge
     measures = table.index.get_level_values("measure")
     assert set(measures) == {"KV bytes and perplexity on verses", "copying accuracy and perplexity on verses",
-                             "induction scores and importance on verses"}
+                             "induction scores and importance on verses", "generation speed in llama.cpp"}
     _chapter_13_tables(results, kept_accuracy=0.8, measured_offset=1)
     found = ch13.findings("p")
+    assert "in the exact settings and 1 of 2 in the default ones" in found
     assert "predict in 0 of 6 rows" in found and "6 differ" in found and "copying keeps 100% of its accuracy" in found and "never falls below" in found

@@ -762,6 +762,38 @@ def test_chapter_13_memory_rows_add_up(table):
             assert r["KV heads"] < base["KV heads"] and r["KV bytes per token"] < base["KV bytes per token"]
 
 
+def test_chapter_13_runtime_rows_add_up(table):
+    """llama.cpp's rows: its cache against arithmetic written out here, its perplexity within the
+    largest per-token gap of transformers', and the served_speedup claim's numbers from the raw
+    timed runs (plain medians)."""
+    import statistics
+
+    rows = table("13_runtime")
+    assert [(r["unit"], r["share"]) for r in rows][0] == ("unpruned", 0.0)
+    for r in rows:
+        per_head = r["head dim"] * r["cells"] / 2**20   # MiB per KV head and layer, per byte of a number
+        assert r["KV MiB, llama.cpp (f16)"] == round(2 * r["KV heads"] * per_head * 2, 2), r   # flash attention: no padding
+        assert r["K MiB, llama.cpp (f32)"] == round(r["KV heads"] * per_head * 4, 2), r
+        assert r["flash attention (f16)"] and not r["flash attention (f32)"]
+        assert abs(math.log(r["perplexity, llama.cpp"] / r["perplexity, transformers"])) <= r["largest log-prob gap"] + 1e-12
+        assert 0 <= r["greedy tokens equal (exact)"] <= r["new tokens"] == _param(CH13, "new_tokens")
+        assert (r["padded heads"] > 0) <= (r["unit"] == "query heads")   # whole KV groups never need evening out
+    speed = table("13_runtime_speed")
+    median = {}
+    for r in speed:
+        median.setdefault((r["unit"], r["share"], r["threads"]), []).append(r["generated tokens per second"])
+    assert all(len(v) == _param(CH13, "repeats") for v in median.values())
+    median = {k: statistics.median(v) for k, v in median.items()}
+    want = []
+    for (unit, share, threads), value in median.items():
+        if unit == "KV groups":
+            want += [_pct(share), _int(threads), _pct(value / median["unpruned", 0.0, threads] - 1)]
+    card = {r["claim"]: r for r in table("15_scorecard")}
+    (ours,) = [r["ours"] for claim, r in card.items() if claim.startswith("Removing KV groups speeds generation up")]
+    shown = _numbers(ours)
+    assert len(shown) == len(want) and all(abs(got - v) <= 0.5 + 1e-9 for got, (v, _) in zip(shown, want)), (ours, want)
+
+
 def test_chapter_13_copying_summary_adds_up(table):
     curves = _by(table("13_copying_curves"), "order")
     summary = {r["order"]: r for r in table("13_copying_summary")}

@@ -48,12 +48,14 @@ from .ablation import (UNMASKED, Config, all_but_one_configs, gated_passes, gate
 from .concrete_gates import ConcreteGates, train_concrete_gates
 from .config_batches import config_row_gates, repeat_rows
 from .gates import GateRecord, HeadGates, HeadSpec
+from .gguf_export import GgufExport, GgufExportError, export_gguf
 from .grouped_query import kv_group_heads, kv_group_importance, kv_groups_to_heads
 from .importance import from_terms, head_importance, importance_terms, rank_agreement
 from .induction import copying_accuracy, copying_nll, induction_scores, repeated_tokens
 from .kv_budget import CacheSpec, fast_run, predicted_peak_bytes, pruned_copy, real_run
 from .kv_cache import cache_bytes, generate_cached, kv_bytes, kv_bytes_per_token
 from .kv_quantized import cached_chunks, quantized_cache, stored_bytes
+from .llama_cpp import LlamaCpp, LlamaCppError, RuntimeSettings, predicted_kv_bytes
 from .kv_selective import (HeavyHitters, KeepAll, SelectiveCache, SinkWindow, masked_heads, selective_attention,
                            window_visibility)
 from .pruning import (count_parameters, head_layout, kept_heads, load_pruned, prune_heads, prune_kv_groups,
@@ -85,5 +87,6 @@ __all__ = [
     "save_pruned", "single_layer_sweep", "speed_gains", "throughput", "train_concrete_gates",
     "CacheSpec", "fast_run", "predicted_peak_bytes", "pruned_copy", "real_run", "cached_chunks", "quantized_cache",
     "stored_bytes", "HeavyHitters", "KeepAll", "SelectiveCache", "SinkWindow", "masked_heads", "selective_attention",
-    "window_visibility",
+    "window_visibility", "GgufExport", "GgufExportError", "export_gguf", "LlamaCpp", "LlamaCppError", "RuntimeSettings",
+    "predicted_kv_bytes",
 ]

@@ -37,13 +37,14 @@ def transformers_reference(model: nn.Module, prompt: Sequence[int], new_tokens: 
                            ) -> tuple[list[int], np.ndarray]:
     """Greedy tokens after ``prompt`` and the log-probabilities of every verse token after the
     first (concatenated over ``verses``), in float32 with transformers."""
+    device = next(model.parameters()).device
     with torch.no_grad():
-        ids = torch.tensor([list(prompt)])
+        ids = torch.tensor([list(prompt)], device=device)
         out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, use_cache=True,
                              max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=0)
         logprobs = []
         for verse in verses:
-            logits = model(torch.tensor([list(verse)])).logits[0].double()
+            logits = model(torch.tensor([list(verse)], device=device)).logits[0].double().cpu()
             logprobs.append(torch.log_softmax(logits, -1)[:-1].gather(1, torch.tensor(verse[1:])[:, None])[:, 0])
     return out[0, len(prompt):].tolist(), torch.cat(logprobs).numpy()
 
@@ -78,6 +79,7 @@ def serve_one(model: nn.Module, folder: Path, name: str, tokenizer_gguf: Path, p
         row = _cache_columns(run, exact_file.kv_heads, head_dim, "f32")
     exact_file.path.unlink()
     row.update({"query heads": sum(len(s.heads) for s in attention_sites(model)), "padded heads": served.padded_heads,
+                "head dim": head_dim,
                 "KV heads": sum(served.kv_heads), "file MiB (f32)": exact_file.file_bytes / 2**20,
                 "file MiB (f16)": served.file_bytes / 2**20, "file": served.path.name,
                 "greedy tokens equal (exact)": equal_prefix(exact_tokens, tokens), "new tokens": new_tokens,

@@ -97,8 +97,9 @@ def runtime_lines(profile: str) -> list[str]:
     new = int(exact["new tokens"].iloc[0])
 
     def differing(column: str) -> str:
-        rows = [f"{r['unit']} {_share(r['share'])}: {int(r[column])}" for _, r in exact.iterrows() if r[column] < new]
-        return words(rows) if rows else "none"
+        rows = [f"{r['unit']} {_share(r['share'])} (the first {int(r[column])} equal)" for _, r in exact.iterrows()
+                if r[column] < new]
+        return f"every file but {words(rows)}" if rows else "every file"
 
     equal, default = differing("greedy tokens equal (exact)"), differing("greedy tokens equal (default)")
     as_predicted = {tag: int((exact[f"KV MiB, llama.cpp ({tag})"].round(2) == exact[f"KV MiB, predicted ({tag})"].round(2)).sum())
@@ -109,8 +110,8 @@ def runtime_lines(profile: str) -> list[str]:
              f"log-probabilities of a verse token is {exact['largest log-prob gap'].max():.1e} nats over "
              f"{int(exact['scored tokens'].iloc[0])} tokens of {int(exact['verses'].iloc[0])} verses, and perplexities "
              f"agree to {(exact['perplexity, llama.cpp'] / exact['perplexity, transformers'] - 1).abs().max():.1e} (relative). "
-             f"Greedy tokens equal transformers' for all {new} new tokens except (tokens before the first difference) "
-             f"{equal}; in llama.cpp's default settings (float16 file and cache, flash attention) except {default}.",
+             f"Greedy decoding gives transformers' {new} new tokens on {equal}; in llama.cpp's default settings "
+             f"(float16 file and cache, flash attention) on {default}.",
              f"**Its cache:** llama.cpp allocated the predicted bytes for {as_predicted['f32']} of {len(exact)} files "
              f"in the exact settings and {as_predicted['f16']} of {len(exact)} in the default ones "
              f"({f32['KV MiB, llama.cpp (f16)'].iloc[0]:.2f} MiB unpruned at {int(exact['cells'].iloc[0]):,} cells). "
@@ -124,6 +125,15 @@ def runtime_lines(profile: str) -> list[str]:
              f"{r['generated tokens per second']:.0f} tokens/s ({r['generated tokens per second, ratio']:.2f}x)"
              for _, r in summary.iterrows()]
     lines.append(f"**Generation speed in llama.cpp** (median of the timed runs; float16 files): {'; '.join(parts)}.")
+    base = summary[summary["unit"] == "unpruned"].set_index("threads")
+    if len(base) > 1:
+        one, most = base.loc[base.index.min()], base.loc[base.index.max()]
+        verb = lambda a, b: "faster" if a > b else "slower"
+        lines[-1] += (f" The unpruned file generates {verb(most['generated tokens per second'], one['generated tokens per second'])}"
+                      f" with {int(base.index.max())} threads than with one ({most['generated tokens per second']:.0f} against "
+                      f"{one['generated tokens per second']:.0f} tokens/s) and reads its prompt "
+                      f"{verb(most['prompt tokens per second'], one['prompt tokens per second'])} "
+                      f"({most['prompt tokens per second']:.0f} against {one['prompt tokens per second']:.0f} tokens/s).")
     return lines
 
 

@@ -200,4 +200,4 @@ def test_served_by_llama_cpp_reports_what_llama_cpp_computed_allocated_and_timed
     summary = sv.speed_summary(speed).set_index("unit")
     medians = speed.groupby("unit")["generated tokens per second"].median()
     assert np.isclose(summary.loc["KV groups", "generated tokens per second, ratio"], medians["KV groups"] / medians["unpruned"])
-    assert summary.loc["unpruned", "generated tokens per second, ratio"] == 1.0
+    assert list(speed["unit"]) == [unit for unit, _ in variants] * 2   # timed in turn, repeat by repeat

@@ -414,10 +414,11 @@ def _chapter_13_tables(write, kept_accuracy: float, measured_offset: int = 0):
         {**runtime, "unit": "unpruned", "share": 0.0, "padded heads": 0, "largest log-prob gap": 2e-4,
          "perplexity, llama.cpp": 20.001, "greedy tokens equal (exact)": 64, "greedy tokens equal (default)": 64,
          "KV MiB, llama.cpp (f32)": 90.0, "KV MiB, predicted (f32)": 90.0, "V MiB, llama.cpp (f32)": 45.0,
-         "KV MiB, llama.cpp (f16)": 45.0, "KV MiB, predicted (f16)": 45.0},
+         "K MiB, llama.cpp (f32)": 45.0, "KV MiB, llama.cpp (f16)": 45.0, "KV MiB, predicted (f16)": 45.0},
         {**runtime, "unit": "query heads", "share": 1 / 3, "padded heads": 36, "largest log-prob gap": 2e-3,
          "perplexity, llama.cpp": 20.0, "greedy tokens equal (exact)": 64, "greedy tokens equal (default)": 9,
          "KV MiB, llama.cpp (f32)": 88.0, "KV MiB, predicted (f32)": 88.0, "V MiB, llama.cpp (f32)": 45.0,
+         "K MiB, llama.cpp (f32)": 43.0,
          "KV MiB, llama.cpp (f16)": 43.0, "KV MiB, predicted (f16)": 43.0 + measured_offset}])
     write("13_runtime_speed", [{"unit": unit, "share": share, "threads": 1, "repeat": i, "prompt tokens per second": 200.0,
                                 "generated tokens per second": speed + i} for unit, share, speed in
@@ -444,7 +445,8 @@ def test_chapter_13_follows_the_memory_induction_and_copying_tables(results):
             "verses, and perplexities agree to 5.0e-05") in found
     assert "Greedy decoding gives transformers' 64 new tokens on every file; in llama.cpp's default settings" in found
     assert "on every file but query heads 33% (the first 9 equal)." in found and "predicted bytes for 2 of 2 files in the exact settings and 2 of 2" in found
-    assert "saves key bytes only there (e.g. query heads 33%: 45.00 MiB of values" in found and "with 36 zero heads" in found
+    assert ("the values shrink only to the widest layer's width (e.g. query heads 33%: 43.00 MiB of keys, 45.00 MiB of "
+            "values)") in found and "with 36 zero heads" in found
     assert "unpruned 0%, 1 thread: 51 tokens/s (1.00x); KV groups 33%, 1 thread: 60 tokens/s (1.18x)" in found
     assert "Pruning that keeps perplexity can break in-context copying" not in found   # the verdict table says it
     # claims beyond the paper name what they are judged on, not "the paper's metric"

@@ -101,6 +101,9 @@ def layer_plan(site: AttentionSite, pad_uneven: bool = False, first: bool = Fals
             "KV head of a layer the same number of query heads. Pass pad_uneven=True to fill each group with "
             "zero query heads up to the largest (exact; costs their attention FLOPs, not cache), or prune whole "
             "KV groups (prune_kv_groups)")
+    stored_kv = site.key.weight.shape[0] // site.head_dim
+    if stored_kv != len(groups):   # pruning drops a group's key and value rows with its last head
+        raise GgufExportError(f"layer {site.layer} stores {stored_kv} key heads for {len(groups)} kept KV groups")
     width = counts[-1]
     rows: list[int | None] = []
     for g in groups:

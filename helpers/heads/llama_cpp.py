@@ -12,14 +12,18 @@ Two settings (``RuntimeSettings``):
 
 A token's log-probability is read by forcing it: the prompt is the text before it, the token gets
 a logit bias that makes greedy sampling pick it, and the server reports its log-probability under
-the model's own logits (the bias acts in the sampler, after them). The prompt cache makes each such
+the model's own logits (the bias acts in the sampler, after them; llama.cpp's server computes the
+reported probabilities from the logits before sampling, unless ``post_sampling_probs`` is asked
+for; tests/test_llama_cpp.py would catch a server version where the bias leaked into them).
+While a server runs, this process's C-level stderr is its log file (Python's tracebacks reach the
+caller as exceptions); servers opened inside one another restore it in reverse order. The prompt cache makes each such
 request one new position, so scoring ``n`` tokens costs ``n`` single-token passes.
 
 The KV cache's size is read from llama.cpp's log line ``llama_kv_cache: size = ... MiB (N cells,
 ...)``, printed to 0.01 MiB; ``predicted_kv_bytes`` is the arithmetic it is compared with. Without
 flash attention llama.cpp pads every layer's value cache to the widest layer's when layers differ
-(its log says so), so an uneven pruning then saves key bytes only; with flash attention it pads
-nothing.
+(its log says so), so the values shrink only to the widest layer's width; with flash attention it
+pads nothing.
 
     with LlamaCpp("pruned.gguf", RuntimeSettings(threads=2)) as run:
         tokens = run.greedy(prompt_ids, 64)
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -99,6 +104,7 @@ class LlamaCpp:
         flash = x.llama_flash_attn_type
         params.flash_attn_type = flash.LLAMA_FLASH_ATTN_TYPE_DISABLED if self.settings.exact else flash.LLAMA_FLASH_ATTN_TYPE_AUTO
         self._log_file = tempfile.NamedTemporaryFile(prefix="llama_cpp_", suffix=".log", delete=False)
+        sys.stderr.flush()   # what Python has buffered goes where it was meant to, not into the log
         self._saved_stderr = os.dup(2)
         os.dup2(self._log_file.fileno(), 2)
         try:
@@ -106,7 +112,10 @@ class LlamaCpp:
             self._complete({"prompt": [0], "n_predict": 1, "temperature": 0.0, "cache_prompt": False})  # a server
             # closed before its first request can hang; this one also warms it up
             self._read_kv_line()
-        except RuntimeError as err:
+        except LlamaCppError:
+            self.__exit__(None, None, None)
+            raise
+        except RuntimeError as err:   # xllamacpp's "Failed to init server": the log says why
             self.__exit__(None, None, None)
             errors = [line for line in self.log.splitlines() if " E " in line or "error" in line.lower()]
             raise LlamaCppError(f"llama.cpp could not load {self.path}: {err}\n" + "\n".join(errors[-10:])) from err
@@ -118,6 +127,7 @@ class LlamaCpp:
     def __exit__(self, *exc) -> None:
         self.server = None   # the server stops and frees the model here
         if getattr(self, "_saved_stderr", None) is not None:
+            sys.stderr.flush()
             os.dup2(self._saved_stderr, 2)
             os.close(self._saved_stderr)
             self._saved_stderr = None

@@ -8,7 +8,8 @@
   allocates in both settings against ``llama_cpp.predicted_kv_bytes``; the float16 file's size
   and its greedy tokens in llama.cpp's default settings.
 * ``speed`` (one row per variant, thread count and repeat): prompt and generation tokens per
-  second of the float16 file in the default settings, as llama.cpp times them.
+  second of the float16 file in the default settings, as llama.cpp times them, the files timed
+  in turn within each repeat (``serve_in_turn``).
 """
 from __future__ import annotations
 
@@ -66,37 +67,54 @@ def _cache_columns(run: LlamaCpp, kv_heads: Sequence[int], head_dim: int, tag: s
             f"flash attention ({tag})": run.flash_attention, "cells": run.cells}
 
 
-def serve_one(model: nn.Module, folder: Path, name: str, tokenizer_gguf: Path, prompt: Sequence[int], new_tokens: int,
-              verses: Sequence[Sequence[int]], threads: Sequence[int], repeats: int) -> tuple[dict, list[dict]]:
-    """One variant: its exactness row and its timed runs (see the module doc)."""
+def serve_exactly(model: nn.Module, folder: Path, name: str, tokenizer_gguf: Path, prompt: Sequence[int],
+                  new_tokens: int, verses: Sequence[Sequence[int]], threads: int) -> tuple[dict, list[int], object]:
+    """One variant in the exact settings: its row (module doc), transformers' greedy tokens, and
+    its float16 export (``GgufExport``) for the default settings."""
     tokens, reference = transformers_reference(model, prompt, new_tokens, verses)
     head_dim = attention_sites(model)[0].head_dim
     exact_file = export_gguf(model, folder / f"{name}.f32.gguf", tokenizer_gguf=tokenizer_gguf, pad_uneven=True)
     served = export_gguf(model, folder / f"{name}.f16.gguf", tokenizer_gguf=tokenizer_gguf, dtype="f16", pad_uneven=True)
-    with LlamaCpp(exact_file.path, RuntimeSettings(threads=max(threads), exact=True)) as run:
+    with LlamaCpp(exact_file.path, RuntimeSettings(threads=threads, exact=True)) as run:
         exact_tokens = run.greedy(prompt, new_tokens)
         logprobs = np.concatenate([run.token_logprobs(v) for v in verses])
         row = _cache_columns(run, exact_file.kv_heads, head_dim, "f32")
     exact_file.path.unlink()
     row.update({"query heads": sum(len(s.heads) for s in attention_sites(model)), "padded heads": served.padded_heads,
-                "head dim": head_dim,
-                "KV heads": sum(served.kv_heads), "file MiB (f32)": exact_file.file_bytes / 2**20,
+                "head dim": head_dim, "KV heads": sum(served.kv_heads), "file MiB (f32)": exact_file.file_bytes / 2**20,
                 "file MiB (f16)": served.file_bytes / 2**20, "file": served.path.name,
                 "greedy tokens equal (exact)": equal_prefix(exact_tokens, tokens), "new tokens": new_tokens,
                 "perplexity, llama.cpp": float(np.exp(-logprobs.mean())),
                 "perplexity, transformers": float(np.exp(-reference.mean())),
                 "largest log-prob gap": float(np.abs(logprobs - reference).max()), "scored tokens": len(reference),
                 "verses": len(verses)})
+    return row, tokens, served
+
+
+def serve_in_turn(files: Mapping[tuple[str, float], object], rows: Mapping[tuple[str, float], dict],
+                  tokens: Mapping[tuple[str, float], list[int]], prompt: Sequence[int], new_tokens: int,
+                  threads: Sequence[int], repeats: int) -> list[dict]:
+    """Every variant's float16 file in llama.cpp's default settings, one server each, open
+    together: per thread count a warm-up run of each (at the most threads, the greedy run whose
+    tokens and cache fill ``rows``), then ``repeats`` rounds that time each file in turn, so that
+    a drift of the machine's speed reaches every file alike instead of the last ones."""
+    from contextlib import ExitStack
+
     timed = []
     for n in threads:
-        with LlamaCpp(served.path, RuntimeSettings(threads=n, exact=False)) as run:
-            if n == max(threads):   # this greedy run also warms the server up
-                row["greedy tokens equal (default)"] = equal_prefix(run.greedy(prompt, new_tokens), tokens)
-                row.update(_cache_columns(run, served.kv_heads, head_dim, "f16"))
-            else:
-                run.timed(prompt, new_tokens)   # warm-up
-            timed += [{"threads": n, "repeat": i, **run.timed(prompt, new_tokens)} for i in range(repeats)]
-    return row, timed
+        with ExitStack() as stack:
+            runs = {key: stack.enter_context(LlamaCpp(f.path, RuntimeSettings(threads=n, exact=False)))
+                    for key, f in files.items()}
+            for key, run in runs.items():
+                if n == max(threads):
+                    rows[key]["greedy tokens equal (default)"] = equal_prefix(run.greedy(prompt, new_tokens), tokens[key])
+                    rows[key].update(_cache_columns(run, files[key].kv_heads, rows[key]["head dim"], "f16"))
+                else:
+                    run.timed(prompt, new_tokens)
+            for i in range(repeats):
+                timed += [{"unit": key[0], "share": key[1], "threads": n, "repeat": i, **run.timed(prompt, new_tokens)}
+                          for key, run in runs.items()]
+    return timed
 
 
 def served(variants: Mapping[tuple[str, float], nn.Module], tokenizer_gguf: Path, prompt: Sequence[int], new_tokens: int,
@@ -104,24 +122,24 @@ def served(variants: Mapping[tuple[str, float], nn.Module], tokenizer_gguf: Path
            keep: tuple[str, float] | None = None, out_dir: Path | None = None, progress: bool = False
            ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(exact, speed)`` for every variant (module doc). The float16 file of variant ``keep`` is
-    moved to ``out_dir`` (as ``<unit>-<share>.f16.gguf``, named in the ``file`` column); the
+    moved to ``out_dir`` (as ``13_<unit>-<share>.f16.gguf``, named in the ``file`` column); the
     others are deleted once run."""
-    rows, timed = [], []
+    rows, tokens, files = {}, {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for (unit, share), model in tqdm(variants.items(), desc="served by llama.cpp", disable=not progress):
             name = f"{unit.replace(' ', '_')}-{share:.3f}"
-            row, runs = serve_one(model, Path(tmp), name, tokenizer_gguf, prompt, new_tokens, verses, threads, repeats)
-            file = Path(tmp) / row["file"]
-            if (unit, share) == keep and out_dir is not None:
+            row, tokens[unit, share], files[unit, share] = serve_exactly(model, Path(tmp), name, tokenizer_gguf, prompt,
+                                                                          new_tokens, verses, max(threads))
+            rows[unit, share] = {"unit": unit, "share": share, **row}
+        timed = serve_in_turn(files, rows, tokens, prompt, new_tokens, threads, repeats)
+        for key, row in rows.items():
+            if key == keep and out_dir is not None:
                 Path(out_dir).mkdir(parents=True, exist_ok=True)
-                shutil.move(file, Path(out_dir) / f"13_{file.name}")
-                row["file"] = f"13_{file.name}"
+                row["file"] = f"13_{files[key].path.name}"
+                shutil.move(files[key].path, Path(out_dir) / row["file"])
             else:
-                file.unlink()
                 row["file"] = ""
-            rows.append({"unit": unit, "share": share, **row})
-            timed += [{"unit": unit, "share": share, **t} for t in runs]
-    return pd.DataFrame(rows), pd.DataFrame(timed)
+    return pd.DataFrame(list(rows.values())), pd.DataFrame(timed)
 
 
 def speed_summary(speed: pd.DataFrame) -> pd.DataFrame:

@@ -105,8 +105,9 @@ def runtime_lines(profile: str) -> list[str]:
     as_predicted = {tag: int((exact[f"KV MiB, llama.cpp ({tag})"].round(2) == exact[f"KV MiB, predicted ({tag})"].round(2)).sum())
                     for tag in ("f32", "f16")}
     padded = exact[exact["padded heads"] > 0]
+    narrower = exact[exact["V MiB, llama.cpp (f32)"] > exact["K MiB, llama.cpp (f32)"]]   # values padded wider than keys
     f32 = exact.set_index(["unit", "share"])
-    lines = [f"**llama.cpp computes what transformers computes:** in the exact settings the largest gap between the two "
+    lines = [f"**In float32 without flash attention, llama.cpp matches transformers:** the largest gap between the two "
              f"log-probabilities of a verse token is {exact['largest log-prob gap'].max():.1e} nats over "
              f"{int(exact['scored tokens'].iloc[0])} tokens of {int(exact['verses'].iloc[0])} verses, and perplexities "
              f"agree to {(exact['perplexity, llama.cpp'] / exact['perplexity, transformers'] - 1).abs().max():.1e} (relative). "
@@ -115,9 +116,10 @@ def runtime_lines(profile: str) -> list[str]:
              f"**Its cache:** llama.cpp allocated the predicted bytes for {as_predicted['f32']} of {len(exact)} files "
              f"in the exact settings and {as_predicted['f16']} of {len(exact)} in the default ones "
              f"({f32['KV MiB, llama.cpp (f16)'].iloc[0]:.2f} MiB unpruned at {int(exact['cells'].iloc[0]):,} cells). "
-             + (f"Without flash attention llama.cpp pads every layer's values to the widest layer's, so an uneven pruning "
-                f"saves key bytes only there (e.g. {padded.iloc[0]['unit']} {_share(padded.iloc[0]['share'])}: "
-                f"{padded.iloc[0]['V MiB, llama.cpp (f32)']:.2f} MiB of values, as unpruned). " if len(padded) else "")
+             + (f"Without flash attention llama.cpp pads every layer's values to the widest layer's, so where layers keep "
+                f"different numbers of KV groups the values shrink only to the widest layer's width (e.g. "
+                f"{narrower.iloc[0]['unit']} {_share(narrower.iloc[0]['share'])}: {narrower.iloc[0]['K MiB, llama.cpp (f32)']:.2f} "
+                f"MiB of keys, {narrower.iloc[0]['V MiB, llama.cpp (f32)']:.2f} MiB of values). " if len(narrower) else "")
              + (f"Query heads pruned unevenly were written with {words([str(int(x)) for x in padded['padded heads']])} "
                 "zero heads to even out their KV groups." if len(padded) else "")]
     summary = speed_summary(read(profile, "13_runtime_speed"))

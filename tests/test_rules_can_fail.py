@@ -145,15 +145,19 @@ def _induction(importance_ranks: list[int], heads: int = 270) -> Tables:
                              for h in range(heads)]}
 
 
-def _served(gains: dict[float, float], noise: float = 0.02, threads=(1, 2)) -> Tables:
+def _served(gains: dict[float, float], noise: float = 0.02, threads=(1, 2), contended: dict[float, float] | None = None
+            ) -> Tables:
     """13_runtime_speed: three timed runs per file and thread count; the unpruned file generates
-    100 tokens per second (give or take ``noise``), a KV-group share ``s`` 100 * (1 + gains[s])."""
+    100 tokens per second with one thread (give or take ``noise``), a KV-group share ``s``
+    100 * (1 + gains[s]); with more threads every file runs at 70% of that, or, where
+    ``contended`` is given, the unpruned file at 70 and share ``s`` at 70 * (1 + contended[s])."""
     rows = []
     for unit, share, gain in [("unpruned", 0.0, 0.0)] + [("KV groups", s, g) for s, g in gains.items()]:
         for t in threads:
+            rate = 100 * (1 + gain) if t == 1 else 70 * (1 + (gain if contended is None else contended.get(share, 0.0)))
             for i, wobble in enumerate((-noise / 2, 0.0, noise / 2)):
                 rows.append({"unit": unit, "share": share, "threads": t, "repeat": i, "prompt tokens per second": 500.0,
-                             "generated tokens per second": 100 * (1 + gain) * (1 + wobble)})
+                             "generated tokens per second": rate * (1 + wobble)})
     return {"13_runtime_speed": rows + [{**row, "unit": "query heads"} for row in rows if row["unit"] == "KV groups"]}
 
 
@@ -460,4 +464,8 @@ def test_a_serving_speedup_below_the_cache_proportion_is_partly_and_one_within_t
     # a clear gain at one share and a change within the noise at the other: undetermined, not refuted
     verdict, ours = _verdict(tmp_path / "mixed", "served_speedup", "", lambda: _served({1 / 3: -0.01, 2 / 3: 0.6}))
     assert verdict == CANNOT_TELL, ours
+    # judged where a server would run (one thread here: two run every file slower); a loss at two threads is shown only
+    contended = lambda: _served({1 / 3: 0.6, 2 / 3: 1.5}, contended={1 / 3: -0.1, 2 / 3: 0.0})
+    verdict, ours = _verdict(tmp_path / "contended", "served_speedup", "", contended)
+    assert verdict == REPRODUCED and "1 thread (judged)" in ours and "2 threads: generation -10%" in ours, ours
 

@@ -114,27 +114,16 @@ def layer_plan(site: AttentionSite, pad_uneven: bool = False, first: bool = Fals
 def _rotary_interleave(rows: torch.Tensor, heads: int) -> torch.Tensor:
     """``[heads * head_dim, in]`` from transformers' rotary layout (first half, second half of
     each head) to llama.cpp's (pairs side by side)."""
-    if heads == 0:
-        return rows
     d = rows.shape[0] // heads
     return rows.reshape(heads, 2, d // 2, *rows.shape[1:]).transpose(1, 2).reshape(rows.shape)
 
 
 def _pick_heads(weight: torch.Tensor, picks: Sequence[int | None], head_dim: int, dim: int) -> torch.Tensor:
-    """Rows (``dim=0``) or columns (``dim=1``) of the stored heads ``picks``, zeros for None."""
-    parts = []
-    for p in picks:
-        if p is None:
-            shape = list(weight.shape)
-            shape[dim] = head_dim
-            parts.append(weight.new_zeros(shape))
-        else:
-            parts.append(weight.narrow(dim, p * head_dim, head_dim))
-    if not parts:
-        shape = list(weight.shape)
-        shape[dim] = 0
-        return weight.new_zeros(shape)
-    return torch.cat(parts, dim)
+    """Rows (``dim=0``) or columns (``dim=1``) of the stored heads ``picks`` (at least one), zeros for None."""
+    zeros = list(weight.shape)
+    zeros[dim] = head_dim
+    return torch.cat([weight.new_zeros(zeros) if p is None else weight.narrow(dim, p * head_dim, head_dim)
+                      for p in picks], dim)
 
 
 def _check_exportable(model: nn.Module) -> None:

@@ -64,14 +64,6 @@ class RuntimeSettings:
     context: int = 2048
     exact: bool = True
 
-    @property
-    def cache_type(self) -> str:
-        return "f32" if self.exact else "f16"
-
-    @property
-    def label(self) -> str:
-        return "exact (no flash attention, f32 cache)" if self.exact else "default (flash attention auto, f16 cache)"
-
 
 def require_xllamacpp():
     try:
@@ -112,15 +104,11 @@ class LlamaCpp:
             self._complete({"prompt": [0], "n_predict": 1, "temperature": 0.0, "cache_prompt": False})  # a server
             # closed before its first request can hang; this one also warms it up
             self._read_kv_line()
-        except LlamaCppError:
+        except BaseException as err:
             self.__exit__(None, None, None)
-            raise
-        except RuntimeError as err:   # xllamacpp's "Failed to init server": the log says why
-            self.__exit__(None, None, None)
-            errors = [line for line in self.log.splitlines() if " E " in line or "error" in line.lower()]
-            raise LlamaCppError(f"llama.cpp could not load {self.path}: {err}\n" + "\n".join(errors[-10:])) from err
-        except BaseException:
-            self.__exit__(None, None, None)
+            if isinstance(err, RuntimeError) and not isinstance(err, LlamaCppError):   # xllamacpp's "Failed to
+                errors = [line for line in self.log.splitlines() if " E " in line or "error" in line.lower()]   # init
+                raise LlamaCppError(f"llama.cpp could not load {self.path}: {err}\n" + "\n".join(errors[-10:])) from err
             raise
         return self
 

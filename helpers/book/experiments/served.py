@@ -97,9 +97,7 @@ def serve_in_turn(files: Mapping[tuple[str, float], object], rows: Mapping[tuple
     """Every variant's float16 file in llama.cpp's default settings, one server each, open
     together: per thread count a warm-up run of each (at the fewest threads, the greedy run whose
     tokens and cache fill ``rows``), then ``repeats`` rounds that time each file in turn, so that
-    a drift of the machine's speed reaches every file alike instead of the last ones. (Single
-    tokens, as greedy decoding and forced log-probabilities pass them, ran fastest on one thread
-    of this project's 2-core machine.)"""
+    a drift of the machine's speed reaches every file alike instead of the last ones."""
     from contextlib import ExitStack
 
     timed = []
@@ -125,7 +123,9 @@ def served(variants: Mapping[tuple[str, float], nn.Module], tokenizer_gguf: Path
            ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(exact, speed)`` for every variant (module doc). The float16 file of variant ``keep`` is
     moved to ``out_dir`` (as ``13_<unit>-<share>.f16.gguf``, named in the ``file`` column); the
-    others are deleted once run."""
+    others are deleted once run. The exact settings run on the fewest threads: single tokens, as
+    greedy decoding and forced log-probabilities pass them, ran fastest on one thread of this
+    project's 2-core machine."""
     rows, tokens, files = {}, {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for (unit, share), model in tqdm(variants.items(), desc="served by llama.cpp", disable=not progress):
@@ -170,7 +170,7 @@ def served_by_llama_cpp(variants: Mapping[tuple[str, float], nn.Module], tokeniz
     from ...zoo.causal_lm import tokenizer_gguf
     from ..store.results import results_dir
 
-    verses = [tokenizer(t)["input_ids"] for t in texts[:RUNTIME_VERSES]]
+    verses = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts[:RUNTIME_VERSES]]   # as lm_batches
     keep = ("KV groups", min(share for unit, share in variants if unit == "KV groups"))
     prompt = prompts[min(prompts)][0].tolist()
     return served(variants, tokenizer_gguf(model_name), prompt, new_tokens, verses, threads=sorted({1, usable_cores()}),

@@ -106,7 +106,6 @@ def runtime_lines(profile: str) -> list[str]:
                     for tag in ("f32", "f16")}
     padded = exact[exact["padded heads"] > 0]
     narrower = exact[exact["V MiB, llama.cpp (f32)"] > exact["K MiB, llama.cpp (f32)"]]   # values padded wider than keys
-    f32 = exact.set_index(["unit", "share"])
     lines = [f"**In float32 without flash attention, llama.cpp matches transformers:** the largest gap between the two "
              f"log-probabilities of a verse token is {exact['largest log-prob gap'].max():.1e} nats over "
              f"{int(exact['scored tokens'].iloc[0])} tokens of {int(exact['verses'].iloc[0])} verses, and perplexities "
@@ -115,7 +114,7 @@ def runtime_lines(profile: str) -> list[str]:
              f"(float16 file and cache, flash attention) on {default}.",
              f"**Its cache:** llama.cpp allocated the predicted bytes for {as_predicted['f32']} of {len(exact)} files "
              f"in the exact settings and {as_predicted['f16']} of {len(exact)} in the default ones "
-             f"({f32['KV MiB, llama.cpp (f16)'].iloc[0]:.2f} MiB unpruned at {int(exact['cells'].iloc[0]):,} cells). "
+             f"({exact['KV MiB, llama.cpp (f16)'].iloc[0]:.2f} MiB unpruned at {int(exact['cells'].iloc[0]):,} cells). "
              + (f"Without flash attention llama.cpp pads every layer's values to the widest layer's, so where layers keep "
                 f"different numbers of KV groups the values shrink only to the widest layer's width (e.g. "
                 f"{narrower.iloc[0]['unit']} {_share(narrower.iloc[0]['share'])}: {narrower.iloc[0]['K MiB, llama.cpp (f32)']:.2f} "

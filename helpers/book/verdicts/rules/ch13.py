@@ -21,6 +21,7 @@ COPYING_DENTED = 0.90     # copying "breaks" below COPYING_FLOOR of its accuracy
 COPYING_PERPLEXITY = 0.10  # "pruning that keeps perplexity": within 10% of the unpruned (chapter 11's looser tolerance)
 INDUCTION_ALPHA = 0.01    # the permutation test's level
 PROPORTION_SHARE = 0.5    # "in proportion": at least half the speedup a cache-proportional time would give
+GENERATED = "generated tokens per second"   # the speed the serving claim reads (served.speed_summary's column)
 
 
 def kv_groups_buy_memory(r: Results) -> tuple[str, str]:
@@ -101,33 +102,24 @@ def induction_heads_underrated(r: Results) -> tuple[str, str]:
             three_way(p["I_h on verses"] < INDUCTION_ALPHA, p.get("their one-head effect", 1.0) < INDUCTION_ALPHA))
 
 
-def served_gains(r: Results, unit: str = "KV groups") -> pd.DataFrame:
-    """Per KV-group share and thread count: llama.cpp's median generation speed against the
-    unpruned file's (``gain``, as a fraction), the larger timing spread of the two (IQR / median
-    over the repeats), and the gain a time proportional to the cache left would give,
-    1 / (1 - share) - 1."""
-    from ...experiments.served import speed_summary
-
-    summary = speed_summary(r["13_runtime_speed"])
-    column = "generated tokens per second"
+def served_gains(summary: pd.DataFrame, unit: str) -> pd.DataFrame:
+    """Per share of ``unit`` and thread count, from ``served.speed_summary``: llama.cpp's median
+    generation speed against the unpruned file's (``gain``, as a fraction), the larger timing
+    spread of the two (IQR / median over the repeats), and the gain a time proportional to the
+    cache left would give, 1 / (1 - share) - 1."""
     base = present(summary[summary["unit"] == "unpruned"], "13_runtime_speed: unpruned").set_index("threads")
     rows = summary[summary["unit"] == unit].copy()
-    if unit == "KV groups":
-        present(rows, "13_runtime_speed: KV groups")
-    rows["gain"] = rows[f"{column}, ratio"] - 1
-    rows["noise"] = [max(spread, base.loc[t, f"{column}, spread"]) for spread, t in zip(rows[f"{column}, spread"], rows["threads"])]
+    rows["gain"] = rows[f"{GENERATED}, ratio"] - 1
+    rows["noise"] = [max(spread, base.loc[t, f"{GENERATED}, spread"])
+                     for spread, t in zip(rows[f"{GENERATED}, spread"], rows["threads"])]
     rows["proportional"] = 1 / (1 - rows["share"]) - 1
     return rows[["share", "threads", "gain", "noise", "proportional"]]
 
 
-def serving_threads(r: Results) -> int:
+def serving_threads(summary: pd.DataFrame) -> int:
     """The thread count a server of the unpruned file would be run with: the one at which it
     generates fastest (more threads than free cores slow generation down)."""
-    from ...experiments.served import speed_summary
-
-    summary = speed_summary(r["13_runtime_speed"])
-    base = summary[summary["unit"] == "unpruned"].set_index("threads")["generated tokens per second"]
-    return int(base.idxmax())
+    return int(summary[summary["unit"] == "unpruned"].set_index("threads")[GENERATED].idxmax())
 
 
 def served_speedup(r: Results) -> tuple[str, str]:
@@ -138,9 +130,13 @@ def served_speedup(r: Results) -> tuple[str, str]:
     not beyond the noise: "not reproduced" if some share is slower beyond the noise, else "cannot
     tell". The same share of query heads removed (which keeps more of the cache) is shown beside
     each gain: what removing heads buys without shrinking the cache as much."""
-    every = served_gains(r)
-    control = served_gains(r, unit="query heads").set_index(["share", "threads"])["gain"]
-    judged = serving_threads(r)
+    from ...experiments.served import speed_summary
+
+    summary = speed_summary(r["13_runtime_speed"])
+    present(summary[summary["unit"] == "KV groups"], "13_runtime_speed: KV groups")
+    every = served_gains(summary, "KV groups")
+    control = served_gains(summary, "query heads").set_index(["share", "threads"])["gain"]
+    judged = serving_threads(summary)
     text = "; ".join(f"{share:.0%} of the KV groups, {int(t)} thread{'s' if t > 1 else ''}"
                      f"{' (judged)' if t == judged else ''}: generation {gain:+.0%} "
                      f"(noise {noise:.0%}; in proportion to the cache {prop:+.0%}; the same share of query heads "

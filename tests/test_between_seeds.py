@@ -69,3 +69,69 @@ def test_verdicts_that_differ_depend_on_the_seed_only_where_the_numbers_do(tmp_p
     assert [r["verdict"] for r in rows[:-1]] == ["reproduced", "not reproduced"]
     assert rows[-1]["verdict"] == expected
     assert "Between seeds: the seeds" in rows[-1]["ours"]
+
+
+def _shares(seed: int, importance: float, ablation: float, share_se: float, minus_se: float) -> list[dict]:
+    base = {"track": "translation", "model": "translation", "training_seed": seed, "examples": 200, "step": 0.1}
+    return [{**base, "order": "importance", "prunable_share": importance, "share_se": share_se,
+             "minus_ablation_se": minus_se, "selected_on": "train (1000 examples)"},
+            {**base, "order": "ablation", "prunable_share": ablation, "share_se": share_se,
+             "selected_on": "held-out half of test13"}]
+
+
+@pytest.mark.parametrize("se, expected", [(0.03, DEPENDS_ON_SEED), (0.15, CANNOT_TELL)])
+def test_a_prunable_share_that_differs_between_seeds_is_tested_against_its_bootstrap_error(tmp_path, se, expected):
+    # seed 0: 20% prunable (the paper's share: reproduced), seed 1: 0% (not reproduced). Before the
+    # curves kept their sampling error, this read "depends on the seed ... not tested"
+    folder = tmp_path / "p"
+    folder.mkdir()
+    pd.DataFrame(_shares(0, 0.2, 0.1, se, se) + _shares(1, 0.0, 0.1, se, se)).to_csv(folder / "06_prunable_shares.csv",
+                                                                                    index=False)
+    rows = judge(CLAIMS_BY_KEY["prunable_translation"], folder)
+    assert [r["verdict"] for r in rows[:-1]] == ["reproduced", "not reproduced"]
+    assert rows[-1]["verdict"] == expected and "not tested" not in rows[-1]["ours"]
+    z2 = 0.2 ** 2 / (2 * se ** 2)
+    assert f"chi-square {z2:.1f}, df 1" in rows[-1]["ours"]
+    # the ablation claim: seed 0 wins (0.2 >= 0.1), seed 1 loses (0 < 0.1); the difference moves by 0.2 again
+    ablation = judge(CLAIMS_BY_KEY["importance_beats_ablation"], folder)
+    assert [r["verdict"] for r in ablation[:-1]] == ["reproduced", "not reproduced"]
+    assert ablation[-1]["verdict"] == expected
+
+
+def test_curves_without_their_sampling_error_say_so(tmp_path):
+    folder = tmp_path / "p"
+    folder.mkdir()
+    table = pd.DataFrame(_shares(0, 0.2, 0.1, 0.03, 0.03) + _shares(1, 0.0, 0.1, 0.03, 0.03)).drop(columns="share_se")
+    table.to_csv(folder / "06_prunable_shares.csv", index=False)
+    rows = judge(CLAIMS_BY_KEY["prunable_translation"], folder)
+    assert rows[-1]["verdict"] == DEPENDS_ON_SEED and "not tested (share_se of translation not in the results)" in rows[-1]["ours"]
+
+
+def _judged(tmp_path, key: str, tables: dict[str, list[dict]]) -> list[dict]:
+    folder = tmp_path / "p"
+    folder.mkdir(exist_ok=True)
+    for name, rows in tables.items():
+        pd.DataFrame(rows).to_csv(folder / f"{name}.csv", index=False)
+    return judge(CLAIMS_BY_KEY[key], folder)
+
+
+@pytest.mark.parametrize("se, expected", [(0.03, DEPENDS_ON_SEED), (0.2, CANNOT_TELL)])
+def test_the_other_curve_claims_test_their_seeds_on_their_own_statistic(tmp_path, se, expected):
+    """Chapters 08-10: seeds whose verdicts differ by 0.3 on the claim's statistic, with a
+    bootstrap error ``se`` per seed; Cochran's Q for two is (0.3)^2 / (2 se^2), plus a degree of
+    freedom for each component that does not move (chapter 08's dec_self)."""
+    flat = [{"model": "sentiment", "paper_task": "SST-2", "paper_flat_until": 0.6, "prunable_share": share,
+             "share_se": se, "training_seed": s} for s, share in ((0, 0.6), (1, 0.3))]
+    kinds = [{"kind": kind, "relative_80%": left, "relative_80%_se": se, "enc_dec_relative_margin_se": se,
+              "training_seed": s} for s, shift in ((0, 0.0), (1, -0.3))
+             for kind, left in (("enc_self", 0.9 + shift), ("dec_self", 0.95), ("enc_dec", 0.1))]
+    epochs = [{"epoch": e, "share": share, "relative": (0.9 if e == 12 else 0.7 + shift) if share else 1.0,
+               "relative_se": se, "unpruned": 10.0 * e, "training_seed": s}
+              for s, shift in ((0, 0.0), (1, 0.3)) for e in (1, 12) for share in (0.0, 0.4)]
+    for key, tables, df in (("flat_start_sentiment", {"10_appendix_summary": flat}, 1),
+                            ("self_attention_survives", {"08_pruning_by_kind_summary": kinds}, 2),
+                            ("early_hurts", {"09_importance_dynamics": epochs}, 1)):
+        q = f"chi-square {0.3 ** 2 / (2 * se ** 2):.1f}, df {df}"
+        rows = _judged(tmp_path, key, tables)
+        assert len({r["verdict"] for r in rows[:-1]}) == 2, key   # the seeds' verdicts differ
+        assert rows[-1]["verdict"] == expected and q in rows[-1]["ours"], (key, rows[-1]["ours"])

@@ -192,6 +192,35 @@ def accuracy_from_stats(sums: np.ndarray) -> float:
     return float(sums[0] / sums[1])
 
 
+def confusion_stats(pred: Sequence[int], gold: Sequence[int]) -> np.ndarray:
+    """[N, 4]: one-hot (true positive, true negative, false positive, false negative) per example
+    of binary labels; their sum is the confusion ``matthews_from_stats`` and ``f1_from_stats`` read."""
+    p, g = np.asarray(pred) == 1, np.asarray(gold) == 1
+    return np.stack([p & g, ~p & ~g, p & ~g, ~p & g], 1).astype(np.float64)
+
+
+def matthews_from_stats(sums: np.ndarray) -> float:
+    """Matthews correlation of summed ``confusion_stats`` (as ``metrics.matthews``: 0 where a row
+    or column of the confusion is empty)."""
+    tp, tn, fp, fn = (float(x) for x in sums)
+    denom = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+    return float((tp * tn - fp * fn) / denom) if denom else 0.0
+
+
+def f1_from_stats(sums: np.ndarray) -> float:
+    """F1 of the positive class from summed ``confusion_stats`` (as ``metrics.f1``)."""
+    tp, _, fp, fn = (float(x) for x in sums)
+    return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+
+
+# a classifier metric's per-example statistics and its score from their sums (metrics.METRICS' names)
+METRIC_STATS: dict[str, tuple[Callable[[Sequence[int], Sequence[int]], np.ndarray], Scorer]] = {
+    "accuracy": (accuracy_stats, accuracy_from_stats),
+    "matthews": (confusion_stats, matthews_from_stats),
+    "f1": (confusion_stats, f1_from_stats),
+}
+
+
 # scores whose arithmetic is one division, written for rows [R, k] of sums: each row gets the
 # float its scalar form gives (tests/test_significance.py)
 ARRAY_FORMS: dict[Scorer, Callable[[np.ndarray], np.ndarray]] = {

@@ -31,7 +31,7 @@ from ..heads.config_batches import repeat_rows
 from .classifier_training import batches, by_length, encode, in_order, labels_of
 from .first_token_only import first_token_only
 from ..heads.metrics import METRICS, bleu
-from ..heads.significance import log_likelihood
+from ..heads.significance import METRIC_STATS, bleu_from_stats, bleu_stats, log_likelihood
 from .translation_model import MAX_LEN_B
 
 
@@ -95,12 +95,20 @@ def classifier_scorers(tokenizer, examples: Sequence, metrics: Sequence[str], ma
                 known[heads] = lp
         return [known[heads_in(s)] for s in specs]
 
+    def stats(metric: str, lp: torch.Tensor) -> np.ndarray:
+        if metric == LOG_LIKELIHOOD:   # (negative log-probability of the gold label, 1) per example
+            nll = -lp[torch.arange(len(gold)), torch.tensor(gold)].double().numpy()
+            return np.stack([nll, np.ones_like(nll)], 1)
+        return METRIC_STATS[metric][0](lp.argmax(-1).numpy(), gold)
+
     def scorer(metric: str) -> Callable[[nn.Module], float]:
         def score(model: nn.Module) -> float:
             with ledger.entry("classifier scoring", "classifier score", model, len(examples)):
                 return value(metric, log_probs_of_copies(model, 1, lambda rows: contextlib.nullcontext())[0])
 
         score.many = lambda model, specs: [value(metric, lp) for lp in many_log_probs(model, specs)]
+        score.stats = lambda model, specs: [stats(metric, lp) for lp in many_log_probs(model, specs)]
+        score.from_stats = log_likelihood if metric == LOG_LIKELIHOOD else METRIC_STATS[metric][1]
         score.examples = len(examples)
         return score
 
@@ -136,15 +144,34 @@ def translation_scorer(pairs: Sequence, beam: int = 5, batch_size: int = 64, max
             (hyps,) = decode_copies(model, sources, 1, beam=beam, batch_size=batch_size, max_len_b=max_len_b)
             return bleu(hyps, refs)[0]
 
-    def many(model: nn.Module, specs: Sequence[dict]) -> list[float]:
-        with ledger.entry("decoding", f"BLEU, beam {beam}", model, len(sources), len(specs)):
-            return [bleu(hyps, refs)[0] for _, hyps in masked_translations(
-                model, sources, specs, configs_per_pass, progress=False, beam=beam, batch_size=batch_size,
-                max_len_b=max_len_b)]
+    def hypotheses(model: nn.Module, specs: Sequence[dict]) -> list[list[str]]:
+        with ledger.entry("decoding", f"BLEU, beam {beam}", model, len(sources), len(specs)) as timed:
+            return _kept_outputs(kept, model, specs, timed, lambda missing: (hyps for _, hyps in masked_translations(
+                model, sources, missing, configs_per_pass, progress=False, beam=beam, batch_size=batch_size,
+                max_len_b=max_len_b)))
 
-    score.many = many
+    kept: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # model -> {heads: hypotheses}
+    score.many = lambda model, specs: [bleu(hyps, refs)[0] for hyps in hypotheses(model, specs)]
+    score.stats = lambda model, specs: [bleu_stats(hyps, refs) for hyps in hypotheses(model, specs)]
+    score.from_stats = bleu_from_stats
     score.examples = len(pairs)   # what a step is scored on (result tables record it)
     return score
+
+
+def _kept_outputs(kept: weakref.WeakKeyDictionary, model: nn.Module, specs: Sequence[dict], timed,
+                  compute: Callable[[list[dict]], Iterator]) -> list:
+    """Each spec's outputs, from ``kept`` (per model object and set of masked heads) or computed
+    by ``compute(missing specs)`` (one output per spec, in order) and kept: a scorer's ``many``
+    and ``stats`` then share one pass (a model's weights must not change between the calls)."""
+    from ..heads.pruning_curves import heads_in
+
+    known = kept.setdefault(model, {})
+    missing = list({heads_in(s): s for s in specs if heads_in(s) not in known}.items())
+    timed.set_computed(len(missing))
+    if missing:
+        for (heads, _), out in zip(missing, compute([s for _, s in missing])):
+            known[heads] = out
+    return [known[heads_in(s)] for s in specs]
 
 
 def masked_translations(model: nn.Module, sources: Sequence[str], configs: Sequence, configs_per_pass: int,
@@ -271,12 +298,15 @@ def translation_likelihood_scorer(pairs: Sequence, max_tokens: int = 2000,
         with ledger.entry("teacher-forced scoring", "translation likelihood", model, len(pairs)):
             return log_likelihood(translation_nll(model, pairs, max_tokens).sum(0))
 
-    def many(model: nn.Module, specs: Sequence[dict]) -> list[float]:
-        with ledger.entry("teacher-forced scoring", "translation likelihood", model, len(pairs), len(specs)):
-            return [log_likelihood(rows.sum(0)) for _, rows in
-                    masked_translation_nll(model, pairs, specs, configs_per_pass, progress=False, max_tokens=max_tokens)]
+    def rows(model: nn.Module, specs: Sequence[dict]) -> list[np.ndarray]:
+        with ledger.entry("teacher-forced scoring", "translation likelihood", model, len(pairs), len(specs)) as timed:
+            return _kept_outputs(kept, model, specs, timed, lambda missing: (nll for _, nll in masked_translation_nll(
+                model, pairs, missing, configs_per_pass, progress=False, max_tokens=max_tokens)))
 
-    score.many = many
+    kept: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # model -> {heads: translation_nll rows}
+    score.many = lambda model, specs: [log_likelihood(nll.sum(0)) for nll in rows(model, specs)]
+    score.stats = rows
+    score.from_stats = log_likelihood
     score.examples = len(pairs)
     return score
 

@@ -7,11 +7,14 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from ...heads.curve_spread import step_errors
 from ...heads.pruning_curves import heads_of, order_by_importance, pruning_curve
+from ...heads.significance import Bootstrap
 from ...zoo.scorers import translation_importance
 from .. import course
 from ..profiles import Profile
 from ..paper import values as paper_values
+from .pruning import resampled_steps
 
 MIN_BASE_SHARE = 0.02   # the default: epochs whose unpruned BLEU is below this share of the last one's are skipped
 
@@ -30,12 +33,15 @@ def at_share_by_epoch(table: pd.DataFrame, column: str, share: float = 0.4) -> p
 
 
 def checkpoint_curves(settings: Profile, name: str, epochs: Sequence[int], importance_pairs: Sequence, score: Callable,
-                      likelihood: Callable, step: float, training_seeds: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+                      likelihood: Callable, step: float, training_seeds: int = 0,
+                      bootstrap: Bootstrap = Bootstrap()) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(BLEU curves, likelihood curves)`` of every checkpoint in ``epochs`` of every run of
     ``name``, pruned by that checkpoint's I_h (estimated on ``importance_pairs``). The BLEU rows
     carry ``unpruned`` and ``relative`` (a share of the unpruned score, undefined at 0); the
     likelihood rows ``unpruned`` and ``perplexity_ratio``, the perplexity relative to the
-    unpruned checkpoint's (exp of the drop in log-likelihood per token)."""
+    unpruned checkpoint's (exp of the drop in log-likelihood per token); ``relative_se`` and
+    ``perplexity_ratio_se`` are their bootstrap standard errors over the scored examples
+    (``pruning.resampled_steps``, ``bootstrap.n_resamples`` resamples)."""
     likelihood_rows = []
 
     def run_seed(training_seed: int, run: str) -> pd.DataFrame:
@@ -45,12 +51,16 @@ def checkpoint_curves(settings: Profile, name: str, epochs: Sequence[int], impor
             order = order_by_importance(translation_importance(model, importance_pairs), heads_of(model))
             curve = pruning_curve(model, order, score, step=step, desc=f"seed {training_seed}, epoch {epoch}")
             base = curve.loc[curve["pruned"] == 0, "score"].iloc[0]
+            _, resampled = resampled_steps(model, order, score, step, bootstrap)
             rows.append(curve.assign(epoch=epoch, unpruned=base, relative=curve["score"] / base if base > 0 else float("nan"),
-                                     examples=getattr(score, "examples", None), step=step))
+                                     relative_se=step_errors(resampled / resampled[:, :1]) if base > 0 else float("nan"),
+                                     examples=score.examples, step=step))
             ll = pruning_curve(model, order, likelihood, step=step, progress=False)
             ll_base = ll.loc[ll["pruned"] == 0, "score"].iloc[0]
+            _, resampled = resampled_steps(model, order, likelihood, step, bootstrap)
             likelihood_rows.append(ll.assign(epoch=epoch, unpruned=ll_base, perplexity_ratio=np.exp(ll_base - ll["score"]),
-                                             training_seed=training_seed, examples=getattr(likelihood, "examples", None), step=step))
+                                             perplexity_ratio_se=step_errors(np.exp(resampled[:, :1] - resampled)),
+                                             training_seed=training_seed, examples=likelihood.examples, step=step))
         return pd.concat(rows, ignore_index=True)
 
     bleu = course.over_seeds(settings, name, run_seed, training_seeds)

@@ -6,6 +6,7 @@ import math
 
 import pandas as pd
 
+from ...heads.significance import Bootstrap
 from ...heads.pruning_curves import heads_of, order_by_importance, prunable_share, pruning_curve
 from ...zoo.recipes import CLASSIFIER_TASKS
 from ...zoo.scorers import (classifier_importance, classifier_scorers, translation_importance,
@@ -13,6 +14,7 @@ from ...zoo.scorers import (classifier_importance, classifier_scorers, translati
 from .. import course
 from ..profiles import Profile
 from ..paper import values as paper_values
+from .pruning import share_spreads, spread_of
 
 TOLERANCE = {"BLEU": 1.0, "log-likelihood": math.log(1.01)}   # else 1 point of the metric; the likelihood: perplexity +1%
 
@@ -32,10 +34,11 @@ def classifier_curves(settings: Profile, name: str, split: str, importance_split
         model, tokenizer = course.load_classifier(settings, run)
         order = order_by_importance(classifier_importance(model, tokenizer, importance_set, max_length), heads_of(model))
         scorers = classifier_scorers(tokenizer, scored, [metric, "log_likelihood"], max_length)
-        likelihood.append(pruning_curve(model, order, scorers["log_likelihood"], step=step, progress=False).assign(
-            model=name, task=spec["task"], metric="log-likelihood", training_seed=training_seed, examples=len(scored), step=step))
-        return pruning_curve(model, order, scorers[metric], step=step, desc=f"{run}").assign(
-            model=name, task=spec["task"], metric=metric, examples=len(scored), step=step)
+        likelihood.append(with_spread(pruning_curve(model, order, scorers["log_likelihood"], step=step, progress=False).assign(
+            model=name, task=spec["task"], metric="log-likelihood", training_seed=training_seed, examples=len(scored),
+            step=step), model, order, scorers["log_likelihood"]))
+        return with_spread(pruning_curve(model, order, scorers[metric], step=step, desc=f"{run}").assign(
+            model=name, task=spec["task"], metric=metric, examples=len(scored), step=step), model, order, scorers[metric])
     return course.over_seeds(settings, name, measure, training_seeds), pd.concat(likelihood, ignore_index=True)
 
 
@@ -53,12 +56,26 @@ def translation_curves(settings: Profile, name: str, split: str, importance_spli
     def measure(training_seed: int, run: str) -> pd.DataFrame:
         model = course.load_translation(settings, run)
         order = order_by_importance(translation_importance(model, importance_set), heads_of(model))
-        likelihood.append(pruning_curve(model, order, nll, step=step, progress=False).assign(
-            model=name, task="translation", metric="log-likelihood", training_seed=training_seed, examples=getattr(nll, "examples", None),
-            step=step))
-        return pruning_curve(model, order, bleu, step=step, desc=run).assign(model=name, task="translation", metric="BLEU",
-                                                                            examples=getattr(bleu, "examples", None), step=step)
+        likelihood.append(with_spread(pruning_curve(model, order, nll, step=step, progress=False).assign(
+            model=name, task="translation", metric="log-likelihood", training_seed=training_seed, examples=nll.examples,
+            step=step), model, order, nll))
+        return with_spread(pruning_curve(model, order, bleu, step=step, desc=run).assign(
+            model=name, task="translation", metric="BLEU", examples=bleu.examples, step=step), model, order, bleu)
     return course.over_seeds(settings, name, measure, training_seeds), pd.concat(likelihood, ignore_index=True)
+
+
+def tolerance_of(metric: str) -> float:
+    """What a prunable share may lose on ``metric``: 1 BLEU, perplexity +1%, else 0.01 of the metric."""
+    return TOLERANCE.get(metric, 0.01)
+
+
+def with_spread(curve: pd.DataFrame, model, order, score, bootstrap: Bootstrap = Bootstrap()) -> pd.DataFrame:
+    """``curve`` (one model's, by ``order``, its ``metric`` and ``step`` in columns) with its prunable
+    share's sampling error over the scored examples (``pruning.share_spreads``), read from ``score``'s
+    kept passes."""
+    tolerance = tolerance_of(curve["metric"].iloc[0])
+    spread = share_spreads(model, {"importance": order}, score, tolerance, curve["step"].iloc[0], bootstrap)
+    return curve.assign(**spread["importance"])
 
 
 def summarise(curves: pd.DataFrame) -> pd.DataFrame:
@@ -72,8 +89,8 @@ def summarise(curves: pd.DataFrame) -> pd.DataFrame:
         base = part.loc[part["pruned"] == 0, "score"].iloc[0]
         at90 = part.loc[(part["share"] - 0.9).abs().idxmin(), "score"]
         rows.append({"model": name, "training_seed": training_seed, "course_task": task, "metric": part["metric"].iloc[0],
-                     "unpruned": base, "prunable_share": prunable_share(part, TOLERANCE.get(part["metric"].iloc[0], 0.01)),
-                     "score_90%_pruned": at90})
+                     "unpruned": base, "prunable_share": prunable_share(part, tolerance_of(part["metric"].iloc[0])),
+                     "score_90%_pruned": at90, **spread_of(part, tolerance_of(part["metric"].iloc[0]))})
     return pd.DataFrame(rows).merge(paper, on="course_task", how="left").drop(columns="course_task")
 
 

@@ -20,10 +20,13 @@ import random
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
-from ...heads.pruning_curves import (heads_of, order_by_ablation, order_by_importance, prunable_share, pruning_curves,
-                                     random_order, reestimated_curve)
+from ...heads.curve_spread import Spread, prunable_shares, resampled_curves
+from ...heads.pruning_curves import (counts, heads_of, order_by_ablation, order_by_importance, prunable_share,
+                                     pruning_curves, random_order, reestimated_curve, spec_of)
+from ...heads.significance import Bootstrap, resample_indices
 from ...zoo.scorers import (classifier_importance, classifier_scorers, translation_importance,
                             translation_likelihood_scorer, translation_scorer)
 from .. import course
@@ -36,21 +39,53 @@ LIKELIHOOD_TOLERANCE = math.log(1.01)  # the likelihood: perplexity at most 1% a
 
 
 def orders_and_curves(name: str, model, score: Callable, importance, effects: pd.DataFrame, random_orders: int,
-                      seed: int, step: float, reestimate: bool = False) -> pd.DataFrame:
+                      seed: int, step: float, reestimate: bool = False, tolerance: float | None = None,
+                      bootstrap: Bootstrap = Bootstrap()) -> pd.DataFrame:
     """The pruning curves of ``model`` by importance, by the one-head ablation ``effects`` and by
     ``random_orders`` random orders (seeds ``seed``, ``seed + 1``, ...), each step scored by
     ``score`` (a step two orders share is scored once); with ``reestimate``, also the order that
     re-estimates I_h before every step. ``importance``: (I_h of the unpruned model, the function
-    that estimates it under gates)."""
+    that estimates it under gates). With ``tolerance`` (the score a prunable share may lose), the
+    importance and ablation rows carry their prunable share's sampling error (``share_spreads``)."""
     pool = heads_of(model)
     first, estimate = importance
     orders = {"importance": order_by_importance(first, pool), "ablation": order_by_ablation(effects, pool)}
+    chosen = dict(orders)
     orders.update({f"random {s}": random_order(pool, seed + s) for s in range(random_orders)})
     out = [pruning_curves(model, orders, score, step=step, desc=name)]
     if reestimate:
         again = lambda m, gates: estimate(m, gates=gates)
         out.append(reestimated_curve(model, pool, again, score, step=step)[0].assign(order="re-estimated"))
-    return pd.concat(out, ignore_index=True).assign(model=name)
+    curves = pd.concat(out, ignore_index=True).assign(model=name)
+    if tolerance is None or getattr(score, "stats", None) is None:
+        return curves
+    spreads = share_spreads(model, chosen, score, tolerance, step, bootstrap)
+    for column in SPREAD_COLUMNS:
+        curves[column] = curves["order"].map({o: row.get(column, math.nan) for o, row in spreads.items()})
+    return curves
+
+
+SPREAD_COLUMNS = ("share_se", "share_low", "share_high", "share_resamples", "minus_ablation_se", "spread_tolerance")
+
+
+def share_spreads(model, orders: Mapping[str, Sequence], score: Callable, tolerance: float, step: float,
+                  bootstrap: Bootstrap) -> dict[str, dict[str, float]]:
+    """Per order of ``orders``: its prunable share's sampling error over the scored examples
+    (``curve_spread``; ``bootstrap.n_resamples`` resamples, the same draws for every order, so
+    orders compare paired): ``share_se`` and the 5-95% ``share_low`` / ``share_high``; the
+    importance order also ``minus_ablation_se``, the standard error of its share less the
+    ablation order's. ``score`` must have ``stats`` and ``from_stats`` (``zoo.scorers``); the
+    steps are read from its cache, not scored again."""
+    resampled = {label: prunable_shares(*reversed(resampled_steps(model, order, score, step, bootstrap)), tolerance)
+                 for label, order in orders.items()}
+    out = {}
+    for label, values in resampled.items():
+        spread = Spread.of(values)
+        out[label] = {"share_se": spread.se, "share_low": spread.low, "share_high": spread.high,
+                      "share_resamples": spread.resamples, "spread_tolerance": tolerance}
+    if {"importance", "ablation"} <= set(resampled):
+        out["importance"]["minus_ablation_se"] = Spread.of(resampled["importance"] - resampled["ablation"]).se
+    return out
 
 
 @dataclass
@@ -190,8 +225,10 @@ class PruningRuns:
             effects = Run(self.sweeps, name, run, seed, model, tokenizer).effects(ablation_set, "one_head", measure,
                                                                                  positions=positions)
             score = self.scored_run(name, run, measure)[2]
+            tolerance = TOLERANCE[track] if measure == "metric" else LIKELIHOOD_TOLERANCE   # as the chapter's summaries
             out.append(orders_and_curves(name, model, score, importance, effects, self.random_count(name, measure),
-                                         self.seed, self.step, self.reestimate).assign(training_seed=seed))
+                                         self.seed, self.step, self.reestimate, tolerance,
+                                         self.sweeps.bootstrap).assign(training_seed=seed))
         scored, _ = self._sets(name, scored_split)
         examples = len(self.sweeps.decoded(scored)) if track == "translation" and measure == "metric" else len(scored)
         curves = pd.concat(out, ignore_index=True).assign(track=track, examples=examples, step=self.step)
@@ -217,6 +254,7 @@ def summarise(curves: pd.DataFrame, tolerance: dict[str, float],
                      "all_pruned": part.loc[part["share"] == 1, "score"].iloc[0],
                      **{column: f(part) for column, f in (extras or {}).items()},
                      **{column: part[column].iloc[0] for column in ("examples", "step") if column in part},
+                     **spread_of(part, tolerance[track]),
                      "selected_on": part["selected_on"].iloc[0] if "selected_on" in part else "-"})
     shares = pd.DataFrame(rows)
     keys = ["track", "model", "training_seed"]
@@ -239,6 +277,26 @@ def summarise(curves: pd.DataFrame, tolerance: dict[str, float],
     table["paper_prunable_share"] = [paper_values.PRUNABLE_SHARE[t] if o == "importance" else None
                                      for t, o in zip(table["track"], table["order"])]
     return table
+
+
+def resampled_steps(model, order: Sequence, score: Callable, step: float,
+                    bootstrap: Bootstrap) -> tuple[np.ndarray, np.ndarray]:
+    """``(shares [steps], curves [R, steps])``: the steps of ``order`` (as ``pruning_curves`` takes
+    them) and their scores in each of ``bootstrap.n_resamples`` resamples of the examples, from
+    ``score.stats`` (its kept passes). Every call over the same examples draws the same resamples
+    (``bootstrap.seed``), so statistics of several orders or checkpoints compare paired."""
+    steps = counts(len(order), step)
+    stats = score.stats(model, [spec_of(order[:c]) for c in steps])
+    indices = resample_indices(len(stats[0]), bootstrap.n_resamples, bootstrap.seed)
+    return np.array(steps) / len(order), resampled_curves(stats, score.from_stats, indices)
+
+
+def spread_of(curve: pd.DataFrame, tolerance: float) -> dict[str, float]:
+    """The curve's ``share_spreads`` columns, where they were computed at ``tolerance`` (a summary
+    at another tolerance gets none: the spread belongs to the share it was resampled for)."""
+    if "spread_tolerance" not in curve or not np.isclose(curve["spread_tolerance"].iloc[0], tolerance):
+        return {}
+    return {column: curve[column].iloc[0] for column in SPREAD_COLUMNS[:-1]}
 
 
 def by_seed(summary: pd.DataFrame, orders: tuple[str, ...] = ("importance", "ablation")) -> pd.DataFrame:

@@ -117,3 +117,13 @@ def seeds_differ(per_seed: Mapping[object, Mapping[str, Estimate]]) -> SeedTest 
 def fisher_z(r: float, n: int) -> Value:
     """A Pearson r over ``n`` units as Fisher's z with its standard error 1 / sqrt(n - 3)."""
     return Value(math.atanh(max(min(r, 0.999999), -0.999999)), 1 / math.sqrt(n - 3)) if n > 3 else Value(r, math.inf)
+
+
+def with_error(x: float, row, column: str, what: str) -> Value:
+    """``Value(x, row[column])``: an estimate with the sampling error a result table keeps beside it
+    (a bootstrap's, e.g. a prunable share's ``share_se``), or a LookupError naming what is missing
+    (a table of an older run): the engine then says the seeds were not tested, and why."""
+    if column not in row or row[column] != row[column]:   # absent, or NaN
+        raise LookupError(f"{column} of {what}")
+    return Value(float(x), float(row[column]))
+

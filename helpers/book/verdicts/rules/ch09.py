@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .. import samples
+from ..between_seeds import Value, with_error
 from ..engine import NOT_REPRODUCED, Claim, Results, three_way
 from ...experiments.dynamics import MIN_BASE_SHARE, at_share_by_epoch, usable_epochs
 from ...paper import values as paper_values
@@ -62,6 +63,31 @@ def late_survives_likelihood(r: Results) -> tuple[str, str]:
                                                                                       ratio.iloc[-1] <= 1.25)
 
 
+def _at_40_with_error(r: Results, column: str, epochs: dict[str, int]) -> dict[str, Value]:
+    """``column`` with 40% pruned at each of ``epochs`` (``{role: epoch}``, e.g. the first usable
+    one, compared between seeds by role), with its bootstrap standard error (``<column>_se``,
+    ``dynamics.checkpoint_curves``), as the between-seed test's components."""
+    table = r[CURVES]
+    if f"{column}_se" not in table:
+        raise LookupError(f"{column}_se")
+    value, error = at_share_by_epoch(table, column), at_share_by_epoch(table, f"{column}_se")
+    return {role: with_error(value.loc[e], error, e, f"{column} at epoch {e}") for role, e in epochs.items()}
+
+
+def seed_statistic(which: str):
+    """The claim's statistic per seed, ``which`` epoch of it (``"first"`` or ``"last"``; on the
+    likelihood, the early claim reads both): the share of the BLEU left with 40% pruned at the
+    first or last usable epoch, or the perplexity ratio there."""
+    def statistic(r: Results) -> dict[str, Value]:
+        if r.measure:
+            ratio = _perplexity_at_40(r)
+            first, last = {"first epoch": ratio.index[0]}, {"last epoch": ratio.index[-1]}
+            return _at_40_with_error(r, "perplexity_ratio", {**first, **last} if which == "first" else last)
+        rel = _relative_at_40(r)
+        return _at_40_with_error(r, "relative", {f"{which} usable epoch": rel.index[0 if which == "first" else -1]})
+    return statistic
+
+
 def curves_sample(r: Results) -> str:
     d = r[CURVES]
     epochs = ", ".join(str(int(e)) for e in sorted(d["epoch"].unique()))
@@ -74,11 +100,11 @@ CLAIMS = [
           "usable BLEU (at least min_base_share of the last epoch's); partly: under 95%", CHAPTER,
           early_hurts, likelihood=early_hurts_likelihood, parameters={"min_base_share": MIN_BASE_SHARE},
           likelihood_rule="reproduced: 40% pruned raises the perplexity more at the first epoch than at the last, and by "
-          "over 10%; partly: more at the first", sample=curves_sample),
+          "over 10%; partly: more at the first", sample=curves_sample, seed_statistic=seed_statistic("first")),
     Claim("late_survives", "§6, Figure 5", "Later, 40% of the heads can go at little cost (unimportant heads emerge)",
           "85 to 90% of the BLEU left from about epoch 10", "reproduced: at least 85% left at the last epoch; "
           "partly: at least 75%", CHAPTER, late_survives, likelihood=late_survives_likelihood,
           parameters={"min_base_share": MIN_BASE_SHARE},
           likelihood_rule="reproduced: at the last epoch, 40% pruned raises the perplexity by at most 10%; partly: 25%",
-          sample=curves_sample),
+          sample=curves_sample, seed_statistic=seed_statistic("last")),
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from .. import samples
+from ..between_seeds import Value, with_error
 from ..engine import SHARE_TOLERANCE, Claim, Results, present, three_way, within
 from ...paper import values as paper_values
 
@@ -24,6 +25,16 @@ def flat_start(course_task: str) -> Callable[[Results], tuple[str, str]]:
     return check
 
 
+def share_statistic(course_task: str) -> Callable[[Results], dict[str, Value]]:
+    """``flat_start``'s statistic for the between-seed test: the prunable share with its bootstrap
+    standard error over the scored examples (``more_tasks.with_spread``)."""
+    def statistic(r: Results) -> dict[str, Value]:
+        table = r["10_appendix_summary"]
+        row = present(table[table["paper_task"] == _paper_task(course_task)], f"10_appendix_summary: {course_task}").iloc[0]
+        return {course_task: with_error(row["prunable_share"], row, "share_se", course_task)}
+    return statistic
+
+
 def curves_sample(course_task: str) -> Callable[[Results], str]:
     def sample(r: Results) -> str:
         curves = r["10_appendix_pruning_curves"]
@@ -34,5 +45,5 @@ def curves_sample(course_task: str) -> Callable[[Results], str]:
 CLAIMS = [Claim(f"flat_start_{row.course_task}", "App. B", f"{row.task} ({row.metric}) can lose heads before its score drops",
                 f"flat to about {row.flat_until:.0%}", f"reproduced: prunable share within {SHARE_TOLERANCE:.0%} of "
                 "the paper's; partly: above 0", CHAPTER, flat_start(row.course_task), likelihood=True,
-                sample=curves_sample(row.course_task))
+                sample=curves_sample(row.course_task), seed_statistic=share_statistic(row.course_task))
           for row in paper_values.FIGURE6.itertuples()]

@@ -135,3 +135,15 @@ def test_the_other_curve_claims_test_their_seeds_on_their_own_statistic(tmp_path
         rows = _judged(tmp_path, key, tables)
         assert len({r["verdict"] for r in rows[:-1]}) == 2, key   # the seeds' verdicts differ
         assert rows[-1]["verdict"] == expected and q in rows[-1]["ours"], (key, rows[-1]["ours"])
+
+
+def test_a_seed_whose_statistic_cannot_be_formed_says_why(tmp_path):
+    # seed 1's checkpoints have no BLEU at all: its verdict is "not reproduced", and the test between
+    # the seeds names the reason instead of failing
+    epochs = [{"epoch": e, "share": share, "relative": 0.7 if share else 1.0, "relative_se": 0.05,
+               "unpruned": 10.0 * e * (1 - s), "training_seed": s}
+              for s in (0, 1) for e in (1, 12) for share in (0.0, 0.4)]
+    rows = _judged(tmp_path, "early_hurts", {"09_importance_dynamics": epochs})
+    assert [r["verdict"] for r in rows[:-1]] == ["reproduced", "not reproduced"]
+    assert rows[-1]["verdict"] == DEPENDS_ON_SEED
+    assert "not tested (no checkpoint has a usable BLEU on one seed)" in rows[-1]["ours"]

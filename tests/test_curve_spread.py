@@ -169,3 +169,14 @@ def test_step_errors_and_the_kinds_errors_at_80_percent_are_spreads_of_each_resa
     assert step_errors(values).tolist() == pytest.approx([np.std(values[:, i], ddof=1) for i in range(6)])
     values[3, 2] = np.nan
     assert np.isnan(step_errors(values)[2]) and not np.isnan(step_errors(values)[1])
+
+
+def test_more_tasks_summaries_keep_each_curves_share_error():
+    from helpers.book.experiments import more_tasks
+
+    curve = pd.DataFrame({"pruned": range(3), "share": [0, 0.5, 1], "score": [0.9, 0.895, 0.5], "model": "sentiment",
+                          "task": "sentiment", "metric": "accuracy", "training_seed": 0, "step": 0.5})
+    spread = {"share_se": 0.2, "share_low": 0.0, "share_high": 0.5, "share_resamples": 10, "spread_tolerance": 0.01}
+    summary = more_tasks.summarise(curve.assign(**spread))
+    assert summary["share_se"].iloc[0] == 0.2 and summary["prunable_share"].iloc[0] == 0.5
+    assert "minus_ablation_se" not in summary   # an importance order alone has no ablation to compare

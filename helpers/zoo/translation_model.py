@@ -52,7 +52,6 @@ class TranslationConfig:
     warmup_init_lr: float = 1e-7
     schedule: str = "inverse_sqrt"   # after the warm-up: fairseq's inverse_sqrt, or "cosine" down to 0 at the last update
     label_smoothing: float = 0.1
-    shared_vocabulary: bool = False  # one dictionary for both languages, one embedding matrix for encoder, decoder and output
     weight_decay: float = 1e-4
     max_positions: int = 256  # longest source or target, in tokens (subword units)
     seed: int = 0
@@ -109,8 +108,7 @@ def build_model(config: TranslationConfig, src_dict, tgt_dict) -> nn.Module:
         encoder_ffn_embed_dim=config.ffn_dim, decoder_ffn_embed_dim=config.ffn_dim,
         encoder_normalize_before=config.normalize_before, decoder_normalize_before=config.normalize_before,
         dropout=config.dropout, attention_dropout=config.attention_dropout,
-        share_decoder_input_output_embed=True, share_all_embeddings=config.shared_vocabulary,
-        max_source_positions=config.max_positions,
+        share_decoder_input_output_embed=True, max_source_positions=config.max_positions,
         max_target_positions=config.max_positions,
     )
     task = types.SimpleNamespace(source_dictionary=src_dict, target_dictionary=tgt_dict)
@@ -118,11 +116,7 @@ def build_model(config: TranslationConfig, src_dict, tgt_dict) -> nn.Module:
 
 
 def model_for(train_pairs: Sequence, config: TranslationConfig) -> nn.Module:
-    """A fresh model whose source and target dictionaries hold the words of ``train_pairs``
-    (one dictionary of both sides' words when ``config.shared_vocabulary``)."""
-    if config.shared_vocabulary:
-        joint = build_dictionary([p.src for p in train_pairs] + [p.ref for p in train_pairs])
-        return build_model(config, joint, joint)
+    """A fresh model whose source and target dictionaries hold the words of ``train_pairs``."""
     src_dict = build_dictionary([p.src for p in train_pairs])
     tgt_dict = build_dictionary([p.ref for p in train_pairs])
     return build_model(config, src_dict, tgt_dict)

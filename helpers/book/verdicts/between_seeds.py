@@ -119,11 +119,19 @@ def fisher_z(r: float, n: int) -> Value:
     return Value(math.atanh(max(min(r, 0.999999), -0.999999)), 1 / math.sqrt(n - 3)) if n > 3 else Value(r, math.inf)
 
 
+class NotTestable(LookupError):
+    """A seed's statistic cannot be formed (e.g. no checkpoint has a BLEU to keep a share of); the
+    message says why, and the engine prints it after "not tested"."""
+
+
 def with_error(x: float, row, column: str, what: str) -> Value:
     """``Value(x, row[column])``: an estimate with the sampling error a result table keeps beside it
     (a bootstrap's, e.g. a prunable share's ``share_se``), or a LookupError naming what is missing
-    (a table of an older run): the engine then says the seeds were not tested, and why."""
-    if column not in row or row[column] != row[column]:   # absent, or NaN
+    (a table of an older run) or ``NotTestable`` where it is NaN: the engine then says the seeds
+    were not tested, and why."""
+    if column not in row:
         raise LookupError(f"{column} of {what}")
+    if row[column] != row[column]:   # NaN: e.g. a BLEU of 0 in some resample, with no share of it to keep
+        raise NotTestable(f"the sampling error of {what} is undefined")
     return Value(float(x), float(row[column]))
 

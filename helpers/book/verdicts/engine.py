@@ -243,12 +243,14 @@ def between_seeds(claim: Claim, results: Results, seeds: Sequence[int]) -> tuple
     differ beyond sampling noise on the claim's own statistic (``between_seeds.seeds_differ``),
     else ``cannot tell``; with the test in words. A claim with no statistic keeps ``depends on
     the seed`` and says it was not tested."""
-    from .between_seeds import seeds_differ
+    from .between_seeds import NotTestable, seeds_differ
 
     if claim.seed_statistic is None:
         return DEPENDS_ON_SEED, "not tested (the tables hold no sampling error for this claim's statistic)"
     try:
         test = seeds_differ({seed: claim.seed_statistic(results.for_seed(seed)) for seed in seeds})
+    except NotTestable as why:
+        return DEPENDS_ON_SEED, f"not tested ({why})"
     except LookupError as missing:   # a table or a column of an older run
         return DEPENDS_ON_SEED, f"not tested ({missing} not in the results)"
     if test is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .. import samples
-from ..between_seeds import Value, with_error
+from ..between_seeds import NotTestable, Value, with_error
 from ..engine import NOT_REPRODUCED, Claim, Results, three_way
 from ...experiments.dynamics import MIN_BASE_SHARE, at_share_by_epoch, usable_epochs
 from ...paper import values as paper_values
@@ -79,6 +79,12 @@ def seed_statistic(which: str):
     likelihood, the early claim reads both): the share of the BLEU left with 40% pruned at the
     first or last usable epoch, or the perplexity ratio there."""
     def statistic(r: Results) -> dict[str, Value]:
+        try:
+            return _statistic(r)
+        except NoUsableBLEU as none:
+            raise NotTestable(f"{none} on one seed") from None
+
+    def _statistic(r: Results) -> dict[str, Value]:
         if r.measure:
             ratio = _perplexity_at_40(r)
             first, last = {"first epoch": ratio.index[0]}, {"last epoch": ratio.index[-1]}

@@ -147,3 +147,30 @@ def test_a_seed_whose_statistic_cannot_be_formed_says_why(tmp_path):
     assert [r["verdict"] for r in rows[:-1]] == ["reproduced", "not reproduced"]
     assert rows[-1]["verdict"] == DEPENDS_ON_SEED
     assert "not tested (no checkpoint has a usable BLEU on one seed)" in rows[-1]["ours"]
+
+
+@pytest.mark.parametrize("se, expected", [(0.03, DEPENDS_ON_SEED), (0.15, CANNOT_TELL)])
+def test_importance_against_the_random_band_is_tested_with_both_errors(tmp_path, se, expected):
+    # per seed: importance 40% (seed 0) or 20% (seed 1) against a band whose top is 30%, of 20 orders
+    # (the classifier) or 2 (BLEU's, no band: left out of the statistic as the rule leaves it undecided)
+    rows = []
+    for seed, share in ((0, 0.4), (1, 0.2)):
+        for model, track, orders in (("nli", "classifier", 20), ("translation", "translation", 2)):
+            base = {"track": track, "model": model, "training_seed": seed, "examples": 500, "step": 0.1}
+            rows += [{**base, "order": "importance", "prunable_share": share, "share_se": se},
+                     {**base, "order": "random (5%)", "prunable_share": 0.0, "random_orders": orders},
+                     {**base, "order": "random (95%)", "prunable_share": 0.3, "random_orders": orders, "band_se": se}]
+    judged = _judged(tmp_path, "importance_beats_random", {"06_prunable_shares": rows})
+    assert [r["verdict"] for r in judged[:-1]] == ["partly", "cannot tell"]
+    q = 0.2 ** 2 / (2 * (2 * se ** 2))
+    assert judged[-1]["verdict"] == expected and f"chi-square {q:.1f}, df 1" in judged[-1]["ours"]
+
+
+def test_the_bands_top_has_the_spread_of_its_percentile_over_resampled_orders():
+    from helpers.book.experiments.pruning import quantile_error
+
+    shares = np.array([0.0, 0.1, 0.1, 0.2, 0.3, 0.5] * 3 + [0.6, 0.7])
+    draws = np.random.default_rng(0).integers(0, 20, (1000, 20))
+    by_hand = np.std([np.quantile(shares[d], 0.95) for d in draws], ddof=1)
+    assert quantile_error(shares, 0.95) == pytest.approx(by_hand) and by_hand > 0
+    assert np.isnan(quantile_error(np.array([0.3]), 0.95))

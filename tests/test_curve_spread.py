@@ -180,3 +180,13 @@ def test_more_tasks_summaries_keep_each_curves_share_error():
     summary = more_tasks.summarise(curve.assign(**spread))
     assert summary["share_se"].iloc[0] == 0.2 and summary["prunable_share"].iloc[0] == 0.5
     assert "minus_ablation_se" not in summary   # an importance order alone has no ablation to compare
+
+
+def test_the_band_top_row_carries_the_percentiles_error_over_the_orders():
+    rows = [pd.DataFrame({"order": order, "pruned": range(3), "share": [0, 0.5, 1], "score": scores, "model": "m",
+                          "track": "translation", "training_seed": 0})
+            for order, scores in (("importance", [10, 9.5, 0]), ("random 0", [10, 9.2, 0]), ("random 1", [10, 7, 0]),
+                                  ("random 2", [10, 9.9, 9.5]))]
+    summary = pruning.summarise(pd.concat(rows, ignore_index=True), pruning.TOLERANCE).set_index("order")
+    assert summary.loc["random (95%)", "band_se"] == pytest.approx(pruning.quantile_error(np.array([0.5, 0.0, 1.0]), 0.95))
+    assert pd.isna(summary.loc["random (mean)", "band_se"]) and pd.isna(summary.loc["importance", "band_se"])

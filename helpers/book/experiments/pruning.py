@@ -242,7 +242,8 @@ def summarise(curves: pd.DataFrame, tolerance: dict[str, float],
     paper's share beside the importance order's; each of ``extras`` (``{column: f(curve)}``) is
     computed per curve. The random orders become three rows, their mean (``RANDOM_MEAN``) and
     their 5th and 95th percentiles (``RANDOM_LOW``, ``RANDOM_HIGH``) of each column, with
-    ``random_orders``, how many orders the band has; ``selected_on`` says what each order was
+    ``random_orders``, how many orders the band has (and on the top's row ``band_se``, the
+    standard error of that percentile over the orders, ``quantile_error``); ``selected_on`` says what each order was
     estimated on, and ``examples`` and ``step`` what the curve was scored on and how finely,
     where the curves say."""
     rows = []
@@ -265,9 +266,12 @@ def summarise(curves: pd.DataFrame, tolerance: dict[str, float],
         grouped = shares[is_random].groupby(keys, sort=False)
         numeric = [c for c in shares.columns if c not in keys + ["order", "selected_on"]]
         n = grouped.size().rename("random_orders")
+        band_se = grouped["prunable_share"].apply(lambda g: quantile_error(g.to_numpy(), BAND[1])).rename("band_se")
         for label, stat in ((RANDOM_MEAN, lambda g: g.mean()), (RANDOM_LOW, lambda g: g.quantile(BAND[0])),
                             (RANDOM_HIGH, lambda g: g.quantile(BAND[1]))):
-            out.append(stat(grouped[numeric]).join(n).reset_index().assign(order=label, selected_on="-"))
+            part = stat(grouped[numeric]).join(n)
+            part = part.join(band_se) if label == RANDOM_HIGH else part
+            out.append(part.reset_index().assign(order=label, selected_on="-"))
     table = pd.concat(out, ignore_index=True)
     order_of = {o: i for i, o in enumerate(dict.fromkeys(shares["order"].where(~is_random, RANDOM_MEAN)))}
     order_of.update({RANDOM_LOW: order_of.get(RANDOM_MEAN, 0) + 0.1, RANDOM_HIGH: order_of.get(RANDOM_MEAN, 0) + 0.2})
@@ -289,6 +293,16 @@ def resampled_steps(model, order: Sequence, score: Callable, step: float,
     stats = score.stats(model, [spec_of(order[:c]) for c in steps])
     indices = resample_indices(len(stats[0]), bootstrap.n_resamples, bootstrap.seed)
     return np.array(steps) / len(order), resampled_curves(stats, score.from_stats, indices)
+
+
+def quantile_error(values: np.ndarray, q: float, n_resamples: int = 1000, seed: int = 0) -> float:
+    """The standard error of the ``q`` quantile of ``values`` (e.g. the random orders' prunable
+    shares, whose 95th percentile is the band's top), by resampling the values with replacement."""
+    values = np.asarray(values, dtype=np.float64)
+    if len(values) < 2:
+        return math.nan
+    draws = values[np.random.default_rng(seed).integers(0, len(values), (n_resamples, len(values)))]
+    return float(np.quantile(draws, q, axis=1).std(ddof=1))
 
 
 def spread_of(curve: pd.DataFrame, tolerance: float) -> dict[str, float]:

@@ -59,14 +59,17 @@ class _FakeScore:
     example has its own threshold, so a curve falls as heads go, differently per example."""
 
     def __init__(self, n: int, seed: int = 0):
-        self.threshold = np.random.default_rng(seed).integers(0, 12, n)
+        self.threshold = np.random.default_rng(seed).integers(6, 12, n)
         self.calls = 0
         self.from_stats = accuracy_from_stats
 
     def stats(self, model, specs):
         self.calls += 1
         masked = [sum(len(v) for layers in s.values() for v in layers.values()) for s in specs]
-        return [accuracy_stats(self.threshold >= m, np.ones(len(self.threshold), bool)) for m in masked]
+        # head (0, 0) costs every example whose threshold is 11: which heads go matters, not only how many
+        hit = [any(0 in heads for layer, heads in layers.items() if layer == 0) for s in specs for layers in [s.get("self", {})]]
+        return [accuracy_stats((self.threshold >= m) & ~(h & (self.threshold % 10 == 1)), np.ones(len(self.threshold), bool))
+                for m, h in zip(masked, hit)]
 
 
 def _order(heads: int) -> list[tuple[str, int, int]]:
@@ -76,19 +79,27 @@ def _order(heads: int) -> list[tuple[str, int, int]]:
 def test_share_spreads_are_brute_force_resampling_of_the_whole_curve():
     score, order = _FakeScore(60), _order(10)
     bootstrap = pruning.Bootstrap(n_resamples=200, seed=5)
-    got = pruning.share_spreads(None, {"importance": order, "ablation": order[::-1]}, score, 0.1, 0.1, bootstrap)
+    importance = order[1:6] + order[:1] + order[6:]   # head (0, 0) goes at the 6th step here, at the last by ablation
+    got = pruning.share_spreads(None, {"importance": importance, "ablation": order[::-1]}, score, 0.15, 0.1, bootstrap)
     indices = resample_indices(60, 200, seed=5)
-    shares = []
-    for row in indices:   # every step's accuracy on the resampled examples, then the one-curve rule
-        scores = [float(np.mean(score.threshold[row] >= m)) for m in range(11)]
-        shares.append(prunable_share(pd.DataFrame({"pruned": range(11), "share": np.arange(11) / 10,
-                                                   "score": scores}), 0.1))
-    expected = Spread.of(np.array(shares))
+    threshold = score.threshold
+    by_order = {}
+    for label, first_at in (("importance", 5), ("ablation", 9)):   # head (0, 0) is masked from step first_at + 1
+        shares = []
+        for row in indices:   # every step's accuracy on the resampled examples, then the one-curve rule
+            t = threshold[row]
+            scores = [float(np.mean((t >= m) & ~((m > first_at) & (t % 10 == 1)))) for m in range(11)]
+            shares.append(prunable_share(pd.DataFrame({"pruned": range(11), "share": np.arange(11) / 10,
+                                                       "score": scores}), 0.15))
+        by_order[label] = np.array(shares)
+    expected = Spread.of(by_order["importance"])
     assert got["importance"]["share_se"] == pytest.approx(expected.se) and expected.se > 0
     assert (got["importance"]["share_low"], got["importance"]["share_high"]) == (expected.low, expected.high)
-    # the same heads masked per step in both orders (counts, not identities, drive the fake): paired
-    # resamples give the two orders the same share in every resample, so their difference has no spread
-    assert got["importance"]["minus_ablation_se"] == 0.0 and got["ablation"]["share_se"] == pytest.approx(expected.se)
+    assert got["ablation"]["share_se"] == pytest.approx(Spread.of(by_order["ablation"]).se)
+    # paired: the difference's spread is that of the per-resample differences, not of the two apart
+    paired = Spread.of(by_order["importance"] - by_order["ablation"]).se
+    assert got["importance"]["minus_ablation_se"] == pytest.approx(paired) and paired > 0
+    assert paired != pytest.approx(np.hypot(expected.se, Spread.of(by_order["ablation"]).se), rel=0.01)
 
 
 def test_orders_and_curves_carry_the_spread_and_summarise_keeps_it_only_at_its_tolerance():

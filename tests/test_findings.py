@@ -210,6 +210,12 @@ def test_chapter_06_shares_follow_the_table(results):
     rows = [dict(r, spearman=r["spearman"] / 2) for r in rows]
     results("06_importance_sample", rows)
     assert "a median Spearman of 0.9 at no size below all of them" in ch06.findings("p")   # 64 of 64 agrees with itself
+    assert "Pruned by I_h from fewer examples" not in ch06.findings("p")   # no curves drawn
+    shares = {(4, 0): 0.1, (4, 1): 0.3, (4, 2): None, (16, 0): 0.4, (16, 1): 0.4, (16, 2): None, (64, 0): 0.5}
+    results("06_importance_sample", [dict(r, prunable_share=shares[r["examples"], r["draw"]]) for r in rows])
+    assert ("**Pruned by I_h from fewer examples** (the share of heads prunable within perplexity +1%, the range over "
+            "2 draws per size): nli: 10%-30% from 4, 40% from 16; 50% with all 64. Each sample is part of the whole") \
+        in ch06.findings("p")
 
 
 def test_chapters_08_09_and_10_follow_their_tables(results):

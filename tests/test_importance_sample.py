@@ -75,3 +75,30 @@ def test_chapter_06_draws_chapter_11s_verses_with_chapter_11s_defaults():
 
     declared = pm.inspect_notebook(str(Path(__file__).parents[1] / "notebooks" / "11_nine_heads.ipynb"))
     assert LM_SETS == {name: ast.literal_eval(declared[name]["default"]) for name in LM_SETS}
+
+
+def test_the_first_draws_of_each_size_prune_by_their_own_importance():
+    """``prunable`` receives exactly the I_h of the draw (the same draws the agreement reads), only
+    for the first ``curve_draws`` draws of each size; the full sample's I_h is the whole's."""
+    terms = _terms()
+    seen = []
+
+    def prunable(scores):
+        seen.append(scores["self"].clone())
+        return float(scores["self"].flatten().argmin()) / 24   # a share that depends on the order
+
+    table = sample.agreement_table(terms, sizes=(10, 50, 200), draws=4, seed=4, prunable=prunable, curve_draws=2)
+    with_curve = table.dropna(subset=["prunable_share"])
+    assert with_curve[["examples", "draw"]].values.tolist() == [[10, 0], [10, 1], [50, 0], [50, 1], [200, 0]]
+    from helpers.heads.importance import from_terms
+
+    rng = np.random.default_rng(4)   # the table's own draws, in its order
+    picks = [np.sort(rng.choice(200, size=n, replace=False)) for n in (10,) * 4 + (50,) * 4 + (200,)]
+    expected = [from_terms(terms, picks[i].tolist())["self"] for i in (0, 1, 4, 5, 8)]
+    assert all(torch.equal(a, b) for a, b in zip(seen, expected))
+    assert torch.equal(seen[-1], from_terms(terms)["self"])
+    assert table["prunable_share"].isna().sum() == 4   # draws 2 and 3 of the two smaller sizes
+    import matplotlib
+    matplotlib.use("Agg")
+    fig = sample.figure(table.assign(model="m"), used={"all": 200})
+    assert len(fig.axes) == 3 and len(fig.axes[2].collections) == 1   # the curves' panel: one model's dots

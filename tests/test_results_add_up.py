@@ -376,6 +376,21 @@ def test_chapter_06_prunable_shares_add_up(table, measure):
         assert _same(paper, row["paper_prunable_share"])
 
 
+def test_chapter_06_importance_sample_prunes_like_the_curves_with_every_example(table):
+    # with I_h of every example, the importance-sample curve is the chapter's likelihood curve by
+    # importance of the first training run: the same share prunable
+    rows = [r for r in table("06_importance_sample") if r.get("prunable_share") is not None]
+    if not rows:
+        pytest.skip("no importance-sample curves in this run (curve_draws = 0)")
+    shares = table("06_prunable_shares_likelihood")
+    first = min(r[SEED] for r in shares)
+    for row in (r for r in rows if r["examples"] == r["used"]):
+        chapter = [s["prunable_share"] for s in shares if s["model"] == row["model"] and s[SEED] == first
+                   and s["order"] == "importance"]
+        assert chapter == [pytest.approx(row["prunable_share"], **CLOSE)], row["model"]
+    assert {r["model"] for r in rows if r["examples"] == r["used"]} == {r["model"] for r in rows}
+
+
 def test_chapter_08_summary_adds_up(table):
     curves = _by(table("08_pruning_by_kind"), SEED, "kind")
     rows = table("08_pruning_by_kind_summary")

@@ -12,7 +12,7 @@ of the least important ``EDGE`` share of the heads (pruning reads the least impo
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -37,11 +37,14 @@ def edge_overlap(a: np.ndarray, b: np.ndarray, share: float = EDGE, top: bool = 
 
 
 def agreement_table(terms: Mapping[str, torch.Tensor], sizes: Sequence[int], draws: int, seed: int = 0,
-                    share: float = EDGE) -> pd.DataFrame:
+                    share: float = EDGE, prunable: Callable[[dict[str, torch.Tensor]], float] | None = None,
+                    curve_draws: int = 0) -> pd.DataFrame:
     """One row per sample size ``n`` (at most the examples there are; all of them once) and
     draw: ``examples`` n, ``draw``, ``spearman`` with I_h of every example, and ``top overlap``
     and ``bottom overlap`` (``edge_overlap`` at ``share``). Draws are without replacement,
-    ``seed`` fixing them."""
+    ``seed`` fixing them. With ``prunable`` (I_h -> the share a pruning curve in that order
+    keeps within its tolerance), the first ``curve_draws`` draws of each size also get
+    ``prunable_share``: how far the pruning verdict moves with the sample I_h is estimated on."""
     from scipy.stats import spearmanr
 
     total = len(next(iter(terms.values())))
@@ -51,10 +54,12 @@ def agreement_table(terms: Mapping[str, torch.Tensor], sizes: Sequence[int], dra
     for n in sorted({min(int(s), total) for s in sizes}):
         for draw in range(1 if n == total else draws):
             picked = np.sort(rng.choice(total, size=n, replace=False))
-            part = flat_scores(from_terms(terms, picked.tolist()))
+            scores = from_terms(terms, picked.tolist())
+            part = flat_scores(scores)
             rows.append({"examples": n, "draw": draw, "spearman": float(spearmanr(part, whole).statistic),
                          "top overlap": edge_overlap(whole, part, share, top=True),
-                         "bottom overlap": edge_overlap(whole, part, share)})
+                         "bottom overlap": edge_overlap(whole, part, share),
+                         "prunable_share": prunable(scores) if prunable and draw < curve_draws else np.nan})
     return pd.DataFrame(rows)
 
 
@@ -74,7 +79,10 @@ def figure(table: pd.DataFrame, used: Mapping[str, int] | None = None):
     import matplotlib.pyplot as plt
 
     table = table if "model" in table else table.assign(model="model")
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    curves = table.dropna(subset=["prunable_share"]) if "prunable_share" in table else table.iloc[:0]
+    fig, axes = plt.subplots(1, 3 if len(curves) else 2, figsize=(16 if len(curves) else 11, 3.8))
+    if len(curves):
+        _prunable_panel(axes[2], curves)
     for ax, measure in zip(axes, ("spearman", "bottom overlap")):
         for model, part in table.groupby("model", sort=False):
             q = part.groupby("examples")[measure].quantile([0.05, 0.5, 0.95]).unstack()
@@ -91,3 +99,16 @@ def figure(table: pd.DataFrame, used: Mapping[str, int] | None = None):
     axes[0].legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def _prunable_panel(ax, curves: pd.DataFrame) -> None:
+    """The share prunable on the likelihood when pruning by I_h from n examples: each draw a dot,
+    the median a line, per model."""
+    for model, part in curves.groupby("model", sort=False):
+        median = part.groupby("examples")["prunable_share"].median()
+        line = ax.plot(median.index, median * 100, label=model)[0]
+        ax.scatter(part["examples"], part["prunable_share"] * 100, color=line.get_color(), s=12, alpha=0.6)
+    ax.set(xscale="log", xlabel="examples importance is estimated on", ylabel="heads prunable (%, likelihood)",
+           title="pruning by that I_h: share within perplexity +1%")
+    ax.legend(fontsize=8)
+

@@ -212,6 +212,21 @@ class PruningRuns:
         _, ranked = self._sets(name, self.translation_split)
         return importance_terms(model, translation_loss_batches(model, ranked), translation_loss, progress=False)
 
+    def prunable_by(self, name: str) -> Callable[[dict], float]:
+        """``share(I_h)``: the share of model ``name``'s heads (first training run) pruned in the
+        order of that I_h with the likelihood of the scored set within ``LIKELIHOOD_TOLERANCE``
+        (the chapter's likelihood curves, one order at a time; a step another order masks alike is
+        read from the scorer's kept passes)."""
+        _, run = course.seed_runs(self.sweeps.settings, name, self.sweeps.training_seeds)[0]
+        model, _, score = self.scored_run(name, run, "likelihood")
+        pool = heads_of(model)
+
+        def share(importance: dict) -> float:
+            curve = pruning_curves(model, {"sample": order_by_importance(importance, pool)}, score, step=self.step,
+                                   progress=False)
+            return prunable_share(curve, LIKELIHOOD_TOLERANCE)
+        return share
+
     def curves(self, name: str, measure: str = "metric") -> pd.DataFrame:
         """Every training run's pruning curves of model ``name`` (the classifier or the
         translation model), scored on ``measure`` ("metric" or "likelihood"), with ``track``."""
@@ -358,13 +373,15 @@ LM_SETS = {"select_verses": 120, "report_verses": 120, "version": "web", "max_wo
 
 
 def importance_sample(runs: PruningRuns, sizes: Sequence[int], draws: int = 20,
-                      language_model: str | None = None) -> pd.DataFrame:
+                      language_model: str | None = None, curve_draws: int = 0) -> pd.DataFrame:
     """``importance_sample.agreement_table`` of the classifier's and the translation model's
     first training run (terms on the examples chapter 06 estimates I_h on) and, given a
     ``language_model`` (``causal_lm.load_causal_lm`` names), of that model on chapter 11's select
     set (drawn with the profile's settings for chapter 11, else ``LM_SETS``); with
     ``model`` and ``used`` (how many examples that model's pruning verdict estimates I_h on: all
-    the terms)."""
+    the terms). The first ``curve_draws`` draws of each size of the classifier and the translation
+    model also prune by their I_h (``PruningRuns.prunable_by``): ``prunable_share`` on the
+    likelihood (the language model's: not drawn, a pass of its pruning curve per step costs more)."""
     from .importance_sample import agreement_table
 
     terms = {name: runs.importance_terms(name) for name in (runs.classifier, runs.translation)}
@@ -372,8 +389,9 @@ def importance_sample(runs: PruningRuns, sizes: Sequence[int], draws: int = 20,
         chapter_11 = {**LM_SETS, **{k: v for k, v in runs.sweeps.settings.notebooks.get("11_nine_heads", {}).items()
                                     if k in LM_SETS}}
         terms[language_model] = language_model_terms(language_model, chapter_11)
-    return pd.concat([agreement_table(t, sizes, draws, runs.seed).assign(model=name, used=len(next(iter(t.values()))))
-                      for name, t in terms.items()], ignore_index=True)
+    curves = {name: runs.prunable_by(name) for name in (runs.classifier, runs.translation)} if curve_draws else {}
+    return pd.concat([agreement_table(t, sizes, draws, runs.seed, prunable=curves.get(name), curve_draws=curve_draws)
+                      .assign(model=name, used=len(next(iter(t.values())))) for name, t in terms.items()], ignore_index=True)
 
 
 def language_model_terms(model_name: str, sets: Mapping[str, object]) -> dict:

@@ -9,8 +9,11 @@ seed, ``{component: estimate}``, e.g. one share of heads per model):
 * ``Value(x, se)``: an estimate with its standard error (a Fisher-z correlation, a change in
   BLEU); compared by Cochran's Q, ``sum w (x - weighted mean)^2`` with ``w = 1 / se^2``.
 
-The components' statistics and degrees of freedom add up (independent samples per component)
-to one chi-square test (``seeds_differ``). A component with no variation to test (every seed 0
+The components' statistics and degrees of freedom add up (treated as independent samples per
+component and per seed) to one chi-square test (``seeds_differ``). The seeds are in fact scored on
+the same examples, which correlates their numbers positively: treating them as independent
+overstates the noise of their difference, so the test leans toward "cannot tell" (a paired test
+would need every resample kept). A component with no variation to test (every seed 0
 of n, or n of n; a standard error of 0) adds nothing. Where the seeds differ at ``SEED_LEVEL``,
 the claim "depends on the seed"; where they do not, the evidence on the seeds together cannot
 separate their verdicts, and the claim's verdict is "cannot tell".
@@ -39,10 +42,21 @@ class Share:
 
 @dataclass(frozen=True)
 class Value:
-    """An estimate ``x`` with its standard error ``se``."""
+    """An estimate ``x`` with its standard error ``se``. A statistic read on a grid (a prunable
+    share moves in steps of the curve's ``grain``) also carries the grid's rounding error,
+    ``grain / sqrt(12)``, added to ``se`` in quadrature (``error``): its bootstrap error alone is
+    lumpy and often 0, which would make any one-step difference look certain. ``low`` and
+    ``high``: its 5-95% bootstrap range, where kept (``seeds_differ`` reads overlaps)."""
 
     x: float
     se: float
+    grain: float = 0.0
+    low: float | None = None
+    high: float | None = None
+
+    @property
+    def error(self) -> float:
+        return math.hypot(self.se, self.grain / math.sqrt(12))
 
 
 Estimate = Share | Value
@@ -55,12 +69,17 @@ class SeedTest:
     statistic: float
     df: int
     p: float
+    ranges_overlap: bool = False   # every component with bootstrap ranges has them overlapping across seeds
 
     @property
     def differ(self) -> bool:
-        return self.p < SEED_LEVEL
+        return self.p < SEED_LEVEL and not self.ranges_overlap
 
     def text(self) -> str:
+        if self.p < SEED_LEVEL and self.ranges_overlap:
+            return (f"the homogeneity test puts the seeds apart (chi-square {self.statistic:.1f}, df {self.df}, "
+                    f"p = {self.p:.2g}), but their 5-95% bootstrap ranges overlap: together they cannot separate the "
+                    "verdicts")
         if self.differ:
             return f"the seeds differ beyond sampling noise (chi-square {self.statistic:.1f}, df {self.df}, p = {self.p:.2g})"
         return (f"the seeds' numbers do not differ beyond sampling noise (chi-square {self.statistic:.1f}, df {self.df}, "
@@ -80,8 +99,9 @@ def _shares(parts: list[Share]) -> tuple[float, int]:
 
 
 def _values(parts: list[Value]) -> tuple[float, int]:
-    """Cochran's Q of ``parts``; (0, 0) where a standard error is 0 or not finite."""
-    se = np.array([p.se for p in parts], dtype=float)
+    """Cochran's Q of ``parts`` (each weighted by ``1 / error^2``); (0, 0) where an error is 0 or
+    not finite."""
+    se = np.array([p.error for p in parts], dtype=float)
     x = np.array([p.x for p in parts], dtype=float)
     if not np.all(np.isfinite(se) & (se > 0)) or not np.all(np.isfinite(x)):
         return 0.0, 0
@@ -92,12 +112,16 @@ def _values(parts: list[Value]) -> tuple[float, int]:
 
 def seeds_differ(per_seed: Mapping[object, Mapping[str, Estimate]]) -> SeedTest | None:
     """The homogeneity test over the seeds of ``per_seed`` (``{seed: {component: estimate}}``),
-    on the components every seed has; None where fewer than two seeds or nothing to test."""
+    on the components every seed has; None where fewer than two seeds or nothing to test. Where
+    components keep bootstrap ranges (prunable shares), the seeds differ only if, besides the
+    test, some component's ranges are disjoint across seeds: a step statistic's bootstrap error is
+    rough (a simulation of two alike models on independent examples, with the test alone, called
+    them different 11-16% of the time at a 5% level; ``tests/test_between_seeds.py``)."""
     if len(per_seed) < 2:
         return None
     seeds = list(per_seed.values())
     common = [c for c in seeds[0] if all(c in s for s in seeds[1:])]
-    statistic, df = 0.0, 0
+    statistic, df, ranged, apart = 0.0, 0, False, False
     for component in common:
         parts = [s[component] for s in seeds]
         if all(isinstance(p, Share) for p in parts):
@@ -107,11 +131,14 @@ def seeds_differ(per_seed: Mapping[object, Mapping[str, Estimate]]) -> SeedTest 
         else:
             raise TypeError(f"component {component!r} mixes shares and values across seeds")
         statistic, df = statistic + found[0], df + found[1]
+        if all(isinstance(p, Value) and p.low is not None and p.high is not None for p in parts):
+            ranged = True
+            apart = apart or max(p.low for p in parts) > min(p.high for p in parts)
     if df == 0:
         return None
     from scipy.stats import chi2
 
-    return SeedTest(statistic, df, float(chi2.sf(statistic, df)))
+    return SeedTest(statistic, df, float(chi2.sf(statistic, df)), ranges_overlap=ranged and not apart)
 
 
 def fisher_z(r: float, n: int) -> Value:
@@ -124,14 +151,17 @@ class NotTestable(LookupError):
     message says why, and the engine prints it after "not tested"."""
 
 
-def with_error(x: float, row, column: str, what: str) -> Value:
+def with_error(x: float, row, column: str, what: str, grain: float = 0.0, ranged: bool = False) -> Value:
     """``Value(x, row[column])``: an estimate with the sampling error a result table keeps beside it
     (a bootstrap's, e.g. a prunable share's ``share_se``), or a LookupError naming what is missing
     (a table of an older run) or ``NotTestable`` where it is NaN: the engine then says the seeds
-    were not tested, and why."""
+    were not tested, and why. ``grain``: the grid the estimate moves on (``Value``); ``ranged``:
+    take the row's ``share_low`` and ``share_high`` as its bootstrap range."""
     if column not in row:
         raise LookupError(f"{column} of {what}")
     if row[column] != row[column]:   # NaN: e.g. a BLEU of 0 in some resample, with no share of it to keep
         raise NotTestable(f"the sampling error of {what} is undefined")
-    return Value(float(x), float(row[column]))
+    if ranged:   # the 5-95% bootstrap range beside the error: share_low / share_high
+        return Value(float(x), float(row[column]), grain, float(row["share_low"]), float(row["share_high"]))
+    return Value(float(x), float(row[column]), grain)
 

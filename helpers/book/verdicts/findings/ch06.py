@@ -1,6 +1,8 @@
 """Chapter 06's "What this run shows" paragraph (see ``helpers.book.verdicts.findings``)."""
 from __future__ import annotations
 
+import pandas as pd
+
 from ...store.columns import MIN_BAND_ORDERS, RANDOM_HIGH, RANDOM_LOW
 from .text import MEASURES, percents, read, words
 
@@ -63,4 +65,25 @@ def sample_lines(profile: str) -> list[str]:
     return [f"**How many examples importance needs** (medians over {draws} random draws per size, against I_h of "
             f"every example the verdict used): " + "; ".join(parts) + ". A sample is part of the whole it is compared "
             "with, which raises the agreement as it grows (with no signal at all, Spearman is about the square root of "
-            "the share drawn), and agreement with the whole says nothing about whether the whole itself is enough."]
+            "the share drawn), and agreement with the whole says nothing about whether the whole itself is enough."] \
+        + curve_lines(table)
+
+
+def curve_lines(table: pd.DataFrame) -> list[str]:
+    """What pruning by I_h from n examples does to the share prunable on the likelihood: per model,
+    its range over the drawn curves at each size, beside the share with every example."""
+    if "prunable_share" not in table or table["prunable_share"].isna().all():
+        return []
+    curves = table.dropna(subset=["prunable_share"])
+    parts = []
+    for model, part in curves.groupby("model", sort=False):
+        used = int(part["used"].iloc[0])
+        sizes = part.groupby("examples")["prunable_share"].agg(["min", "max", "size"])
+        whole = f"{sizes.loc[used, 'min']:.0%} with all {used}" if used in sizes.index else "no curve with all of them"
+        ranges = ", ".join(f"{r['min']:.0%}" + (f"-{r['max']:.0%}" if r["max"] > r["min"] else "") + f" from {n}"
+                           for n, r in sizes.iterrows() if n != used)
+        parts.append(f"{model}: {ranges}; {whole}")
+    draws = int(curves.groupby(["model", "examples"]).size().max())
+    return [f"**Pruned by I_h from fewer examples** (the share of heads prunable within perplexity +1%, the range over "
+            f"{draws} draws per size): " + "; ".join(parts) + ". Each sample is part of the whole, so at the larger sizes "
+            "the same share is partly built in; a share that already holds from a handful of examples is the finding."]

@@ -61,24 +61,33 @@ def importance_beats_random(r: Results) -> tuple[str, str]:
 
 def share_statistic(track: str) -> Callable[[Results], dict[str, Value]]:
     """``prunable(track)``'s statistic for the between-seed test: the importance order's prunable
-    share with its bootstrap standard error over the scored examples (``pruning.share_spreads``)."""
+    share with its bootstrap standard error over the scored examples (``pruning.share_spreads``),
+    the rounding error of the curve's step and its 5-95% bootstrap range (``between_seeds.Value``)."""
     def statistic(r: Results) -> dict[str, Value]:
         table = r[SHARES]
         row = present(table[(table["track"] == track) & (table["order"] == "importance")], f"{SHARES}: {track}").iloc[0]
-        return {track: with_error(row["prunable_share"], row, "share_se", track)}
+        return {track: with_error(row["prunable_share"], row, "share_se", track, grain=_step(row), ranged=True)}
     return statistic
+
+
+def _step(row: pd.Series) -> float:
+    """The curve's step (a prunable share's grid), or a LookupError for a table without it."""
+    if "step" not in row or pd.isna(row["step"]):
+        raise LookupError("the curves' step")
+    return float(row["step"])
 
 
 def ablation_statistic(r: Results) -> dict[str, Value]:
     """``importance_beats_ablation``'s statistic: per model, importance's prunable share less the
-    ablation order's, with the paired bootstrap's standard error of that difference."""
+    ablation order's, with the paired bootstrap's standard error of that difference and the
+    rounding error of two values on the step's grid (a grain of step * sqrt 2)."""
     shares = r[SHARES]
     out = {}
     for model, part in shares[shares["order"].isin(["importance", "ablation"])].groupby("model", sort=False):
         by_order = part.set_index("order")
         importance = by_order.loc["importance"]
         out[model] = with_error(importance["prunable_share"] - by_order.loc["ablation", "prunable_share"], importance,
-                                "minus_ablation_se", model)
+                                "minus_ablation_se", model, grain=_step(importance) * np.sqrt(2))
     return out
 
 
@@ -86,8 +95,10 @@ def band_statistic(r: Results) -> dict[str, Value]:
     """``importance_beats_random``'s statistic: per model, importance's prunable share less the top
     of the random band (95th percentile), with the standard errors of both combined as independent:
     the share's over the scored examples (``share_se``), the percentile's over the random orders
-    (``band_se``). The random orders' own sampling error over examples is left out (the band is
-    about orders). A model whose band has too few orders is left out, as the rule leaves it undecided."""
+    (``band_se``), and the rounding error of two values on the step's grid. The random orders' own
+    sampling error over examples is left out (the band is about orders); a bootstrap of the 95th
+    percentile of 20 orders understates its uncertainty, which the grid's rounding error bounds from
+    below. A model whose band has too few orders is left out, as the rule leaves it undecided."""
     shares = r[SHARES]
     out = {}
     for model, part in shares.groupby("model", sort=False):
@@ -99,7 +110,7 @@ def band_statistic(r: Results) -> dict[str, Value]:
             continue
         share, band = with_error(importance["prunable_share"], importance, "share_se", model), \
             with_error(high["prunable_share"], high, "band_se", f"{model}'s band")
-        out[model] = Value(share.x - band.x, float(np.hypot(share.se, band.se)))
+        out[model] = Value(share.x - band.x, float(np.hypot(share.se, band.se)), grain=_step(importance) * np.sqrt(2))
     if not out:
         raise NotTestable(f"no model has a band of at least {MIN_BAND_ORDERS} random orders")
     return out

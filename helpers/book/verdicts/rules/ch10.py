@@ -27,11 +27,16 @@ def flat_start(course_task: str) -> Callable[[Results], tuple[str, str]]:
 
 def share_statistic(course_task: str) -> Callable[[Results], dict[str, Value]]:
     """``flat_start``'s statistic for the between-seed test: the prunable share with its bootstrap
-    standard error over the scored examples (``more_tasks.with_spread``)."""
+    standard error over the scored examples (``more_tasks.with_spread``), the rounding error of the
+    curve's step and its 5-95% bootstrap range (``between_seeds.Value``)."""
     def statistic(r: Results) -> dict[str, Value]:
         table = r["10_appendix_summary"]
         row = present(table[table["paper_task"] == _paper_task(course_task)], f"10_appendix_summary: {course_task}").iloc[0]
-        return {course_task: with_error(row["prunable_share"], row, "share_se", course_task)}
+        curves = r["10_appendix_pruning_curves"]
+        step = float(curves.loc[curves["task"] == course_task, "step"].max())   # the share's grid
+        if step != step:
+            raise LookupError(f"the step of {course_task}'s curves")
+        return {course_task: with_error(row["prunable_share"], row, "share_se", course_task, grain=step, ranged=True)}
     return statistic
 
 

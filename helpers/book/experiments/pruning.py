@@ -76,8 +76,10 @@ def share_spreads(model, orders: Mapping[str, Sequence], score: Callable, tolera
     importance order also ``minus_ablation_se``, the standard error of its share less the
     ablation order's. ``score`` must have ``stats`` and ``from_stats`` (``zoo.scorers``); the
     steps are read from its cache, not scored again."""
-    resampled = {label: prunable_shares(*reversed(resampled_steps(model, order, score, step, bootstrap)), tolerance)
-                 for label, order in orders.items()}
+    resampled = {}
+    for label, order in orders.items():
+        shares, curves = resampled_steps(model, order, score, step, bootstrap)
+        resampled[label] = prunable_shares(curves, shares, tolerance)
     out = {}
     for label, values in resampled.items():
         spread = Spread.of(values)
@@ -258,9 +260,10 @@ def summarise(curves: pd.DataFrame, tolerance: dict[str, float],
     computed per curve. The random orders become three rows, their mean (``RANDOM_MEAN``) and
     their 5th and 95th percentiles (``RANDOM_LOW``, ``RANDOM_HIGH``) of each column, with
     ``random_orders``, how many orders the band has (and on the top's row ``band_se``, the
-    standard error of that percentile over the orders, ``quantile_error``); ``selected_on`` says what each order was
-    estimated on, and ``examples`` and ``step`` what the curve was scored on and how finely,
-    where the curves say."""
+    standard error of that percentile over the orders, ``quantile_error``); ``selected_on`` says
+    what each order was estimated on, and ``examples`` and ``step`` what the curve was scored on
+    and how finely, where the curves say; the importance and ablation rows keep their share's
+    sampling error where the curves carry it at this tolerance (``spread_of``)."""
     rows = []
     for (track, name, training_seed, order), part in curves.groupby(["track", "model", "training_seed", "order"], sort=False):
         rows.append({"track": track, "model": name, "training_seed": training_seed, "order": order,

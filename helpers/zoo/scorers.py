@@ -54,8 +54,6 @@ def classifier_scorers(tokenizer, examples: Sequence, metrics: Sequence[str], ma
     scorer derives its metric from the label log-probabilities ``[N, labels]`` under a head spec,
     kept per model object and set of masked heads, so a spec one of them has scored on a model is
     not computed again by another (a model's weights must not change between the calls)."""
-    from ..heads.pruning_curves import heads_in
-
     for metric in metrics:
         if metric not in METRICS and metric != LOG_LIKELIHOOD:
             raise ValueError(f"unknown metric {metric!r}; the classifier metrics are {sorted([*METRICS, LOG_LIKELIHOOD])}")
@@ -85,15 +83,9 @@ def classifier_scorers(tokenizer, examples: Sequence, metrics: Sequence[str], ma
     def many_log_probs(model: nn.Module, specs: Sequence[dict]) -> list[torch.Tensor]:
         from ..heads.ablation import gated_passes
 
-        known = kept.setdefault(model, {})
-        missing = list({heads_in(s): s for s in specs if heads_in(s) not in known}.items())
         with ledger.entry("classifier scoring", "classifier scores", model, len(examples), len(specs)) as timed:
-            timed.set_computed(len(missing))
-            computed = gated_passes(model, [s for _, s in missing], log_probs_of_copies, configs_per_pass,
-                                    progress=False, desc="classifier scores")
-            for (heads, _), (_, lp) in zip(missing, computed):
-                known[heads] = lp
-        return [known[heads_in(s)] for s in specs]
+            return _kept_outputs(kept, model, specs, timed, lambda missing: (lp for _, lp in gated_passes(
+                model, missing, log_probs_of_copies, configs_per_pass, progress=False, desc="classifier scores")))
 
     def stats(metric: str, lp: torch.Tensor) -> np.ndarray:
         if metric == LOG_LIKELIHOOD:   # (negative log-probability of the gold label, 1) per example

@@ -328,7 +328,7 @@ def spread_of(curve: pd.DataFrame, tolerance: float) -> dict[str, float]:
     at another tolerance gets none: the spread belongs to the share it was resampled for)."""
     if "spread_tolerance" not in curve or not np.isclose(curve["spread_tolerance"].iloc[0], tolerance):
         return {}
-    return {column: curve[column].iloc[0] for column in SPREAD_COLUMNS[:-1] if column in curve}
+    return {column: curve[column].iloc[0] for column in SPREAD_COLUMNS if column != "spread_tolerance" and column in curve}
 
 
 def by_seed(summary: pd.DataFrame, orders: tuple[str, ...] = ("importance", "ablation")) -> pd.DataFrame:

@@ -216,6 +216,16 @@ def test_chapter_06_shares_follow_the_table(results):
     assert ("**Pruned by I_h from fewer examples** (the share of heads prunable within perplexity +1%, the range over "
             "2 draws per size): nli: 10%-30% from 4, 40% from 16; 50% with all 64. Each sample is part of the whole") \
         in ch06.findings("p")
+    assert "A language model pruned by I_h" not in ch06.findings("p")   # no curve points drawn
+    rise = "perplexity rise at 10% pruned (%)"
+    lm = [{"model": "lm", "used": 30, "examples": n, "draw": d, "spearman": 0.5, "top overlap": 0.5,
+           "bottom overlap": 0.5, rise: {(4, 0): 40.2, (4, 1): 25.0, (16, 0): 21.0, (16, 1): 20.6, (30, 0): 19.0}[n, d]}
+          for n, d in ((4, 0), (4, 1), (16, 0), (16, 1), (30, 0))]
+    results("06_importance_sample", rows + lm)
+    assert ("**A language model pruned by I_h from fewer examples** (the perplexity rise on chapter 11's report verses, "
+            "the range over 2 draws per size, read at fixed shares of the query heads: chapter 11's curves are coarser "
+            "than the language model's tolerance): lm with 10% of its query heads pruned: +25% to +40% from 4, +21% "
+            "from 16; +19% with all 30.") in ch06.findings("p")
 
 
 def test_chapters_08_09_and_10_follow_their_tables(results):

@@ -102,3 +102,26 @@ def test_the_first_draws_of_each_size_prune_by_their_own_importance():
     matplotlib.use("Agg")
     fig = sample.figure(table.assign(model="m"), used={"all": 200})
     assert len(fig.axes) == 3 and len(fig.axes[2].collections) == 1   # the curves' panel: one model's dots
+
+
+def test_curve_points_add_their_columns_to_the_drawn_curves_only():
+    """``curve_points`` (a language model's perplexity at fixed shares) gets the same I_h as
+    ``prunable`` and fills its columns for the first ``curve_draws`` draws of each size; the
+    figure draws them in a panel of their own."""
+    terms = _terms()
+    calls = []
+
+    def points(scores):
+        calls.append(scores["self"].clone())
+        first = float(scores["self"].flatten().argmin())
+        return {"perplexity rise at 10% pruned (%)": first, "perplexity rise at 30% pruned (%)": 2 * first}
+
+    table = sample.agreement_table(terms, sizes=(10, 200), draws=3, seed=1, curve_points=points, curve_draws=2)
+    drawn = table.dropna(subset=["perplexity rise at 10% pruned (%)"])
+    assert drawn[["examples", "draw"]].values.tolist() == [[10, 0], [10, 1], [200, 0]] and len(calls) == 3
+    assert (drawn["perplexity rise at 30% pruned (%)"] == 2 * drawn["perplexity rise at 10% pruned (%)"]).all()
+    assert table["prunable_share"].isna().all()   # no prunable given: its column stays empty
+    import matplotlib
+    matplotlib.use("Agg")
+    fig = sample.figure(table.assign(model="lm"), used={"all": 200})
+    assert len(fig.axes) == 3 and len(fig.axes[2].lines) == 2 and len(fig.axes[2].collections) == 2   # a line per share

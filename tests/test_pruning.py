@@ -166,3 +166,43 @@ def test_pruning_while_gates_are_installed():
             helpers.prune_heads(case.model, spec)
             torch.testing.assert_close(case.run(case.model, case.batch), expected, rtol=0, atol=2e-5)
         torch.testing.assert_close(case.run(case.model, case.batch), expected, rtol=0, atol=2e-5)
+
+
+@pytest.mark.parametrize("whole_layer", [False, True], ids=["some-heads", "whole-layer"])
+def test_a_pruned_copy_equals_zero_gates_and_leaves_the_model_as_it_was(case, whole_layer):
+    """``ablation.pruned_copy`` shares the model's weights and removes the spec's heads from the
+    copy only: the copy computes what zero gates compute, the model what it computed before."""
+    from helpers.heads.ablation import pruned_copy
+
+    spec = spec_for(case.kinds, whole_layer)
+    unpruned = case.run(case.model, case.batch)
+    weights = {n: p.detach().clone() for n, p in case.model.named_parameters()}
+    copy = pruned_copy(case.model, spec)
+    torch.testing.assert_close(case.run(copy, case.batch), gated_output(case, spec), rtol=0, atol=2e-5)
+    assert count_parameters(copy) < count_parameters(case.model)
+    torch.testing.assert_close(case.run(case.model, case.batch), unpruned, rtol=0, atol=0)
+    assert all(torch.equal(p, weights[n]) for n, p in case.model.named_parameters())
+    from helpers.heads.pruning import pruned_heads
+
+    assert not any(heads for layers in pruned_heads(case.model).values() for heads in layers.values())
+    assert pruned_copy(case.model, {}) is case.model   # nothing removed: the model itself
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_pruned_passes_equal_gated_passes_in_order(processes):
+    from helpers.heads.ablation import gated_passes, pruned_passes
+
+    case = bert()
+    specs = [{}, {"self": {0: [1]}}, {"self": {0: [0, 1, 2, 3], 1: [2]}}, {"self": {1: [0, 3]}}, {"self": {0: [3]}}]
+
+    def run(model, copies, gated):
+        with gated(len(case.batch["input_ids"]) * copies):
+            out = case.run(model, {k: v.repeat(copies, *([1] * (v.dim() - 1))) for k, v in case.batch.items()})
+        return list(out.chunk(copies))
+
+    gated = list(gated_passes(case.model, specs, run, configs_per_pass=2, progress=False, processes=1))
+    pruned = list(pruned_passes(case.model, specs, run, progress=False, processes=processes))
+    assert [s for s, _ in pruned] == specs
+    for (_, a), (_, b) in zip(gated, pruned):
+        torch.testing.assert_close(b, a, rtol=0, atol=2e-5)
+    assert (pruned[1][1] - pruned[0][1]).abs().max() > 1e-3   # the specs change the output

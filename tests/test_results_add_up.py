@@ -391,6 +391,26 @@ def test_chapter_06_importance_sample_prunes_like_the_curves_with_every_example(
     assert {r["model"] for r in rows if r["examples"] == r["used"]} == {r["model"] for r in rows}
 
 
+def test_chapter_06_language_model_sample_reads_chapter_11s_curve_with_every_verse(table):
+    # with I_h of every select verse, the language model's perplexity rise at each share is chapter
+    # 11's importance curve over query heads at that share, against its unpruned step
+    from helpers.book.experiments.importance_sample import RISE
+
+    rows = [r for r in table("06_importance_sample") if r["examples"] == r["used"]
+            and any(k.startswith(RISE) and r[k] is not None for k in r)]
+    if not rows:
+        pytest.skip("no language-model curve points in this run")
+    steps = {r["pruned"]: r["perplexity"] for r in table("11_pruning_curves")
+             if r["unit"] == "query heads" and r["order"] == "importance"}
+    heads = max(steps)
+    for row in rows:
+        for column in (k for k in row if k.startswith(RISE) and row[k] is not None):
+            pruned = round(float(column.removeprefix(RISE).split("%")[0]) / 100 * heads)
+            assert pruned in steps, (column, sorted(steps))   # a step of chapter 11's curve (10% steps)
+            # the same heads masked; the passes group other configurations, so the last bits may differ
+            assert row[column] == pytest.approx(100 * (steps[pruned] / steps[0] - 1), rel=1e-5, abs=1e-3), column
+
+
 def test_chapter_08_summary_adds_up(table):
     curves = _by(table("08_pruning_by_kind"), SEED, "kind")
     rows = table("08_pruning_by_kind_summary")

@@ -81,8 +81,10 @@ def test_scorers_that_share_passes_give_each_scorers_own_values_and_compute_a_sp
     alone = {m: classifier_scorer(_WordIds(), examples, m, max_length=16, batch_size=16).many(model, specs)
              for m in ("accuracy", "log_likelihood")}
     scored = []
-    real = ablation.gated_passes
-    monkeypatch.setattr(ablation, "gated_passes", lambda m, configs, *a, **k: (scored.extend(configs), real(m, configs, *a, **k))[1])
+    for name in ("gated_passes", "pruned_passes"):   # a CPU prunes physically (one per pass); a GPU gates
+        real = getattr(ablation, name)
+        monkeypatch.setattr(ablation, name, lambda m, configs, *a, real=real, **k: (scored.extend(configs),
+                                                                                    real(m, configs, *a, **k))[1])
     shared = classifier_scorers(_WordIds(), examples, ["accuracy", "log_likelihood"], max_length=16, batch_size=16)
     assert shared["accuracy"].many(model, specs) == alone["accuracy"]
     assert shared["log_likelihood"].many(model, specs[::-1]) == alone["log_likelihood"][::-1]

@@ -14,6 +14,9 @@ Heads are put in an order, least useful first, and the model is scored with the 
 Steps count heads of the whole pool (all heads, or one attention kind for §5): step k masks
 ``round(k * step * n)`` heads. Masking is through ``HeadGates``; a zero gate is the same as
 removing the head (tested in tests/test_pruning.py), so the curves hold for physical pruning.
+The library's scorers (``zoo.scorers``, ``zoo.causal_lm.PerplexityScorer``) score a step on a
+CPU with its heads physically removed (``ablation.pruned_passes``), which costs less arithmetic
+and gives the gated score up to float rounding.
 """
 from __future__ import annotations
 

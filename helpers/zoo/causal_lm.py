@@ -33,7 +33,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..heads import ledger
-from ..heads.ablation import gated_passes
 from ..heads.config_batches import repeat_rows
 from ..heads.significance import log_likelihood  # noqa: F401 (the score of token_nll rows; chapter 11 imports it here)
 from . import bible, paper_sources
@@ -312,4 +311,6 @@ class PerplexityScorer:
                     per_copy[k].append(out[k * rows:(k + 1) * rows])
             return [torch.cat(p) for p in per_copy]
 
-        return [r for _, r in gated_passes(model, specs, run, self.configs_per_pass, self.progress, "pruning curve")]
+        from .scorers import masked_passes   # one per pass on a CPU: on the physically pruned model
+
+        return [r for _, r in masked_passes(model, specs, run, self.configs_per_pass, "pruning curve", self.progress)]

@@ -21,6 +21,7 @@ import torch
 from ...heads.importance import from_terms
 
 EDGE = 0.10   # the top and bottom share of the heads whose overlap is read
+RISE = "perplexity rise at"   # curve-point columns of a language model: "perplexity rise at 10% pruned (%)"
 
 
 def flat_scores(scores: Mapping[str, torch.Tensor]) -> np.ndarray:
@@ -38,13 +39,16 @@ def edge_overlap(a: np.ndarray, b: np.ndarray, share: float = EDGE, top: bool = 
 
 def agreement_table(terms: Mapping[str, torch.Tensor], sizes: Sequence[int], draws: int, seed: int = 0,
                     share: float = EDGE, prunable: Callable[[dict[str, torch.Tensor]], float] | None = None,
-                    curve_draws: int = 0) -> pd.DataFrame:
+                    curve_draws: int = 0,
+                    curve_points: Callable[[dict[str, torch.Tensor]], Mapping[str, float]] | None = None) -> pd.DataFrame:
     """One row per sample size ``n`` (at most the examples there are; all of them once) and
     draw: ``examples`` n, ``draw``, ``spearman`` with I_h of every example, and ``top overlap``
     and ``bottom overlap`` (``edge_overlap`` at ``share``). Draws are without replacement,
     ``seed`` fixing them. With ``prunable`` (I_h -> the share a pruning curve in that order
     keeps within its tolerance), the first ``curve_draws`` draws of each size also get
-    ``prunable_share``: how far the pruning verdict moves with the sample I_h is estimated on."""
+    ``prunable_share``: how far the pruning verdict moves with the sample I_h is estimated on.
+    ``curve_points`` (I_h -> ``{column: value}``, e.g. the score at a few steps of the curve in
+    that order) adds its columns to the same draws, for a model whose prunable share says little."""
     from scipy.stats import spearmanr
 
     total = len(next(iter(terms.values())))
@@ -59,7 +63,8 @@ def agreement_table(terms: Mapping[str, torch.Tensor], sizes: Sequence[int], dra
             rows.append({"examples": n, "draw": draw, "spearman": float(spearmanr(part, whole).statistic),
                          "top overlap": edge_overlap(whole, part, share, top=True),
                          "bottom overlap": edge_overlap(whole, part, share),
-                         "prunable_share": prunable(scores) if prunable and draw < curve_draws else np.nan})
+                         "prunable_share": prunable(scores) if prunable and draw < curve_draws else np.nan,
+                         **(curve_points(scores) if curve_points and draw < curve_draws else {})})
     return pd.DataFrame(rows)
 
 
@@ -80,9 +85,13 @@ def figure(table: pd.DataFrame, used: Mapping[str, int] | None = None):
 
     table = table if "model" in table else table.assign(model="model")
     curves = table.dropna(subset=["prunable_share"]) if "prunable_share" in table else table.iloc[:0]
-    fig, axes = plt.subplots(1, 3 if len(curves) else 2, figsize=(16 if len(curves) else 11, 3.8))
+    rises = [c for c in table.columns if c.startswith(RISE) and table[c].notna().any()]
+    panels = 2 + bool(len(curves)) + bool(rises)
+    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 3.8))
     if len(curves):
         _prunable_panel(axes[2], curves)
+    if rises:
+        _rise_panel(axes[-1], table, rises)
     for ax, measure in zip(axes, ("spearman", "bottom overlap")):
         for model, part in table.groupby("model", sort=False):
             q = part.groupby("examples")[measure].quantile([0.05, 0.5, 0.95]).unstack()
@@ -112,3 +121,17 @@ def _prunable_panel(ax, curves: pd.DataFrame) -> None:
            title="pruning by that I_h: share within perplexity +1%")
     ax.legend(fontsize=8)
 
+
+def _rise_panel(ax, table: pd.DataFrame, columns: Sequence[str]) -> None:
+    """The perplexity rise when pruning a language model by I_h from n examples, one line per
+    share pruned (``columns``): each draw a dot, the median a line."""
+    for column in columns:
+        part = table.dropna(subset=[column])
+        for model, rows in part.groupby("model", sort=False):
+            median = rows.groupby("examples")[column].median()
+            label = column.removeprefix(RISE).removesuffix(" (%)").strip()
+            line = ax.plot(median.index, median, label=f"{model}: {label}")[0]
+            ax.scatter(rows["examples"], rows[column], color=line.get_color(), s=12, alpha=0.6)
+    ax.set(xscale="log", xlabel="examples importance is estimated on", ylabel="perplexity rise (%)",
+           title="pruning by that I_h: perplexity rise")
+    ax.legend(fontsize=8)

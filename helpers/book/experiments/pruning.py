@@ -372,7 +372,11 @@ def figure(curves: pd.DataFrame, panels: list[tuple[str, str, str]], suptitle: s
 
 # ---- how many examples importance needs (issue 55, item 5) -----------------------------------------
 # chapter 11's defaults for its verse sets, where a profile does not set its own (a test holds them to the notebook's)
-LM_SETS = {"select_verses": 120, "report_verses": 120, "version": "web", "max_words": 40, "batch_size": 16, "seed": 0}
+LM_SETS = {"select_verses": 120, "report_verses": 120, "version": "web", "max_words": 40, "batch_size": 16,
+           "configs_per_pass": 3, "seed": 0}
+
+
+LM_CURVE_SHARES = (0.1, 0.3)   # the language model's curve is read at these shares of its query heads
 
 
 def importance_sample(runs: PruningRuns, sizes: Sequence[int], draws: int = 20,
@@ -382,31 +386,56 @@ def importance_sample(runs: PruningRuns, sizes: Sequence[int], draws: int = 20,
     ``language_model`` (``causal_lm.load_causal_lm`` names), of that model on chapter 11's select
     set (drawn with the profile's settings for chapter 11, else ``LM_SETS``); with
     ``model`` and ``used`` (how many examples that model's pruning verdict estimates I_h on: all
-    the terms). The first ``curve_draws`` draws of each size of the classifier and the translation
-    model also prune by their I_h (``PruningRuns.prunable_by``): ``prunable_share`` on the
-    likelihood (the language model's: not drawn, a pass of its pruning curve per step costs more)."""
+    the terms). The first ``curve_draws`` draws of each size also prune by their I_h: the
+    classifier and the translation model give ``prunable_share`` on the likelihood
+    (``PruningRuns.prunable_by``); the language model, whose perplexity already rises past 1% at
+    its curve's first step (chapter 11), gives the perplexity rise on chapter 11's report set at
+    each share of ``LM_CURVE_SHARES`` (``language_model_sample``)."""
+    from ..profiles.profile import parameters_for
     from .importance_sample import agreement_table
 
     terms = {name: runs.importance_terms(name) for name in (runs.classifier, runs.translation)}
-    if language_model:
-        chapter_11 = {**LM_SETS, **{k: v for k, v in runs.sweeps.settings.notebooks.get("11_nine_heads", {}).items()
-                                    if k in LM_SETS}}
-        terms[language_model] = language_model_terms(language_model, chapter_11)
     curves = {name: runs.prunable_by(name) for name in (runs.classifier, runs.translation)} if curve_draws else {}
-    return pd.concat([agreement_table(t, sizes, draws, runs.seed, prunable=curves.get(name), curve_draws=curve_draws)
+    points = {}
+    if language_model:
+        chapter_11 = {**LM_SETS, **{k: v for k, v in parameters_for(runs.sweeps.settings, "11_nine_heads", {}).items()
+                                    if k in LM_SETS}}   # the profile's defaults too: the sets chapter 11 draws
+        terms[language_model], points[language_model] = language_model_sample(language_model, chapter_11)
+    return pd.concat([agreement_table(t, sizes, draws, runs.seed, prunable=curves.get(name), curve_draws=curve_draws,
+                                      curve_points=points.get(name) if curve_draws else None)
                       .assign(model=name, used=len(next(iter(t.values())))) for name, t in terms.items()], ignore_index=True)
 
 
-def language_model_terms(model_name: str, sets: Mapping[str, object]) -> dict:
-    """Per-verse importance terms of a causal LM on chapter 11's select set, drawn as there
-    (``sets``: ``LM_SETS``' keys): the examples its I_h is estimated on."""
+def language_model_sample(model_name: str, sets: Mapping[str, object], shares: Sequence[float] = LM_CURVE_SHARES
+                          ) -> tuple[dict, Callable[[dict], dict[str, float]]]:
+    """A causal LM's per-verse importance terms on chapter 11's select set, drawn as there
+    (``sets``: ``LM_SETS``' keys): the examples its I_h is estimated on; and ``points(I_h)``: the
+    perplexity rise (%) on chapter 11's report set with the least important ``share`` of the
+    query heads masked in the order of that I_h, for each share (chapter 11's importance curve at
+    those shares when I_h is the whole select set's)."""
     from ...heads.importance import importance_terms
-    from ...zoo.causal_lm import lm_batches, lm_loss, load_causal_lm, verse_texts
+    from ...heads.pruning_curves import score_specs, spec_of
+    from ...zoo.causal_lm import PerplexityScorer, lm_batches, lm_loss, load_causal_lm, verse_texts
 
     model, tokenizer = load_causal_lm(model_name, seed=sets["seed"])
     texts = verse_texts({"select": sets["select_verses"], "report": sets["report_verses"]}, version=sets["version"],
-                        max_words=sets["max_words"], seed=sets["seed"])["select"]
-    return importance_terms(model, lm_batches(tokenizer, texts, sets["batch_size"]), lm_loss, progress=False)
+                        max_words=sets["max_words"], seed=sets["seed"])
+    batches = {split: lm_batches(tokenizer, t, sets["batch_size"]) for split, t in texts.items()}
+    terms = importance_terms(model, batches["select"], lm_loss, progress=False)
+    scorer = PerplexityScorer(batches["report"], sets.get("configs_per_pass", 1))
+    pool = heads_of(model)
+    unmasked = scorer(model)
+
+    def points(importance: dict) -> dict[str, float]:
+        order = order_by_importance(importance, pool)
+        scores = score_specs(model, [spec_of(order[:round(s * len(pool))]) for s in shares], scorer, progress=False)
+        return {lm_rise_column(s): 100 * (math.exp(unmasked - score) - 1) for s, score in zip(shares, scores)}
+    return terms, points
+
+
+def lm_rise_column(share: float) -> str:
+    """The importance-sample column of the perplexity rise with ``share`` of the query heads pruned."""
+    return f"perplexity rise at {share:.0%} pruned (%)"
 
 
 def sample_figure(table: pd.DataFrame):

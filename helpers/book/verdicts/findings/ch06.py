@@ -66,7 +66,7 @@ def sample_lines(profile: str) -> list[str]:
             f"every example the verdict used): " + "; ".join(parts) + ". A sample is part of the whole it is compared "
             "with, which raises the agreement as it grows (with no signal at all, Spearman is about the square root of "
             "the share drawn), and agreement with the whole says nothing about whether the whole itself is enough."] \
-        + curve_lines(table)
+        + curve_lines(table) + rise_lines(table)
 
 
 def curve_lines(table: pd.DataFrame) -> list[str]:
@@ -87,3 +87,28 @@ def curve_lines(table: pd.DataFrame) -> list[str]:
     return [f"**Pruned by I_h from fewer examples** (the share of heads prunable within perplexity +1%, the range over "
             f"{draws} draws per size): " + "; ".join(parts) + ". Each sample is part of the whole, so at the larger sizes "
             "the same share is partly built in; a share that already holds from a handful of examples is the finding."]
+
+
+def rise_lines(table: pd.DataFrame) -> list[str]:
+    """What pruning a language model by I_h from n examples does to its perplexity at the shares
+    of its query heads the table has columns for (``importance_sample.RISE``): per model and
+    share, the range over the drawn curves at each size, beside the rise with every example."""
+    from ...experiments.importance_sample import RISE
+
+    columns = [c for c in table.columns if c.startswith(RISE) and table[c].notna().any()]
+    parts = []
+    for column in columns:
+        share = column.removeprefix(RISE).removesuffix(" pruned (%)").strip()
+        for model, part in table.dropna(subset=[column]).groupby("model", sort=False):
+            used = int(part["used"].iloc[0])
+            sizes = part.groupby("examples")[column].agg(["min", "max"])
+            whole = f"{sizes.loc[used, 'min']:+.0f}% with all {used}" if used in sizes.index else "none with all of them"
+            ranges = ", ".join(f"{r['min']:+.0f}%" + (f" to {r['max']:+.0f}%" if round(r["max"]) > round(r["min"]) else "")
+                               + f" from {n}" for n, r in sizes.iterrows() if n != used)
+            parts.append(f"{model} with {share} of its query heads pruned: {ranges}; {whole}")
+    if not parts:
+        return []
+    draws = int(table.dropna(subset=columns[:1]).groupby(["model", "examples"]).size().max())
+    return [f"**A language model pruned by I_h from fewer examples** (the perplexity rise on chapter 11's report "
+            f"verses, the range over {draws} draws per size, read at fixed shares of the query heads: chapter 11's "
+            "curves are coarser than the language model's tolerance): " + "; ".join(parts) + "."]

@@ -114,7 +114,9 @@ def test_curve_points_add_their_columns_to_the_drawn_curves_only():
     def points(scores):
         calls.append(scores["self"].clone())
         first = float(scores["self"].flatten().argmin())
-        return {"perplexity rise at 10% pruned (%)": first, "perplexity rise at 30% pruned (%)": 2 * first}
+        return {sample.rise_column(0.1): first, sample.rise_column(0.3): 2 * first}
+
+    assert sample.rise_column(0.1) == "perplexity rise at 10% pruned (%)"   # the name the findings and checks read
 
     table = sample.agreement_table(terms, sizes=(10, 200), draws=3, seed=1, curve_points=points, curve_draws=2)
     drawn = table.dropna(subset=["perplexity rise at 10% pruned (%)"])

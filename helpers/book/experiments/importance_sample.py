@@ -21,7 +21,7 @@ import torch
 from ...heads.importance import from_terms
 
 EDGE = 0.10   # the top and bottom share of the heads whose overlap is read
-RISE = "perplexity rise at"   # curve-point columns of a language model: "perplexity rise at 10% pruned (%)"
+RISE = "perplexity rise at"   # curve-point columns of a language model (``rise_column``)
 
 
 def flat_scores(scores: Mapping[str, torch.Tensor]) -> np.ndarray:
@@ -35,6 +35,12 @@ def edge_overlap(a: np.ndarray, b: np.ndarray, share: float = EDGE, top: bool = 
     k = max(1, int(round(share * len(a))))
     pick = (lambda s: set(np.argsort(-s, kind="stable")[:k])) if top else (lambda s: set(np.argsort(s, kind="stable")[:k]))
     return len(pick(a) & pick(b)) / k
+
+
+def rise_column(share: float) -> str:
+    """The column of a language model's perplexity rise (%) with ``share`` of its query heads
+    pruned: ``"perplexity rise at 10% pruned (%)"``."""
+    return f"{RISE} {share:.0%} pruned (%)"
 
 
 def agreement_table(terms: Mapping[str, torch.Tensor], sizes: Sequence[int], draws: int, seed: int = 0,

@@ -416,6 +416,7 @@ def language_model_sample(model_name: str, sets: Mapping[str, object], shares: S
     from ...heads.importance import importance_terms
     from ...heads.pruning_curves import score_specs, spec_of
     from ...zoo.causal_lm import PerplexityScorer, lm_batches, lm_loss, load_causal_lm, verse_texts
+    from .importance_sample import rise_column
 
     model, tokenizer = load_causal_lm(model_name, seed=sets["seed"])
     texts = verse_texts({"select": sets["select_verses"], "report": sets["report_verses"]}, version=sets["version"],
@@ -429,13 +430,8 @@ def language_model_sample(model_name: str, sets: Mapping[str, object], shares: S
     def points(importance: dict) -> dict[str, float]:
         order = order_by_importance(importance, pool)
         scores = score_specs(model, [spec_of(order[:round(s * len(pool))]) for s in shares], scorer, progress=False)
-        return {lm_rise_column(s): 100 * (math.exp(unmasked - score) - 1) for s, score in zip(shares, scores)}
+        return {rise_column(s): 100 * (math.exp(unmasked - score) - 1) for s, score in zip(shares, scores)}
     return terms, points
-
-
-def lm_rise_column(share: float) -> str:
-    """The importance-sample column of the perplexity rise with ``share`` of the query heads pruned."""
-    return f"perplexity rise at {share:.0%} pruned (%)"
 
 
 def sample_figure(table: pd.DataFrame):

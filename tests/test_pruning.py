@@ -169,15 +169,15 @@ def test_pruning_while_gates_are_installed():
 
 
 @pytest.mark.parametrize("whole_layer", [False, True], ids=["some-heads", "whole-layer"])
-def test_a_pruned_copy_equals_zero_gates_and_leaves_the_model_as_it_was(case, whole_layer):
-    """``ablation.pruned_copy`` shares the model's weights and removes the spec's heads from the
+def test_a_pruned_copy_sharing_weights_equals_zero_gates_and_leaves_the_model_as_it_was(case, whole_layer):
+    """``ablation.pruned_sharing_weights`` shares the model's weights and removes the spec's heads from the
     copy only: the copy computes what zero gates compute, the model what it computed before."""
-    from helpers.heads.ablation import pruned_copy
+    from helpers.heads.ablation import pruned_sharing_weights
 
     spec = spec_for(case.kinds, whole_layer)
     unpruned = case.run(case.model, case.batch)
     weights = {n: p.detach().clone() for n, p in case.model.named_parameters()}
-    copy = pruned_copy(case.model, spec)
+    copy = pruned_sharing_weights(case.model, spec)
     torch.testing.assert_close(case.run(copy, case.batch), gated_output(case, spec), rtol=0, atol=2e-5)
     assert count_parameters(copy) < count_parameters(case.model)
     torch.testing.assert_close(case.run(case.model, case.batch), unpruned, rtol=0, atol=0)
@@ -185,7 +185,7 @@ def test_a_pruned_copy_equals_zero_gates_and_leaves_the_model_as_it_was(case, wh
     from helpers.heads.pruning import pruned_heads
 
     assert not any(heads for layers in pruned_heads(case.model).values() for heads in layers.values())
-    assert pruned_copy(case.model, {}) is case.model   # nothing removed: the model itself
+    assert pruned_sharing_weights(case.model, {}) is case.model   # nothing removed: the model itself
 
 
 @pytest.mark.parametrize("processes", [1, 2])

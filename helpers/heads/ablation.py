@@ -20,13 +20,14 @@ For decoder kinds (``enc_dec``, ``dec_self``) the whole encoder is replayed as w
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, Callable, ContextManager, Iterable, Iterator, Sequence
 
 import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from ..base.devices import device_of
 from .config_batches import UNMASKED, Config, as_spec, config_row_gates, fairseq_rows, gates_encoder, repeat_rows
 from .forked import in_order, run_forked, strided_shares, sweep_processes
 from .gates import HeadGates, HeadSpec
@@ -262,20 +263,27 @@ def gated_passes(model: nn.Module, configs: Sequence[Config | HeadSpec],
         raise ValueError(f"configs_per_pass must be at least 1, got {configs_per_pass}")
     configs = list(configs)
     passes = [list(range(s, min(s + configs_per_pass, len(configs)))) for s in range(0, len(configs), configs_per_pass)]
+    here = lambda share, advance: _passes_here(model, configs, share, run, advance)   # noqa: E731
+    for index, result in _split_passes(model, passes, here, len(configs), desc, progress, processes):
+        yield configs[index], result
+
+
+def _split_passes(model: nn.Module, passes: list[list[int]], here: Callable, total: int, desc: str, progress: bool,
+                  processes: int | None) -> Iterator[tuple[int, Any]]:
+    """``(index, result)`` in index order from ``here(passes, advance)``, run in this process or,
+    with ``processes`` > 1 (None: ``sweep_processes(model)``) and more than one pass, over forked
+    processes each given every ``processes``-th pass; ``total`` results move the progress bar."""
     processes = sweep_processes(model) if processes is None else processes
     if processes <= 1 or len(passes) <= 1:
-        with tqdm(total=len(configs), desc=desc, disable=not progress, unit="config") as bar:
-            for index, result in _passes_here(model, configs, passes, run, bar.update):
-                yield configs[index], result
+        with tqdm(total=total, desc=desc, disable=not progress, unit="config") as bar:
+            yield from here(passes, bar.update)
         return
-    shares = strided_shares(passes, processes)
 
     def work(share, emit):
-        for index, result in _passes_here(model, configs, share, run, emit.advance):
+        for index, result in here(share, emit.advance):
             emit.result(index, result)
 
-    for index, result in in_order(run_forked(shares, work, len(configs), desc, progress)):
-        yield configs[index], result
+    yield from in_order(run_forked(strided_shares(passes, processes), work, total, desc, progress))
 
 
 def _passes_here(model: nn.Module, configs: list, passes: list[list[int]], run: Callable,
@@ -302,11 +310,14 @@ def _passes_here(model: nn.Module, configs: list, passes: list[list[int]], run: 
             yield from zip(indices, results)
 
 
-def pruned_copy(model: nn.Module, spec: Config | HeadSpec) -> nn.Module:
+def pruned_sharing_weights(model: nn.Module, spec: Config | HeadSpec) -> nn.Module:
     """A copy of ``model`` with the heads of ``spec`` physically removed (``pruning.prune_heads``)
     that shares every weight and buffer with ``model``: only the module objects are copied, and
     pruning replaces the sliced projections' parameters with new ones (it never writes into a
-    tensor), so ``model`` is left as it was. ``model`` itself where ``spec`` removes nothing."""
+    tensor), so ``model`` is left as it was. For forward passes: converting the copy in place
+    (``.to``, ``.float()``) would write into the shared tensors, so deep-copy it first (or use
+    ``kv_budget.pruned_copy``, which copies every weight). ``model`` itself where ``spec`` removes
+    nothing."""
     import copy
     from itertools import chain
 
@@ -315,9 +326,8 @@ def pruned_copy(model: nn.Module, spec: Config | HeadSpec) -> nn.Module:
     spec = as_spec(spec)
     if not any(heads for layers in spec.values() for heads in layers.values()):
         return model
-    shared = {id(t): t for t in chain(model.parameters(), model.buffers())}
-    pruned = copy.deepcopy(model, memo=shared)
-    prune_heads(pruned, {kind: {layer: list(heads) for layer, heads in layers.items()} for kind, layers in spec.items()})
+    pruned = copy.deepcopy(model, memo={id(t): t for t in chain(model.parameters(), model.buffers())})
+    prune_heads(pruned, spec)
     return pruned
 
 
@@ -325,39 +335,34 @@ def pruned_passes(model: nn.Module, configs: Sequence[Config | HeadSpec],
                   run: Callable[[nn.Module, int, Callable[[int], ContextManager]], Sequence[Any]],
                   progress: bool = True, desc: str = "pruned runs", processes: int | None = None
                   ) -> Iterator[tuple[Config | HeadSpec, Any]]:
-    """``gated_passes`` with one configuration per pass, run on ``pruned_copy(model, config)``
-    instead of under gates: a pass costs what the pruned model costs (on MiniLM, about 0.8 of the
-    gated pass at 30% to 70% of the heads pruned, one thread), for configurations spread over many
-    layers, such as pruning curves, where ``single_layer_sweep`` cannot replay the layers below.
-    The results equal the gated ones up to float rounding: a zero gate is the same as removing
-    the head (tests/test_pruning.py), but the products are summed over fewer terms. ``run`` is
-    called as ``run(pruned, 1, gated)`` with a ``gated`` that does nothing; it must be a plain
-    forward pass (no beam search: fairseq's row gates are not involved). Yields ``(config,
-    result)`` in the order of ``configs``; ``processes`` as in ``gated_passes``."""
+    """``gated_passes`` with one configuration per pass, run on ``pruned_sharing_weights(model,
+    config)`` instead of under gates: a pass costs what the pruned model costs (on MiniLM, about
+    0.8 of the gated pass at 30% to 70% of the heads pruned, one thread), for configurations
+    spread over many layers, such as pruning curves, where ``single_layer_sweep`` cannot replay
+    the layers below. The results equal the gated ones up to float rounding: a zero gate is the
+    same as removing the head (tests/test_pruning.py), but the products are summed over fewer
+    terms. ``run`` is called as ``run(pruned, 1, gated)`` with a ``gated`` that does nothing; it
+    must be a plain forward pass (no beam search: fairseq's row gates are not involved). Yields
+    ``(config, result)`` in the order of ``configs``; ``processes`` as in ``gated_passes``."""
     configs = list(configs)
-    processes = sweep_processes(model) if processes is None else processes
 
-    def here(indices: Sequence[int], advance: Callable[[int], Any]) -> Iterator[tuple[int, Any]]:
-        for i in indices:
-            result = run(pruned_copy(model, configs[i]), 1, _no_gates)[0]
+    def here(share: list[list[int]], advance: Callable[[int], Any]) -> Iterator[tuple[int, Any]]:
+        for (i,) in share:
+            result = run(pruned_sharing_weights(model, configs[i]), 1, lambda rows: nullcontext())[0]
             advance(1)
             yield i, result
 
-    if processes <= 1 or len(configs) <= 1:
-        with tqdm(total=len(configs), desc=desc, disable=not progress, unit="config") as bar:
-            for i, result in here(range(len(configs)), bar.update):
-                yield configs[i], result
-        return
-
-    def work(share, emit):
-        for i, result in here(share, emit.advance):
-            emit.result(i, result)
-
-    for i, result in in_order(run_forked(strided_shares(range(len(configs)), processes), work, len(configs), desc,
-                                         progress)):
+    for i, result in _split_passes(model, [[i] for i in range(len(configs))], here, len(configs), desc, progress,
+                                   processes):
         yield configs[i], result
 
 
-@contextmanager
-def _no_gates(rows: int) -> Iterator[None]:
-    yield
+def masked_passes(model: nn.Module, specs: Sequence[Config | HeadSpec], run: Callable, configs_per_pass: int,
+                  desc: str, progress: bool = False) -> Iterator:
+    """``(spec, run's result)`` under each head spec: on a CPU with one configuration per pass, on
+    a copy of the model with the spec's heads physically removed (``pruned_passes``: the
+    arithmetic of the pruned model, the same results up to float rounding); else under gates,
+    ``configs_per_pass`` per pass (``gated_passes``), which a GPU runs faster."""
+    if configs_per_pass == 1 and device_of(model).type == "cpu":
+        return pruned_passes(model, specs, run, progress=progress, desc=desc)
+    return gated_passes(model, specs, run, configs_per_pass, progress=progress, desc=desc)

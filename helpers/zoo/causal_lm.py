@@ -311,6 +311,6 @@ class PerplexityScorer:
                     per_copy[k].append(out[k * rows:(k + 1) * rows])
             return [torch.cat(p) for p in per_copy]
 
-        from .scorers import masked_passes   # one per pass on a CPU: on the physically pruned model
+        from ..heads.ablation import masked_passes   # one per pass on a CPU: on the physically pruned model
 
         return [r for _, r in masked_passes(model, specs, run, self.configs_per_pass, "pruning curve", self.progress)]

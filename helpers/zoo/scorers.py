@@ -81,6 +81,8 @@ def classifier_scorers(tokenizer, examples: Sequence, metrics: Sequence[str], ma
         return METRICS[metric](lp.argmax(-1), gold)
 
     def many_log_probs(model: nn.Module, specs: Sequence[dict]) -> list[torch.Tensor]:
+        from ..heads.ablation import masked_passes
+
         with ledger.entry("classifier scoring", "classifier scores", model, len(examples), len(specs)) as timed:
             return _kept_outputs(kept, model, specs, timed, lambda missing: (lp for _, lp in masked_passes(
                 model, missing, log_probs_of_copies, configs_per_pass, "classifier scores")))
@@ -146,20 +148,6 @@ def translation_scorer(pairs: Sequence, beam: int = 5, batch_size: int = 64, max
     score.from_stats = bleu_from_stats
     score.examples = len(pairs)   # what a step is scored on (result tables record it)
     return score
-
-
-def masked_passes(model: nn.Module, specs: Sequence[dict], run: Callable, configs_per_pass: int, desc: str,
-                   progress: bool = False) -> Iterator:
-    """``(spec, run's result)`` under each head spec: on a CPU with one configuration per pass, on
-    a copy of the model with the spec's heads physically removed (``ablation.pruned_passes``: the
-    arithmetic of the pruned model, the same results up to float rounding); else under gates,
-    ``configs_per_pass`` per pass (``ablation.gated_passes``), which a GPU runs faster."""
-    from ..base.devices import device_of
-    from ..heads.ablation import gated_passes, pruned_passes
-
-    if configs_per_pass == 1 and device_of(model).type == "cpu":
-        return pruned_passes(model, specs, run, progress=progress, desc=desc)
-    return gated_passes(model, specs, run, configs_per_pass, progress=progress, desc=desc)
 
 
 def _kept_outputs(kept: weakref.WeakKeyDictionary, model: nn.Module, specs: Sequence[dict], timed,
@@ -258,9 +246,11 @@ def masked_translation_nll(model: nn.Module, pairs: Sequence, configs: Sequence,
     """Yield ``(config, translation_nll rows)`` for each ``Config`` or head spec in ``configs``,
     ``configs_per_pass`` of them per forward pass (``gated_passes``; the rows equal one
     configuration at a time), or with one per pass on a CPU, each on the model with its heads
-    physically removed (``masked_passes``). On 2 CPU cores one configuration per pass is fastest: 20 pruning
+    physically removed (``ablation.masked_passes``). On 2 CPU cores one configuration per pass is fastest: 20 pruning
     steps of the course model on 400 verses took 9.5 s, against 12.0 s with 4 per pass and 15.8 s
     with 12 (the repeated batch's logits over the 4k-word vocabulary outgrow the caches)."""
+    from ..heads.ablation import masked_passes
+
     indexed = _indexed_loss_batches(model, pairs, max_tokens)
     return masked_passes(model, configs, lambda m, copies, gated: _nll_of_copies(m, indexed, len(pairs), copies, gated),
                           configs_per_pass, desc, progress)

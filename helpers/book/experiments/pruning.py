@@ -402,7 +402,7 @@ def importance_sample(runs: PruningRuns, sizes: Sequence[int], draws: int = 20,
                                     if k in LM_SETS}}   # the profile's defaults too: the sets chapter 11 draws
         terms[language_model], points[language_model] = language_model_sample(language_model, chapter_11)
     return pd.concat([agreement_table(t, sizes, draws, runs.seed, prunable=curves.get(name), curve_draws=curve_draws,
-                                      curve_points=points.get(name) if curve_draws else None)
+                                      curve_points=points.get(name))
                       .assign(model=name, used=len(next(iter(t.values())))) for name, t in terms.items()], ignore_index=True)
 
 

@@ -118,6 +118,22 @@ def test_heavy_hitters_keep_the_most_attended_and_the_recent():
     assert group.scores.shape == (1, 2, 4)
 
 
+def test_heavy_hitters_trim_each_row_and_head_by_its_own_scores():
+    """Trimming copies rows with ``index_select``: every batch row and KV head keeps its own entries,
+    the same values ``gather`` picks, in 16 bits as the chapter runs it."""
+    torch.manual_seed(0)
+    group = HeadGroup([0, 1, 2], HeavyHitters(budget=5, recent=2))
+    keys, values = torch.randn(4, 3, 9, 8).bfloat16(), torch.randn(4, 3, 9, 8).bfloat16()
+    group.append(keys, values)
+    group.scores += torch.rand(4, 3, 9)
+    heavy = group.scores[..., :7].topk(3, -1).indices.sort(-1).values
+    index = torch.cat([heavy, torch.tensor([7, 8]).expand(4, 3, 2)], -1)
+    group.trim()
+    assert len({tuple(r) for r in index.view(-1, 5).tolist()}) > 1          # the rows do keep different entries
+    assert torch.equal(group.keys, keys.gather(2, index.unsqueeze(-1).expand(-1, -1, -1, 8)))
+    assert torch.equal(group.values, values.gather(2, index.unsqueeze(-1).expand(-1, -1, -1, 8)))
+
+
 def test_bad_configurations_are_refused_with_what_to_do(model, ids):
     with pytest.raises(ValueError, match="heavy hitters need"):
         HeavyHitters(budget=3, recent=4)

@@ -1,0 +1,130 @@
+"""What keeping freed memory in the heap saves: the Makefile's ``GLIBC_TUNABLES`` against glibc's defaults.
+
+glibc's malloc serves a block of 128 KiB or more (the threshold then grows with what is freed, up
+to 32 MiB) from a fresh ``mmap`` and gives it back on ``free``. A forward pass allocates its
+activations anew each time, so by default the kernel maps and zeroes the same pages again and
+again: system time, which was 7.3 of the 171 CPU minutes of a course build (be25765). The Makefile sets a fixed
+32 MiB threshold and a trim threshold high enough that freed memory stays in the process, which
+every process it starts inherits (the chapters' kernels, the sweeps' forked processes, the models'
+training processes). The arithmetic does not change: the benchmark checks that both settings give
+the same numbers, bit for bit.
+
+Prints, measured in this run on this machine, the median of ``--rounds`` timed rounds after a
+warm-up of each workload, each setting in its own process, glibc's defaults first:
+* the NLI classifier's one-head sweep (73 configurations, lower layers replayed, 2 processes of one
+  thread, as chapter 03 runs it) on ``--examples`` examples of matched;
+* SmolLM2's one-head sweep on the 30 select verses of chapter 11 for the query heads of layers 0,
+  15 and 29 (27 configurations, 3 a pass, as chapter 11 runs it).
+It needs the profile's models (``make models``), runs under ``make bench`` (which sets the
+tunables) and asserts nothing about time.
+
+Run: make bench, or GLIBC_TUNABLES=... .venv/bin/python benchmarks/bench_malloc.py [--profile course] [--examples 256] [--rounds 3]
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+TUNABLES = "GLIBC_TUNABLES"
+
+
+def _digest(tensors) -> str:
+    h = hashlib.sha256()
+    for t in tensors:
+        h.update(t.detach().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def _classifier(profile_name: str, examples: int):
+    from helpers.base.devices import to_device
+    from helpers.book import course
+    from helpers.book.experiments.head_effects import CLASSIFIER_CONFIGS_PER_PASS
+    from helpers.book.profiles import load_profile
+    from helpers.heads.ablation import one_head_configs, single_layer_sweep
+    from helpers.zoo.classifier_training import batches, by_length, encode
+    from helpers.zoo.first_token_only import first_token_only
+
+    profile = load_profile(profile_name)
+    model, tokenizer = course.load_classifier(profile, "nli")
+    encoded = encode(tokenizer, course.load_data(profile, "nli")["matched"][:examples], profile.max_length("nli"))
+    order, configs = by_length(encoded), one_head_configs(model)
+
+    def sweep():
+        with first_token_only(model):
+            base, outs = single_layer_sweep(model, list(batches(encoded, 64, order)),
+                                            lambda m, b: m(**to_device(b, m)).logits, configs, progress=False,
+                                            configs_per_pass=CLASSIFIER_CONFIGS_PER_PASS)
+        return [base, *(outs[c] for c in configs)]
+    return sweep
+
+
+def _language_model(_profile_name: str, _examples: int):
+    from helpers.heads.ablation import one_head_configs, single_layer_sweep
+    from helpers.zoo.causal_lm import lm_batches, load_causal_lm, token_nll, verse_texts
+
+    model, tokenizer = load_causal_lm("smollm2", seed=0)
+    texts = verse_texts({"select": 30}, version="web", max_words=40, seed=0)["select"]
+    data = lm_batches(tokenizer, texts, 16)
+    configs = [c for c in one_head_configs(model) if c[1] in (0, 15, 29)]
+
+    def sweep():
+        base, outs = single_layer_sweep(model, data, token_nll, configs, configs_per_pass=3, progress=False)
+        return [base, *(outs[c] for c in configs)]
+    return sweep
+
+
+WORKLOADS = {"classifier": _classifier, "language model": _language_model}
+
+
+def child(workload: str, profile: str, examples: int, rounds: int) -> None:
+    sweep = WORKLOADS[workload](profile, examples)
+    out = sweep()                                                   # warm-up
+    seconds = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        sweep()
+        seconds.append(time.perf_counter() - start)
+    print(json.dumps({"seconds": seconds, "digest": _digest(out)}))
+
+
+def measure(workload: str, tunables: str | None, args) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != TUNABLES}
+    if tunables:
+        env[TUNABLES] = tunables
+    cmd = [sys.executable, __file__, "--child", workload, "--profile", args.profile, "--examples", str(args.examples),
+           "--rounds", str(args.rounds)]
+    run = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if run.returncode:
+        raise SystemExit(f"{workload} failed ({'tuned' if tunables else 'default'} malloc):\n{run.stderr[-3000:]}")
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--profile", default="course")
+    parser.add_argument("--examples", type=int, default=256, help="classifier examples swept")
+    parser.add_argument("--rounds", type=int, default=3, help="timed rounds per process, after a warm-up")
+    parser.add_argument("--child", choices=sorted(WORKLOADS), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        return child(args.child, args.profile, args.examples, args.rounds)
+    tunables = os.environ.get(TUNABLES)
+    if not tunables:
+        raise SystemExit(f"${TUNABLES} is not set: run `make bench`, which sets the Makefile's value")
+    print(f"tuned: {TUNABLES}={tunables}")
+    for workload in WORKLOADS:
+        default, tuned = measure(workload, None, args), measure(workload, tunables, args)
+        a, b = statistics.median(default["seconds"]), statistics.median(tuned["seconds"])
+        print(f"{workload}: default {a:.2f} s, tuned {b:.2f} s (ratio {b / a:.3f}; medians of {args.rounds} rounds); "
+              f"same numbers: {default['digest'] == tuned['digest']}")
+
+
+if __name__ == "__main__":
+    main()

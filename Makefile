@@ -15,8 +15,8 @@ TORCH_PIP_ARGS ?=
 # glibc's malloc maps every block of 128 KiB or more afresh and unmaps it when freed, so each
 # forward pass has the kernel zero its activations' pages again. A fixed 32 MiB threshold and a high
 # trim threshold keep freed memory in the process: the same numbers, bit for bit, in less time
-# (classifier sweeps 0.92 of the time, SmolLM2 sweeps 0.96-0.98, translation training 0.94:
-# benchmarks/bench_malloc.py, measured 2026-11-28).
+# (2026-11-28, inner sweep loops, 3 rounds: classifier 0.92 of the time, SmolLM2 0.98; translation
+# epochs 0.94; benchmarks/bench_malloc.py through the chapters' functions, 1 round: 0.97 and 1.00).
 # Every command below, and each process it starts, inherits it; set GLIBC_TUNABLES= to turn it off.
 export GLIBC_TUNABLES ?= glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=17179869184:glibc.malloc.top_pad=268435456
 

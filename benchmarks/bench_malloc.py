@@ -35,47 +35,44 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 TUNABLES = "GLIBC_TUNABLES"
 
 
-def _digest(tensors) -> str:
+def _digest(outputs) -> str:
+    """A digest of a sweep's outputs (lists of numbers, or tensors), exact to the last bit."""
     h = hashlib.sha256()
-    for t in tensors:
-        h.update(t.detach().contiguous().numpy().tobytes())
+    for out in outputs:
+        h.update(repr(out.tolist() if hasattr(out, "tolist") else out).encode())
     return h.hexdigest()[:16]
 
 
 def _classifier(profile_name: str, examples: int):
-    from helpers.base.devices import to_device
     from helpers.book import course
-    from helpers.book.experiments.head_effects import CLASSIFIER_CONFIGS_PER_PASS
+    from helpers.book.experiments.head_effects import classifier_outputs
     from helpers.book.profiles import load_profile
-    from helpers.heads.ablation import one_head_configs, single_layer_sweep
-    from helpers.zoo.classifier_training import batches, by_length, encode
-    from helpers.zoo.first_token_only import first_token_only
+    from helpers.heads.ablation import one_head_configs
+    from helpers.heads.config_batches import UNMASKED
 
     profile = load_profile(profile_name)
     model, tokenizer = course.load_classifier(profile, "nli")
-    encoded = encode(tokenizer, course.load_data(profile, "nli")["matched"][:examples], profile.max_length("nli"))
-    order, configs = by_length(encoded), one_head_configs(model)
+    data = course.load_data(profile, "nli")["matched"][:examples]
+    configs = one_head_configs(model)
 
-    def sweep():
-        with first_token_only(model):
-            base, outs = single_layer_sweep(model, list(batches(encoded, 64, order)),
-                                            lambda m, b: m(**to_device(b, m)).logits, configs, progress=False,
-                                            configs_per_pass=CLASSIFIER_CONFIGS_PER_PASS)
-        return [base, *(outs[c] for c in configs)]
+    def sweep():                                # chapter 03's sweep, with no cache to read from
+        get = classifier_outputs(model, tokenizer, data, configs, profile.max_length("nli"), progress=False)
+        return [get(c) for c in (UNMASKED, *configs)]
     return sweep
 
 
 def _language_model(_profile_name: str, _examples: int):
-    from helpers.heads.ablation import one_head_configs, single_layer_sweep
-    from helpers.zoo.causal_lm import lm_batches, load_causal_lm, token_nll, verse_texts
+    from helpers.book.experiments.language_model import lm_sweep
+    from helpers.heads.ablation import one_head_configs
+    from helpers.zoo.causal_lm import lm_batches, load_causal_lm, verse_texts
 
     model, tokenizer = load_causal_lm("smollm2", seed=0)
     texts = verse_texts({"select": 30}, version="web", max_words=40, seed=0)["select"]
     data = lm_batches(tokenizer, texts, 16)
     configs = [c for c in one_head_configs(model) if c[1] in (0, 15, 29)]
 
-    def sweep():
-        base, outs = single_layer_sweep(model, data, token_nll, configs, configs_per_pass=3, progress=False)
+    def sweep():                                # chapter 11's sweep, with no cache to read from
+        base, outs = lm_sweep(model, data, configs, 3, progress=False)
         return [base, *(outs[c] for c in configs)]
     return sweep
 

@@ -223,6 +223,8 @@ def test_smoke_model_build_and_runner_log_is_clean(tmp_path):
             epochs, [line for line in log.splitlines() if "epoch" in line])
     assert not re.search(r"Loading weights|Writing model shards|fine-tune:", log)
     assert f"summary in {tmp_path / 'results' / 'smoke' / 'models.json'}" in log
+    # SmolLM2 converted once, in a build process beside the last models (chapter 11 reads its tokenizer)
+    assert len(re.findall(r"^\[smollm2\] ready in \d+ s: ", log, re.M)) == 1, log[-2000:]
     log += _run(["-m", "helpers.book.running.runner", "--profile", "smoke", "--only", "03_ablating_one_head",
                  "--output-dir", str(tmp_path / "executed")], env)
     assert re.search(r"^\[1/1\] 03_ablating_one_head \(smoke\): 0 s so far, no estimate of what is left yet", log, re.M)

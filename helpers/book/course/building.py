@@ -138,7 +138,8 @@ def build(settings: Profile, only: list[str] | None = None, force: bool = False,
     if progress:
         for name in todo:
             model_cache.log_line(_cache_line(settings, name, force))
-    if processes > 1 and len(todo) > 1:
+    pooled = processes > 1 and len(todo) > 1   # the pool also converts the shipped LM
+    if pooled:
         if progress:
             model_cache.log_line(f"building {len(todo)} models in {processes} processes of one thread each "
                                  f"(${BUILD_PROCESSES_ENV}=1: one at a time)")
@@ -151,7 +152,7 @@ def build(settings: Profile, only: list[str] | None = None, force: bool = False,
         record = build_one(settings, name, force=force, progress=progress)
         report(name, record, time.perf_counter() - start, cached)
     records = {name: records[name] for name in wanted}  # in the profile's order
-    if not only and not (processes > 1 and len(todo) > 1):   # else converted in a build process
+    if not only and not pooled:
         prepare_shipped_lm(settings, progress)
     summary = {"profile": settings.name, "machine": machine_info(), "models": records,
                "seconds_this_run": time.perf_counter() - t0}

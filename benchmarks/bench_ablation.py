@@ -8,6 +8,7 @@ matched split; the script checks that their outputs are identical and prints the
 
 Run: .venv/bin/python benchmarks/bench_ablation.py [--examples N] [--rounds R]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,10 +49,13 @@ def main() -> None:
             results[reuse] = single_layer_sweep(model, data, run, configs, reuse=reuse, progress=False)
             times[reuse].append(time.perf_counter() - start)
     identical = torch.equal(results[True][0], results[False][0]) and all(
-        torch.equal(results[True][1][c], results[False][1][c]) for c in configs)
+        torch.equal(results[True][1][c], results[False][1][c]) for c in configs
+    )
     naive, fast = statistics.median(times[False]), statistics.median(times[True])
-    print(f"MiniLM-L6 (6 x 12 heads), {len(configs)} one-head ablations, {args.examples} examples, "
-          f"{torch.get_num_threads()} threads, medians of {args.rounds} rounds")
+    print(
+        f"MiniLM-L6 (6 x 12 heads), {len(configs)} one-head ablations, {args.examples} examples, "
+        f"{torch.get_num_threads()} threads, medians of {args.rounds} rounds"
+    )
     print(f"  naive loop (one full evaluation per head): {naive:.1f} s")
     print(f"  sweep replaying lower layers:              {fast:.1f} s")
     print(f"  sweep / naive: {fast / naive:.3f}   (floor 0.58, target <= 0.7)")

@@ -10,6 +10,7 @@ chapter shows them.
 
 Run: .venv/bin/python benchmarks/bench_book_costs.py [--profile course]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,7 +26,9 @@ def main() -> None:
     times = chapter_times(args.profile, list(load_profile(args.profile).notebooks))
     ran = times.dropna(subset=["seconds"])
     if ran.empty:
-        raise SystemExit(f"no chapter of the {args.profile!r} profile has a recorded run: run `make book PROFILE={args.profile}`")
+        raise SystemExit(
+            f"no chapter of the {args.profile!r} profile has a recorded run: run `make book PROFILE={args.profile}`"
+        )
     tables = sweep_cost_tables(args.profile, times)
     print(f"{args.profile}: {len(ran)} chapters, {ran['seconds'].sum() / 60:.1f} min in all")
     for row in tables["shares"].itertuples():
@@ -36,8 +39,10 @@ def main() -> None:
     print("the ten most expensive blocks:")
     for row in tables["top"].itertuples():
         seed = "" if row.seed != row.seed else f"@{row.seed:.0f}"
-        print(f"  {row.seconds:7.1f} s  {row.notebook:28s} {row.category:22s} {row.model}{seed}: {row.what} "
-              f"({row.computed} of {row.configs} configurations computed, {row.examples} examples)")
+        print(
+            f"  {row.seconds:7.1f} s  {row.notebook:28s} {row.category:22s} {row.model}{seed}: {row.what} "
+            f"({row.computed} of {row.configs} configurations computed, {row.examples} examples)"
+        )
 
 
 if __name__ == "__main__":

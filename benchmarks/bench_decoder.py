@@ -9,6 +9,7 @@ gave the same hypotheses for every configuration. Asserts nothing about time.
 
 Run: .venv/bin/python benchmarks/bench_decoder.py [--profile course] [--examples 200] [--per-pass 1 4 12] [--rounds 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,25 +47,31 @@ def main() -> None:
     settings = load_profile(args.profile)
     model = course.load_translation(settings, "translation")
     sources = [p.src for p in course.subset(course.load_data(settings, "translation")["test13"], args.examples)]
-    configs = one_head_configs(model)[:args.configs or None]
-    print(f"{len(configs)} configurations + unmasked, {len(sources)} verses, greedy, "
-          f"{sweep_processes(model)} sweep processes")
+    configs = one_head_configs(model)[: args.configs or None]
+    print(
+        f"{len(configs)} configurations + unmasked, {len(sources)} verses, greedy, "
+        f"{sweep_processes(model)} sweep processes"
+    )
     for per_pass in args.per_pass:
-        paths = {name: (lambda n, name=name: sweep(model, sources[:n or None], configs, per_pass, name))
-                 for name in ("fairseq", "greedy")}
+        paths = {
+            name: (lambda n, name=name: sweep(model, sources[: n or None], configs, per_pass, name))
+            for name in ("fairseq", "greedy")
+        }
         for run in paths.values():
             run(8)
         times: dict[str, list[float]] = {name: [] for name in paths}
         outs: dict[str, dict] = {}
         for r in range(args.rounds):
-            for name in (list(paths) if r % 2 == 0 else list(paths)[::-1]):
+            for name in list(paths) if r % 2 == 0 else list(paths)[::-1]:
                 start = time.perf_counter()
                 outs[name] = paths[name](0)
                 times[name].append(time.perf_counter() - start)
         fairseq, greedy = (statistics.median(times[n]) for n in ("fairseq", "greedy"))
         same = outs["fairseq"] == outs["greedy"]
-        print(f"  {per_pass:2d} per search: SequenceGenerator {fairseq:6.1f} s, sweep decoder {greedy:6.1f} s, "
-              f"ratio {greedy / fairseq:.3f}; same hypotheses for every configuration: {same}")
+        print(
+            f"  {per_pass:2d} per search: SequenceGenerator {fairseq:6.1f} s, sweep decoder {greedy:6.1f} s, "
+            f"ratio {greedy / fairseq:.3f}; same hypotheses for every configuration: {same}"
+        )
 
 
 if __name__ == "__main__":

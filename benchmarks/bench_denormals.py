@@ -11,6 +11,7 @@ models (``make models``) and asserts nothing about time.
 
 Run: .venv/bin/python benchmarks/bench_denormals.py [--profile course] [--repeats 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,11 +35,15 @@ def main() -> None:
     print(f"flush-to-zero in every torch thread of this process: {flushes_in_every_thread()}")
     table = denormal_costs(settings, repeats=args.repeats)
     for row in table.to_dict("records"):
-        print(f"{row['what']}: {row['seconds']:.4f} s with the mode off, {row['flush-to-zero seconds']:.4f} s with "
-              f"flush-to-zero -> {row['ratio']:.1f}x")
+        print(
+            f"{row['what']}: {row['seconds']:.4f} s with the mode off, {row['flush-to-zero seconds']:.4f} s with "
+            f"flush-to-zero -> {row['ratio']:.1f}x"
+        )
     matmul = table.set_index("what")["seconds"]
-    print(f"penalty of denormal operands on the matmul (mode off): "
-          f"{matmul['512 x 512 matmul, denormal operands'] / matmul['512 x 512 matmul, normal operands']:.0f}x")
+    print(
+        f"penalty of denormal operands on the matmul (mode off): "
+        f"{matmul['512 x 512 matmul, denormal operands'] / matmul['512 x 512 matmul, normal operands']:.0f}x"
+    )
     for name in course.model_specs(settings):
         model = model_cache.load_built(course.ensure_built(settings, name))[0]
         print(f"{name}: {count_denormals(model)} denormal values in its saved weights")

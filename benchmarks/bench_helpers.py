@@ -8,6 +8,7 @@ and, for information, the forward with one head masked (the hook really multiply
 Timings alternate the compared variants round by round and report medians, so drift in machine
 load hits both alike. Run: .venv/bin/python benchmarks/bench_helpers.py [--rounds N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,13 @@ def minilm_batches(n_batches: int, batch_size: int, length: int, seed: int = 0):
     for _ in range(n_batches):
         ids = torch.randint(1000, 20000, (batch_size, length), generator=g)
         ids[:, 0] = 101
-        batches.append({"input_ids": ids, "attention_mask": torch.ones_like(ids),
-                        "labels": torch.randint(0, 3, (batch_size,), generator=g)})
+        batches.append(
+            {
+                "input_ids": ids,
+                "attention_mask": torch.ones_like(ids),
+                "labels": torch.randint(0, 3, (batch_size,), generator=g),
+            }
+        )
     return model, batches
 
 
@@ -76,8 +82,10 @@ def main() -> None:
     args = parser.parse_args()
 
     model, batches = minilm_batches(args.batches, args.batch_size, args.length)
-    print(f"MiniLM-L6-H384 (6 x 12 heads), {args.batches} batches of {args.batch_size} x {args.length} tokens, "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.rounds} rounds")
+    print(
+        f"MiniLM-L6-H384 (6 x 12 heads), {args.batches} batches of {args.batch_size} x {args.length} tokens, "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.rounds} rounds"
+    )
 
     ones = helpers.HeadGates(model)
     masked = helpers.HeadGates(model)
@@ -87,19 +95,32 @@ def main() -> None:
         def run():
             with gates:
                 forward_all(model, batches)
+
         return run
 
-    t = alternate({"plain": lambda: forward_all(model, batches), "ones": with_gates(ones),
-                   "masked": with_gates(masked)}, args.rounds)
+    t = alternate(
+        {"plain": lambda: forward_all(model, batches), "ones": with_gates(ones), "masked": with_gates(masked)},
+        args.rounds,
+    )
     print(f"forward, no gates           {t['plain'] * 1e3:8.1f} ms")
-    print(f"forward, gates of ones      {t['ones'] * 1e3:8.1f} ms   ratio {t['ones'] / t['plain']:.3f}  [target <= 1.05]")
-    print(f"forward, one head masked    {t['masked'] * 1e3:8.1f} ms   ratio {t['masked'] / t['plain']:.3f}  (hook multiplies)")
+    print(
+        f"forward, gates of ones      {t['ones'] * 1e3:8.1f} ms   ratio {t['ones'] / t['plain']:.3f}  [target <= 1.05]"
+    )
+    print(
+        f"forward, one head masked    {t['masked'] * 1e3:8.1f} ms   ratio {t['masked'] / t['plain']:.3f}  (hook multiplies)"
+    )
 
-    t = alternate({"eval": lambda: forward_all(model, batches),
-                   "importance": lambda: helpers.head_importance(model, batches, loss_fn, progress=False)},
-                  args.rounds)
+    t = alternate(
+        {
+            "eval": lambda: forward_all(model, batches),
+            "importance": lambda: helpers.head_importance(model, batches, loss_fn, progress=False),
+        },
+        args.rounds,
+    )
     print(f"forward-only evaluation     {t['eval'] * 1e3:8.1f} ms")
-    print(f"importance pass             {t['importance'] * 1e3:8.1f} ms   ratio {t['importance'] / t['eval']:.3f}  [target <= 3]")
+    print(
+        f"importance pass             {t['importance'] * 1e3:8.1f} ms   ratio {t['importance'] / t['eval']:.3f}  [target <= 3]"
+    )
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ on verses. Which group goes changes neither bytes nor speed, only how many go fr
 Run: .venv/bin/python benchmarks/bench_kv_generation.py [--weights shipped|random]
          [--dtype float32 bfloat16 float16] [--batch-sizes 1 8] [--prompt-tokens 256] [--new-tokens 64]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,7 +36,7 @@ from helpers.heads.sites import attention_sites
 from helpers.heads.throughput import DTYPES, cast_copy, device_name
 from helpers.zoo.causal_lm import lm_loss
 
-MB = 2 ** 20
+MB = 2**20
 
 
 def smollm2_shape(seed: int = 0):
@@ -43,10 +44,22 @@ def smollm2_shape(seed: int = 0):
     from transformers import AutoModelForCausalLM, LlamaConfig
 
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
-                         num_attention_heads=9, num_key_value_heads=3, head_dim=64, max_position_embeddings=8192,
-                         rope_parameters={"rope_type": "default", "rope_theta": 100000.0}, rms_norm_eps=1e-5,
-                         tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    config = LlamaConfig(
+        vocab_size=49152,
+        hidden_size=576,
+        intermediate_size=1536,
+        num_hidden_layers=30,
+        num_attention_heads=9,
+        num_key_value_heads=3,
+        head_dim=64,
+        max_position_embeddings=8192,
+        rope_parameters={"rope_type": "default", "rope_theta": 100000.0},
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=True,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+    )
     return AutoModelForCausalLM.from_config(config).eval()
 
 
@@ -94,29 +107,40 @@ def main() -> None:
     importance = helpers.head_importance(model, random_batches(vocab, 2, 4, 64, args.seed), lm_loss, progress=False)
     variants = pruned_variants(model, importance, LEVELS)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    prompts = {size: random_batches(vocab, 1, size, args.prompt_tokens, args.seed + size)[0]["input_ids"].to(device)
-               for size in args.batch_sizes}
-    print(f"SmolLM2-135M ({args.weights} weights), prompt {args.prompt_tokens} tokens, {args.new_tokens} new tokens "
-          f"(greedy, KV cache), median of {args.repeats} after a warm-up; {device_name()}")
-    print(f"{'dtype':>9}  {'batch':>5}  {'variant':>20}  {'q/kv heads':>10}  {'KV B/token':>10}  "
-          f"{'measured/predicted':>18}  {'tokens/s':>9}  {'vs unpruned':>11}  {'peak MB':>8}")
+    prompts = {
+        size: random_batches(vocab, 1, size, args.prompt_tokens, args.seed + size)[0]["input_ids"].to(device)
+        for size in args.batch_sizes
+    }
+    print(
+        f"SmolLM2-135M ({args.weights} weights), prompt {args.prompt_tokens} tokens, {args.new_tokens} new tokens "
+        f"(greedy, KV cache), median of {args.repeats} after a warm-up; {device_name()}"
+    )
+    print(
+        f"{'dtype':>9}  {'batch':>5}  {'variant':>20}  {'q/kv heads':>10}  {'KV B/token':>10}  "
+        f"{'measured/predicted':>18}  {'tokens/s':>9}  {'vs unpruned':>11}  {'peak MB':>8}"
+    )
     for dtype in args.dtype:
         timed = {key: cast_copy(m, dtype).to(device) for key, m in variants.items()}
         for size, ids in prompts.items():
             base = None
             for (unit, share), m in timed.items():
                 sites = attention_sites(m)
-                _, cache = generate_cached(m, ids, args.new_tokens)    # also warms up
+                _, cache = generate_cached(m, ids, args.new_tokens)  # also warms up
                 ratio = cache_bytes(cache) / kv_bytes(m, ids.shape[1] + args.new_tokens - 1, size)
                 del cache
-                rate = size * args.new_tokens / statistics.median(
-                    generation_seconds(m, ids, args.new_tokens, args.repeats, warmup=0))
+                rate = (
+                    size
+                    * args.new_tokens
+                    / statistics.median(generation_seconds(m, ids, args.new_tokens, args.repeats, warmup=0))
+                )
                 base = rate if base is None else base
                 peak = peak_generation_mb(m, ids, args.new_tokens)
                 name = "unpruned" if share == 0 else f"{share:.2f} of {unit}"
                 heads = f"{sum(len(s.heads) for s in sites)}/{sum(len(s.kv_groups) for s in sites)}"
-                print(f"{dtype:>9}  {size:>5}  {name:>20}  {heads:>10}  {kv_bytes_per_token(m):>10,}  {ratio:18.3f}  "
-                      f"{rate:9.1f}  {rate / base:11.2f}  {'-' if peak is None else f'{peak:8.1f}':>8}")
+                print(
+                    f"{dtype:>9}  {size:>5}  {name:>20}  {heads:>10}  {kv_bytes_per_token(m):>10,}  {ratio:18.3f}  "
+                    f"{rate:9.1f}  {rate / base:11.2f}  {'-' if peak is None else f'{peak:8.1f}':>8}"
+                )
         del timed
     print("KV B/token: keys and values of every layer's kept KV heads for one token, in that precision")
     print("measured/predicted: bytes of the cache tensors after generation over kv_bytes from the pruned layers")

@@ -20,6 +20,7 @@ tunables) and asserts nothing about time.
 
 Run: make bench, or GLIBC_TUNABLES=... .venv/bin/python benchmarks/bench_malloc.py [--profile course] [--examples 256] [--rounds 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,9 +56,10 @@ def _classifier(profile_name: str, examples: int):
     data = course.load_data(profile, "nli")["matched"][:examples]
     configs = one_head_configs(model)
 
-    def sweep():                                # chapter 03's sweep, with no cache to read from
+    def sweep():  # chapter 03's sweep, with no cache to read from
         get = classifier_outputs(model, tokenizer, data, configs, profile.max_length("nli"), progress=False)
         return [get(c) for c in (UNMASKED, *configs)]
+
     return sweep
 
 
@@ -71,9 +73,10 @@ def _language_model(_profile_name: str, _examples: int):
     data = lm_batches(tokenizer, texts, 16)
     configs = [c for c in one_head_configs(model) if c[1] in (0, 15, 29)]
 
-    def sweep():                                # chapter 11's sweep, with no cache to read from
+    def sweep():  # chapter 11's sweep, with no cache to read from
         base, outs = lm_sweep(model, data, configs, 3, progress=False)
         return [base, *(outs[c] for c in configs)]
+
     return sweep
 
 
@@ -82,7 +85,7 @@ WORKLOADS = {"classifier": _classifier, "language model": _language_model}
 
 def child(workload: str, profile: str, examples: int, rounds: int) -> None:
     sweep = WORKLOADS[workload](profile, examples)
-    out = sweep()                                                   # warm-up
+    out = sweep()  # warm-up
     seconds = []
     for _ in range(rounds):
         start = time.perf_counter()
@@ -95,8 +98,18 @@ def measure(workload: str, tunables: str | None, args) -> dict:
     env = {k: v for k, v in os.environ.items() if k != TUNABLES}
     if tunables:
         env[TUNABLES] = tunables
-    cmd = [sys.executable, __file__, "--child", workload, "--profile", args.profile, "--examples", str(args.examples),
-           "--rounds", str(args.rounds)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        workload,
+        "--profile",
+        args.profile,
+        "--examples",
+        str(args.examples),
+        "--rounds",
+        str(args.rounds),
+    ]
     run = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if run.returncode:
         raise SystemExit(f"{workload} failed ({'tuned' if tunables else 'default'} malloc):\n{run.stderr[-3000:]}")
@@ -119,8 +132,10 @@ def main() -> None:
     for workload in WORKLOADS:
         default, tuned = measure(workload, None, args), measure(workload, tunables, args)
         a, b = statistics.median(default["seconds"]), statistics.median(tuned["seconds"])
-        print(f"{workload}: default {a:.2f} s, tuned {b:.2f} s (ratio {b / a:.3f}; medians of {args.rounds} rounds); "
-              f"same numbers: {default['digest'] == tuned['digest']}")
+        print(
+            f"{workload}: default {a:.2f} s, tuned {b:.2f} s (ratio {b / a:.3f}; medians of {args.rounds} rounds); "
+            f"same numbers: {default['digest'] == tuned['digest']}"
+        )
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ launches out of the time on a GPU. Compiled settings time batches padded to one 
 Run: .venv/bin/python benchmarks/bench_pruned_speed.py [--examples N] [--repeats R]
          [--dtype float32 float16 bfloat16] [--compile eager reduce-overhead] [--batch-sizes 1 64]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,15 +43,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--share", type=float, default=0.5, help="share of heads removed")
     parser.add_argument("--dtype", nargs="+", default=["float32"], choices=sorted(DTYPES))
-    parser.add_argument("--compile", nargs="+", default=[EAGER],
-                        choices=[EAGER, "default", "reduce-overhead", "max-autotune"])
+    parser.add_argument(
+        "--compile", nargs="+", default=[EAGER], choices=[EAGER, "default", "reduce-overhead", "max-autotune"]
+    )
     parser.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 4, 16, 64])
     args = parser.parse_args()
 
     model, tokenizer = load_encoder("minilm", num_labels=3)
     data = generate({"train": 256, "matched": args.examples}, seed=0)
-    importance = helpers.head_importance(model, classifier_loss_batches(tokenizer, data["train"], 48), classifier_loss,
-                                         progress=False)
+    importance = helpers.head_importance(
+        model, classifier_loss_batches(tokenizer, data["train"], 48), classifier_loss, progress=False
+    )
     pool = heads_of(model)
     removed = round(args.share * len(pool))
     spec = spec_of(order_by_importance(importance, pool)[:removed])
@@ -64,26 +67,38 @@ def main() -> None:
     def run(m, batch):
         return m(**batch).logits
 
-    print(f"MiniLM-L6, {len(pool) - removed} of {len(pool)} heads kept; parameters "
-          f"{count_parameters(model):,} -> {count_parameters(pruned):,}; {args.examples} examples per batch size, "
-          f"{args.repeats} alternating repeats; {device_name()}")
-    print(f"{'dtype':>8}  {'mode':>15}  {'batch':>5}  {'original ex/s':>15}  {'pruned ex/s':>15}  {'gated ex/s':>15}  "
-          f"{'measured':>8}  {'predicted':>9}  {'share of predicted gain':>23}  {'paired (share)':>15}")
+    print(
+        f"MiniLM-L6, {len(pool) - removed} of {len(pool)} heads kept; parameters "
+        f"{count_parameters(model):,} -> {count_parameters(pruned):,}; {args.examples} examples per batch size, "
+        f"{args.repeats} alternating repeats; {device_name()}"
+    )
+    print(
+        f"{'dtype':>8}  {'mode':>15}  {'batch':>5}  {'original ex/s':>15}  {'pruned ex/s':>15}  {'gated ex/s':>15}  "
+        f"{'measured':>8}  {'predicted':>9}  {'share of predicted gain':>23}  {'paired (share)':>15}"
+    )
     for mode in args.compile:
-        by_size = {size: [{k: v.to(device) for k, v in b.items()} for b in batches(encoded, size, trim=mode == EAGER)]
-                   for size in args.batch_sizes}
+        by_size = {
+            size: [{k: v.to(device) for k, v in b.items()} for b in batches(encoded, size, trim=mode == EAGER)]
+            for size in args.batch_sizes
+        }
         for dtype in args.dtype:
-            table = compare_speed(model, pruned, spec, by_size, run, repeats=args.repeats, progress=False,
-                                  dtype=dtype, compile_mode=mode)
+            table = compare_speed(
+                model, pruned, spec, by_size, run, repeats=args.repeats, progress=False, dtype=dtype, compile_mode=mode
+            )
             gains = speed_gains(table).set_index("batch_size")
             for size, part in table.groupby("batch_size"):
                 row = part.set_index("variant")
                 g = gains.loc[size]
-                paired = statistics.median(p / o for p, o in zip(row.loc["pruned", "runs"], row.loc["original", "runs"]))
-                cells = "  ".join(f"{row.loc[v, 'median']:8.1f} ±{row.loc[v, 'iqr']:5.1f}"
-                                  for v in ("original", "pruned", "gated"))
-                print(f"{dtype:>8}  {mode:>15}  {size:>5}  {cells}  {1 + g['pruned']:8.3f}  {1 + g['predicted']:9.3f}  "
-                      f"{g['share_of_predicted']:23.0%}  {paired:8.3f} ({(paired - 1) / g['predicted']:4.0%})")
+                paired = statistics.median(
+                    p / o for p, o in zip(row.loc["pruned", "runs"], row.loc["original", "runs"])
+                )
+                cells = "  ".join(
+                    f"{row.loc[v, 'median']:8.1f} ±{row.loc[v, 'iqr']:5.1f}" for v in ("original", "pruned", "gated")
+                )
+                print(
+                    f"{dtype:>8}  {mode:>15}  {size:>5}  {cells}  {1 + g['pruned']:8.3f}  {1 + g['predicted']:9.3f}  "
+                    f"{g['share_of_predicted']:23.0%}  {paired:8.3f} ({(paired - 1) / g['predicted']:4.0%})"
+                )
     print("rates: median ± interquartile range of the repeats, after two untimed warm-up passes")
     print("measured: ratio of median rates; paired: median over rounds of pruned/original timed back to back")
     print("target: at batch 64, share of predicted gain >= 80% (on a GPU: in half precision too)")

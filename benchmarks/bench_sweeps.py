@@ -19,6 +19,7 @@ about time.
 
 Run: .venv/bin/python benchmarks/bench_sweeps.py [--profile course] [--examples N] [--rounds R] [--only translation|classifier]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,7 +33,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch
 
 from helpers.book import course
-from helpers.book.experiments.head_effects import CLASSIFIER_CONFIGS_PER_PASS, TRANSLATION_CONFIGS_PER_PASS, translation_sweep
+from helpers.book.experiments.head_effects import (
+    CLASSIFIER_CONFIGS_PER_PASS,
+    TRANSLATION_CONFIGS_PER_PASS,
+    translation_sweep,
+)
 from helpers.book.profiles import load_profile
 from helpers.heads.ablation import one_head_configs, single_layer_sweep
 from helpers.base.devices import to_device
@@ -112,7 +117,9 @@ def translation(profile: dict, examples: int, per_pass: int, rounds: int) -> Non
     split = split_for(model)
 
     def path(per: int):
-        return lambda n: lambda: translation_sweep(model, sources[:n or None], configs, configs_per_pass=per, **settings)
+        return lambda n: (
+            lambda: translation_sweep(model, sources[: n or None], configs, configs_per_pass=per, **settings)
+        )
 
     times, outs = timed_paths(path(1), path(per_pass), split, rounds)
     (base_1, one), *others = outs
@@ -134,20 +141,30 @@ def classifier(profile: dict, examples: int, per_pass: int, rounds: int) -> None
     order = by_length(encoded)
 
     def before(n: int):
-        return lambda: single_layer_sweep(model, list(batches(encoded, 64))[:n or None], run, configs, progress=False)
+        return lambda: single_layer_sweep(model, list(batches(encoded, 64))[: n or None], run, configs, progress=False)
 
     def now(n: int):
         def sweep():
             with first_token_only(model):
-                return single_layer_sweep(model, list(batches(encoded, 64, order))[:n or None], run, configs,
-                                          progress=False, configs_per_pass=per_pass)
+                return single_layer_sweep(
+                    model,
+                    list(batches(encoded, 64, order))[: n or None],
+                    run,
+                    configs,
+                    progress=False,
+                    configs_per_pass=per_pass,
+                )
+
         return sweep
 
     split = split_for(model)
     times, outs = timed_paths(before, now, split, rounds, warmup_items=1)  # classifier items: batches of 64
     (base_1, one), *others = outs
-    same = all(torch.equal(base_1, in_order(base, order)) and all(torch.equal(one[c], in_order(got[c], order))
-                                                                  for c in configs) for base, got in others)
+    same = all(
+        torch.equal(base_1, in_order(base, order))
+        and all(torch.equal(one[c], in_order(got[c], order)) for c in configs)
+        for base, got in others
+    )
     print(f"classifier ({len(configs)} one-head configurations + unmasked, {len(data)} examples of matched):")
     report(times, split, f"by length, {per_pass} per pass, [CLS] last", same, "predictions", rounds)
 
@@ -162,8 +179,10 @@ def main() -> None:
     profile = load_profile(args.profile)
     missing = [name for name in ("translation", "nli") if not course.model_dir(profile, name).exists()]
     if missing:
-        raise SystemExit(f"bench_sweeps needs the {args.profile} models {missing} (not in {course.model_dir(profile, missing[0]).parent}): "
-                         f"run `make models PROFILE={args.profile}` first")
+        raise SystemExit(
+            f"bench_sweeps needs the {args.profile} models {missing} (not in {course.model_dir(profile, missing[0]).parent}): "
+            f"run `make models PROFILE={args.profile}` first"
+        )
     print(f"{torch.get_num_threads()} threads; first training seed's models")
     if args.only != "classifier":
         translation(profile, args.examples, TRANSLATION_CONFIGS_PER_PASS, args.rounds)

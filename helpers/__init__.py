@@ -21,6 +21,7 @@ The head library's main names are here too (see each module for shapes and units
   (heads/grouped_query.py)
 * ``export_gguf``: a (pruned) Llama as a GGUF file llama.cpp loads (heads/gguf_export.py)
 """
+
 from .heads import (
     SUPPORTED_FAMILIES,
     AttentionSite,

@@ -8,6 +8,7 @@ checks another profile's results where the chapters wrote them, so it keeps the 
 Tiers: a test that builds or runs the smoke book (its fixtures below), or that is marked
 ``slow``, is in the slow tier; ``pytest -m "not slow"`` runs the fast unit tier alone.
 """
+
 import os
 import shutil
 import subprocess
@@ -32,11 +33,21 @@ def repository_state() -> str:
     """``git status`` of the repository, ignored files included, with this session's own
     by-products left out: bytecode, pytest's cache, and the browser test's screenshots, which it
     writes under ``_build/screenshots/`` beside the built book on purpose, for a person to look at."""
-    out = subprocess.run(["git", "status", "--porcelain", "--ignored", "--untracked-files=all"], cwd=REPO,
-                         capture_output=True, text=True, check=True).stdout
-    return "\n".join(line for line in sorted(out.splitlines())
-                     if "__pycache__" not in line and ".pytest_cache" not in line and not line.endswith(".pyc")
-                     and "_build/screenshots/" not in line)
+    out = subprocess.run(
+        ["git", "status", "--porcelain", "--ignored", "--untracked-files=all"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return "\n".join(
+        line
+        for line in sorted(out.splitlines())
+        if "__pycache__" not in line
+        and ".pytest_cache" not in line
+        and not line.endswith(".pyc")
+        and "_build/screenshots/" not in line
+    )
 
 
 STATE_AT_START = repository_state()
@@ -118,10 +129,13 @@ def smoke_book(smoke_executed, tmp_path_factory) -> Path:
     (source / "book" / "executed").mkdir()
     for path in smoke_executed.values():
         shutil.copy(path, source / "book" / "executed" / path.name)
-    data = next(iter(smoke_executed.values())).parent / "data"   # the CSV tables the chapters link
+    data = next(iter(smoke_executed.values())).parent / "data"  # the CSV tables the chapters link
     if data.exists():
         shutil.copytree(data, source / "book" / "executed" / "data")
-    build = subprocess.run([str(Path(sys.executable).parent / "jupyter-book"), "build", str(source), "-W", "-n",
-                            "--keep-going"], capture_output=True, text=True)
+    build = subprocess.run(
+        [str(Path(sys.executable).parent / "jupyter-book"), "build", str(source), "-W", "-n", "--keep-going"],
+        capture_output=True,
+        text=True,
+    )
     assert build.returncode == 0, f"strict book build failed:\n{build.stdout[-3000:]}\n{build.stderr[-3000:]}"
     return source / "_build" / "html"

@@ -17,6 +17,7 @@
 ``standin_profile(root)`` is ``profiles/paper.yml`` with sizes shrunk and nothing else changed:
 the same loaders, paths and code run, in seconds.
 """
+
 from __future__ import annotations
 
 import copy
@@ -31,8 +32,10 @@ from helpers.zoo import appendix_tasks, nli_task, translation_task
 from helpers.book.profiles import PROFILES
 
 SETS = {"wmt09": 10, "wmt10": 10, "wmt11": 10, "wmt12": 10, "wmt13": 24, "wmt14/full": 24, "mtnt1.1/test": 16}
-MNLI_TRAIN_HEADER = ("index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\t"
-                     "sentence1_parse\tsentence2_parse\tsentence1\tsentence2\tlabel1\tgold_label")
+MNLI_TRAIN_HEADER = (
+    "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\t"
+    "sentence1_parse\tsentence2_parse\tsentence1\tsentence2\tlabel1\tgold_label"
+)
 MNLI_DEV_HEADER = MNLI_TRAIN_HEADER.replace("label1\tgold_label", "label1\tlabel2\tlabel3\tlabel4\tlabel5\tgold_label")
 
 
@@ -43,8 +46,14 @@ def write_tiny_bert(folder: Path) -> None:
 
     tokenizer = AutoTokenizer.from_pretrained(minilm_dir())
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=160)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=160,
+    )
     BertModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
 
@@ -59,8 +68,11 @@ def write_glue(root: Path) -> None:
     nli = nli_task.generate({"train": 60, "matched": 30, "mismatched": 30}, seed=1)
     mnli = root / "MNLI"
     mnli.mkdir(parents=True)
-    for split, name, dev in (("train", "train.tsv", False), ("matched", "dev_matched.tsv", True),
-                             ("mismatched", "dev_mismatched.tsv", True)):
+    for split, name, dev in (
+        ("train", "train.tsv", False),
+        ("matched", "dev_matched.tsv", True),
+        ("mismatched", "dev_mismatched.tsv", True),
+    ):
         header = MNLI_DEV_HEADER if dev else MNLI_TRAIN_HEADER
         rows = [_mnli_row(i, e, dev) for i, e in enumerate(nli[split])]
         (mnli / name).write_text("\n".join([header, *rows]) + "\n")
@@ -74,7 +86,8 @@ def write_glue(root: Path) -> None:
                 lines = [f"gj04\t{e.label}\t{'' if e.label else '*'}\t{e.text}" for e in data[split]]
             else:
                 lines = ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"] + [
-                    f"{e.label}\t{i}\t{i + 1}\t{e.text}\t{e.text_pair}" for i, e in enumerate(data[split])]
+                    f"{e.label}\t{i}\t{i + 1}\t{e.text}\t{e.text_pair}" for i, e in enumerate(data[split])
+                ]
             (root / folder / name).write_text("\n".join(lines) + "\n")
 
 
@@ -103,26 +116,64 @@ def write_wmt(root: Path) -> None:
     import_fairseq()
     from fairseq.models.transformer import TransformerModel
 
-    args = fairseq_args("transformer_vaswani_wmt_en_de_big", encoder_embed_dim=32, decoder_embed_dim=32,
-                        encoder_ffn_embed_dim=64, decoder_ffn_embed_dim=64, encoder_attention_heads=4,
-                        decoder_attention_heads=4, encoder_layers=2, decoder_layers=2, share_all_embeddings=True,
-                        dropout=0.1, max_source_positions=256, max_target_positions=256)
+    args = fairseq_args(
+        "transformer_vaswani_wmt_en_de_big",
+        encoder_embed_dim=32,
+        decoder_embed_dim=32,
+        encoder_ffn_embed_dim=64,
+        decoder_ffn_embed_dim=64,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_layers=2,
+        decoder_layers=2,
+        share_all_embeddings=True,
+        dropout=0.1,
+        max_source_positions=256,
+        max_target_positions=256,
+    )
     args.task, args.source_lang, args.target_lang, args.data = "translation", "en", "fr", str(archive)
     torch.manual_seed(0)
-    model = TransformerModel.build_model(args, types.SimpleNamespace(source_dictionary=joined, target_dictionary=joined))
-    train(model, train_pairs, valid_pairs, TranslationConfig(epochs=4, lr=3e-3, warmup_updates=20, max_tokens=1500),
-          root / "wmt-training", progress=False)
+    model = TransformerModel.build_model(
+        args, types.SimpleNamespace(source_dictionary=joined, target_dictionary=joined)
+    )
+    train(
+        model,
+        train_pairs,
+        valid_pairs,
+        TranslationConfig(epochs=4, lr=3e-3, warmup_updates=20, max_tokens=1500),
+        root / "wmt-training",
+        progress=False,
+    )
     joined.save(str(archive / "dict.en.txt"))
     joined.save(str(archive / "dict.fr.txt"))
-    torch.save({"args": args, "model": model.state_dict(), "extra_state": {}, "last_optimizer_state": None,
-                "optimizer_history": [{"criterion_name": "LabelSmoothedCrossEntropyCriterion",
-                                       "optimizer_name": "FairseqAdam", "lr_scheduler_state": {"best": None},
-                                       "num_updates": 0}]}, archive / "model.pt")
+    torch.save(
+        {
+            "args": args,
+            "model": model.state_dict(),
+            "extra_state": {},
+            "last_optimizer_state": None,
+            "optimizer_history": [
+                {
+                    "criterion_name": "LabelSmoothedCrossEntropyCriterion",
+                    "optimizer_name": "FairseqAdam",
+                    "lr_scheduler_state": {"best": None},
+                    "num_updates": 0,
+                }
+            ],
+        },
+        archive / "model.pt",
+    )
     tests = root / "sacrebleu"
     tests.mkdir()
-    sources = {"wmt09": pairs["train"][:10], "wmt10": pairs["train"][10:20], "wmt11": pairs["train"][20:30],
-               "wmt12": pairs["train"][30:40], "wmt13": pairs["test13"], "wmt14/full": pairs["test14"],
-               "mtnt1.1/test": pairs["mtnt"]}
+    sources = {
+        "wmt09": pairs["train"][:10],
+        "wmt10": pairs["train"][10:20],
+        "wmt11": pairs["train"][20:30],
+        "wmt12": pairs["train"][30:40],
+        "wmt13": pairs["test13"],
+        "wmt14/full": pairs["test14"],
+        "mtnt1.1/test": pairs["mtnt"],
+    }
     for name, part in sources.items():
         stem = tests / f"{name.replace('/', '_')}.en-fr"
         Path(f"{stem}.en").write_text("\n".join(p.src for p in part) + "\n")
@@ -161,28 +212,67 @@ def standin_profile(folder: Path, name: str = "paper-standin") -> str:
     profile = yaml.safe_load((PROFILES / "paper.yml").read_text())
     shrunk = copy.deepcopy(profile)
     shrunk["description"] = "the paper profile on tiny stand-ins (tests/paper_standins.py)"
-    shrunk["models"]["iwslt"]["train"].update(layers=2, embed_dim=32, ffn_dim=64, epochs=3, max_tokens=300,
-                                               warmup_updates=20, lr=3.0e-3, max_positions=256)
+    shrunk["models"]["iwslt"]["train"].update(
+        layers=2, embed_dim=32, ffn_dim=64, epochs=3, max_tokens=300, warmup_updates=20, lr=3.0e-3, max_positions=256
+    )
     shrunk["notebooks"]["09_training_dynamics"].update(epochs=[2, 3], right_panel_epochs=[2, 3])
     # the stand-in sets (16 to 60 examples) are below the bootstrap's minimum of 30: code paths only
     shrunk["defaults"]["min_units"] = 2
     # chapter 11 runs the real SmolLM2-135M: its 270-head grid cost 8 of the suite's 32 minutes on 12 verses
-    shrunk["notebooks"]["11_nine_heads"].update(select_verses=4, report_verses=4, batch_size=4, random_orders=1,
-                                                timed_verses=4, speed_batch_sizes=[1, 4], repeats=1, n_resamples=100)
+    shrunk["notebooks"]["11_nine_heads"].update(
+        select_verses=4,
+        report_verses=4,
+        batch_size=4,
+        random_orders=1,
+        timed_verses=4,
+        speed_batch_sizes=[1, 4],
+        repeats=1,
+        n_resamples=100,
+    )
     # chapter 12 runs SmolLM2-135M three times and trains gates per penalty: the sizes of the smoke profile
-    shrunk["notebooks"]["12_unimportant_or_unmeasured"].update(lm_verses=0, lm_reference_verses=2, reference_examples=4,
-                                                               gate_steps=5, gate_examples=32, n_resamples=100,
-                                                               lm_removals=False)
+    shrunk["notebooks"]["12_unimportant_or_unmeasured"].update(
+        lm_verses=0,
+        lm_reference_verses=2,
+        reference_examples=4,
+        gate_steps=5,
+        gate_examples=32,
+        n_resamples=100,
+        lm_removals=False,
+    )
     # chapter 13 generates with SmolLM2-135M ten times and scores 30 curve steps three ways: short prompts, few steps
-    shrunk["notebooks"]["13_buys_and_breaks"].update(select_verses=4, report_verses=4, prompt_verses=20, prompt_tokens=32,
-                                                     new_tokens=4, speed_batch_sizes=[1, 2], repeats=1, probe_length=8,
-                                                     probe_sequences=8, random_orders=1, band_orders=3, step=0.25,
-                                                     configs_per_pass=1)
+    shrunk["notebooks"]["13_buys_and_breaks"].update(
+        select_verses=4,
+        report_verses=4,
+        prompt_verses=20,
+        prompt_tokens=32,
+        new_tokens=4,
+        speed_batch_sizes=[1, 2],
+        repeats=1,
+        probe_length=8,
+        probe_sequences=8,
+        random_orders=1,
+        band_orders=3,
+        step=0.25,
+        configs_per_pass=1,
+    )
     # chapter 14 reads whole chapters with SmolLM2-135M through every cache: a few short ones, few orders
-    shrunk["notebooks"]["14_memory_budget"].update(select_verses=4, report_verses=4, sequences=4, calibration_sequences=2,
-                                                   chapter_tokens=64, repeat_tokens=8, passage_start=4, window=6,
-                                                   residual_length=8, band_orders=2, evict_budgets=[0.5],
-                                                   combo_budgets=[0.5], check_sequences=1, n_resamples=100, batch_size=4)
+    shrunk["notebooks"]["14_memory_budget"].update(
+        select_verses=4,
+        report_verses=4,
+        sequences=4,
+        calibration_sequences=2,
+        chapter_tokens=64,
+        repeat_tokens=8,
+        passage_start=4,
+        window=6,
+        residual_length=8,
+        band_orders=2,
+        evict_budgets=[0.5],
+        combo_budgets=[0.5],
+        check_sequences=1,
+        n_resamples=100,
+        batch_size=4,
+    )
     # torch.compile traces the models as on a GPU, without the minutes of C++ code generation per shape
     shrunk["notebooks"]["07_pruning_speed"].update(compile_backend="eager")
     (folder / f"{name}.yml").write_text(yaml.safe_dump(shrunk, sort_keys=False))

@@ -1,4 +1,5 @@
 """The single-layer sweep that replays lower layers gives exactly the naive loop's outputs."""
+
 import pytest
 import torch
 
@@ -32,8 +33,9 @@ def test_many_configurations_per_pass_equal_one_at_a_time(name, reuse):
     configs = one_head_configs(case.model) + all_but_one_configs(case.model)[:6]
     batches = [case.batch, case.batch]
     base, one = single_layer_sweep(case.model, batches, case.run, configs, reuse=reuse, progress=False)
-    base_many, many = single_layer_sweep(case.model, batches, case.run, configs, reuse=reuse, progress=False,
-                                         configs_per_pass=5)
+    base_many, many = single_layer_sweep(
+        case.model, batches, case.run, configs, reuse=reuse, progress=False, configs_per_pass=5
+    )
     assert torch.equal(base, base_many)
     # equal up to float32 rounding: a pass over 5 copies of the batch multiplies larger matrices,
     # and some CPUs' kernels (AVX-512 Xeons: up to 2.4e-7 on encoder-only models) round them
@@ -134,8 +136,9 @@ def test_the_masked_layers_own_attention_is_replayed_too(first_token):
     from helpers.zoo.first_token_only import first_token_only
 
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=3, num_attention_heads=4,
-                        intermediate_size=32, num_labels=3)
+    config = BertConfig(
+        vocab_size=50, hidden_size=16, num_hidden_layers=3, num_attention_heads=4, intermediate_size=32, num_labels=3
+    )
     model = BertForSequenceClassification(config).eval()
     ids = torch.randint(5, 50, (5, 8))
     mask = torch.ones_like(ids)

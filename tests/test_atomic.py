@@ -1,4 +1,5 @@
 """An interrupted write leaves the previous file untouched and no stray temporary file."""
+
 import pytest
 
 from helpers.base.atomic import atomic_path

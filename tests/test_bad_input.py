@@ -1,4 +1,5 @@
 """Bad requests raise a HeadSpecError that says what is wrong, and change nothing."""
+
 import pytest
 import torch
 

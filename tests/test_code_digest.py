@@ -1,4 +1,5 @@
 """Cache keys follow what code computes: prose and logging leave them, a real change moves them."""
+
 from __future__ import annotations
 
 import textwrap

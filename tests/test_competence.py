@@ -1,6 +1,7 @@
 """The competence rule (issue 55, item 1): a run below its model's floor is rejected and trained
 again with the next seed, the record lists it, an interrupted retry resumes with the seed it was
 on, and a recipe that no seed rescues stops the build with a message that says so."""
+
 import json
 
 import pytest
@@ -14,19 +15,22 @@ from helpers.zoo.competence import Competence, IncompetentModel, rule_of
 def test_the_floor_lies_the_stated_share_of_the_way_from_baseline_to_ceiling():
     accuracy = {"accuracy": 0.7, "baseline": 0.5}
     assert Competence("valid", reach=0.5).floor(accuracy, "accuracy") == pytest.approx(0.75)
-    bleu = {"bleu": 16.0, "baseline": 1.0, "oracle_bleu": 46.0}   # BLEU's ceiling: the second translator's
+    bleu = {"bleu": 16.0, "baseline": 1.0, "oracle_bleu": 46.0}  # BLEU's ceiling: the second translator's
     assert Competence("test13", reach=1 / 3).floor(bleu, "bleu") == pytest.approx(16.0)
     assert Competence("test13", at_least=19.5).floor(bleu, "bleu") == 19.5
     assert Competence("test13", reach=1 / 3, at_least=12.0).floor(bleu, "bleu") == pytest.approx(16.0)  # the higher
 
 
-@pytest.mark.parametrize("given, message", [
-    ({"reach": 0.5}, "give `split`"),
-    ({"split": "valid"}, "and/or `at_least`"),
-    ({"split": "valid", "reach": 0.5, "minimum": 3}, "unknown keys"),
-    ({"split": "valid", "reach": 50}, "0 to 1"),
-    ({"split": "valid", "reach": 0.5, "tries": 0}, "at least 1"),
-])
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        ({"reach": 0.5}, "give `split`"),
+        ({"split": "valid"}, "and/or `at_least`"),
+        ({"split": "valid", "reach": 0.5, "minimum": 3}, "unknown keys"),
+        ({"split": "valid", "reach": 50}, "0 to 1"),
+        ({"split": "valid", "reach": 0.5, "tries": 0}, "at least 1"),
+    ],
+)
 def test_a_malformed_rule_is_refused_with_what_to_write(given, message):
     with pytest.raises(ValueError, match=message):
         rule_of({"competence": given})
@@ -37,19 +41,31 @@ def test_a_spec_without_a_rule_keeps_any_run():
 
 
 def _spec(tries: int = 3, floor: float = 0.75) -> dict:
-    return {"task": "translation", "corpus": "generated", "sizes": {"train": 8, "valid": 4},
-            "train": {"seed": 1}, "competence": {"split": "valid", "at_least": floor, "tries": tries}}
+    return {
+        "task": "translation",
+        "corpus": "generated",
+        "sizes": {"train": 8, "valid": 4},
+        "train": {"seed": 1},
+        "competence": {"split": "valid", "at_least": floor, "tries": tries},
+    }
 
 
 def _fake_training(scores: dict[int, float], calls: list[int], interrupt_at: int | None = None):
     """A stand-in for model_cache._train that scores each seed as given (and can be killed)."""
+
     def train(spec, data, partial, progress, log):
         seed = spec["train"]["seed"]
         calls.append(seed)
         if seed == interrupt_at:
             raise KeyboardInterrupt
         (partial / "model").mkdir(parents=True, exist_ok=True)
-        return {"metric": "bleu", "train_seconds": 1.0, "epochs": [], "scores": {"valid": {"bleu": scores[seed], "baseline": 0.0}}}
+        return {
+            "metric": "bleu",
+            "train_seconds": 1.0,
+            "epochs": [],
+            "scores": {"valid": {"bleu": scores[seed], "baseline": 0.0}},
+        }
+
     return train
 
 
@@ -58,23 +74,26 @@ def test_a_failed_seed_is_rejected_and_retrained_with_the_next(tmp_path, monkeyp
     monkeypatch.setattr(model_cache, "_train", _fake_training({1: 0.5, 1001: 0.9}, calls))
     record = model_cache.build_into(_spec(), "m@1", tmp_path / "m@1-abc", progress=False)
     assert calls == [1, 1001]
-    assert record["trained_seed"] == 1001 and record["spec"]["train"]["seed"] == 1   # the slot keeps its seed
-    assert record["rejected"] == [{"seed": 1, "split": "valid", "score": 0.5, "floor": 0.75, "passed": False,
-                                   "train_seconds": 1.0}]
+    assert record["trained_seed"] == 1001 and record["spec"]["train"]["seed"] == 1  # the slot keeps its seed
+    assert record["rejected"] == [
+        {"seed": 1, "split": "valid", "score": 0.5, "floor": 0.75, "passed": False, "train_seconds": 1.0}
+    ]
     assert json.loads((tmp_path / "m@1-abc" / "record.json").read_text())["rejected"][0]["seed"] == 1
     assert not (tmp_path / "m@1-abc" / "rejected.json").exists()
 
 
 def test_a_run_that_passes_at_once_rejects_nothing(tmp_path, monkeypatch):
     calls: list[int] = []
-    monkeypatch.setattr(model_cache, "_train", _fake_training({1: 0.75}, calls))   # the floor itself passes
+    monkeypatch.setattr(model_cache, "_train", _fake_training({1: 0.75}, calls))  # the floor itself passes
     record = model_cache.build_into(_spec(), "m@1", tmp_path / "m@1-abc", progress=False)
     assert calls == [1] and record["rejected"] == [] and record["trained_seed"] == 1
 
 
 def test_an_interrupted_retry_resumes_with_the_seed_it_was_on(tmp_path, monkeypatch):
     calls: list[int] = []
-    monkeypatch.setattr(model_cache, "_train", _fake_training({1: 0.1, 1001: 0.2, 2001: 0.9}, calls, interrupt_at=2001))
+    monkeypatch.setattr(
+        model_cache, "_train", _fake_training({1: 0.1, 1001: 0.2, 2001: 0.9}, calls, interrupt_at=2001)
+    )
     with pytest.raises(KeyboardInterrupt):
         model_cache.build_into(_spec(), "m@1", tmp_path / "m@1-abc", progress=False)
     assert [r["seed"] for r in json.loads((tmp_path / "m@1-abc.partial" / "rejected.json").read_text())] == [1, 1001]
@@ -113,20 +132,33 @@ def test_chapter_02_lists_each_runs_rule_score_and_the_runs_it_replaced():
     from helpers.book.experiments import models_table
 
     def record(seed, score, rejected=()):
-        return {"task": "sentiment", "metric": "accuracy", "spec": {"task": "sentiment", "competence": {"split": "valid", "reach": 0.5}},
-                "scores": {"valid": {"accuracy": score, "baseline": 0.5}}, "trained_seed": seed, "rejected": list(rejected),
-                "train_seconds": 60.0}
-    records = {"sentiment@0": record(0, 0.9),
-               "sentiment@1": record(1001, 0.8, [{"seed": 1, "score": 0.7, "floor": 0.75, "passed": False, "train_seconds": 30.0}])}
+        return {
+            "task": "sentiment",
+            "metric": "accuracy",
+            "spec": {"task": "sentiment", "competence": {"split": "valid", "reach": 0.5}},
+            "scores": {"valid": {"accuracy": score, "baseline": 0.5}},
+            "trained_seed": seed,
+            "rejected": list(rejected),
+            "train_seconds": 60.0,
+        }
+
+    records = {
+        "sentiment@0": record(0, 0.9),
+        "sentiment@1": record(
+            1001, 0.8, [{"seed": 1, "score": 0.7, "floor": 0.75, "passed": False, "train_seconds": 30.0}]
+        ),
+    }
     runs = {"sentiment": [(0, "sentiment@0"), (1, "sentiment@1")]}
     table = models_table.competence(records, runs)
     assert table["floor"].tolist() == [0.75, 0.75] and table["passes"].tolist() == [True, True]
     assert table["trained_with_seed"].tolist() == [0, 1001] and table["rejected_minutes"].tolist() == [0.0, 0.5]
     assert models_table.competence_line(table) == (
         "2 of 2 runs with a rule pass it; rejected and trained again with a new seed: sentiment seed 1 "
-        "(rejected: seed 1 0.700; kept: seed 1001, 0.800)")
+        "(rejected: seed 1 0.700; kept: seed 1001, 0.800)"
+    )
     assert "0.5 min more on the 1 rejected runs" in models_table.machine_lines(
         {run: {**r, "bleu_signature": ""} for run, r in records.items()},
-        {"cpu_model": "x", "cpus": 2, "torch_threads": 1, "torch": "t", "transformers": "t", "fairseq": "f"})
+        {"cpu_model": "x", "cpus": 2, "torch_threads": 1, "torch": "t", "transformers": "t", "fairseq": "f"},
+    )
     bare = {run: {**r, "spec": {"task": "sentiment"}} for run, r in records.items()}
     assert models_table.competence_line(models_table.competence(bare, runs)).startswith("no run of this profile has")

@@ -1,10 +1,10 @@
 """Hard-concrete L0 gates (heads/concrete_gates.py): the distribution's closed forms against
 sampling, and training that prunes more as the penalty grows, on a frozen tiny model."""
+
 import torch
 
 import helpers
-from helpers.heads.concrete_gates import (ConcreteGates, deterministic, expected_open, sample,
-                                          train_concrete_gates)
+from helpers.heads.concrete_gates import ConcreteGates, deterministic, expected_open, sample, train_concrete_gates
 from tiny_models import bert
 
 

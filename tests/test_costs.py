@@ -1,4 +1,5 @@
 """The "What it costs" page's tables and paragraph follow what a build recorded."""
+
 import json
 
 import pandas as pd
@@ -14,8 +15,9 @@ def recorded(tmp_path, monkeypatch):
     folders hold known bytes (one with sweeps)."""
     monkeypatch.setenv("SIXTEEN_HEADS_RESULTS", str(tmp_path / "results"))
     folder = results.results_dir("p")
-    pd.DataFrame({"notebook": ["01_a", "02_b"], "seconds": [90.0, 30.0],
-                  "finished": ["2026-01-01 10:00", "2026-01-01 10:02"]}).to_csv(folder / "run_times.csv", index=False)
+    pd.DataFrame(
+        {"notebook": ["01_a", "02_b"], "seconds": [90.0, 30.0], "finished": ["2026-01-01 10:00", "2026-01-01 10:02"]}
+    ).to_csv(folder / "run_times.csv", index=False)
     models = {}
     for name, weights, sweeps in (("m@0", 3000, 500), ("m@1", 1000, 0)):
         path = tmp_path / "cache" / name
@@ -23,10 +25,20 @@ def recorded(tmp_path, monkeypatch):
         (path / "model.bin").write_bytes(b"x" * weights)
         if sweeps:
             (path / "sweeps" / "s.json").write_bytes(b"y" * sweeps)
-        models[name] = {"task": "nli", "train_seconds": 120.0 if name == "m@0" else 60.0, "machine": "cpu",
-                        "built": "2026-01-01", "reused_from_cache": name == "m@1", "path": str(path)}
-    summary = {"profile": "p", "machine": {"cpu_model": "Test CPU", "cpus": 2, "torch": "2.x"}, "models": models,
-               "seconds_this_run": 150.0}
+        models[name] = {
+            "task": "nli",
+            "train_seconds": 120.0 if name == "m@0" else 60.0,
+            "machine": "cpu",
+            "built": "2026-01-01",
+            "reused_from_cache": name == "m@1",
+            "path": str(path),
+        }
+    summary = {
+        "profile": "p",
+        "machine": {"cpu_model": "Test CPU", "cpus": 2, "torch": "2.x"},
+        "models": models,
+        "seconds_this_run": 150.0,
+    }
     (folder / "models.json").write_text(json.dumps(summary))
     converted = tmp_path / "converted"
     (converted / "lm").mkdir(parents=True)
@@ -55,17 +67,25 @@ def test_the_paragraph_follows_the_recorded_numbers(recorded):
 
     def text():
         summary = results.read_models_summary("p")
-        return costs.summary_text("p", summary, costs.model_times(summary), costs.chapter_times("p", chapters),
-                                  costs.cache_sizes(summary, converted))
+        return costs.summary_text(
+            "p",
+            summary,
+            costs.model_times(summary),
+            costs.chapter_times("p", chapters),
+            costs.cache_sizes(summary, converted),
+        )
 
     first = text()
     assert "Test CPU with 2 CPUs" in first
-    assert "2 model runs trained for 3.0 min" in first and "2.5 min of wall time" in first and "reused 1 of them" in first
+    assert (
+        "2 model runs trained for 3.0 min" in first and "2.5 min of wall time" in first and "reused 1 of them" in first
+    )
     assert "The 2 chapters with a recorded run took 2.0 min, the longest `01_a` (1.5 min)" in first
     assert "Not run yet on this profile: `03_c`" in first
     # a rerun that records other times changes the sentence
-    pd.DataFrame({"notebook": ["01_a", "02_b", "03_c"], "seconds": [30.0, 300.0, 60.0],
-                  "finished": ["x"] * 3}).to_csv(folder / "run_times.csv", index=False)
+    pd.DataFrame({"notebook": ["01_a", "02_b", "03_c"], "seconds": [30.0, 300.0, 60.0], "finished": ["x"] * 3}).to_csv(
+        folder / "run_times.csv", index=False
+    )
     second = text()
     assert "The 3 chapters with a recorded run took 6.5 min, the longest `02_b` (5.0 min)" in second
     assert "Not run yet" not in second
@@ -76,6 +96,7 @@ def test_before_any_build_the_page_says_so(tmp_path, monkeypatch):
     summary = results.read_models_summary("fresh")
     assert summary == {}
     times = costs.chapter_times("fresh", ["01_a"])
-    text = costs.summary_text("fresh", summary, costs.model_times(summary), times,
-                              costs.cache_sizes(summary, tmp_path / "none"))
+    text = costs.summary_text(
+        "fresh", summary, costs.model_times(summary), times, costs.cache_sizes(summary, tmp_path / "none")
+    )
     assert text.startswith("No build of the `fresh` profile has been recorded here yet")

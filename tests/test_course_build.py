@@ -1,5 +1,6 @@
 """The model build on the smoke profile: trains, saves, reloads to the same scores, reuses its
 cache, resumes an interrupted translation run exactly, and writes models.json."""
+
 import dataclasses
 import json
 import time
@@ -30,7 +31,9 @@ def test_every_model_is_built_with_scores_on_every_split(smoke):
     profile, summary = smoke
     specs = course.model_specs(profile)
     assert set(summary["models"]) == set(specs)
-    assert {"nli@0", "nli@1", "translation@0", "translation@1", "sentiment"} <= set(specs)  # seeds, as the profile says
+    assert {"nli@0", "nli@1", "translation@0", "translation@1", "sentiment"} <= set(
+        specs
+    )  # seeds, as the profile says
     for name, record in summary["models"].items():
         splits = set(specs[name]["sizes"]) - {"train"}
         assert set(record["scores"]) == splits
@@ -82,13 +85,17 @@ def test_a_built_model_loads_through_the_registry_and_not_the_paper_readers(smok
     def refuse(*args, **kwargs):
         raise AssertionError("a course model must not be read through the paper profile's readers")
 
-    for module, names in ((paper_sources, ("resolve_model", "load_fairseq_archive", "load_splits", "read_glue")),
-                          (needs, ("needs", "check_local"))):
+    for module, names in (
+        (paper_sources, ("resolve_model", "load_fairseq_archive", "load_splits", "read_glue")),
+        (needs, ("needs", "check_local")),
+    ):
         for name in names:
             monkeypatch.setattr(module, name, refuse)
     loaded = []
     real = registry.load_model
-    monkeypatch.setattr(registry, "load_model", lambda ref, **kw: loaded.append(registry.source_of(ref).name) or real(ref, **kw))
+    monkeypatch.setattr(
+        registry, "load_model", lambda ref, **kw: loaded.append(registry.source_of(ref).name) or real(ref, **kw)
+    )
     course.load_classifier(profile, "nli")
     course.load_translation(profile)
     course.load_translation(profile, epoch=1)
@@ -136,7 +143,6 @@ def test_an_interrupted_translation_run_resumes_exactly(tmp_path):
     straight = model_for(data["train"], config)
     history = train(straight, *items, config, tmp_path / "straight", progress=False)
 
-
     interrupted = model_for(data["train"], config)
     train(interrupted, *items, dataclasses.replace(config, epochs=2), tmp_path / "resumed", progress=False)
     resumed = model_for(data["train"], config)  # a fresh process: weights come from last.pt
@@ -145,7 +151,12 @@ def test_an_interrupted_translation_run_resumes_exactly(tmp_path):
     assert [h["train_loss"] for h in history_resumed] == [h["train_loss"] for h in history]
     for (k, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items()):
         assert torch.equal(a, b), k
-    assert sorted(p.name for p in (tmp_path / "resumed").iterdir()) == ["checkpoint1", "checkpoint2", "checkpoint3", "last.pt"]
+    assert sorted(p.name for p in (tmp_path / "resumed").iterdir()) == [
+        "checkpoint1",
+        "checkpoint2",
+        "checkpoint3",
+        "last.pt",
+    ]
 
 
 def test_a_left_over_partial_folder_is_rebuilt_cleanly(smoke, tmp_path, monkeypatch):
@@ -182,8 +193,14 @@ def test_an_interrupted_build_resumes_from_its_partial_folder(smoke, tmp_path, m
     final = course.model_dir(profile, "translation")
     data = generate_data(spec)
     config = TranslationConfig(**spec["train"])
-    first = train(model_for(data["train"], config), data["train"], data["valid"], dataclasses.replace(config, epochs=1),
-                  final.with_name(final.name + ".partial") / "checkpoints", progress=False)
+    first = train(
+        model_for(data["train"], config),
+        data["train"],
+        data["valid"],
+        dataclasses.replace(config, epochs=1),
+        final.with_name(final.name + ".partial") / "checkpoints",
+        progress=False,
+    )
 
     record = course.build_one(profile, "translation", progress=False)
     assert record["epochs"][0] == first[0]
@@ -199,18 +216,34 @@ def test_prune_keeps_current_models_and_resumable_partials(smoke, tmp_path, monk
     profile, _ = smoke
     monkeypatch.setenv("SIXTEEN_HEADS_CACHE", str(tmp_path))
     current = course.model_dir(profile, "nli")
-    for d in (current, current.with_name(current.name + ".partial"), tmp_path / "nli-0123456789ab",
-              tmp_path / "sentiment-0123456789ab.partial"):
+    for d in (
+        current,
+        current.with_name(current.name + ".partial"),
+        tmp_path / "nli-0123456789ab",
+        tmp_path / "sentiment-0123456789ab.partial",
+    ):
         d.mkdir()
-    assert course.stale_folders([profile]) == [tmp_path / "nli-0123456789ab", tmp_path / "sentiment-0123456789ab.partial"]
+    assert course.stale_folders([profile]) == [
+        tmp_path / "nli-0123456789ab",
+        tmp_path / "sentiment-0123456789ab.partial",
+    ]
 
 
 def test_seeds_expand_into_one_model_per_training_seed():
-    profile = Profile("t", models={
-        "nli": {"task": "nli", "encoder": "tiny-bert", "sizes": {"train": 8}, "seeds": [0, 3],
-                "fine_tune": {"lr": 1e-3}},
-        "translation": {"task": "translation", "sizes": {"train": 8}, "seeds": [5], "train": {"epochs": 1}},
-        "sentiment": {"task": "sentiment", "encoder": "tiny-bert", "sizes": {"train": 8}}})
+    profile = Profile(
+        "t",
+        models={
+            "nli": {
+                "task": "nli",
+                "encoder": "tiny-bert",
+                "sizes": {"train": 8},
+                "seeds": [0, 3],
+                "fine_tune": {"lr": 1e-3},
+            },
+            "translation": {"task": "translation", "sizes": {"train": 8}, "seeds": [5], "train": {"epochs": 1}},
+            "sentiment": {"task": "sentiment", "encoder": "tiny-bert", "sizes": {"train": 8}},
+        },
+    )
     specs = course.model_specs(profile)
     assert set(specs) == {"nli@0", "nli@3", "translation@5", "sentiment"}
     assert specs["nli@3"]["fine_tune"] == {"lr": 1e-3, "seed": 3} and "seeds" not in specs["nli@3"]

@@ -1,5 +1,6 @@
 """The generated course tasks: deterministic, disjoint splits, and labels or references that
 agree with checks written independently of the generators (lexicon lookups and word patterns)."""
+
 import collections
 import re
 
@@ -23,11 +24,15 @@ def mt():
 
 
 # ---- determinism and disjointness --------------------------------------------------------------
-@pytest.mark.parametrize("make", [
-    lambda s: nli_task.generate({"train": 200, "matched": 50}, s),
-    lambda s: translation_task.generate({"train": 200, "mtnt": 50}, s),
-    lambda s: appendix_tasks.generate("paraphrase", {"train": 200, "valid": 50}, s),
-], ids=["nli", "translation", "paraphrase"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda s: nli_task.generate({"train": 200, "matched": 50}, s),
+        lambda s: translation_task.generate({"train": 200, "mtnt": 50}, s),
+        lambda s: appendix_tasks.generate("paraphrase", {"train": 200, "valid": 50}, s),
+    ],
+    ids=["nli", "translation", "paraphrase"],
+)
 def test_same_seed_same_data_other_seed_other_data(make):
     assert make(0) == make(0)
     assert make(0) != make(1)
@@ -84,8 +89,9 @@ def _independent_label(premise: str, hypothesis: str) -> str | None:
     if p_neg != h_neg:  # one side negated, nothing else changed
         longer, shorter = (h, p) if h_neg else (p, h)
         stripped = [w for w in longer if w not in ("does", "do", "not")]
-        if [lexicon.verb(w).en_base if _is_verb(w) else w for w in stripped] == \
-                [lexicon.verb(w).en_base if _is_verb(w) else w for w in shorter]:
+        if [lexicon.verb(w).en_base if _is_verb(w) else w for w in stripped] == [
+            lexicon.verb(w).en_base if _is_verb(w) else w for w in shorter
+        ]:
             return "contradiction" if p[0] == "the" else "neutral"
         return None
     if sorted(p) == sorted(h) and p != h:
@@ -140,8 +146,9 @@ def test_nli_mismatched_vocabulary_and_templates_differ(nli):
     train_words = {w for e in nli["train"] for w in (e.premise + " " + e.hypothesis).split()}
     mm_nouns = {w for e in nli["mismatched"] for w in e.premise.split() if _is_noun(w)}
     assert mm_nouns and not mm_nouns & train_words
-    assert any(e.premise.startswith(("at the hospital", "it is")) or " that is " in e.premise
-               for e in nli["mismatched"])
+    assert any(
+        e.premise.startswith(("at the hospital", "it is")) or " that is " in e.premise for e in nli["mismatched"]
+    )
     assert not any(e.premise.startswith(("at the hospital", "it is")) for e in nli["train"])
 
 
@@ -207,8 +214,11 @@ def test_mtnt_is_noisy_longer_and_uses_held_out_pairs(mt):
 
     def held_out_pairs(text):
         w = text.lower().split()
-        return {(a, b) for a, b in zip(w, w[1:]) if a in adjectives and _is_noun(b)
-                and translation_task.held_out(adjectives[a], lexicon.noun(b))}
+        return {
+            (a, b)
+            for a, b in zip(w, w[1:])
+            if a in adjectives and _is_noun(b) and translation_task.held_out(adjectives[a], lexicon.noun(b))
+        }
 
     assert not any(held_out_pairs(p.src) for p in mt["train"])
     mean = lambda pairs: sum(len(p.src.split()) for p in pairs) / len(pairs)  # noqa: E731
@@ -250,8 +260,10 @@ def test_acceptability_labels_match_the_rules():
     for e in data:
         w = _words(e.text)
         broken = (
-            any(a in ("a", "an", "two") and ((b in plurals) if a != "two" else (b in nouns and b not in plurals))
-                for a, b in zip(w, w[1:]))
+            any(
+                a in ("a", "an", "two") and ((b in plurals) if a != "two" else (b in nouns and b not in plurals))
+                for a, b in zip(w, w[1:])
+            )
             or any(_is_noun(a) and b in adjectives for a, b in zip(w, w[1:]))
             or any(a == "not" and prev not in ("does", "do") for prev, a in zip([""] + w, w))
             or any(a == "does" and _is_verb(b2) and b2 == lexicon.verb(b2).en for a, b2 in zip(w, w[2:]))

@@ -1,6 +1,7 @@
 """Chapter 05's class-by-class reading (experiments/cross_domain.py): where heads trade one
 label's recall for another's, the accuracy correlation across domains can be negative while
 every class moves alike; remove the trade and the negative correlation goes."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -14,23 +15,32 @@ def _shifts(trade: bool, heads: int = 72, seed: int = 0) -> pd.DataFrame:
     domain, 0.7 out); label 2 never moves. Without the trade, label 1 moves alike on both."""
     rng = np.random.default_rng(seed)
     push = rng.normal(0, 0.03, heads)
-    noise = lambda: rng.normal(0, 0.002, heads)   # noqa: E731
+    noise = lambda: rng.normal(0, 0.002, heads)  # noqa: E731
     rows = []
     for name, rate in (("matched", 1.3), ("mismatched", 0.7)):
         zero = push + noise()
         one = (-rate * push if trade else 0.5 * push) + noise()
         for h in range(heads):
             rec = (zero[h], one[h], 0.0)
-            rows.append({"training_seed": 0, "set": name, "kind": "self", "layer": h // 12, "head": h % 12,
-                         **{f"gold {k}": 1 / 3 for k in range(3)}, **{f"recall change {k}": rec[k] for k in range(3)},
-                         "accuracy change": sum(rec) / 3})
+            rows.append(
+                {
+                    "training_seed": 0,
+                    "set": name,
+                    "kind": "self",
+                    "layer": h // 12,
+                    "head": h % 12,
+                    **{f"gold {k}": 1 / 3 for k in range(3)},
+                    **{f"recall change {k}": rec[k] for k in range(3)},
+                    "accuracy change": sum(rec) / 3,
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def test_a_trade_between_labels_turns_the_accuracy_correlation_negative_while_classes_move_alike():
     row = class_by_class(_shifts(trade=True)).iloc[0]
     assert row["accuracy r"] < -0.5 and row["accuracy p"] < 0.01
-    assert row["class-by-class r"] > 0.9 and row["classes"] == 2   # label 2 does not move
+    assert row["class-by-class r"] > 0.9 and row["classes"] == 2  # label 2 does not move
     assert row["traded labels"] == "1 and 0" and row["trade r (in domain)"] < -0.9
 
 
@@ -49,5 +59,5 @@ def test_accuracy_is_the_gold_weighted_sum_of_recalls():
 def test_the_figure_shows_the_seed_with_the_lowest_r_or_the_first_where_none_is_defined():
     both = pd.concat([_shifts(trade=False), _shifts(trade=True).assign(training_seed=1)])
     assert lowest_seed(class_by_class(both)) == 1
-    still = _shifts(trade=True).assign(**{"accuracy change": 0.0})   # no head moves accuracy: r undefined
+    still = _shifts(trade=True).assign(**{"accuracy change": 0.0})  # no head moves accuracy: r undefined
     assert lowest_seed(class_by_class(pd.concat([still.assign(training_seed=3), still.assign(training_seed=4)]))) == 3

@@ -5,6 +5,7 @@ KV head 0, heads 2 and 3 read KV head 1. The independent truths: the gated model
 what pruning must reproduce), finite differences with a hook written here, and arithmetic on the
 weight shapes.
 """
+
 import pytest
 import torch
 
@@ -67,8 +68,15 @@ def test_kv_group_errors_are_explained():
 
 
 def _generate(model, ids, **kw):
-    return model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=6, min_new_tokens=6,
-                          do_sample=False, pad_token_id=0, **kw)
+    return model.generate(
+        input_ids=ids,
+        attention_mask=torch.ones_like(ids),
+        max_new_tokens=6,
+        min_new_tokens=6,
+        do_sample=False,
+        pad_token_id=0,
+        **kw,
+    )
 
 
 @pytest.mark.parametrize("num_beams", [1, 2])
@@ -141,8 +149,7 @@ def test_importance_equals_finite_differences(name):
 
 def test_token_importance_equals_finite_differences_under_gqa():
     case = _float64(llama())
-    got = helpers.head_importance(case.model, [case.batch], case.loss, normalize=None, abs_per="token",
-                                  progress=False)
+    got = helpers.head_importance(case.model, [case.batch], case.loss, normalize=None, abs_per="token", progress=False)
     torch.testing.assert_close(got["self"], fd_token(case)["self"], rtol=1e-6, atol=1e-9)
 
 

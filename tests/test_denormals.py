@@ -1,5 +1,6 @@
 """No denormal arithmetic: flush-to-zero holds in every torch thread of a process that imports
 helpers, and a saved model holds no denormal weight."""
+
 import os
 import subprocess
 import sys
@@ -12,14 +13,21 @@ from tiny_models import ALL_CASES
 
 
 def test_a_fresh_process_flushes_denormals_in_every_thread():
-    code = ("import torch; torch.set_num_threads(2); import helpers; "
-            "from helpers.heads.denormals import flushes_in_every_thread; print(flushes_in_every_thread())")
+    code = (
+        "import torch; torch.set_num_threads(2); import helpers; "
+        "from helpers.heads.denormals import flushes_in_every_thread; print(flushes_in_every_thread())"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
-    kept = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                          env={**os.environ, "SIXTEEN_HEADS_KEEP_DENORMALS": "1"})
-    assert kept.stdout.strip() == "False"   # the check can fail: without the mode a worker thread computes them
-    assert flushes_in_every_thread()         # and this test process flushes too (conftest imports helpers)
+    kept = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "SIXTEEN_HEADS_KEEP_DENORMALS": "1"},
+    )
+    assert kept.stdout.strip() == "False"  # the check can fail: without the mode a worker thread computes them
+    assert flushes_in_every_thread()  # and this test process flushes too (conftest imports helpers)
 
 
 def test_denormal_weights_are_counted_planted_and_zeroed():
@@ -35,7 +43,7 @@ def test_a_saved_model_holds_no_denormal_weight(tmp_path):
         case = ALL_CASES[name]()
         planted = plant_denormals_(case.model, 0.01)
         assert planted > 0 and count_denormals(case.model) == planted
-        reference = case.run(case.model, case.batch)   # computed with the mode on: the denormals read as zero
+        reference = case.run(case.model, case.batch)  # computed with the mode on: the denormals read as zero
         helpers.save_pruned(case.model, tmp_path / name)
         loaded = helpers.load_pruned(tmp_path / name)
         assert count_denormals(loaded) == 0 and count_denormals(case.model) == 0

@@ -1,5 +1,6 @@
 """Unimportant or unmeasured: a head whose effect is known on a tiny model is classed as the truth
 says on each side of the margin (``experiments.equivalence``, ``heads.significance``)."""
+
 import random
 from types import SimpleNamespace
 
@@ -17,16 +18,27 @@ def _tiny_bert(examples: int = 600):
     from transformers import BertConfig, BertForSequenceClassification
 
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=50, hidden_size=24, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
-                        num_labels=3, initializer_range=0.5)
+    config = BertConfig(
+        vocab_size=50,
+        hidden_size=24,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=48,
+        num_labels=3,
+        initializer_range=0.5,
+    )
     model = BertForSequenceClassification(config).eval()
     rng = random.Random(0)
     words = "the a cat dog sees runs blue red big small over under".split()
-    data = [SimpleNamespace(text=" ".join(rng.choices(words, k=rng.randint(3, 12))), text_pair=None, label=rng.randrange(3))
-            for _ in range(examples)]
-    out = model.bert.encoder.layer[0].attention.output.dense.weight   # [hidden, heads * head_dim]
+    data = [
+        SimpleNamespace(
+            text=" ".join(rng.choices(words, k=rng.randint(3, 12))), text_pair=None, label=rng.randrange(3)
+        )
+        for _ in range(examples)
+    ]
+    out = model.bert.encoder.layer[0].attention.output.dense.weight  # [hidden, heads * head_dim]
     with torch.no_grad():
-        out[:, 0:6] = 0.0    # head 0 of layer 0 writes nothing: masking it changes no output at all
+        out[:, 0:6] = 0.0  # head 0 of layer 0 writes nothing: masking it changes no output at all
         out[:, 6:12] *= 40.0  # head 1 writes forty times louder: masking it changes the outputs a lot
     return model, data
 
@@ -34,19 +46,29 @@ def _tiny_bert(examples: int = 600):
 def test_a_head_of_known_effect_is_classed_on_each_side_of_the_margin():
     model, data = _tiny_bert()
     configs = [("self", 0, (0,)), ("self", 0, (1,))]
-    rows = classifier_effects(model, _WordIds(), data, configs, max_length=16, bootstrap=Bootstrap(n_resamples=400, alpha=0.05),
-                              progress=False, measure="likelihood").set_index("head")
+    rows = classifier_effects(
+        model,
+        _WordIds(),
+        data,
+        configs,
+        max_length=16,
+        bootstrap=Bootstrap(n_resamples=400, alpha=0.05),
+        progress=False,
+        measure="likelihood",
+    ).set_index("head")
     silent, loud = rows.loc[0], rows.loc[1]
     assert (silent["delta"], silent["delta_low"], silent["delta_high"]) == (0.0, 0.0, 0.0)
     effect = abs(loud["delta"])
     assert effect > 0.05 and loud["delta_low"] <= loud["delta"] <= loud["delta_high"]
     sign = "harmful" if loud["delta"] < 0 else "helpful"
     near, far = sorted([abs(loud["delta_low"]), abs(loud["delta_high"])])
-    assert loud["delta_low"] * loud["delta_high"] > 0   # the interval excludes 0: the effect is seen
-    below, above = near / 2, 2 * far    # a margin under the whole interval, and one over it
+    assert loud["delta_low"] * loud["delta_high"] > 0  # the interval excludes 0: the effect is seen
+    below, above = near / 2, 2 * far  # a margin under the whole interval, and one over it
     assert equivalence.classes(rows.loc[[1]], below).iloc[0] == sign
     assert equivalence.classes(rows.loc[[1]], above).iloc[0] == "negligible"
-    assert equivalence.classes(rows.loc[[1]], (near + far) / 2).iloc[0] == "undetermined"   # a margin inside the interval
+    assert (
+        equivalence.classes(rows.loc[[1]], (near + far) / 2).iloc[0] == "undetermined"
+    )  # a margin inside the interval
     for margin in (below, above, 1e-9):
         assert equivalence.classes(rows.loc[[0]], margin).iloc[0] == "negligible"
     counts = equivalence.class_counts(rows, below)

@@ -1,5 +1,6 @@
 """The chapters' experiment modules (helpers/book/experiments) on hand-made tables whose
 answers are known: each count, table and summary follows its rows, one model and seed at a time."""
+
 import math
 
 import numpy as np
@@ -13,29 +14,51 @@ def _effects(kind_deltas: dict, significant: set, seed: int = 0, base: float = 1
     rows = []
     for kind, deltas in kind_deltas.items():
         for i, d in enumerate(deltas):
-            rows.append({"kind": kind, "layer": i // 2, "heads": [i % 2], "head": i % 2, "delta": d, "base": base,
-                         "score": base + d, "significant": (kind, i) in significant, "training_seed": seed,
-                         "score_even": base + d, "score_odd": base + 2 * d})
+            rows.append(
+                {
+                    "kind": kind,
+                    "layer": i // 2,
+                    "heads": [i % 2],
+                    "head": i % 2,
+                    "delta": d,
+                    "base": base,
+                    "score": base + d,
+                    "significant": (kind, i) in significant,
+                    "training_seed": seed,
+                    "score_even": base + d,
+                    "score_odd": base + 2 * d,
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def test_one_head_counts_each_model_and_seed_on_its_own_rows():
-    mt = pd.concat([_effects({"enc_self": [-1, 0.5, 0, 0], "enc_dec": [-2, 0, 0, 0]}, {("enc_self", 0), ("enc_self", 1)}, 0),
-                    _effects({"enc_self": [-1, 0, 0, 0], "enc_dec": [-2, 0, 0, 0]}, {("enc_dec", 0)}, 1)])
+    mt = pd.concat(
+        [
+            _effects({"enc_self": [-1, 0.5, 0, 0], "enc_dec": [-2, 0, 0, 0]}, {("enc_self", 0), ("enc_self", 1)}, 0),
+            _effects({"enc_self": [-1, 0, 0, 0], "enc_dec": [-2, 0, 0, 0]}, {("enc_dec", 0)}, 1),
+        ]
+    )
     clf = _effects({"self": [0.1, 0, 0, 0]}, {("self", 0)}, 0)
     counts = one_head.counts([("nli", clf), ("translation", mt)])
     got = {(r.model, r.training_seed, r.kind): (r.heads, r.significant, r.significant_up) for r in counts.itertuples()}
-    assert set(counts["layers"]) == {2}   # 4 heads of each kind in layers 0 and 1
-    assert got == {("nli", 0, "self"): (4, 1, 1), ("translation", 0, "enc_self"): (4, 2, 1),
-                   ("translation", 0, "enc_dec"): (4, 0, 0), ("translation", 1, "enc_self"): (4, 0, 0),
-                   ("translation", 1, "enc_dec"): (4, 1, 0)}
+    assert set(counts["layers"]) == {2}  # 4 heads of each kind in layers 0 and 1
+    assert got == {
+        ("nli", 0, "self"): (4, 1, 1),
+        ("translation", 0, "enc_self"): (4, 2, 1),
+        ("translation", 0, "enc_dec"): (4, 0, 0),
+        ("translation", 1, "enc_self"): (4, 0, 0),
+        ("translation", 1, "enc_dec"): (4, 1, 0),
+    }
     assert not counts["from_paper"].any()
     table = one_head.with_paper(counts)
     paper = table[table["from_paper"].astype(bool)].iloc[0]
     assert (paper["heads"], paper["significant"], paper["significant_up"]) == (96, 8, 4)
     assert one_head.by_seed(table).loc[("translation", "enc_self"), "seed 0"] == "2 (1 up) of 4"
     both = one_head.both_measures(table, counts, alpha=0.01)
-    assert len(both) == len(counts) and both["expected by chance"].tolist() == [0.08] * len(counts)  # 2 alpha: either direction
+    assert len(both) == len(counts) and both["expected by chance"].tolist() == [0.08] * len(
+        counts
+    )  # 2 alpha: either direction
 
 
 def _all_but_one(kind: str, layers: int, heads: int, delta_of, seed: int, set_name: str) -> pd.DataFrame:
@@ -43,24 +66,47 @@ def _all_but_one(kind: str, layers: int, heads: int, delta_of, seed: int, set_na
     for layer in range(layers):
         for kept in range(heads):
             d = delta_of(layer, kept)
-            rows.append({"kind": kind, "layer": layer, "heads": [h for h in range(heads) if h != kept], "head": None,
-                         "delta": d, "base": 10.0, "score": 10.0 + d, "significant": d < -1, "training_seed": seed,
-                         "set": set_name})
+            rows.append(
+                {
+                    "kind": kind,
+                    "layer": layer,
+                    "heads": [h for h in range(heads) if h != kept],
+                    "head": None,
+                    "delta": d,
+                    "base": 10.0,
+                    "score": 10.0 + d,
+                    "significant": d < -1,
+                    "training_seed": seed,
+                    "set": set_name,
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def test_keep_one_tables_choose_on_one_set_and_report_on_another():
-    chosen = _all_but_one("enc_self", 2, 3, lambda layer, kept: -0.5 * kept, 0, "a")    # head 0 best on "a"
+    chosen = _all_but_one("enc_self", 2, 3, lambda layer, kept: -0.5 * kept, 0, "a")  # head 0 best on "a"
     reported = _all_but_one("enc_self", 2, 3, lambda layer, kept: -3.0 + kept, 0, "b")  # head 2 best on "b"
-    (same, other), = keep_one.tables(pd.concat([chosen, reported]), "a", "a", "b").values()
+    ((same, other),) = keep_one.tables(pd.concat([chosen, reported]), "a", "a", "b").values()
     assert same["kept"].tolist() == [0, 0] and same["delta"].tolist() == [0.0, 0.0]
-    assert other["delta"].tolist() == [-3.0, -3.0]   # head 0, chosen on "a", as "b" scores it
+    assert other["delta"].tolist() == [-3.0, -3.0]  # head 0, chosen on "a", as "b" scores it
     summary = keep_one.summary(other, "mt", "chosen on a, reported on b")
-    assert summary == [{"source": "mt", "protocol": "chosen on a, reported on b", "kind": "enc_self", "layers": 2,
-                        "heads_per_layer": 3, "significant": 2, "significant_down": 2, "worst_layer": 1, "worst_delta": -3.0, "unit": "BLEU"}]
+    assert summary == [
+        {
+            "source": "mt",
+            "protocol": "chosen on a, reported on b",
+            "kind": "enc_self",
+            "layers": 2,
+            "heads_per_layer": 3,
+            "significant": 2,
+            "significant_down": 2,
+            "worst_layer": 1,
+            "worst_delta": -3.0,
+            "unit": "BLEU",
+        }
+    ]
     paper = keep_one.paper_counts()
     assert paper["from_paper"].all() and set(paper["protocol"]) == {"Table 2", "Table 3", "Table 5", "Table 6"}
-    assert int(paper[paper["protocol"] == "Table 3"]["significant_down"].sum()) == 0   # no BERT layer drops (§3.3)
+    assert int(paper[paper["protocol"] == "Table 3"]["significant_down"].sum()) == 0  # no BERT layer drops (§3.3)
     assert set(zip(paper["source"], paper["heads_per_layer"])) == {("WMT", 16), ("BERT", 12)}
 
 
@@ -77,68 +123,112 @@ def test_cross_domain_correlations_pool_heads_and_bound_them_by_split_half():
 
 def _curve(order: str, scores: list, model="m", track="translation", seed=0) -> pd.DataFrame:
     n = len(scores) - 1
-    return pd.DataFrame({"order": order, "pruned": range(n + 1), "share": [i / n for i in range(n + 1)], "score": scores,
-                         "model": model, "track": track, "training_seed": seed})
+    return pd.DataFrame(
+        {
+            "order": order,
+            "pruned": range(n + 1),
+            "share": [i / n for i in range(n + 1)],
+            "score": scores,
+            "model": model,
+            "track": track,
+            "training_seed": seed,
+        }
+    )
 
 
 def test_pruning_summary_reads_the_share_prunable_and_averages_random_orders():
-    curves = pd.concat([_curve("importance", [10, 10, 9.5, 8, 0]), _curve("ablation", [10, 8, 7, 5, 0]),
-                        _curve("random 0", [10, 9.2, 6, 3, 0]), _curve("random 1", [10, 7, 6, 3, 0])])
+    curves = pd.concat(
+        [
+            _curve("importance", [10, 10, 9.5, 8, 0]),
+            _curve("ablation", [10, 8, 7, 5, 0]),
+            _curve("random 0", [10, 9.2, 6, 3, 0]),
+            _curve("random 1", [10, 7, 6, 3, 0]),
+        ]
+    )
     summary = pruning.summarise(curves, pruning.TOLERANCE).set_index("order")
-    assert summary.loc["importance", "prunable_share"] == 0.5    # within 1 BLEU up to 2 of 4 steps
+    assert summary.loc["importance", "prunable_share"] == 0.5  # within 1 BLEU up to 2 of 4 steps
     assert summary.loc["ablation", "prunable_share"] == 0.0
-    assert summary.loc["random (mean)", "prunable_share"] == pytest.approx(0.125)   # 0.25 and 0
+    assert summary.loc["random (mean)", "prunable_share"] == pytest.approx(0.125)  # 0.25 and 0
     # the band: the 5th and 95th percentiles of the two orders' shares (linear between them)
     assert summary.loc["random (5%)", "prunable_share"] == pytest.approx(0.0125)
     assert summary.loc["random (95%)", "prunable_share"] == pytest.approx(0.2375)
     assert (summary.loc[["random (mean)", "random (5%)", "random (95%)"], "random_orders"] == 2).all()
-    assert summary.loc["importance", "paper_prunable_share"] == 0.2 and pd.isna(summary.loc["ablation", "paper_prunable_share"])
+    assert summary.loc["importance", "paper_prunable_share"] == 0.2 and pd.isna(
+        summary.loc["ablation", "paper_prunable_share"]
+    )
     assert summary.loc["importance", "at_50%"] == 9.5 and summary.loc["importance", "all_pruned"] == 0
 
 
 def test_attention_kinds_summaries_read_80_percent_and_the_perplexity_ratio():
-    curves = pd.concat([_curve(kind, [20, 19, 18, 12, 4, 1])  # shares 0, .2, .4, .6, .8, 1
-                        for kind in ("enc_self", "enc_dec")]).rename(columns={"order": "kind"})
+    curves = pd.concat(
+        [
+            _curve(kind, [20, 19, 18, 12, 4, 1])  # shares 0, .2, .4, .6, .8, 1
+            for kind in ("enc_self", "enc_dec")
+        ]
+    ).rename(columns={"order": "kind"})
     summary = attention_kinds.summary(curves).set_index("kind")
-    assert summary.loc["enc_dec", "relative_80%"] == pytest.approx(0.2) and summary.loc["enc_dec", "bleu_40%_pruned"] == 18
+    assert (
+        summary.loc["enc_dec", "relative_80%"] == pytest.approx(0.2)
+        and summary.loc["enc_dec", "bleu_40%_pruned"] == 18
+    )
     assert summary.loc["enc_self", "paper_relative_80%"] == pytest.approx(30 / 36.05, abs=0.05)
-    ll = attention_kinds.likelihood_summary(pd.concat([_curve("enc_dec", [-2, -2, -2, -2, -2.5, -3])]).rename(
-        columns={"order": "kind"}))
+    ll = attention_kinds.likelihood_summary(
+        pd.concat([_curve("enc_dec", [-2, -2, -2, -2, -2.5, -3])]).rename(columns={"order": "kind"})
+    )
     assert ll["perplexity_ratio_80%"].iloc[0] == pytest.approx(math.exp(0.5))
 
 
 def test_more_tasks_summary_uses_each_metrics_tolerance_and_the_papers_task():
-    curves = pd.concat([_curve("importance", [0.9, 0.895, 0.85, 0.5, 0.3], model="sentiment").assign(task="sentiment",
-                                                                                                       metric="accuracy"),
-                        _curve("importance", [20, 19.5, 18, 10, 1], model="translation").assign(task="translation",
-                                                                                               metric="BLEU")])
+    curves = pd.concat(
+        [
+            _curve("importance", [0.9, 0.895, 0.85, 0.5, 0.3], model="sentiment").assign(
+                task="sentiment", metric="accuracy"
+            ),
+            _curve("importance", [20, 19.5, 18, 10, 1], model="translation").assign(task="translation", metric="BLEU"),
+        ]
+    )
     summary = more_tasks.summarise(curves).set_index("model")
     assert summary.loc["sentiment", "prunable_share"] == 0.25 and summary.loc["translation", "prunable_share"] == 0.25
     assert summary.loc["sentiment", "paper_task"] == "SST-2"
 
 
 def test_dynamics_progress_table_gives_each_epoch_its_share_of_the_last():
-    bleu = pd.DataFrame({"training_seed": 0, "epoch": [1, 1, 2, 2], "share": [0, 0.4, 0, 0.4], "unpruned": [5.0, 5.0, 20.0, 20.0],
-                         "relative": [1, 0.5, 1, 0.9]})
+    bleu = pd.DataFrame(
+        {
+            "training_seed": 0,
+            "epoch": [1, 1, 2, 2],
+            "share": [0, 0.4, 0, 0.4],
+            "unpruned": [5.0, 5.0, 20.0, 20.0],
+            "relative": [1, 0.5, 1, 0.9],
+        }
+    )
     table = dynamics.progress_table(bleu, "mt")
     assert table.loc["ours (mt, seed 0)", 1] == "5.0 (25%)" and table.loc["ours (mt, seed 0)", 2] == "20.0 (100%)"
-    ll = pd.DataFrame({"training_seed": 0, "epoch": [1, 1, 2, 2], "share": [0, 0.4, 0, 0.4], "perplexity_ratio": [1, 1.5, 1, 1.1]})
-    assert dynamics.usable_epochs(bleu, min_base_share=0.3) == [2]   # epoch 1's BLEU is 25% of the last one's
+    ll = pd.DataFrame(
+        {"training_seed": 0, "epoch": [1, 1, 2, 2], "share": [0, 0.4, 0, 0.4], "perplexity_ratio": [1, 1.5, 1, 1.1]}
+    )
+    assert dynamics.usable_epochs(bleu, min_base_share=0.3) == [2]  # epoch 1's BLEU is 25% of the last one's
     assert dynamics.at_share_by_epoch(ll, "perplexity_ratio").tolist() == [1.5, 1.1]
 
 
 def test_unmasked_scores_are_read_per_run_and_set():
-    runs = pd.concat([_effects({"self": [0, 0]}, set(), seed=0, base=0.73), _effects({"self": [0, 0]}, set(), seed=1, base=0.7345)])
+    runs = pd.concat(
+        [_effects({"self": [0, 0]}, set(), seed=0, base=0.73), _effects({"self": [0, 0]}, set(), seed=1, base=0.7345)]
+    )
     assert one_head.base_scores(runs, 3) == "0: 0.730, 1: 0.735"
-    sets = pd.concat([_all_but_one("enc_self", 1, 2, lambda layer, kept: 0, 0, "a"),
-                      _all_but_one("enc_self", 1, 2, lambda layer, kept: 0, 0, "b").assign(base=12.0)])
+    sets = pd.concat(
+        [
+            _all_but_one("enc_self", 1, 2, lambda layer, kept: 0, 0, "a"),
+            _all_but_one("enc_self", 1, 2, lambda layer, kept: 0, 0, "b").assign(base=12.0),
+        ]
+    )
     assert keep_one.unmasked(sets, ["a", "b"], 1) == "0: a 10.0, b 12.0"
 
 
 def test_the_papers_tables_beside_ours_keep_the_papers_cells():
     grid = one_head.paper_table1()
     assert grid.shape == (6, 16) and grid.index[0] == "layer 1"
-    assert sum(cell.endswith("*") for cell in grid.to_numpy().ravel()) == 8   # Table 1: 8 of 96 significant
+    assert sum(cell.endswith("*") for cell in grid.to_numpy().ravel()) == 8  # Table 1: 8 of 96 significant
     ours = _all_but_one("enc_self", 6, 2, lambda layer, kept: -0.1 * kept, 0, "a")
     side = keep_one.beside_paper(keep_one.tables(ours, "a", "a", "a")[0][0], 2)
     assert set(side.columns.get_level_values(0)) == {"ours", "paper Table 2"}
@@ -148,14 +238,30 @@ def test_one_head_counts_place_each_head_against_the_margin_of_its_score():
     effects = _effects({"enc_self": [-3, -0.2, 0.1, 2]}, {("enc_self", 0)}, 0)
     effects = effects.assign(delta_low=[-4, -0.5, -1.5, 1.5], delta_high=[-2, 0.5, 0.2, 2.5])
     row = one_head.counts([("translation", effects)], {"BLEU": 1.0})
-    assert row[["margin", "harmful", "negligible", "helpful", "undetermined", "unplaced"]].iloc[0].tolist() == [1.0, 1, 1, 1, 1, 1]
-    assert int(row[["harmful", "negligible", "helpful", "undetermined"]].sum(axis=1).iloc[0]) == int(row["heads"].iloc[0])
-    wide = one_head.counts([("translation", effects)], {"BLEU": 5.0})   # every interval inside ±5
+    assert row[["margin", "harmful", "negligible", "helpful", "undetermined", "unplaced"]].iloc[0].tolist() == [
+        1.0,
+        1,
+        1,
+        1,
+        1,
+        1,
+    ]
+    assert int(row[["harmful", "negligible", "helpful", "undetermined"]].sum(axis=1).iloc[0]) == int(
+        row["heads"].iloc[0]
+    )
+    wide = one_head.counts([("translation", effects)], {"BLEU": 5.0})  # every interval inside ±5
     assert int(wide["negligible"].iloc[0]) == 4
     nats = one_head.counts([("translation", effects)], {"perplexity": 0.01}, "likelihood")
     assert nats["margin"].iloc[0] == pytest.approx(math.log(1.01))
-    accuracy = one_head.counts([("nli", _effects({"self": [0.0, -0.05]}, set()).assign(delta_low=[-0.005, -0.06],
-                                                                                     delta_high=[0.005, -0.04]))], {})
+    accuracy = one_head.counts(
+        [
+            (
+                "nli",
+                _effects({"self": [0.0, -0.05]}, set()).assign(delta_low=[-0.005, -0.06], delta_high=[0.005, -0.04]),
+            )
+        ],
+        {},
+    )
     assert accuracy[["margin", "negligible", "harmful"]].iloc[0].tolist() == [0.01, 1, 1]
     with pytest.raises(ValueError, match="unknown margin"):
         one_head.counts([("translation", effects)], {"bleu": 1.0})
@@ -163,7 +269,9 @@ def test_one_head_counts_place_each_head_against_the_margin_of_its_score():
 
 def test_keep_one_summary_counts_the_layers_beyond_the_margin():
     rows = _all_but_one("enc_self", 3, 2, lambda layer, kept: -2.0 * layer, 0, "a")
-    rows = rows.assign(delta_low=rows["delta"] - 0.5, delta_high=rows["delta"] + 0.5)   # layer 0: ±0.5, 1: -2.5..-1.5, 2: -4.5..-3.5
+    rows = rows.assign(
+        delta_low=rows["delta"] - 0.5, delta_high=rows["delta"] + 0.5
+    )  # layer 0: ±0.5, 1: -2.5..-1.5, 2: -4.5..-3.5
     best = keep_one.tables(rows, "a", "a", "a")[0][0]
     (row,) = keep_one.summary(best, "mt", "chosen and reported on a", margins={"BLEU": 1.0})
     assert (row["margin"], row["harmful"], row["negligible"]) == (1.0, 2, 1)
@@ -178,9 +286,22 @@ def _removal_effects(deltas: dict, seed: int = 0) -> pd.DataFrame:
     rows = []
     for removal, ds in deltas.items():
         for i, d in enumerate(ds):
-            rows.append({"kind": "self", "layer": i // 4, "head": i % 4, "heads": [i % 4], "delta": d, "base": 1.0,
-                         "score": 1.0 + d, "significant": abs(d) > 0.1, "delta_low": d - 0.05, "delta_high": d + 0.05,
-                         "training_seed": seed, "removal": removal})
+            rows.append(
+                {
+                    "kind": "self",
+                    "layer": i // 4,
+                    "head": i % 4,
+                    "heads": [i % 4],
+                    "delta": d,
+                    "base": 1.0,
+                    "score": 1.0 + d,
+                    "significant": abs(d) > 0.1,
+                    "delta_low": d - 0.05,
+                    "delta_high": d + 0.05,
+                    "training_seed": seed,
+                    "removal": removal,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -192,7 +313,7 @@ def test_removal_agreement_is_spearman_and_the_shared_most_important_heads():
     rng = np.random.default_rng(0)
     zero = rng.normal(size=24)
     mean = zero + rng.normal(scale=0.5, size=24)
-    resample = -zero            # the opposite ranking
+    resample = -zero  # the opposite ranking
     table = removal_kinds.agreement([("m", _removal_effects({"zero": zero, "mean": mean, "resample": resample}))])
     got = table.set_index("kinds")
     assert got.loc["zero vs mean", "spearman"] == pytest.approx(spearmanr(zero, mean).statistic)
@@ -209,7 +330,13 @@ def test_removal_counts_classify_each_kind_and_leave_a_seedless_model_without_se
     counts = removal_kinds.counts([("m", effects), ("lm", effects)], {"accuracy": 0.1}, "metric", seedless=["lm"])
     table = removal_kinds.class_table(counts[counts["model"] == "m"]).set_index("removal")
     # zero: |delta| + 0.05 within 0.1 for 6 heads; -0.5 harmful; +0.3 helpful; 0.08 straddles +0.1
-    assert table.loc["zero", ["negligible", "harmful", "helpful", "undetermined", "significant"]].tolist() == [5, 1, 1, 1, 2]
+    assert table.loc["zero", ["negligible", "harmful", "helpful", "undetermined", "significant"]].tolist() == [
+        5,
+        1,
+        1,
+        1,
+        2,
+    ]
     assert table.loc["mean", "negligible"] == 8
     assert counts.loc[counts["model"] == "lm", "training_seed"].isna().all()
     assert (counts.loc[counts["model"] == "m", "training_seed"] == 0).all()
@@ -218,8 +345,17 @@ def test_removal_counts_classify_each_kind_and_leave_a_seedless_model_without_se
 def test_a_language_model_grid_becomes_effects_in_nats():
     from helpers.book.experiments import removal_kinds
 
-    grid = pd.DataFrame({"layer": [0, 0], "head": [0, 1], "change_pct": [10.0, -5.0], "p_value": [0.001, 0.5],
-                         "significant": [True, False], "delta_low": [-0.1, -0.01], "delta_high": [-0.08, 0.06]})
+    grid = pd.DataFrame(
+        {
+            "layer": [0, 0],
+            "head": [0, 1],
+            "change_pct": [10.0, -5.0],
+            "p_value": [0.001, 0.5],
+            "significant": [True, False],
+            "delta_low": [-0.1, -0.01],
+            "delta_high": [-0.08, 0.06],
+        }
+    )
     effects = removal_kinds.language_model_effects(grid, "mean")
     assert effects["delta"].tolist() == pytest.approx([-math.log(1.1), -math.log(0.95)])
     assert set(effects["removal"]) == {"mean"} and effects["heads"].tolist() == [[0], [1]]
@@ -228,17 +364,24 @@ def test_a_language_model_grid_becomes_effects_in_nats():
 def test_selection_summary_reads_share_and_area_per_method():
     from helpers.book.experiments import selection
 
-    curves = pd.concat([_curve("importance", [10, 10, 9.5, 8, 0]), _curve("L0 gates", [10, 10, 10, 9.2, 1]),
-                        _curve("random 0", [10, 9.2, 6, 3, 0]), _curve("random 1", [10, 7, 6, 3, 0]),
-                        _curve("ablation", [10, 8, 7, 5, 0], seed=0), _curve("L0 gates", [10, 9, 8, 7, 0], seed=1),
-                        _curve("importance", [10, 10, 10, 10, 10], seed=1)])
+    curves = pd.concat(
+        [
+            _curve("importance", [10, 10, 9.5, 8, 0]),
+            _curve("L0 gates", [10, 10, 10, 9.2, 1]),
+            _curve("random 0", [10, 9.2, 6, 3, 0]),
+            _curve("random 1", [10, 7, 6, 3, 0]),
+            _curve("ablation", [10, 8, 7, 5, 0], seed=0),
+            _curve("L0 gates", [10, 9, 8, 7, 0], seed=1),
+            _curve("importance", [10, 10, 10, 10, 10], seed=1),
+        ]
+    )
     table = selection.summary(curves, {"BLEU": 1.0}, "metric").set_index(["training_seed", "method"])
     assert table.loc[(0, "L0 gates"), "prunable_share"] == 0.75
     assert table.loc[(0, "importance"), "prunable_share"] == 0.5
     assert table.loc[(0, "random (mean)"), "prunable_share"] == pytest.approx(0.125)
     # trapezoid of (score - 10) over shares 0, .25, .5, .75, 1: importance (0, 0, -0.5, -2, -10)
     assert table.loc[(0, "importance"), "area"] == pytest.approx(-(0.25 * (0.25 + 1.25 + 6)))
-    assert table.loc[(0, "random (95%)"), "prunable_share"] == pytest.approx(0.2375)   # of 0.25 and 0
+    assert table.loc[(0, "random (95%)"), "prunable_share"] == pytest.approx(0.2375)  # of 0.25 and 0
     spread = selection.spread(table.reset_index()).set_index(["model", "method"])
     assert spread.loc[("m", "importance"), "prunable share (mean)"] == pytest.approx(0.75)
     assert spread.loc[("m", "importance"), "prunable_share range"] == pytest.approx(0.5)
@@ -246,6 +389,7 @@ def test_selection_summary_reads_share_and_area_per_method():
 
 class _Sweeps:
     """Just what ``PruningRuns`` reads to pick its sets: a split of 40 numbered examples."""
+
     def __init__(self, decoded_examples=0):
         self.decoded_examples = decoded_examples
 
@@ -254,6 +398,7 @@ class _Sweeps:
 
     def decoded(self, pairs):
         from helpers.book import course
+
         return course.subset(pairs, self.decoded_examples)
 
 
@@ -261,7 +406,7 @@ def test_the_ablation_order_and_the_curves_use_disjoint_halves_of_the_split():
     runs = pruning.PruningRuns(_Sweeps(decoded_examples=10), "nli", "test", "mt", "test", importance_split="train")
     held, scored = runs.halves(40)
     assert len(held) == len(scored) == 20 and not set(held) & set(scored) and sorted(held + scored) == list(range(40))
-    for name, measure in (("nli", "metric"), ("mt", "likelihood"), ("mt", "metric")):   # mt metric: the decoded pairs
+    for name, measure in (("nli", "metric"), ("mt", "likelihood"), ("mt", "metric")):  # mt metric: the decoded pairs
         examples, positions = runs.ablation_sweep(name, "test", measure)
         curves_score, _ = runs._sets(name, "test")
         swept = runs.sweeps.decoded(examples) if (name, measure) == ("mt", "metric") else examples

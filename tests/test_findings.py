@@ -1,10 +1,26 @@
 """The "What this run shows" paragraphs follow the result tables: change a table, and the
 sentence changes with it."""
+
 import pandas as pd
 import pytest
 
 from helpers.book.store.results import results_dir
-from helpers.book.verdicts.findings import ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch11, ch12, ch13, ch14, ch15, text
+from helpers.book.verdicts.findings import (
+    ch03,
+    ch04,
+    ch05,
+    ch06,
+    ch07,
+    ch08,
+    ch09,
+    ch10,
+    ch11,
+    ch12,
+    ch13,
+    ch14,
+    ch15,
+    text,
+)
 
 
 @pytest.fixture
@@ -15,22 +31,61 @@ def results(tmp_path, monkeypatch):
 
     def write(name, rows):
         pd.DataFrame(rows).to_csv(folder / f"{name}.csv", index=False)
+
     return write
 
 
 def _chapter_03_tables(write, significant_mt, mt_layers=6):
     for suffix in ("", "_likelihood"):
-        counts = [{"model": "nli", "training_seed": s, "kind": "self", "heads": 72, "layers": 6, "significant": 1,
-                   "significant_up": 0, "largest_drop": -0.01, "largest_gain": 0.0} for s in (0, 1)]
-        counts += [{"model": "translation", "training_seed": s, "kind": k, "heads": 48, "layers": mt_layers,
-                    "significant": significant_mt[s] if k == "enc_dec" else 0, "significant_up": 1 if k == "enc_dec" else 0,
-                    "largest_drop": -1.0, "largest_gain": 0.1} for s in (0, 1) for k in ("enc_self", "enc_dec", "dec_self")]
-        counts += [{"model": "WMT", "from_paper": True, "training_seed": None, "kind": "enc_self", "heads": 96, "layers": 6,
-                    "significant": 8, "significant_up": 4, "largest_drop": -0.53, "largest_gain": 0.24}]
+        counts = [
+            {
+                "model": "nli",
+                "training_seed": s,
+                "kind": "self",
+                "heads": 72,
+                "layers": 6,
+                "significant": 1,
+                "significant_up": 0,
+                "largest_drop": -0.01,
+                "largest_gain": 0.0,
+            }
+            for s in (0, 1)
+        ]
+        counts += [
+            {
+                "model": "translation",
+                "training_seed": s,
+                "kind": k,
+                "heads": 48,
+                "layers": mt_layers,
+                "significant": significant_mt[s] if k == "enc_dec" else 0,
+                "significant_up": 1 if k == "enc_dec" else 0,
+                "largest_drop": -1.0,
+                "largest_gain": 0.1,
+            }
+            for s in (0, 1)
+            for k in ("enc_self", "enc_dec", "dec_self")
+        ]
+        counts += [
+            {
+                "model": "WMT",
+                "from_paper": True,
+                "training_seed": None,
+                "kind": "enc_self",
+                "heads": 96,
+                "layers": 6,
+                "significant": 8,
+                "significant_up": 4,
+                "largest_drop": -0.53,
+                "largest_gain": 0.24,
+            }
+        ]
         write(f"03_one_head_counts{suffix}", counts)
         for track in ("classifier", "translation"):  # even and odd halves that agree perfectly
-            write(f"03_one_head_{track}{suffix}", [{"training_seed": s, "score_even": h, "score_odd": 2 * h}
-                                                     for s in (0, 1) for h in range(5)])
+            write(
+                f"03_one_head_{track}{suffix}",
+                [{"training_seed": s, "score_even": h, "score_odd": 2 * h} for s in (0, 1) for h in range(5)],
+            )
 
 
 def test_chapter_03_counts_follow_the_table(results):
@@ -42,11 +97,15 @@ def test_chapter_03_counts_follow_the_table(results):
     text = ch03.findings("p", 0.01)
     assert "1 and 12 of 144 heads" in text and "only on seed 1 more than chance alone would flag" in text
     assert "split-half r of the effects (even against odd examples): 1.00 and 1.00; the halves agree" in text
-    assert text.startswith("**The models:** nli has 12 heads per layer, so one head is 1/12 of its layer's attention "
-                           "(the paper's BERT: 1/12); translation has 8 heads per layer")
-    _chapter_03_tables(results, {0: 1, 1: 12}, mt_layers=3)   # a model with 16 heads per layer
-    assert "translation has 16 heads per layer, so one head is 1/16 of its layer's attention (the paper's WMT: 1/16)" \
+    assert text.startswith(
+        "**The models:** nli has 12 heads per layer, so one head is 1/12 of its layer's attention "
+        "(the paper's BERT: 1/12); translation has 8 heads per layer"
+    )
+    _chapter_03_tables(results, {0: 1, 1: 12}, mt_layers=3)  # a model with 16 heads per layer
+    assert (
+        "translation has 16 heads per layer, so one head is 1/16 of its layer's attention (the paper's WMT: 1/16)"
         in ch03.findings("p", 0.01)
+    )
 
 
 def test_chapter_03_places_the_heads_against_the_margin(results):
@@ -59,18 +118,36 @@ def test_chapter_03_places_the_heads_against_the_margin(results):
         counts.loc[ours, "unplaced"] = counts.loc[ours, "undetermined"]
         counts.to_csv(text.results_dir("p") / f"03_one_head_counts{suffix}.csv", index=False)
     found = ch03.findings("p", 0.01)
-    assert ("Against a margin of ±1 BLEU: 135 and 135 heads shown negligible, 3 and 3 harmful, 0 and 0 helpful and "
-            "6 and 6 undetermined; 6 and 6 are placed by neither test") in found
+    assert (
+        "Against a margin of ±1 BLEU: 135 and 135 heads shown negligible, 3 and 3 harmful, 0 and 0 helpful and "
+        "6 and 6 undetermined; 6 and 6 are placed by neither test"
+    ) in found
     assert "Against a margin of ±1% of perplexity (0.0100 nats): 69 and 69 heads shown negligible" in found
 
 
 def test_chapter_05_verdict_follows_the_correlation(results):
     def tables(r_seed1):
         for suffix in ("", "_likelihood"):
-            results(f"05_cross_domain_r{suffix}", [
-                {"model": "translation", "training_seed": s, "kind": "all", "heads": 144, "pearson_r": r, "p_value": 0.001,
-                 "paper_r": 0.56, "split_half_r_in": 0.9, "split_half_r_out": 0.8, "spread_in": 2.0, "spread_out": 3.5 - s}
-                for s, r in ((0, 0.7), (1, r_seed1))])
+            results(
+                f"05_cross_domain_r{suffix}",
+                [
+                    {
+                        "model": "translation",
+                        "training_seed": s,
+                        "kind": "all",
+                        "heads": 144,
+                        "pearson_r": r,
+                        "p_value": 0.001,
+                        "paper_r": 0.56,
+                        "split_half_r_in": 0.9,
+                        "split_half_r_out": 0.8,
+                        "spread_in": 2.0,
+                        "spread_out": 3.5 - s,
+                    }
+                    for s, r in ((0, 0.7), (1, r_seed1))
+                ],
+            )
+
     tables(0.7)
     assert "r = 0.70 (p = 0.001) and 0.70 (p = 0.001)" in ch05.findings("p")
     assert "spread wider (3.5 against 2) and wider (2.5 against 2)" in ch05.findings("p")
@@ -79,7 +156,7 @@ def test_chapter_05_verdict_follows_the_correlation(results):
     text = ch05.findings("p")
     assert "r = 0.70 (p = 0.001) and 0.20 (p = 0.001)" in text
     assert _scorecard_verdict("cross_domain") == "depends on the seed"
-    assert "reproduced" not in text   # the verdict table above the text says it, once
+    assert "reproduced" not in text  # the verdict table above the text says it, once
 
 
 def test_chapter_05_explains_a_negative_correlation_only_where_the_classes_move_alike(results):
@@ -90,9 +167,24 @@ def test_chapter_05_explains_a_negative_correlation_only_where_the_classes_move_
 
     def tables(shifts):
         for suffix in ("", "_likelihood"):
-            results(f"05_cross_domain_r{suffix}", [
-                {"model": "nli", "training_seed": 0, "kind": "self", "heads": 72, "pearson_r": -0.6, "p_value": 1e-8,
-                 "paper_r": 0.68, "split_half_r_in": 0.4, "split_half_r_out": 0.3, "spread_in": 0.02, "spread_out": 0.03}])
+            results(
+                f"05_cross_domain_r{suffix}",
+                [
+                    {
+                        "model": "nli",
+                        "training_seed": 0,
+                        "kind": "self",
+                        "heads": 72,
+                        "pearson_r": -0.6,
+                        "p_value": 1e-8,
+                        "paper_r": 0.68,
+                        "split_half_r_in": 0.4,
+                        "split_half_r_out": 0.3,
+                        "spread_in": 0.02,
+                        "spread_out": 0.03,
+                    }
+                ],
+            )
         results("05_label_shifts", shifts.to_dict("records"))
 
     tables(_shifts(trade=True))
@@ -101,36 +193,68 @@ def test_chapter_05_explains_a_negative_correlation_only_where_the_classes_move_
     assert "between labels 1 and 0" in text and "For seed 0 the net takes opposite signs" in text
     unlike = _shifts(trade=True)
     inside = unlike["set"] == "matched"
-    unlike.loc[inside, "recall change 0"] = -unlike.loc[inside, "recall change 0"]   # label 0 moves the other way in domain
-    unlike.loc[inside, "accuracy change"] = unlike.loc[inside, [f"recall change {k}" for k in range(3)]].sum(axis=1) / 3
-    tables(unlike)   # accuracy r -0.92, class by class -0.04
+    unlike.loc[inside, "recall change 0"] = -unlike.loc[
+        inside, "recall change 0"
+    ]  # label 0 moves the other way in domain
+    unlike.loc[inside, "accuracy change"] = (
+        unlike.loc[inside, [f"recall change {k}" for k in range(3)]].sum(axis=1) / 3
+    )
+    tables(unlike)  # accuracy r -0.92, class by class -0.04
     text = ch05.findings("p")
-    assert "For seed 0 the net" not in text and "For seed 0 the accuracy correlation is significantly negative and the " \
-        "classes do not move alike either: this run does not explain it." in text
+    assert (
+        "For seed 0 the net" not in text
+        and "For seed 0 the accuracy correlation is significantly negative and the "
+        "classes do not move alike either: this run does not explain it."
+        in text
+    )
 
 
 def test_chapter_04_counts_layers_without_a_significant_loss(results):
     def tables(down, per_layer=8):
         for suffix in ("", "_likelihood"):
-            results(f"04_keep_one_counts{suffix}", [
-                {"source": "translation", "protocol": "chosen on test13, reported on test14", "training_seed": 0,
-                 "kind": k, "layers": 6, "heads_per_layer": per_layer, "significant": down, "significant_down": down, "worst_layer": 6,
-                 "worst_delta": -2.5 if k == "enc_dec" else -0.1, "unit": "BLEU"} for k in ("enc_self", "enc_dec", "dec_self")])
+            results(
+                f"04_keep_one_counts{suffix}",
+                [
+                    {
+                        "source": "translation",
+                        "protocol": "chosen on test13, reported on test14",
+                        "training_seed": 0,
+                        "kind": k,
+                        "layers": 6,
+                        "heads_per_layer": per_layer,
+                        "significant": down,
+                        "significant_down": down,
+                        "worst_layer": 6,
+                        "worst_delta": -2.5 if k == "enc_dec" else -0.1,
+                        "unit": "BLEU",
+                    }
+                    for k in ("enc_self", "enc_dec", "dec_self")
+                ],
+            )
+
     tables(0)
     assert "18 of 18 layers show no significant loss" in ch04.findings("p")
     tables(2)
     text = ch04.findings("p")
-    assert "12 of 18 layers" in text and "the worst layer is enc_dec layer 6 (-2.50 BLEU, seed 0) - always enc_dec" in text
-    assert "translation has 8 heads per layer, so one head is 1/8 of its layer's attention (the paper's WMT: 1/16)" in text
+    assert (
+        "12 of 18 layers" in text
+        and "the worst layer is enc_dec layer 6 (-2.50 BLEU, seed 0) - always enc_dec" in text
+    )
+    assert (
+        "translation has 8 heads per layer, so one head is 1/8 of its layer's attention (the paper's WMT: 1/16)"
+        in text
+    )
     tables(2, per_layer=4)
     assert "translation has 4 heads per layer, so one head is 1/4" in ch04.findings("p")
-    for suffix, margin in (("", 1.0), ("_likelihood", 0.00995)):   # the margin's count joins the sentence
+    for suffix, margin in (("", 1.0), ("_likelihood", 0.00995)):  # the margin's count joins the sentence
         path = results_dir("p") / f"04_keep_one_counts{suffix}.csv"
         pd.read_csv(path).assign(margin=margin, harmful=[0, 1, 0], negligible=[6, 4, 5]).to_csv(path, index=False)
     found = ch04.findings("p")
-    assert "12 of 18 layers show no significant loss with a single head (seed by seed); 1 lose more than the margin δ " \
-           "(their interval wholly below -0.00995)" in found
-    assert "Most layers can be reduced to one head" not in found   # the verdict table above the text says it
+    assert (
+        "12 of 18 layers show no significant loss with a single head (seed by seed); 1 lose more than the margin δ "
+        "(their interval wholly below -0.00995)" in found
+    )
+    assert "Most layers can be reduced to one head" not in found  # the verdict table above the text says it
 
 
 def test_a_missing_table_says_which_chapter_to_run(results):
@@ -146,12 +270,18 @@ def test_beyond_chance_is_a_binomial_tail_at_twice_alpha():
 def test_the_scorecard_summary_counts_both_measures_and_names_disagreements():
     from helpers.book.verdicts.engine import NOT_MEASURED, PARTLY, REPRODUCED
 
-    card = pd.DataFrame([{"claim": "A", "verdict": REPRODUCED, "likelihood verdict": PARTLY},
-                         {"claim": "B", "verdict": REPRODUCED, "likelihood verdict": REPRODUCED},
-                         {"claim": "C", "verdict": PARTLY, "likelihood verdict": NOT_MEASURED}])
+    card = pd.DataFrame(
+        [
+            {"claim": "A", "verdict": REPRODUCED, "likelihood verdict": PARTLY},
+            {"claim": "B", "verdict": REPRODUCED, "likelihood verdict": REPRODUCED},
+            {"claim": "C", "verdict": PARTLY, "likelihood verdict": NOT_MEASURED},
+        ]
+    )
     text = ch15.findings(card)
-    assert text.startswith("On the paper's metric, 2 reproduced and 1 partly of the 3 claims. On the likelihood, "
-                           "measured for 2 of them: 1 reproduced, 1 partly and 1 not measured.")
+    assert text.startswith(
+        "On the paper's metric, 2 reproduced and 1 partly of the 3 claims. On the likelihood, "
+        "measured for 2 of them: 1 reproduced, 1 partly and 1 not measured."
+    )
     assert "disagree on 1: *A* (reproduced on the paper's metric, partly on the likelihood)" in text
     card.loc[0, "likelihood verdict"] = REPRODUCED
     assert "give the same verdict on every claim" in ch15.findings(card)
@@ -163,9 +293,19 @@ def test_chapter_07_reads_speed_ups_as_ratios_of_medians(results):
         for size, pruned in ((1, 110.0), (64, 120.0)):
             for variant, runs in (("original", original_runs), ("pruned", [pruned] * 3), ("gated", original_runs)):
                 median = sorted(runs)[1]
-                rows.append({"batch_size": size, "variant": variant, "median": median, "iqr": 0.0, "runs": runs,
-                             "flops": 100 if variant == "pruned" else 150, "device": "cpu: 2 threads"})
+                rows.append(
+                    {
+                        "batch_size": size,
+                        "variant": variant,
+                        "median": median,
+                        "iqr": 0.0,
+                        "runs": runs,
+                        "flops": 100 if variant == "pruned" else 150,
+                        "device": "cpu: 2 threads",
+                    }
+                )
         results("07_speed", rows)
+
     speed([100.0, 100.0, 100.0])
     text = ch07.findings("p")
     assert "+20.0% faster at batch 64" in text and "+50.0% predicted" in text and "At batch 1 it gained +10.0%" in text
@@ -178,14 +318,33 @@ def test_chapter_07_reads_speed_ups_as_ratios_of_medians(results):
 def test_chapter_06_shares_follow_the_table(results):
     def tables(importance_seed1):
         for suffix in ("", "_likelihood"):
-            results(f"06_prunable_shares{suffix}", [
-                {"track": "translation", "model": "translation", "training_seed": s, "order": o,
-                 "prunable_share": {"importance": 0.5 if s == 0 else importance_seed1, "ablation": 0.3, "random (mean)": 0.2,
-                                    "random (5%)": 0.1, "random (95%)": 0.3}[o],
-                 "unpruned": 10.0, "at_50%": 8.0, "all_pruned": 0.3, "paper_prunable_share": 0.2 if o == "importance" else None,
-                 "selected_on": "held-out half of test13" if o == "ablation" else "-",
-                 "random_orders": orders if o.startswith("random") else None}
-                for s in (0, 1) for o in ("importance", "ablation", "random (mean)", "random (5%)", "random (95%)")])
+            results(
+                f"06_prunable_shares{suffix}",
+                [
+                    {
+                        "track": "translation",
+                        "model": "translation",
+                        "training_seed": s,
+                        "order": o,
+                        "prunable_share": {
+                            "importance": 0.5 if s == 0 else importance_seed1,
+                            "ablation": 0.3,
+                            "random (mean)": 0.2,
+                            "random (5%)": 0.1,
+                            "random (95%)": 0.3,
+                        }[o],
+                        "unpruned": 10.0,
+                        "at_50%": 8.0,
+                        "all_pruned": 0.3,
+                        "paper_prunable_share": 0.2 if o == "importance" else None,
+                        "selected_on": "held-out half of test13" if o == "ablation" else "-",
+                        "random_orders": orders if o.startswith("random") else None,
+                    }
+                    for s in (0, 1)
+                    for o in ("importance", "ablation", "random (mean)", "random (5%)", "random (95%)")
+                ],
+            )
+
     orders = 20
     tables(0.6)
     found = ch06.findings("p")
@@ -198,109 +357,263 @@ def test_chapter_06_shares_follow_the_table(results):
     assert "but 2 orders are too few for a band" in ch06.findings("p")
 
     # how many examples importance needs: recomputed from the draws (spearman rises with n)
-    rows = [{"model": "nli", "used": 64, "examples": n, "draw": d, "spearman": {4: 0.3, 16: 0.9, 64: 1.0}[n] + 0.01 * d,
-             "top overlap": 0.5, "bottom overlap": {4: 0.1, 16: 0.6, 64: 1.0}[n]} for n in (4, 16, 64) for d in range(3)]
+    rows = [
+        {
+            "model": "nli",
+            "used": 64,
+            "examples": n,
+            "draw": d,
+            "spearman": {4: 0.3, 16: 0.9, 64: 1.0}[n] + 0.01 * d,
+            "top overlap": 0.5,
+            "bottom overlap": {4: 0.1, 16: 0.6, 64: 1.0}[n],
+        }
+        for n in (4, 16, 64)
+        for d in range(3)
+    ]
     rows = [r for r in rows if r["examples"] < 64 or r["draw"] == 0]
     results("06_importance_sample", rows)
     found = ch06.findings("p")
-    assert ("**How many examples importance needs** (medians over 3 random draws per size, against I_h of every "
-            "example the verdict used): nli: from 16 of its 64 examples, Spearman 0.91 (5-95%: 0.90 to 0.92) and 60% "
-            "of the least important tenth found; a median Spearman of 0.9 from 16 examples. A sample is part of the "
-            "whole it is compared with") in found
+    assert (
+        "**How many examples importance needs** (medians over 3 random draws per size, against I_h of every "
+        "example the verdict used): nli: from 16 of its 64 examples, Spearman 0.91 (5-95%: 0.90 to 0.92) and 60% "
+        "of the least important tenth found; a median Spearman of 0.9 from 16 examples. A sample is part of the "
+        "whole it is compared with"
+    ) in found
     rows = [dict(r, spearman=r["spearman"] / 2) for r in rows]
     results("06_importance_sample", rows)
-    assert "a median Spearman of 0.9 at no size below all of them" in ch06.findings("p")   # 64 of 64 agrees with itself
-    assert "Pruned by I_h from fewer examples" not in ch06.findings("p")   # no curves drawn
+    assert "a median Spearman of 0.9 at no size below all of them" in ch06.findings("p")  # 64 of 64 agrees with itself
+    assert "Pruned by I_h from fewer examples" not in ch06.findings("p")  # no curves drawn
     shares = {(4, 0): 0.1, (4, 1): 0.3, (4, 2): None, (16, 0): 0.4, (16, 1): 0.4, (16, 2): None, (64, 0): 0.5}
     results("06_importance_sample", [dict(r, prunable_share=shares[r["examples"], r["draw"]]) for r in rows])
-    assert ("**Pruned by I_h from fewer examples** (the share of heads prunable within perplexity +1%, the range over "
-            "2 draws per size): nli: 10%-30% from 4, 40% from 16; 50% with all 64. Each sample is part of the whole") \
-        in ch06.findings("p")
-    assert "A language model pruned by I_h" not in ch06.findings("p")   # no curve points drawn
+    assert (
+        "**Pruned by I_h from fewer examples** (the share of heads prunable within perplexity +1%, the range over "
+        "2 draws per size): nli: 10%-30% from 4, 40% from 16; 50% with all 64. Each sample is part of the whole"
+    ) in ch06.findings("p")
+    assert "A language model pruned by I_h" not in ch06.findings("p")  # no curve points drawn
     rise = "perplexity rise at 10% pruned (%)"
-    lm = [{"model": "lm", "used": 30, "examples": n, "draw": d, "spearman": 0.5, "top overlap": 0.5,
-           "bottom overlap": 0.5, rise: {(4, 0): 40.2, (4, 1): 25.0, (16, 0): 21.0, (16, 1): 20.6, (30, 0): 19.0}[n, d]}
-          for n, d in ((4, 0), (4, 1), (16, 0), (16, 1), (30, 0))]
+    lm = [
+        {
+            "model": "lm",
+            "used": 30,
+            "examples": n,
+            "draw": d,
+            "spearman": 0.5,
+            "top overlap": 0.5,
+            "bottom overlap": 0.5,
+            rise: {(4, 0): 40.2, (4, 1): 25.0, (16, 0): 21.0, (16, 1): 20.6, (30, 0): 19.0}[n, d],
+        }
+        for n, d in ((4, 0), (4, 1), (16, 0), (16, 1), (30, 0))
+    ]
     results("06_importance_sample", rows + lm)
-    assert ("**A language model pruned by I_h from fewer examples** (the perplexity rise on chapter 11's report verses, "
-            "the range over 2 draws per size, read at fixed shares of the query heads: chapter 11's curves are coarser "
-            "than the language model's tolerance): lm with 10% of its query heads pruned: +25% to +40% from 4, +21% "
-            "from 16; +19% with all 30.") in ch06.findings("p")
+    assert (
+        "**A language model pruned by I_h from fewer examples** (the perplexity rise on chapter 11's report verses, "
+        "the range over 2 draws per size, read at fixed shares of the query heads: chapter 11's curves are coarser "
+        "than the language model's tolerance): lm with 10% of its query heads pruned: +25% to +40% from 4, +21% "
+        "from 16; +19% with all 30."
+    ) in ch06.findings("p")
 
 
 def test_chapters_08_09_and_10_follow_their_tables(results):
     kinds = ("enc_self", "enc_dec", "dec_self")
-    results("08_pruning_by_kind_summary", [{"training_seed": 0, "kind": k, "relative_80%": r}
-                                            for k, r in zip(kinds, (0.8, 0.2, 0.7))])
-    results("08_pruning_by_kind_summary_likelihood", [{"training_seed": 0, "kind": k, "perplexity_ratio_80%": r}
-                                                       for k, r in zip(kinds, (1.2, 3.0, 1.1))])
-    results("08_pruning_by_kind", [{"training_seed": 0, "kind": k, "pruned": p, "share": p / 48} for k in kinds
-                                   for p in (0, 12, 24, 36, 48)])
+    results(
+        "08_pruning_by_kind_summary",
+        [{"training_seed": 0, "kind": k, "relative_80%": r} for k, r in zip(kinds, (0.8, 0.2, 0.7))],
+    )
+    results(
+        "08_pruning_by_kind_summary_likelihood",
+        [{"training_seed": 0, "kind": k, "perplexity_ratio_80%": r} for k, r in zip(kinds, (1.2, 3.0, 1.1))],
+    )
+    results(
+        "08_pruning_by_kind",
+        [{"training_seed": 0, "kind": k, "pruned": p, "share": p / 48} for k in kinds for p in (0, 12, 24, 36, 48)],
+    )
     text = ch08.findings("p")
-    assert text.startswith("**The model:** 48 enc_self heads, 48 enc_dec heads and 48 dec_self heads (the paper's WMT: "
-                           "96 of each kind), pruned 25% of a kind at a time.")
+    assert text.startswith(
+        "**The model:** 48 enc_self heads, 48 enc_dec heads and 48 dec_self heads (the paper's WMT: "
+        "96 of each kind), pruned 25% of a kind at a time."
+    )
     assert "enc_self 80%, enc_dec 20%, dec_self 70% (lowest here: enc_dec)" in text
     assert _scorecard_verdict("enc_dec_most_sensitive") == "reproduced" and "reproduced" not in text
     assert "enc_self x1.20, enc_dec x3.00, dec_self x1.10" in text
-    steps = [(e, share) for e in (0, 1, 16) for share in (0.0, 0.4)]   # epoch 0: BLEU 0.1, a near-zero share
-    results("09_importance_dynamics", [{"training_seed": 0, "epoch": e, "share": sh,
-                                        "unpruned": {0: 0.1, 1: 2.0, 16: 15.0}[e],
-                                        "relative": 1.0 if sh == 0 else {0: 0.2, 1: 0.5, 16: 0.9}[e]} for e, sh in steps])
-    results("09_importance_dynamics_likelihood", [{"training_seed": 0, "epoch": e, "share": sh,
-                                                   "perplexity_ratio": 1.0 if sh == 0 else {0: 2.0, 1: 1.6, 16: 1.05}[e]}
-                                                  for e, sh in steps])
+    steps = [(e, share) for e in (0, 1, 16) for share in (0.0, 0.4)]  # epoch 0: BLEU 0.1, a near-zero share
+    results(
+        "09_importance_dynamics",
+        [
+            {
+                "training_seed": 0,
+                "epoch": e,
+                "share": sh,
+                "unpruned": {0: 0.1, 1: 2.0, 16: 15.0}[e],
+                "relative": 1.0 if sh == 0 else {0: 0.2, 1: 0.5, 16: 0.9}[e],
+            }
+            for e, sh in steps
+        ],
+    )
+    results(
+        "09_importance_dynamics_likelihood",
+        [
+            {
+                "training_seed": 0,
+                "epoch": e,
+                "share": sh,
+                "perplexity_ratio": 1.0 if sh == 0 else {0: 2.0, 1: 1.6, 16: 1.05}[e],
+            }
+            for e, sh in steps
+        ],
+    )
     text = ch09.findings("p")
-    assert ("the perplexity reaches x2.00 of the unpruned checkpoint's after epoch 0 and x1.05 after epoch 16 (BLEU leaves "
-            "out epoch 0, whose unpruned BLEU is below 2% of the last epoch's") in text
+    assert (
+        "the perplexity reaches x2.00 of the unpruned checkpoint's after epoch 0 and x1.05 after epoch 16 (BLEU leaves "
+        "out epoch 0, whose unpruned BLEU is below 2% of the last epoch's"
+    ) in text
     assert "on greedy BLEU, 50% is kept after epoch 1 (BLEU 2.0) and 90% after epoch 16 (BLEU 15.0)" in text
     assert "cost more at the first of these checkpoints than at the last on both scores" in text
     assert "The first of them to keep 85% with 40% pruned: epoch 16 of 16 (the paper: about epoch 10 of 40)." in text
     for suffix, share in (("", 0.4), ("_likelihood", 0.1)):
-        results(f"10_appendix_summary{suffix}", [{"model": "sentiment", "training_seed": s, "metric": "accuracy",
-                                                  "prunable_share": share, "paper_task": "SST-2", "paper_flat_until": 0.5,
-                                                  "unpruned": 0.9, "score_90%_pruned": 0.5 + s / 10} for s in (0, 1)])
+        results(
+            f"10_appendix_summary{suffix}",
+            [
+                {
+                    "model": "sentiment",
+                    "training_seed": s,
+                    "metric": "accuracy",
+                    "prunable_share": share,
+                    "paper_task": "SST-2",
+                    "paper_flat_until": 0.5,
+                    "unpruned": 0.9,
+                    "score_90%_pruned": 0.5 + s / 10,
+                }
+                for s in (0, 1)
+            ],
+        )
     assert ch10.findings("p").startswith(
         "**sentiment:** 40% and 40% of the heads can go within the tolerance on accuracy, "
         "10% and 10% with the perplexity within 1% (the paper's SST-2: flat to about 50%). With 90% pruned the score "
-        "is 0.5 and 0.6, against 0.9 and 0.9 unpruned.")
-
+        "is 0.5 and 0.6, against 0.9 and 0.9 unpruned."
+    )
 
 
 def test_chapter_11_follows_its_tables(results):
-    results("11_sets", [{"set": "select", "verses": 48, "perplexity": 51.5}, {"set": "report", "verses": 48, "perplexity": 70.1}])
-    grid = [{"layer": layer, "head": h, "change_pct": 40.0 if (layer, h) == (1, 3) else 2.0 * (h - 1), "significant": h != 1}
-            for layer in range(3) for h in range(4)]
+    results(
+        "11_sets",
+        [{"set": "select", "verses": 48, "perplexity": 51.5}, {"set": "report", "verses": 48, "perplexity": 70.1}],
+    )
+    grid = [
+        {
+            "layer": layer,
+            "head": h,
+            "change_pct": 40.0 if (layer, h) == (1, 3) else 2.0 * (h - 1),
+            "significant": h != 1,
+        }
+        for layer in range(3)
+        for h in range(4)
+    ]
     results("11_one_head_grid", grid)
-    results("11_keep_one_head", [{"layer": layer, "change_pct": c, "significant": c > 10} for layer, c in enumerate((300.0, 4.0, 2.0))])
-    results("11_prunable_shares", [{"unit": u, "order": o, "prunable within 1%": 0.0, "prunable within 10%": 0.1,
-                                    "perplexity at 50%": 200.0 if o == "importance" else 9000.0}
-                                   for u in ("query heads", "KV groups") for o in ("importance", "random 0")])
-    results("11_speed", [{"batch_size": b, "variant": v, "median": 100.0 * (1.1 if v == "pruned" else 1.0), "flops": 100 if v == "pruned" else 110}
-                         for b in (1, 16) for v in ("original", "pruned", "gated")])
-    results("11_one_head_counts", [{"heads": 12, "margin (nats)": 0.00995, "harmful": 2, "negligible": 7, "helpful": 0,
-                                    "undetermined": 3, "unplaced": 1}])
+    results(
+        "11_keep_one_head",
+        [{"layer": layer, "change_pct": c, "significant": c > 10} for layer, c in enumerate((300.0, 4.0, 2.0))],
+    )
+    results(
+        "11_prunable_shares",
+        [
+            {
+                "unit": u,
+                "order": o,
+                "prunable within 1%": 0.0,
+                "prunable within 10%": 0.1,
+                "perplexity at 50%": 200.0 if o == "importance" else 9000.0,
+            }
+            for u in ("query heads", "KV groups")
+            for o in ("importance", "random 0")
+        ],
+    )
+    results(
+        "11_speed",
+        [
+            {
+                "batch_size": b,
+                "variant": v,
+                "median": 100.0 * (1.1 if v == "pruned" else 1.0),
+                "flops": 100 if v == "pruned" else 110,
+            }
+            for b in (1, 16)
+            for v in ("original", "pruned", "gated")
+        ],
+    )
+    results(
+        "11_one_head_counts",
+        [
+            {
+                "heads": 12,
+                "margin (nats)": 0.00995,
+                "harmful": 2,
+                "negligible": 7,
+                "helpful": 0,
+                "undetermined": 3,
+                "unplaced": 1,
+            }
+        ],
+    )
     text = ch11.findings("p", 0.01, speed_share=0.25)
     assert "6 of 12 query heads raise the perplexity significantly" in text and "0.1 expected by chance" in text
-    assert ("Against a margin of ±1% of perplexity, 7 heads are shown negligible, 2 harmful, 0 helpful and 3 undetermined; "
-            "1 are placed by neither test.") in text and "the least important 25% of the query heads" in text
+    assert (
+        "Against a margin of ±1% of perplexity, 7 heads are shown negligible, 2 harmful, 0 helpful and 3 undetermined; "
+        "1 are placed by neither test."
+    ) in text and "the least important 25% of the query heads" in text
     assert "largest rise is +40.0% (layer 1, head 3)" in text and "2 of 3 layers show no significant loss" in text
     assert "+10.0% faster at batch 16 (100% of the +10.0% its FLOPs predict)" in text
     # tested at the calibrated level: the grid says so, and the null table says why
     results("11_one_head_grid", [dict(r, level=0.004, **{"significant at nominal alpha": True}) for r in grid])
-    results("11_grid_null_rate", [{"level": "nominal", "alpha": 0.01, "verses": 30, "nominal": 0.02,
-                                   "flagged with no effect": 0.049, "tests": 120},
-                                  {"level": "calibrated", "alpha": 0.004, "verses": 30, "nominal": 0.02,
-                                   "flagged with no effect": 0.021, "tests": 120}])
+    results(
+        "11_grid_null_rate",
+        [
+            {
+                "level": "nominal",
+                "alpha": 0.01,
+                "verses": 30,
+                "nominal": 0.02,
+                "flagged with no effect": 0.049,
+                "tests": 120,
+            },
+            {
+                "level": "calibrated",
+                "alpha": 0.004,
+                "verses": 30,
+                "nominal": 0.02,
+                "flagged with no effect": 0.021,
+                "tests": 120,
+            },
+        ],
+    )
     text = ch11.findings("p", 0.01, speed_share=0.25)
     assert "6 of 12 query heads raise the perplexity significantly and 3 lower it significantly (p < 0.004" in text
-    assert ("30 verses drawn from them (120 tests), the bootstrap at its nominal p < 0.01 flags 4.9% of the heads, "
-            "against the 2% it promises") in text
+    assert (
+        "30 verses drawn from them (120 tests), the bootstrap at its nominal p < 0.01 flags 4.9% of the heads, "
+        "against the 2% it promises"
+    ) in text
     assert "tested at p < 0.004, the level fitted on one set of such draws, which flags 2.1% on a fresh set" in text
     assert "At the nominal level 12 heads would have been called significant; at the calibrated level 9 are." in text
-    results("11_grid_null_rate", [{"level": "nominal", "alpha": 0.01, "verses": 8, "nominal": 0.02,
-                                   "flagged with no effect": 0.067, "tests": 240},
-                                  {"level": "calibrated", "alpha": 0.0, "verses": 8, "nominal": 0.02,
-                                   "flagged with no effect": 0.0, "tests": 240}])
+    results(
+        "11_grid_null_rate",
+        [
+            {
+                "level": "nominal",
+                "alpha": 0.01,
+                "verses": 8,
+                "nominal": 0.02,
+                "flagged with no effect": 0.067,
+                "tests": 240,
+            },
+            {
+                "level": "calibrated",
+                "alpha": 0.0,
+                "verses": 8,
+                "nominal": 0.02,
+                "flagged with no effect": 0.0,
+                "tests": 240,
+            },
+        ],
+    )
     assert "tested at no level at all (no head can be called significant here)" in ch11.findings("p", 0.01)
 
 
@@ -338,13 +651,27 @@ def test_chapter_05_says_what_the_scorecard_says_between_the_old_thresholds(resu
     from helpers.book.verdicts.rules import ch05 as rules
 
     for suffix in ("", "_likelihood"):
-        results(f"05_cross_domain_r{suffix}", [
-            {"model": "translation", "training_seed": s, "kind": "all", "pearson_r": r, "p_value": 0.001,
-             "paper_r": 0.56, "split_half_r_in": 0.9, "split_half_r_out": 0.8, "spread_in": 1.0, "spread_out": 1.0}
-            for s in (0, 1)])
+        results(
+            f"05_cross_domain_r{suffix}",
+            [
+                {
+                    "model": "translation",
+                    "training_seed": s,
+                    "kind": "all",
+                    "pearson_r": r,
+                    "p_value": 0.001,
+                    "paper_r": 0.56,
+                    "split_half_r_in": 0.9,
+                    "split_half_r_out": 0.8,
+                    "spread_in": 1.0,
+                    "spread_out": 1.0,
+                }
+                for s in (0, 1)
+            ],
+        )
     verdict = _scorecard_verdict("cross_domain")
     assert verdict == ("reproduced" if r >= 0.4 else "not reproduced")
-    assert verdict_of(chapter_verdicts("p", rules.CLAIMS), "cross_domain") == verdict   # the chapter's own table
+    assert verdict_of(chapter_verdicts("p", rules.CLAIMS), "cross_domain") == verdict  # the chapter's own table
 
 
 def test_chapter_09_and_the_scorecard_read_the_chapters_min_base_share(results):
@@ -353,12 +680,22 @@ def test_chapter_09_and_the_scorecard_read_the_chapters_min_base_share(results):
     from helpers.book.verdicts.rules import ch09 as rules
 
     steps = [(e, share) for e in (1, 2, 16) for share in (0.0, 0.4)]
-    bleu = {1: 0.5, 2: 3.0, 16: 20.0}   # epoch 1's BLEU is 2.5% of the last one's
+    bleu = {1: 0.5, 2: 3.0, 16: 20.0}  # epoch 1's BLEU is 2.5% of the last one's
     kept = {1: 0.5, 2: 0.97, 16: 0.9}
-    results("09_importance_dynamics", [{"training_seed": 0, "epoch": e, "share": sh, "unpruned": bleu[e],
-                                        "relative": 1.0 if sh == 0 else kept[e]} for e, sh in steps])
-    results("09_importance_dynamics_likelihood", [{"training_seed": 0, "epoch": e, "share": sh,
-                                                   "perplexity_ratio": 1.0 if sh == 0 else 1.2} for e, sh in steps])
+    results(
+        "09_importance_dynamics",
+        [
+            {"training_seed": 0, "epoch": e, "share": sh, "unpruned": bleu[e], "relative": 1.0 if sh == 0 else kept[e]}
+            for e, sh in steps
+        ],
+    )
+    results(
+        "09_importance_dynamics_likelihood",
+        [
+            {"training_seed": 0, "epoch": e, "share": sh, "perplexity_ratio": 1.0 if sh == 0 else 1.2}
+            for e, sh in steps
+        ],
+    )
     for share, first, early in ((0.02, 1, "reproduced"), (0.05, 2, "not reproduced")):
         verdicts = chapter_verdicts("p", rules.CLAIMS, min_base_share=share)
         assert verdict_of(verdicts, "early_hurts") == early == _scorecard_verdict("early_hurts")
@@ -369,25 +706,86 @@ def test_chapter_09_and_the_scorecard_read_the_chapters_min_base_share(results):
 
 
 def _chapter_12_tables(write, negligible_mean: int, best_share: float):
-    counts = [{"model": "nli", "training_seed": s, "kind": "self", "heads": 72, "significant": 2,
-               "negligible": negligible_mean if r == "mean" else 70, "harmful": 1, "helpful": 0,
-               "undetermined": 72 - 1 - (negligible_mean if r == "mean" else 70), "unplaced": 0, "removal": r}
-              for s in (0, 1) for r in ("zero", "mean", "resample")]
+    counts = [
+        {
+            "model": "nli",
+            "training_seed": s,
+            "kind": "self",
+            "heads": 72,
+            "significant": 2,
+            "negligible": negligible_mean if r == "mean" else 70,
+            "harmful": 1,
+            "helpful": 0,
+            "undetermined": 72 - 1 - (negligible_mean if r == "mean" else 70),
+            "unplaced": 0,
+            "removal": r,
+        }
+        for s in (0, 1)
+        for r in ("zero", "mean", "resample")
+    ]
     write("12_removal_counts", counts)
-    write("12_removal_counts_likelihood", counts + [{**counts[0], "model": "smollm2", "training_seed": None, "heads": 270,
-                                                     "negligible": 260, "undetermined": 9, "removal": r}
-                                                    for r in ("zero", "mean", "resample")])
-    write("12_removal_agreement", [{"model": "nli", "training_seed": 0, "kinds": "zero vs mean", "heads": 72,
-                                    "spearman": 0.61, "top 10 shared": 7}])
+    write(
+        "12_removal_counts_likelihood",
+        counts
+        + [
+            {
+                **counts[0],
+                "model": "smollm2",
+                "training_seed": None,
+                "heads": 270,
+                "negligible": 260,
+                "undetermined": 9,
+                "removal": r,
+            }
+            for r in ("zero", "mean", "resample")
+        ],
+    )
+    write(
+        "12_removal_agreement",
+        [
+            {
+                "model": "nli",
+                "training_seed": 0,
+                "kinds": "zero vs mean",
+                "heads": 72,
+                "spearman": 0.61,
+                "top 10 shared": 7,
+            }
+        ],
+    )
     for suffix in ("", "_likelihood"):
-        write(f"12_selection{suffix}", [{"track": "classifier", "model": "nli", "training_seed": s, "method": m,
-                                         "prunable_share": share, "area": -share, "random_orders": 20 if "random" in m else None,
-                                         "selected_on": "held-out half of matched" if m == "ablation" else "train"}
-                                        for s in (0, 1) for m, share in (("importance", 0.3), ("L0 gates", best_share),
-                                                                         ("random (mean)", 0.1), ("random (5%)", 0.0),
-                                                                         ("random (95%)", 0.25), ("ablation", 0.2))])
-    write("12_l0_points", [{"model": "nli", "training_seed": s, "penalty": p, "share": p / 2, "seconds": 20.0}
-                           for s in (0, 1) for p in (0.1, 1.0)])
+        write(
+            f"12_selection{suffix}",
+            [
+                {
+                    "track": "classifier",
+                    "model": "nli",
+                    "training_seed": s,
+                    "method": m,
+                    "prunable_share": share,
+                    "area": -share,
+                    "random_orders": 20 if "random" in m else None,
+                    "selected_on": "held-out half of matched" if m == "ablation" else "train",
+                }
+                for s in (0, 1)
+                for m, share in (
+                    ("importance", 0.3),
+                    ("L0 gates", best_share),
+                    ("random (mean)", 0.1),
+                    ("random (5%)", 0.0),
+                    ("random (95%)", 0.25),
+                    ("ablation", 0.2),
+                )
+            ],
+        )
+    write(
+        "12_l0_points",
+        [
+            {"model": "nli", "training_seed": s, "penalty": p, "share": p / 2, "seconds": 20.0}
+            for s in (0, 1)
+            for p in (0.1, 1.0)
+        ],
+    )
 
 
 def test_chapter_12_follows_the_removal_and_selection_tables(results):
@@ -397,48 +795,126 @@ def test_chapter_12_follows_the_removal_and_selection_tables(results):
     assert "**smollm2, the likelihood, no training seed** (270 heads): zero 260 negligible" in found
     assert "zero vs mean r = 0.61 (seed 0; 7 of the 10 most important heads shared)" in found
     assert "L0 gates 50% (50% to 50%)" in found and "L0 gates keeps the score longest" in found
-    assert ("Above the 95th percentile of 20 random orders' shares, seed by seed: importance on 2 of 2, L0 gates on 2 "
-            "of 2 and ablation on 0 of 2") in found and "random (95%)" not in found
+    assert (
+        "Above the 95th percentile of 20 random orders' shares, seed by seed: importance on 2 of 2, L0 gates on 2 "
+        "of 2 and ablation on 0 of 2"
+    ) in found and "random (95%)" not in found
     assert "The L0 gates took 40 to 40 s per model and seed to train, all penalties" in found
     assert "**Which verdicts change with the way a head is removed:** none" in found
     _chapter_12_tables(results, negligible_mean=30, best_share=0.2)
     found = ch12.findings("p")
     assert "mean 30 negligible, 1 harmful, 41 undetermined" in found
     # 30 negligible, but 41 undetermined could make it 71 of 72: mean removal cannot tell
-    assert ("most negligible on the paper's metric, seed 0: zero reproduced, mean cannot tell, "
-            "resample reproduced") in found and "(4 of 8)" in found   # both seeds, both measures
+    assert (
+        "most negligible on the paper's metric, seed 0: zero reproduced, mean cannot tell, resample reproduced"
+    ) in found and "(4 of 8)" in found  # both seeds, both measures
     assert "importance keeps the score longest" in found and "L0 gates on 0 of 2" in found
 
 
 def _chapter_13_tables(write, kept_accuracy: float, measured_offset: int = 0):
     def row(unit, share, batch, kv, speed, ppl):
-        return {"unit": unit, "share": share, "dtype": "float32", "batch": batch, "KV bytes per token": kv,
-                "KV bytes, predicted": kv * 100 * batch, "KV bytes, measured": kv * 100 * batch + measured_offset,
-                "tokens per second": speed * batch, "perplexity": ppl}
-    write("13_memory", [row("unpruned", 0.0, b, 1000, 10.0, 20.0) for b in (1, 8)]
-          + [row("KV groups", 1 / 3, b, 667, 12.0, 25.0) for b in (1, 8)]
-          + [row("query heads", 1 / 3, b, 1000, 11.0, 21.0) for b in (1, 8)])
-    write("13_kept_model", [{"megabytes saved": 412.4, "same tokens": True, "largest logit gap": 2e-6, "generated": "x"}])
-    write("13_induction", [{"layer": l, "head": h, "induction score": 0.1 * (l + h), "induction rank": 6 - (l + h),
-                            "rank by I_h on verses": 1 + l + h} for l in range(2) for h in range(3)])
-    write("13_copying_summary", [{"order": "I_h on verses", "unpruned copying accuracy": 0.8,
-                                  "prunable within 1% (verses)": 0.1, "copying accuracy at 1%": 0.8,
-                                  "prunable within 10% (verses)": 0.3, "copying accuracy at 10%": kept_accuracy,
-                                  "copying accuracy below 50% of unpruned from": 0.4 if kept_accuracy < 0.4 else None}])
+        return {
+            "unit": unit,
+            "share": share,
+            "dtype": "float32",
+            "batch": batch,
+            "KV bytes per token": kv,
+            "KV bytes, predicted": kv * 100 * batch,
+            "KV bytes, measured": kv * 100 * batch + measured_offset,
+            "tokens per second": speed * batch,
+            "perplexity": ppl,
+        }
+
+    write(
+        "13_memory",
+        [row("unpruned", 0.0, b, 1000, 10.0, 20.0) for b in (1, 8)]
+        + [row("KV groups", 1 / 3, b, 667, 12.0, 25.0) for b in (1, 8)]
+        + [row("query heads", 1 / 3, b, 1000, 11.0, 21.0) for b in (1, 8)],
+    )
+    write(
+        "13_kept_model", [{"megabytes saved": 412.4, "same tokens": True, "largest logit gap": 2e-6, "generated": "x"}]
+    )
+    write(
+        "13_induction",
+        [
+            {
+                "layer": l,
+                "head": h,
+                "induction score": 0.1 * (l + h),
+                "induction rank": 6 - (l + h),
+                "rank by I_h on verses": 1 + l + h,
+            }
+            for l in range(2)
+            for h in range(3)
+        ],
+    )
+    write(
+        "13_copying_summary",
+        [
+            {
+                "order": "I_h on verses",
+                "unpruned copying accuracy": 0.8,
+                "prunable within 1% (verses)": 0.1,
+                "copying accuracy at 1%": 0.8,
+                "prunable within 10% (verses)": 0.3,
+                "copying accuracy at 10%": kept_accuracy,
+                "copying accuracy below 50% of unpruned from": 0.4 if kept_accuracy < 0.4 else None,
+            }
+        ],
+    )
     runtime = {"new tokens": 64, "scored tokens": 170, "verses": 6, "cells": 2048, "perplexity, transformers": 20.0}
-    write("13_runtime", [
-        {**runtime, "unit": "unpruned", "share": 0.0, "padded heads": 0, "largest log-prob gap": 2e-4,
-         "perplexity, llama.cpp": 20.001, "greedy tokens equal (exact)": 64, "greedy tokens equal (default)": 64,
-         "KV MiB, llama.cpp (f32)": 90.0, "KV MiB, predicted (f32)": 90.0, "V MiB, llama.cpp (f32)": 45.0,
-         "K MiB, llama.cpp (f32)": 45.0, "KV MiB, llama.cpp (f16)": 45.0, "KV MiB, predicted (f16)": 45.0},
-        {**runtime, "unit": "query heads", "share": 1 / 3, "padded heads": 36, "largest log-prob gap": 2e-3,
-         "perplexity, llama.cpp": 20.0, "greedy tokens equal (exact)": 64, "greedy tokens equal (default)": 9,
-         "KV MiB, llama.cpp (f32)": 88.0, "KV MiB, predicted (f32)": 88.0, "V MiB, llama.cpp (f32)": 45.0,
-         "K MiB, llama.cpp (f32)": 43.0,
-         "KV MiB, llama.cpp (f16)": 43.0, "KV MiB, predicted (f16)": 43.0 + measured_offset}])
-    write("13_runtime_speed", [{"unit": unit, "share": share, "threads": 1, "repeat": i, "prompt tokens per second": 200.0,
-                                "generated tokens per second": speed + i} for unit, share, speed in
-                               (("unpruned", 0.0, 50.0), ("KV groups", 1 / 3, 59.0)) for i in range(3)])
+    write(
+        "13_runtime",
+        [
+            {
+                **runtime,
+                "unit": "unpruned",
+                "share": 0.0,
+                "padded heads": 0,
+                "largest log-prob gap": 2e-4,
+                "perplexity, llama.cpp": 20.001,
+                "greedy tokens equal (exact)": 64,
+                "greedy tokens equal (default)": 64,
+                "KV MiB, llama.cpp (f32)": 90.0,
+                "KV MiB, predicted (f32)": 90.0,
+                "V MiB, llama.cpp (f32)": 45.0,
+                "K MiB, llama.cpp (f32)": 45.0,
+                "KV MiB, llama.cpp (f16)": 45.0,
+                "KV MiB, predicted (f16)": 45.0,
+            },
+            {
+                **runtime,
+                "unit": "query heads",
+                "share": 1 / 3,
+                "padded heads": 36,
+                "largest log-prob gap": 2e-3,
+                "perplexity, llama.cpp": 20.0,
+                "greedy tokens equal (exact)": 64,
+                "greedy tokens equal (default)": 9,
+                "KV MiB, llama.cpp (f32)": 88.0,
+                "KV MiB, predicted (f32)": 88.0,
+                "V MiB, llama.cpp (f32)": 45.0,
+                "K MiB, llama.cpp (f32)": 43.0,
+                "KV MiB, llama.cpp (f16)": 43.0,
+                "KV MiB, predicted (f16)": 43.0 + measured_offset,
+            },
+        ],
+    )
+    write(
+        "13_runtime_speed",
+        [
+            {
+                "unit": unit,
+                "share": share,
+                "threads": 1,
+                "repeat": i,
+                "prompt tokens per second": 200.0,
+                "generated tokens per second": speed + i,
+            }
+            for unit, share, speed in (("unpruned", 0.0, 50.0), ("KV groups", 1 / 3, 59.0))
+            for i in range(3)
+        ],
+    )
 
 
 def test_chapter_13_follows_the_memory_induction_and_copying_tables(results):
@@ -448,30 +924,55 @@ def test_chapter_13_follows_the_memory_induction_and_copying_tables(results):
     _chapter_13_tables(results, kept_accuracy=0.2)
     found = ch13.findings("p")
     assert "predict in 6 of 6 rows (levels" in found
-    assert "removing 33% of the KV groups saves 33% of the KV cache (1,000 -> 667 bytes per token) for a perplexity of 25.0" in found
+    assert (
+        "removing 33% of the KV groups saves 33% of the KV cache (1,000 -> 667 bytes per token) for a perplexity of 25.0"
+        in found
+    )
     assert "generation speed 1.20x at batch 1 and 1.20x at batch 8" in found
     assert "removing 33% of the query heads saves 0% of the KV cache" in found
-    assert "the 5 strongest (layer.head, score) are 1.2 (0.30)" in found and "I_h on verses: 4, 3, 3, 2, 2 of 6" in found
-    assert ("within 1% of the verse perplexity 10% of the query heads can go, copying accuracy there 0.80; within 10% "
-            "of the verse perplexity 30% of the query heads can go, copying accuracy there 0.20 (unpruned 0.80); copying "
-            "accuracy falls below half of it from 40% pruned") in found
+    assert (
+        "the 5 strongest (layer.head, score) are 1.2 (0.30)" in found and "I_h on verses: 4, 3, 3, 2, 2 of 6" in found
+    )
+    assert (
+        "within 1% of the verse perplexity 10% of the query heads can go, copying accuracy there 0.80; within 10% "
+        "of the verse perplexity 30% of the query heads can go, copying accuracy there 0.20 (unpruned 0.80); copying "
+        "accuracy falls below half of it from 40% pruned"
+    ) in found
     assert "copying keeps 25% of its accuracy" in found
-    assert "saved in 412 MB and rebuilt in a fresh process from those files alone, it generated the same tokens" in found
-    assert ("largest gap between the two log-probabilities of a verse token is 2.0e-03 nats over 170 tokens of 6 "
-            "verses, and perplexities agree to 5.0e-05") in found
+    assert (
+        "saved in 412 MB and rebuilt in a fresh process from those files alone, it generated the same tokens" in found
+    )
+    assert (
+        "largest gap between the two log-probabilities of a verse token is 2.0e-03 nats over 170 tokens of 6 "
+        "verses, and perplexities agree to 5.0e-05"
+    ) in found
     assert "Greedy decoding gives transformers' 64 new tokens on every file; in llama.cpp's default settings" in found
-    assert "on every file but query heads 33% (the first 9 equal)." in found and "predicted bytes for 2 of 2 files in the exact settings and 2 of 2" in found
-    assert ("the values shrink only to the widest layer's width (e.g. query heads 33%: 43.00 MiB of keys, 45.00 MiB of "
-            "values)") in found and "with 36 zero heads" in found
+    assert (
+        "on every file but query heads 33% (the first 9 equal)." in found
+        and "predicted bytes for 2 of 2 files in the exact settings and 2 of 2" in found
+    )
+    assert (
+        "the values shrink only to the widest layer's width (e.g. query heads 33%: 43.00 MiB of keys, 45.00 MiB of "
+        "values)"
+    ) in found and "with 36 zero heads" in found
     assert "unpruned 0%, 1 thread: 51 tokens/s (1.00x); KV groups 33%, 1 thread: 60 tokens/s (1.18x)" in found
-    assert "Pruning that keeps perplexity can break in-context copying" not in found   # the verdict table says it
+    assert "Pruning that keeps perplexity can break in-context copying" not in found  # the verdict table says it
     # claims beyond the paper name what they are judged on, not "the paper's metric"
     table = verdict_table(chapter_verdicts("p", rules.CLAIMS))
-    assert table.columns.name == "p profile"   # the verdicts say which profile's run they judge
+    assert table.columns.name == "p profile"  # the verdicts say which profile's run they judge
     measures = table.index.get_level_values("measure")
-    assert set(measures) == {"KV bytes and perplexity on verses", "copying accuracy and perplexity on verses",
-                             "induction scores and importance on verses", "generation speed in llama.cpp"}
+    assert set(measures) == {
+        "KV bytes and perplexity on verses",
+        "copying accuracy and perplexity on verses",
+        "induction scores and importance on verses",
+        "generation speed in llama.cpp",
+    }
     _chapter_13_tables(results, kept_accuracy=0.8, measured_offset=1)
     found = ch13.findings("p")
     assert "in the exact settings and 1 of 2 in the default ones" in found
-    assert "predict in 0 of 6 rows" in found and "6 differ" in found and "copying keeps 100% of its accuracy" in found and "never falls below" in found
+    assert (
+        "predict in 0 of 6 rows" in found
+        and "6 differ" in found
+        and "copying keeps 100% of its accuracy" in found
+        and "never falls below" in found
+    )

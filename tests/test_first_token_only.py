@@ -1,7 +1,13 @@
 """A BERT classifier's last layer computed at the first token only gives the full forward's logits."""
+
 import pytest
 import torch
-from transformers import BertConfig, BertForSequenceClassification, DistilBertConfig, DistilBertForSequenceClassification
+from transformers import (
+    BertConfig,
+    BertForSequenceClassification,
+    DistilBertConfig,
+    DistilBertForSequenceClassification,
+)
 
 import helpers
 from helpers.zoo.first_token_only import first_token_only, supports_first_token_only
@@ -9,8 +15,15 @@ from helpers.zoo.first_token_only import first_token_only, supports_first_token_
 
 def tiny_bert(attn: str) -> BertForSequenceClassification:
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=50, hidden_size=24, num_hidden_layers=3, num_attention_heads=4, intermediate_size=48,
-                        num_labels=3, attn_implementation=attn)
+    config = BertConfig(
+        vocab_size=50,
+        hidden_size=24,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        intermediate_size=48,
+        num_labels=3,
+        attn_implementation=attn,
+    )
     return BertForSequenceClassification(config).eval()
 
 

@@ -1,5 +1,6 @@
 """Sweeps split over forked processes give what one process gives, in the same order, and a
 process that fails or dies is reported instead of waited for."""
+
 import os
 
 import pytest
@@ -16,8 +17,9 @@ def test_a_sweep_over_two_processes_equals_one_process(name):
     configs = one_head_configs(case.model) + all_but_one_configs(case.model)[:6]
     batches = [case.batch, case.batch]
     base, here = single_layer_sweep(case.model, batches, case.run, configs, progress=False, processes=1)
-    base_split, split = single_layer_sweep(case.model, batches, case.run, configs, progress=False,
-                                           configs_per_pass=2, processes=2)
+    base_split, split = single_layer_sweep(
+        case.model, batches, case.run, configs, progress=False, configs_per_pass=2, processes=2
+    )
     assert torch.equal(base_split, base)
     assert set(split) == set(configs)
     for config in configs:

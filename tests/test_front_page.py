@@ -1,6 +1,7 @@
 """The front page follows the results: change a verdict in a hand-made table and its answer and
 its verdict grid change with it; with no results it says so; its profile table is read from the
 profiles."""
+
 import re
 from html import escape
 
@@ -17,10 +18,16 @@ TRANSLATION = "A share of the translation model's heads can be pruned with no no
 def _shares(folder, translation: float):
     folder.mkdir(parents=True, exist_ok=True)
     held_out = {"selected_on": "held-out half of the scored split"}
-    pd.DataFrame([{"track": "translation", "model": "mt", "order": o, "prunable_share": s, **held_out}
-                  for o, s in (("importance", translation), ("ablation", 0.1))]
-                 + [{"track": "classifier", "model": "nli", "order": o, "prunable_share": s, **held_out}
-                    for o, s in (("importance", 0.4), ("ablation", 0.1))]).to_csv(folder / "06_prunable_shares.csv", index=False)
+    pd.DataFrame(
+        [
+            {"track": "translation", "model": "mt", "order": o, "prunable_share": s, **held_out}
+            for o, s in (("importance", translation), ("ablation", 0.1))
+        ]
+        + [
+            {"track": "classifier", "model": "nli", "order": o, "prunable_share": s, **held_out}
+            for o, s in (("importance", 0.4), ("ablation", 0.1))
+        ]
+    ).to_csv(folder / "06_prunable_shares.csv", index=False)
 
 
 def _cell(html: str, claim: str) -> str:
@@ -64,7 +71,11 @@ def test_the_profile_table_names_the_models_each_profile_studies():
     for name in ("smoke", "course", "paper"):
         settings = load_profile(name)
         studied = table.loc[name, "models of chapters 02-10"]
-        assert all(f"{m}: " in studied or f"{m} ({spec['task']}): " in studied for m, spec in settings.models.items() if spec.get("task"))
+        assert all(
+            f"{m}: " in studied or f"{m} ({spec['task']}): " in studied
+            for m, spec in settings.models.items()
+            if spec.get("task")
+        )
         assert table.loc[name, "language model of chapters 11-13"] == settings.notebooks["11_nine_heads"]["model_name"]
     assert "smollm2" in table.loc["course", "language model of chapters 11-13"]
     assert "bert-base-uncased" in table.loc["paper", "models of chapters 02-10"]
@@ -73,14 +84,21 @@ def test_the_profile_table_names_the_models_each_profile_studies():
 def test_chapter_14s_sentence_names_the_best_way_to_spend_the_bytes(tmp_path):
     folder = tmp_path / "p"
     folder.mkdir()
-    assert front_page.memory_line("p", tmp_path) == ""   # before chapter 14 has run
-    points = pd.DataFrame([
-        {"method": "quantized", "setting": "fp8", "bytes share": 0.5001, "perplexity ratio": 1.01},
-        {"method": "quantized", "setting": "2-bit", "bytes share": 0.24, "perplexity ratio": 1.30},
-        {"method": "KV groups removed", "setting": "45 of 90", "bytes share": 0.5, "perplexity ratio": 3.5},
-        {"method": "windowed heads", "setting": "14 full", "bytes share": 0.249, "perplexity ratio": 1.2}])
-    budgets = pd.DataFrame([{"budget": 0.5, "best": "quantized", "best setting": "fp8"},
-                            {"budget": 0.25, "best": "windowed heads", "best setting": "14 full"}])
+    assert front_page.memory_line("p", tmp_path) == ""  # before chapter 14 has run
+    points = pd.DataFrame(
+        [
+            {"method": "quantized", "setting": "fp8", "bytes share": 0.5001, "perplexity ratio": 1.01},
+            {"method": "quantized", "setting": "2-bit", "bytes share": 0.24, "perplexity ratio": 1.30},
+            {"method": "KV groups removed", "setting": "45 of 90", "bytes share": 0.5, "perplexity ratio": 3.5},
+            {"method": "windowed heads", "setting": "14 full", "bytes share": 0.249, "perplexity ratio": 1.2},
+        ]
+    )
+    budgets = pd.DataFrame(
+        [
+            {"budget": 0.5, "best": "quantized", "best setting": "fp8"},
+            {"budget": 0.25, "best": "windowed heads", "best setting": "14 full"},
+        ]
+    )
     points.to_csv(folder / "14_points.csv", index=False)
     budgets.to_csv(folder / "14_budgets.csv", index=False)
     line = front_page.memory_line("p", tmp_path)

@@ -1,5 +1,6 @@
 """Head-effect tables: the sweep cache returns what a fresh sweep computes, resumes an interrupted
 sweep, and §3.3's per-layer selection picks the right head on hand-made data."""
+
 import warnings
 
 import pandas as pd
@@ -9,8 +10,16 @@ from helpers.heads import ablation
 from helpers.book import course
 from helpers.book.experiments import head_effects
 from helpers.heads.ablation import all_but_one_configs, one_head_configs
-from helpers.book.experiments.head_effects import (best_per_layer, classifier_effects, configs_of, held_out, kept_head, layer_table,
-                                  significance_counts, translation_effects)
+from helpers.book.experiments.head_effects import (
+    best_per_layer,
+    classifier_effects,
+    configs_of,
+    held_out,
+    kept_head,
+    layer_table,
+    significance_counts,
+    translation_effects,
+)
 from helpers.book.store.sweep_cache import code_digest
 from helpers.heads.significance import Bootstrap
 
@@ -23,27 +32,36 @@ def test_classifier_cache_gives_the_uncached_table_and_computes_only_new_configs
     model, tokenizer = course.load_classifier(smoke, "nli")
     examples = course.load_data(smoke, "nli")["matched"][:20]
     configs = one_head_configs(model)
-    args = dict(max_length=48, bootstrap=Bootstrap(n_resamples=50, min_units=2), progress=False)   # tiny sets: code paths
+    args = dict(
+        max_length=48, bootstrap=Bootstrap(n_resamples=50, min_units=2), progress=False
+    )  # tiny sets: code paths
     fresh = classifier_effects(model, tokenizer, examples, configs, **args)
     first = classifier_effects(model, tokenizer, examples, configs[:3], cache_dir=tmp_path, **args)
     swept = []
     real = head_effects.single_layer_sweep
-    monkeypatch.setattr(head_effects, "single_layer_sweep",
-                        lambda m, d, run, todo, **kw: swept.append(list(todo)) or real(m, d, run, todo, **kw))
+    monkeypatch.setattr(
+        head_effects,
+        "single_layer_sweep",
+        lambda m, d, run, todo, **kw: swept.append(list(todo)) or real(m, d, run, todo, **kw),
+    )
     cached = classifier_effects(model, tokenizer, examples, configs, cache_dir=tmp_path, **args)
     assert swept == [configs[3:]]  # the first three came from the cache
     pd.testing.assert_frame_equal(cached, fresh)
     pd.testing.assert_frame_equal(first, fresh.iloc[:3])
     monkeypatch.setattr(head_effects, "single_layer_sweep", _no_sweep)
-    pd.testing.assert_frame_equal(classifier_effects(model, tokenizer, examples, configs, cache_dir=tmp_path, **args),
-                                  fresh)
+    pd.testing.assert_frame_equal(
+        classifier_effects(model, tokenizer, examples, configs, cache_dir=tmp_path, **args), fresh
+    )
     # the split-half scores are the metric on the even- and odd-numbered examples
     import json
 
     from helpers.heads import metrics
+
     folder = next(p for p in tmp_path.iterdir() if (p / "self-L0-mask0.json").exists())
     log_probs, gold = json.loads((folder / "self-L0-mask0.json").read_text()), [e.label for e in examples]
-    predicted = [max(range(len(lp)), key=lp.__getitem__) for lp in log_probs]  # the sweep keeps label log-probabilities
+    predicted = [
+        max(range(len(lp)), key=lp.__getitem__) for lp in log_probs
+    ]  # the sweep keeps label log-probabilities
     assert fresh["score_even"][0] == metrics.accuracy(predicted[0::2], gold[0::2])
     assert fresh["score_odd"][0] == metrics.accuracy(predicted[1::2], gold[1::2])
     # other examples or settings are another sweep, not a stale answer
@@ -63,8 +81,17 @@ def test_classifier_sweeps_batched_by_length_keep_each_example_in_its_place(smok
     model, tokenizer = course.load_classifier(smoke, "nli")
     examples = course.load_data(smoke, "nli")["matched"][:24]
     config = one_head_configs(model)[1]
-    classifier_effects(model, tokenizer, examples, [config], max_length=48, batch_size=8, bootstrap=Bootstrap(n_resamples=10, min_units=2),
-                       progress=False, cache_dir=tmp_path)
+    classifier_effects(
+        model,
+        tokenizer,
+        examples,
+        [config],
+        max_length=48,
+        batch_size=8,
+        bootstrap=Bootstrap(n_resamples=10, min_units=2),
+        progress=False,
+        cache_dir=tmp_path,
+    )
     (folder,) = tmp_path.iterdir()
     kind, layer, heads = config
     stored = json.loads((folder / f"{kind}-L{layer}-mask{heads[0]}.json").read_text())  # label log-probabilities
@@ -81,9 +108,12 @@ def test_an_interrupted_translation_sweep_resumes_with_the_same_hypotheses(smoke
     model = course.load_translation(smoke)
     pairs = course.load_data(smoke, "translation")["test13"][:8]
     configs = one_head_configs(model)
-    fresh = translation_effects(model, pairs, configs, beam=2, bootstrap=Bootstrap(n_resamples=50, min_units=2), progress=False)
+    fresh = translation_effects(
+        model, pairs, configs, beam=2, bootstrap=Bootstrap(n_resamples=50, min_units=2), progress=False
+    )
 
     import helpers.zoo.translation_model as tm
+
     real, calls = tm.translate_copies, []
 
     def dies_on_the_third_search(*args, **kwargs):
@@ -95,12 +125,28 @@ def test_an_interrupted_translation_sweep_resumes_with_the_same_hypotheses(smoke
     monkeypatch.setattr(tm, "translate_copies", dies_on_the_third_search)
     monkeypatch.setenv("SIXTEEN_HEADS_SWEEP_PROCESSES", "1")  # counts the searches of this process
     with pytest.raises(KeyboardInterrupt):
-        translation_effects(model, pairs, configs, beam=2, bootstrap=Bootstrap(n_resamples=50, min_units=2), progress=False, cache_dir=tmp_path,
-                            configs_per_pass=2)
+        translation_effects(
+            model,
+            pairs,
+            configs,
+            beam=2,
+            bootstrap=Bootstrap(n_resamples=50, min_units=2),
+            progress=False,
+            cache_dir=tmp_path,
+            configs_per_pass=2,
+        )
     (folder,) = tmp_path.iterdir()
     assert len(list(folder.glob("*.json"))) == 4  # two searches of two: unmasked + three configurations
     monkeypatch.setattr(tm, "translate_copies", real)
-    resumed = translation_effects(model, pairs, configs, beam=2, bootstrap=Bootstrap(n_resamples=50, min_units=2), progress=False, cache_dir=tmp_path)
+    resumed = translation_effects(
+        model,
+        pairs,
+        configs,
+        beam=2,
+        bootstrap=Bootstrap(n_resamples=50, min_units=2),
+        progress=False,
+        cache_dir=tmp_path,
+    )
     pd.testing.assert_frame_equal(resumed, fresh)
     assert folder.name.startswith(code_digest() + "-")
 
@@ -116,10 +162,15 @@ def test_significance_counts_stay_inside_one_model_when_models_are_concatenated(
     # Two models' one-head effects with the same row labels 0, 1, 2 (as each sweep returns them).
     # The first chapter-03 count looked significance up by row label in the concatenated frame,
     # so the classifier's "0 significant, 1 improves" borrowed the translation model's stars.
-    clf = pd.DataFrame({"kind": "self", "layer": [0, 0, 1], "delta": [0.02, 0.01, -0.03], "significant": [False, False, False]})
-    mt = pd.DataFrame({"kind": "enc_self", "layer": [0, 1, 2], "delta": [-0.4, 0.7, 0.5], "significant": [True, False, True]})
-    counts = pd.concat([significance_counts(clf).assign(model="nli"), significance_counts(mt).assign(model="mt")],
-                       ignore_index=True).set_index("model")
+    clf = pd.DataFrame(
+        {"kind": "self", "layer": [0, 0, 1], "delta": [0.02, 0.01, -0.03], "significant": [False, False, False]}
+    )
+    mt = pd.DataFrame(
+        {"kind": "enc_self", "layer": [0, 1, 2], "delta": [-0.4, 0.7, 0.5], "significant": [True, False, True]}
+    )
+    counts = pd.concat(
+        [significance_counts(clf).assign(model="nli"), significance_counts(mt).assign(model="mt")], ignore_index=True
+    ).set_index("model")
     assert counts.loc["nli", ["heads", "significant", "significant_up"]].tolist() == [3, 0, 0]
     assert counts.loc["mt", ["heads", "significant", "significant_up"]].tolist() == [3, 2, 1]
     assert counts.loc["nli", "largest_gain"] == 0.02 and counts.loc["mt", "largest_drop"] == -0.4
@@ -131,16 +182,30 @@ def test_significance_counts_stay_inside_one_model_when_models_are_concatenated(
 
 def _abo(rows):
     """All-but-one effects of one 3-head layer: (kind, layer, kept head, delta, significant)."""
-    return pd.DataFrame([{"kind": k, "layer": layer, "heads": [h for h in range(3) if h != kept], "delta": d,
-                          "significant": s} for k, layer, kept, d, s in rows])
+    return pd.DataFrame(
+        [
+            {"kind": k, "layer": layer, "heads": [h for h in range(3) if h != kept], "delta": d, "significant": s}
+            for k, layer, kept, d, s in rows
+        ]
+    )
 
 
 def test_best_per_layer_keeps_the_highest_delta_and_breaks_ties_by_head():
-    effects = _abo([("enc_self", 0, 0, -2.0, True), ("enc_self", 0, 1, -0.5, False), ("enc_self", 0, 2, -1.0, True),
-                    ("enc_dec", 1, 0, 0.3, False), ("enc_dec", 1, 1, 0.3, False), ("enc_dec", 1, 2, 0.1, False)])
+    effects = _abo(
+        [
+            ("enc_self", 0, 0, -2.0, True),
+            ("enc_self", 0, 1, -0.5, False),
+            ("enc_self", 0, 2, -1.0, True),
+            ("enc_dec", 1, 0, 0.3, False),
+            ("enc_dec", 1, 1, 0.3, False),
+            ("enc_dec", 1, 2, 0.1, False),
+        ]
+    )
     best = best_per_layer(effects)
     assert list(zip(best["kind"], best["layer"], best["kept"], best["delta"])) == [
-        ("enc_self", 0, 1, -0.5), ("enc_dec", 1, 0, 0.3)]  # the paper's order of kinds
+        ("enc_self", 0, 1, -0.5),
+        ("enc_dec", 1, 0, 0.3),
+    ]  # the paper's order of kinds
     assert configs_of(best) == [("enc_self", 0, (0, 2)), ("enc_dec", 1, (1, 2))]
     assert layer_table(best).loc[1, "enc_self"] == "-0.50"
     assert list(layer_table(best).columns) == ["enc_self", "enc_dec"]
@@ -159,16 +224,24 @@ def test_best_per_layer_compares_heads_of_different_looks_on_the_first_looks_exa
     rows = []
     for layer in range(layers):
         for head in range(heads):
-            half_a, half_b = rng.normal(0, 1, 2)   # each half of the examples' estimate of a true change 0
+            half_a, half_b = rng.normal(0, 1, 2)  # each half of the examples' estimate of a true change 0
             early = first[head]
-            rows.append({"kind": "self", "layer": layer, "heads": tuple(h for h in range(heads) if h != head),
-                         "delta": half_a if early else (half_a + half_b) / 2, "first_look_delta": half_a,
-                         "look": 1 if early else 2, "significant": False})
+            rows.append(
+                {
+                    "kind": "self",
+                    "layer": layer,
+                    "heads": tuple(h for h in range(heads) if h != head),
+                    "delta": half_a if early else (half_a + half_b) / 2,
+                    "first_look_delta": half_a,
+                    "look": 1 if early else 2,
+                    "significant": False,
+                }
+            )
     effects = pd.DataFrame(rows)
     picked_early = (best_per_layer(effects)["look"] == 1).mean()
     assert abs(picked_early - 0.5) < 0.03
     own_rows = (best_per_layer(effects.drop(columns="first_look_delta"))["look"] == 1).mean()
-    assert own_rows > 0.6   # the bias the comparison removes (0.64 expected)
+    assert own_rows > 0.6  # the bias the comparison removes (0.64 expected)
     # a layer whose heads all took the same look keeps ranking on its own rows
     same = effects[effects["look"] == 2].assign(first_look_delta=0.0)
     assert best_per_layer(same)["delta"].tolist() == same.groupby("layer")["delta"].max().tolist()
@@ -212,8 +285,12 @@ def test_cross_domain_pairs_configurations_and_correlates_like_numpy():
     from helpers.book.experiments.head_effects import correlation, paired_scores
 
     def one_head(scores):
-        return pd.DataFrame([{"kind": "self", "layer": i // 2, "heads": [i % 2], "head": i % 2, "score": s,
-                              "delta": s - 1.0} for i, s in enumerate(scores)])
+        return pd.DataFrame(
+            [
+                {"kind": "self", "layer": i // 2, "heads": [i % 2], "head": i % 2, "score": s, "delta": s - 1.0}
+                for i, s in enumerate(scores)
+            ]
+        )
 
     a, b = one_head([0.9, 0.8, 1.0, 0.7]), one_head([0.5, 0.6, 0.9, 0.2])
     paired = paired_scores(a, b.iloc[::-1])  # order does not matter, configurations do
@@ -250,16 +327,16 @@ def test_a_damaged_cache_entry_is_named_set_aside_and_computed_again(smoke, tmp_
     first = classifier_effects(model, tokenizer, examples, configs, **args)
     (folder,) = tmp_path.iterdir()
     damaged = folder / "self-L0-mask1.json"
-    damaged.write_text(damaged.read_text()[:40])          # cut short, as by a full disk
+    damaged.write_text(damaged.read_text()[:40])  # cut short, as by a full disk
     short = folder / "self-L0-mask2.json"
-    short.write_text("[[0.0, 0.0, 0.0]]")                 # valid JSON, but one example where there are 12
+    short.write_text("[[0.0, 0.0, 0.0]]")  # valid JSON, but one example where there are 12
     with pytest.warns(DamagedEntryWarning) as caught:
         again = classifier_effects(model, tokenizer, examples, configs, **args)
     pd.testing.assert_frame_equal(again, first)
     said = " ".join(str(w.message) for w in caught)
     assert str(damaged) in said and str(short) in said and "computed again" in said
     assert (folder / "self-L0-mask1.json.damaged").exists() and (folder / "self-L0-mask2.json.damaged").exists()
-    assert damaged.exists() and short.exists()            # recomputed and stored again
+    assert damaged.exists() and short.exists()  # recomputed and stored again
     with warnings.catch_warnings():
         warnings.simplefilter("error", DamagedEntryWarning)
         pd.testing.assert_frame_equal(classifier_effects(model, tokenizer, examples, configs, **args), first)
@@ -271,8 +348,23 @@ def test_bleu_at_positions_is_the_bleu_of_those_pairs_read_from_the_search_over_
     pairs = course.load_data(smoke, "translation")["test13"][:8]
     configs = one_head_configs(model)[:3]
     at = [1, 2, 5, 7]
-    read = translation_effects(model, pairs, configs, beam=2, bootstrap=Bootstrap(n_resamples=50, min_units=2), progress=False, cache_dir=tmp_path,
-                               positions=at)
-    alone = translation_effects(model, [pairs[i] for i in at], configs, beam=2, bootstrap=Bootstrap(n_resamples=50, min_units=2), progress=False)
+    read = translation_effects(
+        model,
+        pairs,
+        configs,
+        beam=2,
+        bootstrap=Bootstrap(n_resamples=50, min_units=2),
+        progress=False,
+        cache_dir=tmp_path,
+        positions=at,
+    )
+    alone = translation_effects(
+        model,
+        [pairs[i] for i in at],
+        configs,
+        beam=2,
+        bootstrap=Bootstrap(n_resamples=50, min_units=2),
+        progress=False,
+    )
     pd.testing.assert_frame_equal(read, alone)
     assert (read["examples"] == 4).all()

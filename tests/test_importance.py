@@ -4,6 +4,7 @@ The finite differences do not use helpers' gates: for abs_per="example" a head's
 emulated by scaling that head's value projection (the context vector is linear in it); for
 abs_per="token" by a hook written here that scales one head at one query position.
 """
+
 import pytest
 import torch
 
@@ -39,7 +40,9 @@ def fd_example(case):
     for site in helpers.attention_sites(case.model):
         row = out.setdefault(site.kind, torch.zeros(2, 4, dtype=torch.float64))
         for h in range(site.num_heads):
-            d = (_value_scaled_losses(case, site, h, 1 + EPS) - _value_scaled_losses(case, site, h, 1 - EPS)) / (2 * EPS)
+            d = (_value_scaled_losses(case, site, h, 1 + EPS) - _value_scaled_losses(case, site, h, 1 - EPS)) / (
+                2 * EPS
+            )
             row[site.layer, h] = d.abs().mean()
     return out
 
@@ -138,7 +141,7 @@ def test_token_mode_equals_finite_differences(name):
 def _split(batch, sizes):
     out, start = [], 0
     for n in sizes:
-        out.append({k: v[start:start + n] for k, v in batch.items()})
+        out.append({k: v[start : start + n] for k, v in batch.items()})
         start += n
     return out
 
@@ -148,9 +151,12 @@ def _split(batch, sizes):
 def test_several_batches_equal_their_union(build, abs_per):
     case = _double(build())
     n = next(iter(case.batch.values())).shape[0]
-    whole = helpers.head_importance(case.model, [case.batch], case.loss, normalize=None, abs_per=abs_per, progress=False)
-    parts = helpers.head_importance(case.model, _split(case.batch, [1, n - 1]), case.loss, normalize=None,
-                                    abs_per=abs_per, progress=False)
+    whole = helpers.head_importance(
+        case.model, [case.batch], case.loss, normalize=None, abs_per=abs_per, progress=False
+    )
+    parts = helpers.head_importance(
+        case.model, _split(case.batch, [1, n - 1]), case.loss, normalize=None, abs_per=abs_per, progress=False
+    )
     for kind in whole:
         torch.testing.assert_close(parts[kind], whole[kind], rtol=1e-10, atol=1e-14)
 
@@ -168,20 +174,32 @@ def test_per_example_terms_give_the_importance_of_any_subset(build, abs_per):
     n = next(iter(case.batch.values())).shape[0]
     terms = importance_terms(case.model, _split(case.batch, [1, n - 1]), case.loss, abs_per=abs_per, progress=False)
     assert {kind: tuple(t.shape) for kind, t in terms.items()} == {
-        kind: (n, *shape) for kind, shape in layout(case.model).items()}
+        kind: (n, *shape) for kind, shape in layout(case.model).items()
+    }
     for normalize in (None, "layer"):
-        whole = helpers.head_importance(case.model, [case.batch], case.loss, normalize=normalize, abs_per=abs_per,
-                                        progress=False)
-        rest = helpers.head_importance(case.model, _split(case.batch, [1, n - 1])[1:], case.loss, normalize=normalize,
-                                       abs_per=abs_per, progress=False)
+        whole = helpers.head_importance(
+            case.model, [case.batch], case.loss, normalize=normalize, abs_per=abs_per, progress=False
+        )
+        rest = helpers.head_importance(
+            case.model,
+            _split(case.batch, [1, n - 1])[1:],
+            case.loss,
+            normalize=normalize,
+            abs_per=abs_per,
+            progress=False,
+        )
         for kind in whole:
-            torch.testing.assert_close(from_terms(terms, normalize=normalize)[kind], whole[kind], rtol=1e-10, atol=1e-14)
-            torch.testing.assert_close(from_terms(terms, range(1, n), normalize)[kind], rest[kind], rtol=1e-10, atol=1e-14)
+            torch.testing.assert_close(
+                from_terms(terms, normalize=normalize)[kind], whole[kind], rtol=1e-10, atol=1e-14
+            )
+            torch.testing.assert_close(
+                from_terms(terms, range(1, n), normalize)[kind], rest[kind], rtol=1e-10, atol=1e-14
+            )
     first = {k: v[:1] for k, v in case.batch.items()}
     alone = helpers.head_importance(case.model, [first], case.loss, normalize=None, abs_per=abs_per, progress=False)
     for kind in terms:
         torch.testing.assert_close(terms[kind][0], alone[kind], rtol=1e-10, atol=1e-14)
-        assert not torch.equal(terms[kind][0], terms[kind][1])   # examples differ
+        assert not torch.equal(terms[kind][0], terms[kind][1])  # examples differ
 
 
 def test_nothing_accumulates_in_grad_and_training_flag_is_restored():
@@ -214,8 +232,9 @@ def test_masked_gates_equal_a_physically_pruned_model():
     spec = {"enc_self": {0: [1]}, "enc_dec": {1: [0, 2]}, "dec_self": {0: [0, 1, 2, 3]}}
     with helpers.HeadGates(case.model) as gates:
         gates.mask(spec)
-        masked = helpers.head_importance(case.model, [case.batch], case.loss, normalize=None, gates=gates,
-                                         progress=False)
+        masked = helpers.head_importance(
+            case.model, [case.batch], case.loss, normalize=None, gates=gates, progress=False
+        )
     helpers.prune_heads(case.model, spec)
     pruned = helpers.head_importance(case.model, [case.batch], case.loss, normalize=None, progress=False)
     for kind, layers in spec.items():

@@ -6,6 +6,7 @@ or ``generate`` (against the prediction from the pruned layers and the config), 
 by hand on a published config, and the in-memory pruned model's own logits (against the model a
 fresh Python process rebuilds from the saved files alone).
 """
+
 import json
 import subprocess
 import sys
@@ -38,8 +39,11 @@ def test_predicted_cache_bytes_equal_the_cache_tensors(name, spec):
         helpers.prune_heads(case.model, spec)
     ids = torch.randint(3, 20, (2, 9), generator=torch.Generator().manual_seed(0))  # past the tiny windows (4)
     assert cache_bytes(_cache_after(case.model, ids)) == kv_bytes(case.model, tokens=9, batch=2)
-    assert cache_bytes(_cache_after(case.model, ids[:, :3])) == kv_bytes(case.model, tokens=3, batch=2) \
-        == 3 * 2 * kv_bytes_per_token(case.model)   # no window full yet: every layer grows per token
+    assert (
+        cache_bytes(_cache_after(case.model, ids[:, :3]))
+        == kv_bytes(case.model, tokens=3, batch=2)
+        == 3 * 2 * kv_bytes_per_token(case.model)
+    )  # no window full yet: every layer grows per token
 
 
 @pytest.mark.parametrize("name", sorted(GQA_CASES))
@@ -64,13 +68,13 @@ def test_cache_bytes_follow_the_dtype():
 
 def test_published_arithmetic_by_hand():
     llama = PublishedModel("Llama-3-8B", layers=32, kv_heads=8, head_dim=128, parameters=8.03)
-    assert llama.bytes_per_token() == 2 * 32 * 8 * 128 * 2 == 131072    # 128 KiB in bf16
-    assert llama.crossover() == pytest.approx(8.03e9 * 2 / 131072)     # about 122,500 tokens
+    assert llama.bytes_per_token() == 2 * 32 * 8 * 128 * 2 == 131072  # 128 KiB in bf16
+    assert llama.crossover() == pytest.approx(8.03e9 * 2 / 131072)  # about 122,500 tokens
     # A layer caches 2 x 10 x 2 = 40 bytes a token; 5 of the 6 layers keep at most 10 positions.
     small = PublishedModel("small", layers=6, kv_heads=1, head_dim=10, parameters=1e-6, sliding=5, window=10)
-    assert small.crossover() == pytest.approx(2000 / (6 * 40))   # 2,000 bytes of weights: 8.3 tokens, no window full
+    assert small.crossover() == pytest.approx(2000 / (6 * 40))  # 2,000 bytes of weights: 8.3 tokens, no window full
     large = PublishedModel("large", layers=6, kv_heads=1, head_dim=10, parameters=1e-5, sliding=5, window=10)
-    assert large.crossover() == pytest.approx((20000 - 5 * 10 * 40) / 40)   # the full layer pays the rest: 450
+    assert large.crossover() == pytest.approx((20000 - 5 * 10 * 40) / 40)  # the full layer pays the rest: 450
     assert large.cache_bytes(450) == pytest.approx(20000)
     table = published_kv_table([llama], removed_share=1 / 3).iloc[0]
     assert table["KV heads kept"] == 5 and table["KiB per token, pruned"] == pytest.approx(128 * 5 / 8)
@@ -88,8 +92,16 @@ torch.save({"sequences": out.sequences, "logits": torch.stack(out.logits)}, sys.
 
 
 def _generate(model, ids):
-    out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=6, min_new_tokens=6,
-                         do_sample=False, pad_token_id=0, output_logits=True, return_dict_in_generate=True)
+    out = model.generate(
+        input_ids=ids,
+        attention_mask=torch.ones_like(ids),
+        max_new_tokens=6,
+        min_new_tokens=6,
+        do_sample=False,
+        pad_token_id=0,
+        output_logits=True,
+        return_dict_in_generate=True,
+    )
     return {"sequences": out.sequences, "logits": torch.stack(out.logits)}
 
 
@@ -101,8 +113,13 @@ def test_a_pruned_model_reloads_in_a_fresh_process_and_generates_the_same(name, 
     expected = _generate(case.model, ids)
     helpers.save_pruned(case.model, tmp_path / "pruned")
     torch.save(ids, tmp_path / "ids.pt")
-    done = subprocess.run([sys.executable, "-c", _RELOAD, str(tmp_path / "pruned"), str(tmp_path / "ids.pt"),
-                           str(tmp_path / "out.pt")], cwd=REPO, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", _RELOAD, str(tmp_path / "pruned"), str(tmp_path / "ids.pt"), str(tmp_path / "out.pt")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     got = torch.load(tmp_path / "out.pt")
     assert torch.equal(got["sequences"], expected["sequences"])
@@ -133,20 +150,20 @@ def _uniform_head(case, layer, head):
     site = helpers.attention_sites(case.model)[layer]
     row = site.heads.index(head) * site.head_dim
     with torch.no_grad():
-        site.query.weight[row:row + site.head_dim] = 0
+        site.query.weight[row : row + site.head_dim] = 0
         if site.query.bias is not None:
-            site.query.bias[row:row + site.head_dim] = 0
+            site.query.bias[row : row + site.head_dim] = 0
 
 
 @pytest.mark.parametrize("name", ["llama", "qwen2", "qwen3"])
 def test_a_uniform_head_scores_the_mean_of_one_over_its_positions(name):
     case = GQA_CASES[name]()
-    helpers.prune_heads(case.model, {"self": {0: [0]}})   # storage order shifts: head 2 is stored second
+    helpers.prune_heads(case.model, {"self": {0: [0]}})  # storage order shifts: head 2 is stored second
     _uniform_head(case, 0, 2)
     batch = repeated_tokens(vocab_size=20, length=5, batch=3, seed=0, low=3)
     before = case.model.config._attn_implementation
     scores = induction_scores(case.model, batch)
-    uniform = sum(1 / (p + 1) for p in range(6, 10)) / 4   # queries 6..9 of [bos, 5 tokens, 5 tokens]
+    uniform = sum(1 / (p + 1) for p in range(6, 10)) / 4  # queries 6..9 of [bos, 5 tokens, 5 tokens]
     assert scores[0, 2].item() == pytest.approx(uniform, rel=1e-5)
     assert torch.isnan(scores[0, 0]) and not torch.isnan(scores[0, [1, 3]]).any() and not torch.isnan(scores[1]).any()
     assert ((scores[1] >= 0) & (scores[1] <= 1)).all()
@@ -162,7 +179,7 @@ def test_copying_nll_counts_only_the_predictable_second_copy():
         got = copying_nll(case.model, batch)
         logp = torch.log_softmax(case.model(input_ids=ids).logits.float(), -1)
     for b in range(2):
-        want = -sum(logp[b, p, ids[b, p + 1]] for p in range(6, 10))   # predicting tokens 7..10
+        want = -sum(logp[b, p, ids[b, p + 1]] for p in range(6, 10))  # predicting tokens 7..10
         assert got[b, 0].item() == pytest.approx(want.item(), rel=1e-5) and got[b, 1].item() == 4
     assert 0 <= copying_accuracy(case.model, batch) <= 1
 

@@ -8,6 +8,7 @@
 * limits that must change nothing change nothing (a window wider than the text, a heavy-hitter
   budget above its length), and the policies keep what they say they keep.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -15,7 +16,14 @@ import torch
 
 from helpers.heads.kv_budget import CacheSpec, fast_run, predicted_peak_bytes, prompt_pass, pruned_copy, real_run
 from helpers.heads.kv_quantized import quantized_cache, stored_bytes
-from helpers.heads.kv_selective import HeadGroup, HeavyHitters, SelectiveCache, SelectiveLayer, SinkWindow, selective_attention
+from helpers.heads.kv_selective import (
+    HeadGroup,
+    HeavyHitters,
+    SelectiveCache,
+    SelectiveLayer,
+    SinkWindow,
+    selective_attention,
+)
 from helpers.heads.sites import UnsupportedModelError
 
 PROMPT, TOTAL, BATCH = 11, 37, 2
@@ -26,8 +34,16 @@ def model():
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=4,
-                         num_key_value_heads=2, max_position_embeddings=64, initializer_range=0.3)
+    config = LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        initializer_range=0.3,
+    )
     return LlamaForCausalLM(config).eval()
 
 
@@ -46,9 +62,14 @@ def _plain_logp(model, ids):
 
 
 WINDOW = CacheSpec("window", sinks=2, window=5, full=((True, False), (False, False), (False, True)))
-SPECS = {"plain": CacheSpec(), "window": WINDOW, "evict": CacheSpec("evict", budget=9, recent=3),
-         "fp8": CacheSpec("fp8"), "4-bit": CacheSpec("quanto", bits=4, residual=6),
-         "2-bit": CacheSpec("quanto", bits=2, residual=6)}
+SPECS = {
+    "plain": CacheSpec(),
+    "window": WINDOW,
+    "evict": CacheSpec("evict", budget=9, recent=3),
+    "fp8": CacheSpec("fp8"),
+    "4-bit": CacheSpec("quanto", bits=4, residual=6),
+    "2-bit": CacheSpec("quanto", bits=2, residual=6),
+}
 
 
 @pytest.mark.parametrize("name", list(SPECS))
@@ -107,10 +128,10 @@ def test_heavy_hitters_keep_the_most_attended_and_the_recent():
     group = HeadGroup([0, 1], HeavyHitters(budget=4, recent=2))
     values = torch.arange(8, dtype=torch.float32).view(1, 1, 8, 1).expand(1, 2, 8, 1)
     group.append(values, values)
-    probs = torch.zeros(1, 4, 1, 8)               # query heads 0, 1 read KV head 0; 2, 3 read KV head 1; one query
-    probs[0, :2, 0, [1, 4]] = 0.5                 # KV head 0: positions 1 and 4 attended most
-    probs[0, 2:, 0, [0, 2]] = 0.5                 # KV head 1: positions 0 and 2
-    probs[0, :, 0, 5] = 0.01                      # 5 a little: neither heavy nor recent
+    probs = torch.zeros(1, 4, 1, 8)  # query heads 0, 1 read KV head 0; 2, 3 read KV head 1; one query
+    probs[0, :2, 0, [1, 4]] = 0.5  # KV head 0: positions 1 and 4 attended most
+    probs[0, 2:, 0, [0, 2]] = 0.5  # KV head 1: positions 0 and 2
+    probs[0, :, 0, 5] = 0.01  # 5 a little: neither heavy nor recent
     group.observe(probs, 2)
     group.trim()
     assert group.keys[0, 0].flatten().tolist() == [1, 4, 6, 7]
@@ -129,7 +150,7 @@ def test_heavy_hitters_trim_each_row_and_head_by_its_own_scores():
     heavy = group.scores[..., :7].topk(3, -1).indices.sort(-1).values
     index = torch.cat([heavy, torch.tensor([7, 8]).expand(4, 3, 2)], -1)
     group.trim()
-    assert len({tuple(r) for r in index.view(-1, 5).tolist()}) > 1          # the rows do keep different entries
+    assert len({tuple(r) for r in index.view(-1, 5).tolist()}) > 1  # the rows do keep different entries
     assert torch.equal(group.keys, keys.gather(2, index.unsqueeze(-1).expand(-1, -1, -1, 8)))
     assert torch.equal(group.values, values.gather(2, index.unsqueeze(-1).expand(-1, -1, -1, 8)))
 
@@ -141,7 +162,7 @@ def test_bad_configurations_are_refused_with_what_to_do(model, ids):
         quantized_cache(model, 3)
     with pytest.raises(ValueError, match="unknown cache kind"):
         CacheSpec("zip")
-    cache = SelectiveCache([[SinkWindow(1, 2)] * 3] * 3)   # three policies for a layer of two KV heads
+    cache = SelectiveCache([[SinkWindow(1, 2)] * 3] * 3)  # three policies for a layer of two KV heads
     with pytest.raises(ValueError, match="one policy per KV head"), selective_attention(model, cache):
         model(input_ids=ids[:, :4], past_key_values=cache, use_cache=True)
 
@@ -150,15 +171,18 @@ def test_selective_caches_name_the_families_they_support():
     from transformers import GPT2Config, GPT2LMHeadModel
 
     gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=32, n_embd=16, n_layer=1, n_head=2, n_positions=16)).eval()
-    with pytest.raises(UnsupportedModelError, match="Llama family"), selective_attention(gpt2, SelectiveCache([[SinkWindow(1, 1)]])):
+    with (
+        pytest.raises(UnsupportedModelError, match="Llama family"),
+        selective_attention(gpt2, SelectiveCache([[SinkWindow(1, 1)]])),
+    ):
         pass
 
 
 def test_stored_bytes_counts_every_part_of_a_quantized_cache(model, ids):
     cache = quantized_cache(model, 4, residual_length=100)
     with torch.no_grad():
-        model(input_ids=ids[:, :8], past_key_values=cache, use_cache=True)     # the prompt: quantized
-        model(input_ids=ids[:, 8:9], past_key_values=cache, use_cache=True)    # one position in the residual
+        model(input_ids=ids[:, :8], past_key_values=cache, use_cache=True)  # the prompt: quantized
+        model(input_ids=ids[:, 8:9], past_key_values=cache, use_cache=True)  # one position in the residual
     layer = cache.layers[0]
     codes = layer._quantized_keys
     names, _ = codes.__tensor_flatten__()
@@ -173,8 +197,11 @@ def test_the_layers_a_removal_would_leave_are_counted_without_pruning(model):
     from helpers.heads.kv_budget import entries_after
     from helpers.heads.kv_cache import layer_entries
 
-    for removed in ([], [("self", 0, h) for h in range(4)] + [("self", 1, 0), ("self", 1, 1), ("self", 1, 2)],
-                    [("self", 2, 1)]):
+    for removed in (
+        [],
+        [("self", 0, h) for h in range(4)] + [("self", 1, 0), ("self", 1, 1), ("self", 1, 2)],
+        [("self", 2, 1)],
+    ):
         assert entries_after(model, removed) == layer_entries(pruned_copy(model, removed))
 
 
@@ -189,6 +216,6 @@ def test_setup_has_compiled_quantos_extension_where_it_looks_for_it():
     folder = Path(build_backend())
     assert (folder / "quanto_cpp.so").is_file()
     assert (folder / "pytorch_version.txt").read_text().strip() == torch.__version__
-    packed = torch.tensor([[0b11100100]], dtype=torch.uint8)   # 0, 1, 2, 3 from the low bits up
-    unpacked = torch.ops.quanto.unpack(packed, 2)   # one row per 2-bit slot
+    packed = torch.tensor([[0b11100100]], dtype=torch.uint8)  # 0, 1, 2, 3 from the low bits up
+    unpacked = torch.ops.quanto.unpack(packed, 2)  # one row per 2-bit slot
     assert unpacked.flatten().tolist() == [0, 1, 2, 3]

@@ -5,6 +5,7 @@ helpers/book, one folder per job, imported one way too: running -> verdicts -> e
 The graph is read from the source (every ``import`` statement, at module level or inside a
 function), so a lazy import that would close a cycle counts as much as a top-level one.
 """
+
 import subprocess
 import sys
 import tomllib
@@ -30,7 +31,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         path.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         path.pop()
@@ -101,19 +102,25 @@ def wrong_way_in_book(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
 
 def test_helpers_book_has_one_folder_per_job(graph):
     folders = {book_folder_of(m) for m in graph if m.startswith("helpers.book.")}
-    assert folders == set(BOOK_FOLDERS), f"helpers/book holds modules outside its job folders: {folders - set(BOOK_FOLDERS)}"
+    assert folders == set(BOOK_FOLDERS), (
+        f"helpers/book holds modules outside its job folders: {folders - set(BOOK_FOLDERS)}"
+    )
     loose_files = [p.name for p in (ROOT / "helpers" / "book").glob("*.py") if p.name != "__init__.py"]
     assert loose_files == [], f"modules directly in helpers/book, outside its job folders: {loose_files}"
 
 
 def test_imports_go_one_way_between_the_books_folders(graph):
     assert wrong_way_in_book(graph) == []
-    fake = {"helpers.book.store.results": {"helpers.book.experiments.sweeps"},
-            "helpers.book.experiments.pruning": {"helpers.book.verdicts.scorecard"},
-            "helpers.book.verdicts.rules.ch09": {"helpers.book.experiments.dynamics"},
-            "helpers.book.running.runner": {"helpers.book.course"}}
-    assert wrong_way_in_book(fake) == [("helpers.book.experiments.pruning", "helpers.book.verdicts.scorecard"),
-                                       ("helpers.book.store.results", "helpers.book.experiments.sweeps")]
+    fake = {
+        "helpers.book.store.results": {"helpers.book.experiments.sweeps"},
+        "helpers.book.experiments.pruning": {"helpers.book.verdicts.scorecard"},
+        "helpers.book.verdicts.rules.ch09": {"helpers.book.experiments.dynamics"},
+        "helpers.book.running.runner": {"helpers.book.course"},
+    }
+    assert wrong_way_in_book(fake) == [
+        ("helpers.book.experiments.pruning", "helpers.book.verdicts.scorecard"),
+        ("helpers.book.store.results", "helpers.book.experiments.sweeps"),
+    ]
 
 
 def test_the_checks_catch_a_cycle_and_an_upward_import(tmp_path):
@@ -129,8 +136,10 @@ def test_the_checks_catch_a_cycle_and_an_upward_import(tmp_path):
     assert fake["pkg.heads.gates"] == {"pkg.zoo.models"}
     assert fake["pkg.zoo.models"] == {"pkg.heads.gates", "pkg.book.runner"}
     cycle = find_cycle(fake)
-    assert cycle[0] == cycle[-1] and set(cycle) in ({"pkg.book.runner", "pkg.zoo.models"},
-                                                    {"pkg.heads.gates", "pkg.zoo.models"})
+    assert cycle[0] == cycle[-1] and set(cycle) in (
+        {"pkg.book.runner", "pkg.zoo.models"},
+        {"pkg.heads.gates", "pkg.zoo.models"},
+    )
     assert wrong_way(fake) == [("pkg.heads.gates", "pkg.zoo.models"), ("pkg.zoo.models", "pkg.book.runner")]
 
 
@@ -151,8 +160,19 @@ def test_import_helpers_keeps_the_public_api():
     import helpers
     from helpers import heads
 
-    for name in ("attention_sites", "HeadGates", "head_importance", "prune_heads", "kept_heads", "pruned_heads",
-                 "save_pruned", "load_pruned", "SUPPORTED_FAMILIES", "HeadSpecError", "UnsupportedModelError"):
+    for name in (
+        "attention_sites",
+        "HeadGates",
+        "head_importance",
+        "prune_heads",
+        "kept_heads",
+        "pruned_heads",
+        "save_pruned",
+        "load_pruned",
+        "SUPPORTED_FAMILIES",
+        "HeadSpecError",
+        "UnsupportedModelError",
+    ):
         assert getattr(helpers, name) is getattr(heads, name), name
     assert set(helpers.__all__) <= set(heads.__all__)
     assert all(hasattr(heads, name) for name in heads.__all__)

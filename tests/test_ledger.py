@@ -1,5 +1,6 @@
 """The ledger times each block once: nested blocks count in their own category, shares add up to
 the whole, and a chapter's entries reach the runner's table."""
+
 import json
 import time
 
@@ -54,8 +55,22 @@ def test_a_chapters_ledger_file_becomes_its_rows(tmp_path, monkeypatch):
     assert pd.isna(table.iloc[1]["seed"]) and table.iloc[1]["model"] == "smollm2"
     # a second chapter keeps the first's rows; a rerun of the first replaces them
     other = sweep_costs.running_ledger("p", "04_y")
-    other.write_text(json.dumps({"category": "decoding", "what": "w", "model": "m", "examples": 2, "configs": 1,
-                                 "computed": 0, "depth": 0, "seconds": 1.5, "own_seconds": 1.5}) + "\n")
+    other.write_text(
+        json.dumps(
+            {
+                "category": "decoding",
+                "what": "w",
+                "model": "m",
+                "examples": 2,
+                "configs": 1,
+                "computed": 0,
+                "depth": 0,
+                "seconds": 1.5,
+                "own_seconds": 1.5,
+            }
+        )
+        + "\n"
+    )
     sweep_costs.record_sweep_costs("p", "04_y", other)
     rerun = sweep_costs.running_ledger("p", "03_x")
     rerun.write_text("")
@@ -65,12 +80,19 @@ def test_a_chapters_ledger_file_becomes_its_rows(tmp_path, monkeypatch):
 
 
 def test_category_shares_add_up_to_the_chapters_time():
-    costs = pd.DataFrame({"notebook": ["a", "a", "a", "b"], "category": ["container", "decoding", "importance", "decoding"],
-                          "own_seconds": [1.0, 6.0, 2.0, 3.0], "seconds": [9.0, 6.0, 2.0, 3.0], "depth": [0, 1, 1, 0],
-                          "computed": [2, 2, 1, 0]})
+    costs = pd.DataFrame(
+        {
+            "notebook": ["a", "a", "a", "b"],
+            "category": ["container", "decoding", "importance", "decoding"],
+            "own_seconds": [1.0, 6.0, 2.0, 3.0],
+            "seconds": [9.0, 6.0, 2.0, 3.0],
+            "depth": [0, 1, 1, 0],
+            "computed": [2, 2, 1, 0],
+        }
+    )
     shares = sweep_costs.category_shares(costs, total_seconds=20.0).set_index("category")
     assert shares.loc["decoding", "seconds"] == 9.0 and shares.loc["importance", "seconds"] == 2.0
-    assert shares.loc["other", "seconds"] == 20.0 - 11.0   # the container's own second is in "other" too
+    assert shares.loc["other", "seconds"] == 20.0 - 11.0  # the container's own second is in "other" too
     assert shares["share"].sum() == pytest.approx(1.0)
     totals = sweep_costs.chapter_totals(costs).set_index("notebook")
     assert totals.loc["a", "seconds"] == 9.0 and totals.loc["b", "read from the cache"] == 1

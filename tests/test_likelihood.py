@@ -1,6 +1,7 @@
 """The likelihood score beside BLEU and accuracy: per-sentence teacher-forced NLL of the
 reference, and the gold label's log-probability, checked against independent computations,
 against the physically pruned model, and one sentence at a time."""
+
 import copy
 
 import numpy as np
@@ -14,8 +15,13 @@ from helpers.book.experiments.head_effects import classifier_effects, translatio
 from helpers.heads.ablation import all_but_one_configs, one_head_configs
 from helpers.heads.config_batches import UNMASKED
 from helpers.heads.significance import Bootstrap, log_likelihood
-from helpers.zoo.scorers import (classifier_scorer, masked_translation_nll, single_layer_translation_nll,
-                                 translation_likelihood_scorer, translation_nll)
+from helpers.zoo.scorers import (
+    classifier_scorer,
+    masked_translation_nll,
+    single_layer_translation_nll,
+    translation_likelihood_scorer,
+    translation_nll,
+)
 
 SPEC = {"enc_self": {0: [1]}, "enc_dec": {1: [0, 2]}, "dec_self": {0: [3]}}
 
@@ -30,9 +36,9 @@ def _reference_nll(model, pair) -> tuple[float, int]:
     src_dict, tgt_dict = model.encoder.dictionary, model.decoder.dictionary
     src = src_dict.encode_line(pair.src, add_if_not_exist=False, append_eos=True).long()[None]
     tgt = tgt_dict.encode_line(pair.ref, add_if_not_exist=False, append_eos=True).long()
-    prev = torch.cat([tgt.new_tensor([tgt_dict.eos()]), tgt[:-1]])[None]      # </s> then the target shifted right
+    prev = torch.cat([tgt.new_tensor([tgt_dict.eos()]), tgt[:-1]])[None]  # </s> then the target shifted right
     with torch.no_grad():
-        logits = model(src, torch.tensor([src.shape[1]]), prev)[0][0]         # [T, vocab]
+        logits = model(src, torch.tensor([src.shape[1]]), prev)[0][0]  # [T, vocab]
     return float(-torch.log_softmax(logits.double(), -1)[torch.arange(len(tgt)), tgt].sum()), len(tgt)
 
 
@@ -44,7 +50,9 @@ def test_each_sentence_scores_as_it_does_alone_and_as_computed_from_the_logits(m
     np.testing.assert_allclose(batched, alone, rtol=1e-5)
     direct = np.array([_reference_nll(model, p) for p in pairs])
     np.testing.assert_allclose(batched, direct, rtol=1e-4)
-    assert translation_likelihood_scorer(pairs)(model) == pytest.approx(-direct[:, 0].sum() / direct[:, 1].sum(), rel=1e-5)
+    assert translation_likelihood_scorer(pairs)(model) == pytest.approx(
+        -direct[:, 0].sum() / direct[:, 1].sum(), rel=1e-5
+    )
 
 
 def test_the_gated_likelihood_equals_the_pruned_models(mt):
@@ -62,7 +70,9 @@ def test_many_configurations_per_pass_give_each_ones_own_likelihood(mt, monkeypa
     model, pairs = mt
     monkeypatch.setenv("SIXTEEN_HEADS_SWEEP_PROCESSES", "1")
     configs = one_head_configs(model)[::7] + [SPEC]
-    together = dict((i, rows) for i, (_, rows) in enumerate(masked_translation_nll(model, pairs, configs, 4, progress=False)))
+    together = dict(
+        (i, rows) for i, (_, rows) in enumerate(masked_translation_nll(model, pairs, configs, 4, progress=False))
+    )
     for i, config in enumerate(configs):
         with helpers.HeadGates(model) as gates:
             gates.mask(config if isinstance(config, dict) else {config[0]: {config[1]: list(config[2])}})
@@ -111,12 +121,31 @@ def test_the_gold_label_log_probability_of_a_classifier(smoke, tmp_path):
     model, tokenizer = course.load_classifier(smoke, "nli")
     examples = course.load_data(smoke, "nli")["matched"][:16]
     config = one_head_configs(model)[2]
-    table = classifier_effects(model, tokenizer, examples, [config], max_length=48, bootstrap=Bootstrap(n_resamples=20, min_units=2), progress=False,
-                               measure="likelihood", cache_dir=tmp_path)
-    accuracy = classifier_effects(model, tokenizer, examples, [config], max_length=48, bootstrap=Bootstrap(n_resamples=20, min_units=2), progress=False,
-                                  cache_dir=tmp_path)
+    table = classifier_effects(
+        model,
+        tokenizer,
+        examples,
+        [config],
+        max_length=48,
+        bootstrap=Bootstrap(n_resamples=20, min_units=2),
+        progress=False,
+        measure="likelihood",
+        cache_dir=tmp_path,
+    )
+    accuracy = classifier_effects(
+        model,
+        tokenizer,
+        examples,
+        [config],
+        max_length=48,
+        bootstrap=Bootstrap(n_resamples=20, min_units=2),
+        progress=False,
+        cache_dir=tmp_path,
+    )
 
-    def gold_log_prob(m) -> tuple[float, float]:  # the mean gold log-probability and the accuracy, one example at a time
+    def gold_log_prob(
+        m,
+    ) -> tuple[float, float]:  # the mean gold log-probability and the accuracy, one example at a time
         lp, right = [], []
         for e in examples:
             enc = tokenizer(e.premise, e.hypothesis, return_tensors="pt", truncation=True, max_length=48)

@@ -1,5 +1,6 @@
 """Chapter 14's plumbing: the long texts and where their probe sits, which configuration each
 method gets at each budget, and the tables' choices, on a tiny Llama and a word-level tokenizer."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,9 +23,11 @@ class Words:
 def test_a_layout_places_the_prompt_the_scored_half_and_the_repeat():
     layout = Layout(chapter_tokens=16, repeat_tokens=4, passage_start=2)
     assert (layout.total, layout.prompt) == (20, 7)
-    assert layout.perplexity_targets().tolist() == list(range(8, 16))      # the later half, each predicted after the prompt
-    assert layout.copy_targets().tolist() == [17, 18, 19]                   # the repeat's tokens 2..4
-    assert layout.first_read_targets().tolist() == [3, 4, 5]                # the same tokens when first read
+    assert layout.perplexity_targets().tolist() == list(
+        range(8, 16)
+    )  # the later half, each predicted after the prompt
+    assert layout.copy_targets().tolist() == [17, 18, 19]  # the repeat's tokens 2..4
+    assert layout.first_read_targets().tolist() == [3, 4, 5]  # the same tokens when first read
     with pytest.raises(ValueError, match="first half"):
         Layout(chapter_tokens=16, repeat_tokens=8, passage_start=2)
 
@@ -36,12 +39,12 @@ def test_chapters_are_drawn_whole_apart_from_the_excluded_and_end_with_their_pas
     drawn = long_texts.draw_chapters(Words(), {"a": 5, "b": 7}, layout, exclude=excluded, seed=3)
     assert drawn["a"].shape == (5, 46) and drawn["b"].shape == (7, 46)
     rows = {tuple(r) for split in drawn.values() for r in split.tolist()}
-    assert len(rows) == 12                                                   # twelve different chapters
+    assert len(rows) == 12  # twelve different chapters
     starts = {key: ids[:40] for key, ids in every.items() if len(ids) >= 40}
     for row in rows:
         key = next(k for k, ids in starts.items() if tuple(ids) == row[:40])
         assert key not in excluded
-        assert list(row[40:]) == list(row[3:9])                             # the passage, repeated
+        assert list(row[40:]) == list(row[3:9])  # the passage, repeated
     again = long_texts.draw_chapters(Words(), {"a": 5, "b": 7}, layout, exclude=excluded, seed=3)
     assert torch.equal(again["a"], drawn["a"])
     with pytest.raises(ValueError, match="ask for fewer"):
@@ -53,16 +56,27 @@ def model():
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=64, hidden_size=48, intermediate_size=64, num_hidden_layers=4, num_attention_heads=6,
-                         num_key_value_heads=3, max_position_embeddings=128)
+    config = LlamaConfig(
+        vocab_size=64,
+        hidden_size=48,
+        intermediate_size=64,
+        num_hidden_layers=4,
+        num_attention_heads=6,
+        num_key_value_heads=3,
+        max_position_embeddings=128,
+    )
     return LlamaForCausalLM(config).eval()
 
 
 def test_each_method_gets_the_most_it_can_hold_within_each_budget(model):
     layout = Layout(chapter_tokens=48, repeat_tokens=8, passage_start=2)
     importance = {"self": torch.rand(4, 6, generator=torch.Generator().manual_seed(0))}
-    scores = pd.DataFrame([{"layer": l, "group": g, "beyond window": float((l * 3 + g) * 7 % 12)} for l in range(4) for g in range(3)])
-    plan = mb.Plan(budgets=(0.9, 0.5, 0.25), evict_budgets=(0.5,), combo_budgets=(0.5,), sinks=2, window=6, band_orders=4)
+    scores = pd.DataFrame(
+        [{"layer": l, "group": g, "beyond window": float((l * 3 + g) * 7 % 12)} for l in range(4) for g in range(3)]
+    )
+    plan = mb.Plan(
+        budgets=(0.9, 0.5, 0.25), evict_budgets=(0.5,), combo_budgets=(0.5,), sinks=2, window=6, band_orders=4
+    )
     configs = mb.plan(model, importance, scores, layout, plan)
     shares = {c.name: mb.bytes_share(model, c, layout)[1] for c in configs}
     groups = 12
@@ -73,12 +87,12 @@ def test_each_method_gets_the_most_it_can_hold_within_each_budget(model):
     from helpers.heads.grouped_query import kv_group_order
 
     order = kv_group_order(model, importance)
-    for c in removed:   # the least important groups go, and one group more would not fit
+    for c in removed:  # the least important groups go, and one group more would not fit
         kept = int(c.setting.split()[0])
-        assert set(c.removed) == set(mb.heads_of_groups(model, order[:groups - kept]))
-        more = mb.Config(mb.REMOVED, "", c.target, mb.heads_of_groups(model, order[:groups - kept - 1]))
+        assert set(c.removed) == set(mb.heads_of_groups(model, order[: groups - kept]))
+        more = mb.Config(mb.REMOVED, "", c.target, mb.heads_of_groups(model, order[: groups - kept - 1]))
         assert kept == groups or mb.bytes_share(model, more, layout)[1] > c.target + mb.FIT
-    for c in (c for c in configs if c.method == mb.WINDOWED):   # full context where the score is highest
+    for c in (c for c in configs if c.method == mb.WINDOWED):  # full context where the score is highest
         chosen = mb.chosen_groups(c)
         ranked = scores.sort_values("beyond window", ascending=False, kind="stable")
         assert set(chosen) == {(int(r.layer), int(r.group)) for r in ranked.head(len(chosen)).itertuples()}
@@ -89,9 +103,19 @@ def test_each_method_gets_the_most_it_can_hold_within_each_budget(model):
 
 
 def test_fitting_takes_each_methods_largest_configuration_within_the_budget():
-    points = pd.DataFrame([{"method": m, "setting": s, "bytes share": b, "perplexity": p} for m, s, b, p in [
-        (mb.QUANTIZED, "8", 0.5001, 10.0), (mb.QUANTIZED, "4", 0.36, 10.2), (mb.QUANTIZED, "2", 0.25, 11.0),
-        (mb.REMOVED, "45", 0.5, 14.0), (mb.REMOVED, "67", 0.75, 11.0), (mb.UNPRUNED, "-", 1.0, 10.0)]])
+    points = pd.DataFrame(
+        [
+            {"method": m, "setting": s, "bytes share": b, "perplexity": p}
+            for m, s, b, p in [
+                (mb.QUANTIZED, "8", 0.5001, 10.0),
+                (mb.QUANTIZED, "4", 0.36, 10.2),
+                (mb.QUANTIZED, "2", 0.25, 11.0),
+                (mb.REMOVED, "45", 0.5, 14.0),
+                (mb.REMOVED, "67", 0.75, 11.0),
+                (mb.UNPRUNED, "-", 1.0, 10.0),
+            ]
+        ]
+    )
     fit = mb.fitting(points, 0.5).set_index("method")["setting"].to_dict()
     assert fit == {mb.QUANTIZED: "8", mb.REMOVED: "45"}
     assert mb.fitting(points, 0.3).set_index("method")["setting"].to_dict() == {mb.QUANTIZED: "2"}
@@ -99,12 +123,18 @@ def test_fitting_takes_each_methods_largest_configuration_within_the_budget():
 
 def test_pairs_are_paired_over_sequences_and_signed_by_the_better_method():
     rng = np.random.default_rng(0)
-    base = np.column_stack([rng.normal(100, 5, 40), np.full(40, 50.0), np.full(40, 5.0), np.full(40, 7.0), np.zeros(40)])
+    base = np.column_stack(
+        [rng.normal(100, 5, 40), np.full(40, 50.0), np.full(40, 5.0), np.full(40, 7.0), np.zeros(40)]
+    )
     worse = base.copy()
-    worse[:, 0] += 1.0                                   # one nat more per sequence: 0.02 per token, on every sequence
+    worse[:, 0] += 1.0  # one nat more per sequence: 0.02 per token, on every sequence
     rows = {f"{mb.QUANTIZED}: q": base, f"{mb.REMOVED}: r": worse}
-    points = pd.DataFrame([{"method": mb.QUANTIZED, "setting": "q", "bytes share": 0.5, "perplexity": 1.0},
-                           {"method": mb.REMOVED, "setting": "r", "bytes share": 0.5, "perplexity": 2.0}])
+    points = pd.DataFrame(
+        [
+            {"method": mb.QUANTIZED, "setting": "q", "bytes share": 0.5, "perplexity": 1.0},
+            {"method": mb.REMOVED, "setting": "r", "bytes share": 0.5, "perplexity": 2.0},
+        ]
+    )
     pairs = mb.pair_table(points, rows, [0.5], 200, 0.01, 0)
     row = pairs.iloc[0]
     assert (row["better"], row["worse"]) == (mb.QUANTIZED, mb.REMOVED)

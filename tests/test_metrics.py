@@ -1,4 +1,5 @@
 """The scores against scikit-learn and hand-worked cases."""
+
 import random
 
 import pytest

@@ -1,4 +1,5 @@
 """Every notebook runs end to end on the smoke profile; profiles and notebooks stay in step."""
+
 import json
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 from helpers.book.running import runner
 
 ROOT = Path(__file__).resolve().parent.parent
-CODE_BUDGET_EXEMPT: set[str] = set()   # chapters allowed over 60 code lines (none)
+CODE_BUDGET_EXEMPT: set[str] = set()  # chapters allowed over 60 code lines (none)
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
 PROFILES = ("smoke", "course", "paper")
 
@@ -55,8 +56,9 @@ def test_notebook_runs_on_smoke_and_is_cached(name, smoke_executed):
     from helpers.book import course
 
     profile = runner.load_profile("smoke")
-    again = runner.run_notebook(name, runner.parameters_for(profile, name, {}), output_dir=outcome.parent,
-                                models=course.models_key(profile))
+    again = runner.run_notebook(
+        name, runner.parameters_for(profile, name, {}), output_dir=outcome.parent, models=course.models_key(profile)
+    )
     assert again[2] and again[1] == 0.0  # unchanged: reused, not run (a change reruns: see the fingerprint test)
 
 
@@ -100,11 +102,23 @@ def test_fingerprint_follows_notebook_parameters_models_and_the_code_it_runs(tmp
 def test_chapter_modules_follow_imports_transitively_with_parent_packages():
     from helpers.book.running.chapter_code import PACKAGE, chapter_modules
 
-    names = {p.relative_to(PACKAGE).as_posix() for p in chapter_modules(ROOT / "notebooks" / "03_ablating_one_head.ipynb")}
-    assert {"__init__.py", "book/__init__.py", "book/verdicts/__init__.py", "book/experiments/head_effects.py",
-            "book/verdicts/findings/ch03.py", "heads/ablation.py", "heads/gates.py", "heads/significance.py"} <= names
+    names = {
+        p.relative_to(PACKAGE).as_posix() for p in chapter_modules(ROOT / "notebooks" / "03_ablating_one_head.ipynb")
+    }
+    assert {
+        "__init__.py",
+        "book/__init__.py",
+        "book/verdicts/__init__.py",
+        "book/experiments/head_effects.py",
+        "book/verdicts/findings/ch03.py",
+        "heads/ablation.py",
+        "heads/gates.py",
+        "heads/significance.py",
+    } <= names
     assert "book/running/runner.py" not in names  # the chapter never runs the runner
-    assert "book/verdicts/findings/ch04.py" not in names  # nor another chapter's findings: editing them reruns only chapter 04
+    assert (
+        "book/verdicts/findings/ch04.py" not in names
+    )  # nor another chapter's findings: editing them reruns only chapter 04
     intro = {p.relative_to(PACKAGE).as_posix() for p in chapter_modules(ROOT / "notebooks" / "16_rerunning.ipynb")}
     assert "book/experiments/head_effects.py" not in intro
 
@@ -112,21 +126,29 @@ def test_chapter_modules_follow_imports_transitively_with_parent_packages():
 def test_runner_reports_the_failing_cell(tmp_path, monkeypatch):
     bad = tmp_path / "notebooks"
     bad.mkdir()
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("x = 1", metadata={"tags": ["parameters"]}),
-        nbformat.v4.new_code_cell("raise ValueError('broken on purpose')"),
-    ])
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell("x = 1", metadata={"tags": ["parameters"]}),
+            nbformat.v4.new_code_cell("raise ValueError('broken on purpose')"),
+        ]
+    )
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, bad / "broken.ipynb")
     monkeypatch.setattr(runner, "NOTEBOOKS", bad)
-    with pytest.raises(runner.NotebookFailed, match=r"broken failed in the cell starting \"raise ValueError\('broken on purpose'\)\" \(ValueError: broken on purpose\)"):
+    with pytest.raises(
+        runner.NotebookFailed,
+        match=r"broken failed in the cell starting \"raise ValueError\('broken on purpose'\)\" \(ValueError: broken on purpose\)",
+    ):
         runner.run_notebook("broken", {"x": 2}, output_dir=tmp_path / "out")
     assert not (tmp_path / "out" / "broken.ipynb").exists()  # no finished-looking output
 
 
 def test_overrides_parse_as_yaml_and_bad_ones_are_explained():
     assert runner.parse_overrides(["seed=3", "model_name=bert-base-uncased", "prune_share=0.4"]) == {
-        "seed": 3, "model_name": "bert-base-uncased", "prune_share": 0.4}
+        "seed": 3,
+        "model_name": "bert-base-uncased",
+        "prune_share": 0.4,
+    }
     with pytest.raises(SystemExit, match="name=value"):
         runner.parse_overrides(["seed"])
     with pytest.raises(SystemExit, match="unknown profile 'gpu'"):
@@ -134,34 +156,49 @@ def test_overrides_parse_as_yaml_and_bad_ones_are_explained():
 
 
 def test_parameters_fold_into_one_cell_with_the_values_in_force():
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell('# Parameters (papermill injects the profile\'s values after this cell)\n'
-                                  'profile = "course"\nmax_examples = 0      # 0: the whole split\nbeam = 5\n'
-                                  'epochs = [1, 2]  # checkpoints', metadata={"tags": ["parameters"]}),
-        nbformat.v4.new_code_cell('# Parameters\nprofile = "smoke"\nmax_examples = 30\n',
-                                  metadata={"tags": ["injected-parameters"]}),
-    ])
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(
+                "# Parameters (papermill injects the profile's values after this cell)\n"
+                'profile = "course"\nmax_examples = 0      # 0: the whole split\nbeam = 5\n'
+                "epochs = [1, 2]  # checkpoints",
+                metadata={"tags": ["parameters"]},
+            ),
+            nbformat.v4.new_code_cell(
+                '# Parameters\nprofile = "smoke"\nmax_examples = 30\n', metadata={"tags": ["injected-parameters"]}
+            ),
+        ]
+    )
     runner.fold_parameters(nb, {"profile": "smoke", "max_examples": 30, "beam": 5, "epochs": [1, 2, 3]})
     assert nb.cells[0].source.splitlines() == [
         "# Parameters of this run (smoke profile; a changed default is named in its comment)",
         "profile = 'smoke'  # (default: \"course\")",
         "max_examples = 30     # 0: the whole split (default: 0)",  # comments stay aligned
         "beam = 5",
-        "epochs = [1, 2, 3]  # checkpoints (default: [1, 2])"]
+        "epochs = [1, 2, 3]  # checkpoints (default: [1, 2])",
+    ]
     assert nb.cells[1].metadata["tags"] == ["injected-parameters", "remove-cell"]
     exec(nb.cells[0].source, scope := {})  # still valid Python with the same values
     assert (scope["max_examples"], scope["epochs"]) == (30, [1, 2, 3])
 
 
 def test_progress_widgets_leave_the_executed_notebook_and_other_outputs_stay():
-    bar = nbformat.v4.new_output("display_data", data={
-        "application/vnd.jupyter.widget-view+json": {"model_id": "abc", "version_major": 2, "version_minor": 0},
-        "text/plain": "ablation sweep:   0%|          | 0/8 [00:00<?, ?config/s]"})
+    bar = nbformat.v4.new_output(
+        "display_data",
+        data={
+            "application/vnd.jupyter.widget-view+json": {"model_id": "abc", "version_major": 2, "version_minor": 0},
+            "text/plain": "ablation sweep:   0%|          | 0/8 [00:00<?, ?config/s]",
+        },
+    )
     table = nbformat.v4.new_output("display_data", data={"text/html": "<table></table>", "text/plain": "table"})
     printed = nbformat.v4.new_output("stream", name="stdout", text="8 heads\n")
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("sweep()", outputs=[bar, table, printed]),
-                                         nbformat.v4.new_markdown_cell("prose"),
-                                         nbformat.v4.new_code_cell("again()", outputs=[bar])])
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell("sweep()", outputs=[bar, table, printed]),
+            nbformat.v4.new_markdown_cell("prose"),
+            nbformat.v4.new_code_cell("again()", outputs=[bar]),
+        ]
+    )
     nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
     assert runner.drop_progress_widgets(nb) == 2
     assert nb.cells[0].outputs == [table, printed] and nb.cells[2].outputs == []
@@ -177,7 +214,7 @@ def test_the_repository_address_is_written_in_one_place():
 
     url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
     line = runner.launch_links("03_ablating_one_head", "course")
-    if not url:   # no repository set: the pages say how to run locally, and link nowhere
+    if not url:  # no repository set: the pages say how to run locally, and link nowhere
         assert "colab" not in line.lower() and "binder" not in line.lower()
         assert "make setup" in line and "--profile course --only 03_ablating_one_head" in line
         return
@@ -208,7 +245,7 @@ def test_each_chapter_links_the_tables_it_saved(tmp_path, monkeypatch):
     text = runner.data_links("03_ablating_one_head", "p", out)
     assert "{download}`03_counts.csv <data/p/03_counts.csv>`" in text and "04_layers" not in text
     assert (out / "data" / "p" / "03_effects.csv").read_text() == "a,b\n1,2\n"
-    assert runner.data_links("01_gates_and_pruning", "p", out) is None   # saved nothing: no line
+    assert runner.data_links("01_gates_and_pruning", "p", out) is None  # saved nothing: no line
     every = runner.data_links("15_scorecard", "p", out)
     assert all(f"{n}.csv" in every for n in ("03_counts", "03_effects", "04_layers", "run_times"))
 
@@ -241,23 +278,33 @@ def test_every_chapter_prints_the_scorecards_verdicts(smoke_executed):
 
     card = scorecard("smoke").set_index("claim")
     chapters = sorted({c.chapter for c in CLAIMS})
-    assert len(chapters) == 11   # chapters 03 to 10, 12, 13 and 14
+    assert len(chapters) == 11  # chapters 03 to 10, 12, 13 and 14
     for chapter in chapters:
         nb = nbformat.read(smoke_executed[chapter], as_version=4)
         code = [c for c in nb.cells if c.cell_type == "code"]
         table = _displayed_table(next(c for c in code if "show_verdicts(" in c.source))
-        text = "".join(o["data"].get("text/markdown", "") for c in code if ".findings(" in c.source
-                       for o in c.outputs if "data" in o)
-        shown = {(claim, measure): (ours, verdict) for claim, measure, ours, verdict in
-                 zip(table["claim"], table["measure"], table["ours"], table["verdict"])}
+        text = "".join(
+            o["data"].get("text/markdown", "")
+            for c in code
+            if ".findings(" in c.source
+            for o in c.outputs
+            if "data" in o
+        )
+        shown = {
+            (claim, measure): (ours, verdict)
+            for claim, measure, ours, verdict in zip(table["claim"], table["measure"], table["ours"], table["verdict"])
+        }
         for claim in (c for c in CLAIMS if c.chapter == chapter):
             row = card.loc[claim.claim]
-            for measure, column, evidence in ((METRIC, "verdict", "ours"), (LIKELIHOOD_NAME, "likelihood verdict", "likelihood")):
+            for measure, column, evidence in (
+                (METRIC, "verdict", "ours"),
+                (LIKELIHOOD_NAME, "likelihood verdict", "likelihood"),
+            ):
                 if row[column] == NOT_MEASURED:
                     continue
-                measure = claim.shown_measure(measure)   # a claim beyond the paper names its own measure
+                measure = claim.shown_measure(measure)  # a claim beyond the paper names its own measure
                 assert shown[(claim.claim, measure)] == (row[evidence], row[column]), (chapter, claim.key, measure)
-                assert claim.claim not in text, (chapter, claim.key)   # said once: in the table
+                assert claim.claim not in text, (chapter, claim.key)  # said once: in the table
 
 
 def test_a_rules_parameters_default_to_its_chapters():

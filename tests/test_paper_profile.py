@@ -1,6 +1,7 @@
 """The paper profile, without network or GPU: its loaders on files in the published formats, its
 offline errors, its sweeps split over processes, and every notebook end to end on tiny
 stand-ins (tests/paper_standins.py) selected by the profile's own path parameters."""
+
 from __future__ import annotations
 
 import json
@@ -43,8 +44,9 @@ def test_glue_files_read_back_the_examples_they_were_written_from(tmp_path):
     mnli = paper_sources.read_glue("nli", tmp_path / "MNLI")
     written = nli_task.generate({"train": 60, "matched": 30, "mismatched": 30}, seed=1)
     for split in ("train", "matched", "mismatched"):
-        assert [(e.premise, e.hypothesis, e.label) for e in mnli[split]] == \
-               [(e.premise, e.hypothesis, e.label) for e in written[split]]
+        assert [(e.premise, e.hypothesis, e.label) for e in mnli[split]] == [
+            (e.premise, e.hypothesis, e.label) for e in written[split]
+        ]
     cola = paper_sources.read_glue("acceptability", tmp_path / "CoLA")["valid"]
     mrpc = paper_sources.read_glue("paraphrase", tmp_path / "MRPC")["train"]
     assert len(cola) == 30 and {e.label for e in cola} == {0, 1}
@@ -55,12 +57,20 @@ def test_datasets_rows_written_as_glue_files_read_back_unchanged(tmp_path):
     from datasets import Dataset
 
     rows = {
-        "nli": {"premise": ["a cat sleeps", "no dog runs"], "hypothesis": ["an animal sleeps", "a dog runs"],
-                "label": [0, 2], "idx": [0, 1]},
+        "nli": {
+            "premise": ["a cat sleeps", "no dog runs"],
+            "hypothesis": ["an animal sleeps", "a dog runs"],
+            "label": [0, 2],
+            "idx": [0, 1],
+        },
         "sentiment": {"sentence": ["a fine film", "dull"], "label": [1, 0], "idx": [0, 1]},
         "acceptability": {"sentence": ["the cat sleeps .", "the cat sleep ."], "label": [1, 0], "idx": [0, 1]},
-        "paraphrase": {"sentence1": ["he left", "she came"], "sentence2": ["he went away", "she left"],
-                       "label": [1, 0], "idx": [0, 1]},
+        "paraphrase": {
+            "sentence1": ["he left", "she came"],
+            "sentence2": ["he went away", "she left"],
+            "label": [1, 0],
+            "idx": [0, 1],
+        },
     }
     for task, columns in rows.items():
         spec = paper_sources.GLUE[task]
@@ -130,10 +140,19 @@ def test_paper_profile_offline_fails_fast_naming_every_download(tmp_path, monkey
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty hub cache
     assert runner.main(["--profile", "paper", "--output-dir", str(tmp_path / "out")]) == 1
     message = capsys.readouterr().err
-    for item in ("GLUE MNLI", "GLUE CoLA", "GLUE SST-2", "GLUE MRPC", "test set wmt13 en-fr", "test set wmt14/full",
-                 "test set mtnt1.1/test", "fairseq model archive wmt14.en-fr.joined-dict.transformer",
-                 "prepare-iwslt14.sh", "Hugging Face model bert-base-uncased",
-                 "python -m helpers.book.running.downloads --profile paper download"):
+    for item in (
+        "GLUE MNLI",
+        "GLUE CoLA",
+        "GLUE SST-2",
+        "GLUE MRPC",
+        "test set wmt13 en-fr",
+        "test set wmt14/full",
+        "test set mtnt1.1/test",
+        "fairseq model archive wmt14.en-fr.joined-dict.transformer",
+        "prepare-iwslt14.sh",
+        "Hugging Face model bert-base-uncased",
+        "python -m helpers.book.running.downloads --profile paper download",
+    ):
         assert item in message, item
     assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()  # nothing started
     with pytest.raises(MissingDownloadError, match="dev_matched.tsv"):
@@ -195,8 +214,14 @@ def _sweep(cache: Path, rank: int | None, world: int = 2, timeout: str = "120", 
     env["SIXTEEN_HEADS_JOB_STARTED"] = str(time.time())  # as the runner sets it for a job's notebooks
     if rank is not None:
         env.update(RANK=str(rank), WORLD_SIZE=str(world))
-    return subprocess.Popen([sys.executable, "-c", SWEEP, str(cache)], env=env, cwd=ROOT, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-c", SWEEP, str(cache)],
+        env=env,
+        cwd=ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _written(cache: Path) -> list[str]:
@@ -273,17 +298,28 @@ def test_status_files_of_an_earlier_job_are_ignored(tmp_path, monkeypatch):
     monkeypatch.setenv(shards.JOB_STARTED, str(time.time() + 10))  # a job that started after that failure
     assert shards.RankLog(tmp_path).check_others() == {}
     monkeypatch.setenv(shards.JOB_STARTED, str(time.time() - 10))  # the same job: the failure counts
-    with pytest.raises(shards.RankFailed, match="rank 1 failed while computing an old sweep: RuntimeError: old failure"):
+    with pytest.raises(
+        shards.RankFailed, match="rank 1 failed while computing an old sweep: RuntimeError: old failure"
+    ):
         shards.RankLog(tmp_path).check_others()
 
 
 def test_ranks_sharing_a_machine_share_its_cores():
     from helpers.book.store import shards
 
-    probe = subprocess.run([sys.executable, "-c", "import torch; from helpers.book.store import shards; "
-                            "print(torch.get_num_threads(), shards.cap_threads())"],
-                           env={**os.environ, "RANK": "0", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2"},
-                           cwd=ROOT, text=True, capture_output=True, check=True)
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import torch; from helpers.book.store import shards; "
+            "print(torch.get_num_threads(), shards.cap_threads())",
+        ],
+        env={**os.environ, "RANK": "0", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2"},
+        cwd=ROOT,
+        text=True,
+        capture_output=True,
+        check=True,
+    )
     before, after = map(int, probe.stdout.split())
     assert after == min(before, max(1, shards.usable_cores() // 2)), (before, after)
 
@@ -320,8 +356,12 @@ def standin_run(standin_data, tmp_path_factory):
 
     work = tmp_path_factory.mktemp("paper-standin")
     name = paper_standins.standin_profile(work)
-    env = {"SIXTEEN_HEADS_DATA": str(standin_data), "SIXTEEN_HEADS_PROFILES": str(work),
-           "SIXTEEN_HEADS_RESULTS": str(work / "results"), "SIXTEEN_HEADS_CACHE": str(work / "cache")}
+    env = {
+        "SIXTEEN_HEADS_DATA": str(standin_data),
+        "SIXTEEN_HEADS_PROFILES": str(work),
+        "SIXTEEN_HEADS_RESULTS": str(work / "results"),
+        "SIXTEEN_HEADS_CACHE": str(work / "cache"),
+    }
     with pytest.MonkeyPatch.context() as mp:
         for key, value in env.items():
             mp.setenv(key, value)
@@ -351,4 +391,7 @@ def test_standin_results_cover_the_paper_models_heads(standin_run):
     assert len(pd.read_csv(results / "03_one_head_classifier.csv")) == 2 * 4  # the stand-in BERT's heads
     params = yaml.safe_load((PROFILES / "paper.yml").read_text())["notebooks"]
     executed = json.loads((work / "executed" / "09_training_dynamics.ipynb").read_text())
-    assert executed["metadata"]["sixteen_heads"]["parameters"]["translation"] == params["09_training_dynamics"]["translation"]
+    assert (
+        executed["metadata"]["sixteen_heads"]["parameters"]["translation"]
+        == params["09_training_dynamics"]["translation"]
+    )

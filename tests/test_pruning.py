@@ -131,8 +131,14 @@ def test_transformers_generation_matches_gated_model():
     """generate() with the KV cache, including a decoder layer 0 with no head left."""
     case = marian()
     spec = {"enc_self": {1: [0]}, "enc_dec": {0: [0, 1, 2, 3]}, "dec_self": {0: [0, 1, 2, 3], 1: [2]}}
-    kwargs = dict(input_ids=case.batch["input_ids"], attention_mask=case.batch["attention_mask"],
-                  max_new_tokens=6, num_beams=2, do_sample=False, min_new_tokens=6)
+    kwargs = dict(
+        input_ids=case.batch["input_ids"],
+        attention_mask=case.batch["attention_mask"],
+        max_new_tokens=6,
+        num_beams=2,
+        do_sample=False,
+        min_new_tokens=6,
+    )
     with helpers.HeadGates(case.model) as gates:
         gates.mask(spec)
         expected = case.model.generate(**kwargs)
@@ -185,7 +191,7 @@ def test_a_pruned_copy_sharing_weights_equals_zero_gates_and_leaves_the_model_as
     from helpers.heads.pruning import pruned_heads
 
     assert not any(heads for layers in pruned_heads(case.model).values() for heads in layers.values())
-    assert pruned_sharing_weights(case.model, {}) is case.model   # nothing removed: the model itself
+    assert pruned_sharing_weights(case.model, {}) is case.model  # nothing removed: the model itself
 
 
 @pytest.mark.parametrize("processes", [1, 2])
@@ -205,4 +211,4 @@ def test_pruned_passes_equal_gated_passes_in_order(processes):
     assert [s for s, _ in pruned] == specs
     for (_, a), (_, b) in zip(gated, pruned):
         torch.testing.assert_close(b, a, rtol=0, atol=2e-5)
-    assert (pruned[1][1] - pruned[0][1]).abs().max() > 1e-3   # the specs change the output
+    assert (pruned[1][1] - pruned[0][1]).abs().max() > 1e-3  # the specs change the output

@@ -1,5 +1,6 @@
 """Pruning curves: masking the first k heads of an order scores like physically removing them;
 orders, steps and the prunable share behave as specified on hand-made inputs."""
+
 import copy
 import dataclasses
 
@@ -8,9 +9,19 @@ import pytest
 import torch
 
 import helpers
-from helpers.heads.pruning_curves import (counts, heads_of, order_by_ablation, order_by_importance, prunable_share,
-                                    pruning_curve, pruning_curves, random_order, reestimated_curve, score_specs,
-                                    spec_of)
+from helpers.heads.pruning_curves import (
+    counts,
+    heads_of,
+    order_by_ablation,
+    order_by_importance,
+    prunable_share,
+    pruning_curve,
+    pruning_curves,
+    random_order,
+    reestimated_curve,
+    score_specs,
+    spec_of,
+)
 from tiny_models import ALL_CASES, bert
 
 
@@ -42,14 +53,18 @@ def test_orders():
     pool = [("self", 0, 0), ("self", 0, 1), ("self", 1, 0), ("self", 1, 1)]
     scores = {"self": torch.tensor([[0.5, 0.1], [0.9, 0.1]])}
     assert order_by_importance(scores, pool) == [("self", 0, 1), ("self", 1, 1), ("self", 0, 0), ("self", 1, 0)]
-    effects = pd.DataFrame({"kind": "self", "layer": [0, 0, 1, 1], "head": [0, 1, 0, 1],
-                            "delta": [-0.2, 0.05, -1.0, 0.0]})
+    effects = pd.DataFrame(
+        {"kind": "self", "layer": [0, 0, 1, 1], "head": [0, 1, 0, 1], "delta": [-0.2, 0.05, -1.0, 0.0]}
+    )
     assert order_by_ablation(effects, pool) == [("self", 0, 1), ("self", 1, 1), ("self", 0, 0), ("self", 1, 0)]
     with pytest.raises(ValueError, match="no delta for 1 heads"):
         order_by_ablation(effects.iloc[:3], pool)
     assert sorted(random_order(pool, 0)) == sorted(pool)
     assert random_order(pool, 0) == random_order(pool, 0)
-    assert spec_of([("enc_dec", 2, 1), ("self", 0, 3), ("enc_dec", 2, 0)]) == {"enc_dec": {2: [1, 0]}, "self": {0: [3]}}
+    assert spec_of([("enc_dec", 2, 1), ("self", 0, 3), ("enc_dec", 2, 0)]) == {
+        "enc_dec": {2: [1, 0]},
+        "self": {0: [3]},
+    }
 
 
 def test_prunable_share_stops_at_the_first_step_out_of_tolerance():
@@ -76,7 +91,10 @@ def test_reestimation_masks_the_pruned_heads_and_never_picks_them_again():
     # the first step is the one-shot importance order; each curve point is that prefix masked
     first = order_by_importance(helpers.head_importance(case.model, [case.batch], case.loss, progress=False), pool)
     assert order[:2] == first[:2]
-    assert curve["score"].tolist() == pruning_curve(case.model, order, evaluate, step=0.25, progress=False)["score"].tolist()
+    assert (
+        curve["score"].tolist()
+        == pruning_curve(case.model, order, evaluate, step=0.25, progress=False)["score"].tolist()
+    )
 
 
 @pytest.mark.parametrize("beam", [1, 2])
@@ -98,16 +116,23 @@ def test_a_translation_curve_scored_many_steps_per_search_equals_one_step_at_a_t
     batched = pruning_curve(model, order, score, progress=False)
     one_by_one = pruning_curve(model, order, lambda m: score(m), progress=False)  # a plain function: no `many`
     pd.testing.assert_frame_equal(batched, one_by_one)
-    assert batched["score"].iloc[0] == pytest.approx(100) and batched["score"].nunique() > 3  # the masks changed the output
+    assert (
+        batched["score"].iloc[0] == pytest.approx(100) and batched["score"].nunique() > 3
+    )  # the masks changed the output
 
 
 @pytest.mark.parametrize("with_many", [False, True])
 def test_curves_of_several_orders_equal_one_curve_each_and_score_shared_steps_once(with_many):
     case = bert(layers=2, heads=4)
     pool = heads_of(case.model)
-    orders = {"importance": order_by_importance(
-        helpers.head_importance(case.model, [case.batch], case.loss, progress=False), pool),
-        "random 0": random_order(pool, 0), "random 1": random_order(pool, 1), "layer 0": pool[:4]}
+    orders = {
+        "importance": order_by_importance(
+            helpers.head_importance(case.model, [case.batch], case.loss, progress=False), pool
+        ),
+        "random 0": random_order(pool, 0),
+        "random 1": random_order(pool, 1),
+        "layer 0": pool[:4],
+    }
     masked = []
 
     def evaluate(m):

@@ -1,5 +1,6 @@
 """One registry of model sources: each reference goes to its source, and each source's loader
 gives the model that source holds."""
+
 import pytest
 import torch
 
@@ -19,8 +20,13 @@ def test_each_kind_of_reference_goes_to_its_source(tmp_path, monkeypatch):
     helpers.save_pruned(model, tmp_path / "saved")
     (tmp_path / "data" / "archive").mkdir(parents=True)
     (tmp_path / "data" / "archive" / "model.pt").write_bytes(b"")  # a fairseq archive's main file
-    expected = {"tiny-bert": "random", "minilm": "shipped", str(tmp_path / "saved"): "trained",
-                "archive": "downloaded-fairseq", "bert-base-uncased": "downloaded"}
+    expected = {
+        "tiny-bert": "random",
+        "minilm": "shipped",
+        str(tmp_path / "saved"): "trained",
+        "archive": "downloaded-fairseq",
+        "bert-base-uncased": "downloaded",
+    }
     assert {ref: registry.source_of(ref).name for ref in expected} == expected
     assert [ref for ref in expected if registry.needs_download(ref)] == ["archive", "bert-base-uncased"]
 
@@ -73,7 +79,9 @@ def test_an_absent_hub_model_says_how_to_fetch_it(tmp_path, monkeypatch):
     monkeypatch.setenv("SIXTEEN_HEADS_DATA", str(tmp_path))
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(MissingDownloadError, match="python -m helpers.book.running.downloads --profile paper download"):
+    with pytest.raises(
+        MissingDownloadError, match="python -m helpers.book.running.downloads --profile paper download"
+    ):
         registry.load_model("some-org/absent-model")
 
 

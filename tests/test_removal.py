@@ -4,6 +4,7 @@ The truths: zero removal is today's gates, bit for bit; the mean over a referenc
 the input itself, or a donor identical to the input, puts back exactly what the head computed,
 so the model is unchanged even with every head removed; another reference changes the output.
 """
+
 import pytest
 import torch
 
@@ -23,8 +24,10 @@ def case(request):
 
 def row(batch: dict, i: int, copies: int = 1) -> dict:
     """Example ``i`` of ``batch`` alone (repeated ``copies`` times along the batch axis)."""
-    return {k: v[i:i + 1].repeat(copies, *[1] * (v.dim() - 1)) if torch.is_tensor(v) and v.dim() else v
-            for k, v in batch.items()}
+    return {
+        k: v[i : i + 1].repeat(copies, *[1] * (v.dim() - 1)) if torch.is_tensor(v) and v.dim() else v
+        for k, v in batch.items()
+    }
 
 
 def remove_everything(gates: helpers.HeadGates) -> None:
@@ -112,8 +115,9 @@ def test_a_sweep_under_another_removal_equals_one_configuration_at_a_time(kind):
     case = bert()
     removal = reference_outputs(case.model, [row(case.batch, i) for i in (2, 3)], case.run, kind=kind)
     configs = heads.one_head_configs(case.model)
-    base, outs = heads.single_layer_sweep(case.model, [case.batch], case.run, configs, progress=False,
-                                            configs_per_pass=4, processes=1, removal=removal)
+    base, outs = heads.single_layer_sweep(
+        case.model, [case.batch], case.run, configs, progress=False, configs_per_pass=4, processes=1, removal=removal
+    )
     for config in configs[:3] + configs[-3:]:
         kind_, layer, masked = config
         with helpers.HeadGates(case.model, removal=removal) as gates:

@@ -9,6 +9,7 @@ The recomputations read the CSV files with the standard library and count with p
 always inside one model's rows: the first version of chapter 03's count mixed the classifier's
 significance into the translation model's because both tables number their rows from 0.
 """
+
 from __future__ import annotations
 
 import ast
@@ -63,6 +64,7 @@ def table(request):
     def read(name: str) -> list[dict]:
         with open(folder / f"{name}.csv", newline="") as f:
             return [{k: _value(v) for k, v in row.items()} for row in csv.DictReader(f)]
+
     return read
 
 
@@ -101,11 +103,15 @@ def _significance(rows: list[dict]) -> dict:
     import statistics
 
     deltas = [r["delta"] for r in rows]
-    return {"heads": len(rows), "significant": sum(1 for r in rows if r["significant"]),
-            "significant_up": sum(1 for r in rows if r["significant"] and r["delta"] > 0),
-            "largest_drop": min(deltas), "largest_gain": max(deltas),
-            "examples": max(r["examples"] for r in rows),
-            "resolution": statistics.median((r["delta_high"] - r["delta_low"]) / 2 for r in rows)}
+    return {
+        "heads": len(rows),
+        "significant": sum(1 for r in rows if r["significant"]),
+        "significant_up": sum(1 for r in rows if r["significant"] and r["delta"] > 0),
+        "largest_drop": min(deltas),
+        "largest_gain": max(deltas),
+        "examples": max(r["examples"] for r in rows),
+        "resolution": statistics.median((r["delta_high"] - r["delta_low"]) / 2 for r in rows),
+    }
 
 
 def _equivalence(rows: list[dict], margin: float) -> dict:
@@ -141,27 +147,38 @@ def test_chapter_02_competence_adds_up_from_the_scores(table):
             continue
         s = scores[(r["model"], r["training_seed"], rule["split"])]
         ceiling = s["oracle"] if s["metric"] == "bleu" else 1.0
-        floors = ([s["baseline"] + rule["reach"] * (ceiling - s["baseline"])] if "reach" in rule else []) + \
-                 ([rule["at_least"]] if "at_least" in rule else [])
+        floors = ([s["baseline"] + rule["reach"] * (ceiling - s["baseline"])] if "reach" in rule else []) + (
+            [rule["at_least"]] if "at_least" in rule else []
+        )
         assert r["floor"] == pytest.approx(max(floors)) and r["score"] == pytest.approx(s["score"])
         assert r["passes"] is True
 
 
 @pytest.mark.parametrize("measure", ["", "_likelihood"])
 def test_chapter_03_counts_add_up(table, measure):
-    per_model = {_param('03_ablating_one_head', 'classifier'): table(f"03_one_head_classifier{measure}"),
-                 _param('03_ablating_one_head', 'translation'): table(f"03_one_head_translation{measure}")}
+    per_model = {
+        _param("03_ablating_one_head", "classifier"): table(f"03_one_head_classifier{measure}"),
+        _param("03_ablating_one_head", "translation"): table(f"03_one_head_translation{measure}"),
+    }
     counts = _ours(table(f"03_one_head_counts{measure}"), "model")
-    expected = {(model, seed, kind): _significance(part)
-                for model, rows in per_model.items() for (seed, kind), part in _by(rows, SEED, "kind").items()}
+    expected = {
+        (model, seed, kind): _significance(part)
+        for model, rows in per_model.items()
+        for (seed, kind), part in _by(rows, SEED, "kind").items()
+    }
     assert {(r["model"], r[SEED], r["kind"]) for r in counts} == set(expected)
-    margins = {"BLEU": 1.0, "accuracy": 0.01, "perplexity": 0.01, **(_param('03_ablating_one_head', 'margins') or {})}
+    margins = {"BLEU": 1.0, "accuracy": 0.01, "perplexity": 0.01, **(_param("03_ablating_one_head", "margins") or {})}
     for row in counts:
         want = expected[(row["model"], row[SEED], row["kind"])]
         for column, value in want.items():
             assert row[column] == pytest.approx(value, **CLOSE), (row["model"], row[SEED], row["kind"], column)
-        margin = math.log(1 + margins["perplexity"]) if measure else \
-            margins["accuracy"] if row["kind"] == "self" else margins["BLEU"]
+        margin = (
+            math.log(1 + margins["perplexity"])
+            if measure
+            else margins["accuracy"]
+            if row["kind"] == "self"
+            else margins["BLEU"]
+        )
         assert row["margin"] == pytest.approx(margin)
         rows = [r for r in per_model[row["model"]] if r[SEED] == row[SEED] and r["kind"] == row["kind"]]
         for column, value in _equivalence(rows, margin).items():
@@ -171,7 +188,10 @@ def test_chapter_03_counts_add_up(table, measure):
     paper = [r for r in table("03_one_head_counts") if str(r["from_paper"]) == "True"]
     table1 = paper_values.table(1)
     assert [paper[0]["heads"], paper[0]["significant"], paper[0]["significant_up"]] == [
-        len(table1), int(table1["significant"].sum()), int((table1["significant"] & (table1["delta"] > 0)).sum())]
+        len(table1),
+        int(table1["significant"].sum()),
+        int((table1["significant"] & (table1["delta"] > 0)).sum()),
+    ]
 
 
 # ---- §3.3: keeping one head per layer ---------------------------------------------------------
@@ -188,7 +208,7 @@ def _best_per_layer(rows: list[dict]) -> dict[tuple, dict]:
     for r in rows:
         looks[(r["kind"], r["layer"])].add(r.get("look"))
     # a layer whose rows rest on different looks is ranked on the first look's examples
-    rank = lambda r: r["first_look_delta"] if len(looks[(r["kind"], r["layer"])]) > 1 else r["delta"]   # noqa: E731
+    rank = lambda r: r["first_look_delta"] if len(looks[(r["kind"], r["layer"])]) > 1 else r["delta"]  # noqa: E731
     for r in rows:
         key = (r["kind"], r["layer"])
         if key not in best or (rank(r), -_kept(r)) > (rank(best[key]), -_kept(best[key])):
@@ -209,9 +229,13 @@ def _layer_summary(chosen: list[dict], likelihood: bool = False) -> dict[str, di
             if r["delta"] < worst["delta"]:
                 worst = r
         scale = 1000 if likelihood else 100 if kind == "self" else 1
-        out[kind] = {"layers": len(rows), "significant": sum(1 for r in rows if r["significant"]),
-                     "significant_down": sum(1 for r in rows if r["significant"] and r["delta"] < 0),
-                     "worst_layer": worst["layer"] + 1, "worst_delta": round(worst["delta"] * scale, 2)}
+        out[kind] = {
+            "layers": len(rows),
+            "significant": sum(1 for r in rows if r["significant"]),
+            "significant_down": sum(1 for r in rows if r["significant"] and r["delta"] < 0),
+            "worst_layer": worst["layer"] + 1,
+            "worst_delta": round(worst["delta"] * scale, 2),
+        }
     return out
 
 
@@ -227,8 +251,10 @@ def _protocol_rows(per_item: list[dict], protocol: str) -> list[dict]:
 
 @pytest.mark.parametrize("measure", ["", "_likelihood"])
 def test_chapter_04_counts_add_up(table, measure):
-    per_model = {_param('04_keeping_one_head', 'classifier'): table(f"04_keep_one_classifier{measure}"),
-                 _param('04_keeping_one_head', 'translation'): table(f"04_keep_one_translation{measure}")}
+    per_model = {
+        _param("04_keeping_one_head", "classifier"): table(f"04_keep_one_classifier{measure}"),
+        _param("04_keeping_one_head", "translation"): table(f"04_keep_one_translation{measure}"),
+    }
     counts = _ours(table(f"04_keep_one_counts{measure}"), "source")
     assert {r["source"] for r in counts} == set(per_model) and len(counts) >= 4 + 1
     for (source, protocol, seed), rows in _by(counts, "source", "protocol", SEED).items():
@@ -239,7 +265,10 @@ def test_chapter_04_counts_add_up(table, measure):
             for column, value in want[row["kind"]].items():
                 assert row[column] == pytest.approx(value, **CLOSE), (source, protocol, row["kind"], column)
             classes = _equivalence([r for r in chosen if r["kind"] == row["kind"]], row["margin"])
-            assert (row["harmful"], row["negligible"]) == (classes["harmful"], classes["negligible"]), (source, protocol)
+            assert (row["harmful"], row["negligible"]) == (classes["harmful"], classes["negligible"]), (
+                source,
+                protocol,
+            )
 
 
 def test_chapter_04_paper_rows_are_counted_from_the_papers_tables(table):
@@ -273,24 +302,32 @@ def _same(a, b, tol: float = 1e-6) -> bool:
 
 @pytest.mark.parametrize("measure", ["", "_likelihood"])
 def test_chapter_05_correlations_add_up(table, measure):
-    per_model = {_param('05_cross_domain', 'classifier'): table(f"05_cross_domain_classifier{measure}"),
-                 _param('05_cross_domain', 'translation'): table(f"05_cross_domain_translation{measure}")}
+    per_model = {
+        _param("05_cross_domain", "classifier"): table(f"05_cross_domain_classifier{measure}"),
+        _param("05_cross_domain", "translation"): table(f"05_cross_domain_translation{measure}"),
+    }
     rows = table("05_cross_domain_r" + measure)
     assert {r["model"] for r in rows} == set(per_model)
     for row in rows:
-        pairs = [p for p in _seed_of(per_model[row["model"]], row[SEED]) if row["kind"] == "all" or p["kind"] == row["kind"]]
+        pairs = [
+            p for p in _seed_of(per_model[row["model"]], row[SEED]) if row["kind"] == "all" or p["kind"] == row["kind"]
+        ]
         col = lambda name: [p[name] for p in pairs]  # noqa: E731
         r, p = _pearson(col("score_in"), col("score_out"))
-        want = {"heads": len(pairs), "pearson_r": r, "p_value": p,
-                "split_half_r_in": _pearson(col("score_even_in"), col("score_odd_in"))[0],
-                "split_half_r_out": _pearson(col("score_even_out"), col("score_odd_out"))[0],
-                "spread_in": max(col("score_in")) - min(col("score_in")),
-                "spread_out": max(col("score_out")) - min(col("score_out"))}
+        want = {
+            "heads": len(pairs),
+            "pearson_r": r,
+            "p_value": p,
+            "split_half_r_in": _pearson(col("score_even_in"), col("score_odd_in"))[0],
+            "split_half_r_out": _pearson(col("score_even_out"), col("score_odd_out"))[0],
+            "spread_in": max(col("score_in")) - min(col("score_in")),
+            "spread_out": max(col("score_out")) - min(col("score_out")),
+        }
         for column, value in want.items():
             assert _same(value, row[column]), (row["model"], row["kind"], column, value, row[column])
         kinds = {p["kind"] for p in per_model[row["model"]]}
         assert row["kind"] in kinds | {"all"}
-    translation_kinds = {p["kind"] for p in per_model[_param('05_cross_domain', 'translation')]}
+    translation_kinds = {p["kind"] for p in per_model[_param("05_cross_domain", "translation")]}
     assert {r["kind"] for r in rows if r["model"].endswith("translation")} == translation_kinds | {"all"}
 
 
@@ -309,21 +346,29 @@ def test_chapter_05_label_shifts_add_up_to_the_accuracy_changes_the_sweeps_measu
     labels = sorted(int(k.split()[-1]) for k in shifts[0] if k.startswith("recall change "))
     for r in shifts:
         side = "in" if r["set"] == sets[0] else "out"
-        assert math.isclose(r["accuracy change"], pairs[(r[SEED], r["kind"], r["layer"], r["head"])][f"delta_{side}"],
-                            abs_tol=1e-12)
-        assert math.isclose(sum(r[f"gold {k}"] * r[f"recall change {k}"] for k in labels), r["accuracy change"],
-                            abs_tol=1e-12)
-        assert math.isclose(sum(r[f"shift {k}"] for k in labels), 0.0, abs_tol=1e-12)   # shares move, not appear
+        assert math.isclose(
+            r["accuracy change"], pairs[(r[SEED], r["kind"], r["layer"], r["head"])][f"delta_{side}"], abs_tol=1e-12
+        )
+        assert math.isclose(
+            sum(r[f"gold {k}"] * r[f"recall change {k}"] for k in labels), r["accuracy change"], abs_tol=1e-12
+        )
+        assert math.isclose(sum(r[f"shift {k}"] for k in labels), 0.0, abs_tol=1e-12)  # shares move, not appear
     for seed, rows in _by(shifts, SEED).items():
         inside = [r for r in rows if r["set"] == sets[0]]
         outside = [r for r in rows if r["set"] == sets[1]]
         r, _ = _pearson([x["accuracy change"] for x in inside], [x["accuracy change"] for x in outside])
-        moving = [k for k in labels if len({x[f"recall change {k}"] for x in inside}) > 1
-                  and len({x[f"recall change {k}"] for x in outside}) > 1]
+        moving = [
+            k
+            for k in labels
+            if len({x[f"recall change {k}"] for x in inside}) > 1
+            and len({x[f"recall change {k}"] for x in outside}) > 1
+        ]
         if not moving:
             continue
-        stacked, _ = _pearson([x[f"recall change {k}"] for k in moving for x in inside],
-                              [x[f"recall change {k}"] for k in moving for x in outside])
+        stacked, _ = _pearson(
+            [x[f"recall change {k}"] for k in moving for x in inside],
+            [x[f"recall change {k}"] for k in moving for x in outside],
+        )
         row = class_by_class(pd.DataFrame(rows)).iloc[0]
         assert _same(r, row["accuracy r"]) and _same(stacked, row["class-by-class r"]), (seed, r, stacked)
 
@@ -347,21 +392,29 @@ def _at(steps: list[dict], share: float) -> float:
 @pytest.mark.parametrize("measure", ["", "_likelihood"])
 def test_chapter_06_prunable_shares_add_up(table, measure):
     # the paper's 1 accuracy point and 1 BLEU; on the likelihood, perplexity within 1%
-    tolerance = {"classifier": 0.01, "translation": 1.0} if not measure else \
-        {"classifier": math.log(1.01), "translation": math.log(1.01)}
+    tolerance = (
+        {"classifier": 0.01, "translation": 1.0}
+        if not measure
+        else {"classifier": math.log(1.01), "translation": math.log(1.01)}
+    )
     curves = _by(table(f"06_pruning_curves{measure}"), "track", "model", SEED, "order")
     expected: dict[tuple, list[dict]] = defaultdict(list)
     for (track, model, seed, order), steps in curves.items():
         labels = ["random (mean)", "random (5%)", "random (95%)"] if order.startswith("random") else [order]
         for label in labels:
-            expected[(track, model, seed, label)].append({
-                "prunable_share": _prunable(steps, tolerance[track]), "unpruned": _at(steps, 0.0),
-                "at_50%": _at(steps, 0.5), "all_pruned": next(s["score"] for s in steps if s["share"] == 1)})
+            expected[(track, model, seed, label)].append(
+                {
+                    "prunable_share": _prunable(steps, tolerance[track]),
+                    "unpruned": _at(steps, 0.0),
+                    "at_50%": _at(steps, 0.5),
+                    "all_pruned": next(s["score"] for s in steps if s["share"] == 1),
+                }
+            )
     summary = table(f"06_prunable_shares{measure}")
     assert {(r["track"], r["model"], r[SEED], r["order"]) for r in summary} == set(expected)
     orders = _param("06_pruning_curves", "random_orders")
     for key, runs in expected.items():
-        if key[3] == "random (mean)":   # BLEU decodes every step: fewer orders there
+        if key[3] == "random (mean)":  # BLEU decodes every step: fewer orders there
             bleu = key[0] == "translation" and not measure
             assert len(runs) == (min(orders, _param("06_pruning_curves", "bleu_random_orders")) if bleu else orders)
     how = {"random (5%)": lambda v: float(np.percentile(v, 5)), "random (95%)": lambda v: float(np.percentile(v, 95))}
@@ -385,8 +438,11 @@ def test_chapter_06_importance_sample_prunes_like_the_curves_with_every_example(
     shares = table("06_prunable_shares_likelihood")
     first = min(r[SEED] for r in shares)
     for row in (r for r in rows if r["examples"] == r["used"]):
-        chapter = [s["prunable_share"] for s in shares if s["model"] == row["model"] and s[SEED] == first
-                   and s["order"] == "importance"]
+        chapter = [
+            s["prunable_share"]
+            for s in shares
+            if s["model"] == row["model"] and s[SEED] == first and s["order"] == "importance"
+        ]
         assert chapter == [pytest.approx(row["prunable_share"], **CLOSE)], row["model"]
     assert {r["model"] for r in rows if r["examples"] == r["used"]} == {r["model"] for r in rows}
 
@@ -396,17 +452,23 @@ def test_chapter_06_language_model_sample_reads_chapter_11s_curve_with_every_ver
     # 11's importance curve over query heads at that share, against its unpruned step
     from helpers.book.experiments.importance_sample import RISE
 
-    rows = [r for r in table("06_importance_sample") if r["examples"] == r["used"]
-            and any(k.startswith(RISE) and r[k] is not None for k in r)]
+    rows = [
+        r
+        for r in table("06_importance_sample")
+        if r["examples"] == r["used"] and any(k.startswith(RISE) and r[k] is not None for k in r)
+    ]
     if not rows:
         pytest.skip("no language-model curve points in this run")
-    steps = {r["pruned"]: r["perplexity"] for r in table("11_pruning_curves")
-             if r["unit"] == "query heads" and r["order"] == "importance"}
+    steps = {
+        r["pruned"]: r["perplexity"]
+        for r in table("11_pruning_curves")
+        if r["unit"] == "query heads" and r["order"] == "importance"
+    }
     heads = max(steps)
     for row in rows:
         for column in (k for k in row if k.startswith(RISE) and row[k] is not None):
             pruned = round(float(column.removeprefix(RISE).split("%")[0]) / 100 * heads)
-            assert pruned in steps, (column, sorted(steps))   # a step of chapter 11's curve (10% steps)
+            assert pruned in steps, (column, sorted(steps))  # a step of chapter 11's curve (10% steps)
             # the same heads masked; the passes group other configurations, so the last bits may differ
             assert row[column] == pytest.approx(100 * (steps[pruned] / steps[0] - 1), rel=1e-5, abs=1e-3), column
 
@@ -419,10 +481,14 @@ def test_chapter_08_summary_adds_up(table):
     for row in rows:
         steps = curves[(row[SEED], row["kind"])]
         base = _at(steps, 0.0)
-        want = {"unpruned": base, "bleu_40%_pruned": _at(steps, 0.4), "bleu_80%_pruned": _at(steps, 0.8),
-                "relative_80%": _at(steps, 0.8) / base if base else math.nan,
-                "prunable_share_1_bleu": _prunable(steps, 1.0),
-                "paper_relative_80%": paper_values.FIGURE4_BLEU_AT_80[row["kind"]] / paper_values.WMT_BASE_BLEU}
+        want = {
+            "unpruned": base,
+            "bleu_40%_pruned": _at(steps, 0.4),
+            "bleu_80%_pruned": _at(steps, 0.8),
+            "relative_80%": _at(steps, 0.8) / base if base else math.nan,
+            "prunable_share_1_bleu": _prunable(steps, 1.0),
+            "paper_relative_80%": paper_values.FIGURE4_BLEU_AT_80[row["kind"]] / paper_values.WMT_BASE_BLEU,
+        }
         for column, value in want.items():
             assert _same(value, row[column], 1e-9), (row["kind"], column)
 
@@ -444,7 +510,11 @@ def test_chapter_09_likelihood_ratios_add_up(table):
         base = next(s["score"] for s in steps if s["pruned"] == 0)
         for s in steps:
             assert s["unpruned"] == pytest.approx(base, **CLOSE)
-            assert s["perplexity_ratio"] == pytest.approx(math.exp(base - s["score"]), rel=1e-9), (seed, epoch, s["share"])
+            assert s["perplexity_ratio"] == pytest.approx(math.exp(base - s["score"]), rel=1e-9), (
+                seed,
+                epoch,
+                s["share"],
+            )
 
 
 @pytest.mark.parametrize("measure", ["", "_likelihood"])
@@ -475,11 +545,16 @@ def test_chapter_01_and_07_pruned_models_add_up(table):
     assert sizes["pruned"]["accuracy"] == pytest.approx(sizes["gated"]["accuracy"], abs=1e-9)
     speed = table("07_speed")
     assert {(r["batch_size"], r["variant"]) for r in speed} == {
-        (b, v) for b in _param("07_pruning_speed", "batch_sizes") for v in ("original", "pruned", "gated")}
+        (b, v) for b in _param("07_pruning_speed", "batch_sizes") for v in ("original", "pruned", "gated")
+    }
     precision = table("07_precision")
     assert sorted((r["dtype"], r["compile_mode"], r["batch_size"], r["variant"]) for r in precision) == sorted(
-        (d, m, b, v) for d in _param("07_pruning_speed", "dtypes") for m in _param("07_pruning_speed", "compile_modes")
-        for b in _param("07_pruning_speed", "precision_batch_sizes") for v in ("original", "pruned", "gated"))
+        (d, m, b, v)
+        for d in _param("07_pruning_speed", "dtypes")
+        for m in _param("07_pruning_speed", "compile_modes")
+        for b in _param("07_pruning_speed", "precision_batch_sizes")
+        for v in ("original", "pruned", "gated")
+    )
     flops = defaultdict(dict)
     for r in precision:
         flops[(r["dtype"], r["compile_mode"], r["batch_size"])][r["variant"]] = r["flops"]
@@ -527,8 +602,10 @@ def _speed_claims(table) -> dict[str, list[tuple[float, int]]]:
         speed[(r["batch_size"], r["variant"])] = (runs[len(runs) // 2] + runs[(len(runs) - 1) // 2]) / 2
     sizes = sorted({b for b, _ in speed})
     gain = {b: speed[(b, "pruned")] / speed[(b, "original")] - 1 for b in sizes}
-    return {"Removing half the heads": [_pct1(gain[sizes[-1]]), _int(sizes[-1])],
-            "At batch size 1": [_pct1(gain[sizes[0]]), _int(sizes[0]), _pct1(gain[sizes[-1]]), _int(sizes[-1])]}
+    return {
+        "Removing half the heads": [_pct1(gain[sizes[-1]]), _int(sizes[-1])],
+        "At batch size 1": [_pct1(gain[sizes[0]]), _int(sizes[0]), _pct1(gain[sizes[-1]]), _int(sizes[-1])],
+    }
 
 
 def _recomputed_for_seed(table, seed: int, likelihood: bool = False) -> dict:
@@ -545,36 +622,50 @@ def _recomputed_for_seed(table, seed: int, likelihood: bool = False) -> dict:
 def _recomputed_ours(table, likelihood: bool = False) -> dict[str, list[tuple[float, int]]]:
     """For each claim (by the start of its text), the numbers its "ours" cell must show, each with
     the decimals it is shown to, computed from the per-item tables."""
-    one_head = {_param("03_ablating_one_head", "classifier"): table("03_one_head_classifier"),
-                _param("03_ablating_one_head", "translation"): table("03_one_head_translation")}
+    one_head = {
+        _param("03_ablating_one_head", "classifier"): table("03_one_head_classifier"),
+        _param("03_ablating_one_head", "translation"): table("03_one_head_translation"),
+    }
     significant = {m: [r for r in rows if r["significant"]] for m, rows in one_head.items()}
 
     keep = table("04_keep_one_translation")
     t13, t14 = _param("04_keeping_one_head", "translation_split"), _param("04_keeping_one_head", "heldout_split")
     reported = _protocol_rows(keep, f"chosen and reported on {t13}")
     held = _protocol_rows(keep, f"chosen on {t13}, reported on {t14}")
-    bert = _protocol_rows(table("04_keep_one_classifier"),
-                          f"chosen and reported on {_param('04_keeping_one_head', 'classifier_split')}")
+    bert = _protocol_rows(
+        table("04_keep_one_classifier"), f"chosen and reported on {_param('04_keeping_one_head', 'classifier_split')}"
+    )
     down = lambda rows: sum(1 for r in rows if r["significant"] and r["delta"] < 0)  # noqa: E731
     enc_dec = _layer_summary(reported)["enc_dec"]
+
     # the equivalence margins of chapters 03 and 04, in each score's unit
     def margin(chapter: str, kind: str) -> float:
         given = {"BLEU": 1.0, "accuracy": 0.01, "perplexity": 0.01, **(_param(chapter, "margins") or {})}
-        return math.log(1 + given["perplexity"]) if likelihood else given["accuracy"] if kind == "self" else given["BLEU"]
+        return (
+            math.log(1 + given["perplexity"]) if likelihood else given["accuracy"] if kind == "self" else given["BLEU"]
+        )
+
     classes = {m: _equivalence(rows, margin("03_ablating_one_head", rows[0]["kind"])) for m, rows in one_head.items()}
-    beyond = lambda rows: sum(_equivalence([r], margin("04_keeping_one_head", r["kind"]))["harmful"]  # noqa: E731
-                              for r in rows)
+    beyond = lambda rows: sum(
+        _equivalence([r], margin("04_keeping_one_head", r["kind"]))["harmful"]  # noqa: E731
+        for r in rows
+    )
     # on the likelihood the cell shows the layers beyond δ, with the significant drops in brackets (not read)
     layers_lost = lambda rows: [_int(beyond(rows) if likelihood else down(rows))]  # noqa: E731
     ups = _int(sum(1 for rows in significant.values() for r in rows if r["delta"] > 0))
     significant_count = _int(sum(len(rows) for rows in significant.values()))
 
-    r05 = [_pearson([p["score_in"] for p in rows], [p["score_out"] for p in rows])[0]
-           for rows in (table("05_cross_domain_translation"), table("05_cross_domain_classifier"))]
+    r05 = [
+        _pearson([p["score_in"] for p in rows], [p["score_out"] for p in rows])[0]
+        for rows in (table("05_cross_domain_translation"), table("05_cross_domain_classifier"))
+    ]
 
     curves = _by(table("06_pruning_curves"), "track", "model", "order")
-    tolerance = {"classifier": math.log(1.01), "translation": math.log(1.01)} if likelihood else \
-        {"classifier": 0.01, "translation": 1.0}
+    tolerance = (
+        {"classifier": math.log(1.01), "translation": math.log(1.01)}
+        if likelihood
+        else {"classifier": 0.01, "translation": 1.0}
+    )
     share06 = {k: _prunable(v, tolerance[k[0]]) for k, v in curves.items()}
     first = lambda track, order: next(v for k, v in share06.items() if k[0] == track and k[2] == order)  # noqa: E731
     per_model, against_random = [], []
@@ -582,8 +673,11 @@ def _recomputed_ours(table, likelihood: bool = False) -> dict[str, list[tuple[fl
         track = next(k[0] for k in curves if k[1] == model)
         per_model += [_pct(share06[(track, model, "importance")]), _pct(share06[(track, model, "ablation")])]
         drawn = [v for k, v in share06.items() if k[1] == model and k[2].startswith("random")]
-        against_random += [_pct(share06[(track, model, "importance")]), _pct(float(np.percentile(drawn, 5))),
-                           _pct(float(np.percentile(drawn, 95)))]
+        against_random += [
+            _pct(share06[(track, model, "importance")]),
+            _pct(float(np.percentile(drawn, 5))),
+            _pct(float(np.percentile(drawn, 95))),
+        ]
 
     kinds = _by(table("08_pruning_by_kind"), "kind")
     # a kind whose unpruned BLEU is 0 (possible on the smoke stand-ins) has no share: NaN, as the chapter writes it
@@ -592,22 +686,35 @@ def _recomputed_ours(table, likelihood: bool = False) -> dict[str, list[tuple[fl
     dyn = _by(table("09_importance_dynamics"), "epoch")
     bases = {e: next(s["score"] for s in v if s["pruned"] == 0) for (e,), v in dyn.items()}
     # the epochs with a usable BLEU: above 0 and at least min_base_share of the last epoch's
-    usable = sorted(e for e, b in bases.items() if b > 0 and b >= _param("09_training_dynamics", "min_base_share") * bases[max(bases)])
+    usable = sorted(
+        e
+        for e, b in bases.items()
+        if b > 0 and b >= _param("09_training_dynamics", "min_base_share") * bases[max(bases)]
+    )
     rel40 = {e: _at(dyn[(e,)], 0.4) / bases[e] if bases[e] else math.nan for e in usable}  # BLEU 0: no share
 
     appendix = _by(table("10_appendix_pruning_curves"), "model")
-    flat = {steps[0]["task"]: _prunable(steps, math.log(1.01) if likelihood else 1.0 if steps[0]["metric"] == "BLEU" else 0.01)
-            for (_,), steps in appendix.items()}
+    flat = {
+        steps[0]["task"]: _prunable(
+            steps, math.log(1.01) if likelihood else 1.0 if steps[0]["metric"] == "BLEU" else 0.01
+        )
+        for (_,), steps in appendix.items()
+    }
 
     return {
         # (the heads no test places are shown in brackets, which _numbers leaves out)
         "Few heads matter alone": [_int(n) for m in sorted(one_head) for n in (len(significant[m]), len(one_head[m]))],
-        "Most heads can go alone": [_int(n) for m in sorted(one_head) for n in
-                                    (classes[m]["negligible"], len(one_head[m]), classes[m]["undetermined"])],
+        "Most heads can go alone": [
+            _int(n)
+            for m in sorted(one_head)
+            for n in (classes[m]["negligible"], len(one_head[m]), classes[m]["undetermined"])
+        ],
         # the rule's text: gains (beyond δ on the likelihood; the gains needed there are in brackets),
         # significant, chance's count and the gains the binomial test needs
-        "Masking a head can improve the score": ([_int(sum(c["helpful"] for c in classes.values()))]
-                                                 if likelihood else []) + [ups, significant_count, *_chance(one_head)],
+        "Masking a head can improve the score": (
+            [_int(sum(c["helpful"] for c in classes.values()))] if likelihood else []
+        )
+        + [ups, significant_count, *_chance(one_head)],
         "Most layers can be reduced to one head": [*layers_lost(reported), _int(len(reported))],
         "The last Enc-Dec layer": [_int(enc_dec["worst_layer"]), (enc_dec["worst_delta"], 2), (keep[0]["base"], 1)],
         "No BERT layer needs more than one head": [*layers_lost(bert), _int(len(bert))],
@@ -618,16 +725,21 @@ def _recomputed_ours(table, likelihood: bool = False) -> dict[str, list[tuple[fl
         "Ranking by importance prunes at least": per_model,
         "Ranking by importance prunes more than": against_random,
         **_speed_claims(table),
-        "Enc-Dec attention depends": ([(math.exp(_at(kinds[(k,)], 0.0) - _at(kinds[(k,)], 0.8)), 2) for k in KIND_ORDER
-                                       if (k,) in kinds] if likelihood else
-                                      [_pct(rel80[k]) for k in KIND_ORDER if (k,) in kinds]) + [_int(80)],
+        "Enc-Dec attention depends": (
+            [(math.exp(_at(kinds[(k,)], 0.0) - _at(kinds[(k,)], 0.8)), 2) for k in KIND_ORDER if (k,) in kinds]
+            if likelihood
+            else [_pct(rel80[k]) for k in KIND_ORDER if (k,) in kinds]
+        )
+        + [_int(80)],
         "Self-attention survives": [_pct(rel80[k]) for k in ("enc_self", "dec_self")],
         # no usable epoch: the text says so, with no number
         "Early in training": [_pct(rel40[usable[0]]), _int(usable[0])] if usable else [],
         "Later, 40% of the heads": [_pct(rel40[usable[-1]]), _int(usable[-1])] if usable else [],
         # None: no run of that task with this seed (the card must not use the seed for it)
-        **{f"{row.task} ({row.metric})": [_pct(flat[row.course_task])] if row.course_task in flat else None
-           for row in paper_values.FIGURE6.itertuples()},
+        **{
+            f"{row.task} ({row.metric})": [_pct(flat[row.course_task])] if row.course_task in flat else None
+            for row in paper_values.FIGURE6.itertuples()
+        },
     }
 
 
@@ -640,8 +752,11 @@ def _one_seed(table, seed):
 def test_chapter_11_counts_add_up(table):
     alpha = _param("11_nine_heads", "alpha")
     grid = table("11_one_head_grid")
-    assert len({(r["layer"], r["head"]) for r in grid}) == len(grid) == (
-        len({r["layer"] for r in grid}) * len({r["head"] for r in grid}))  # every head of every layer, once
+    assert (
+        len({(r["layer"], r["head"]) for r in grid})
+        == len(grid)
+        == (len({r["layer"] for r in grid}) * len({r["head"] for r in grid}))
+    )  # every head of every layer, once
     select = next(r for r in table("11_sets") if r["set"] == "select")["perplexity"]
     # tested at the calibrated level (at most alpha), the nominal call beside it; the level is the null table's
     (level,) = {r["level"] for r in grid}
@@ -679,7 +794,9 @@ def test_chapter_11_kept_heads_and_prunable_shares_add_up(table):
     curves = _by(table("11_pruning_curves"), "unit", "order")
     shares = {(r["unit"], r["order"]): r for r in table("11_prunable_shares")}
     assert set(shares) == set(curves)
-    assert len({order for _, order in curves if order.startswith("random")}) == _param("11_nine_heads", "random_orders")
+    assert len({order for _, order in curves if order.startswith("random")}) == _param(
+        "11_nine_heads", "random_orders"
+    )
     for key, steps in curves.items():
         steps = sorted(steps, key=lambda s: s["pruned"])
         base = steps[0]["perplexity"]
@@ -739,7 +856,9 @@ def test_chapter_12_zero_rows_are_chapter_03s_and_chapter_11s_rows(table, measur
             mine = ours[(r[SEED], r["kind"], r["layer"], r["head"])]
             for c in columns:
                 assert mine[c] == pytest.approx(r[c], **CLOSE), (model, r["kind"], r["layer"], r["head"], c)
-    lm = [r for r in zero if r["model"] == _param("11_nine_heads", "model_name")]   # chapter 12 reads chapter 11's model
+    lm = [
+        r for r in zero if r["model"] == _param("11_nine_heads", "model_name")
+    ]  # chapter 12 reads chapter 11's model
     if measure and not _param(CH12, "lm_verses") and lm:
         grid = {(r["layer"], r["head"]): r for r in table("11_one_head_grid")}
         assert len(lm) == len(grid)
@@ -747,8 +866,11 @@ def test_chapter_12_zero_rows_are_chapter_03s_and_chapter_11s_rows(table, measur
             g = grid[(r["layer"], r["head"])]
             assert r["delta"] == pytest.approx(-math.log1p(g["change_pct"] / 100), **CLOSE)
             # chapter 11 tests its grid at its calibrated level; chapter 12 compares removal kinds at the nominal one
-            assert r["p_value"] == pytest.approx(g["p_value"], **CLOSE) and r["significant"] == g["significant at nominal alpha"]
-            if g["level"] == _param(CH12, "alpha"):   # the same level: the same interval
+            assert (
+                r["p_value"] == pytest.approx(g["p_value"], **CLOSE)
+                and r["significant"] == g["significant at nominal alpha"]
+            )
+            if g["level"] == _param(CH12, "alpha"):  # the same level: the same interval
                 for c in ("delta_low", "delta_high"):
                     assert r[c] == pytest.approx(g[c], **CLOSE), (r["layer"], r["head"], c)
 
@@ -787,11 +909,13 @@ def test_chapter_13_memory_rows_add_up(table):
     assert {r["unit"] for r in rows} == {"unpruned", "KV groups", "query heads"}
     for r in rows:
         assert r["KV bytes, measured"] == r["KV bytes, predicted"], r
-        assert r["KV bytes, predicted"] == r["KV bytes per token"] * r["cached positions"] * r["batch"]  # no sliding layers
+        assert (
+            r["KV bytes, predicted"] == r["KV bytes per token"] * r["cached positions"] * r["batch"]
+        )  # no sliding layers
         assert r["cached positions"] == _param(CH13, "prompt_tokens") + new_tokens - 1
         assert r["tokens per second"] == pytest.approx(r["batch"] * new_tokens / r["seconds"], rel=1e-9)
     base = next(r for r in rows if r["unit"] == "unpruned")
-    for r in rows:   # removing query heads never grows the cache; removing groups shrinks it
+    for r in rows:  # removing query heads never grows the cache; removing groups shrinks it
         assert r["KV bytes per token"] <= base["KV bytes per token"]
         if r["unit"] == "KV groups":
             assert r["KV heads"] < base["KV heads"] and r["KV bytes per token"] < base["KV bytes per token"]
@@ -806,13 +930,18 @@ def test_chapter_13_runtime_rows_add_up(table):
     rows = table("13_runtime")
     assert [(r["unit"], r["share"]) for r in rows][0] == ("unpruned", 0.0)
     for r in rows:
-        per_head = r["head dim"] * r["cells"] / 2**20   # MiB per KV head and layer, per byte of a number
-        assert r["KV MiB, llama.cpp (f16)"] == round(2 * r["KV heads"] * per_head * 2, 2), r   # flash attention: no padding
+        per_head = r["head dim"] * r["cells"] / 2**20  # MiB per KV head and layer, per byte of a number
+        assert r["KV MiB, llama.cpp (f16)"] == round(2 * r["KV heads"] * per_head * 2, 2), (
+            r
+        )  # flash attention: no padding
         assert r["K MiB, llama.cpp (f32)"] == round(r["KV heads"] * per_head * 4, 2), r
         assert r["flash attention (f16)"] and not r["flash attention (f32)"]
-        assert abs(math.log(r["perplexity, llama.cpp"] / r["perplexity, transformers"])) <= r["largest log-prob gap"] + 1e-12
+        assert (
+            abs(math.log(r["perplexity, llama.cpp"] / r["perplexity, transformers"]))
+            <= r["largest log-prob gap"] + 1e-12
+        )
         assert 0 <= r["greedy tokens equal (exact)"] <= r["new tokens"] == _param(CH13, "new_tokens")
-        assert (r["padded heads"] > 0) <= (r["unit"] == "query heads")   # whole KV groups never need evening out
+        assert (r["padded heads"] > 0) <= (r["unit"] == "query heads")  # whole KV groups never need evening out
     speed = table("13_runtime_speed")
     runs = {}
     for r in speed:
@@ -827,12 +956,18 @@ def test_chapter_13_runtime_rows_add_up(table):
     for (unit, share, threads), value in median.items():
         if unit == "KV groups":
             base = ("unpruned", 0.0, threads)
-            want += [100 * share, threads, 100 * (value / median[base] - 1), 100 * max(spread[unit, share, threads], spread[base]),
-                     100 * (1 / (1 - share) - 1), 100 * (median["query heads", share, threads] / median[base] - 1)]
+            want += [
+                100 * share,
+                threads,
+                100 * (value / median[base] - 1),
+                100 * max(spread[unit, share, threads], spread[base]),
+                100 * (1 / (1 - share) - 1),
+                100 * (median["query heads", share, threads] / median[base] - 1),
+            ]
     card = {r["claim"]: r for r in table("15_scorecard")}
     (ours,) = [r["ours"] for claim, r in card.items() if claim.startswith("Removing KV groups speeds generation up")]
     shown = [float(x) for x in re.findall(r"[-+]?\d+(?:\.\d+)?", ours)]
-    judged = max((v, t) for (unit, _, t), v in median.items() if unit == "unpruned")[1]   # where it runs fastest
+    judged = max((v, t) for (unit, _, t), v in median.items() if unit == "unpruned")[1]  # where it runs fastest
     assert f"{judged} thread{'s' if judged > 1 else ''} (judged)" in ours
     assert len(shown) == len(want) and all(abs(got - v) <= 0.5 + 1e-9 for got, v in zip(shown, want)), (ours, want)
 
@@ -861,10 +996,12 @@ def test_chapter_13_copying_summary_adds_up(table):
     band = table("13_copying_band")
     row = summary["I_h on verses"]
     for label in ("1%", "10%"):
-        at = [b["copying accuracy"] for b in band
-              if abs(b["share"] - row[f"prunable within {label} (verses)"]) < 1e-9]
-        assert row[f"random orders at {label}"] == len(at) == (
-            _param("13_buys_and_breaks", "band_orders") if row[f"prunable within {label} (verses)"] > 0 else 0)
+        at = [b["copying accuracy"] for b in band if abs(b["share"] - row[f"prunable within {label} (verses)"]) < 1e-9]
+        assert (
+            row[f"random orders at {label}"]
+            == len(at)
+            == (_param("13_buys_and_breaks", "band_orders") if row[f"prunable within {label} (verses)"] > 0 else 0)
+        )
         for q, name in ((5, "5%"), (95, "95%")):
             want = float(np.percentile(at, q)) if at else None
             got = row[f"random copying accuracy at {label} ({name})"]
@@ -885,20 +1022,33 @@ def test_the_scorecards_values_are_computed_from_the_chapters_rows(table):
     seeds = sorted({int(s) for r in card if r["seeds"] is not None for s in str(r["seeds"]).split(", ")})
     per_seed = {seed: _recomputed_for_seed(table, seed) for seed in seeds}
     expected = per_seed[seeds[0]]
-    assert len(card) == len(expected) and all(r["verdict"] != "not run" for r in card), \
-        [(r["claim"], r["ours"]) for r in card if r["verdict"] == "not run"]
+    assert len(card) == len(expected) and all(r["verdict"] != "not run" for r in card), [
+        (r["claim"], r["ours"]) for r in card if r["verdict"] == "not run"
+    ]
     _shown_as_recomputed(card, "ours", per_seed)
     # the likelihood column: the same recomputation on the chapters' likelihood tables
     per_seed = {seed: _recomputed_for_seed(_likelihood_tables(table), seed, likelihood=True) for seed in seeds}
-    own_rules = ("The last Enc-Dec", "Early in training", "Later, 40%")  # likelihood rules of their own: test_scorecard
+    own_rules = (
+        "The last Enc-Dec",
+        "Early in training",
+        "Later, 40%",
+    )  # likelihood rules of their own: test_scorecard
     measured = [r for r in card if r["likelihood verdict"] != "not measured" and not r["claim"].startswith(own_rules)]
     assert len(measured) >= 6 and all(r["likelihood verdict"] != "not run" for r in measured)
     _shown_as_recomputed(measured, "likelihood", per_seed)
 
 
-LIKELIHOOD_TABLES = ("03_one_head_classifier", "03_one_head_translation", "04_keep_one_classifier",
-                     "04_keep_one_translation", "05_cross_domain_classifier", "05_cross_domain_translation",
-                     "06_pruning_curves", "08_pruning_by_kind", "10_appendix_pruning_curves")
+LIKELIHOOD_TABLES = (
+    "03_one_head_classifier",
+    "03_one_head_translation",
+    "04_keep_one_classifier",
+    "04_keep_one_translation",
+    "05_cross_domain_classifier",
+    "05_cross_domain_translation",
+    "06_pruning_curves",
+    "08_pruning_by_kind",
+    "10_appendix_pruning_curves",
+)
 
 
 def _likelihood_tables(table):
@@ -923,7 +1073,7 @@ def _shown_as_recomputed(card: list[dict], column: str, per_seed: dict) -> None:
             if math.isnan(value):
                 assert math.isnan(got), (claim, row[column], value)
             else:  # as shown: rounded to `decimals` (half a unit of slack for round-half-even)
-                assert abs(got - value) <= 0.5 * 10 ** -decimals + 1e-9, (claim, row[column], value, decimals)
+                assert abs(got - value) <= 0.5 * 10**-decimals + 1e-9, (claim, row[column], value, decimals)
 
 
 def test_the_front_pages_grid_says_what_the_scorecard_says(table):
@@ -970,8 +1120,12 @@ def test_chapter_14_points_add_up_from_the_sequences(table):
         nll = sum(r["nll"] for r in rows) / sum(r["tokens"] for r in rows)
         assert p["perplexity"] == pytest.approx(math.exp(nll), rel=1e-9)
         assert p["perplexity ratio"] == pytest.approx(math.exp(nll - base_nll), rel=1e-9)
-        assert p["ratio low"] <= p["perplexity ratio"] * (1 + 1e-9) and p["perplexity ratio"] <= p["ratio high"] * (1 + 1e-9)
-        assert p["copying accuracy"] == pytest.approx(sum(r["copied"] for r in rows) / sum(r["copy tokens"] for r in rows), **CLOSE)
+        assert p["ratio low"] <= p["perplexity ratio"] * (1 + 1e-9) and p["perplexity ratio"] <= p["ratio high"] * (
+            1 + 1e-9
+        )
+        assert p["copying accuracy"] == pytest.approx(
+            sum(r["copied"] for r in rows) / sum(r["copy tokens"] for r in rows), **CLOSE
+        )
         assert all(r["tokens"] == _param(CH14, "chapter_tokens") // 2 for r in rows)
         assert all(r["copy tokens"] == _param(CH14, "repeat_tokens") - 1 for r in rows)
     unpruned = next(p for p in points if p["method"] == "unpruned")
@@ -983,12 +1137,18 @@ def test_chapter_14_points_add_up_from_the_sequences(table):
 def test_chapter_14_pairs_and_budgets_add_up(table):
     raw = _per_config(table("14_sequence_stats"))
     points = table("14_points")
-    methods = ("KV groups removed", "windowed heads", "quantized", "evicted (heavy hitters)", "KV groups removed + 4-bit")
+    methods = (
+        "KV groups removed",
+        "windowed heads",
+        "quantized",
+        "evicted (heavy hitters)",
+        "KV groups removed + 4-bit",
+    )
     mean_nll = lambda rows: sum(r["nll"] for r in rows) / sum(r["tokens"] for r in rows)
     pairs = table("14_pairs")
     for budget in _param(CH14, "budgets"):
         fit = {}
-        for p in points:   # each method's configuration with the most bytes within the budget
+        for p in points:  # each method's configuration with the most bytes within the budget
             if p["method"] in methods and p["bytes share"] <= budget + 0.001:
                 if p["method"] not in fit or p["bytes share"] > fit[p["method"]]["bytes share"]:
                     fit[p["method"]] = p
@@ -1010,7 +1170,9 @@ def test_chapter_14_pairs_and_budgets_add_up(table):
 
 def test_chapter_14_real_caches_hold_the_predicted_bytes(table):
     checks = table("14_checks")
-    assert {"unpruned", "KV groups removed", "windowed heads", "quantized", "evicted (heavy hitters)"} <= {c["method"] for c in checks}
+    assert {"unpruned", "KV groups removed", "windowed heads", "quantized", "evicted (heavy hitters)"} <= {
+        c["method"] for c in checks
+    }
     for c in checks:
         assert c["bytes, measured"] == c["bytes, predicted"], c
         # in float32 the fast pass the chapter scores with gives the real cache's perplexity (to 1%: a quantized

@@ -1,12 +1,19 @@
 """Scorers and importance losses for the pruning chapters agree with independent computations."""
+
 import pytest
 import torch
 
 from helpers.book import course
 from helpers.heads import metrics
 from helpers.zoo.classifier_training import predict
-from helpers.zoo.scorers import (classifier_loss, classifier_loss_batches, classifier_scorer, translation_loss,
-                             translation_loss_batches, translation_scorer)
+from helpers.zoo.scorers import (
+    classifier_loss,
+    classifier_loss_batches,
+    classifier_scorer,
+    translation_loss,
+    translation_loss_batches,
+    translation_scorer,
+)
 from helpers.zoo.translation_model import encode_pairs, mean_token_loss, translate
 
 
@@ -43,12 +50,23 @@ def _tiny_bert_and_examples():
     from transformers import BertConfig, BertForSequenceClassification
 
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=50, hidden_size=24, num_hidden_layers=3, num_attention_heads=4,
-                        intermediate_size=48, num_labels=3, initializer_range=0.5)
+    config = BertConfig(
+        vocab_size=50,
+        hidden_size=24,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        intermediate_size=48,
+        num_labels=3,
+        initializer_range=0.5,
+    )
     rng = random.Random(0)
     words = "the a cat dog sees runs blue red big small over under".split()
-    examples = [SimpleNamespace(text=" ".join(rng.choices(words, k=rng.randint(2, 12))), text_pair=None,
-                                label=rng.randrange(3)) for _ in range(60)]
+    examples = [
+        SimpleNamespace(
+            text=" ".join(rng.choices(words, k=rng.randint(2, 12))), text_pair=None, label=rng.randrange(3)
+        )
+        for _ in range(60)
+    ]
     return BertForSequenceClassification(config).eval(), examples
 
 
@@ -58,8 +76,9 @@ def test_classifier_scores_of_many_head_specs_equal_one_at_a_time(monkeypatch, p
     import helpers
 
     model, examples = _tiny_bert_and_examples()
-    score = classifier_scorer(_WordIds(), examples, "accuracy", max_length=16, batch_size=16,
-                              configs_per_pass=per_pass)
+    score = classifier_scorer(
+        _WordIds(), examples, "accuracy", max_length=16, batch_size=16, configs_per_pass=per_pass
+    )
     specs = [{}, {"self": {0: [0]}}, {"self": {2: [0, 1, 2]}}, {"self": {0: [1, 2], 1: [0, 1, 3], 2: [3]}}]
     one = []
     for spec in specs:
@@ -78,13 +97,18 @@ def test_scorers_that_share_passes_give_each_scorers_own_values_and_compute_a_sp
     model, examples = _tiny_bert_and_examples()
     monkeypatch.setenv("SIXTEEN_HEADS_SWEEP_PROCESSES", "1")
     specs = [{}, {"self": {0: [0]}}, {"self": {2: [0, 1, 2]}}, {"self": {0: [1, 2], 1: [0, 1, 3], 2: [3]}}]
-    alone = {m: classifier_scorer(_WordIds(), examples, m, max_length=16, batch_size=16).many(model, specs)
-             for m in ("accuracy", "log_likelihood")}
+    alone = {
+        m: classifier_scorer(_WordIds(), examples, m, max_length=16, batch_size=16).many(model, specs)
+        for m in ("accuracy", "log_likelihood")
+    }
     scored = []
-    for name in ("gated_passes", "pruned_passes"):   # a CPU prunes physically (one per pass); a GPU gates
+    for name in ("gated_passes", "pruned_passes"):  # a CPU prunes physically (one per pass); a GPU gates
         real = getattr(ablation, name)
-        monkeypatch.setattr(ablation, name, lambda m, configs, *a, real=real, **k: (scored.extend(configs),
-                                                                                    real(m, configs, *a, **k))[1])
+        monkeypatch.setattr(
+            ablation,
+            name,
+            lambda m, configs, *a, real=real, **k: (scored.extend(configs), real(m, configs, *a, **k))[1],
+        )
     shared = classifier_scorers(_WordIds(), examples, ["accuracy", "log_likelihood"], max_length=16, batch_size=16)
     assert shared["accuracy"].many(model, specs) == alone["accuracy"]
     assert shared["log_likelihood"].many(model, specs[::-1]) == alone["log_likelihood"][::-1]
@@ -112,8 +136,9 @@ def test_importance_wrappers_equal_head_importance_on_the_same_batches(smoke):
 
     model, tokenizer = course.load_classifier(smoke, "paraphrase")
     examples = course.load_data(smoke, "paraphrase")["train"][:16]
-    direct = helpers.head_importance(model, classifier_loss_batches(tokenizer, examples, 80), classifier_loss,
-                                     progress=False)
+    direct = helpers.head_importance(
+        model, classifier_loss_batches(tokenizer, examples, 80), classifier_loss, progress=False
+    )
     assert torch.equal(classifier_importance(model, tokenizer, examples, 80)["self"], direct["self"])
     mt = course.load_translation(smoke)
     pairs = course.load_data(smoke, "translation")["train"][:16]

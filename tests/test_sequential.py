@@ -6,6 +6,7 @@ called negligible at most alpha of the time, heads with no change called signifi
 often as the one-look test calls them (2·alpha: its p-value is taken in the observed direction),
 and heads far beyond the margin mostly stop at the first look.
 """
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -15,7 +16,7 @@ from helpers.heads.ablation import UNMASKED
 from helpers.heads.sequential import look_split
 from helpers.heads.significance import Bootstrap, equivalence_class, log_likelihood
 
-DELTA = np.log(1.01)   # 1% of perplexity, the book's likelihood margin
+DELTA = np.log(1.01)  # 1% of perplexity, the book's likelihood margin
 N, ALPHA, RESAMPLES = 200, 0.05, 400
 
 
@@ -45,7 +46,9 @@ MEASURE = Measure(stats=lambda outputs, positions: _nll(outputs), score=log_like
 
 
 def _one_look(configs, rows, seed):
-    return effect_rows(configs, _nll(rows[UNMASKED]), lambda c: _nll(rows[c]), log_likelihood, Bootstrap(RESAMPLES, ALPHA, seed))
+    return effect_rows(
+        configs, _nll(rows[UNMASKED]), lambda c: _nll(rows[c]), log_likelihood, Bootstrap(RESAMPLES, ALPHA, seed)
+    )
 
 
 def _classes(table):
@@ -57,7 +60,7 @@ def test_two_looks_keep_false_negligible_and_false_positive_rates_at_nominal(sce
     heads = 600
     change = -DELTA if scenario == "on the margin" else 0.0
     one, two = [], []
-    for rep in range(4):   # 2,400 simulated heads in all
+    for rep in range(4):  # 2,400 simulated heads in all
         configs, outputs, rows, _ = simulate(np.full(heads, change), seed=rep)
         (table,) = two_look_rows(N, configs, outputs, [MEASURE], Bootstrap(RESAMPLES, ALPHA, seed=rep))
         one.append(_one_look(configs, rows, rep))
@@ -67,12 +70,12 @@ def test_two_looks_keep_false_negligible_and_false_positive_rates_at_nominal(sce
     if scenario == "on the margin":
         rate_one, rate_two = (_classes(one) == "negligible").mean(), (_classes(two) == "negligible").mean()
         assert rate_two <= ALPHA + 3 * se, f"two looks call {rate_two:.3%} of heads on the margin negligible"
-        assert rate_one > 0.5 * ALPHA   # the simulation can detect such errors: one look makes them at about alpha
+        assert rate_one > 0.5 * ALPHA  # the simulation can detect such errors: one look makes them at about alpha
     else:
         rate_one, rate_two = one["significant"].mean(), two["significant"].mean()
-        nominal = 2 * ALPHA   # the one-look test's own rate (p in the observed direction)
+        nominal = 2 * ALPHA  # the one-look test's own rate (p in the observed direction)
         assert rate_two <= nominal + 3 * np.sqrt(nominal * (1 - nominal) / len(two))
-        assert rate_one > ALPHA   # ... which the simulation measures near 2 alpha
+        assert rate_one > ALPHA  # ... which the simulation measures near 2 alpha
     assert set(two["look"]) <= {1, 2}
 
 
@@ -81,23 +84,30 @@ def test_heads_far_from_the_margin_stop_at_the_first_look_and_the_rest_see_every
     configs, outputs, rows, asked = simulate(changes, seed=7)
     (table,) = two_look_rows(N, configs, outputs, [MEASURE], Bootstrap(RESAMPLES, ALPHA, seed=7))
     first, rest = look_split(N, 0.5, 7)
-    assert asked[0] == (len(first), len(configs) + 1)          # every head, and the unmasked model, on the first look
+    assert asked[0] == (len(first), len(configs) + 1)  # every head, and the unmasked model, on the first look
     assert asked[1][0] == len(rest) and asked[1][1] == 1 + (table["look"] == 2).sum()
     harmful = table.iloc[:40]
     assert (harmful["look"] == 1).mean() > 0.9 and (_classes(harmful) == "harmful").all()
-    assert (table.iloc[80:]["look"] == 2).mean() > 0.5         # heads on the margin mostly need every example
+    assert (table.iloc[80:]["look"] == 2).mean() > 0.5  # heads on the margin mostly need every example
     assert (table.loc[table["look"] == 2, "examples"] == N).all()
     assert (table.loc[table["look"] == 1, "examples"] == len(first)).all()
     # a head of the second look gets the one-look rows at alpha / 2 on all the examples
     later = table.index[table["look"] == 2][0]
-    alone = effect_rows([configs[later]], _nll(rows[UNMASKED]), lambda c: _nll(rows[c]), log_likelihood,
-                        Bootstrap(RESAMPLES, ALPHA / 2, 7)).iloc[0]
+    alone = effect_rows(
+        [configs[later]],
+        _nll(rows[UNMASKED]),
+        lambda c: _nll(rows[c]),
+        log_likelihood,
+        Bootstrap(RESAMPLES, ALPHA / 2, 7),
+    ).iloc[0]
     assert table.loc[later, "delta"] == pytest.approx(alone["delta"])
     assert table.loc[later, "delta_low"] == pytest.approx(alone["delta_low"])
     # every row's base is the unmasked score on all the examples
     assert np.allclose(table["base"], log_likelihood(_nll(rows[UNMASKED]).sum(0)))
     # and every row, of either look, carries its change on the first look's examples (on which
     # best_per_layer compares heads of different looks)
-    on_first = lambda c: log_likelihood(_nll(rows[c])[first].sum(0)) - log_likelihood(_nll(rows[UNMASKED])[first].sum(0))
+    on_first = lambda c: (
+        log_likelihood(_nll(rows[c])[first].sum(0)) - log_likelihood(_nll(rows[UNMASKED])[first].sum(0))
+    )
     assert np.allclose(table["first_look_delta"], [on_first(c) for c in configs])
     assert np.allclose(table.loc[table["look"] == 1, "first_look_delta"], table.loc[table["look"] == 1, "delta"])

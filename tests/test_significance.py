@@ -1,10 +1,19 @@
 """Paired bootstrap against cases worked out by hand, and BLEU statistics against sacrebleu."""
+
 import numpy as np
 import pytest
 
 from helpers.heads import metrics
-from helpers.heads.significance import (accuracy_from_stats, accuracy_stats, bleu_from_stats, bleu_stats,
-                                  chance_flag_rate, log_likelihood, paired_bootstrap, resample_indices)
+from helpers.heads.significance import (
+    accuracy_from_stats,
+    accuracy_stats,
+    bleu_from_stats,
+    bleu_stats,
+    chance_flag_rate,
+    log_likelihood,
+    paired_bootstrap,
+    resample_indices,
+)
 
 
 def test_one_extra_error_in_ten_is_not_significant_with_the_probability_by_hand():
@@ -16,7 +25,7 @@ def test_one_extra_error_in_ten_is_not_significant_with_the_probability_by_hand(
     b = accuracy_stats([1] * 9 + [0], gold)
     result = paired_bootstrap(a, b, accuracy_from_stats, resample_indices(10, 20000, seed=1))
     assert result.delta == pytest.approx(-0.1)
-    assert result.p_value == pytest.approx(0.9 ** 10, abs=0.01)
+    assert result.p_value == pytest.approx(0.9**10, abs=0.01)
     assert not result.significant
 
 
@@ -39,8 +48,12 @@ def test_resampling_is_paired():
     pred_a = np.array([0, 1] * 100)
     pred_b = pred_a.copy()
     pred_b[[1, 3, 5, 7, 9]] = 0
-    result = paired_bootstrap(accuracy_stats(pred_a, gold), accuracy_stats(pred_b, gold), accuracy_from_stats,
-                              resample_indices(200, 50000, seed=2))
+    result = paired_bootstrap(
+        accuracy_stats(pred_a, gold),
+        accuracy_stats(pred_b, gold),
+        accuracy_from_stats,
+        resample_indices(200, 50000, seed=2),
+    )
     assert result.delta == pytest.approx(0.025)
     assert result.p_value == pytest.approx((195 / 200) ** 200, abs=0.002)
     assert result.significant
@@ -52,7 +65,9 @@ def test_bleu_statistics_reproduce_sacrebleu():
     stats = bleu_stats(hyps, refs)
     assert stats.shape == (3, 10)
     assert bleu_from_stats(stats.sum(0)) == pytest.approx(metrics.bleu(hyps, refs)[0])
-    assert bleu_from_stats(stats[[0, 2]].sum(0)) == pytest.approx(metrics.bleu([hyps[0], hyps[2]], [refs[0], refs[2]])[0])
+    assert bleu_from_stats(stats[[0, 2]].sum(0)) == pytest.approx(
+        metrics.bleu([hyps[0], hyps[2]], [refs[0], refs[2]])[0]
+    )
 
 
 def test_shapes_must_match():
@@ -96,23 +111,26 @@ def _likelihood_stats(n: int, effect: float, rng: np.random.Generator) -> tuple[
     return np.stack([nll, tokens], 1), np.stack([changed, tokens], 1)
 
 
-@pytest.mark.parametrize("effect, expected", [(-0.05, "harmful"), (0.05, "helpful"), (0.0, "negligible"),
-                                              (-0.002, "negligible"), (0.002, "negligible")])
+@pytest.mark.parametrize(
+    "effect, expected",
+    [(-0.05, "harmful"), (0.05, "helpful"), (0.0, "negligible"), (-0.002, "negligible"), (0.002, "negligible")],
+)
 def test_a_known_effect_is_classed_as_the_truth_says_on_each_side_of_the_margin(effect, expected):
     from helpers.heads.significance import equivalence_class, log_likelihood, resample_indices
 
     base, changed = _likelihood_stats(2000, effect, np.random.default_rng(0))
     result = paired_bootstrap(base, changed, log_likelihood, resample_indices(2000, 500, 1), alpha=0.05)
     assert result.low <= result.delta <= result.high
-    assert result.low <= effect + 1e-3 and result.high >= effect - 1e-3   # the interval covers the truth
+    assert result.low <= effect + 1e-3 and result.high >= effect - 1e-3  # the interval covers the truth
     assert equivalence_class(result.low, result.high, margin=0.01) == expected
 
 
 def test_the_classes_are_read_off_the_interval_and_the_margin():
     from helpers.heads.significance import equivalence_class
 
-    assert [equivalence_class(lo, hi, 1.0) for lo, hi in [(-3, -1.5), (1.2, 2), (-0.5, 0.9), (-1.5, -0.5), (-0.5, 1.0)]] \
-        == ["harmful", "helpful", "negligible", "undetermined", "undetermined"]
+    assert [
+        equivalence_class(lo, hi, 1.0) for lo, hi in [(-3, -1.5), (1.2, 2), (-0.5, 0.9), (-1.5, -0.5), (-0.5, 1.0)]
+    ] == ["harmful", "helpful", "negligible", "undetermined", "undetermined"]
     with pytest.raises(ValueError, match="positive change"):
         equivalence_class(-1, 1, 0)
 
@@ -149,21 +167,36 @@ def test_a_larger_sample_leaves_fewer_heads_undetermined():
 def test_the_array_forms_and_shared_base_sums_give_the_row_by_row_bootstrap_to_the_bit():
     """Scores taken on all resamples at once, and the unmasked system's resampled sums computed once
     per sweep, give exactly the floats of scoring each resample on its own."""
-    from helpers.heads.significance import (accuracy_from_stats, accuracy_stats, bleu_from_stats, log_likelihood,
-                                            paired_bootstrap, resample_indices, resampled_sums)
+    from helpers.heads.significance import (
+        accuracy_from_stats,
+        accuracy_stats,
+        bleu_from_stats,
+        log_likelihood,
+        paired_bootstrap,
+        resample_indices,
+        resampled_sums,
+    )
 
     rng = np.random.default_rng(3)
     n = 300
-    cases = [(np.stack([rng.gamma(2, 1, n), rng.integers(1, 30, n)], 1),
-              np.stack([rng.gamma(2, 1, n), rng.integers(1, 30, n)], 1), log_likelihood),
-             (accuracy_stats(rng.integers(0, 3, n), rng.integers(0, 3, n)),
-              accuracy_stats(rng.integers(0, 3, n), rng.integers(0, 3, n)), accuracy_from_stats),
-             (rng.integers(1, 12, (n, 10)).astype(float), rng.integers(1, 12, (n, 10)).astype(float), bleu_from_stats)]
+    cases = [
+        (
+            np.stack([rng.gamma(2, 1, n), rng.integers(1, 30, n)], 1),
+            np.stack([rng.gamma(2, 1, n), rng.integers(1, 30, n)], 1),
+            log_likelihood,
+        ),
+        (
+            accuracy_stats(rng.integers(0, 3, n), rng.integers(0, 3, n)),
+            accuracy_stats(rng.integers(0, 3, n), rng.integers(0, 3, n)),
+            accuracy_from_stats,
+        ),
+        (rng.integers(1, 12, (n, 10)).astype(float), rng.integers(1, 12, (n, 10)).astype(float), bleu_from_stats),
+    ]
     indices = resample_indices(n, 200, 1)
     for a, b, score in cases:
         got = paired_bootstrap(a, b, score, indices, 0.05, resampled_sums(a, indices))
         sums_a, sums_b = a[indices].sum(1), b[indices].sum(1)
-        deltas = np.array([score(y) - score(x) for x, y in zip(sums_a, sums_b)])   # the row-by-row definition
+        deltas = np.array([score(y) - score(x) for x, y in zip(sums_a, sums_b)])  # the row-by-row definition
         delta = score(b.sum(0)) - score(a.sum(0))
         low, high = np.quantile(deltas, [0.05, 0.95])
         assert (got.delta, got.low, got.high) == (delta, low, high)
@@ -180,7 +213,7 @@ def test_systems_with_no_difference_are_flagged_at_the_chance_rate_it_states():
     flagged, up = 0, 0
     for _ in range(pairs):
         tokens = rng.integers(5, 30, n).astype(float)
-        common = tokens * (2.0 + rng.normal(0, 0.3, n))    # per-example difficulty, shared (paired)
+        common = tokens * (2.0 + rng.normal(0, 0.3, n))  # per-example difficulty, shared (paired)
         a = np.stack([common + tokens * rng.normal(0, 0.05, n), tokens], 1)
         b = np.stack([common + tokens * rng.normal(0, 0.05, n), tokens], 1)
         result = paired_bootstrap(a, b, log_likelihood, indices, alpha=alpha)
@@ -189,7 +222,7 @@ def test_systems_with_no_difference_are_flagged_at_the_chance_rate_it_states():
     se = np.sqrt(2 * alpha * (1 - 2 * alpha) / pairs)
     assert abs(flagged / pairs - chance_flag_rate(alpha)) < 3 * se, f"{flagged / pairs:.3f} flagged"
     assert abs(up / pairs - chance_flag_rate(alpha, one_direction=True)) < 3 * np.sqrt(alpha / pairs)
-    assert flagged / pairs > alpha + 2 * np.sqrt(alpha / pairs)   # distinguishable from alpha: the test can fail
+    assert flagged / pairs > alpha + 2 * np.sqrt(alpha / pairs)  # distinguishable from alpha: the test can fail
     with pytest.raises(ValueError, match="test level"):
         chance_flag_rate(0.7)
 
@@ -202,8 +235,10 @@ def test_a_bootstrap_below_the_declared_minimum_is_refused_with_what_to_do():
     config = ("self", 0, (0,))
     with pytest.raises(SampleTooSmall, match=f"{MIN_UNITS - 1} examples is below the declared minimum of {MIN_UNITS}"):
         effect_rows([config], stats, lambda c: stats + 0.1, log_likelihood, Bootstrap(50, 0.01, 0))
-    rows = effect_rows([config], stats, lambda c: stats + 0.1, log_likelihood, Bootstrap(50, 0.01, 0, min_units=MIN_UNITS - 1))
-    assert rows["examples"].tolist() == [MIN_UNITS - 1]   # a code-path check may lower the minimum, explicitly
+    rows = effect_rows(
+        [config], stats, lambda c: stats + 0.1, log_likelihood, Bootstrap(50, 0.01, 0, min_units=MIN_UNITS - 1)
+    )
+    assert rows["examples"].tolist() == [MIN_UNITS - 1]  # a code-path check may lower the minimum, explicitly
 
 
 @pytest.mark.parametrize("profile", ["course", "paper"])
@@ -222,11 +257,11 @@ def test_the_books_profiles_keep_every_bootstrap_at_the_declared_minimum(profile
             continue
         p = {**declared, **parameters_for(settings, source.stem, {})}
         assert p["min_units"] >= MIN_UNITS, source.stem
-        for sample in ("select_verses", "report_verses"):   # chapter 11's units: the verses it resamples
+        for sample in ("select_verses", "report_verses"):  # chapter 11's units: the verses it resamples
             if source.stem.startswith("11_") and sample in p:
                 assert p[sample] >= MIN_UNITS, (source.stem, sample, p[sample])
         checked += 1
-    assert checked >= 6   # chapters 03, 04, 05, 06, 11 and 12 declare it
+    assert checked >= 6  # chapters 03, 04, 05, 06, 11 and 12 declare it
 
 
 def _skewed_pair(n: int = 30, seed: int = 3) -> tuple[np.ndarray, np.ndarray]:
@@ -236,7 +271,7 @@ def _skewed_pair(n: int = 30, seed: int = 3) -> tuple[np.ndarray, np.ndarray]:
     tokens = rng.integers(15, 50, n).astype(float)
     a = np.stack([tokens * 3.0, tokens], 1)
     change = tokens * rng.normal(-0.01, 0.01, n)
-    change[:3] += tokens[:3] * rng.uniform(0.5, 1.5, 3)   # a few verses carry the change
+    change[:3] += tokens[:3] * rng.uniform(0.5, 1.5, 3)  # a few verses carry the change
     return a, a + np.stack([change, 0 * tokens], 1)
 
 
@@ -248,7 +283,7 @@ def test_a_centred_system_scores_as_the_base_on_the_whole_set_and_keeps_each_uni
     assert log_likelihood(null.sum(0)) == pytest.approx(log_likelihood(a.sum(0)), abs=1e-12)
     assert log_likelihood(b.sum(0)) != pytest.approx(log_likelihood(a.sum(0)), abs=1e-6)
     shift = (b[:, 0] - a[:, 0]) - (null[:, 0] - a[:, 0])
-    assert np.allclose(shift / a[:, 1], shift[0] / a[0, 1])   # the same per-token shift on every unit
+    assert np.allclose(shift / a[:, 1], shift[0] / a[0, 1])  # the same per-token shift on every unit
     assert np.array_equal(null[:, 1], a[:, 1])
 
 
@@ -285,8 +320,8 @@ def test_the_calibrated_level_gives_a_skewed_small_sample_back_its_rate_on_fresh
     level = calibrated_level(fitted, alpha)
     rate, nominal = np.mean(fresh < level), chance_flag_rate(alpha)
     se = np.sqrt(nominal * (1 - nominal) / len(fresh))
-    assert np.mean(fresh < alpha) > nominal + 4 * se          # the nominal level over-flags ...
-    assert level < alpha and abs(rate - nominal) < 3 * se + 0.01, (level, rate)   # ... the calibrated one holds
-    assert np.mean(fitted < level) <= nominal                   # by construction on the draws it was fit on
-    assert calibrated_level(np.linspace(0, 1, 1001), alpha) == alpha   # uniform p: nothing to correct
-    assert calibrated_level(np.full(100, 0.5), alpha) == alpha          # a conservative test is not loosened
+    assert np.mean(fresh < alpha) > nominal + 4 * se  # the nominal level over-flags ...
+    assert level < alpha and abs(rate - nominal) < 3 * se + 0.01, (level, rate)  # ... the calibrated one holds
+    assert np.mean(fitted < level) <= nominal  # by construction on the draws it was fit on
+    assert calibrated_level(np.linspace(0, 1, 1001), alpha) == alpha  # uniform p: nothing to correct
+    assert calibrated_level(np.full(100, 0.5), alpha) == alpha  # a conservative test is not loosened

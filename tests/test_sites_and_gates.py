@@ -163,10 +163,20 @@ def test_gates_made_under_inference_mode_can_be_edited_and_used():
 def test_unsupported_model_names_the_supported_families():
     from transformers import GPT2Config, GPT2LMHeadModel, OPTConfig, OPTForCausalLM
 
-    opt = OPTForCausalLM(OPTConfig(num_hidden_layers=1, num_attention_heads=2, hidden_size=8, ffn_dim=16,
-                                   word_embed_proj_dim=8, vocab_size=20, max_position_embeddings=16))
-    cross = GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=8, vocab_size=20, n_positions=16,
-                                       add_cross_attention=True))
+    opt = OPTForCausalLM(
+        OPTConfig(
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            hidden_size=8,
+            ffn_dim=16,
+            word_embed_proj_dim=8,
+            vocab_size=20,
+            max_position_embeddings=16,
+        )
+    )
+    cross = GPT2LMHeadModel(
+        GPT2Config(n_layer=1, n_head=2, n_embd=8, vocab_size=20, n_positions=16, add_cross_attention=True)
+    )
     for model in (opt, cross, torch.nn.Linear(3, 3)):
         with pytest.raises(helpers.UnsupportedModelError) as err:
             helpers.HeadGates(model)
@@ -187,7 +197,9 @@ def test_row_gates_give_each_example_its_own_heads():
     with helpers.HeadGates(model) as gates:
         plain = case.run(model, batch)
         with gates.rows({"self": torch.ones(2 * rows, layers, heads)}):
-            assert torch.equal(case.run(model, repeat_rows(batch, 2)), torch.cat([plain, plain]))  # ones change nothing
+            assert torch.equal(
+                case.run(model, repeat_rows(batch, 2)), torch.cat([plain, plain])
+            )  # ones change nothing
         row_gates = torch.ones(2 * rows, layers, heads)
         row_gates[rows:, 1, 2] = 0.0
         with gates.rows({"self": row_gates}):

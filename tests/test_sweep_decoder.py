@@ -2,6 +2,7 @@
 token: unmasked, under one head masked of every attention kind, under a mask over several
 layers, several configurations per search (with and without the shared encoder), and split
 over processes."""
+
 import pytest
 import torch
 
@@ -17,8 +18,18 @@ def trained(tmp_path_factory):
     """A small model trained for a few epochs, so that its sentences end at different steps."""
     data = generate({"train": 600, "test13": 40}, seed=3)
     torch.manual_seed(0)
-    config = TranslationConfig(layers=2, heads=4, embed_dim=32, ffn_dim=64, epochs=8, max_tokens=500, lr=5e-3,
-                               warmup_updates=30, dropout=0.0, seed=1)
+    config = TranslationConfig(
+        layers=2,
+        heads=4,
+        embed_dim=32,
+        ffn_dim=64,
+        epochs=8,
+        max_tokens=500,
+        lr=5e-3,
+        warmup_updates=30,
+        dropout=0.0,
+        seed=1,
+    )
     model = model_for(data["train"], config)
     train(model, data["train"], data["test13"][:8], config, tmp_path_factory.mktemp("ckpt"), progress=False)
     return model.eval(), [p.src for p in data["test13"]]
@@ -41,15 +52,18 @@ def test_greedy_equals_the_generator_unmasked(trained):
     (greedy,) = greedy_copies(model, sources, 1, batch_size=16, max_len_b=12)
     assert greedy == fairseq
     lengths = {len(h.split()) for h in greedy}
-    assert len(lengths) > 3   # sentences end at many different steps
+    assert len(lengths) > 3  # sentences end at many different steps
     assert decode_copies(model, sources, 1, beam=1, batch_size=16, max_len_b=12) == [fairseq]
 
 
 @pytest.mark.parametrize("per_pass", [1, 5])
 def test_greedy_equals_the_generator_under_every_kind_of_mask(trained, per_pass):
     model, sources = trained
-    configs = one_head_configs(model) + [{"enc_self": {0: [0, 1]}, "enc_dec": {1: [2]}, "dec_self": {0: [3]}},
-                                          {"dec_self": {0: [0, 1, 2], 1: [1]}}, {"enc_dec": {0: [0, 1, 2, 3]}}]
+    configs = one_head_configs(model) + [
+        {"enc_self": {0: [0, 1]}, "enc_dec": {1: [2]}, "dec_self": {0: [3]}},
+        {"dec_self": {0: [0, 1, 2], 1: [1]}},
+        {"enc_dec": {0: [0, 1, 2, 3]}},
+    ]
     fairseq = _searches(model, sources, configs, _fairseq, per_pass)
     greedy = _searches(model, sources, configs, greedy_copies, per_pass)
     kinds = {c[0] for c in configs if isinstance(c, tuple)}
@@ -57,7 +71,7 @@ def test_greedy_equals_the_generator_under_every_kind_of_mask(trained, per_pass)
     for config, g, f in zip(configs, greedy, fairseq):
         assert g == f, config
     assert len(greedy) == len(configs)
-    assert len({tuple(h) for h in greedy}) > len(configs) // 2   # the masks change the translations
+    assert len({tuple(h) for h in greedy}) > len(configs) // 2  # the masks change the translations
 
 
 def test_greedy_over_two_processes_equals_one(trained, monkeypatch):
@@ -70,8 +84,9 @@ def test_greedy_over_two_processes_equals_one(trained, monkeypatch):
 
 def test_beam_above_one_goes_to_fairseq(trained):
     model, sources = trained
-    assert decode_copies(model, sources[:10], 2, beam=3, batch_size=4, max_len_b=8) == \
-        translate_copies(model, sources[:10], 2, beam=3, batch_size=4, max_len_b=8)
+    assert decode_copies(model, sources[:10], 2, beam=3, batch_size=4, max_len_b=8) == translate_copies(
+        model, sources[:10], 2, beam=3, batch_size=4, max_len_b=8
+    )
 
 
 def test_the_generator_switch_and_private_sweeps_turn_the_levers_off(monkeypatch, tmp_path):

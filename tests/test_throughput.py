@@ -1,4 +1,5 @@
 """FLOP counts match the closed-form count of a BERT layer, before and after pruning heads."""
+
 import pytest
 import torch
 
@@ -10,8 +11,11 @@ from tiny_models import bert, gpt2, llama
 def _bert_flops(batch, seq, layers, hidden, heads, head_dim, ffn, labels, kept):
     """Closed form: Q, K, V and W_o, the FFN, Q K^T and A V, per layer; pooler and classifier on [CLS]."""
     tokens = batch * seq
-    per_layer = [2 * tokens * (3 * hidden * h * head_dim + h * head_dim * hidden + 2 * hidden * ffn)
-                 + 4 * tokens * seq * h * head_dim for h in kept]
+    per_layer = [
+        2 * tokens * (3 * hidden * h * head_dim + h * head_dim * hidden + 2 * hidden * ffn)
+        + 4 * tokens * seq * h * head_dim
+        for h in kept
+    ]
     assert len(per_layer) == layers
     return sum(per_layer) + 2 * batch * (hidden * hidden + hidden * labels)
 
@@ -20,8 +24,16 @@ def test_flops_of_a_tiny_bert_before_and_after_pruning():
     case = bert(layers=2, heads=4, hidden=16)
     config = case.model.config
     b, t = case.batch["input_ids"].shape
-    shape = dict(batch=b, seq=t, layers=2, hidden=16, heads=4, head_dim=4, ffn=config.intermediate_size,
-                 labels=config.num_labels)
+    shape = dict(
+        batch=b,
+        seq=t,
+        layers=2,
+        hidden=16,
+        heads=4,
+        head_dim=4,
+        ffn=config.intermediate_size,
+        labels=config.num_labels,
+    )
     assert forward_flops(case.model, case.batch, case.run) == _bert_flops(**shape, kept=[4, 4])
     helpers.prune_heads(case.model, {"self": {0: [0, 1], 1: [0, 1, 2, 3]}})
     assert forward_flops(case.model, case.batch, case.run) == _bert_flops(**shape, kept=[2, 0])
@@ -46,10 +58,13 @@ def test_flops_of_decoder_only_models_before_and_after_pruning(build, ffn_mats, 
     b, t = case.batch["input_ids"].shape
     shape = dict(tokens=b * t, seq=t, hidden=16, head_dim=4, ffn_mats=ffn_mats, ffn=32, vocab=40)
     assert forward_flops(case.model, case.batch, case.run) == _decoder_only_flops(
-        **shape, kept_q=[4, 4], kept_kv=[kv_heads, kv_heads])
+        **shape, kept_q=[4, 4], kept_kv=[kv_heads, kv_heads]
+    )
     helpers.prune_heads(case.model, {"self": {0: [0, 1, 2], 1: [0, 1, 2, 3]}})
     # layer 0 keeps query head 3: GPT-2 keeps its one K/V head; under GQA KV head 1 stays, KV head 0 goes
-    assert forward_flops(case.model, case.batch, case.run) == _decoder_only_flops(**shape, kept_q=[1, 0], kept_kv=[1, 0])
+    assert forward_flops(case.model, case.batch, case.run) == _decoder_only_flops(
+        **shape, kept_q=[1, 0], kept_kv=[1, 0]
+    )
 
 
 def test_throughput_returns_one_rate_per_repeat():
@@ -83,7 +98,9 @@ def test_compare_speed_measures_three_variants_and_counts_fewer_flops_when_prune
     assert list(table["variant"]) == ["original", "pruned", "gated"]
     assert all(len(r) == 2 for r in table["runs"]) and (table["median"] > 0).all()
     for row in table.to_dict("records"):  # the summary is recomputed from the raw rates
-        assert row["median"] == pytest.approx(sum(row["runs"]) / 2) and row["iqr"] == pytest.approx(abs(row["runs"][0] - row["runs"][1]) / 2)
+        assert row["median"] == pytest.approx(sum(row["runs"]) / 2) and row["iqr"] == pytest.approx(
+            abs(row["runs"][0] - row["runs"][1]) / 2
+        )
     assert set(table["dtype"]) == {"float32"} and set(table["compile_mode"]) == {"eager"}
     flops = table.set_index("variant")["flops"]
     assert flops["pruned"] < flops["original"] == flops["gated"]
@@ -102,7 +119,9 @@ def test_compare_speed_times_copies_in_another_dtype_and_leaves_the_models_alone
     spec = {"self": {0: [1], 1: [0, 3]}}
     pruned = copy.deepcopy(case.model)
     helpers.prune_heads(pruned, spec)
-    table = compare_speed(case.model, pruned, spec, {2: [case.batch]}, case.run, repeats=1, progress=False, dtype=dtype)
+    table = compare_speed(
+        case.model, pruned, spec, {2: [case.batch]}, case.run, repeats=1, progress=False, dtype=dtype
+    )
     assert set(table["dtype"]) == {dtype} and (table["median"] > 0).all()
     assert {p.dtype for p in case.model.parameters()} == {p.dtype for p in pruned.parameters()} == {torch.float32}
 
@@ -130,8 +149,10 @@ def test_speed_gains_recomputed_from_rates_and_flops():
 
     from helpers.heads.throughput import speed_gains
 
-    rows = [dict(dtype="float16", compile_mode="eager", batch_size=64, variant=v, median=m, flops=f)
-            for v, m, f in (("original", 100.0, 300), ("pruned", 110.0, 200), ("gated", 95.0, 300))]
+    rows = [
+        dict(dtype="float16", compile_mode="eager", batch_size=64, variant=v, median=m, flops=f)
+        for v, m, f in (("original", 100.0, 300), ("pruned", 110.0, 200), ("gated", 95.0, 300))
+    ]
     (gain,) = speed_gains(pd.DataFrame(rows)).to_dict("records")
     assert gain["pruned"] == pytest.approx(0.10) and gain["gated"] == pytest.approx(-0.05)
     assert gain["predicted"] == pytest.approx(0.5) and gain["share_of_predicted"] == pytest.approx(0.2)

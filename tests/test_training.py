@@ -1,4 +1,5 @@
 """The pinned fairseq (fairseq-fixed 0.12.3.1 on Python 3.11) trains; pruned models still train."""
+
 import pytest
 import torch
 
@@ -58,17 +59,30 @@ def test_importing_fairseq_through_helpers_leaves_logging_alone():
     from pathlib import Path
 
     report = "import logging; r = logging.getLogger(); print(r.level, len(r.handlers))"
+
     def run(code):
-        return subprocess.run([sys.executable, "-c", f"{code}; {report}"], cwd=Path(__file__).parent.parent,
-                              capture_output=True, text=True, check=True).stdout.split()
+        return subprocess.run(
+            [sys.executable, "-c", f"{code}; {report}"],
+            cwd=Path(__file__).parent.parent,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
 
     assert run("import fairseq") != ["30", "0"]  # what fairseq 0.12 does on its own
     assert run("from helpers.heads.fairseq_compat import import_fairseq; import_fairseq()") == ["30", "0"]
     # and its import-time INFO lines do not reach a notebook that logs at INFO
     chatty = "import logging; logging.basicConfig(level=logging.INFO); "
+
     def stderr(code):
-        return subprocess.run([sys.executable, "-c", chatty + code], cwd=Path(__file__).parent.parent,
-                              capture_output=True, text=True, check=True).stderr
+        return subprocess.run(
+            [sys.executable, "-c", chatty + code],
+            cwd=Path(__file__).parent.parent,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stderr
+
     assert "INFO:fairseq" in stderr("import fairseq")
     assert "INFO:fairseq" not in stderr("from helpers.heads.fairseq_compat import import_fairseq; import_fairseq()")
 
@@ -89,7 +103,7 @@ def test_uniform_dropout_draws_the_same_distribution_and_is_restored():
         assert F.dropout(z, 0.25, True, inplace=True) is z
     assert F.dropout is original
     kept = y != 0
-    assert abs(float(kept.float().mean()) - 0.9) < 0.003          # 5 standard errors
+    assert abs(float(kept.float().mean()) - 0.9) < 0.003  # 5 standard errors
     assert torch.allclose(y[kept], torch.full_like(y[kept], 1 / 0.9))
     assert abs(float((z != 0).float().mean()) - 0.75) < 0.004
 
@@ -106,10 +120,10 @@ def test_the_cosine_schedule_warms_up_as_before_and_ends_at_zero():
     for step in (1, 50, 100):
         assert learning_rate(step, cosine, 1000) == learning_rate(step, fairseq, 1000) == inverse_sqrt(step, fairseq)
     assert learning_rate(400, fairseq, 1000) == pytest.approx(5e-3 * math.sqrt(100 / 400))
-    assert learning_rate(550, cosine, 1000) == pytest.approx(2.5e-3)          # half-way down
+    assert learning_rate(550, cosine, 1000) == pytest.approx(2.5e-3)  # half-way down
     assert learning_rate(1000, cosine, 1000) == pytest.approx(0.0, abs=1e-15)
     assert learning_rate(1200, cosine, 1000) == pytest.approx(0.0, abs=1e-15)
     rates = [learning_rate(s, cosine, 1000) for s in range(100, 1001)]
-    assert all(a >= b for a, b in zip(rates, rates[1:]))                       # never rises after the warm-up
+    assert all(a >= b for a, b in zip(rates, rates[1:]))  # never rises after the warm-up
     with pytest.raises(ValueError, match="unknown schedule 'linear' in the translation recipe"):
         TranslationConfig(schedule="linear")

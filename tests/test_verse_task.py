@@ -1,5 +1,6 @@
 """Real-language tasks from the verse-aligned Bible: splits unseen in training, BPE learned on
 training text only, the out-of-domain source, paraphrase labels."""
+
 import pytest
 
 from helpers.heads.metrics import bleu, merge_bpe
@@ -35,8 +36,11 @@ def test_the_out_of_domain_set_reads_another_english_version_against_the_same_fr
     verses = bible.read_verses([verse_task.SOURCE, shifted, verse_task.REFERENCE])
     options = {} if shifted == verse_task.OUT_OF_DOMAIN else {"shifted": shifted}
     pairs = verse_task.translation_splits({"train": 50, "mtnt": 20}, seed=0, merges=200, **options)
-    other = {verse_task.Subwords.tokenize([v.texts[shifted]], "en")[0]: v for v in verses
-             if len(v.texts[shifted].split()) <= 30}
+    other = {
+        verse_task.Subwords.tokenize([v.texts[shifted]], "en")[0]: v
+        for v in verses
+        if len(v.texts[shifted].split()) <= 30
+    }
     found = [other.get(merge_bpe(p.src)) for p in pairs["mtnt"]]
     assert sum(v is not None for v in found) >= 18  # Moses may tokenise a rare verse differently
     for pair, verse in zip(pairs["mtnt"], found):

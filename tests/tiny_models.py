@@ -3,6 +3,7 @@
 Each builder returns a ``Case``: the model (eval mode), a batch with padding, a function that
 runs the model on a batch and returns its main output tensor, and a per-example loss.
 """
+
 from __future__ import annotations
 
 import types
@@ -34,8 +35,8 @@ def _ids(batch: int, length: int, seed: int, pad_tail: bool = True) -> tuple[tor
     ids = torch.randint(4, VOCAB, (batch, length), generator=g)
     mask = torch.ones(batch, length, dtype=torch.long)
     if pad_tail and batch > 1:
-        mask[-1, length - 2:] = 0  # last example is shorter: exercises padding
-        ids[-1, length - 2:] = PAD
+        mask[-1, length - 2 :] = 0  # last example is shorter: exercises padding
+        ids[-1, length - 2 :] = PAD
     return ids, mask
 
 
@@ -67,32 +68,65 @@ def _common(**kw):
 def bert(layers: int = 2, heads: int = 4, hidden: int = 16) -> Case:
     from transformers import BertConfig
 
-    cfg = BertConfig(**_common(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-                               intermediate_size=32, max_position_embeddings=32))
+    cfg = BertConfig(
+        **_common(
+            hidden_size=hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            intermediate_size=32,
+            max_position_embeddings=32,
+        )
+    )
     return _encoder_case("bert", cfg)
 
 
 def roberta() -> Case:
     from transformers import RobertaConfig
 
-    cfg = RobertaConfig(**_common(hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
-                                  intermediate_size=32, max_position_embeddings=40, bos_token_id=1, eos_token_id=2))
+    cfg = RobertaConfig(
+        **_common(
+            hidden_size=16,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=32,
+            max_position_embeddings=40,
+            bos_token_id=1,
+            eos_token_id=2,
+        )
+    )
     return _encoder_case("roberta", cfg)
 
 
 def xlm_roberta() -> Case:
     from transformers import XLMRobertaConfig
 
-    cfg = XLMRobertaConfig(**_common(hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
-                                     intermediate_size=32, max_position_embeddings=40, bos_token_id=1, eos_token_id=2))
+    cfg = XLMRobertaConfig(
+        **_common(
+            hidden_size=16,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=32,
+            max_position_embeddings=40,
+            bos_token_id=1,
+            eos_token_id=2,
+        )
+    )
     return _encoder_case("xlm-roberta", cfg)
 
 
 def electra() -> Case:
     from transformers import ElectraConfig
 
-    cfg = ElectraConfig(**_common(embedding_size=12, hidden_size=16, num_hidden_layers=2,
-                                  num_attention_heads=4, intermediate_size=32, max_position_embeddings=32))
+    cfg = ElectraConfig(
+        **_common(
+            embedding_size=12,
+            hidden_size=16,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=32,
+            max_position_embeddings=32,
+        )
+    )
     return _encoder_case("electra", cfg)
 
 
@@ -108,8 +142,12 @@ def _seq2seq_case(name: str, model: nn.Module, seed: int = 0) -> Case:
     src, src_mask = _ids(3, 6, seed + 1)
     tgt, tgt_mask = _ids(3, 5, seed + 2)
     tgt[:, 0] = model.config.decoder_start_token_id
-    batch = {"input_ids": src, "attention_mask": src_mask, "decoder_input_ids": tgt,
-             "decoder_attention_mask": tgt_mask}
+    batch = {
+        "input_ids": src,
+        "attention_mask": src_mask,
+        "decoder_input_ids": tgt,
+        "decoder_attention_mask": tgt_mask,
+    }
 
     def run(m, b):
         return m(**b).logits
@@ -127,10 +165,23 @@ def bart() -> Case:
     from transformers import BartConfig, BartForConditionalGeneration
 
     torch.manual_seed(0)
-    cfg = BartConfig(vocab_size=VOCAB, d_model=16, encoder_layers=2, decoder_layers=2,
-                     encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=32,
-                     decoder_ffn_dim=32, max_position_embeddings=32, pad_token_id=PAD, bos_token_id=1,
-                     eos_token_id=2, decoder_start_token_id=2, forced_eos_token_id=None, init_std=0.3)
+    cfg = BartConfig(
+        vocab_size=VOCAB,
+        d_model=16,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        max_position_embeddings=32,
+        pad_token_id=PAD,
+        bos_token_id=1,
+        eos_token_id=2,
+        decoder_start_token_id=2,
+        forced_eos_token_id=None,
+        init_std=0.3,
+    )
     return _seq2seq_case("bart", BartForConditionalGeneration(cfg))
 
 
@@ -138,10 +189,21 @@ def marian() -> Case:
     from transformers import MarianConfig, MarianMTModel
 
     torch.manual_seed(0)
-    cfg = MarianConfig(vocab_size=VOCAB, d_model=16, encoder_layers=2, decoder_layers=2,
-                       encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=32,
-                       decoder_ffn_dim=32, max_position_embeddings=32, pad_token_id=PAD, eos_token_id=2,
-                       decoder_start_token_id=PAD, init_std=0.3)
+    cfg = MarianConfig(
+        vocab_size=VOCAB,
+        d_model=16,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        max_position_embeddings=32,
+        pad_token_id=PAD,
+        eos_token_id=2,
+        decoder_start_token_id=PAD,
+        init_std=0.3,
+    )
     return _seq2seq_case("marian", MarianMTModel(cfg))
 
 
@@ -168,14 +230,34 @@ def _causal_lm_case(name: str, config, n_examples: int = 3, length: int = 7, see
 def gpt2() -> Case:
     from transformers import GPT2Config
 
-    cfg = GPT2Config(vocab_size=VOCAB, n_embd=16, n_layer=2, n_head=4, n_inner=32, n_positions=32,
-                     initializer_range=0.3, bos_token_id=1, eos_token_id=2, pad_token_id=PAD)
+    cfg = GPT2Config(
+        vocab_size=VOCAB,
+        n_embd=16,
+        n_layer=2,
+        n_head=4,
+        n_inner=32,
+        n_positions=32,
+        initializer_range=0.3,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=PAD,
+    )
     return _causal_lm_case("gpt2", cfg)
 
 
-_LLAMA_LIKE = dict(vocab_size=VOCAB, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
-                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
-                   initializer_range=0.3, pad_token_id=PAD, bos_token_id=1, eos_token_id=2)
+_LLAMA_LIKE = dict(
+    vocab_size=VOCAB,
+    hidden_size=16,
+    intermediate_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=32,
+    initializer_range=0.3,
+    pad_token_id=PAD,
+    bos_token_id=1,
+    eos_token_id=2,
+)
 
 
 def llama() -> Case:
@@ -210,13 +292,24 @@ def gemma3() -> Case:
     """Gemma 3's text model: q/k norms, a sliding layer and a global one, its own query scaling."""
     from transformers import Gemma3TextConfig
 
-    cfg = Gemma3TextConfig(**_LLAMA_LIKE, head_dim=4, query_pre_attn_scalar=8, sliding_window=4,
-                           layer_types=["sliding_attention", "full_attention"])
+    cfg = Gemma3TextConfig(
+        **_LLAMA_LIKE,
+        head_dim=4,
+        query_pre_attn_scalar=8,
+        sliding_window=4,
+        layer_types=["sliding_attention", "full_attention"],
+    )
     return _causal_lm_case("gemma3", cfg)
 
 
-DECODER_ONLY_CASES = {"gpt2": gpt2, "llama": llama, "qwen2": qwen2, "qwen3": qwen3, "mistral": mistral,
-                      "gemma3": gemma3}
+DECODER_ONLY_CASES = {
+    "gpt2": gpt2,
+    "llama": llama,
+    "qwen2": qwen2,
+    "qwen3": qwen3,
+    "mistral": mistral,
+    "gemma3": gemma3,
+}
 GQA_CASES = {k: v for k, v in DECODER_ONLY_CASES.items() if k != "gpt2"}
 
 
@@ -230,10 +323,20 @@ def fairseq_dictionary(n_words: int = VOCAB):
     return d
 
 
-TINY_FAIRSEQ = dict(encoder_embed_dim=16, decoder_embed_dim=16, encoder_ffn_embed_dim=32,
-                    decoder_ffn_embed_dim=32, encoder_attention_heads=4, decoder_attention_heads=4,
-                    encoder_layers=2, decoder_layers=2, dropout=0.1, attention_dropout=0.1,
-                    max_source_positions=64, max_target_positions=64)
+TINY_FAIRSEQ = dict(
+    encoder_embed_dim=16,
+    decoder_embed_dim=16,
+    encoder_ffn_embed_dim=32,
+    decoder_ffn_embed_dim=32,
+    encoder_attention_heads=4,
+    decoder_attention_heads=4,
+    encoder_layers=2,
+    decoder_layers=2,
+    dropout=0.1,
+    attention_dropout=0.1,
+    max_source_positions=64,
+    max_target_positions=64,
+)
 
 
 def fairseq_model(arch: str = "transformer_vaswani_wmt_en_de_big", **overrides) -> nn.Module:
@@ -283,12 +386,20 @@ def fairseq_wmt() -> Case:
 
 def fairseq_iwslt() -> Case:
     """The paper's IWSLT shape (pre-norm), tiny."""
-    return fairseq_case("fairseq-iwslt", "transformer_iwslt_de_en", encoder_normalize_before=True,
-                        decoder_normalize_before=True)
+    return fairseq_case(
+        "fairseq-iwslt", "transformer_iwslt_de_en", encoder_normalize_before=True, decoder_normalize_before=True
+    )
 
 
 ALL_CASES = {
-    "bert": bert, "roberta": roberta, "xlm-roberta": xlm_roberta, "electra": electra,
-    "distilbert": distilbert, "bart": bart, "marian": marian,
-    "fairseq-wmt": fairseq_wmt, "fairseq-iwslt": fairseq_iwslt, **DECODER_ONLY_CASES,
+    "bert": bert,
+    "roberta": roberta,
+    "xlm-roberta": xlm_roberta,
+    "electra": electra,
+    "distilbert": distilbert,
+    "bart": bart,
+    "marian": marian,
+    "fairseq-wmt": fairseq_wmt,
+    "fairseq-iwslt": fairseq_iwslt,
+    **DECODER_ONLY_CASES,
 }

@@ -1,4 +1,5 @@
 """Atomic writes: a crash or interrupt never leaves a half-written file under the final name."""
+
 from __future__ import annotations
 
 import os

@@ -13,6 +13,7 @@ Everything else counts: a changed constant, argument, default or line of trainin
 another digest. The tree's form depends on the Python version, so another version rebuilds
 once, cleanly.
 """
+
 from __future__ import annotations
 
 import ast
@@ -33,7 +34,9 @@ def _is_logging_call(node: ast.AST) -> bool:
         return func.id in LOGGING_CALLS
     if isinstance(func, ast.Attribute):
         owner = func.value
-        owner_name = owner.id if isinstance(owner, ast.Name) else owner.attr if isinstance(owner, ast.Attribute) else ""
+        owner_name = (
+            owner.id if isinstance(owner, ast.Name) else owner.attr if isinstance(owner, ast.Attribute) else ""
+        )
         return (owner_name, func.attr) in LOGGING_METHODS or owner_name in LOGGER_NAMES
     return False
 
@@ -65,8 +68,11 @@ class _WithoutProse(ast.NodeTransformer):
             return True
         if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) and statement.name in LOGGING_CALLS:
             return True
-        return (isinstance(statement, ast.If) and not statement.orelse
-                and all(isinstance(s, ast.Pass) for s in statement.body))
+        return (
+            isinstance(statement, ast.If)
+            and not statement.orelse
+            and all(isinstance(s, ast.Pass) for s in statement.body)
+        )
 
 
 def computation_of(source: str) -> str:

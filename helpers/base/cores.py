@@ -1,4 +1,5 @@
 """The CPU cores this process may run on (its affinity, where the platform tells)."""
+
 from __future__ import annotations
 
 import os

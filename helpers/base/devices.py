@@ -6,6 +6,7 @@ when there is one, else the CPU. ``course.load_classifier`` and ``course.load_tr
 put their models there, and every helper that feeds a model moves its batch to the model's
 device with ``to_device``, so a notebook never names a device.
 """
+
 from __future__ import annotations
 
 import os

@@ -39,12 +39,20 @@ or pruning uses these two packages alone.
 * fairseq_compat.py: importing fairseq 0.12 quietly;
 * denormals.py: flush-to-zero, set here, on import, before anything starts torch's threads.
 """
+
 from .denormals import count_denormals, flush_denormals, zero_denormals_
 
 flush_denormals()  # first: torch's worker threads copy the mode only from the thread that starts them
 
-from .ablation import (UNMASKED, Config, all_but_one_configs, gated_passes, gated_runs, one_head_configs,
-                       single_layer_sweep)
+from .ablation import (
+    UNMASKED,
+    Config,
+    all_but_one_configs,
+    gated_passes,
+    gated_runs,
+    one_head_configs,
+    single_layer_sweep,
+)
 from .concrete_gates import ConcreteGates, train_concrete_gates
 from .config_batches import config_row_gates, repeat_rows
 from .gates import GateRecord, HeadGates, HeadSpec
@@ -56,14 +64,37 @@ from .kv_budget import CacheSpec, fast_run, predicted_peak_bytes, pruned_copy, r
 from .kv_cache import cache_bytes, generate_cached, kv_bytes, kv_bytes_per_token
 from .kv_quantized import cached_chunks, quantized_cache, stored_bytes
 from .llama_cpp import LlamaCpp, LlamaCppError, RuntimeSettings, predicted_kv_bytes
-from .kv_selective import (HeavyHitters, KeepAll, SelectiveCache, SinkWindow, masked_heads, selective_attention,
-                           window_visibility)
-from .pruning import (count_parameters, head_layout, kept_heads, load_pruned, prune_heads, prune_kv_groups,
-                      pruned_heads, save_pruned)
+from .kv_selective import (
+    HeavyHitters,
+    KeepAll,
+    SelectiveCache,
+    SinkWindow,
+    masked_heads,
+    selective_attention,
+    window_visibility,
+)
+from .pruning import (
+    count_parameters,
+    head_layout,
+    kept_heads,
+    load_pruned,
+    prune_heads,
+    prune_kv_groups,
+    pruned_heads,
+    save_pruned,
+)
 from .pruning_curves import order_by_ablation, order_by_importance, prunable_share, pruning_curve, random_order
 from .removal import REMOVAL_KINDS, HeadRemoval, reference_outputs
-from .significance import (MIN_UNITS, Bootstrap, SampleTooSmall, chance_flag_rate, mean_rank_null, mean_rank_p,
-                           paired_bootstrap, require_units)
+from .significance import (
+    MIN_UNITS,
+    Bootstrap,
+    SampleTooSmall,
+    chance_flag_rate,
+    mean_rank_null,
+    mean_rank_p,
+    paired_bootstrap,
+    require_units,
+)
 from .sites import (
     SUPPORTED_FAMILIES,
     AttentionSite,
@@ -76,17 +107,93 @@ from .sites import (
 from .throughput import compare_speed, forward_flops, speed_gains, throughput
 
 __all__ = [
-    "AttentionSite", "ConcreteGates", "Config", "GateRecord", "HeadGates", "HeadRemoval", "REMOVAL_KINDS", "reference_outputs", "HeadSpec", "HeadSpecError", "SUPPORTED_FAMILIES",
-    "UNMASKED", "UnsupportedModelError", "all_but_one_configs", "attention_sites", "chance_flag_rate", "compare_speed",
-    "mean_rank_p", "mean_rank_null", "MIN_UNITS", "SampleTooSmall", "require_units", "Bootstrap",
-    "cache_bytes", "config_row_gates", "count_denormals", "flush_denormals", "zero_denormals_", "copying_accuracy", "copying_nll", "count_parameters", "generate_cached",
-    "head_layout", "induction_scores", "kv_bytes", "kv_bytes_per_token", "repeated_tokens", "family_of", "forward_flops", "gated_passes", "gated_runs",
-    "head_importance", "importance_terms", "from_terms", "rank_agreement", "kept_heads", "kv_group_heads", "kv_group_importance", "kv_groups_to_heads", "layout",
-    "load_pruned", "one_head_configs", "order_by_ablation", "order_by_importance", "paired_bootstrap",
-    "prunable_share", "prune_heads", "prune_kv_groups", "pruned_heads", "pruning_curve", "random_order", "repeat_rows",
-    "save_pruned", "single_layer_sweep", "speed_gains", "throughput", "train_concrete_gates",
-    "CacheSpec", "fast_run", "predicted_peak_bytes", "pruned_copy", "real_run", "cached_chunks", "quantized_cache",
-    "stored_bytes", "HeavyHitters", "KeepAll", "SelectiveCache", "SinkWindow", "masked_heads", "selective_attention",
-    "window_visibility", "GgufExport", "GgufExportError", "export_gguf", "LlamaCpp", "LlamaCppError", "RuntimeSettings",
+    "AttentionSite",
+    "ConcreteGates",
+    "Config",
+    "GateRecord",
+    "HeadGates",
+    "HeadRemoval",
+    "REMOVAL_KINDS",
+    "reference_outputs",
+    "HeadSpec",
+    "HeadSpecError",
+    "SUPPORTED_FAMILIES",
+    "UNMASKED",
+    "UnsupportedModelError",
+    "all_but_one_configs",
+    "attention_sites",
+    "chance_flag_rate",
+    "compare_speed",
+    "mean_rank_p",
+    "mean_rank_null",
+    "MIN_UNITS",
+    "SampleTooSmall",
+    "require_units",
+    "Bootstrap",
+    "cache_bytes",
+    "config_row_gates",
+    "count_denormals",
+    "flush_denormals",
+    "zero_denormals_",
+    "copying_accuracy",
+    "copying_nll",
+    "count_parameters",
+    "generate_cached",
+    "head_layout",
+    "induction_scores",
+    "kv_bytes",
+    "kv_bytes_per_token",
+    "repeated_tokens",
+    "family_of",
+    "forward_flops",
+    "gated_passes",
+    "gated_runs",
+    "head_importance",
+    "importance_terms",
+    "from_terms",
+    "rank_agreement",
+    "kept_heads",
+    "kv_group_heads",
+    "kv_group_importance",
+    "kv_groups_to_heads",
+    "layout",
+    "load_pruned",
+    "one_head_configs",
+    "order_by_ablation",
+    "order_by_importance",
+    "paired_bootstrap",
+    "prunable_share",
+    "prune_heads",
+    "prune_kv_groups",
+    "pruned_heads",
+    "pruning_curve",
+    "random_order",
+    "repeat_rows",
+    "save_pruned",
+    "single_layer_sweep",
+    "speed_gains",
+    "throughput",
+    "train_concrete_gates",
+    "CacheSpec",
+    "fast_run",
+    "predicted_peak_bytes",
+    "pruned_copy",
+    "real_run",
+    "cached_chunks",
+    "quantized_cache",
+    "stored_bytes",
+    "HeavyHitters",
+    "KeepAll",
+    "SelectiveCache",
+    "SinkWindow",
+    "masked_heads",
+    "selective_attention",
+    "window_visibility",
+    "GgufExport",
+    "GgufExportError",
+    "export_gguf",
+    "LlamaCpp",
+    "LlamaCppError",
+    "RuntimeSettings",
     "predicted_kv_bytes",
 ]

@@ -18,6 +18,7 @@ The model's forward (``run``) must call every block once per batch, as an encode
 or a teacher-forced encoder-decoder does; incremental generation does not (use ``reuse=False``).
 For decoder kinds (``enc_dec``, ``dec_self``) the whole encoder is replayed as well.
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager, nullcontext
@@ -124,10 +125,17 @@ class _Recorder:
 
 
 @torch.no_grad()
-def single_layer_sweep(model: nn.Module, batches: Iterable, run: Callable[[nn.Module, Any], torch.Tensor],
-                       configs: Sequence[Config], reuse: bool = True, progress: bool = True,
-                       configs_per_pass: int = 1, processes: int | None = None,
-                       removal: HeadRemoval | None = None) -> tuple[torch.Tensor, dict[Config, torch.Tensor]]:
+def single_layer_sweep(
+    model: nn.Module,
+    batches: Iterable,
+    run: Callable[[nn.Module, Any], torch.Tensor],
+    configs: Sequence[Config],
+    reuse: bool = True,
+    progress: bool = True,
+    configs_per_pass: int = 1,
+    processes: int | None = None,
+    removal: HeadRemoval | None = None,
+) -> tuple[torch.Tensor, dict[Config, torch.Tensor]]:
     """Run ``run(model, batch)`` (per-example outputs [B, ...]) on every batch unmasked and under
     every configuration of ``configs``, each masking heads of a single layer.
 
@@ -150,9 +158,15 @@ def single_layer_sweep(model: nn.Module, batches: Iterable, run: Callable[[nn.Mo
         return _sweep_here(model, batches, run, passes, reuse, bar.update, removal)
 
 
-def _sweep_here(model: nn.Module, batches: list, run: Callable, passes: list[list[Config]], reuse: bool,
-                advance: Callable[[int], Any], removal: HeadRemoval | None = None
-                ) -> tuple[torch.Tensor, dict[Config, torch.Tensor]]:
+def _sweep_here(
+    model: nn.Module,
+    batches: list,
+    run: Callable,
+    passes: list[list[Config]],
+    reuse: bool,
+    advance: Callable[[int], Any],
+    removal: HeadRemoval | None = None,
+) -> tuple[torch.Tensor, dict[Config, torch.Tensor]]:
     """``single_layer_sweep``'s work in this process, pass by pass (``advance(n)`` after each)."""
     blocks, batch_dims = _blocks(model)
     cores, core_dims = _cores(model)
@@ -178,14 +192,21 @@ def _sweep_here(model: nn.Module, batches: list, run: Callable, passes: list[lis
                 with _replaying(kept), gates.rows(config_row_gates(gates, chunk, rows), period=rows):
                     out = run(model, repeat_rows(batch, len(chunk))).detach().cpu()
                 for k, config in enumerate(chunk):
-                    outs[config].append(out[k * rows:(k + 1) * rows])
+                    outs[config].append(out[k * rows : (k + 1) * rows])
                 advance(len(chunk))
     return torch.cat(base), {c: torch.cat(v) for c, v in outs.items()}
 
 
-def _forked_sweep(model: nn.Module, batches: list, run: Callable, passes: list[list[Config]], reuse: bool,
-                  progress: bool, processes: int, removal: HeadRemoval | None = None
-                  ) -> tuple[torch.Tensor, dict[Config, torch.Tensor]]:
+def _forked_sweep(
+    model: nn.Module,
+    batches: list,
+    run: Callable,
+    passes: list[list[Config]],
+    reuse: bool,
+    progress: bool,
+    processes: int,
+    removal: HeadRemoval | None = None,
+) -> tuple[torch.Tensor, dict[Config, torch.Tensor]]:
     """``_sweep_here`` with every ``processes``-th pass in each of ``processes`` forked processes
     (a strided share holds passes of every layer, so the shares cost about the same)."""
     shares = strided_shares(passes, processes)
@@ -221,8 +242,13 @@ def _constant(value):
     return forward
 
 
-def gated_runs(model: nn.Module, configs: Sequence[Config], run: Callable[[nn.Module], Any],
-               progress: bool = True, desc: str = "masked runs") -> Iterator[tuple[Config, Any]]:
+def gated_runs(
+    model: nn.Module,
+    configs: Sequence[Config],
+    run: Callable[[nn.Module], Any],
+    progress: bool = True,
+    desc: str = "masked runs",
+) -> Iterator[tuple[Config, Any]]:
     """Yield ``(config, run(model))`` for each configuration in turn, with that configuration's
     heads masked (``UNMASKED`` masks none) and the gates reset afterwards.
 
@@ -242,10 +268,15 @@ def gated_runs(model: nn.Module, configs: Sequence[Config], run: Callable[[nn.Mo
             yield config, result
 
 
-def gated_passes(model: nn.Module, configs: Sequence[Config | HeadSpec],
-                 run: Callable[[nn.Module, int, Callable[[int], ContextManager]], Sequence[Any]],
-                 configs_per_pass: int = 8, progress: bool = True, desc: str = "masked runs",
-                 processes: int | None = None) -> Iterator[tuple[Config, Any]]:
+def gated_passes(
+    model: nn.Module,
+    configs: Sequence[Config | HeadSpec],
+    run: Callable[[nn.Module, int, Callable[[int], ContextManager]], Sequence[Any]],
+    configs_per_pass: int = 8,
+    progress: bool = True,
+    desc: str = "masked runs",
+    processes: int | None = None,
+) -> Iterator[tuple[Config, Any]]:
     """``gated_runs`` with up to ``configs_per_pass`` configurations per call of
     ``run(model, copies, gated)``: ``run`` computes ``copies`` copies of its work in one go,
     entering ``gated(rows)`` around each batch of ``rows`` rows (copy k's rows after copy
@@ -262,14 +293,23 @@ def gated_passes(model: nn.Module, configs: Sequence[Config | HeadSpec],
     if configs_per_pass < 1:
         raise ValueError(f"configs_per_pass must be at least 1, got {configs_per_pass}")
     configs = list(configs)
-    passes = [list(range(s, min(s + configs_per_pass, len(configs)))) for s in range(0, len(configs), configs_per_pass)]
-    here = lambda share, advance: _passes_here(model, configs, share, run, advance)   # noqa: E731
+    passes = [
+        list(range(s, min(s + configs_per_pass, len(configs)))) for s in range(0, len(configs), configs_per_pass)
+    ]
+    here = lambda share, advance: _passes_here(model, configs, share, run, advance)  # noqa: E731
     for index, result in _split_passes(model, passes, here, len(configs), desc, progress, processes):
         yield configs[index], result
 
 
-def _split_passes(model: nn.Module, passes: list[list[int]], here: Callable, total: int, desc: str, progress: bool,
-                  processes: int | None) -> Iterator[tuple[int, Any]]:
+def _split_passes(
+    model: nn.Module,
+    passes: list[list[int]],
+    here: Callable,
+    total: int,
+    desc: str,
+    progress: bool,
+    processes: int | None,
+) -> Iterator[tuple[int, Any]]:
     """``(index, result)`` in index order from ``here(passes, advance)``, run in this process or,
     with ``processes`` > 1 (None: ``sweep_processes(model)``) and more than one pass, over forked
     processes each given every ``processes``-th pass; ``total`` results move the progress bar."""
@@ -286,8 +326,9 @@ def _split_passes(model: nn.Module, passes: list[list[int]], here: Callable, tot
     yield from in_order(run_forked(strided_shares(passes, processes), work, total, desc, progress))
 
 
-def _passes_here(model: nn.Module, configs: list, passes: list[list[int]], run: Callable,
-                 advance: Callable[[int], Any]) -> Iterator[tuple[int, Any]]:
+def _passes_here(
+    model: nn.Module, configs: list, passes: list[list[int]], run: Callable, advance: Callable[[int], Any]
+) -> Iterator[tuple[int, Any]]:
     """``gated_passes``'s work in this process: ``(index in configs, result)`` pass by pass."""
     fairseq = family_of(model) == "fairseq"
     with HeadGates(model) as gates:
@@ -331,10 +372,14 @@ def pruned_sharing_weights(model: nn.Module, spec: Config | HeadSpec) -> nn.Modu
     return pruned
 
 
-def pruned_passes(model: nn.Module, configs: Sequence[Config | HeadSpec],
-                  run: Callable[[nn.Module, int, Callable[[int], ContextManager]], Sequence[Any]],
-                  progress: bool = True, desc: str = "pruned runs", processes: int | None = None
-                  ) -> Iterator[tuple[Config | HeadSpec, Any]]:
+def pruned_passes(
+    model: nn.Module,
+    configs: Sequence[Config | HeadSpec],
+    run: Callable[[nn.Module, int, Callable[[int], ContextManager]], Sequence[Any]],
+    progress: bool = True,
+    desc: str = "pruned runs",
+    processes: int | None = None,
+) -> Iterator[tuple[Config | HeadSpec, Any]]:
     """``gated_passes`` with one configuration per pass, run on ``pruned_sharing_weights(model,
     config)`` instead of under gates: a pass costs what the pruned model costs (on MiniLM, about
     0.8 of the gated pass at 30% to 70% of the heads pruned, one thread), for configurations
@@ -352,13 +397,20 @@ def pruned_passes(model: nn.Module, configs: Sequence[Config | HeadSpec],
             advance(1)
             yield i, result
 
-    for i, result in _split_passes(model, [[i] for i in range(len(configs))], here, len(configs), desc, progress,
-                                   processes):
+    for i, result in _split_passes(
+        model, [[i] for i in range(len(configs))], here, len(configs), desc, progress, processes
+    ):
         yield configs[i], result
 
 
-def masked_passes(model: nn.Module, specs: Sequence[Config | HeadSpec], run: Callable, configs_per_pass: int,
-                  desc: str, progress: bool = False) -> Iterator:
+def masked_passes(
+    model: nn.Module,
+    specs: Sequence[Config | HeadSpec],
+    run: Callable,
+    configs_per_pass: int,
+    desc: str,
+    progress: bool = False,
+) -> Iterator:
     """``(spec, run's result)`` under each head spec: on a CPU with one configuration per pass, on
     a copy of the model with the spec's heads physically removed (``pruned_passes``: the
     arithmetic of the pruned model, the same results up to float rounding); else under gates,

@@ -23,6 +23,7 @@ The gates act through ``HeadGates(requires_grad=True)``: each step writes the dr
 gate tensor, the task loss's gradient with respect to the gates is carried back to log_alpha by
 the chain rule (``z.backward(gates.grad)``).
 """
+
 from __future__ import annotations
 
 import math
@@ -87,9 +88,17 @@ def expected_open(log_alpha: torch.Tensor) -> torch.Tensor:
     return torch.sigmoid(log_alpha - BETA * math.log(-GAMMA / ZETA)).sum()
 
 
-def train_concrete_gates(model: nn.Module, batches: Sequence[Any], loss: Callable[[nn.Module, Any], torch.Tensor],
-                         penalty: float, steps: int = 200, lr: float = 0.1, init: float = 3.0, seed: int = 0,
-                         progress: bool = True) -> ConcreteGates:
+def train_concrete_gates(
+    model: nn.Module,
+    batches: Sequence[Any],
+    loss: Callable[[nn.Module, Any], torch.Tensor],
+    penalty: float,
+    steps: int = 200,
+    lr: float = 0.1,
+    init: float = 3.0,
+    seed: int = 0,
+    progress: bool = True,
+) -> ConcreteGates:
     """Train one gate per head of the frozen ``model`` for ``steps`` steps of Adam (``lr``),
     cycling through ``batches``; ``loss(model, batch)`` is the scalar task loss (e.g. mean
     cross-entropy in nats). ``penalty`` weighs the expected share of open heads. The gates start
@@ -101,8 +110,10 @@ def train_concrete_gates(model: nn.Module, batches: Sequence[Any], loss: Callabl
         raise ValueError("train_concrete_gates needs at least one batch")
     groups = sites_by_kind(attention_sites(model))
     device = next(model.parameters()).device
-    log_alpha = {k: torch.full((len(g), max(s.total_heads for s in g)), init, device=device, requires_grad=True)
-                 for k, g in groups.items()}
+    log_alpha = {
+        k: torch.full((len(g), max(s.total_heads for s in g)), init, device=device, requires_grad=True)
+        for k, g in groups.items()
+    }
     present = {k: _present_mask(g, log_alpha[k].shape, device) for k, g in groups.items()}
     n_heads = sum(int(m.sum()) for m in present.values())
     optimiser = torch.optim.Adam(log_alpha.values(), lr=lr)
@@ -113,8 +124,10 @@ def train_concrete_gates(model: nn.Module, batches: Sequence[Any], loss: Callabl
     try:
         for p, _ in frozen:
             p.requires_grad_(False)
-        with ledger.entry("gate training", f"L0 gates, penalty {penalty:g} ({steps} steps)", model), \
-                HeadGates(model, requires_grad=True) as gates:
+        with (
+            ledger.entry("gate training", f"L0 gates, penalty {penalty:g} ({steps} steps)", model),
+            HeadGates(model, requires_grad=True) as gates,
+        ):
             for step in tqdm(range(steps), desc=f"L0 gates (penalty {penalty:g})", disable=not progress, unit="step"):
                 optimiser.zero_grad()
                 drawn = {k: sample(a, generator) * present[k] for k, a in log_alpha.items()}
@@ -125,7 +138,9 @@ def train_concrete_gates(model: nn.Module, batches: Sequence[Any], loss: Callabl
                 task = loss(model, batches[step % len(batches)])
                 task.backward()
                 through_gates = sum((drawn[k] * gates.tensor(k).grad).sum() for k in drawn)
-                share_open = sum(expected_open(a.masked_fill(~present[k], -1e4)) for k, a in log_alpha.items()) / n_heads
+                share_open = (
+                    sum(expected_open(a.masked_fill(~present[k], -1e4)) for k, a in log_alpha.items()) / n_heads
+                )
                 (through_gates + penalty * share_open).backward()
                 optimiser.step()
     finally:
@@ -140,4 +155,3 @@ def _present_mask(group, shape, device) -> torch.Tensor:
     for s in group:
         mask[s.layer, s.heads] = True
     return mask
-

@@ -11,6 +11,7 @@ launches, fairseq's per-step bookkeeping in beam search) over K configurations.
 * ``fairseq_rows``: keeps row gates aligned while fairseq's beam search reorders and drops rows,
   and computes the encoder once per batch when no configuration gates it.
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -27,7 +28,9 @@ UNMASKED: Config = ("none", -1, ())  # the configuration that masks nothing
 ENCODER_KINDS = ("self", "enc_self")
 
 
-def config_row_gates(gates: HeadGates, configs: Sequence[Config | HeadSpec], rows_each: int) -> dict[str, torch.Tensor]:
+def config_row_gates(
+    gates: HeadGates, configs: Sequence[Config | HeadSpec], rows_each: int
+) -> dict[str, torch.Tensor]:
     """Row gates for ``len(configs)`` copies of a batch of ``rows_each`` examples: copy k (rows
     ``[k * rows_each, (k + 1) * rows_each)``) masks the heads of ``configs[k]``, a ``Config``
     or a head spec ``{kind: {layer: [head, ...]}}`` (e.g. a step of a pruning curve).
@@ -91,8 +94,9 @@ def fairseq_rows(model: nn.Module, gates: HeadGates, copies: int, encoder_shared
 
     def shared_forward(src_tokens, src_lengths=None, **kwargs):
         rows = src_tokens.shape[0] // copies
-        out = type(encoder).forward(encoder, src_tokens[:rows], None if src_lengths is None else src_lengths[:rows],
-                                    **kwargs)
+        out = type(encoder).forward(
+            encoder, src_tokens[:rows], None if src_lengths is None else src_lengths[:rows], **kwargs
+        )
         return original_reorder(out, torch.arange(rows, device=src_tokens.device).repeat(copies))
 
     encoder.reorder_encoder_out = reorder

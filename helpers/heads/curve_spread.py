@@ -13,6 +13,7 @@ bootstrap distribution is lumpy; the standard error is a rough scale, not an exa
     curves = resampled_curves(stats, score.from_stats, indices)    # [R, steps]
     spread = Spread.of(prunable_shares(curves, shares, tolerance))
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -57,7 +58,7 @@ def prunable_shares(curves: np.ndarray, shares: Sequence[float], tolerance: floa
         raise ValueError(f"shares must rise from 0, got {shares.tolist()}")
     curves = np.atleast_2d(curves)
     fails = curves < curves[:, :1] - tolerance
-    first = np.where(fails.any(1), fails.argmax(1), len(shares))   # the first step below the line (none: past the end)
+    first = np.where(fails.any(1), fails.argmax(1), len(shares))  # the first step below the line (none: past the end)
     return shares[first - 1]
 
 
@@ -77,4 +78,3 @@ def step_errors(values: np.ndarray) -> np.ndarray:
     out = np.full(values.shape[1], np.nan)
     out[ok] = values[:, ok].std(0, ddof=1)
     return out
-

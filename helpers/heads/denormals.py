@@ -21,6 +21,7 @@ first parallel operation starts them. ``flush_denormals`` is therefore called on
 ``zero_denormals_`` sets denormal weights to zero, so that a saved model is fast in any process,
 with or without the mode; ``helpers.save_pruned`` applies it before writing.
 """
+
 from __future__ import annotations
 
 import os
@@ -47,10 +48,14 @@ def flush_denormals() -> bool:
         return False
     if flushes_in_every_thread():
         return True
-    warnings.warn("flush-to-zero holds in this thread but not in all of torch's worker threads, which were "
-                  "started before it was set: import helpers before running any torch operation (or call "
-                  "torch.set_flush_denormal(True) first thing), else arithmetic on denormal floats runs up to "
-                  "150 times slower on the CPU", RuntimeWarning, stacklevel=2)
+    warnings.warn(
+        "flush-to-zero holds in this thread but not in all of torch's worker threads, which were "
+        "started before it was set: import helpers before running any torch operation (or call "
+        "torch.set_flush_denormal(True) first thing), else arithmetic on denormal floats runs up to "
+        "150 times slower on the CPU",
+        RuntimeWarning,
+        stacklevel=2,
+    )
     return False
 
 
@@ -133,8 +138,10 @@ def matmul_penalty(size: int = 512, repeats: int = 5, seed: int = 0) -> dict[str
     g = torch.Generator().manual_seed(seed)
     a, b = torch.randn(size, size, generator=g), torch.randn(size, size, generator=g)
     small = denormals_like(a, g)
-    return {name: (timed(lambda: x @ b, flush=False, repeats=repeats), timed(lambda: x @ b, flush=True, repeats=repeats))
-            for name, x in (("normal operands", a), ("denormal operands", small))}
+    return {
+        name: (timed(lambda: x @ b, flush=False, repeats=repeats), timed(lambda: x @ b, flush=True, repeats=repeats))
+        for name, x in (("normal operands", a), ("denormal operands", small))
+    }
 
 
 @torch.no_grad()
@@ -145,7 +152,7 @@ def plant_denormals_(model: nn.Module, share: float, seed: int = 0) -> int:
     weights = [p for p in model.parameters() if p.is_floating_point()]
     flat = torch.cat([p.detach().abs().flatten() for p in weights])
     k = int(share * flat.numel())
-    flat = flat[flat > 0]                                          # zeros (fresh biases) stay zeros
+    flat = flat[flat > 0]  # zeros (fresh biases) stay zeros
     k = min(k, flat.numel())
     if k == 0:
         return 0
@@ -163,6 +170,8 @@ def denormals_like(x: torch.Tensor, generator: torch.Generator | None = None) ->
     """A float32 tensor of ``x``'s shape and signs whose every value is denormal, made from bit
     patterns (zero exponent, random nonzero mantissa): arithmetic would not do, because under
     flush-to-zero a product that lands in the denormal range is written as zero."""
-    mantissa = torch.randint(1, 2 ** 23, x.shape, generator=generator, dtype=torch.int32)
-    sign = torch.where(x.detach().cpu() < 0, torch.tensor(-2 ** 31, dtype=torch.int32), torch.tensor(0, dtype=torch.int32))
+    mantissa = torch.randint(1, 2**23, x.shape, generator=generator, dtype=torch.int32)
+    sign = torch.where(
+        x.detach().cpu() < 0, torch.tensor(-(2**31), dtype=torch.int32), torch.tensor(0, dtype=torch.int32)
+    )
     return (mantissa | sign).view(torch.float32).to(x.device)

@@ -8,6 +8,7 @@ that needs fairseq calls ``import_fairseq()`` first; it imports the package once
 root logger back as it was. It also silences one warning torch gives on every fairseq decoder
 (below), which says nothing a reader can act on.
 """
+
 from __future__ import annotations
 
 import functools
@@ -29,6 +30,7 @@ def import_fairseq():
             root.removeHandler(handler)
     # fairseq 0.12's decoder passes a float causal mask beside a boolean padding mask; torch
     # deprecates mixing the two (both mean the same masking here). This one message only.
-    warnings.filterwarnings("ignore", message="Support for mismatched key_padding_mask and attn_mask is deprecated",
-                            category=UserWarning)
+    warnings.filterwarnings(
+        "ignore", message="Support for mismatched key_padding_mask and attn_mask is deprecated", category=UserWarning
+    )
     return fairseq

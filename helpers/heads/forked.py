@@ -16,6 +16,7 @@ safe on macOS); else 2 when the machine has at least 2 cores; ``$SIXTEEN_HEADS_S
 overrides it. A process that fails raises ``SweepProcessError`` in the caller with its
 traceback; one that dies (killed, out of memory) raises it with its exit code.
 """
+
 from __future__ import annotations
 
 import io
@@ -77,8 +78,13 @@ class Emitter:
         self._send(("advance", n))
 
 
-def run_forked(shares: Sequence[Sequence], work: Callable[[Sequence, Emitter], None], total: int,
-               desc: str = "sweep", progress: bool = True) -> Iterator[tuple[Any, Any]]:
+def run_forked(
+    shares: Sequence[Sequence],
+    work: Callable[[Sequence, Emitter], None],
+    total: int,
+    desc: str = "sweep",
+    progress: bool = True,
+) -> Iterator[tuple[Any, Any]]:
     """Fork one process per share; process r runs ``work(shares[r], emitter)`` on
     ``torch.get_num_threads() // len(shares)`` threads (at least 1). Yields ``(key, value)``
     for each ``emitter.result`` as it arrives; one progress bar of ``total`` counts every
@@ -89,8 +95,9 @@ def run_forked(shares: Sequence[Sequence], work: Callable[[Sequence, Emitter], N
     try:
         for r, share in enumerate(shares):
             receive, send = context.Pipe(duplex=False)
-            child = context.Process(target=_child, args=(work, share, send, threads), daemon=True,
-                                    name=f"{desc} process {r}")
+            child = context.Process(
+                target=_child, args=(work, share, send, threads), daemon=True, name=f"{desc} process {r}"
+            )
             child.start()
             send.close()  # the child holds the other copy; EOF here then means it has gone
             children.append((child, receive))
@@ -113,9 +120,11 @@ def _collect(children, total: int, desc: str, progress: bool) -> Iterator[tuple[
                 except EOFError:
                     child = open_.pop(receive)
                     child.join()
-                    raise SweepProcessError(f"{child.name} ended without finishing its share (exit code "
-                                            f"{child.exitcode}; -9 is usually the kernel's out-of-memory killer). "
-                                            f"Rerun with ${ENV}=1 to sweep in this process.") from None
+                    raise SweepProcessError(
+                        f"{child.name} ended without finishing its share (exit code "
+                        f"{child.exitcode}; -9 is usually the kernel's out-of-memory killer). "
+                        f"Rerun with ${ENV}=1 to sweep in this process."
+                    ) from None
                 if message[0] == "result":
                     yield message[1], message[2]
                 elif message[0] == "advance":

@@ -21,6 +21,7 @@ configuration and give each copy that configuration's gates. They multiply the s
 ``HeadGates(model, removal=...)`` removes a head by putting another output in its place instead
 of zero (mean or resample ablation, removal.py): a gate g then gives ``g * c + (1 - g) * r``.
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -134,8 +135,10 @@ class HeadGates:
         for kind, g in gates.items():
             expected = tuple(self.tensor(kind).shape)
             if g.dim() != 3 or tuple(g.shape[1:]) != expected:
-                raise HeadSpecError(f"row gates of {kind!r} have shape {tuple(g.shape)}; "
-                                    f"expected [rows, {expected[0]}, {expected[1]}] (rows x layers x heads)")
+                raise HeadSpecError(
+                    f"row gates of {kind!r} have shape {tuple(g.shape)}; "
+                    f"expected [rows, {expected[0]}, {expected[1]}] (rows x layers x heads)"
+                )
             n_rows.add(g.shape[0])
         if len(n_rows) > 1:
             raise HeadSpecError(f"row gates of different kinds have different numbers of rows: {sorted(n_rows)}")
@@ -159,7 +162,9 @@ class HeadGates:
     def recording(self) -> Iterator[list[GateRecord]]:
         """Within this block every gated W_o call is recorded (and gated even at ones)."""
         if not self.active:
-            raise RuntimeError("HeadGates.recording() needs the gates installed: use it inside `with HeadGates(model)`")
+            raise RuntimeError(
+                "HeadGates.recording() needs the gates installed: use it inside `with HeadGates(model)`"
+            )
         self._records = []
         try:
             yield self._records
@@ -260,8 +265,10 @@ class HeadGates:
         """This site's row gates shaped to broadcast over W_o's input viewed as [..., heads, head_dim]."""
         rows = self._rows[site.kind][:, site.layer].index_select(1, self._kept_index(site))  # [rows, heads]
         if shape[site.batch_dim] != rows.shape[0]:
-            raise HeadSpecError(f"{site.kind} layer {site.layer} got a batch of {shape[site.batch_dim]} examples "
-                                f"but the row gates have {rows.shape[0]} rows; repeat the batch once per configuration")
+            raise HeadSpecError(
+                f"{site.kind} layer {site.layer} got a batch of {shape[site.batch_dim]} examples "
+                f"but the row gates have {rows.shape[0]} rows; repeat the batch once per configuration"
+            )
         view = [1] * (len(shape) - 1) + [rows.shape[1], 1]
         view[site.batch_dim] = rows.shape[0]
         return rows.reshape(view)
@@ -273,4 +280,3 @@ class HeadGates:
             module.skip_embed_dim_check = original or self._must_gate(site)
 
         return hook
-

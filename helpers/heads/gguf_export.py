@@ -26,6 +26,7 @@ from layer 0), unless padded the same way: one zero query head over one zero KV 
 
 The ``gguf`` package is imported only here, when a file is written.
 """
+
 from __future__ import annotations
 
 import functools
@@ -92,7 +93,8 @@ def layer_plan(site: AttentionSite, pad_uneven: bool = False, first: bool = Fals
             raise GgufExportError(
                 f"layer {site.layer} has no head left and is the first layer: llama.cpp reads the head size from "
                 "layer 0. Pass pad_uneven=True to write it as one zero query head over one zero KV head "
-                "(exact; it caches one KV head), or keep a head in layer 0")
+                "(exact; it caches one KV head), or keep a head in layer 0"
+            )
         return LayerPlan([None], [None])
     if len(counts) > 1 and not pad_uneven:
         shown = ", ".join(f"group {g}: {len(m)}" for g, m in members.items())
@@ -100,9 +102,10 @@ def layer_plan(site: AttentionSite, pad_uneven: bool = False, first: bool = Fals
             f"layer {site.layer} keeps query heads unevenly over its KV groups ({shown}); llama.cpp gives every "
             "KV head of a layer the same number of query heads. Pass pad_uneven=True to fill each group with "
             "zero query heads up to the largest (exact; costs their attention FLOPs, not cache), or prune whole "
-            "KV groups (prune_kv_groups)")
+            "KV groups (prune_kv_groups)"
+        )
     stored_kv = site.key.weight.shape[0] // site.head_dim
-    if stored_kv != len(groups):   # pruning drops a group's key and value rows with its last head
+    if stored_kv != len(groups):  # pruning drops a group's key and value rows with its last head
         raise GgufExportError(f"layer {site.layer} stores {stored_kv} key heads for {len(groups)} kept KV groups")
     width = counts[-1]
     rows: list[int | None] = []
@@ -122,8 +125,9 @@ def _pick_heads(weight: torch.Tensor, picks: Sequence[int | None], head_dim: int
     """Rows (``dim=0``) or columns (``dim=1``) of the stored heads ``picks`` (at least one), zeros for None."""
     zeros = list(weight.shape)
     zeros[dim] = head_dim
-    return torch.cat([weight.new_zeros(zeros) if p is None else weight.narrow(dim, p * head_dim, head_dim)
-                      for p in picks], dim)
+    return torch.cat(
+        [weight.new_zeros(zeros) if p is None else weight.narrow(dim, p * head_dim, head_dim) for p in picks], dim
+    )
 
 
 def _check_exportable(model: nn.Module) -> None:
@@ -144,13 +148,21 @@ def _check_exportable(model: nn.Module) -> None:
     if problems:
         raise UnsupportedModelError(
             f"{type(model).__name__} cannot be written as llama.cpp's {ARCHITECTURE!r} architecture: "
-            + "; ".join(problems) + ". An unpruned model of another family converts with llama.cpp's own "
-            "convert_hf_to_gguf.py; a pruned one needs per-layer head counts, which only 'deci' reads here")
+            + "; ".join(problems)
+            + ". An unpruned model of another family converts with llama.cpp's own "
+            "convert_hf_to_gguf.py; a pruned one needs per-layer head counts, which only 'deci' reads here"
+        )
 
 
-def export_gguf(model: nn.Module, path: str | os.PathLike, *, tokenizer_gguf: str | os.PathLike, dtype: str = "f32",
-                pad_uneven: bool = False,
-                name: str = "pruned") -> GgufExport:
+def export_gguf(
+    model: nn.Module,
+    path: str | os.PathLike,
+    *,
+    tokenizer_gguf: str | os.PathLike,
+    dtype: str = "f32",
+    pad_uneven: bool = False,
+    name: str = "pruned",
+) -> GgufExport:
     """Write ``model`` (a transformers Llama or Mistral, pruned by this library or not) to ``path``.
 
     Args:
@@ -187,7 +199,7 @@ def export_gguf(model: nn.Module, path: str | os.PathLike, *, tokenizer_gguf: st
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()
         writer.close()
-        os.chmod(tmp, 0o644)   # readable like any file the build writes (the temporary file is private)
+        os.chmod(tmp, 0o644)  # readable like any file the build writes (the temporary file is private)
     padded = sum(p.query_rows.count(None) for p in plans)
     return GgufExport(path, path.stat().st_size, dtype, [p.heads for p in plans], [p.kv_heads for p in plans], padded)
 

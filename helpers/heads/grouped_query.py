@@ -18,6 +18,7 @@ implementation (sdpa, eager, ...) with ``num_key_value_groups = 1``. Layers whos
 all keep the same number of query heads stay on the stock path with that number as
 ``num_key_value_groups``. The KV cache always holds one entry per *kept KV group*.
 """
+
 from __future__ import annotations
 
 import sys
@@ -42,7 +43,9 @@ def kv_group_heads(site: AttentionSite, group: int) -> list[int]:
     return [h for h in site.heads if site.kv_group(h) == group]
 
 
-def kv_groups_to_heads(model_or_sites, groups: Mapping[str, Mapping[int, Sequence[int]]]) -> dict[str, dict[int, list[int]]]:
+def kv_groups_to_heads(
+    model_or_sites, groups: Mapping[str, Mapping[int, Sequence[int]]]
+) -> dict[str, dict[int, list[int]]]:
     """``{kind: {layer: [kv group, ...]}}`` -> ``{kind: {layer: [query heads still present]}}``."""
     sites = model_or_sites if isinstance(model_or_sites, list) else attention_sites(model_or_sites)
     out: dict[str, dict[int, list[int]]] = {}
@@ -82,8 +85,10 @@ def kv_group_order(model: nn.Module, scores: Mapping[str, torch.Tensor], kind: s
     """Every ``(layer, KV group)`` of ``kind``, least important first (a group's importance: the
     sum of its query heads' ``scores``, ``kv_group_importance``)."""
     groups = kv_group_importance(model, scores)[kind]
-    return sorted(((layer, g) for layer in range(groups.shape[0]) for g in range(groups.shape[1])),
-                  key=lambda lg: float(groups[lg]))
+    return sorted(
+        ((layer, g) for layer in range(groups.shape[0]) for g in range(groups.shape[1])),
+        key=lambda lg: float(groups[lg]),
+    )
 
 
 # ---- routing query heads to key/value heads after pruning --------------------------------------

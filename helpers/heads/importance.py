@@ -14,6 +14,7 @@ Each batch is one forward and one backward pass; gradients are taken with
 ``torch.autograd.grad`` on the gated W_o inputs, so nothing accumulates in any ``.grad`` and
 nothing is carried from one batch to the next.
 """
+
 from __future__ import annotations
 
 from contextlib import nullcontext
@@ -61,7 +62,9 @@ def head_importance(
     if normalize not in ("layer", None):
         raise ValueError(f"normalize must be 'layer' or None, got {normalize!r}")
     if abs_per not in ("example", "token"):
-        raise ValueError(f"abs_per must be 'example' (the paper's Eq. 2) or 'token' (the authors' code), got {abs_per!r}")
+        raise ValueError(
+            f"abs_per must be 'example' (the paper's Eq. 2) or 'token' (the authors' code), got {abs_per!r}"
+        )
     if gates is not None and not gates.active:
         raise RuntimeError("pass gates that are installed (inside `with HeadGates(model) as gates:`)")
 
@@ -70,8 +73,10 @@ def head_importance(
     was_training = model.training
     model.eval()
     try:
-        with ledger.entry("importance", "head importance", model) as timed, \
-                (nullcontext(gates) if gates is not None else HeadGates(model)) as g:
+        with (
+            ledger.entry("importance", "head importance", model) as timed,
+            nullcontext(gates) if gates is not None else HeadGates(model) as g,
+        ):
             for batch in tqdm(batches, desc="head importance", disable=not progress, leave=False):
                 n_examples += _accumulate(model, g, batch, loss_fn, abs_per, totals)
             timed.examples = n_examples
@@ -86,15 +91,18 @@ def head_importance(
     return scores
 
 
-def importance_terms(model: nn.Module, batches: Iterable[Any], loss_fn: LossFn, *, abs_per: str = "example",
-                     progress: bool = True) -> dict[str, torch.Tensor]:
+def importance_terms(
+    model: nn.Module, batches: Iterable[Any], loss_fn: LossFn, *, abs_per: str = "example", progress: bool = True
+) -> dict[str, torch.Tensor]:
     """The terms ``head_importance`` averages, one per example: ``{kind: [examples, n_layers,
     n_heads]}`` (float64, CPU), |dL(x)/d xi_h| per example x (``abs_per`` as there). Their mean
     over any subset of the examples, normalized by ``from_terms``, is that subset's I_h: what
     ``head_importance`` gives on those examples alone, up to float64 rounding. One pass serves
     every subset (how many examples importance needs: chapter 06)."""
     if abs_per not in ("example", "token"):
-        raise ValueError(f"abs_per must be 'example' (the paper's Eq. 2) or 'token' (the authors' code), got {abs_per!r}")
+        raise ValueError(
+            f"abs_per must be 'example' (the paper's Eq. 2) or 'token' (the authors' code), got {abs_per!r}"
+        )
     shapes = layout(model)
     parts: dict[str, list[torch.Tensor]] = {kind: [] for kind in shapes}
     was_training = model.training
@@ -119,22 +127,26 @@ def importance_terms(model: nn.Module, batches: Iterable[Any], loss_fn: LossFn, 
     return {kind: torch.cat(p) for kind, p in parts.items()}
 
 
-def from_terms(terms: dict[str, torch.Tensor], examples: Iterable[int] | None = None,
-               normalize: str | None = "layer") -> dict[str, torch.Tensor]:
+def from_terms(
+    terms: dict[str, torch.Tensor], examples: Iterable[int] | None = None, normalize: str | None = "layer"
+) -> dict[str, torch.Tensor]:
     """I_h of the ``examples`` (positions; all when None) from ``importance_terms``: the terms'
     mean, each layer divided by its L2 norm with ``normalize="layer"`` (as ``head_importance``)."""
     if normalize not in ("layer", None):
         raise ValueError(f"normalize must be 'layer' or None, got {normalize!r}")
-    picked = {kind: t if examples is None else t[torch.as_tensor(list(examples), dtype=torch.long)]
-              for kind, t in terms.items()}
+    picked = {
+        kind: t if examples is None else t[torch.as_tensor(list(examples), dtype=torch.long)]
+        for kind, t in terms.items()
+    }
     scores = {kind: t.sum(0) / len(t) for kind, t in picked.items()}
     if normalize == "layer":
         scores = {kind: t / (t.norm(dim=-1, keepdim=True) + 1e-20) for kind, t in scores.items()}
     return scores
 
 
-def _accumulate(model, gates: HeadGates, batch, loss_fn: LossFn, abs_per: str, totals,
-                per_example: bool = False) -> int:
+def _accumulate(
+    model, gates: HeadGates, batch, loss_fn: LossFn, abs_per: str, totals, per_example: bool = False
+) -> int:
     """One forward + backward on ``batch``; adds per-head sums into ``totals`` (with
     ``per_example``: appends each site's ``(layer, heads, [batch, heads] terms)`` to
     ``totals[kind]``); returns the batch size."""
@@ -159,7 +171,7 @@ def _accumulate(model, gates: HeadGates, batch, loss_fn: LossFn, abs_per: str, t
         # per-position dot products <Att_h(x)_t, dL/dAtt_h(x)_t>: [batch, positions, heads]
         dots = (record.context * grad).movedim(site.batch_dim, 0)
         dots = dots.reshape(batch_size, -1, site.num_heads, site.head_dim).sum(-1).double()
-        terms = dots.sum(1).abs() if abs_per == "example" else dots.abs().sum(1)   # [batch, heads]
+        terms = dots.sum(1).abs() if abs_per == "example" else dots.abs().sum(1)  # [batch, heads]
         if per_example:
             totals.setdefault(site.kind, []).append((site.layer, site.heads, terms.cpu()))
         else:
@@ -175,5 +187,5 @@ def rank_agreement(a: torch.Tensor, b: torch.Tensor, share: float = 0.5) -> tupl
 
     a, b = a.flatten(), b.flatten()
     k = int(len(a) * share)
-    lowest = lambda scores: set(scores.argsort()[:k].tolist())   # noqa: E731
+    lowest = lambda scores: set(scores.argsort()[:k].tolist())  # noqa: E731
     return float(spearmanr(a.numpy(), b.numpy()).statistic), len(lowest(a) & lowest(b)) / k

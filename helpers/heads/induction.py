@@ -13,6 +13,7 @@ second copy almost perfectly; nothing in the first copy can be predicted.
 ``copying_nll`` has ``token_nll``'s shape ``[B, 2]``, so perplexity scorers and importance take
 it as they take the likelihood on text.
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -23,14 +24,15 @@ from torch import nn
 
 from .sites import attention_sites
 
-def repeated_tokens(vocab_size: int, length: int, batch: int, seed: int, low: int = 0,
-                    bos: int | None = None) -> dict:
+
+def repeated_tokens(vocab_size: int, length: int, batch: int, seed: int, low: int = 0, bos: int | None = None) -> dict:
     """A probe batch: ``input_ids`` ``[batch, 1 + 2 * length]`` (``bos``, or ``low`` when None,
     then ``length`` tokens drawn uniformly from ``[low, vocab_size)`` with ``seed``, twice) and
     ``attention_mask`` of ones; the functions below read ``length`` from the width."""
     if length < 2 or not 0 <= low < vocab_size:
-        raise ValueError(f"need length >= 2 and 0 <= low < vocab_size, got length={length}, low={low}, "
-                         f"vocab_size={vocab_size}")
+        raise ValueError(
+            f"need length >= 2 and 0 <= low < vocab_size, got length={length}, low={low}, vocab_size={vocab_size}"
+        )
     draw = torch.randint(low, vocab_size, (batch, length), generator=torch.Generator().manual_seed(seed))
     first = torch.full((batch, 1), low if bos is None else bos, dtype=torch.long)
     ids = torch.cat([first, draw, draw], 1)
@@ -54,10 +56,10 @@ def copying_stats(model: nn.Module, batch: dict) -> torch.Tensor:
     copy's tokens 2..L (each predictable from the first copy), their number L - 1, and how many of
     them the model's top prediction gets right. The first two columns are ``copying_nll``."""
     length = copy_length(batch)
-    logits = model(**_model_inputs(batch)).logits             # [B, 1 + 2L, vocab]
+    logits = model(**_model_inputs(batch)).logits  # [B, 1 + 2L, vocab]
     # position p predicts p + 1; the second copy's tokens 2..L sit at L + 2 .. 2L
-    predict = logits[:, length + 1:2 * length]                  # [B, L - 1, vocab]
-    gold = batch["input_ids"][:, length + 2:]                  # [B, L - 1]
+    predict = logits[:, length + 1 : 2 * length]  # [B, L - 1, vocab]
+    gold = batch["input_ids"][:, length + 2 :]  # [B, L - 1]
     nll = F.cross_entropy(predict.float().transpose(1, 2), gold, reduction="none").sum(1)
     correct = (predict.argmax(-1) == gold).sum(1).to(nll.dtype)
     return torch.stack([nll, torch.full_like(nll, length - 1), correct], 1)
@@ -98,11 +100,11 @@ def induction_scores(model: nn.Module, batch: dict) -> torch.Tensor:
     out = torch.full((len(sites), sites[0].total_heads), float("nan"))
     with eager_attention(model), torch.no_grad():
         attentions = model(**_model_inputs(batch), output_attentions=True).attentions
-    queries = torch.arange(length + 1, 2 * length)             # second copy's tokens 1..L-1 (each predicts the next)
-    targets = queries - length + 1                             # the token after the earlier occurrence
+    queries = torch.arange(length + 1, 2 * length)  # second copy's tokens 1..L-1 (each predicts the next)
+    targets = queries - length + 1  # the token after the earlier occurrence
     for site, probs in zip(sites, attentions, strict=True):
         if probs is None or not site.heads:
             continue
-        taken = probs[:, :, queries, targets].float().mean((0, 2))   # [kept heads]
+        taken = probs[:, :, queries, targets].float().mean((0, 2))  # [kept heads]
         out[site.layer, site.heads] = taken
     return out

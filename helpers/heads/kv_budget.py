@@ -15,6 +15,7 @@ and recent positions (kv_selective); ``quanto`` and ``fp8`` quantize (kv_quantiz
 Bytes are what the cache object stores *between* positions, at its largest while it reads the
 sequence (a quantized cache's residual grows and empties; the others only grow).
 """
+
 from __future__ import annotations
 
 import copy
@@ -28,22 +29,30 @@ from transformers import DynamicCache
 
 from .kv_cache import layer_entries
 from .kv_quantized import FP8_BITS, cached_chunks, prefilled, prompt_states, quantized_cache, stored_bytes
-from .kv_selective import HeavyHitters, KeepAll, SelectiveCache, SinkWindow, masked_heads, selective_attention, window_visibility
+from .kv_selective import (
+    HeavyHitters,
+    KeepAll,
+    SelectiveCache,
+    SinkWindow,
+    masked_heads,
+    selective_attention,
+    window_visibility,
+)
 
 KINDS = ("plain", "window", "evict", "quanto", "fp8")
-SCORE_BYTES = 4   # a heavy hitter's accumulated attention (float32)
+SCORE_BYTES = 4  # a heavy hitter's accumulated attention (float32)
 
 
 @dataclass(frozen=True)
 class CacheSpec:
     kind: str = "plain"
     bits: int = 16
-    residual: int = 32                     # quanto: full-precision positions before re-quantizing
+    residual: int = 32  # quanto: full-precision positions before re-quantizing
     sinks: int = 4
     window: int = 28
     full: tuple[tuple[bool, ...], ...] = ()  # window: per layer, per KV head, keeps full context
-    budget: int = 0                        # evict: positions kept per KV head
-    recent: int = 0                        # evict: of which the most recent
+    budget: int = 0  # evict: positions kept per KV head
+    recent: int = 0  # evict: of which the most recent
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -77,8 +86,15 @@ def entries_after(model: nn.Module, removed: Sequence[tuple[str, int, int]] = ()
     return out
 
 
-def bytes_after(model: nn.Module, spec: CacheSpec, positions: int, prompt: int, batch: int,
-                element: int = 2, entries: Sequence[tuple[int, int]] | None = None) -> int:
+def bytes_after(
+    model: nn.Module,
+    spec: CacheSpec,
+    positions: int,
+    prompt: int,
+    batch: int,
+    element: int = 2,
+    entries: Sequence[tuple[int, int]] | None = None,
+) -> int:
     """Bytes ``spec``'s cache holds after reading ``positions`` positions (the first ``prompt`` in
     one pass, then one at a time) of ``batch`` sequences, keys and values in ``element`` bytes;
     ``entries`` (``entries_after``) stands for the model's own layers when given."""
@@ -95,11 +111,13 @@ def bytes_after(model: nn.Module, spec: CacheSpec, positions: int, prompt: int, 
             kept = min(positions, spec.budget)
             total += heads * batch * kept * (2 * dim * element + SCORE_BYTES)
         elif spec.kind == "fp8":
-            total += 2 * heads * dim * positions * batch + 2 * 4   # one float32 scale for keys, one for values
+            total += 2 * heads * dim * positions * batch + 2 * 4  # one float32 scale for keys, one for values
         else:
             quantized, residual = quanto_split(positions, prompt, spec.residual)
-            total += 2 * (_quanto_bytes(batch * heads * quantized, spec.bits, dim, element)
-                          + batch * heads * residual * dim * element)
+            total += 2 * (
+                _quanto_bytes(batch * heads * quantized, spec.bits, dim, element)
+                + batch * heads * residual * dim * element
+            )
     return total
 
 
@@ -112,8 +130,15 @@ def quanto_split(positions: int, prompt: int, residual: int) -> tuple[int, int]:
     return prompt + flushed, extra - flushed
 
 
-def predicted_peak_bytes(model: nn.Module, spec: CacheSpec, prompt: int, total: int, batch: int,
-                         element: int = 2, entries: Sequence[tuple[int, int]] | None = None) -> int:
+def predicted_peak_bytes(
+    model: nn.Module,
+    spec: CacheSpec,
+    prompt: int,
+    total: int,
+    batch: int,
+    element: int = 2,
+    entries: Sequence[tuple[int, int]] | None = None,
+) -> int:
     """The most ``spec``'s cache holds while reading ``total`` positions after a ``prompt``."""
     entries = layer_entries(model) if entries is None else entries
     return max(bytes_after(model, spec, p, prompt, batch, element, entries) for p in range(prompt, total + 1))
@@ -123,8 +148,10 @@ def predicted_peak_bytes(model: nn.Module, spec: CacheSpec, prompt: int, total: 
 def _policies(model: nn.Module, spec: CacheSpec):
     heads = [h for h, _ in layer_entries(model)]
     if spec.kind == "window":
-        return [[KeepAll() if f else SinkWindow(spec.sinks, spec.window) for f in spec.full[layer]]
-                for layer in range(len(heads))]
+        return [
+            [KeepAll() if f else SinkWindow(spec.sinks, spec.window) for f in spec.full[layer]]
+            for layer in range(len(heads))
+        ]
     return [[HeavyHitters(spec.budget, spec.recent)] * h for h in heads]
 
 
@@ -155,7 +182,7 @@ def real_run(model: nn.Module, input_ids: torch.Tensor, prompt: int, spec: Cache
         model.base_model(input_ids=input_ids[:, :prompt], past_key_values=cache, use_cache=True)
         peak = stored_bytes(cache)
         for t in range(prompt, input_ids.shape[1]):
-            out.append(model.base_model(input_ids=input_ids[:, t:t + 1], past_key_values=cache, use_cache=True)[0])
+            out.append(model.base_model(input_ids=input_ids[:, t : t + 1], past_key_values=cache, use_cache=True)[0])
             peak = max(peak, stored_bytes(cache))
     return torch.cat(out, 1), peak
 
@@ -187,8 +214,10 @@ def fast_run(model: nn.Module, input_ids: torch.Tensor, prompt_cache: DynamicCac
         return model.base_model(input_ids=rest, past_key_values=_copy(prompt_cache), use_cache=True)[0]
     if spec.kind == "window":
         group = model.config.num_attention_heads // model.config.num_key_value_heads
-        visible = {layer: window_visibility(full, group, spec.sinks, spec.window, prompt, rest.shape[1])
-                   for layer, full in enumerate(spec.full)}
+        visible = {
+            layer: window_visibility(full, group, spec.sinks, spec.window, prompt, rest.shape[1])
+            for layer, full in enumerate(spec.full)
+        }
         with masked_heads(model, visible):
             return model.base_model(input_ids=rest, past_key_values=_copy(prompt_cache), use_cache=True)[0]
     if spec.kind == "evict":

@@ -13,6 +13,7 @@ entry of width 1 (``pruning.PHANTOM_WIDTH``), which keeps positions right. A sli
 
 ``published_kv_table`` does the same arithmetic on published configurations (no weights).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -112,7 +113,7 @@ class PublishedModel:
         ``element_bytes`` per number); inf when the sliding layers alone never get there."""
         weights = self.parameters * 1e9 * element_bytes
         per_layer = 2 * (self.kv_heads if kv_heads is None else kv_heads) * self.head_dim * element_bytes
-        every_layer = weights / (self.layers * per_layer)   # before any window fills
+        every_layer = weights / (self.layers * per_layer)  # before any window fills
         if not self.sliding or self.window is None or every_layer <= self.window:
             return every_layer
         full = self.layers - self.sliding
@@ -130,11 +131,20 @@ def published_kv_table(models: Sequence[PublishedModel], element_bytes: int = 2,
     rows = []
     for m in models:
         kept = m.kv_heads - round(m.kv_heads * removed_share)
-        rows.append({"model": m.name, "layers": m.layers, "KV heads": m.kv_heads, "head dim": m.head_dim,
-                     "parameters (B)": m.parameters, "KiB per token": m.bytes_per_token(element_bytes) / 1024,
-                     "cache = weights at (tokens)": m.crossover(element_bytes),
-                     "KV heads kept": kept, "KiB per token, pruned": m.bytes_per_token(element_bytes, kept) / 1024,
-                     "cache = weights at, pruned": m.crossover(element_bytes, kept)})
+        rows.append(
+            {
+                "model": m.name,
+                "layers": m.layers,
+                "KV heads": m.kv_heads,
+                "head dim": m.head_dim,
+                "parameters (B)": m.parameters,
+                "KiB per token": m.bytes_per_token(element_bytes) / 1024,
+                "cache = weights at (tokens)": m.crossover(element_bytes),
+                "KV heads kept": kept,
+                "KiB per token, pruned": m.bytes_per_token(element_bytes, kept) / 1024,
+                "cache = weights at, pruned": m.crossover(element_bytes, kept),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -145,14 +155,22 @@ def generate_cached(model: nn.Module, input_ids: torch.Tensor, new_tokens: int):
     then holds ``T + new_tokens - 1`` positions (the last token is never fed back)."""
     pad = getattr(model.generation_config, "pad_token_id", None)
     with torch.no_grad():
-        out = model.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
-                             max_new_tokens=new_tokens, min_new_tokens=new_tokens, use_cache=True,
-                             return_dict_in_generate=True, pad_token_id=0 if pad is None else pad)
+        out = model.generate(
+            input_ids=input_ids,
+            attention_mask=torch.ones_like(input_ids),
+            do_sample=False,
+            max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens,
+            use_cache=True,
+            return_dict_in_generate=True,
+            pad_token_id=0 if pad is None else pad,
+        )
     return out.sequences, out.past_key_values
 
 
-def generation_seconds(model: nn.Module, input_ids: torch.Tensor, new_tokens: int, repeats: int = 3,
-                       warmup: int = 1) -> list[float]:
+def generation_seconds(
+    model: nn.Module, input_ids: torch.Tensor, new_tokens: int, repeats: int = 3, warmup: int = 1
+) -> list[float]:
     """Wall-clock seconds of ``generate_cached`` per repeat, after ``warmup`` untimed calls."""
     import time
 

@@ -19,6 +19,7 @@ quantized history), which tests/test_kv_policies.py checks token for token.
 ``stored_bytes(cache)`` counts what a cache object holds: keys and values, codes, scales, zero
 points, residuals, and the heavy hitters' scores (kv_selective), whatever the cache type.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -46,12 +47,19 @@ def quantized_cache(model: nn.Module, bits: int, residual_length: int = 32, q_gr
         cache = QuantizedCache("fp8", config)
     elif bits in QUANTO_BITS:
         _require_quanto()
-        cache = QuantizedCache("quanto", config, nbits=bits, q_group_size=q_group_size or head_dim,
-                               residual_length=residual_length, axis_key=0, axis_value=0)
+        cache = QuantizedCache(
+            "quanto",
+            config,
+            nbits=bits,
+            q_group_size=q_group_size or head_dim,
+            residual_length=residual_length,
+            axis_key=0,
+            axis_value=0,
+        )
     else:
         raise ValueError(f"a quantized KV cache here has 2 or 4 bits (quanto) or 8 (fp8); got {bits}")
     for i, (heads, width) in enumerate(layer_entries(model)):
-        if width != head_dim:   # a phantom layer (no head left)
+        if width != head_dim:  # a phantom layer (no head left)
             cache.layers[i] = DynamicLayer()
     return cache
 
@@ -60,8 +68,10 @@ def _require_quanto() -> None:
     import importlib.util
 
     if importlib.util.find_spec("optimum.quanto") is None:
-        raise ImportError(f"the 2- and 4-bit KV caches use the quanto backend: `pip install {BACKEND_PIN}` "
-                          "(`make setup` installs it)")
+        raise ImportError(
+            f"the 2- and 4-bit KV caches use the quanto backend: `pip install {BACKEND_PIN}` "
+            "(`make setup` installs it)"
+        )
 
 
 def build_backend() -> str:
@@ -75,10 +85,12 @@ def build_backend() -> str:
     extension = get_extension("quanto_cpp")
     try:
         extension.lib
-    except Exception as error:   # torch's loader raises several types; the fix is the same
-        raise RuntimeError("could not compile quanto's CPU extension, which chapter 14's 2- and 4-bit "
-                           "caches need: install a C++ compiler (Debian: `apt-get install g++`) and run "
-                           f"`make setup` again ({type(error).__name__}: {error})") from error
+    except Exception as error:  # torch's loader raises several types; the fix is the same
+        raise RuntimeError(
+            "could not compile quanto's CPU extension, which chapter 14's 2- and 4-bit "
+            "caches need: install a C++ compiler (Debian: `apt-get install g++`) and run "
+            f"`make setup` again ({type(error).__name__}: {error})"
+        ) from error
     return extension.build_directory
 
 
@@ -103,7 +115,7 @@ def cached_chunks(model: nn.Module, input_ids: torch.Tensor, cache: Cache, chunk
     out = []
     with torch.no_grad():
         for start in range(0, input_ids.shape[1], chunk):
-            ids = input_ids[:, start:start + chunk]
+            ids = input_ids[:, start : start + chunk]
             out.append(model.base_model(input_ids=ids, past_key_values=cache, use_cache=True)[0])
     return torch.cat(out, 1)
 

@@ -22,6 +22,7 @@ The teacher-forced twin of windowed heads is ``window_visibility`` with ``masked
 one pass over a continuation, each query head seeing exactly what the windowed cache would give
 it (tests/test_kv_policies.py holds the two equal).
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -39,7 +40,7 @@ SELECTIVE = "sixteen_heads_selective"
 MASKED = "sixteen_heads_masked"
 _LAYER_ATTR = "_sixteen_heads_kv_layer"
 _VISIBLE_ATTR = "_sixteen_heads_visible"
-SCORE_DTYPE = torch.float32   # heavy hitters' accumulated attention, one number per kept entry
+SCORE_DTYPE = torch.float32  # heavy hitters' accumulated attention, one number per kept entry
 
 
 # ---- what each KV head keeps ------------------------------------------------------------------
@@ -73,8 +74,10 @@ class HeavyHitters:
 
     def __post_init__(self):
         if not 0 <= self.recent <= self.budget or self.budget < 1:
-            raise ValueError(f"heavy hitters need 0 <= recent <= budget and budget >= 1; got budget={self.budget}, "
-                             f"recent={self.recent}")
+            raise ValueError(
+                f"heavy hitters need 0 <= recent <= budget and budget >= 1; got budget={self.budget}, "
+                f"recent={self.recent}"
+            )
 
     def kept(self, entries: int) -> int:
         return min(entries, self.budget)
@@ -121,7 +124,7 @@ class HeadGroup:
             return
         recent, older = self.policy.recent, n - self.policy.recent
         heavy = torch.topk(self.scores[..., :older], keep - recent, dim=-1).indices.sort(-1).values
-        index = torch.cat([heavy, torch.arange(older, n).expand(*heavy.shape[:2], recent)], -1)   # [batch, heads, keep]
+        index = torch.cat([heavy, torch.arange(older, n).expand(*heavy.shape[:2], recent)], -1)  # [batch, heads, keep]
         self.keys, self.values = _rows(self.keys, index), _rows(self.values, index)
         self.scores = self.scores.gather(2, index)
 
@@ -150,18 +153,20 @@ class SelectiveLayer(DynamicLayer):
             by_policy.setdefault(policy, []).append(head)
         self.groups = [HeadGroup(heads, policy) for policy, heads in by_policy.items()]
         self.heads = len(policies)
-        self.seen = 0   # positions read so far (the next position's index)
+        self.seen = 0  # positions read so far (the next position's index)
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         if key_states.shape[1] != self.heads:
-            raise ValueError(f"this layer's policies cover {self.heads} KV heads, the model gave {key_states.shape[1]}: "
-                             "give one policy per KV head the (pruned) layer keeps")
+            raise ValueError(
+                f"this layer's policies cover {self.heads} KV heads, the model gave {key_states.shape[1]}: "
+                "give one policy per KV head the (pruned) layer keeps"
+            )
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
         for group in self.groups:
             group.append(key_states, value_states)
         self.seen += key_states.shape[2]
-        return key_states, value_states   # not read: the attention function reads the groups
+        return key_states, value_states  # not read: the attention function reads the groups
 
     def get_seq_length(self) -> int:
         return self.seen
@@ -181,8 +186,9 @@ class SelectiveCache(Cache):
 
 
 # ---- attention over what each head keeps ------------------------------------------------------
-def _attend(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scaling: float,
-            visible: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+def _attend(
+    query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scaling: float, visible: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Softmax attention of ``query`` ``[b, h_kv * g, q, d]`` over ``keys``/``values`` ``[b, h_kv, n, d]``
     (query heads ``i * g .. i * g + g - 1`` read KV head ``i``, without copying the keys ``g``
     times); ``visible`` ``[q, n]`` or ``[h_kv * g, q, n]`` (True: may attend) or None for all.
@@ -191,18 +197,20 @@ def _attend(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scali
     b, heads, q, d = query.shape
     kv, n = keys.shape[1], keys.shape[2]
     g = heads // kv
-    grouped = query.reshape(b, kv, g * q, d)                                    # a KV head's query heads, stacked
-    scores = torch.matmul(grouped, keys.transpose(-1, -2)).float() * scaling    # [b, kv, g * q, n]
+    grouped = query.reshape(b, kv, g * q, d)  # a KV head's query heads, stacked
+    scores = torch.matmul(grouped, keys.transpose(-1, -2)).float() * scaling  # [b, kv, g * q, n]
     if visible is not None:
-        scores = scores.masked_fill(~visible.reshape(-1, g * q, n) if visible.dim() == 3 else ~visible.repeat(g, 1),
-                                    float("-inf"))
+        scores = scores.masked_fill(
+            ~visible.reshape(-1, g * q, n) if visible.dim() == 3 else ~visible.repeat(g, 1), float("-inf")
+        )
     probs = torch.softmax(scores, -1)
-    out = torch.matmul(probs.to(values.dtype), values)                         # [b, kv, g * q, d]
+    out = torch.matmul(probs.to(values.dtype), values)  # [b, kv, g * q, d]
     return out.reshape(b, heads, q, d), probs.reshape(b, heads, q, n)
 
 
-def _selective_attention(module: nn.Module, query, key, value, attention_mask, scaling: float, dropout: float = 0.0,
-                         **kwargs):
+def _selective_attention(
+    module: nn.Module, query, key, value, attention_mask, scaling: float, dropout: float = 0.0, **kwargs
+):
     """query ``[batch, n_query, q_len, head_dim]``. Reading a prompt (the layer's first call) is
     causal over it; afterwards each new position sees every entry its head kept and itself."""
     layer: SelectiveLayer = getattr(module, _LAYER_ATTR)
@@ -224,8 +232,9 @@ def _selective_attention(module: nn.Module, query, key, value, attention_mask, s
     return out.transpose(1, 2).contiguous(), None
 
 
-def _masked_attention(module: nn.Module, query, key, value, attention_mask, scaling: float, dropout: float = 0.0,
-                      **kwargs):
+def _masked_attention(
+    module: nn.Module, query, key, value, attention_mask, scaling: float, dropout: float = 0.0, **kwargs
+):
     """Attention with a per-query-head visibility ``[n_query, q_len, kv_len]`` set on the module
     (``masked_heads``); the model's own mask is ignored (unpadded sequences only)."""
     visible = getattr(module, _VISIBLE_ATTR)
@@ -245,13 +254,17 @@ def _register() -> None:
 def _self_sites(model: nn.Module):
     sites = [s for s in attention_sites(model) if s.kind == "self"]
     if not sites or sites[0].family != "llama":
-        raise UnsupportedModelError("selective KV caches and per-head masks are written for the Llama family "
-                                    "(Llama, Mistral, Qwen2/3): a decoder-only model whose attention takes key/value "
-                                    f"states from its cache; got {type(model).__name__}")
+        raise UnsupportedModelError(
+            "selective KV caches and per-head masks are written for the Llama family "
+            "(Llama, Mistral, Qwen2/3): a decoder-only model whose attention takes key/value "
+            f"states from its cache; got {type(model).__name__}"
+        )
     for site in sites:
         if isinstance(site.module.config, _RoutedConfig):
-            raise UnsupportedModelError(f"layer {site.layer} spreads its query heads unevenly over its KV heads "
-                                        "(pruned): selective caches need every kept KV head to keep its group whole")
+            raise UnsupportedModelError(
+                f"layer {site.layer} spreads its query heads unevenly over its KV heads "
+                "(pruned): selective caches need every kept KV head to keep its group whole"
+            )
     return sites
 
 
@@ -285,8 +298,9 @@ def masked_heads(model: nn.Module, visible: Mapping[int, torch.Tensor]):
     return _routed(model, MASKED, visible, _VISIBLE_ATTR)
 
 
-def window_visibility(full: Sequence[bool], group_size: int, sinks: int, window: int, start: int,
-                      queries: int) -> torch.Tensor:
+def window_visibility(
+    full: Sequence[bool], group_size: int, sinks: int, window: int, start: int, queries: int
+) -> torch.Tensor:
     """``[n_kv * group_size, queries, start + queries]``: which positions query heads see when
     KV head ``i`` keeps full context (``full[i]``) or sinks + window, for queries at positions
     ``start .. start + queries - 1`` over keys ``0 .. start + queries - 1`` (causal), as

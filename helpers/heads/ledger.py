@@ -14,6 +14,7 @@ whole). With no listener an entry costs two clock readings. ``$SIXTEEN_HEADS_LED
 JSON-lines file that every entry of the process is appended to (the book's runner sets it for
 each chapter, ``helpers/book/running/sweep_costs.py``).
 """
+
 from __future__ import annotations
 
 import json
@@ -26,9 +27,8 @@ from typing import Callable, Iterator
 
 from torch import nn
 
-CATEGORIES = ("decoding", "teacher-forced scoring", "classifier scoring", "importance", "gate training",
-              "timing runs")
-CONTAINER = "container"   # an entry that only groups others (a pruning curve's steps): its own time is overhead
+CATEGORIES = ("decoding", "teacher-forced scoring", "classifier scoring", "importance", "gate training", "timing runs")
+CONTAINER = "container"  # an entry that only groups others (a pruning curve's steps): its own time is overhead
 ENV = "SIXTEEN_HEADS_LEDGER"
 
 _names: "weakref.WeakKeyDictionary[nn.Module, str]" = weakref.WeakKeyDictionary()
@@ -75,8 +75,9 @@ def model_name(model: nn.Module | str | None) -> str:
 
 
 @contextmanager
-def entry(category: str, what: str, model: nn.Module | str | None = None, examples: int = 0,
-          configs: int = 1) -> Iterator[Entry]:
+def entry(
+    category: str, what: str, model: nn.Module | str | None = None, examples: int = 0, configs: int = 1
+) -> Iterator[Entry]:
     """Time the block inside as one ``Entry`` (see the module docstring); ``category`` is one of
     ``CATEGORIES`` or ``CONTAINER``."""
     if category not in (*CATEGORIES, CONTAINER):
@@ -106,5 +107,5 @@ def _publish(e: Entry) -> None:
         callback(e)
     path = os.environ.get(ENV)
     if path:
-        with open(path, "a") as f:   # one line per write: an interrupted run leaves whole lines
+        with open(path, "a") as f:  # one line per write: an interrupted run leaves whole lines
             f.write(json.dumps(e.record()) + "\n")

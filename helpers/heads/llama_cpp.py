@@ -30,6 +30,7 @@ pads nothing.
         speed = run.timed(prompt_ids, 64)        # prompt and generation tokens per second
         run.kv_mib, run.cells, run.flash_attention   # the cache as llama.cpp allocated it
 """
+
 from __future__ import annotations
 
 import os
@@ -43,12 +44,14 @@ from typing import Sequence
 
 import numpy as np
 
-KV_LINE = re.compile(r"llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers.*"
-                     r"K \((\w+)\):\s*([\d.]+) MiB, V \((\w+)\):\s*([\d.]+) MiB")
-LOADED_LINE = "init: model loaded"   # logged after the cache and the attention kernels are chosen
+KV_LINE = re.compile(
+    r"llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers.*"
+    r"K \((\w+)\):\s*([\d.]+) MiB, V \((\w+)\):\s*([\d.]+) MiB"
+)
+LOADED_LINE = "init: model loaded"  # logged after the cache and the attention kernels are chosen
 FLASH_ON = "Flash Attention enabled"
-FORCE = 1.0e4   # a logit bias no competing logit overcomes
-LOG_VERBOSITY = 4   # llama.cpp's model and cache lines are logged from this level
+FORCE = 1.0e4  # a logit bias no competing logit overcomes
+LOG_VERBOSITY = 4  # llama.cpp's model and cache lines are logged from this level
 
 
 class LlamaCppError(RuntimeError):
@@ -69,8 +72,10 @@ def require_xllamacpp():
     try:
         import xllamacpp
     except ImportError as err:  # pragma: no cover - installed by `make setup`
-        raise ImportError("running GGUF files needs the PyPI package xllamacpp (pinned in pyproject.toml): run "
-                          "`make setup`, or `pip install xllamacpp gguf`") from err
+        raise ImportError(
+            "running GGUF files needs the PyPI package xllamacpp (pinned in pyproject.toml): run "
+            "`make setup`, or `pip install xllamacpp gguf`"
+        ) from err
     return xllamacpp
 
 
@@ -89,14 +94,21 @@ class LlamaCpp:
         x = require_xllamacpp()
         params = x.CommonParams()
         params.model.path = str(self.path)
-        params.n_ctx, params.n_parallel, params.warmup, params.verbosity = self.settings.context, 1, False, LOG_VERBOSITY
+        params.n_ctx, params.n_parallel, params.warmup, params.verbosity = (
+            self.settings.context,
+            1,
+            False,
+            LOG_VERBOSITY,
+        )
         params.cpuparams.n_threads = params.cpuparams_batch.n_threads = self.settings.threads
         cache = x.ggml_type.GGML_TYPE_F32 if self.settings.exact else x.ggml_type.GGML_TYPE_F16
         params.cache_type_k = params.cache_type_v = cache
         flash = x.llama_flash_attn_type
-        params.flash_attn_type = flash.LLAMA_FLASH_ATTN_TYPE_DISABLED if self.settings.exact else flash.LLAMA_FLASH_ATTN_TYPE_AUTO
+        params.flash_attn_type = (
+            flash.LLAMA_FLASH_ATTN_TYPE_DISABLED if self.settings.exact else flash.LLAMA_FLASH_ATTN_TYPE_AUTO
+        )
         self._log_file = tempfile.NamedTemporaryFile(prefix="llama_cpp_", suffix=".log", delete=False)
-        sys.stderr.flush()   # what Python has buffered goes where it was meant to, not into the log
+        sys.stderr.flush()  # what Python has buffered goes where it was meant to, not into the log
         self._saved_stderr = os.dup(2)
         os.dup2(self._log_file.fileno(), 2)
         try:
@@ -106,14 +118,16 @@ class LlamaCpp:
             self._read_kv_line()
         except BaseException as err:
             self.__exit__(None, None, None)
-            if isinstance(err, RuntimeError) and not isinstance(err, LlamaCppError):   # xllamacpp's "Failed to
-                errors = [line for line in self.log.splitlines() if " E " in line or "error" in line.lower()]   # init
-                raise LlamaCppError(f"llama.cpp could not load {self.path}: {err}\n" + "\n".join(errors[-10:])) from err
+            if isinstance(err, RuntimeError) and not isinstance(err, LlamaCppError):  # xllamacpp's "Failed to
+                errors = [line for line in self.log.splitlines() if " E " in line or "error" in line.lower()]  # init
+                raise LlamaCppError(
+                    f"llama.cpp could not load {self.path}: {err}\n" + "\n".join(errors[-10:])
+                ) from err
             raise
         return self
 
     def __exit__(self, *exc) -> None:
-        self.server = None   # the server stops and frees the model here
+        self.server = None  # the server stops and frees the model here
         if getattr(self, "_saved_stderr", None) is not None:
             sys.stderr.flush()
             os.dup2(self._saved_stderr, 2)
@@ -149,8 +163,16 @@ class LlamaCpp:
 
     def greedy(self, prompt: Sequence[int], new_tokens: int) -> list[int]:
         """The ``new_tokens`` token ids greedy decoding adds to ``prompt`` (ids), end of text ignored."""
-        out = self._complete({"prompt": [int(t) for t in prompt], "n_predict": new_tokens, "temperature": 0.0,
-                              "n_probs": 1, "ignore_eos": True, "cache_prompt": False})
+        out = self._complete(
+            {
+                "prompt": [int(t) for t in prompt],
+                "n_predict": new_tokens,
+                "temperature": 0.0,
+                "n_probs": 1,
+                "ignore_eos": True,
+                "cache_prompt": False,
+            }
+        )
         return [c["id"] for c in out["choices"][0]["logprobs"]["content"]]
 
     def token_logprobs(self, ids: Sequence[int]) -> np.ndarray:
@@ -158,8 +180,16 @@ class LlamaCpp:
         ids = [int(t) for t in ids]
         out = []
         for t in range(1, len(ids)):
-            answer = self._complete({"prompt": ids[:t], "n_predict": 1, "temperature": 0.0, "n_probs": 1,
-                                     "logit_bias": [[ids[t], FORCE]], "cache_prompt": True})
+            answer = self._complete(
+                {
+                    "prompt": ids[:t],
+                    "n_predict": 1,
+                    "temperature": 0.0,
+                    "n_probs": 1,
+                    "logit_bias": [[ids[t], FORCE]],
+                    "cache_prompt": True,
+                }
+            )
             content = answer["choices"][0]["logprobs"]["content"][0]
             if content["id"] != ids[t]:
                 raise LlamaCppError(f"forcing token {ids[t]} at position {t} gave {content['id']}")
@@ -169,17 +199,27 @@ class LlamaCpp:
     def timed(self, prompt: Sequence[int], new_tokens: int) -> dict[str, float]:
         """One uncached run: prompt tokens per second (the prompt's one pass) and generated tokens
         per second (one token a pass), as llama.cpp times them."""
-        out = self._complete({"prompt": [int(t) for t in prompt], "n_predict": new_tokens, "temperature": 0.0,
-                              "ignore_eos": True, "cache_prompt": False})
+        out = self._complete(
+            {
+                "prompt": [int(t) for t in prompt],
+                "n_predict": new_tokens,
+                "temperature": 0.0,
+                "ignore_eos": True,
+                "cache_prompt": False,
+            }
+        )
         timings = out["timings"]
         if timings["predicted_n"] != new_tokens:
             raise LlamaCppError(f"llama.cpp generated {timings['predicted_n']} tokens, not {new_tokens}")
-        return {"prompt tokens per second": timings["prompt_per_second"],
-                "generated tokens per second": timings["predicted_per_second"]}
+        return {
+            "prompt tokens per second": timings["prompt_per_second"],
+            "generated tokens per second": timings["predicted_per_second"],
+        }
 
 
-def predicted_kv_bytes(kv_heads: Sequence[int], head_dim: int, cells: int, cache_type: str,
-                       flash_attention: bool) -> tuple[int, int]:
+def predicted_kv_bytes(
+    kv_heads: Sequence[int], head_dim: int, cells: int, cache_type: str, flash_attention: bool
+) -> tuple[int, int]:
     """``(key bytes, value bytes)`` of llama.cpp's KV cache: every layer's KV heads (``kv_heads``,
     as written to the file), ``head_dim`` numbers each, for ``cells`` positions, in ``cache_type``
     (``"f32"``: 4 bytes, ``"f16"``: 2). A layer with no KV head caches no key. Without flash
@@ -187,5 +227,7 @@ def predicted_kv_bytes(kv_heads: Sequence[int], head_dim: int, cells: int, cache
     padding), the layers with no head included."""
     size = {"f32": 4, "f16": 2}[cache_type]
     keys = sum(kv_heads) * head_dim * cells * size
-    values = keys if flash_attention or len(set(kv_heads)) <= 1 else len(kv_heads) * max(kv_heads) * head_dim * cells * size
+    values = (
+        keys if flash_attention or len(set(kv_heads)) <= 1 else len(kv_heads) * max(kv_heads) * head_dim * cells * size
+    )
     return keys, values

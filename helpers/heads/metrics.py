@@ -1,4 +1,5 @@
 """The paper's scores: accuracy (MNLI, SST-2), Matthews correlation (CoLA), F1 (MRPC), BLEU."""
+
 from __future__ import annotations
 
 import math

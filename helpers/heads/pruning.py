@@ -17,6 +17,7 @@ transformers 5.x has neither ``head_mask`` nor ``prune_heads``; fairseq's own
 the same way and records the kept heads (original numbering) on each block, so pruning can be
 repeated, saved (``save_pruned``) and restored (``load_pruned``).
 """
+
 from __future__ import annotations
 
 import json
@@ -70,7 +71,9 @@ def prune_heads(model: nn.Module, heads: HeadSpec) -> dict[str, dict[int, list[i
     return kept_heads(model)
 
 
-def prune_kv_groups(model: nn.Module, groups: Mapping[str, Mapping[int, Sequence[int]]]) -> dict[str, dict[int, list[int]]]:
+def prune_kv_groups(
+    model: nn.Module, groups: Mapping[str, Mapping[int, Sequence[int]]]
+) -> dict[str, dict[int, list[int]]]:
     """Remove whole KV groups, ``{kind: {layer: [group, ...]}}`` (original numbering): every
     query head of each group still present, and with them the group's key and value heads.
 
@@ -97,7 +100,7 @@ def pruned_heads(model: nn.Module) -> dict[str, dict[int, list[int]]]:
     return out
 
 
-LAYOUT_KEY = "pruned_head_layout"   # the key save_pruned adds to config.json
+LAYOUT_KEY = "pruned_head_layout"  # the key save_pruned adds to config.json
 
 
 def head_layout(model: nn.Module) -> dict[str, dict[str, list[int]]]:
@@ -122,8 +125,11 @@ def _remove(site: AttentionSite, remove: set[int]) -> None:
         _keep_outputs(site.query, torch.cat([q_rows, q_rows + width, q_rows + 2 * width]))
     else:
         kept_groups = {site.kv_group(h) for h in keep}
-        kv_rows = q_rows if site.group_size == 1 else _head_rows(
-            [i for i, g in enumerate(groups_before) if g in kept_groups], d, q_rows.device)
+        kv_rows = (
+            q_rows
+            if site.group_size == 1
+            else _head_rows([i for i, g in enumerate(groups_before) if g in kept_groups], d, q_rows.device)
+        )
         _keep_outputs(site.query, q_rows)
         _keep_outputs(site.key, kv_rows)
         _keep_outputs(site.value, kv_rows)
@@ -136,7 +142,9 @@ def _remove(site: AttentionSite, remove: set[int]) -> None:
 
 def _head_rows(positions: list[int], head_dim: int, device: torch.device) -> torch.Tensor:
     """Indices of the rows of the heads stored at ``positions`` in a ``[heads * head_dim]`` axis."""
-    return torch.tensor([p * head_dim + j for p in positions for j in range(head_dim)], dtype=torch.long, device=device)
+    return torch.tensor(
+        [p * head_dim + j for p in positions for j in range(head_dim)], dtype=torch.long, device=device
+    )
 
 
 def _keep_outputs(proj: nn.Module, idx: torch.Tensor) -> None:
@@ -193,8 +201,14 @@ def _count_fairseq(site, n, d):
     m._set_skip_embed_dim_check()
 
 
-_SET_HEAD_COUNT = {"bert": _count_bert, "distilbert": _count_distilbert, "bart": _count_bart,
-                   "gpt2": _count_gpt2, "llama": _count_llama, "fairseq": _count_fairseq}
+_SET_HEAD_COUNT = {
+    "bert": _count_bert,
+    "distilbert": _count_distilbert,
+    "bart": _count_bart,
+    "gpt2": _count_gpt2,
+    "llama": _count_llama,
+    "fairseq": _count_fairseq,
+}
 
 
 # ---- forwards of a block with no head left: only W_o's bias reaches the residual stream ----
@@ -248,8 +262,14 @@ def _empty_fairseq(self, query, key=None, value=None, *args, **kwargs):
     return self.out_proj(query.new_zeros(t, b, 0)), None
 
 
-_EMPTY_FORWARD = {"bert": _empty_bert, "distilbert": _empty_distilbert, "bart": _empty_bart,
-                  "gpt2": _empty_gpt2, "llama": _empty_llama, "fairseq": _empty_fairseq}
+_EMPTY_FORWARD = {
+    "bert": _empty_bert,
+    "distilbert": _empty_distilbert,
+    "bart": _empty_bart,
+    "gpt2": _empty_gpt2,
+    "llama": _empty_llama,
+    "fairseq": _empty_fairseq,
+}
 
 
 # ---- saving and loading a pruned model --------------------------------------------------------
@@ -304,8 +324,10 @@ def load_pruned(directory: str | os.PathLike, model: nn.Module | None = None) ->
         raise ValueError(f"{directory} holds a {family} model but a {family_of(model)} model was given")
     prune_heads(model, {k: {int(layer): hs for layer, hs in v.items()} for k, v in record["pruned"].items()})
     if "layout" in record and head_layout(model) != record["layout"]:
-        raise ValueError(f"{directory}: the model rebuilt from {PRUNED_HEADS_FILE} holds {head_layout(model)} heads, "
-                         f"the saved layout says {record['layout']}: the folder was edited or written by another version")
+        raise ValueError(
+            f"{directory}: the model rebuilt from {PRUNED_HEADS_FILE} holds {head_layout(model)} heads, "
+            f"the saved layout says {record['layout']}: the folder was edited or written by another version"
+        )
     if family == "fairseq":
         state = torch.load(directory / "model.pt", map_location="cpu", weights_only=False)["model"]
     else:
@@ -328,7 +350,8 @@ def _load_state(model: nn.Module, state: Mapping[str, torch.Tensor]) -> None:
     # transformers also lists keys it recomputes itself (e.g. Marian's sinusoidal positions).
     recomputed = [re.compile(p) for p in (getattr(model, "_keys_to_ignore_on_load_missing", None) or [])]
     untied = [
-        k for k in missing
+        k
+        for k in missing
         if not (k in params and id(params[k]) in loaded_ids) and not any(p.search(k) for p in recomputed)
     ]
     if untied:

@@ -18,6 +18,7 @@ The library's scorers (``zoo.scorers``, ``zoo.causal_lm.PerplexityScorer``) scor
 CPU with its heads physically removed (``ablation.pruned_passes``), which costs less arithmetic
 and gives the gated score up to float rounding.
 """
+
 from __future__ import annotations
 
 import random
@@ -49,12 +50,16 @@ def order_by_importance(scores: dict[str, torch.Tensor], pool: Sequence[Head]) -
 def order_by_ablation(effects: pd.DataFrame, pool: Sequence[Head]) -> list[Head]:
     """``pool`` sorted by decreasing score change when the head is masked alone (§3.2's one-head
     ``effects``: columns kind, layer, head, delta): the head whose removal hurts least goes first."""
-    delta = {(k, int(layer), int(h)): float(d)
-             for k, layer, h, d in zip(effects["kind"], effects["layer"], effects["head"], effects["delta"])}
+    delta = {
+        (k, int(layer), int(h)): float(d)
+        for k, layer, h, d in zip(effects["kind"], effects["layer"], effects["head"], effects["delta"])
+    }
     missing = [h for h in pool if h not in delta]
     if missing:
-        raise ValueError(f"the one-head effects have no delta for {len(missing)} heads of the pool, e.g. {missing[0]}; "
-                         "run the one-head ablation on every head first")
+        raise ValueError(
+            f"the one-head effects have no delta for {len(missing)} heads of the pool, e.g. {missing[0]}; "
+            "run the one-head ablation on every head first"
+        )
     return sorted(pool, key=lambda h: -delta[h])
 
 
@@ -79,8 +84,14 @@ def spec_of(heads: Sequence[Head]) -> dict[str, dict[int, list[int]]]:
     return spec
 
 
-def pruning_curve(model: nn.Module, order: Sequence[Head], evaluate: Evaluate, step: float = 0.1,
-                  progress: bool = True, desc: str = "pruning curve") -> pd.DataFrame:
+def pruning_curve(
+    model: nn.Module,
+    order: Sequence[Head],
+    evaluate: Evaluate,
+    step: float = 0.1,
+    progress: bool = True,
+    desc: str = "pruning curve",
+) -> pd.DataFrame:
     """Score with the first ``count`` heads of ``order`` masked, for every step.
 
     When ``evaluate`` has an attribute ``many`` (``many(model, specs) -> [score, ...]``, one score
@@ -92,8 +103,14 @@ def pruning_curve(model: nn.Module, order: Sequence[Head], evaluate: Evaluate, s
     return curve.drop(columns="order")
 
 
-def pruning_curves(model: nn.Module, orders: Mapping[str, Sequence[Head]], evaluate: Evaluate, step: float = 0.1,
-                   progress: bool = True, desc: str = "pruning curves") -> pd.DataFrame:
+def pruning_curves(
+    model: nn.Module,
+    orders: Mapping[str, Sequence[Head]],
+    evaluate: Evaluate,
+    step: float = 0.1,
+    progress: bool = True,
+    desc: str = "pruning curves",
+) -> pd.DataFrame:
     """``pruning_curve`` for each order of ``orders`` (label -> order), one after the other, with
     the label in an ``order`` column (after ``pruned``, ``share`` and ``score``). A set of heads that
     several curves mask is scored once: every curve's first step (none), and the last step (all)
@@ -101,13 +118,19 @@ def pruning_curves(model: nn.Module, orders: Mapping[str, Sequence[Head]], evalu
     steps = {label: counts(len(order), step) for label, order in orders.items()}
     specs = [spec_of(order[:count]) for label, order in orders.items() for count in steps[label]]
     scores = iter(score_specs(model, specs, evaluate, progress=progress, desc=desc))
-    return pd.DataFrame([{"pruned": count, "share": count / len(order), "score": next(scores), "order": label}
-                         for label, order in orders.items() for count in steps[label]],
-                        columns=["pruned", "share", "score", "order"])
+    return pd.DataFrame(
+        [
+            {"pruned": count, "share": count / len(order), "score": next(scores), "order": label}
+            for label, order in orders.items()
+            for count in steps[label]
+        ],
+        columns=["pruned", "share", "score", "order"],
+    )
 
 
-def score_specs(model: nn.Module, specs: Sequence[HeadSpec], evaluate: Evaluate, progress: bool = True,
-                desc: str = "pruning curve") -> list[float]:
+def score_specs(
+    model: nn.Module, specs: Sequence[HeadSpec], evaluate: Evaluate, progress: bool = True, desc: str = "pruning curve"
+) -> list[float]:
     """``evaluate(model)`` with the heads of each spec masked (``{kind: {layer: [heads]}}``, as
     ``spec_of`` gives), in order; specs that mask the same heads are scored once. With
     ``evaluate.many`` (see ``pruning_curve``) every distinct spec is scored in one call."""
@@ -132,12 +155,19 @@ def score_specs(model: nn.Module, specs: Sequence[HeadSpec], evaluate: Evaluate,
 
 def heads_in(spec: HeadSpec) -> frozenset:
     """The set of ``(kind, layer, head)`` a head spec masks: equal for specs that mask the same heads."""
-    return frozenset((kind, int(layer), int(h)) for kind, layers in spec.items() for layer, heads in layers.items()
-                     for h in heads)
+    return frozenset(
+        (kind, int(layer), int(h)) for kind, layers in spec.items() for layer, heads in layers.items() for h in heads
+    )
 
 
-def reestimated_curve(model: nn.Module, pool: Sequence[Head], importance: Callable[[nn.Module, HeadGates], dict],
-                      evaluate: Evaluate, step: float = 0.1, progress: bool = True) -> tuple[pd.DataFrame, list[Head]]:
+def reestimated_curve(
+    model: nn.Module,
+    pool: Sequence[Head],
+    importance: Callable[[nn.Module, HeadGates], dict],
+    evaluate: Evaluate,
+    step: float = 0.1,
+    progress: bool = True,
+) -> tuple[pd.DataFrame, list[Head]]:
     """Like ``pruning_curve`` with ``order_by_importance``, but before each step I_h is computed
     again (``importance(model, gates)``, e.g. ``head_importance(..., gates=gates)``) with the
     heads pruned so far masked, and the next heads are the least important of those left.
@@ -147,8 +177,9 @@ def reestimated_curve(model: nn.Module, pool: Sequence[Head], importance: Callab
     order: list[Head] = []
     rows = []
     with HeadGates(model) as gates:
-        for count in tqdm(counts(len(pool), step), desc="pruning curve (re-estimated)", disable=not progress,
-                          unit="step"):
+        for count in tqdm(
+            counts(len(pool), step), desc="pruning curve (re-estimated)", disable=not progress, unit="step"
+        ):
             if count > len(order):
                 done = set(order)
                 left = [h for h in pool if h not in done]

@@ -32,6 +32,7 @@ encoder-decoders and language-model scoring. Incremental decoding (beam search w
 sees one position per call, which these replacements would take for the first position: it is
 not supported (zero ablation has no positions and works everywhere).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -64,8 +65,10 @@ class HeadRemoval:
         if self.kind not in REMOVAL_KINDS:
             raise ValueError(f"unknown removal kind {self.kind!r}: choose one of {REMOVAL_KINDS}")
         if self.kind != "zero" and not self.means:
-            raise ValueError(f"{self.kind} ablation needs a reference set: build the removal with "
-                             f"reference_outputs(model, examples, run, kind={self.kind!r})")
+            raise ValueError(
+                f"{self.kind} ablation needs a reference set: build the removal with "
+                f"reference_outputs(model, examples, run, kind={self.kind!r})"
+            )
 
     @property
     def zero(self) -> bool:
@@ -78,20 +81,26 @@ class HeadRemoval:
         repeat with it)."""
         key = (site.kind, site.layer)
         if key not in self.means:
-            raise ValueError(f"the reference set has no outputs of {site.kind} layer {site.layer}; "
-                             "record it on this model with reference_outputs")
+            raise ValueError(
+                f"the reference set has no outputs of {site.kind} layer {site.layer}; "
+                "record it on this model with reference_outputs"
+            )
         means = self.means[key]
         if means.shape[1:] != per_head.shape[-2:]:
-            raise ValueError(f"{site.kind} layer {site.layer} has {per_head.shape[-2]} heads of size "
-                             f"{per_head.shape[-1]} but the reference was recorded with {means.shape[1]}: "
-                             "record the reference again after pruning")
+            raise ValueError(
+                f"{site.kind} layer {site.layer} has {per_head.shape[-2]} heads of size "
+                f"{per_head.shape[-1]} but the reference was recorded with {means.shape[1]}: "
+                "record the reference again after pruning"
+            )
         time_dim = 1 - site.batch_dim if per_head.dim() == 4 else None
         length = per_head.shape[time_dim] if time_dim is not None else 1
         by_position = self._positions(key, length).to(per_head.device, per_head.dtype)  # [T, H, d]
         if self.kind == "mean":
             return by_position if site.batch_dim == 0 else by_position[:, None]
         rows = per_head.shape[site.batch_dim]
-        donors = torch.stack([self._donor(key, b % (period or rows), by_position) for b in range(rows)])  # [B, T, H, d]
+        donors = torch.stack(
+            [self._donor(key, b % (period or rows), by_position) for b in range(rows)]
+        )  # [B, T, H, d]
         donors = donors.to(per_head.device, per_head.dtype)
         return donors if site.batch_dim == 0 else donors.transpose(0, 1)
 
@@ -108,11 +117,12 @@ class HeadRemoval:
         length = by_position.shape[0]
         if donor.shape[0] >= length:
             return donor[:length]
-        return torch.cat([donor, by_position[donor.shape[0]:]])
+        return torch.cat([donor, by_position[donor.shape[0] :]])
 
 
-def reference_outputs(model: nn.Module, examples: Iterable[Any], run: Callable[[nn.Module, Any], Any],
-                      kind: str = "mean") -> HeadRemoval:
+def reference_outputs(
+    model: nn.Module, examples: Iterable[Any], run: Callable[[nn.Module, Any], Any], kind: str = "mean"
+) -> HeadRemoval:
     """Record every head's output on ``examples`` and return the ``HeadRemoval`` of ``kind``.
 
     ``examples``: batches of *one* example each (no padding), as ``run(model, batch)`` takes
@@ -127,6 +137,7 @@ def reference_outputs(model: nn.Module, examples: Iterable[Any], run: Callable[[
     def recorder(site: AttentionSite):
         def hook(module, args):
             seen[site.kind, site.layer].append(_one_example(site, args[0].detach()))
+
         return hook
 
     handles = [s.output.register_forward_pre_hook(recorder(s)) for s in sites]
@@ -149,16 +160,21 @@ def reference_outputs(model: nn.Module, examples: Iterable[Any], run: Callable[[
         model.train(was_training)
     if not any(seen.values()):
         raise ValueError("the reference set is empty: give reference_outputs at least one example")
-    return HeadRemoval(kind, {k: _mean_by_position(v) for k, v in seen.items() if v},
-                       {k: torch.cat(v).mean(0) for k, v in seen.items() if v},
-                       {k: v for k, v in seen.items() if v} if kind == "resample" else {})
+    return HeadRemoval(
+        kind,
+        {k: _mean_by_position(v) for k, v in seen.items() if v},
+        {k: torch.cat(v).mean(0) for k, v in seen.items() if v},
+        {k: v for k, v in seen.items() if v} if kind == "resample" else {},
+    )
 
 
 def _one_example(site: AttentionSite, context: torch.Tensor) -> torch.Tensor:
     """W_o's input for a batch of one as ``[T, heads, head_dim]`` (float32, on the CPU)."""
     if context.shape[site.batch_dim] != 1:
-        raise ValueError(f"reference_outputs takes batches of one example (no padding); {site.kind} "
-                         f"layer {site.layer} saw {context.shape[site.batch_dim]}: split the batches")
+        raise ValueError(
+            f"reference_outputs takes batches of one example (no padding); {site.kind} "
+            f"layer {site.layer} saw {context.shape[site.batch_dim]}: split the batches"
+        )
     per_head = context.float().cpu().reshape(*context.shape[:-1], site.num_heads, site.head_dim)
     per_head = per_head.squeeze(site.batch_dim)
     return per_head if per_head.dim() == 3 else per_head[None]

@@ -23,13 +23,14 @@ A head that stops at the first look rests on fewer examples than one that goes o
 are compared with each other (``head_effects.best_per_layer``) they are compared on the first
 look's examples, which all of them have.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 from .significance import equivalence_class
 
-LOOK_ALPHA_SHARE = 0.5   # of alpha, per look (two looks)
+LOOK_ALPHA_SHARE = 0.5  # of alpha, per look (two looks)
 
 
 def look_split(n: int, first_share: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -20,6 +20,7 @@ one-sided tests at level ``alpha``). ``equivalence_class`` places it against a m
 is *harmful* or *helpful* when the whole interval lies beyond the margin, *negligible* when it
 lies inside, and *undetermined* otherwise (Schuirmann 1987; Lakens 2017).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -43,9 +44,11 @@ class SampleTooSmall(ValueError):
 def require_units(n: int, min_units: int = MIN_UNITS, unit: str = "examples") -> None:
     """Raise ``SampleTooSmall`` when a bootstrap over ``n`` ``unit`` falls below ``min_units``."""
     if n < min_units:
-        raise SampleTooSmall(f"a paired bootstrap over {n} {unit} is below the declared minimum of {min_units} "
-                             f"(significance.MIN_UNITS): score more {unit}, or report the test as not measured with "
-                             f"its n; a check of code paths only may lower min_units")
+        raise SampleTooSmall(
+            f"a paired bootstrap over {n} {unit} is below the declared minimum of {min_units} "
+            f"(significance.MIN_UNITS): score more {unit}, or report the test as not measured with "
+            f"its n; a check of code paths only may lower min_units"
+        )
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,7 @@ class PairedResult:
     delta: float  # score(b) - score(a) on the full set
     p_value: float
     significant: bool
-    low: float = 0.0   # the alpha quantile of the resampled differences
+    low: float = 0.0  # the alpha quantile of the resampled differences
     high: float = 0.0  # ... and the 1 - alpha quantile
 
 
@@ -126,8 +129,14 @@ def resample_indices(n: int, n_resamples: int = 1000, seed: int = 0) -> np.ndarr
     return np.random.default_rng(seed).integers(0, n, size=(n_resamples, n))
 
 
-def paired_bootstrap(stats_a: np.ndarray, stats_b: np.ndarray, score: Scorer, indices: np.ndarray | None = None,
-                     alpha: float = 0.01, resampled_a: np.ndarray | None = None) -> PairedResult:
+def paired_bootstrap(
+    stats_a: np.ndarray,
+    stats_b: np.ndarray,
+    score: Scorer,
+    indices: np.ndarray | None = None,
+    alpha: float = 0.01,
+    resampled_a: np.ndarray | None = None,
+) -> PairedResult:
     """Is system b's score different from system a's? ``stats_*``: [N, k] per-example statistics.
     ``resampled_a``: system a's summed statistics in each resample of ``indices`` (``resampled_sums``),
     when many systems b are compared with one a (a sweep), so that they are summed once."""
@@ -139,7 +148,7 @@ def paired_bootstrap(stats_a: np.ndarray, stats_b: np.ndarray, score: Scorer, in
     indices = resample_indices(len(stats_a)) if indices is None else indices
     delta = score(stats_b.sum(0)) - score(stats_a.sum(0))
     if delta == 0 and np.array_equal(stats_a, stats_b):
-        return PairedResult(0.0, 1.0, False)   # the same outputs on every example: no difference in any resample
+        return PairedResult(0.0, 1.0, False)  # the same outputs on every example: no difference in any resample
     sums_a = resampled_sums(stats_a, indices) if resampled_a is None else resampled_a
     deltas = score_rows(score, resampled_sums(stats_b, indices)) - score_rows(score, sums_a)
     low, high = np.quantile(deltas, [alpha, 1 - alpha])
@@ -155,7 +164,7 @@ def resampled_sums(stats: np.ndarray, indices: np.ndarray) -> np.ndarray:
     with each resample's draw counts, exact in any order below 2**53; others by gathering the rows."""
     stats = np.asarray(stats, dtype=np.float64)
     stats = stats if stats.ndim == 2 else stats[:, None]
-    if np.array_equal(stats, np.round(stats)) and np.abs(stats).max(initial=0) * stats.shape[0] < 2 ** 52:
+    if np.array_equal(stats, np.round(stats)) and np.abs(stats).max(initial=0) * stats.shape[0] < 2**52:
         return draw_counts(indices, stats.shape[0]) @ stats
     return stats[indices].sum(1)
 
@@ -163,8 +172,11 @@ def resampled_sums(stats: np.ndarray, indices: np.ndarray) -> np.ndarray:
 def draw_counts(indices: np.ndarray, n: int) -> np.ndarray:
     """[R, n]: how many times each resample of ``indices`` [R, N] draws each example."""
     rows = len(indices)
-    return np.bincount((indices + n * np.arange(rows)[:, None]).ravel(), minlength=rows * n).reshape(rows, n).astype(
-        np.float64)
+    return (
+        np.bincount((indices + n * np.arange(rows)[:, None]).ravel(), minlength=rows * n)
+        .reshape(rows, n)
+        .astype(np.float64)
+    )
 
 
 def score_rows(score: Scorer, sums: np.ndarray) -> np.ndarray:
@@ -237,8 +249,10 @@ def bleu_stats(hypotheses: Sequence[str], references: Sequence[str], tokenize: s
     from .metrics import merge_bpe
 
     metric = sacrebleu.BLEU(tokenize=tokenize, force=True)
-    return np.array(metric._extract_corpus_statistics([merge_bpe(h) for h in hypotheses],
-                                                      [[merge_bpe(r) for r in references]]), dtype=np.float64)
+    return np.array(
+        metric._extract_corpus_statistics([merge_bpe(h) for h in hypotheses], [[merge_bpe(r) for r in references]]),
+        dtype=np.float64,
+    )
 
 
 def bleu_from_stats(sums: np.ndarray, tokenize: str = "none") -> float:
@@ -261,8 +275,9 @@ def centred_likelihood(stats_a: np.ndarray, stats_b: np.ndarray) -> np.ndarray:
     return out
 
 
-def null_p_values(pairs: Sequence[tuple[np.ndarray, np.ndarray]], units: int, draws: int = 20,
-                  n_resamples: int = 1000, seed: int = 0) -> np.ndarray:
+def null_p_values(
+    pairs: Sequence[tuple[np.ndarray, np.ndarray]], units: int, draws: int = 20, n_resamples: int = 1000, seed: int = 0
+) -> np.ndarray:
     """The p-values ``paired_bootstrap`` gives systems that truly change nothing, on data shaped
     like ``pairs``: per pair of systems (a, b) of ``[N, 2]`` likelihood statistics, b is centred
     on a (``centred_likelihood``), then ``draws`` samples of ``units`` units are drawn with
@@ -280,8 +295,14 @@ def null_p_values(pairs: Sequence[tuple[np.ndarray, np.ndarray]], units: int, dr
     return np.array(out)
 
 
-def null_flag_rate(pairs: Sequence[tuple[np.ndarray, np.ndarray]], units: int, alpha: float, draws: int = 20,
-                   n_resamples: int = 1000, seed: int = 0) -> tuple[float, int]:
+def null_flag_rate(
+    pairs: Sequence[tuple[np.ndarray, np.ndarray]],
+    units: int,
+    alpha: float,
+    draws: int = 20,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> tuple[float, int]:
     """How often ``paired_bootstrap`` at ``alpha`` calls a system significant (either direction)
     that truly changes nothing (``null_p_values``; significant means p < alpha). Returns
     ``(flagged share, tests run)``; the nominal share is ``chance_flag_rate(alpha)``."""

@@ -19,6 +19,7 @@ Grouped-query attention (Llama, Qwen2/3, Mistral, Gemma 3): a head is a *query* 
 ``g`` (a *KV group*); ``site.kv_groups`` lists the groups still present. Multi-head attention is
 the case ``group_size == 1``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,7 +43,8 @@ SUPPORTED_FAMILIES = (
     + ", ".join(BERT_LIKE_TYPES + DISTILBERT_TYPES)
     + "; MiniLM checkpoints are model_type 'bert'), "
     "transformers encoder-decoders (model_type in " + ", ".join(BART_LIKE_TYPES) + "), "
-    "transformers decoder-only LMs (model_type in " + ", ".join(GPT2_TYPES + LLAMA_LIKE_TYPES)
+    "transformers decoder-only LMs (model_type in "
+    + ", ".join(GPT2_TYPES + LLAMA_LIKE_TYPES)
     + "; grouped-query attention included), "
     "and fairseq's TransformerModel (fairseq.models.transformer)"
 )
@@ -150,9 +152,16 @@ def _bert_sites(model: nn.Module) -> list[AttentionSite]:
     layers = model.base_model.encoder.layer
     return [
         AttentionSite(
-            "self", i, "bert", blk.attention.self, blk.attention.self.query,
-            blk.attention.self.key, blk.attention.self.value, blk.attention.output.dense,
-            blk.attention.self.attention_head_size, 0,
+            "self",
+            i,
+            "bert",
+            blk.attention.self,
+            blk.attention.self.query,
+            blk.attention.self.key,
+            blk.attention.self.value,
+            blk.attention.output.dense,
+            blk.attention.self.attention_head_size,
+            0,
         )
         for i, blk in enumerate(layers)
     ]
@@ -162,8 +171,16 @@ def _distilbert_sites(model: nn.Module) -> list[AttentionSite]:
     layers = model.base_model.transformer.layer
     return [
         AttentionSite(
-            "self", i, "distilbert", blk.attention, blk.attention.q_lin, blk.attention.k_lin,
-            blk.attention.v_lin, blk.attention.out_lin, blk.attention.attention_head_size, 0,
+            "self",
+            i,
+            "distilbert",
+            blk.attention,
+            blk.attention.q_lin,
+            blk.attention.k_lin,
+            blk.attention.v_lin,
+            blk.attention.out_lin,
+            blk.attention.attention_head_size,
+            0,
         )
         for i, blk in enumerate(layers)
     ]
@@ -172,8 +189,16 @@ def _distilbert_sites(model: nn.Module) -> list[AttentionSite]:
 def _seq2seq_sites(encoder_layers, decoder_layers, family: str, batch_dim: int) -> list[AttentionSite]:
     def site(kind: str, i: int, attn: nn.Module) -> AttentionSite:
         return AttentionSite(
-            kind, i, family, attn, attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj,
-            attn.head_dim, batch_dim,
+            kind,
+            i,
+            family,
+            attn,
+            attn.q_proj,
+            attn.k_proj,
+            attn.v_proj,
+            attn.out_proj,
+            attn.head_dim,
+            batch_dim,
         )
 
     sites = [site("enc_self", i, blk.self_attn) for i, blk in enumerate(encoder_layers)]
@@ -196,8 +221,17 @@ def _fairseq_sites(model: nn.Module) -> list[AttentionSite]:
 def _gpt2_sites(model: nn.Module) -> list[AttentionSite]:
     return [
         AttentionSite(
-            "self", i, "gpt2", blk.attn, blk.attn.c_attn, blk.attn.c_attn, blk.attn.c_attn,
-            blk.attn.c_proj, blk.attn.head_dim, 0, fused_qkv=True,
+            "self",
+            i,
+            "gpt2",
+            blk.attn,
+            blk.attn.c_attn,
+            blk.attn.c_attn,
+            blk.attn.c_attn,
+            blk.attn.c_proj,
+            blk.attn.head_dim,
+            0,
+            fused_qkv=True,
         )
         for i, blk in enumerate(model.base_model.h)
     ]
@@ -208,8 +242,17 @@ def _llama_sites(model: nn.Module) -> list[AttentionSite]:
     group_size = config.num_attention_heads // config.num_key_value_heads
     return [
         AttentionSite(
-            "self", i, "llama", blk.self_attn, blk.self_attn.q_proj, blk.self_attn.k_proj,
-            blk.self_attn.v_proj, blk.self_attn.o_proj, blk.self_attn.head_dim, 0, group_size=group_size,
+            "self",
+            i,
+            "llama",
+            blk.self_attn,
+            blk.self_attn.q_proj,
+            blk.self_attn.k_proj,
+            blk.self_attn.v_proj,
+            blk.self_attn.o_proj,
+            blk.self_attn.head_dim,
+            0,
+            group_size=group_size,
         )
         for i, blk in enumerate(model.base_model.layers)
     ]
@@ -244,8 +287,7 @@ def _finder(model: nn.Module) -> Callable[[nn.Module], list[AttentionSite]]:
     if model_type in LLAMA_LIKE_TYPES:
         return _llama_sites
     raise UnsupportedModelError(
-        f"{type(model).__name__} (model_type={model_type!r}) is not supported. "
-        f"helpers supports {SUPPORTED_FAMILIES}."
+        f"{type(model).__name__} (model_type={model_type!r}) is not supported. helpers supports {SUPPORTED_FAMILIES}."
     )
 
 
@@ -287,9 +329,7 @@ def resolve(model_or_sites, kind: str, layer: int) -> AttentionSite:
     sites = model_or_sites if isinstance(model_or_sites, list) else attention_sites(model_or_sites)
     grouped = sites_by_kind(sites)
     if kind not in grouped:
-        raise HeadSpecError(
-            f"unknown attention kind {kind!r}; this model has kinds {sorted(grouped)}"
-        )
+        raise HeadSpecError(f"unknown attention kind {kind!r}; this model has kinds {sorted(grouped)}")
     if isinstance(layer, bool) or not isinstance(layer, int):
         raise HeadSpecError(f"layer must be an int, got {layer!r} for kind {kind!r}")
     n = len(grouped[kind])
@@ -313,4 +353,3 @@ def mark_heads(module: nn.Module, kept: list[int], total: int) -> None:
     """Record on ``module`` which original heads remain (used by pruning and loading)."""
     setattr(module, _KEPT_ATTR, list(kept))
     setattr(module, _TOTAL_ATTR, int(total))
-

@@ -8,6 +8,7 @@ site. The ratio of the original's FLOPs to the pruned model's is the speed-up th
 arithmetic alone predicts; memory traffic, kernel launches and Python overhead do not shrink in
 proportion, which is why the paper measures only +17.5% at batch 64 for 50% of heads removed.
 """
+
 from __future__ import annotations
 
 import copy
@@ -43,7 +44,9 @@ def _sync(device: torch.device) -> None:
 
 
 @torch.inference_mode()
-def throughput(model: nn.Module, batches: Sequence[dict], forward: Forward, repeats: int = 3, warmup: int = 1) -> list[float]:
+def throughput(
+    model: nn.Module, batches: Sequence[dict], forward: Forward, repeats: int = 3, warmup: int = 1
+) -> list[float]:
     """Examples per second of ``forward(model, batch)`` over all ``batches`` (dicts of tensors [B, ...],
     moved to the model's device before the clock starts), one value per repeat, after ``warmup``
     untimed passes."""
@@ -149,10 +152,19 @@ def compiled(model: nn.Module, compile_mode: str = EAGER, backend: str = "induct
     return torch.compile(model, mode=None if compile_mode == "default" else compile_mode, backend=backend)
 
 
-def compare_speed(model: nn.Module, pruned: nn.Module, masked: dict, batches_by_size: dict[int, Sequence[dict]],
-                  forward: Forward, repeats: int = 3, warmup: int = 2, progress: bool = True,
-                  dtype: str | torch.dtype = "float32", compile_mode: str = EAGER,
-                  backend: str = "inductor") -> pd.DataFrame:
+def compare_speed(
+    model: nn.Module,
+    pruned: nn.Module,
+    masked: dict,
+    batches_by_size: dict[int, Sequence[dict]],
+    forward: Forward,
+    repeats: int = 3,
+    warmup: int = 2,
+    progress: bool = True,
+    dtype: str | torch.dtype = "float32",
+    compile_mode: str = EAGER,
+    backend: str = "inductor",
+) -> pd.DataFrame:
     """Table 4's measurement: for each batch size, examples per second of the ``original``
     model, the physically ``pruned`` one, and the original ``gated`` with ``masked`` heads set
     to zero (masked, not removed: ``HeadGates`` hooks), with FLOPs per pass. Repeats alternate
@@ -172,41 +184,60 @@ def compare_speed(model: nn.Module, pruned: nn.Module, masked: dict, batches_by_
     """
     examples = sum(len(next(iter(b.values()))) for bs in batches_by_size.values() for b in bs)
     with ledger.entry("timing runs", f"speed: original, pruned, gated ({dtype})", model, examples, 3):
-        return _compare_speed(model, pruned, masked, batches_by_size, forward, repeats, warmup, progress, dtype,
-                              compile_mode, backend)
+        return _compare_speed(
+            model, pruned, masked, batches_by_size, forward, repeats, warmup, progress, dtype, compile_mode, backend
+        )
 
 
-def _compare_speed(model, pruned, masked, batches_by_size, forward, repeats, warmup, progress, dtype, compile_mode,
-                   backend) -> pd.DataFrame:
+def _compare_speed(
+    model, pruned, masked, batches_by_size, forward, repeats, warmup, progress, dtype, compile_mode, backend
+) -> pd.DataFrame:
     dtype_name = str(dtype_of(dtype)).removeprefix("torch.")
     if compile_mode != EAGER:
         warmup = max(warmup, 3)
     timed_forward = forward
     if compile_mode == "reduce-overhead" and hasattr(torch.compiler, "cudagraph_mark_step_begin"):
+
         def timed_forward(m, batch):  # each pass is a new CUDA-graph step: its outputs may be overwritten
             torch.compiler.cudagraph_mark_step_begin()
             return forward(m, batch)
+
     gated_model = cast_copy(model, dtype)
     rows = []
     with HeadGates(gated_model) as gates:
         gates.mask(masked)
-        variants = {"original": compiled(cast_copy(model, dtype), compile_mode, backend),
-                    "pruned": compiled(cast_copy(pruned, dtype), compile_mode, backend),
-                    "gated": compiled(gated_model, compile_mode, backend)}
+        variants = {
+            "original": compiled(cast_copy(model, dtype), compile_mode, backend),
+            "pruned": compiled(cast_copy(pruned, dtype), compile_mode, backend),
+            "gated": compiled(gated_model, compile_mode, backend),
+        }
         names = list(variants)
         for size, batches in tqdm(batches_by_size.items(), desc="batch sizes", disable=not progress):
             rates: dict[str, list[float]] = {name: [] for name in names}
             for r in range(repeats):
-                for name in names[r % len(names):] + names[:r % len(names)]:  # each variant leads in turn
-                    rates[name] += throughput(variants[name], batches, timed_forward, repeats=1,
-                                              warmup=warmup if r == 0 else 0)
-            flops = {"original": sum(forward_flops(model, b, forward) for b in batches),
-                     "pruned": sum(forward_flops(pruned, b, forward) for b in batches)}
+                for name in names[r % len(names) :] + names[: r % len(names)]:  # each variant leads in turn
+                    rates[name] += throughput(
+                        variants[name], batches, timed_forward, repeats=1, warmup=warmup if r == 0 else 0
+                    )
+            flops = {
+                "original": sum(forward_flops(model, b, forward) for b in batches),
+                "pruned": sum(forward_flops(pruned, b, forward) for b in batches),
+            }
             flops["gated"] = flops["original"]
             for name, values in rates.items():
                 median, iqr = median_iqr(values)
-                rows.append({"batch_size": size, "variant": name, "median": median, "iqr": iqr, "runs": values,
-                             "flops": flops[name], "dtype": dtype_name, "compile_mode": compile_mode})
+                rows.append(
+                    {
+                        "batch_size": size,
+                        "variant": name,
+                        "median": median,
+                        "iqr": iqr,
+                        "runs": values,
+                        "flops": flops[name],
+                        "dtype": dtype_name,
+                        "compile_mode": compile_mode,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -221,7 +252,13 @@ def speed_gains(table: pd.DataFrame) -> pd.DataFrame:
         by = part.set_index("variant")
         predicted = by.loc["original", "flops"] / by.loc["pruned", "flops"] - 1
         measured = by.loc["pruned", "median"] / by.loc["original", "median"] - 1
-        rows.append(dict(zip(keys, key if isinstance(key, tuple) else (key,)),
-                         pruned=measured, gated=by.loc["gated", "median"] / by.loc["original", "median"] - 1,
-                         predicted=predicted, share_of_predicted=measured / predicted if predicted else float("nan")))
+        rows.append(
+            dict(
+                zip(keys, key if isinstance(key, tuple) else (key,)),
+                pruned=measured,
+                gated=by.loc["gated", "median"] / by.loc["original", "median"] - 1,
+                predicted=predicted,
+                share_of_predicted=measured / predicted if predicted else float("nan"),
+            )
+        )
     return pd.DataFrame(rows)

@@ -13,6 +13,7 @@
 
 Each has splits ``train`` and ``valid``; no sentence (or first sentence of a pair) is in both.
 """
+
 from __future__ import annotations
 
 import copy
@@ -71,7 +72,7 @@ def _break(sentence: str, rng: random.Random) -> tuple[str, str] | None:
             return None
         i = rng.choice(spots)
         verb = words[i + 2]
-        words[i:i + 3] = ["not", _VERB_FORMS[verb] if words[i] == "does" else verb]
+        words[i : i + 3] = ["not", _VERB_FORMS[verb] if words[i] == "does" else verb]
     return " ".join(words), kind
 
 
@@ -86,10 +87,40 @@ def _acceptability(rng: random.Random, split: str) -> Example:
 
 
 # ---- sentiment --------------------------------------------------------------------------------
-POSITIVE = ["good", "great", "wonderful", "lovely", "excellent", "charming", "moving", "clever", "superb",
-            "delightful", "gripping", "brilliant", "touching", "fresh", "elegant"]
-NEGATIVE = ["bad", "boring", "awful", "dull", "terrible", "weak", "silly", "clumsy", "tedious", "bland",
-            "messy", "dreadful", "shallow", "sloppy", "tiresome"]
+POSITIVE = [
+    "good",
+    "great",
+    "wonderful",
+    "lovely",
+    "excellent",
+    "charming",
+    "moving",
+    "clever",
+    "superb",
+    "delightful",
+    "gripping",
+    "brilliant",
+    "touching",
+    "fresh",
+    "elegant",
+]
+NEGATIVE = [
+    "bad",
+    "boring",
+    "awful",
+    "dull",
+    "terrible",
+    "weak",
+    "silly",
+    "clumsy",
+    "tedious",
+    "bland",
+    "messy",
+    "dreadful",
+    "shallow",
+    "sloppy",
+    "tiresome",
+]
 THINGS = ["film", "story", "acting", "music", "ending", "plot", "book", "show", "meal", "service"]
 # Training reviews use two thirds of the evaluative adjectives; validation reviews may use any,
 # so part of the validation set rests on what the pretrained encoder knows of unseen words (as
@@ -126,9 +157,21 @@ def _sentiment(rng: random.Random, split: str) -> Example:
 
 
 # ---- paraphrase -------------------------------------------------------------------------------
-SYNONYMS = {"big": "large", "small": "little", "happy": "glad", "sick": "ill", "child": "kid",
-            "children": "kids", "sees": "spots", "see": "spot", "likes": "enjoys", "like": "enjoy",
-            "near": "close to", "tired": "sleepy", "pretty": "lovely"}
+SYNONYMS = {
+    "big": "large",
+    "small": "little",
+    "happy": "glad",
+    "sick": "ill",
+    "child": "kid",
+    "children": "kids",
+    "sees": "spots",
+    "see": "spot",
+    "likes": "enjoys",
+    "like": "enjoy",
+    "near": "close to",
+    "tired": "sleepy",
+    "pretty": "lovely",
+}
 
 
 def _retell(s: Sentence, rng: random.Random) -> str:

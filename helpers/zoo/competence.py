@@ -16,11 +16,12 @@ rejected, so chapter 02 lists it: a failed seed is never kept, and never dropped
 A spec without ``competence`` (the smoke profile's tiny models, the paper's published archives)
 is kept whatever it scores.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-SEED_STRIDE = 1000   # a retry of seed s trains with s + 1000, then s + 2000: never another run's seed
+SEED_STRIDE = 1000  # a retry of seed s trains with s + 1000, then s + 2000: never another run's seed
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,9 @@ class Competence:
         return max(floors)
 
     def text(self) -> str:
-        parts = ([f"{self.reach:.0%} of the way from the baseline to the ceiling"] if self.reach is not None else []) + \
-                ([f"at least {self.at_least:g}"] if self.at_least is not None else [])
+        parts = (
+            [f"{self.reach:.0%} of the way from the baseline to the ceiling"] if self.reach is not None else []
+        ) + ([f"at least {self.at_least:g}"] if self.at_least is not None else [])
         return f"on {self.split}: " + " and ".join(parts)
 
 
@@ -64,7 +66,13 @@ class Judgement:
         return self.score >= self.floor
 
     def as_dict(self) -> dict:
-        return {"seed": self.seed, "split": self.split, "score": self.score, "floor": self.floor, "passed": self.passed}
+        return {
+            "seed": self.seed,
+            "split": self.split,
+            "score": self.score,
+            "floor": self.floor,
+            "passed": self.passed,
+        }
 
 
 def rule_of(spec: dict) -> Competence | None:
@@ -74,9 +82,11 @@ def rule_of(spec: dict) -> Competence | None:
         return None
     unknown = set(given) - {"split", "reach", "at_least", "tries"}
     if unknown or "split" not in given or not ({"reach", "at_least"} & set(given)):
-        raise ValueError(f"competence {given!r}: give `split` and `reach` (a share of the way from the baseline to "
-                         f"the ceiling, 0 to 1) and/or `at_least` (a score), optionally `tries`"
-                         + (f"; unknown keys {sorted(unknown)}" if unknown else ""))
+        raise ValueError(
+            f"competence {given!r}: give `split` and `reach` (a share of the way from the baseline to "
+            f"the ceiling, 0 to 1) and/or `at_least` (a score), optionally `tries`"
+            + (f"; unknown keys {sorted(unknown)}" if unknown else "")
+        )
     rule = Competence(**given)
     if rule.reach is not None and not 0 <= rule.reach <= 1:
         raise ValueError(f"competence reach {rule.reach} is a share of the way to the ceiling: give 0 to 1")

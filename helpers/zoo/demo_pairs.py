@@ -3,6 +3,7 @@
 Each pair says the same thing in two word orders (active/passive, fronted clause), so a
 sentence encoder must align words across positions to embed both alike.
 """
+
 from __future__ import annotations
 
 import random
@@ -12,10 +13,34 @@ from typing import Any, Sequence
 import torch
 import torch.nn.functional as F
 
-AGENTS = ["the teacher", "a doctor", "the old farmer", "my sister", "the pilot", "a young student", "the baker", "our neighbour"]
-OBJECTS = ["the letter", "a small boat", "the red car", "the report", "a wooden chair", "the garden", "an old map", "the window"]
-VERBS = [("painted", "was painted"), ("repaired", "was repaired"), ("found", "was found"), ("sold", "was sold"),
-         ("cleaned", "was cleaned"), ("described", "was described")]
+AGENTS = [
+    "the teacher",
+    "a doctor",
+    "the old farmer",
+    "my sister",
+    "the pilot",
+    "a young student",
+    "the baker",
+    "our neighbour",
+]
+OBJECTS = [
+    "the letter",
+    "a small boat",
+    "the red car",
+    "the report",
+    "a wooden chair",
+    "the garden",
+    "an old map",
+    "the window",
+]
+VERBS = [
+    ("painted", "was painted"),
+    ("repaired", "was repaired"),
+    ("found", "was found"),
+    ("sold", "was sold"),
+    ("cleaned", "was cleaned"),
+    ("described", "was described"),
+]
 TIMES = ["yesterday", "last week", "on monday", "this morning", "after lunch"]
 
 
@@ -24,7 +49,12 @@ def paraphrase_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
     rng = random.Random(seed)
     pairs = []
     for _ in range(n):
-        agent, obj, (active, passive), time = rng.choice(AGENTS), rng.choice(OBJECTS), rng.choice(VERBS), rng.choice(TIMES)
+        agent, obj, (active, passive), time = (
+            rng.choice(AGENTS),
+            rng.choice(OBJECTS),
+            rng.choice(VERBS),
+            rng.choice(TIMES),
+        )
         a = f"{agent} {active} {obj} {time}."
         b = rng.choice([f"{obj} {passive} by {agent} {time}.", f"{time}, {agent} {active} {obj}."])
         pairs.append((a.capitalize(), b.capitalize()))
@@ -46,17 +76,17 @@ class PairTask:
 
     @property
     def batches(self) -> list[Sequence[tuple[str, str]]]:
-        return [self.pairs[i:i + self.batch_size] for i in range(0, len(self.pairs), self.batch_size)]
+        return [self.pairs[i : i + self.batch_size] for i in range(0, len(self.pairs), self.batch_size)]
 
     def embed(self, model, sentences: Sequence[str]) -> torch.Tensor:
         enc = self.tokenizer(list(sentences), padding=True, return_tensors="pt")
-        hidden = model(**enc).last_hidden_state                  # [batch, tokens, d_model]
+        hidden = model(**enc).last_hidden_state  # [batch, tokens, d_model]
         mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-        return (hidden * mask).sum(1) / mask.sum(1)              # [batch, d_model]
+        return (hidden * mask).sum(1) / mask.sum(1)  # [batch, d_model]
 
     def loss(self, model, batch: Sequence[tuple[str, str]]) -> torch.Tensor:
         a, b = zip(*batch)
-        return 1 - F.cosine_similarity(self.embed(model, a), self.embed(model, b))   # [batch]
+        return 1 - F.cosine_similarity(self.embed(model, a), self.embed(model, b))  # [batch]
 
     def mean_loss(self, model) -> float:
         with torch.no_grad():

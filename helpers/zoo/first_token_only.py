@@ -15,6 +15,7 @@ is now ``[B, 1, heads x head_dim]``. That input comes from a call of the last la
 ``attention.self`` module (its forward swapped too), so hooks on that module see it and a sweep
 can replay it (``helpers.heads.ablation``).
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -45,7 +46,8 @@ def first_token_only(model: nn.Module) -> Iterator[bool]:
     attention = layer.attention.self
     layer.forward = _first_token_forward(layer)
     attention.forward = lambda first, hidden_states, attention_mask: _first_query_context(
-        attention, first, hidden_states, attention_mask)
+        attention, first, hidden_states, attention_mask
+    )
     try:
         yield True
     finally:
@@ -56,25 +58,30 @@ def first_token_only(model: nn.Module) -> Iterator[bool]:
 def _first_token_forward(layer: nn.Module):
     def forward(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, *args, **kwargs):
         # hidden_states [B, T, hidden]; attention_mask None or broadcastable to [B, heads, T, T]
-        first = hidden_states[:, :1]                                       # [B, 1, hidden]
-        context = layer.attention.self(first, hidden_states, attention_mask)   # [B, 1, heads x head_dim]
-        return layer.feed_forward_chunk(layer.attention.output(context, first))   # [B, 1, hidden]
+        first = hidden_states[:, :1]  # [B, 1, hidden]
+        context = layer.attention.self(first, hidden_states, attention_mask)  # [B, 1, heads x head_dim]
+        return layer.feed_forward_chunk(layer.attention.output(context, first))  # [B, 1, hidden]
 
     return forward
 
 
-def _first_query_context(attention: nn.Module, first: torch.Tensor, hidden_states: torch.Tensor,
-                         attention_mask: torch.Tensor | None) -> torch.Tensor:
+def _first_query_context(
+    attention: nn.Module, first: torch.Tensor, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None
+) -> torch.Tensor:
     """``[B, 1, heads x head_dim]``: the attention output of position 0 over all positions."""
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
     from transformers.models.bert.modeling_bert import eager_attention_forward
 
-    def heads(x: torch.Tensor) -> torch.Tensor:                           # [B, T, H*d] -> [B, H, T, d]
+    def heads(x: torch.Tensor) -> torch.Tensor:  # [B, T, H*d] -> [B, H, T, d]
         return x.view(*x.shape[:2], -1, attention.attention_head_size).transpose(1, 2)
 
-    query, key, value = heads(attention.query(first)), heads(attention.key(hidden_states)), heads(attention.value(hidden_states))
+    query, key, value = (
+        heads(attention.query(first)),
+        heads(attention.key(hidden_states)),
+        heads(attention.value(hidden_states)),
+    )
     if attention_mask is not None and attention_mask.dim() == 4 and attention_mask.shape[-2] > 1:
-        attention_mask = attention_mask[:, :, :1]                         # the first query's row
+        attention_mask = attention_mask[:, :, :1]  # the first query's row
     interface = ALL_ATTENTION_FUNCTIONS.get_interface(attention.config._attn_implementation, eager_attention_forward)
     context, _ = interface(attention, query, key, value, attention_mask, dropout=0.0, scaling=attention.scaling)
     return context.reshape(first.shape[0], 1, -1)

@@ -5,6 +5,7 @@ translation by looking the words up. Fields group the words: the translation tas
 matched NLI split use the ``animals`` and ``home`` nouns with the ``everyday`` verbs; the
 mismatched NLI split uses the ``work`` nouns and verbs, which never occur in its training split.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -56,7 +57,9 @@ def _nouns(field: str, rows: str) -> list[Noun]:
 
 
 NOUNS: list[Noun] = (
-    _nouns("animals", """
+    _nouns(
+        "animals",
+        """
         animal animals animal animaux m
         dog dogs chien chiens m animal
         cat cats chat chats m animal
@@ -70,8 +73,11 @@ NOUNS: list[Noun] = (
         parrot parrots perroquet perroquets m bird
         owl owls chouette chouettes f bird
         pony ponies poney poneys m horse
-    """)
-    + _nouns("home", """
+    """,
+    )
+    + _nouns(
+        "home",
+        """
         person people personne personnes f
         child children enfant enfants m person
         woman women femme femmes f person
@@ -82,8 +88,11 @@ NOUNS: list[Noun] = (
         friend friends ami amis m person
         baby babies bébé bébés m child
         grandmother grandmothers grand-mère grands-mères f woman
-    """)
-    + _nouns("work", """
+    """,
+    )
+    + _nouns(
+        "work",
+        """
         worker workers travailleur travailleurs m
         doctor doctors médecin médecins m worker
         surgeon surgeons chirurgien chirurgiens m doctor
@@ -96,10 +105,13 @@ NOUNS: list[Noun] = (
         plane planes avion avions m vehicle
         jet jets jet jets m plane
         tractor tractors tracteur tracteurs m truck
-    """)
+    """,
+    )
 )
 
-PLACES: list[Noun] = _nouns("place", """
+PLACES: list[Noun] = _nouns(
+    "place",
+    """
     garden gardens jardin jardins m
     house houses maison maisons f
     street streets rue rues f
@@ -107,7 +119,8 @@ PLACES: list[Noun] = _nouns("place", """
     kitchen kitchens cuisine cuisines f
     tree trees arbre arbres m
     school schools école écoles f
-""")
+""",
+)
 
 
 def _adjectives(rows: str) -> list[Adjective]:
@@ -143,7 +156,10 @@ def _verbs(field: str, transitive: bool, rows: str) -> list[Verb]:
 
 
 VERBS: list[Verb] = (
-    _verbs("everyday", True, """
+    _verbs(
+        "everyday",
+        True,
+        """
         sees see voit voient
         watches watch regarde regardent see
         follows follow suit suivent
@@ -155,16 +171,24 @@ VERBS: list[Verb] = (
         feeds feed nourrit nourrissent
         calls call appelle appellent
         hears hear entend entendent
-    """)
-    + _verbs("everyday", False, """
+    """,
+    )
+    + _verbs(
+        "everyday",
+        False,
+        """
         sleeps sleep dort dorment
         runs run court courent
         sings sing chante chantent
         plays play joue jouent
         eats eat mange mangent
         jumps jump saute sautent
-    """)
-    + _verbs("work", True, """
+    """,
+    )
+    + _verbs(
+        "work",
+        True,
+        """
         helps help aide aident
         examines examine examine examinent
         inspects inspect inspecte inspectent examine
@@ -172,7 +196,8 @@ VERBS: list[Verb] = (
         repairs repair répare réparent
         paints paint peint peignent
         visits visit visite visitent
-    """)
+    """,
+    )
 )
 
 

@@ -7,6 +7,7 @@
   (SmolLM2's GGUF file), ``$SIXTEEN_HEADS_CONVERTED`` or ``<repo>/.cache/converted``. Apart from
   ``cache_root()`` so that runs with another model cache share them.
 """
+
 from __future__ import annotations
 
 import os

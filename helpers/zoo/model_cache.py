@@ -15,6 +15,7 @@ comment or a log line never retrains a model. A build runs in
 Its model and data are never written again, so a second build reuses them. An interrupted
 translation model resumes from its last finished epoch.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -39,9 +40,23 @@ from .recipes import build_classifier, build_translation, generate_data, machine
 
 # the code that generates a model's data and trains it, relative to helpers/: a change to what
 # it computes rebuilds
-_SOURCES = ("zoo/lexicon.py", "zoo/nli_task.py", "zoo/appendix_tasks.py", "zoo/translation_task.py",
-            "zoo/classifier_training.py", "zoo/translation_model.py", "zoo/recipes.py", "zoo/registry.py",
-            "zoo/splits.py", "zoo/competence.py", "zoo/paper_sources.py", "zoo/bible.py", "zoo/verse_task.py", "zoo/model_cache.py", "heads/metrics.py")
+_SOURCES = (
+    "zoo/lexicon.py",
+    "zoo/nli_task.py",
+    "zoo/appendix_tasks.py",
+    "zoo/translation_task.py",
+    "zoo/classifier_training.py",
+    "zoo/translation_model.py",
+    "zoo/recipes.py",
+    "zoo/registry.py",
+    "zoo/splits.py",
+    "zoo/competence.py",
+    "zoo/paper_sources.py",
+    "zoo/bible.py",
+    "zoo/verse_task.py",
+    "zoo/model_cache.py",
+    "heads/metrics.py",
+)
 # how the arithmetic of training runs, beside the code: models trained before flush-to-zero
 # (heads/denormals.py, set when helpers is imported) computed on denormal floats and are rebuilt
 NUMERICS = "flush-to-zero"
@@ -112,6 +127,7 @@ def build_into(spec: dict, name: str, final: Path, progress: Progress = True) ->
     partial.mkdir(parents=True, exist_ok=True)
     data = generate_data(spec)
     _write_data(data, partial / "data")
+
     def log(line: str) -> None:
         log_line(f"[{name}] {line}")
 
@@ -120,7 +136,7 @@ def build_into(spec: dict, name: str, final: Path, progress: Progress = True) ->
     seeds = competence.retry_seeds(seed, rule.tries) if rule and seed is not None else [seed]
     rejected_file = partial / "rejected.json"
     rejected = json.loads(rejected_file.read_text()) if rejected_file.exists() else []
-    for seed in seeds[len(rejected):]:
+    for seed in seeds[len(rejected) :]:
         built = _train(with_training_seed(spec, seed), data, partial, progress, log)
         if rule is None or seed is None:
             break
@@ -129,20 +145,31 @@ def build_into(spec: dict, name: str, final: Path, progress: Progress = True) ->
             break
         rejected.append({**judged.as_dict(), "train_seconds": built["train_seconds"]})
         if progress:
-            log(f"seed {seed} failed its competence rule ({rule.split} {judged.score:.3f} < {judged.floor:.3f}): rejected")
+            log(
+                f"seed {seed} failed its competence rule ({rule.split} {judged.score:.3f} < {judged.floor:.3f}): rejected"
+            )
         with atomic_path(rejected_file) as tmp:
             tmp.write_text(json.dumps(rejected))
-        for trained in ("model", "checkpoints"):   # the next seed trains from scratch
+        for trained in ("model", "checkpoints"):  # the next seed trains from scratch
             shutil.rmtree(partial / trained, ignore_errors=True)
     else:
         scores = ", ".join(f"seed {r['seed']}: {r['score']:.3f}" for r in rejected)
         raise competence.IncompetentModel(
             f"model {name}: every seed tried fell below its competence floor {rule.text()} ({scores}; floor "
             f"{rejected[-1]['floor']:.3f}): the recipe, not the seed, is at fault; change its training settings "
-            f"(or the floor, with a reason) in the profile")
-    record = {"name": name, "task": spec["task"], "spec": spec, "hash": final.name.rsplit("-", 1)[1],
-              **built, "trained_seed": seed, "rejected": rejected, "machine": machine(),
-              "built": time.strftime("%Y-%m-%d %H:%M:%S")}
+            f"(or the floor, with a reason) in the profile"
+        )
+    record = {
+        "name": name,
+        "task": spec["task"],
+        "spec": spec,
+        "hash": final.name.rsplit("-", 1)[1],
+        **built,
+        "trained_seed": seed,
+        "rejected": rejected,
+        "machine": machine(),
+        "built": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
     record["sizes"] = {split: len(examples) for split, examples in data.items()}
     rejected_file.unlink(missing_ok=True)
     with atomic_path(partial / "record.json") as tmp:
@@ -157,8 +184,11 @@ def _train(spec: dict, data: dict, partial: Path, progress: Progress, log) -> di
     if progress:
         log(f"training ({spec['task']}, seed {training_seed(spec)}) in {partial}")
     bars = progress is True
-    return (build_translation(spec, data, partial, bars, log=log if progress else None)
-            if spec["task"] == "translation" else build_classifier(spec, data, partial, bars))
+    return (
+        build_translation(spec, data, partial, bars, log=log if progress else None)
+        if spec["task"] == "translation"
+        else build_classifier(spec, data, partial, bars)
+    )
 
 
 def _seed_section(spec: dict) -> str:

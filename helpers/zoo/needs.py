@@ -6,6 +6,7 @@ folders, sacrebleu test sets, a fairseq archive, Hugging Face models, a prepared
 expected and how to get it; ``download`` fetches what can be fetched (the only code in the
 project that uses the network; the book never calls it while it runs).
 """
+
 from __future__ import annotations
 
 import shutil
@@ -24,10 +25,10 @@ DOWNLOAD = "python -m helpers.book.running.downloads --profile {profile} downloa
 
 @dataclass(frozen=True)
 class Need:
-    model: str                 # the profile's model that needs it
-    what: str                  # in words
-    path: Path                 # where it is expected
-    how: str                   # how to get it
+    model: str  # the profile's model that needs it
+    what: str  # in words
+    path: Path  # where it is expected
+    how: str  # how to get it
     fetch: Callable[[], None] | None = None  # what `download` runs (None: by hand, see `how`)
 
     def present(self) -> bool:
@@ -43,8 +44,13 @@ def _glue_need(model: str, task: str, folder: str) -> Need:
         ds = load_dataset("nyu-mll/glue", spec.hub_config)
         write_glue(task, {ours: list(ds[theirs]) for ours, theirs in spec.hub_splits.items()}, path)
 
-    return Need(model, f"GLUE {spec.folder} ({', '.join(spec.files.values())})", path / spec.files["train"],
-                f"GLUE's {spec.folder} folder (e.g. from `datasets`: nyu-mll/glue, {spec.hub_config})", fetch)
+    return Need(
+        model,
+        f"GLUE {spec.folder} ({', '.join(spec.files.values())})",
+        path / spec.files["train"],
+        f"GLUE's {spec.folder} folder (e.g. from `datasets`: nyu-mll/glue, {spec.hub_config})",
+        fetch,
+    )
 
 
 def _test_set_need(model: str, folder: str, test_set: str, langpair: str) -> Need:
@@ -57,8 +63,13 @@ def _test_set_need(model: str, folder: str, test_set: str, langpair: str) -> Nee
         shutil.copyfile(get_source_file(test_set, langpair), src_path)
         shutil.copyfile(get_reference_files(test_set, langpair)[0], ref_path)
 
-    return Need(model, f"test set {test_set} {langpair} (sacrebleu)", ref_path,
-                f"`sacrebleu -t {test_set} -l {langpair} --echo src > {src_path}` and `--echo ref > {ref_path}`", fetch)
+    return Need(
+        model,
+        f"test set {test_set} {langpair} (sacrebleu)",
+        ref_path,
+        f"`sacrebleu -t {test_set} -l {langpair} --echo src > {src_path}` and `--echo ref > {ref_path}`",
+        fetch,
+    )
 
 
 def _archive_need(model: str, folder: str) -> Need:
@@ -88,8 +99,13 @@ def _hub_need(model: str, name: str) -> Need | None:
 
         snapshot_download(repo_id=name, local_dir=target)
 
-    return Need(model, f"Hugging Face model {name}", target / "config.json",
-                f"`huggingface-cli download {name} --local-dir {target}`", fetch)
+    return Need(
+        model,
+        f"Hugging Face model {name}",
+        target / "config.json",
+        f"`huggingface-cli download {name} --local-dir {target}`",
+        fetch,
+    )
 
 
 def needs(models: Mapping[str, dict]) -> list[Need]:
@@ -104,10 +120,15 @@ def needs(models: Mapping[str, dict]) -> list[Need]:
             out += [_test_set_need(name, data["folder"], s, data["langpair"]) for s in split_sets]
         if "prepared" in data:
             folder = local_path(data["prepared"])
-            out.append(Need(name, f"corpus {folder.name} prepared by fairseq's prepare-iwslt14.sh",
-                            folder / f"train.{data['langpair'].split('-')[0]}",
-                            "run fairseq's examples/translation/prepare-iwslt14.sh (it needs mosesdecoder and "
-                            "subword-nmt) and put its output folder there"))
+            out.append(
+                Need(
+                    name,
+                    f"corpus {folder.name} prepared by fairseq's prepare-iwslt14.sh",
+                    folder / f"train.{data['langpair'].split('-')[0]}",
+                    "run fairseq's examples/translation/prepare-iwslt14.sh (it needs mosesdecoder and "
+                    "subword-nmt) and put its output folder there",
+                )
+            )
         if spec.get("archive"):
             out.append(_archive_need(name, spec["archive"]))
         for key in ("checkpoint", "encoder"):
@@ -127,10 +148,12 @@ def check_local(profile: str, models: Mapping[str, dict]) -> None:
     lines = [f"- [{n.model}] {n.what}: expected at {n.path}\n    get it: {n.how}" for n in missing]
     raise MissingDownloadError(
         f"profile {profile!r} reads {len(missing)} item(s) that are not on this machine, and the book "
-        f"never downloads while it runs:\n" + "\n".join(lines) +
-        f"\nOn a machine with internet, `{DOWNLOAD.format(profile=profile)}` fetches them into "
+        f"never downloads while it runs:\n"
+        + "\n".join(lines)
+        + f"\nOn a machine with internet, `{DOWNLOAD.format(profile=profile)}` fetches them into "
         f"{data_root()} (${DATA_ENV}); copy that folder here. Or point the profile's path parameters "
-        f"(models.<name>.data / archive / encoder / checkpoint) at your own copies.")
+        f"(models.<name>.data / archive / encoder / checkpoint) at your own copies."
+    )
 
 
 def download(models: Mapping[str, dict]) -> list[Need]:

@@ -20,6 +20,7 @@ Splits: ``train`` and ``matched`` use the everyday field (animals, people) and p
 templates; ``mismatched`` uses the work field (doctors, vehicles), whose words never occur in
 training, and other templates (adjectives as relative clauses, clefts, a fronted place).
 """
+
 from __future__ import annotations
 
 import random
@@ -60,10 +61,15 @@ class Field:
 
 
 FIELDS = {
-    "everyday": Field(field_nouns("animals", "home"), field_nouns("animals", "home"),
-                      field_verbs("everyday"), ("plain", "place")),
-    "work": Field([n for n in field_nouns("work") if is_hyponym(n.en, "worker")], field_nouns("work"), field_verbs("work"),
-                  ("relative", "cleft", "fronted")),
+    "everyday": Field(
+        field_nouns("animals", "home"), field_nouns("animals", "home"), field_verbs("everyday"), ("plain", "place")
+    ),
+    "work": Field(
+        [n for n in field_nouns("work") if is_hyponym(n.en, "worker")],
+        field_nouns("work"),
+        field_verbs("work"),
+        ("relative", "cleft", "fronted"),
+    ),
 }
 
 
@@ -252,5 +258,12 @@ def generate(sizes: dict[str, int], seed: int = 0) -> dict[str, list[Example]]:
     def draw(split: str) -> Example:
         return _draw(FIELDS["work" if split == "mismatched" else "everyday"], rng)
 
-    return draw_splits(sizes, SPLITS, draw, across=lambda e: e.premise, within=lambda e: (e.premise, e.hypothesis),
-                       balance=lambda e: e.label, classes=len(LABELS))
+    return draw_splits(
+        sizes,
+        SPLITS,
+        draw,
+        across=lambda e: e.premise,
+        within=lambda e: (e.premise, e.hypothesis),
+        balance=lambda e: e.label,
+        classes=len(LABELS),
+    )

@@ -32,6 +32,7 @@ Every sentence stays in the subword units the model reads; BLEU merges BPE befor
 (``metrics.merge_bpe``), so it is tokenised BLEU on Moses tokens, as the paper says
 (REFERENCE.md §1.1 and §12.3: the authors' ablation script scored detokenised text instead).
 """
+
 from __future__ import annotations
 
 import csv
@@ -47,29 +48,35 @@ from . import appendix_tasks, nli_task, translation_task
 from .locations import data_root, local_path
 
 ARCHIVE_URLS = {  # REFERENCE.md §1.1 (the fairseq README link, now on dl.fbaipublicfiles.com)
-    "wmt14.en-fr.joined-dict.transformer":
-        "https://dl.fbaipublicfiles.com/fairseq/models/wmt14.en-fr.joined-dict.transformer.tar.bz2",
+    "wmt14.en-fr.joined-dict.transformer": "https://dl.fbaipublicfiles.com/fairseq/models/wmt14.en-fr.joined-dict.transformer.tar.bz2",
 }
 
 
 # ---- GLUE ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class GlueTask:
-    folder: str                 # GLUE's folder name
-    files: dict[str, str]       # our split name -> GLUE file
+    folder: str  # GLUE's folder name
+    files: dict[str, str]  # our split name -> GLUE file
     hub_splits: dict[str, str]  # our split name -> split of nyu-mll/glue in `datasets`
     hub_config: str
 
 
 GLUE = {
-    "nli": GlueTask("MNLI", {"train": "train.tsv", "matched": "dev_matched.tsv", "mismatched": "dev_mismatched.tsv"},
-                    {"train": "train", "matched": "validation_matched", "mismatched": "validation_mismatched"}, "mnli"),
-    "sentiment": GlueTask("SST-2", {"train": "train.tsv", "valid": "dev.tsv"},
-                          {"train": "train", "valid": "validation"}, "sst2"),
-    "acceptability": GlueTask("CoLA", {"train": "train.tsv", "valid": "dev.tsv"},
-                              {"train": "train", "valid": "validation"}, "cola"),
-    "paraphrase": GlueTask("MRPC", {"train": "train.tsv", "valid": "dev.tsv"},
-                           {"train": "train", "valid": "validation"}, "mrpc"),
+    "nli": GlueTask(
+        "MNLI",
+        {"train": "train.tsv", "matched": "dev_matched.tsv", "mismatched": "dev_mismatched.tsv"},
+        {"train": "train", "matched": "validation_matched", "mismatched": "validation_mismatched"},
+        "mnli",
+    ),
+    "sentiment": GlueTask(
+        "SST-2", {"train": "train.tsv", "valid": "dev.tsv"}, {"train": "train", "valid": "validation"}, "sst2"
+    ),
+    "acceptability": GlueTask(
+        "CoLA", {"train": "train.tsv", "valid": "dev.tsv"}, {"train": "train", "valid": "validation"}, "cola"
+    ),
+    "paraphrase": GlueTask(
+        "MRPC", {"train": "train.tsv", "valid": "dev.tsv"}, {"train": "train", "valid": "validation"}, "mrpc"
+    ),
 }
 
 
@@ -91,8 +98,9 @@ def read_glue_file(task: str, path: Path) -> list:
     if task == "nli":
         names, rows = _rows(path, header=True)
         a, b, y = (_column(names, c, path) for c in ("sentence1", "sentence2", "gold_label"))
-        return [nli_task.Example(r[a], r[b], nli_task.LABELS.index(r[y]), edit="")
-                for r in rows if r[y] in nli_task.LABELS]
+        return [
+            nli_task.Example(r[a], r[b], nli_task.LABELS.index(r[y]), edit="") for r in rows if r[y] in nli_task.LABELS
+        ]
     if task == "acceptability":
         _, rows = _rows(path, header=False)
         return [appendix_tasks.Example(text=r[3], label=int(r[1])) for r in rows if len(r) >= 4]
@@ -118,8 +126,11 @@ def write_glue(task: str, splits: dict[str, list[dict]], folder: Path) -> None:
         lines = []
         if task == "nli":
             lines.append("index\tsentence1\tsentence2\tgold_label")
-            lines += [f"{i}\t{r['premise']}\t{r['hypothesis']}\t{nli_task.LABELS[r['label']]}"
-                      for i, r in enumerate(rows) if r["label"] >= 0]
+            lines += [
+                f"{i}\t{r['premise']}\t{r['hypothesis']}\t{nli_task.LABELS[r['label']]}"
+                for i, r in enumerate(rows)
+                if r["label"] >= 0
+            ]
         elif task == "acceptability":
             lines += [f"glue\t{r['label']}\t\t{r['sentence']}" for r in rows]
         elif task == "sentiment":
@@ -127,7 +138,9 @@ def write_glue(task: str, splits: dict[str, list[dict]], folder: Path) -> None:
             lines += [f"{r['sentence']}\t{r['label']}" for r in rows]
         else:
             lines.append("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String")
-            lines += [f"{r['label']}\t{2 * i}\t{2 * i + 1}\t{r['sentence1']}\t{r['sentence2']}" for i, r in enumerate(rows)]
+            lines += [
+                f"{r['label']}\t{2 * i}\t{2 * i + 1}\t{r['sentence1']}\t{r['sentence2']}" for i, r in enumerate(rows)
+            ]
         with atomic_path(folder / spec.files[split]) as tmp:
             tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
@@ -168,7 +181,9 @@ class Preprocessor:
         from fairseq.data.encoders.subword_nmt_bpe import SubwordNMTBPE, SubwordNMTBPEConfig
 
         src, tgt = langpair.split("-")
-        self._tok = {lang: MosesTokenizer(MosesTokenizerConfig(source_lang=lang, target_lang=lang)) for lang in (src, tgt)}
+        self._tok = {
+            lang: MosesTokenizer(MosesTokenizerConfig(source_lang=lang, target_lang=lang)) for lang in (src, tgt)
+        }
         self._bpe = SubwordNMTBPE(SubwordNMTBPEConfig(bpe_codes=str(bpe_codes)))
         self.src, self.tgt = src, tgt
 
@@ -203,9 +218,13 @@ def load_splits(spec: dict) -> dict[str, list]:
         return read_prepared(data["prepared"], data["langpair"])
     codes = local_path(data.get("bpe_codes") or Path(spec["archive"]) / "bpecodes")
     prep = Preprocessor(data["langpair"], codes)
-    return {split: [translation_task.Pair(prep.source(s), prep.target(r))
-                    for s, r in read_test_sets(data["folder"], sets, data["langpair"])]
-            for split, sets in data["splits"].items()}
+    return {
+        split: [
+            translation_task.Pair(prep.source(s), prep.target(r))
+            for s, r in read_test_sets(data["folder"], sets, data["langpair"])
+        ]
+        for split, sets in data["splits"].items()
+    }
 
 
 # ---- models ----------------------------------------------------------------------------------
@@ -244,8 +263,10 @@ def load_fairseq_archive(folder: str | os.PathLike):
         state = checkpoint_utils._upgrade_state_dict(state)
     cfg = state["cfg"]
     src, tgt = cfg.task.source_lang, cfg.task.target_lang
-    task = types.SimpleNamespace(source_dictionary=Dictionary.load(str(folder / f"dict.{src}.txt")),
-                                 target_dictionary=Dictionary.load(str(folder / f"dict.{tgt}.txt")))
+    task = types.SimpleNamespace(
+        source_dictionary=Dictionary.load(str(folder / f"dict.{src}.txt")),
+        target_dictionary=Dictionary.load(str(folder / f"dict.{tgt}.txt")),
+    )
     model = TransformerModel.build_model(cfg.model, task)
     model.load_state_dict(state["model"], strict=True, model_cfg=cfg.model)
     return model.eval()

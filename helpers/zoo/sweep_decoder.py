@@ -18,6 +18,7 @@ Like ``translate_copies``, it decodes ``copies`` copies of each batch in one sea
 drops go through ``model.encoder.reorder_encoder_out``, which the gates follow, and when no
 configuration gates an encoder head the encoder runs once per batch (``fairseq_rows``).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -35,9 +36,14 @@ DECODER_ENV = "SIXTEEN_HEADS_DECODER"
 
 
 @torch.no_grad()
-def greedy_copies(model: nn.Module, sources: Sequence[str], copies: int,
-                  gated: Callable[[int], ContextManager] | None = None, batch_size: int = 64,
-                  max_len_b: int = MAX_LEN_B) -> list[list[str]]:
+def greedy_copies(
+    model: nn.Module,
+    sources: Sequence[str],
+    copies: int,
+    gated: Callable[[int], ContextManager] | None = None,
+    batch_size: int = 64,
+    max_len_b: int = MAX_LEN_B,
+) -> list[list[str]]:
     """``translation_model.translate_copies`` with ``beam=1``: greedy translations of ``copies``
     copies of tokenised ``sources`` (the same batches, by source length, and the same length
     limit: ``max_len_b`` tokens beyond the batch's longest source), one list per copy."""
@@ -50,7 +56,7 @@ def greedy_copies(model: nn.Module, sources: Sequence[str], copies: int,
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
     out: list[list[str]] = [[""] * len(sources) for _ in range(copies)]
     for start in range(0, len(order), batch_size):
-        idx = order[start:start + batch_size]
+        idx = order[start : start + batch_size]
         src = data_utils.collate_tokens([encoded[i] for i in idx], src_dict.pad(), src_dict.eos(), left_pad=True)
         lengths = torch.tensor([len(encoded[i]) for i in idx])
         net_input = to_device({"src_tokens": src.repeat(copies, 1), "src_lengths": lengths.repeat(copies)}, model)
@@ -61,9 +67,16 @@ def greedy_copies(model: nn.Module, sources: Sequence[str], copies: int,
     return out
 
 
-def decode_copies(model: nn.Module, sources: Sequence[str], copies: int,
-                  gated: Callable[[int], ContextManager] | None = None, beam: int = 5, lenpen: float = 1.0,
-                  batch_size: int = 64, max_len_b: int = MAX_LEN_B) -> list[list[str]]:
+def decode_copies(
+    model: nn.Module,
+    sources: Sequence[str],
+    copies: int,
+    gated: Callable[[int], ContextManager] | None = None,
+    beam: int = 5,
+    lenpen: float = 1.0,
+    batch_size: int = 64,
+    max_len_b: int = MAX_LEN_B,
+) -> list[list[str]]:
     """``copies`` copies of ``sources`` decoded with ``beam``: by ``greedy_copies`` for one beam
     (the length penalty then plays no part), else by fairseq's beam search (``translate_copies``).
     ``$SIXTEEN_HEADS_DECODER=generator`` sends one beam to fairseq too (to check that both give
@@ -72,8 +85,9 @@ def decode_copies(model: nn.Module, sources: Sequence[str], copies: int,
         return greedy_copies(model, sources, copies, gated, batch_size=batch_size, max_len_b=max_len_b)
     from .translation_model import translate_copies
 
-    return translate_copies(model, sources, copies, gated, beam=beam, lenpen=lenpen, batch_size=batch_size,
-                            max_len_b=max_len_b)
+    return translate_copies(
+        model, sources, copies, gated, beam=beam, lenpen=lenpen, batch_size=batch_size, max_len_b=max_len_b
+    )
 
 
 def greedy_search(model: nn.Module, net_input: dict, max_len_b: int = MAX_LEN_B) -> list[torch.Tensor]:
@@ -89,18 +103,20 @@ def greedy_search(model: nn.Module, net_input: dict, max_len_b: int = MAX_LEN_B)
     incremental_state: dict = torch.jit.annotate(dict, {})
     tokens = torch.full((rows, max_len + 2), pad, dtype=torch.long, device=src_tokens.device)
     tokens[:, 0] = eos
-    scores = torch.zeros(rows, device=src_tokens.device)      # running sum of the chosen log-probabilities
-    alive = torch.arange(rows, device=src_tokens.device)       # the original row of each row still decoding
+    scores = torch.zeros(rows, device=src_tokens.device)  # running sum of the chosen log-probabilities
+    alive = torch.arange(rows, device=src_tokens.device)  # the original row of each row still decoding
     done: list[torch.Tensor | None] = [None] * rows
     for step in range(max_len + 1):
-        logits = model.decoder.forward(tokens[:, :step + 1], encoder_out=encoder_out, incremental_state=incremental_state)[0]
+        logits = model.decoder.forward(
+            tokens[:, : step + 1], encoder_out=encoder_out, incremental_state=incremental_state
+        )[0]
         lprobs = model.get_normalized_probs((logits[:, -1:, :], None), log_probs=True)[:, -1, :]
         lprobs[lprobs != lprobs] = -torch.inf
         lprobs[:, pad] = -torch.inf
         if step >= max_len:
             lprobs[:, :eos] = -torch.inf
-            lprobs[:, eos + 1:] = -torch.inf
-        elif step < 1:          # min_len = 1: no empty translation
+            lprobs[:, eos + 1 :] = -torch.inf
+        elif step < 1:  # min_len = 1: no empty translation
             lprobs[:, eos] = -torch.inf
         candidates = lprobs if step == 0 else lprobs + scores.unsqueeze(-1)
         best_scores, best = torch.topk(candidates, k=min(2, candidates.size(1) - 1), dim=1)
@@ -110,11 +126,11 @@ def greedy_search(model: nn.Module, net_input: dict, max_len_b: int = MAX_LEN_B)
         if not bool(ended.any()):
             continue
         for r in ended.nonzero().flatten().tolist():
-            done[int(alive[r])] = tokens[r, 1:step + 2].clone()
+            done[int(alive[r])] = tokens[r, 1 : step + 2].clone()
         keep = (~ended).nonzero().flatten()
         if keep.numel() == 0:
             break
         alive, tokens, scores = alive[keep], tokens[keep], scores[keep]
-        encoder_out = model.encoder.reorder_encoder_out(encoder_out, keep)   # the row gates follow (fairseq_rows)
+        encoder_out = model.encoder.reorder_encoder_out(encoder_out, keep)  # the row gates follow (fairseq_rows)
         model.decoder.reorder_incremental_state_scripting(incremental_state, keep)
     return [t.cpu() for t in done]

@@ -9,6 +9,7 @@ plus a resumable ``last.pt`` (model, optimiser, schedule and random states).
 Decoding: beam 5, length penalty 1.0, max length ``1.0 * src + 200`` tokens (the authors'
 settings, §1.1), with fairseq's own SequenceGenerator.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +32,7 @@ from ..base.devices import to_device
 from ..heads.fairseq_compat import import_fairseq
 
 
-SCHEDULES = ("inverse_sqrt", "cosine")   # the learning rate after the warm-up (``learning_rate``)
+SCHEDULES = ("inverse_sqrt", "cosine")  # the learning rate after the warm-up (``learning_rate``)
 MAX_LEN_B = 200  # decoding stops at source length + this many tokens (the authors' setting, REFERENCE.md §1.1)
 
 
@@ -50,7 +51,9 @@ class TranslationConfig:
     lr: float = 1e-3
     warmup_updates: int = 300
     warmup_init_lr: float = 1e-7
-    schedule: str = "inverse_sqrt"   # after the warm-up: fairseq's inverse_sqrt, or "cosine" down to 0 at the last update
+    schedule: str = (
+        "inverse_sqrt"  # after the warm-up: fairseq's inverse_sqrt, or "cosine" down to 0 at the last update
+    )
     label_smoothing: float = 0.1
     weight_decay: float = 1e-4
     max_positions: int = 256  # longest source or target, in tokens (subword units)
@@ -102,13 +105,20 @@ def build_model(config: TranslationConfig, src_dict, tgt_dict) -> nn.Module:
     torch.manual_seed(config.seed)
     args = fairseq_args(
         config.arch,
-        encoder_layers=config.layers, decoder_layers=config.layers,
-        encoder_attention_heads=config.heads, decoder_attention_heads=config.heads,
-        encoder_embed_dim=config.embed_dim, decoder_embed_dim=config.embed_dim,
-        encoder_ffn_embed_dim=config.ffn_dim, decoder_ffn_embed_dim=config.ffn_dim,
-        encoder_normalize_before=config.normalize_before, decoder_normalize_before=config.normalize_before,
-        dropout=config.dropout, attention_dropout=config.attention_dropout,
-        share_decoder_input_output_embed=True, max_source_positions=config.max_positions,
+        encoder_layers=config.layers,
+        decoder_layers=config.layers,
+        encoder_attention_heads=config.heads,
+        decoder_attention_heads=config.heads,
+        encoder_embed_dim=config.embed_dim,
+        decoder_embed_dim=config.embed_dim,
+        encoder_ffn_embed_dim=config.ffn_dim,
+        decoder_ffn_embed_dim=config.ffn_dim,
+        encoder_normalize_before=config.normalize_before,
+        decoder_normalize_before=config.normalize_before,
+        dropout=config.dropout,
+        attention_dropout=config.attention_dropout,
+        share_decoder_input_output_embed=True,
+        max_source_positions=config.max_positions,
         max_target_positions=config.max_positions,
     )
     task = types.SimpleNamespace(source_dictionary=src_dict, target_dictionary=tgt_dict)
@@ -126,6 +136,7 @@ def model_for(train_pairs: Sequence, config: TranslationConfig) -> nn.Module:
 def encode_pairs(pairs: Sequence, model: nn.Module) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """(source ids, target ids) in ``model``'s dictionaries, each ending in </s>; unknown words
     map to <unk>."""
+
     def ids(d, s):
         return d.encode_line(s, add_if_not_exist=False, append_eos=True).long()
 
@@ -142,8 +153,14 @@ def collate(items: Sequence[tuple[torch.Tensor, torch.Tensor]], pad: int, eos: i
     src = data_utils.collate_tokens([s for s, _ in items], pad, eos, left_pad=True)
     tgt = data_utils.collate_tokens([t for _, t in items], pad, eos, left_pad=False)
     prev = data_utils.collate_tokens([t for _, t in items], pad, eos, left_pad=False, move_eos_to_beginning=True)
-    return {"net_input": {"src_tokens": src, "src_lengths": torch.tensor([len(s) for s, _ in items]),
-                          "prev_output_tokens": prev}, "target": tgt}
+    return {
+        "net_input": {
+            "src_tokens": src,
+            "src_lengths": torch.tensor([len(s) for s, _ in items]),
+            "prev_output_tokens": prev,
+        },
+        "target": tgt,
+    }
 
 
 def token_batches(items: Sequence, max_tokens: int, rng: random.Random | None = None) -> list[list[int]]:
@@ -176,8 +193,9 @@ def sentence_losses(model: nn.Module, batch: dict, label_smoothing: float = 0.0)
     lprobs = torch.log_softmax(logits.float(), dim=-1)
     target = batch["target"]
     pad = model.decoder.dictionary.pad()
-    loss, _ = label_smoothed_nll_loss(lprobs.view(-1, lprobs.size(-1)), target.view(-1), label_smoothing,
-                                      ignore_index=pad, reduce=False)
+    loss, _ = label_smoothed_nll_loss(
+        lprobs.view(-1, lprobs.size(-1)), target.view(-1), label_smoothing, ignore_index=pad, reduce=False
+    )
     return loss.view(target.shape).sum(1)
 
 
@@ -203,10 +221,16 @@ def epoch_dir(directory: str | os.PathLike, epoch: int) -> Path:
     return Path(directory) / f"checkpoint{epoch}"
 
 
-def train(model: nn.Module, train_pairs: Sequence, valid_pairs: Sequence, config: TranslationConfig,
-          directory: str | os.PathLike, progress: bool = True,
-          evaluate: Callable[[nn.Module], dict] | None = None,
-          log: Callable[[str], None] | None = None) -> list[dict]:
+def train(
+    model: nn.Module,
+    train_pairs: Sequence,
+    valid_pairs: Sequence,
+    config: TranslationConfig,
+    directory: str | os.PathLike,
+    progress: bool = True,
+    evaluate: Callable[[nn.Module], dict] | None = None,
+    log: Callable[[str], None] | None = None,
+) -> list[dict]:
     """Train ``model`` on ``train_pairs`` (objects with ``src`` and ``ref``) for ``config.epochs``
     epochs, writing ``checkpoint<epoch>/`` after each and
     resuming from ``last.pt`` if an earlier run was interrupted. Returns one record per epoch:
@@ -221,8 +245,9 @@ def train(model: nn.Module, train_pairs: Sequence, valid_pairs: Sequence, config
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     train_items, valid_items = encode_pairs(train_pairs, model), encode_pairs(valid_pairs, model)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(0.9, 0.98), eps=1e-8,
-                                 weight_decay=config.weight_decay)
+    optimizer = torch.optim.Adam(
+        model.parameters(), lr=config.lr, betas=(0.9, 0.98), eps=1e-8, weight_decay=config.weight_decay
+    )
     rng = random.Random(config.seed)
     torch.manual_seed(config.seed)
     history: list[dict] = []
@@ -240,37 +265,70 @@ def train(model: nn.Module, train_pairs: Sequence, valid_pairs: Sequence, config
         t0 = time.perf_counter()
         model.train()
         with uniform_dropout():
-            total_loss, total_tokens, step = _epoch(model, optimizer, train_items, config, rng, step, epoch, progress,
-                                                    total_updates)
-        record = {"epoch": epoch, "train_loss": total_loss / total_tokens,
-                  "valid_loss": mean_token_loss(model, valid_items), "seconds": time.perf_counter() - t0}
+            total_loss, total_tokens, step = _epoch(
+                model, optimizer, train_items, config, rng, step, epoch, progress, total_updates
+            )
+        record = {
+            "epoch": epoch,
+            "train_loss": total_loss / total_tokens,
+            "valid_loss": mean_token_loss(model, valid_items),
+            "seconds": time.perf_counter() - t0,
+        }
         if evaluate is not None:
             t1 = time.perf_counter()
             record.update(evaluate(model.eval()), eval_seconds=time.perf_counter() - t1)
         history.append(record)
         say = log or (tqdm.write if progress else None)
         if say is not None:
-            extra = "".join(f", {k} {v:.2f}" for k, v in record.items() if k not in
-                            ("epoch", "train_loss", "valid_loss", "seconds", "eval_seconds"))
-            say(f"epoch {epoch}/{config.epochs}: train loss {record['train_loss']:.3f}, valid loss "
-                f"{record['valid_loss']:.3f}{extra} ({record['seconds']:.0f} s)")
+            extra = "".join(
+                f", {k} {v:.2f}"
+                for k, v in record.items()
+                if k not in ("epoch", "train_loss", "valid_loss", "seconds", "eval_seconds")
+            )
+            say(
+                f"epoch {epoch}/{config.epochs}: train loss {record['train_loss']:.3f}, valid loss "
+                f"{record['valid_loss']:.3f}{extra} ({record['seconds']:.0f} s)"
+            )
         save_pruned(model.eval(), epoch_dir(directory, epoch))
         with atomic_path(last) as tmp:
-            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
-                        "epoch": epoch, "history": history, "python_rng": rng.getstate(),
-                        "torch_rng": torch.get_rng_state()}, tmp)
+            torch.save(
+                {
+                    "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "step": step,
+                    "epoch": epoch,
+                    "history": history,
+                    "python_rng": rng.getstate(),
+                    "torch_rng": torch.get_rng_state(),
+                },
+                tmp,
+            )
     model.eval()
     return history
 
 
-def _epoch(model: nn.Module, optimizer, items: Sequence, config: TranslationConfig, rng: random.Random, step: int,
-           epoch: int, progress: bool, total_updates: int) -> tuple[float, int, int]:
+def _epoch(
+    model: nn.Module,
+    optimizer,
+    items: Sequence,
+    config: TranslationConfig,
+    rng: random.Random,
+    step: int,
+    epoch: int,
+    progress: bool,
+    total_updates: int,
+) -> tuple[float, int, int]:
     """One pass over ``items`` in batches of ``config.max_tokens``: ``(summed loss, target tokens,
     the last update's number)``."""
     pad, eos = model.decoder.dictionary.pad(), model.decoder.dictionary.eos()
     total_loss, total_tokens = 0.0, 0
-    bar = tqdm(token_batches(items, config.max_tokens, rng), desc=f"epoch {epoch}/{config.epochs}",
-               disable=not progress, unit="batch", leave=False)
+    bar = tqdm(
+        token_batches(items, config.max_tokens, rng),
+        desc=f"epoch {epoch}/{config.epochs}",
+        disable=not progress,
+        unit="batch",
+        leave=False,
+    )
     for group in bar:
         batch = collate([items[i] for i in group], pad, eos)
         step += 1
@@ -324,22 +382,38 @@ def mean_token_loss(model: nn.Module, items: Sequence, max_tokens: int = 4000) -
 
 # ---- decoding --------------------------------------------------------------------------------
 @torch.no_grad()
-def translate(model: nn.Module, sources: Sequence[str], beam: int = 5, lenpen: float = 1.0,
-              batch_size: int = 64, progress: bool = False, max_len_b: int = MAX_LEN_B) -> list[str]:
+def translate(
+    model: nn.Module,
+    sources: Sequence[str],
+    beam: int = 5,
+    lenpen: float = 1.0,
+    batch_size: int = 64,
+    progress: bool = False,
+    max_len_b: int = MAX_LEN_B,
+) -> list[str]:
     """Beam-search translations of tokenised ``sources``, in order, as token strings; each stops
     at ``max_len_b`` tokens beyond its batch's longest source (with its ``</s>``; fairseq's
     ``max_len_a=1.0`` rule), the authors' 200 by default. A model caught in a repetition loop
     runs to that limit and holds its whole batch there, so a CPU budget may set a tighter limit;
     kept well above the references' length, it truncates only such loops."""
-    (out,) = translate_copies(model, sources, 1, beam=beam, lenpen=lenpen, batch_size=batch_size,
-                              progress=progress, max_len_b=max_len_b)
+    (out,) = translate_copies(
+        model, sources, 1, beam=beam, lenpen=lenpen, batch_size=batch_size, progress=progress, max_len_b=max_len_b
+    )
     return out
 
 
 @torch.no_grad()
-def translate_copies(model: nn.Module, sources: Sequence[str], copies: int,
-                     gated: Callable[[int], ContextManager] | None = None, beam: int = 5, lenpen: float = 1.0,
-                     batch_size: int = 64, progress: bool = False, max_len_b: int = MAX_LEN_B) -> list[list[str]]:
+def translate_copies(
+    model: nn.Module,
+    sources: Sequence[str],
+    copies: int,
+    gated: Callable[[int], ContextManager] | None = None,
+    beam: int = 5,
+    lenpen: float = 1.0,
+    batch_size: int = 64,
+    progress: bool = False,
+    max_len_b: int = MAX_LEN_B,
+) -> list[list[str]]:
     """``translate`` of ``copies`` copies of ``sources`` in one beam search per batch: the batch
     of b sources is repeated, rows ``[k * b, (k + 1) * b)`` being copy k, and the search runs
     inside ``gated(copies * b)`` (e.g. row gates that give each copy its own heads; see
@@ -351,18 +425,20 @@ def translate_copies(model: nn.Module, sources: Sequence[str], copies: int,
 
     model.eval()
     src_dict, tgt_dict = model.encoder.dictionary, model.decoder.dictionary
-    generator = SequenceGenerator([model], tgt_dict, beam_size=beam, len_penalty=lenpen, max_len_a=1.0,
-                                  max_len_b=max_len_b, min_len=1)
+    generator = SequenceGenerator(
+        [model], tgt_dict, beam_size=beam, len_penalty=lenpen, max_len_a=1.0, max_len_b=max_len_b, min_len=1
+    )
     encoded = [src_dict.encode_line(s, add_if_not_exist=False, append_eos=True).long() for s in sources]
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
     out: list[list[str]] = [[""] * len(sources) for _ in range(copies)]
     starts = range(0, len(order), batch_size)
     for start in tqdm(starts, desc="translate", disable=not progress, unit="batch", leave=False):
-        idx = order[start:start + batch_size]
+        idx = order[start : start + batch_size]
         src = data_utils.collate_tokens([encoded[i] for i in idx], src_dict.pad(), src_dict.eos(), left_pad=True)
         lengths = torch.tensor([len(encoded[i]) for i in idx])
-        sample = to_device({"net_input": {"src_tokens": src.repeat(copies, 1), "src_lengths": lengths.repeat(copies)}},
-                           model)
+        sample = to_device(
+            {"net_input": {"src_tokens": src.repeat(copies, 1), "src_lengths": lengths.repeat(copies)}}, model
+        )
         with gated(copies * len(idx)) if gated else contextlib.nullcontext():
             hypotheses = generator.generate([model], sample)
         for row, hyps in enumerate(hypotheses):

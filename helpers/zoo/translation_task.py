@@ -15,6 +15,7 @@ it); ``test14`` (newstest2014: report on it); ``mtnt`` (MTNT: out of domain). ``
 are longer, use adjective-noun pairs held out of every other split, and carry noise (typos,
 casing, informal punctuation); its references are clean translations of the intended sentence.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -172,13 +173,25 @@ def _fr_pp(prep: str, np: NP) -> list[str]:
 # word: BLEU against one reference stays below 100 however good the model, as in real MT.
 # Each pair agrees in gender, number and initial sound, so agreement and elision still hold.
 FREE_CHOICES = {
-    "voit": "remarque", "voient": "remarquent",
-    "grand": "gros", "grande": "grosse", "grands": "gros", "grandes": "grosses",
-    "content": "heureux", "contente": "heureuse", "contents": "heureux", "contentes": "heureuses",
-    "fatigué": "épuisé", "fatiguée": "épuisée", "fatigués": "épuisés", "fatiguées": "épuisées",
-    "aime": "apprécie", "aiment": "apprécient",
+    "voit": "remarque",
+    "voient": "remarquent",
+    "grand": "gros",
+    "grande": "grosse",
+    "grands": "gros",
+    "grandes": "grosses",
+    "content": "heureux",
+    "contente": "heureuse",
+    "contents": "heureux",
+    "contentes": "heureuses",
+    "fatigué": "épuisé",
+    "fatiguée": "épuisée",
+    "fatigués": "épuisés",
+    "fatiguées": "épuisées",
+    "aime": "apprécie",
+    "aiment": "apprécient",
     "près": "à côté",
-    "mange": "se nourrit", "mangent": "se nourrissent",
+    "mange": "se nourrit",
+    "mangent": "se nourrissent",
 }
 
 
@@ -222,7 +235,10 @@ class Grammar:
         np = NP(det, n, adj)
         if allow_rel and depth == 0 and r.random() < (0.3 if self.ood else 0.15):
             if r.random() < 0.5:
-                np.rel, np.rel_object = Clause(self.np(1, allow_rel=False), r.choice(TRANSITIVE), None, r.random() < 0.15), True
+                np.rel, np.rel_object = (
+                    Clause(self.np(1, allow_rel=False), r.choice(TRANSITIVE), None, r.random() < 0.15),
+                    True,
+                )
             else:
                 np.rel = self.clause(1, with_subject=False)
         return np
@@ -231,7 +247,9 @@ class Grammar:
         r = self.rng
         subj = self.np(depth) if with_subject else None
         if r.random() < 0.7:
-            return Clause(subj, r.choice(TRANSITIVE), self.np(depth + 1 if not with_subject else depth), r.random() < 0.2)
+            return Clause(
+                subj, r.choice(TRANSITIVE), self.np(depth + 1 if not with_subject else depth), r.random() < 0.2
+            )
         return Clause(subj, r.choice(INTRANSITIVE), None, r.random() < 0.2)
 
     def sentence(self) -> Sentence:
@@ -275,9 +293,9 @@ def add_noise(sentence: str, rng: random.Random) -> str:
             j = rng.randrange(len(w) - 1)
             kind = rng.choice(["swap", "drop", "double"])
             if kind == "swap":
-                w = w[:j] + w[j + 1] + w[j] + w[j + 2:]
+                w = w[:j] + w[j + 1] + w[j] + w[j + 2 :]
             elif kind == "drop":
-                w = w[:j] + w[j + 1:]
+                w = w[:j] + w[j + 1 :]
             else:
                 w = w[:j] + w[j] + w[j:]
         if rng.random() < 0.05:

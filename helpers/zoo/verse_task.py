@@ -25,6 +25,7 @@ Paraphrase, in the MRPC role (Appendix B): the same verse in two English version
 ``basic``) is a paraphrase (label 1); a verse against a different verse close by in the same
 chapter (up to three verses away, other version) is not (label 0). Half of each split is each.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -90,10 +91,16 @@ class Subwords:
         return [self._bpe.process_line(line) for line in tokenized]
 
 
-def translation_splits(sizes: Mapping[str, int], seed: int = 0, merges: int = 8000,
-                       max_words: int = 30, shifted: str = OUT_OF_DOMAIN, train_max_words: int | None = None,
-                       train_sources: Sequence[str] = (SOURCE,), train_references: Sequence[str] = (REFERENCE,)
-                       ) -> dict[str, list[Pair]]:
+def translation_splits(
+    sizes: Mapping[str, int],
+    seed: int = 0,
+    merges: int = 8000,
+    max_words: int = 30,
+    shifted: str = OUT_OF_DOMAIN,
+    train_max_words: int | None = None,
+    train_sources: Sequence[str] = (SOURCE,),
+    train_references: Sequence[str] = (REFERENCE,),
+) -> dict[str, list[Pair]]:
     """``{split: [Pair]}`` for the splits in ``sizes`` (names in ``TRANSLATION_SPLITS``), with
     ``src``, ``ref`` and ``oracle`` as BPE-encoded Moses tokens; deterministic by ``seed``.
 
@@ -104,14 +111,21 @@ def translation_splits(sizes: Mapping[str, int], seed: int = 0, merges: int = 80
     took, one pair per verse for each version in ``train_sources`` times each in
     ``train_references`` (size 0: every such verse; otherwise that many verses)."""
     _check(sizes, TRANSLATION_SPLITS)
-    expanded = train_max_words is not None or tuple(train_sources) != (SOURCE,) \
-        or tuple(train_references) != (REFERENCE,)
+    expanded = (
+        train_max_words is not None or tuple(train_sources) != (SOURCE,) or tuple(train_references) != (REFERENCE,)
+    )
     verses = _distinct(_short(bible.read_verses([SOURCE, shifted, REFERENCE, SECOND_FRENCH]), max_words))
-    pool = _training_verses(train_max_words or max_words, train_sources, train_references, shifted) \
-        if expanded and "train" in sizes else None
+    pool = (
+        _training_verses(train_max_words or max_words, train_sources, train_references, shifted)
+        if expanded and "train" in sizes
+        else None
+    )
     splits = bible.chapter_splits(verses, sizes, seed, train_verses=pool)
     held_out = {s: vs for s, vs in splits.items() if s != "train"}
-    en = {s: Subwords.tokenize([v.texts[shifted if s == "mtnt" else SOURCE] for v in vs], "en") for s, vs in held_out.items()}
+    en = {
+        s: Subwords.tokenize([v.texts[shifted if s == "mtnt" else SOURCE] for v in vs], "en")
+        for s, vs in held_out.items()
+    }
     fr = {s: Subwords.tokenize([v.texts[REFERENCE] for v in vs], "fr") for s, vs in held_out.items()}
     oracle = {s: Subwords.tokenize([v.texts[SECOND_FRENCH] for v in vs], "fr") for s, vs in held_out.items()}
     if "train" in splits and expanded:
@@ -134,16 +148,19 @@ def translation_splits(sizes: Mapping[str, int], seed: int = 0, merges: int = 80
     return out
 
 
-def _training_verses(max_words: int, sources: Sequence[str], references: Sequence[str],
-                     shifted: str) -> list[bible.Verse]:
+def _training_verses(
+    max_words: int, sources: Sequence[str], references: Sequence[str], shifted: str
+) -> list[bible.Verse]:
     """Verses of at most ``max_words`` words in each of ``sources`` and ``references``. The
     out-of-domain source (with its revision, for the KJV) and the second translator never train."""
     banned = {shifted, SECOND_FRENCH, *(OLD_ENGLISH if shifted in OLD_ENGLISH else ())}
     used = list(dict.fromkeys([*sources, *references]))
     if banned & set(used):
-        raise ValueError(f"training versions {sorted(banned & set(used))} are held out: the out-of-domain source "
-                         f"({shifted}{' and its revision' if shifted in OLD_ENGLISH else ''}) and the second "
-                         f"translator ({SECOND_FRENCH}) never train; pick from {sorted(set(bible.VERSIONS) - banned)}")
+        raise ValueError(
+            f"training versions {sorted(banned & set(used))} are held out: the out-of-domain source "
+            f"({shifted}{' and its revision' if shifted in OLD_ENGLISH else ''}) and the second "
+            f"translator ({SECOND_FRENCH}) never train; pick from {sorted(set(bible.VERSIONS) - banned)}"
+        )
     return _short(bible.read_verses(used), max_words)
 
 

@@ -14,10 +14,18 @@ caches live in the model's ``sweeps/`` subfolder (``sweep_cache.py``), and
 ``results/<profile>/models.json`` records, for each model, its task, settings, training time on
 the machine that trained it, and its score on every evaluation split.
 """
+
 from __future__ import annotations
 
-from .building import (BUILD_PROCESSES_ENV, build, build_one, build_processes, ensure_built, main, prepare_shipped_lm,
-                       stale_folders)
-from .loading import (first_seed, load_classifier, load_data, load_translation, over_seeds, records, subset,
-                      sweeps_dir)
+from .building import (
+    BUILD_PROCESSES_ENV,
+    build,
+    build_one,
+    build_processes,
+    ensure_built,
+    main,
+    prepare_shipped_lm,
+    stale_folders,
+)
+from .loading import first_seed, load_classifier, load_data, load_translation, over_seeds, records, subset, sweeps_dir
 from .specs import model_dir, model_specs, models_key, resolve, seed_runs, seeded_name, training_seeds

@@ -1,5 +1,6 @@
 """Building a profile's models: once each, in the model cache, in a pool of one-thread processes
 on a CPU, rank 0 alone under torchrun; ``results/<profile>/models.json`` records them; the CLI."""
+
 from __future__ import annotations
 
 import argparse
@@ -43,11 +44,14 @@ def build_one(settings: Profile, name: str, force: bool = False, progress: model
     with shards.working(status, f"model {name}"):
         return model_cache.build_into(spec, name, final, progress)
 
+
 def ensure_built(settings: Profile, name: str) -> Path:
     build_one(settings, name)
     return model_dir(settings, name)
 
+
 BUILD_PROCESSES_ENV = "SIXTEEN_HEADS_BUILD_PROCESSES"
+
 
 def build_processes() -> int:
     """How many processes ``build`` trains models in: ``$SIXTEEN_HEADS_BUILD_PROCESSES`` if set;
@@ -61,16 +65,20 @@ def build_processes() -> int:
     chosen = os.environ.get(BUILD_PROCESSES_ENV)
     if chosen:
         if not chosen.isdigit() or int(chosen) < 1:
-            raise ValueError(f"${BUILD_PROCESSES_ENV} must be a whole number >= 1 (1: build in this process), got {chosen!r}")
+            raise ValueError(
+                f"${BUILD_PROCESSES_ENV} must be a whole number >= 1 (1: build in this process), got {chosen!r}"
+            )
         return int(chosen)
     if sys.platform != "linux" or shards.world_size() > 1 or default_device().type != "cpu":
         return 1
     return 2 if usable_cores() >= 2 else 1
 
+
 def _cost(spec: dict) -> float:
     """A rough order of training cost, to start the longest builds first."""
     train = spec.get("train") or spec.get("fine_tune") or {}
     return (100.0 if spec["task"] == "translation" else 1.0) * float(train.get("epochs", 1))
+
 
 def _build_in_worker(settings: Profile, name: str, force: bool, progress: bool) -> tuple[dict, float]:
     from transformers.utils import logging as transformers_logging
@@ -80,12 +88,21 @@ def _build_in_worker(settings: Profile, name: str, force: bool, progress: bool) 
     start = time.perf_counter()
     return build_one(settings, name, force=force, progress="lines" if progress else False), time.perf_counter() - start
 
+
 def _prepare_in_worker(settings: Profile, progress: bool) -> None:
     torch.set_num_threads(1)
     prepare_shipped_lm(settings, progress)
 
-def _build_in_processes(settings: Profile, names: list[str], processes: int, force: bool, progress: bool,
-                        report: Callable[[str, dict, float, bool], None], shipped: bool = False) -> None:
+
+def _build_in_processes(
+    settings: Profile,
+    names: list[str],
+    processes: int,
+    force: bool,
+    progress: bool,
+    report: Callable[[str, dict, float, bool], None],
+    shipped: bool = False,
+) -> None:
     """Build ``names`` in ``processes`` spawned processes of one thread each, longest first; with
     ``progress``, each process logs lines (no bars) as it trains. ``shipped``: convert the shipped
     LM too (``prepare_shipped_lm``), last, in the first process left without a model to train,
@@ -106,8 +123,14 @@ def _build_in_processes(settings: Profile, names: list[str], processes: int, for
             record, seconds = future.result()
             report(futures[future], record, seconds, False)
 
-def build(settings: Profile, only: list[str] | None = None, force: bool = False, progress: bool = True,
-          processes: int | None = None) -> dict:
+
+def build(
+    settings: Profile,
+    only: list[str] | None = None,
+    force: bool = False,
+    progress: bool = True,
+    processes: int | None = None,
+) -> dict:
     """Build (or reuse) every model of ``settings`` and write ``results/<profile>/models.json``;
     models still to train are built in ``processes`` processes (None: ``build_processes()``)."""
     specs = model_specs(settings)
@@ -132,17 +155,27 @@ def build(settings: Profile, only: list[str] | None = None, force: bool = False,
         if progress:
             line = ", ".join(f"{s} {v[record['metric']]:.3f}" for s, v in record["scores"].items())
             left = estimate_left([n for n in todo if n not in done], recorded, processes)
-            model_cache.log_line(progress_line(len(done), len(wanted), f"[{name}] {'cached' if cached else f'built in {seconds:.0f} s'}",
-                                               time.perf_counter() - t0, left) + f"; {record['metric']} {line}")
+            model_cache.log_line(
+                progress_line(
+                    len(done),
+                    len(wanted),
+                    f"[{name}] {'cached' if cached else f'built in {seconds:.0f} s'}",
+                    time.perf_counter() - t0,
+                    left,
+                )
+                + f"; {record['metric']} {line}"
+            )
 
     if progress:
         for name in todo:
             model_cache.log_line(_cache_line(settings, name, force))
-    pooled = processes > 1 and len(todo) > 1   # the pool also converts the shipped LM
+    pooled = processes > 1 and len(todo) > 1  # the pool also converts the shipped LM
     if pooled:
         if progress:
-            model_cache.log_line(f"building {len(todo)} models in {processes} processes of one thread each "
-                                 f"(${BUILD_PROCESSES_ENV}=1: one at a time)")
+            model_cache.log_line(
+                f"building {len(todo)} models in {processes} processes of one thread each "
+                f"(${BUILD_PROCESSES_ENV}=1: one at a time)"
+            )
         _build_in_processes(settings, todo, processes, force, progress, report, shipped=not only)
     for name in wanted:
         if name in records:
@@ -154,12 +187,17 @@ def build(settings: Profile, only: list[str] | None = None, force: bool = False,
     records = {name: records[name] for name in wanted}  # in the profile's order
     if not only and not pooled:
         prepare_shipped_lm(settings, progress)
-    summary = {"profile": settings.name, "machine": machine_info(), "models": records,
-               "seconds_this_run": time.perf_counter() - t0}
+    summary = {
+        "profile": settings.name,
+        "machine": machine_info(),
+        "models": records,
+        "seconds_this_run": time.perf_counter() - t0,
+    }
     if not only:
         with atomic_path(results_dir(settings.name) / "models.json") as tmp:
             tmp.write_text(json.dumps(summary, indent=2))
     return summary
+
 
 def _cache_line(settings: Profile, name: str, force: bool) -> str:
     """Why model ``name`` is (re)built: forced, never built, or built only with another recipe
@@ -167,14 +205,20 @@ def _cache_line(settings: Profile, name: str, force: bool) -> str:
     final = model_dir(settings, name)
     if force:
         return f"[{name}] rebuilding ({final.name}): --force"
-    older = sorted(d.name for d in final.parent.glob(f"{name}-*")
-                   if d.is_dir() and d.name.removesuffix(".partial") != final.name and model_cache.is_built(d))
+    older = sorted(
+        d.name
+        for d in final.parent.glob(f"{name}-*")
+        if d.is_dir() and d.name.removesuffix(".partial") != final.name and model_cache.is_built(d)
+    )
     if final.with_name(final.name + ".partial").exists():
         return f"[{name}] resuming the unfinished build {final.name}.partial"
     if older:
-        return (f"[{name}] building anew as {final.name}: the cache holds {', '.join(older)}, built with another "
-                "recipe (settings or training code); `python -m helpers.book.course --prune` removes it")
+        return (
+            f"[{name}] building anew as {final.name}: the cache holds {', '.join(older)}, built with another "
+            "recipe (settings or training code); `python -m helpers.book.course --prune` removes it"
+        )
     return f"[{name}] building {final.name}: not in the cache yet"
+
 
 def prepare_shipped_lm(settings: Profile, progress: bool = True) -> None:
     """Convert SmolLM2's GGUF file once (causal_lm.smollm2_folder) when the profile's chapter 11
@@ -189,6 +233,7 @@ def prepare_shipped_lm(settings: Profile, progress: bool = True) -> None:
     if progress:
         model_cache.log_line(f"[smollm2] ready in {time.perf_counter() - start:.0f} s: {folder}")
 
+
 def stale_folders(profiles: list[Profile]) -> list[Path]:
     """Cache folders that no model of ``profiles`` uses any more (older settings or code), and
     sweep folders of current models written by older code; an unfinished ``.partial`` folder of
@@ -201,13 +246,15 @@ def stale_folders(profiles: list[Profile]) -> list[Path]:
     current = [root / name for name in keep if (root / name).is_dir()]
     return sorted(stale + [s for d in current for s in stale_sweeps(d)])
 
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", default="course")
     parser.add_argument("--only", nargs="*", help="build only these models")
     parser.add_argument("--force", action="store_true", help="rebuild even if cached")
-    parser.add_argument("--prune", action="store_true",
-                        help="delete cached models that no profile uses any more, then exit")
+    parser.add_argument(
+        "--prune", action="store_true", help="delete cached models that no profile uses any more, then exit"
+    )
     args = parser.parse_args(argv)
     if args.prune:
         stale = stale_folders([load_profile(p.stem) for p in sorted(PROFILES.glob("*.yml"))])

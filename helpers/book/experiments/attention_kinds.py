@@ -1,5 +1,6 @@
 """§5, which attention kind depends on its heads most (Figure 4): the translation model's heads
 of one kind pruned by importance, the others left alone, on every training run."""
+
 from __future__ import annotations
 
 import math
@@ -18,22 +19,33 @@ from ..paper import values as paper_values
 from .pruning import resampled_steps
 
 
-def curves(settings: Profile, name: str, score: Callable, importance_set: Sequence, step: float,
-           training_seeds: int = 0, bootstrap: Bootstrap = Bootstrap()) -> pd.DataFrame:
+def curves(
+    settings: Profile,
+    name: str,
+    score: Callable,
+    importance_set: Sequence,
+    step: float,
+    training_seeds: int = 0,
+    bootstrap: Bootstrap = Bootstrap(),
+) -> pd.DataFrame:
     """One curve per attention kind (``kind``) of every training run of model ``name``: that
     kind's heads pruned by I_h (estimated on ``importance_set``), each step scored by ``score`` (on
     ``score.examples`` examples, recorded with ``step``); every kind's curve starts unpruned, and
     that step is scored once. Each row carries the bootstrap errors of ``at_80_errors``."""
+
     def run_seed(training_seed: int, run: str) -> pd.DataFrame:
         model = course.load_translation(settings, run)
         importance = translation_importance(model, importance_set)
         orders = {kind: order_by_importance(importance, heads_of(model, [kind])) for kind in paper_values.KINDS}
         curves = pruning_curves(model, orders, score, step=step, desc=f"seed {training_seed}")
-        errors = at_80_errors({kind: resampled_steps(model, order, score, step, bootstrap) for kind, order in orders.items()})
+        errors = at_80_errors(
+            {kind: resampled_steps(model, order, score, step, bootstrap) for kind, order in orders.items()}
+        )
         curves = curves.rename(columns={"order": "kind"}).assign(examples=score.examples, step=step)
         for column in ("relative_80%_se", "perplexity_ratio_80%_se"):
             curves[column] = curves["kind"].map(errors[column])
         return curves.assign(**{c: errors[c] for c in MARGIN_ERRORS})
+
     return course.over_seeds(settings, name, run_seed, training_seeds)
 
 
@@ -53,8 +65,10 @@ def at_80_errors(resampled: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict:
         relative[kind] = relative_scores(curves, at)
         ratio[kind] = np.exp(curves[:, 0] - curves[:, at])
     others = [k for k in resampled if k != "enc_dec"]
-    out = {"relative_80%_se": {k: Spread.of(v).se for k, v in relative.items()},
-           "perplexity_ratio_80%_se": {k: Spread.of(v).se for k, v in ratio.items()}}
+    out = {
+        "relative_80%_se": {k: Spread.of(v).se for k, v in relative.items()},
+        "perplexity_ratio_80%_se": {k: Spread.of(v).se for k, v in ratio.items()},
+    }
     if "enc_dec" in resampled and others:
         out[MARGIN_ERRORS[0]] = Spread.of(relative["enc_dec"] - np.min([relative[k] for k in others], 0)).se
         out[MARGIN_ERRORS[1]] = Spread.of(ratio["enc_dec"] - np.max([ratio[k] for k in others], 0)).se
@@ -78,9 +92,18 @@ def summary(all_curves: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (training_seed, kind), part in all_curves.groupby(["training_seed", "kind"], sort=False):
         base = _at(part, 0.0)
-        rows.append({"training_seed": training_seed, "kind": kind, "unpruned": base, "bleu_40%_pruned": _at(part, 0.4),
-                     "bleu_80%_pruned": _at(part, 0.8), "relative_80%": _at(part, 0.8) / base if base else float("nan"),
-                     "prunable_share_1_bleu": prunable_share(part, 1.0), **_errors(part, "relative_80%_se", 0)})
+        rows.append(
+            {
+                "training_seed": training_seed,
+                "kind": kind,
+                "unpruned": base,
+                "bleu_40%_pruned": _at(part, 0.4),
+                "bleu_80%_pruned": _at(part, 0.8),
+                "relative_80%": _at(part, 0.8) / base if base else float("nan"),
+                "prunable_share_1_bleu": prunable_share(part, 1.0),
+                **_errors(part, "relative_80%_se", 0),
+            }
+        )
     out = pd.DataFrame(rows)
     out["paper_relative_80%"] = out["kind"].map(paper_values.FIGURE4_BLEU_AT_80) / paper_values.WMT_BASE_BLEU
     return out
@@ -92,12 +115,21 @@ def likelihood_summary(ll_curves: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (training_seed, kind), part in ll_curves.groupby(["training_seed", "kind"], sort=False):
         base = _at(part, 0.0)
-        rows.append({"training_seed": training_seed, "kind": kind, "unpruned": base, "ll_80%_pruned": _at(part, 0.8),
-                     "perplexity_ratio_80%": math.exp(base - _at(part, 0.8)),
-                     **_errors(part, "perplexity_ratio_80%_se", 1)})
+        rows.append(
+            {
+                "training_seed": training_seed,
+                "kind": kind,
+                "unpruned": base,
+                "ll_80%_pruned": _at(part, 0.8),
+                "perplexity_ratio_80%": math.exp(base - _at(part, 0.8)),
+                **_errors(part, "perplexity_ratio_80%_se", 1),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def by_seed(table: pd.DataFrame, column: str, label: str) -> pd.DataFrame:
     """``column`` of a summary by kind, one column per seed named ``label, seed N``."""
-    return table.pivot(index="kind", columns="training_seed", values=column).rename(columns=lambda s: f"{label}, seed {int(s)}")
+    return table.pivot(index="kind", columns="training_seed", values=column).rename(
+        columns=lambda s: f"{label}, seed {int(s)}"
+    )

@@ -7,6 +7,7 @@ cached generation at a few pruning levels, and the induction heads that in-conte
     curves = copying_curves(model, orders, verse_batches, probe, step)  # scored on verses and copying
     exact, speed = served_by_llama_cpp(variants, tokenizer, "smollm2", texts, prompts, 64, 3, profile)  # served.py
 """
+
 from __future__ import annotations
 
 import copy
@@ -20,27 +21,57 @@ from torch import nn
 
 from ...heads.grouped_query import kv_group_heads, kv_group_order
 from ...heads.induction import copying_stats, induction_scores, repeated_tokens
-from ...heads.kv_cache import (PublishedModel, cache_bytes, generate_cached, generation_seconds, kv_bytes,
-                               kv_bytes_per_token, published_kv_table)
+from ...heads.kv_cache import (
+    PublishedModel,
+    cache_bytes,
+    generate_cached,
+    generation_seconds,
+    kv_bytes,
+    kv_bytes_per_token,
+    published_kv_table,
+)
 from ...heads.pruning import count_parameters, prune_heads
 from ...heads.pruning_curves import counts, heads_in, heads_of, order_by_importance, random_order, score_specs, spec_of
 from ...heads.significance import MIN_UNITS, log_likelihood, resample_indices, resampled_sums
 from ...heads.sites import attention_sites
 from ...zoo.causal_lm import PerplexityScorer
 from .served import RUNTIME_SHOWN, served_by_llama_cpp, speed_summary  # noqa: F401 (chapter 13's llama.cpp section)
-from ..store.columns import (BAND, COPYING_KEPT, COPYING_TOLERANCES, INDUCTION_TOP, UNPRUNED_COPYING, VERDICT_SEQUENCES,
-                             copying_at, copying_below, copying_kept_interval, prunable_within, random_copying_at,
-                             random_orders_at)
+from ..store.columns import (
+    BAND,
+    COPYING_KEPT,
+    COPYING_TOLERANCES,
+    INDUCTION_TOP,
+    UNPRUNED_COPYING,
+    VERDICT_SEQUENCES,
+    copying_at,
+    copying_below,
+    copying_kept_interval,
+    prunable_within,
+    random_copying_at,
+    random_orders_at,
+)
 
 LEVELS = (0.0, 1 / 3, 2 / 3)
 UNITS = ("KV groups", "query heads")
-MEMORY_SHOWN = ["unit", "share", "dtype", "batch", "query heads", "KV heads", "KV bytes per token", "KV bytes, predicted",
-                "KV bytes, measured", "tokens per second", "perplexity"]   # the columns chapter 13 shows
+MEMORY_SHOWN = [
+    "unit",
+    "share",
+    "dtype",
+    "batch",
+    "query heads",
+    "KV heads",
+    "KV bytes per token",
+    "KV bytes, predicted",
+    "KV bytes, measured",
+    "tokens per second",
+    "perplexity",
+]  # the columns chapter 13 shows
 
 
 # ---- pruned variants ---------------------------------------------------------------------------
-def pruned_variants(model: nn.Module, importance: Mapping[str, torch.Tensor], shares: Sequence[float] = LEVELS
-                    ) -> dict[tuple[str, float], nn.Module]:
+def pruned_variants(
+    model: nn.Module, importance: Mapping[str, torch.Tensor], shares: Sequence[float] = LEVELS
+) -> dict[tuple[str, float], nn.Module]:
     """``{(unit, share): model}``: copies of ``model`` with the least important ``share`` of its KV
     groups (every query head of each) or of its query heads physically removed; share 0 is the
     model itself, once, under the unit "unpruned"."""
@@ -51,9 +82,12 @@ def pruned_variants(model: nn.Module, importance: Mapping[str, torch.Tensor], sh
         if share == 0:
             out["unpruned", 0.0] = model
             continue
-        by_groups = [("self", layer, h) for layer, g in groups[:round(share * len(groups))]
-                     for h in kv_group_heads(sites[layer], g)]
-        for unit, chosen in (("KV groups", by_groups), ("query heads", heads[:round(share * len(heads))])):
+        by_groups = [
+            ("self", layer, h)
+            for layer, g in groups[: round(share * len(groups))]
+            for h in kv_group_heads(sites[layer], g)
+        ]
+        for unit, chosen in (("KV groups", by_groups), ("query heads", heads[: round(share * len(heads))])):
             pruned = copy.deepcopy(model)
             prune_heads(pruned, spec_of(chosen))
             out[unit, share] = pruned
@@ -68,7 +102,9 @@ def prompt_ids(tokenizer, texts: Sequence[str], tokens: int, batch: int) -> torc
         ids: list[int] = []
         while len(ids) < tokens:
             if start >= len(texts):
-                raise ValueError(f"{len(texts)} texts give fewer than {batch} prompts of {tokens} tokens: give more verses")
+                raise ValueError(
+                    f"{len(texts)} texts give fewer than {batch} prompts of {tokens} tokens: give more verses"
+                )
             ids += tokenizer((" " if ids else "") + texts[start], add_special_tokens=False)["input_ids"]
             start += 1
         rows.append(ids[:tokens])
@@ -76,9 +112,15 @@ def prompt_ids(tokenizer, texts: Sequence[str], tokens: int, batch: int) -> torc
 
 
 # ---- memory and speed ----------------------------------------------------------------------------
-def memory_and_speed(variants: Mapping[tuple[str, float], nn.Module], prompts: Mapping[int, torch.Tensor],
-                     new_tokens: int, report_batches: Sequence[dict], repeats: int = 3,
-                     dtypes: Sequence[str] = ("float32",), progress: bool = False) -> pd.DataFrame:
+def memory_and_speed(
+    variants: Mapping[tuple[str, float], nn.Module],
+    prompts: Mapping[int, torch.Tensor],
+    new_tokens: int,
+    report_batches: Sequence[dict],
+    repeats: int = 3,
+    dtypes: Sequence[str] = ("float32",),
+    progress: bool = False,
+) -> pd.DataFrame:
     """One row per variant, dtype and batch size (``prompts[batch size]``): query and KV heads
     left, parameters, KV bytes per token predicted from the layers and measured from the cache
     greedy generation left (``new_tokens`` new tokens), the median seconds of that generation and
@@ -95,17 +137,28 @@ def memory_and_speed(variants: Mapping[tuple[str, float], nn.Module], prompts: M
         for dtype in dtypes:
             timed = model if dtype == "float32" else cast_copy(model, dtype)
             for size, ids in prompts.items():
-                _, cache = generate_cached(timed, ids, new_tokens)   # also the warm-up
+                _, cache = generate_cached(timed, ids, new_tokens)  # also the warm-up
                 positions = ids.shape[1] + new_tokens - 1
                 seconds = statistics.median(generation_seconds(timed, ids, new_tokens, repeats, warmup=0))
-                rows.append({"unit": unit, "share": share, "dtype": dtype, "batch": size,
-                             "query heads": sum(len(s.heads) for s in sites),
-                             "KV heads": sum(len(s.kv_groups) for s in sites), "parameters": count_parameters(model),
-                             "KV bytes per token": kv_bytes_per_token(timed),
-                             "KV bytes, predicted": kv_bytes(timed, positions, size),
-                             "KV bytes, measured": cache_bytes(cache), "cached positions": positions,
-                             "seconds": seconds, "tokens per second": size * new_tokens / seconds,
-                             "perplexity": perplexity, "perplexity verses": verses})
+                rows.append(
+                    {
+                        "unit": unit,
+                        "share": share,
+                        "dtype": dtype,
+                        "batch": size,
+                        "query heads": sum(len(s.heads) for s in sites),
+                        "KV heads": sum(len(s.kv_groups) for s in sites),
+                        "parameters": count_parameters(model),
+                        "KV bytes per token": kv_bytes_per_token(timed),
+                        "KV bytes, predicted": kv_bytes(timed, positions, size),
+                        "KV bytes, measured": cache_bytes(cache),
+                        "cached positions": positions,
+                        "seconds": seconds,
+                        "tokens per second": size * new_tokens / seconds,
+                        "perplexity": perplexity,
+                        "perplexity verses": verses,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -116,26 +169,41 @@ def _ranks(scores: torch.Tensor) -> np.ndarray:
     return pd.Series(-flat).rank(method="min").to_numpy().astype(int)
 
 
-def induction_ranks(model: nn.Module, probe: Sequence[dict], importance: Mapping[str, Mapping[str, torch.Tensor]],
-                    grid: pd.DataFrame | None = None) -> pd.DataFrame:
+def induction_ranks(
+    model: nn.Module,
+    probe: Sequence[dict],
+    importance: Mapping[str, Mapping[str, torch.Tensor]],
+    grid: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """One row per query head: its induction score on ``probe`` (mean over batches), its rank by
     that score, and its rank (1 = most important) under each of ``importance`` (``{label: I_h}``)
     and, given chapter 11's one-head ``grid``, by the perplexity its masking costs on verses."""
     score = torch.stack([induction_scores(model, b) for b in probe]).mean(0)
     layers, heads = score.shape
-    table = pd.DataFrame({"layer": np.repeat(np.arange(layers), heads), "head": np.tile(np.arange(heads), layers),
-                          "induction score": score.flatten().numpy(), "induction rank": _ranks(score)})
+    table = pd.DataFrame(
+        {
+            "layer": np.repeat(np.arange(layers), heads),
+            "head": np.tile(np.arange(heads), layers),
+            "induction score": score.flatten().numpy(),
+            "induction rank": _ranks(score),
+        }
+    )
     for label, scores in importance.items():
         table[f"rank by {label}"] = _ranks(scores["self"])
     if grid is not None:
         effect = grid.set_index(["layer", "head"])["change_pct"]
         table["rank by one-head effect on verses"] = (
-            effect.reindex(list(zip(table["layer"], table["head"]))).rank(ascending=False, method="min").astype(int).to_numpy())
+            effect.reindex(list(zip(table["layer"], table["head"])))
+            .rank(ascending=False, method="min")
+            .astype(int)
+            .to_numpy()
+        )
     return table
 
 
-def copying_probes(tokenizer, length: int, sequences: int, batch: int, seed: int,
-                   verdict_sequences: int) -> tuple[list[dict], list[dict], list[dict]]:
+def copying_probes(
+    tokenizer, length: int, sequences: int, batch: int, seed: int, verdict_sequences: int
+) -> tuple[list[dict], list[dict], list[dict]]:
     """``(scored, held out, verdict)``: two copying probes of ``sequences`` sequences each (batches
     of ``batch``; ``repeated_tokens`` with different seeds), so that an importance estimated on the
     held-out one is scored on tokens it has not seen, and the verdict's own probe of
@@ -143,13 +211,21 @@ def copying_probes(tokenizer, length: int, sequences: int, batch: int, seed: int
     others."""
     low = len(tokenizer.all_special_ids) + 100
     batches = max(1, sequences // batch)
-    probe = [repeated_tokens(len(tokenizer), length, batch, seed + i, low=low, bos=tokenizer.bos_token_id)
-             for i in range(2 * batches)]
+    probe = [
+        repeated_tokens(len(tokenizer), length, batch, seed + i, low=low, bos=tokenizer.bos_token_id)
+        for i in range(2 * batches)
+    ]
     return probe[:batches], probe[batches:], verdict_probe(tokenizer, length, verdict_sequences, batch, seed)
 
 
-def copying_curves(model: nn.Module, orders: Mapping[str, Sequence], verse_batches: Sequence[dict],
-                   probe: Sequence[dict], step: float, configs_per_pass: int = 1) -> pd.DataFrame:
+def copying_curves(
+    model: nn.Module,
+    orders: Mapping[str, Sequence],
+    verse_batches: Sequence[dict],
+    probe: Sequence[dict],
+    step: float,
+    configs_per_pass: int = 1,
+) -> pd.DataFrame:
     """Each order (``{label: [head, ...]}``) pruned step by step, every step scored on the verses
     (perplexity) and on the copying probe (perplexity of the second copy, and the share of its
     tokens predicted right)."""
@@ -157,8 +233,14 @@ def copying_curves(model: nn.Module, orders: Mapping[str, Sequence], verse_batch
     return copying_points(model, orders, steps, verse_batches, probe, configs_per_pass)
 
 
-def copying_points(model: nn.Module, orders: Mapping[str, Sequence], steps: Sequence[tuple[str, int, int]],
-                   verse_batches: Sequence[dict], probe: Sequence[dict], configs_per_pass: int = 1) -> pd.DataFrame:
+def copying_points(
+    model: nn.Module,
+    orders: Mapping[str, Sequence],
+    steps: Sequence[tuple[str, int, int]],
+    verse_batches: Sequence[dict],
+    probe: Sequence[dict],
+    configs_per_pass: int = 1,
+) -> pd.DataFrame:
     """``copying_curves``' rows at the given ``steps`` (``(label, heads in the pool, heads pruned)``):
     the first heads of ``orders[label]`` pruned, scored on the verses and on the copying probe."""
     verses = PerplexityScorer(verse_batches, configs_per_pass)
@@ -167,35 +249,66 @@ def copying_points(model: nn.Module, orders: Mapping[str, Sequence], steps: Sequ
     scored = {"verses": score_specs(model, specs, verses, progress=False)}
     # the copying probe's perplexity and accuracy from the same passes: one per distinct step
     distinct = list({heads_in(spec): spec for spec in specs}.values())
-    probe_rows = dict(zip([heads_in(s) for s in distinct],
-                          PerplexityScorer(probe, configs_per_pass, stats=copying_stats).many_rows(model, distinct)))
+    probe_rows = dict(
+        zip(
+            [heads_in(s) for s in distinct],
+            PerplexityScorer(probe, configs_per_pass, stats=copying_stats).many_rows(model, distinct),
+        )
+    )
     sizes = [len(b["input_ids"]) for b in probe]
     rows = [probe_rows[heads_in(spec)] for spec in specs]
-    return pd.DataFrame([{"order": label, "pruned": c, "share": c / n,
-                          "verse perplexity": float(np.exp(-scored["verses"][i])),
-                          "copying perplexity": float(np.exp(-log_likelihood(rows[i][:, :2].contiguous().sum(0).numpy()))),
-                          "copying accuracy": float(np.mean([float(b[:, 2].sum() / b[:, 1].sum())   # per batch, as
-                                                             for b in rows[i].split(sizes)])),    # copying_accuracy
-                          "copying sequences": sum(sizes)}
-                         for i, (label, n, c, _) in enumerate(steps)])
+    return pd.DataFrame(
+        [
+            {
+                "order": label,
+                "pruned": c,
+                "share": c / n,
+                "verse perplexity": float(np.exp(-scored["verses"][i])),
+                "copying perplexity": float(np.exp(-log_likelihood(rows[i][:, :2].contiguous().sum(0).numpy()))),
+                "copying accuracy": float(
+                    np.mean(
+                        [
+                            float(b[:, 2].sum() / b[:, 1].sum())  # per batch, as
+                            for b in rows[i].split(sizes)
+                        ]
+                    )
+                ),  # copying_accuracy
+                "copying sequences": sum(sizes),
+            }
+            for i, (label, n, c, _) in enumerate(steps)
+        ]
+    )
 
 
-def importances(model: nn.Module, verse_batches: Sequence[dict], copying_probe: Sequence[dict]
-                ) -> dict[str, Mapping[str, torch.Tensor]]:
+def importances(
+    model: nn.Module, verse_batches: Sequence[dict], copying_probe: Sequence[dict]
+) -> dict[str, Mapping[str, torch.Tensor]]:
     """``{"I_h on verses": ..., "I_h on copying": ...}``: I_h on the verses' LM loss, and on the
     loss of the second copy on ``copying_probe`` (a probe the curves do not score)."""
     from ...heads.importance import head_importance
     from ...heads.induction import copying_nll
     from ...zoo.causal_lm import lm_loss
 
-    return {"I_h on verses": head_importance(model, verse_batches, lm_loss, progress=False),
-            "I_h on copying": head_importance(model, copying_probe, lambda m, b: copying_nll(m, b)[:, 0], progress=False)}
+    return {
+        "I_h on verses": head_importance(model, verse_batches, lm_loss, progress=False),
+        "I_h on copying": head_importance(model, copying_probe, lambda m, b: copying_nll(m, b)[:, 0], progress=False),
+    }
 
 
-def copying_study(model: nn.Module, importance: Mapping[str, Mapping[str, torch.Tensor]], *, verses: Sequence[dict],
-                  probe: Sequence[dict], step: float, random_orders: int, band_orders: int, seed: int,
-                  configs_per_pass: int = 1, verdict_probe: Sequence[dict] | None = None,
-                  n_resamples: int = 1000) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def copying_study(
+    model: nn.Module,
+    importance: Mapping[str, Mapping[str, torch.Tensor]],
+    *,
+    verses: Sequence[dict],
+    probe: Sequence[dict],
+    step: float,
+    random_orders: int,
+    band_orders: int,
+    seed: int,
+    configs_per_pass: int = 1,
+    verdict_probe: Sequence[dict] | None = None,
+    n_resamples: int = 1000,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """``(curves, band, summary)``: each importance's curve and ``random_orders`` random curves
     (``copying_curves``), ``band_orders`` further random orders at the shares the verdict reads
     (``random_band``), and the summary of every order with the band beside it (``band_at``) and,
@@ -210,7 +323,7 @@ def copying_study(model: nn.Module, importance: Mapping[str, Mapping[str, torch.
     return curves, band, summary
 
 
-KEPT_LEVEL = 0.99   # the copying verdict's interval over sequences
+KEPT_LEVEL = 0.99  # the copying verdict's interval over sequences
 
 
 def verdict_probe(tokenizer, length: int, sequences: int, batch: int, seed: int) -> list[dict]:
@@ -218,22 +331,39 @@ def verdict_probe(tokenizer, length: int, sequences: int, batch: int, seed: int)
     ``MIN_UNITS``, the units of its bootstrap) in batches of ``batch``, drawn with seeds from
     ``seed + 1000`` on, apart from ``copying_probes``' own."""
     if sequences < MIN_UNITS:
-        raise ValueError(f"the copying verdict's interval is a bootstrap over sequences: give at least {MIN_UNITS} "
-                         f"(verdict_sequences), not {sequences}")
+        raise ValueError(
+            f"the copying verdict's interval is a bootstrap over sequences: give at least {MIN_UNITS} "
+            f"(verdict_sequences), not {sequences}"
+        )
     low = len(tokenizer.all_special_ids) + 100
-    return [repeated_tokens(len(tokenizer), length, min(batch, sequences - start), seed + 1000 + i, low=low,
-                            bos=tokenizer.bos_token_id) for i, start in enumerate(range(0, sequences, batch))]
+    return [
+        repeated_tokens(
+            len(tokenizer), length, min(batch, sequences - start), seed + 1000 + i, low=low, bos=tokenizer.bos_token_id
+        )
+        for i, start in enumerate(range(0, sequences, batch))
+    ]
 
 
-def copying_kept(model: nn.Module, order: Sequence, pruned: int, probe: Sequence[dict], n_resamples: int = 1000,
-                 seed: int = 0, configs_per_pass: int = 1) -> tuple[float, float, float, int]:
+def copying_kept(
+    model: nn.Module,
+    order: Sequence,
+    pruned: int,
+    probe: Sequence[dict],
+    n_resamples: int = 1000,
+    seed: int = 0,
+    configs_per_pass: int = 1,
+) -> tuple[float, float, float, int]:
     """``(kept, low, high, sequences)``: the copying accuracy of ``model`` with the first ``pruned``
     heads of ``order`` pruned, over the unpruned model's, on ``probe``, and its ``KEPT_LEVEL``
     interval from a paired bootstrap over the probe's sequences (each resample draws the same
     sequences for both models)."""
     specs = [spec_of(order[:0]), spec_of(order[:pruned])]
-    base, cut = (rows[:, [2, 1]].double().numpy() for rows in     # per sequence: tokens right, tokens
-                 PerplexityScorer(probe, configs_per_pass, stats=copying_stats).many_rows(model, specs))
+    base, cut = (
+        rows[:, [2, 1]].double().numpy()
+        for rows in PerplexityScorer(  # per sequence: tokens right, tokens
+            probe, configs_per_pass, stats=copying_stats
+        ).many_rows(model, specs)
+    )
     indices = resample_indices(len(base), n_resamples, seed)
     a, b = resampled_sums(base, indices), resampled_sums(cut, indices)
     ratios = (b[:, 0] / b[:, 1]) / (a[:, 0] / a[:, 1])
@@ -242,8 +372,15 @@ def copying_kept(model: nn.Module, order: Sequence, pruned: int, probe: Sequence
     return float(kept), float(low), float(high), len(base)
 
 
-def kept_at(model: nn.Module, summary: pd.DataFrame, order: Sequence, probe: Sequence[dict], n_resamples: int,
-            seed: int, configs_per_pass: int = 1) -> pd.DataFrame:
+def kept_at(
+    model: nn.Module,
+    summary: pd.DataFrame,
+    order: Sequence,
+    probe: Sequence[dict],
+    n_resamples: int,
+    seed: int,
+    configs_per_pass: int = 1,
+) -> pd.DataFrame:
     """``summary`` with, on ``BAND_ORDER``'s row, per tolerance, ``copying_kept`` at the share that
     order prunes within it (``COPYING_KEPT``, ``copying_kept_interval``) and the sequences."""
     out = summary.copy()
@@ -258,8 +395,9 @@ def kept_at(model: nn.Module, summary: pd.DataFrame, order: Sequence, probe: Seq
     return out
 
 
-def orders_for(model: nn.Module, importance: Mapping[str, Mapping[str, torch.Tensor]], random_orders: int,
-               seed: int) -> dict[str, list]:
+def orders_for(
+    model: nn.Module, importance: Mapping[str, Mapping[str, torch.Tensor]], random_orders: int, seed: int
+) -> dict[str, list]:
     """``{label: order}``: the query heads by each importance (least important first) and
     ``random_orders`` random orders."""
     pool = heads_of(model)
@@ -269,12 +407,19 @@ def orders_for(model: nn.Module, importance: Mapping[str, Mapping[str, torch.Ten
 
 
 TOLERANCES = COPYING_TOLERANCES
-COPYING_FLOOR = 0.5          # copying "breaks" below half of the unpruned model's accuracy
+COPYING_FLOOR = 0.5  # copying "breaks" below half of the unpruned model's accuracy
 BAND_ORDER = "I_h on verses"  # the order whose decisions the random band is drawn at
 
 
-def random_band(model: nn.Module, summary: pd.DataFrame, orders: int, seed: int, verse_batches: Sequence[dict],
-                probe: Sequence[dict], configs_per_pass: int = 1) -> pd.DataFrame:
+def random_band(
+    model: nn.Module,
+    summary: pd.DataFrame,
+    orders: int,
+    seed: int,
+    verse_batches: Sequence[dict],
+    probe: Sequence[dict],
+    configs_per_pass: int = 1,
+) -> pd.DataFrame:
     """``orders`` random orders (seeds ``seed + 1000``, ...; apart from the curves' own), each
     pruned to the shares where ``BAND_ORDER`` stops within each tolerance (``copying_summary``;
     shares of 0 skipped), scored as ``copying_points``: rows ``copying_curves``' columns, one
@@ -286,7 +431,9 @@ def random_band(model: nn.Module, summary: pd.DataFrame, orders: int, seed: int,
     drawn = {f"random {seed + 1000 + r}": random_order(pool, seed + 1000 + r) for r in range(orders)}
     steps = [(label, len(pool), round(share * len(pool))) for share in shares for label in drawn]
     if not steps:
-        return pd.DataFrame(columns=["order", "pruned", "share", "verse perplexity", "copying perplexity", "copying accuracy"])
+        return pd.DataFrame(
+            columns=["order", "pruned", "share", "verse perplexity", "copying perplexity", "copying accuracy"]
+        )
     return copying_points(model, drawn, steps, verse_batches, probe, configs_per_pass)
 
 
@@ -300,13 +447,15 @@ def band_at(summary: pd.DataFrame, band: pd.DataFrame) -> pd.DataFrame:
         at = band[np.isclose(band["share"], share.iloc[0])] if len(band) and len(share) else band
         for q, name in zip(BAND, ("5%", "95%")):
             out.loc[out["order"] == BAND_ORDER, random_copying_at(t, name)] = (
-                float(at["copying accuracy"].quantile(q)) if len(at) else np.nan)
+                float(at["copying accuracy"].quantile(q)) if len(at) else np.nan
+            )
         out.loc[out["order"] == BAND_ORDER, random_orders_at(t)] = len(at)
     return out
 
 
-def broken_at(curves: pd.DataFrame, order: str, tolerances: Sequence[float] = TOLERANCES,
-              floor: float = COPYING_FLOOR) -> dict:
+def broken_at(
+    curves: pd.DataFrame, order: str, tolerances: Sequence[float] = TOLERANCES, floor: float = COPYING_FLOOR
+) -> dict:
     """For one order: per tolerance, the share prunable before the verse perplexity first rises
     more than it above the unpruned one (as chapter 11 reads its curves) and the copying accuracy
     at that share; and the first share at which copying accuracy falls below ``floor`` times its
@@ -377,12 +526,24 @@ def copying_figure(curves: pd.DataFrame, band: pd.DataFrame | None = None):
     for ax, column in zip(axes, ("verse perplexity", "copying accuracy")):
         if len(rand):
             spread = rand.groupby("share")[column].agg(["min", "max"]).reset_index()
-            ax.fill_between(spread["share"] * 100, spread["min"], spread["max"], color="grey", alpha=0.3,
-                            label=f"random curve{'s (range)' if rand['order'].nunique() > 1 else ''}")
+            ax.fill_between(
+                spread["share"] * 100,
+                spread["min"],
+                spread["max"],
+                color="grey",
+                alpha=0.3,
+                label=f"random curve{'s (range)' if rand['order'].nunique() > 1 else ''}",
+            )
         if band is not None and len(band):
             bars = band.groupby("share")[column].quantile(list(BAND)).unstack()
-            ax.vlines(bars.index * 100, bars[BAND[0]], bars[BAND[1]], color="black", linewidth=3,
-                      label=f"random, {BAND[0]:.0%}-{BAND[1]:.0%} ({band['order'].nunique()} orders)")
+            ax.vlines(
+                bars.index * 100,
+                bars[BAND[0]],
+                bars[BAND[1]],
+                color="black",
+                linewidth=3,
+                label=f"random, {BAND[0]:.0%}-{BAND[1]:.0%} ({band['order'].nunique()} orders)",
+            )
         for order, part in curves[~curves["order"].str.startswith("random")].groupby("order", sort=False):
             ax.plot(part["share"] * 100, part[column], marker="o", markersize=3, label=order)
         ax.set(xlabel="query heads pruned (%)", title=column, xlim=(0, 100))
@@ -437,23 +598,49 @@ def keep_and_reload(model: nn.Module, tokenizer, prompt: str, new_tokens: int) -
 
     ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)["input_ids"]
     with torch.no_grad():
-        here = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, use_cache=True,
-                              max_new_tokens=new_tokens, min_new_tokens=new_tokens, output_logits=True,
-                              return_dict_in_generate=True, pad_token_id=0)
+        here = model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            do_sample=False,
+            use_cache=True,
+            max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens,
+            output_logits=True,
+            return_dict_in_generate=True,
+            pad_token_id=0,
+        )
     with tempfile.TemporaryDirectory() as tmp:
         folder = save_pruned(model, Path(tmp) / "pruned")
         torch.save(ids, Path(tmp) / "ids.pt")
-        root = Path(__file__).resolve().parents[3]   # the repository, where ``helpers`` imports from
-        done = subprocess.run([sys.executable, "-c", _RELOAD_AND_GENERATE, str(folder), str(Path(tmp) / "ids.pt"),
-                               str(Path(tmp) / "out.pt"), str(new_tokens)], cwd=root, capture_output=True, text=True)
+        root = Path(__file__).resolve().parents[3]  # the repository, where ``helpers`` imports from
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                _RELOAD_AND_GENERATE,
+                str(folder),
+                str(Path(tmp) / "ids.pt"),
+                str(Path(tmp) / "out.pt"),
+                str(new_tokens),
+            ],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        )
         if done.returncode:
             raise RuntimeError(f"reloading the pruned model in a fresh process failed:\n{done.stderr[-3000:]}")
         there = torch.load(Path(tmp) / "out.pt")
         layout = json.loads((folder / "config.json").read_text())[LAYOUT_KEY]
         size = sum(f.stat().st_size for f in folder.iterdir())
-    return pd.DataFrame([{"query heads per layer": str(layout["self"]["num_attention_heads"]),
-                          "KV groups per layer": str(layout["self"]["num_key_value_heads"]), "megabytes saved": size / 2**20,
-                          "same tokens": bool(torch.equal(here.sequences, there["sequences"])),
-                          "largest logit gap": float((torch.stack(here.logits) - there["logits"]).abs().max()),
-                          "generated": tokenizer.decode(there["sequences"][0, ids.shape[1]:])}])
-
+    return pd.DataFrame(
+        [
+            {
+                "query heads per layer": str(layout["self"]["num_attention_heads"]),
+                "KV groups per layer": str(layout["self"]["num_key_value_heads"]),
+                "megabytes saved": size / 2**20,
+                "same tokens": bool(torch.equal(here.sequences, there["sequences"])),
+                "largest logit gap": float((torch.stack(here.logits) - there["logits"]).abs().max()),
+                "generated": tokenizer.decode(there["sequences"][0, ids.shape[1] :]),
+            }
+        ]
+    )

@@ -6,6 +6,7 @@ keeps both effect tables; ``pairs`` pairs them per head (``head_effects.paired_s
 beside the paper's r, then per attention kind), with the split-half r of each set, which bounds
 what a cross-domain r can show, and the spread of the scores in each domain.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -20,27 +21,44 @@ from .sweeps import HeadSweeps
 TRACKS = {"translation": "translation", "classifier": "classifier"}  # paper_values.CROSS_DOMAIN_R's keys
 
 
-def effects(sweeps: HeadSweeps, name: str, sets: tuple[Sequence, Sequence], measure: str = "metric"
-            ) -> dict[int, tuple[pd.DataFrame, pd.DataFrame]]:
+def effects(
+    sweeps: HeadSweeps, name: str, sets: tuple[Sequence, Sequence], measure: str = "metric"
+) -> dict[int, tuple[pd.DataFrame, pd.DataFrame]]:
     """``{training seed: (in-domain effects, out-of-domain effects)}`` of every head alone."""
     return {run.seed: tuple(run.effects(part, "one_head", measure) for part in sets) for run in sweeps.runs(name)}
 
 
 def pairs(by_seed: dict[int, tuple[pd.DataFrame, pd.DataFrame]]) -> pd.DataFrame:
     """The in- and out-of-domain scores per head, every seed stacked (``training_seed``)."""
-    return pd.concat([paired_scores(inside, outside).assign(training_seed=seed)
-                      for seed, (inside, outside) in by_seed.items()], ignore_index=True)
+    return pd.concat(
+        [paired_scores(inside, outside).assign(training_seed=seed) for seed, (inside, outside) in by_seed.items()],
+        ignore_index=True,
+    )
 
 
-def _row(model: str, kind: str, paired: pd.DataFrame, inside: pd.DataFrame, outside: pd.DataFrame, seed: int,
-         paper_r: float | None = None) -> dict:
+def _row(
+    model: str,
+    kind: str,
+    paired: pd.DataFrame,
+    inside: pd.DataFrame,
+    outside: pd.DataFrame,
+    seed: int,
+    paper_r: float | None = None,
+) -> dict:
     r, p = correlation(paired)
-    return {"model": model, "training_seed": seed, "kind": kind, "heads": len(paired), "pearson_r": r,
-            "p_value": p, "paper_r": paper_r,
-            "split_half_r_in": correlation(inside, "score_even", "score_odd")[0],
-            "split_half_r_out": correlation(outside, "score_even", "score_odd")[0],
-            "spread_in": paired["score_in"].max() - paired["score_in"].min(),
-            "spread_out": paired["score_out"].max() - paired["score_out"].min()}
+    return {
+        "model": model,
+        "training_seed": seed,
+        "kind": kind,
+        "heads": len(paired),
+        "pearson_r": r,
+        "p_value": p,
+        "paper_r": paper_r,
+        "split_half_r_in": correlation(inside, "score_even", "score_odd")[0],
+        "split_half_r_out": correlation(outside, "score_even", "score_odd")[0],
+        "spread_in": paired["score_in"].max() - paired["score_in"].min(),
+        "spread_out": paired["score_out"].max() - paired["score_out"].min(),
+    }
 
 
 def correlations(models: Sequence[tuple[str, str, dict]]) -> pd.DataFrame:
@@ -56,12 +74,16 @@ def correlations(models: Sequence[tuple[str, str, dict]]) -> pd.DataFrame:
                 rows.append(_row(name, "self", paired, inside, outside, seed, paper_r))
                 continue
             rows.append(_row(name, "all", paired, inside, outside, seed, paper_r))
-            rows += [_row(name, kind, part, inside[inside["kind"] == kind], outside[outside["kind"] == kind], seed)
-                     for kind, part in paired.groupby("kind", sort=False)]
+            rows += [
+                _row(name, kind, part, inside[inside["kind"] == kind], outside[outside["kind"] == kind], seed)
+                for kind, part in paired.groupby("kind", sort=False)
+            ]
     return pd.DataFrame(rows)
 
 
-def label_shifts(sweeps: HeadSweeps, name: str, sets: tuple[Sequence, Sequence], names: tuple[str, str]) -> pd.DataFrame:
+def label_shifts(
+    sweeps: HeadSweeps, name: str, sets: tuple[Sequence, Sequence], names: tuple[str, str]
+) -> pd.DataFrame:
     """Where a classifier's heads move its predictions: per training run, head and set (named
     ``names``), the accuracy change when the head is masked alone, the change in the share of
     the examples predicted as each label (``shift <label>``) and in each label's recall (the
@@ -79,17 +101,31 @@ def label_shifts(sweeps: HeadSweeps, name: str, sets: tuple[Sequence, Sequence],
             gold = np.asarray([e.label for e in examples])
             labels = range(np.asarray(get(UNMASKED)).shape[1])
             base = np.asarray(get(UNMASKED)).argmax(1)
-            fixed = {"training_seed": run.seed, "set": set_name,
-                     **{f"gold {k}": float(np.mean(gold == k)) for k in labels},
-                     **{f"predicted {k}": float(np.mean(base == k)) for k in labels}}
+            fixed = {
+                "training_seed": run.seed,
+                "set": set_name,
+                **{f"gold {k}": float(np.mean(gold == k)) for k in labels},
+                **{f"predicted {k}": float(np.mean(base == k)) for k in labels},
+            }
             for config in configs:
                 masked = np.asarray(get(config)).argmax(1)
                 kind, layer, heads = config
-                rows.append({**fixed, "kind": kind, "layer": layer, "head": heads[0],
-                             "accuracy change": float(np.mean(masked == gold) - np.mean(base == gold)),
-                             **{f"shift {k}": float(np.mean(masked == k) - np.mean(base == k)) for k in labels},
-                             **{f"recall change {k}": float(np.mean(masked[gold == k] == k) - np.mean(base[gold == k] == k))
-                                for k in labels}})
+                rows.append(
+                    {
+                        **fixed,
+                        "kind": kind,
+                        "layer": layer,
+                        "head": heads[0],
+                        "accuracy change": float(np.mean(masked == gold) - np.mean(base == gold)),
+                        **{f"shift {k}": float(np.mean(masked == k) - np.mean(base == k)) for k in labels},
+                        **{
+                            f"recall change {k}": float(
+                                np.mean(masked[gold == k] == k) - np.mean(base[gold == k] == k)
+                            )
+                            for k in labels
+                        },
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -105,19 +141,33 @@ def class_by_class(shifts: pd.DataFrame) -> pd.DataFrame:
     names = list(dict.fromkeys(shifts["set"]))
     for seed, part in shifts.groupby("training_seed"):
         inside, outside = (part[part["set"] == n].reset_index(drop=True) for n in names)
-        recalls = [c for c in part if c.startswith("recall change ")
-                   and inside[c].std() > 0 and outside[c].std() > 0]
+        recalls = [c for c in part if c.startswith("recall change ") and inside[c].std() > 0 and outside[c].std() > 0]
         traded = list(inside[recalls].std().sort_values(ascending=False).index[:2])
         accuracy = _pearson(inside["accuracy change"], outside["accuracy change"])
-        stacked = (_pearson(np.concatenate([inside[c] for c in recalls]), np.concatenate([outside[c] for c in recalls]))
-                   if recalls else (np.nan, np.nan))
-        rows.append({"training_seed": int(seed), "heads": len(inside), "accuracy r": accuracy[0],
-                     "accuracy p": accuracy[1], "class-by-class r": stacked[0], "class-by-class p": stacked[1],
-                     "classes": len(recalls),
-                     "traded labels": " and ".join(c.removeprefix("recall change ") for c in traded),
-                     "trade r (in domain)": _pearson(inside[traded[0]], inside[traded[1]])[0] if len(traded) == 2 else np.nan,
-                     **{f"class r ({c.removeprefix('recall change ')})": _pearson(inside[c], outside[c])[0]
-                        for c in recalls}})
+        stacked = (
+            _pearson(np.concatenate([inside[c] for c in recalls]), np.concatenate([outside[c] for c in recalls]))
+            if recalls
+            else (np.nan, np.nan)
+        )
+        rows.append(
+            {
+                "training_seed": int(seed),
+                "heads": len(inside),
+                "accuracy r": accuracy[0],
+                "accuracy p": accuracy[1],
+                "class-by-class r": stacked[0],
+                "class-by-class p": stacked[1],
+                "classes": len(recalls),
+                "traded labels": " and ".join(c.removeprefix("recall change ") for c in traded),
+                "trade r (in domain)": _pearson(inside[traded[0]], inside[traded[1]])[0]
+                if len(traded) == 2
+                else np.nan,
+                **{
+                    f"class r ({c.removeprefix('recall change ')})": _pearson(inside[c], outside[c])[0]
+                    for c in recalls
+                },
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -170,16 +220,21 @@ def class_figure(shifts: pd.DataFrame, model: str):
 def pooled_by_seed(table: pd.DataFrame) -> pd.DataFrame:
     """The pooled r of each model, one column per seed, with its spread over seeds and the paper's."""
     pooled = table[table["paper_r"].notna()]
-    return (pooled.pivot(index="model", columns="training_seed", values="pearson_r").rename(columns=lambda s: f"seed {int(s)}")
-            .assign(spread=lambda t: t.max(axis=1) - t.min(axis=1), paper=pooled.groupby("model")["paper_r"].first()))
+    return (
+        pooled.pivot(index="model", columns="training_seed", values="pearson_r")
+        .rename(columns=lambda s: f"seed {int(s)}")
+        .assign(spread=lambda t: t.max(axis=1) - t.min(axis=1), paper=pooled.groupby("model")["paper_r"].first())
+    )
 
 
 def both_measures(metric: pd.DataFrame, likelihood: pd.DataFrame) -> pd.DataFrame:
     """The pooled correlations and split-half r on the paper's metric and on the likelihood."""
     keys = ["model", "training_seed", "kind"]
     side = metric[keys + ["pearson_r", "split_half_r_in", "split_half_r_out"]].merge(
-        likelihood[keys + ["pearson_r", "p_value", "split_half_r_in", "split_half_r_out"]], on=keys,
-        suffixes=(" (the paper's metric)", " (the likelihood)"))
+        likelihood[keys + ["pearson_r", "p_value", "split_half_r_in", "split_half_r_out"]],
+        on=keys,
+        suffixes=(" (the paper's metric)", " (the likelihood)"),
+    )
     return side[side["kind"].isin(["all", "self"])]
 
 
@@ -191,8 +246,13 @@ def scatter(ax, paired: pd.DataFrame, title: str, unit: str) -> None:
     hue = "kind" if paired["kind"].nunique() > 1 else None
     sns.scatterplot(data=paired, x="score_in", y="score_out", hue=hue, ax=ax, s=25, alpha=0.8)
     # every masked score is base + delta, so base = score - delta (the same on every row)
-    base_in, base_out = (paired["score_in"] - paired["delta_in"]).iloc[0], (paired["score_out"] - paired["delta_out"]).iloc[0]
+    base_in, base_out = (
+        (paired["score_in"] - paired["delta_in"]).iloc[0],
+        (paired["score_out"] - paired["delta_out"]).iloc[0],
+    )
     ax.scatter([base_in], [base_out], marker="*", s=250, color="red", label="unmasked", zorder=3)
     r, p = correlation(paired)
-    ax.set(title=f"{title}\nPearson r = {r:.2f} (p = {p:.1g})", xlabel=f"{unit} in-domain", ylabel=f"{unit} out-of-domain")
+    ax.set(
+        title=f"{title}\nPearson r = {r:.2f} (p = {p:.1g})", xlabel=f"{unit} in-domain", ylabel=f"{unit} out-of-domain"
+    )
     ax.legend(fontsize=8)

@@ -1,5 +1,6 @@
 """§6, when unimportant heads appear during training (Figure 5): each saved checkpoint of the
 translation model pruned by its own I_h, scored by BLEU and by likelihood, on every run."""
+
 from __future__ import annotations
 
 from typing import Callable, Sequence
@@ -16,7 +17,7 @@ from ..profiles import Profile
 from ..paper import values as paper_values
 from .pruning import resampled_steps
 
-MIN_BASE_SHARE = 0.02   # the default: epochs whose unpruned BLEU is below this share of the last one's are skipped
+MIN_BASE_SHARE = 0.02  # the default: epochs whose unpruned BLEU is below this share of the last one's are skipped
 
 
 def usable_epochs(run: pd.DataFrame, min_base_share: float = MIN_BASE_SHARE) -> list[int]:
@@ -32,9 +33,17 @@ def at_share_by_epoch(table: pd.DataFrame, column: str, share: float = 0.4) -> p
     return near.set_index("epoch")[column].sort_index()
 
 
-def checkpoint_curves(settings: Profile, name: str, epochs: Sequence[int], importance_pairs: Sequence, score: Callable,
-                      likelihood: Callable, step: float, training_seeds: int = 0,
-                      bootstrap: Bootstrap = Bootstrap()) -> tuple[pd.DataFrame, pd.DataFrame]:
+def checkpoint_curves(
+    settings: Profile,
+    name: str,
+    epochs: Sequence[int],
+    importance_pairs: Sequence,
+    score: Callable,
+    likelihood: Callable,
+    step: float,
+    training_seeds: int = 0,
+    bootstrap: Bootstrap = Bootstrap(),
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(BLEU curves, likelihood curves)`` of every checkpoint in ``epochs`` of every run of
     ``name``, pruned by that checkpoint's I_h (estimated on ``importance_pairs``). The BLEU rows
     carry ``unpruned`` and ``relative`` (a share of the unpruned score, undefined at 0); the
@@ -52,15 +61,30 @@ def checkpoint_curves(settings: Profile, name: str, epochs: Sequence[int], impor
             curve = pruning_curve(model, order, score, step=step, desc=f"seed {training_seed}, epoch {epoch}")
             base = curve.loc[curve["pruned"] == 0, "score"].iloc[0]
             _, resampled = resampled_steps(model, order, score, step, bootstrap)
-            rows.append(curve.assign(epoch=epoch, unpruned=base, relative=curve["score"] / base if base > 0 else float("nan"),
-                                     relative_se=step_errors(resampled / resampled[:, :1]) if base > 0 else float("nan"),
-                                     examples=score.examples, step=step))
+            rows.append(
+                curve.assign(
+                    epoch=epoch,
+                    unpruned=base,
+                    relative=curve["score"] / base if base > 0 else float("nan"),
+                    relative_se=step_errors(resampled / resampled[:, :1]) if base > 0 else float("nan"),
+                    examples=score.examples,
+                    step=step,
+                )
+            )
             ll = pruning_curve(model, order, likelihood, step=step, progress=False)
             ll_base = ll.loc[ll["pruned"] == 0, "score"].iloc[0]
             _, resampled = resampled_steps(model, order, likelihood, step, bootstrap)
-            likelihood_rows.append(ll.assign(epoch=epoch, unpruned=ll_base, perplexity_ratio=np.exp(ll_base - ll["score"]),
-                                             perplexity_ratio_se=step_errors(np.exp(resampled[:, :1] - resampled)),
-                                             training_seed=training_seed, examples=likelihood.examples, step=step))
+            likelihood_rows.append(
+                ll.assign(
+                    epoch=epoch,
+                    unpruned=ll_base,
+                    perplexity_ratio=np.exp(ll_base - ll["score"]),
+                    perplexity_ratio_se=step_errors(np.exp(resampled[:, :1] - resampled)),
+                    training_seed=training_seed,
+                    examples=likelihood.examples,
+                    step=step,
+                )
+            )
         return pd.concat(rows, ignore_index=True)
 
     bleu = course.over_seeds(settings, name, run_seed, training_seeds)
@@ -70,13 +94,18 @@ def checkpoint_curves(settings: Profile, name: str, epochs: Sequence[int], impor
 def progress_table(bleu: pd.DataFrame, name: str) -> pd.DataFrame:
     """The unpruned BLEU of each checkpoint, ours per seed and the paper's (Figure 5's brackets),
     each with its share of the last checkpoint's BLEU, one column per epoch."""
+
     def rows(by_epoch: dict, who: str) -> pd.DataFrame:
         final = by_epoch[max(by_epoch)]
-        share = (lambda b: f"{b / final:.0%}") if final > 0 else (lambda b: "n/a")   # a model at BLEU 0 has no share
-        return pd.DataFrame({"model": who, "epoch": list(by_epoch), "BLEU": [f"{b:.1f} ({share(b)})" for b in by_epoch.values()]})
+        share = (lambda b: f"{b / final:.0%}") if final > 0 else (lambda b: "n/a")  # a model at BLEU 0 has no share
+        return pd.DataFrame(
+            {"model": who, "epoch": list(by_epoch), "BLEU": [f"{b:.1f} ({share(b)})" for b in by_epoch.values()]}
+        )
 
-    ours = [rows(run.drop_duplicates("epoch").set_index("epoch")["unpruned"].to_dict(), f"ours ({name}, seed {int(s)})")
-            for s, run in bleu.groupby("training_seed")]
+    ours = [
+        rows(run.drop_duplicates("epoch").set_index("epoch")["unpruned"].to_dict(), f"ours ({name}, seed {int(s)})")
+        for s, run in bleu.groupby("training_seed")
+    ]
     table = pd.concat(ours + [rows(paper_values.FIGURE5_BLEU, "paper (IWSLT)")])
     return table.pivot(index="model", columns="epoch", values="BLEU").fillna("")
 
@@ -94,16 +123,27 @@ def figure(dynamics: pd.DataFrame, right_panel_epochs: list[int], suptitle: str)
     for color, (share, part) in zip(palette, shown.groupby("share")):
         left.plot(part["epoch"], part["relative"] * 100, marker="o", markersize=3, color=color, label=f"{share:.0%}")
     labels = dynamics.drop_duplicates("epoch")
-    left.set(xscale="log", xticks=list(labels["epoch"]), xlabel="epoch", ylabel="% of the unpruned BLEU", ylim=(0, 105),
-             title="relative BLEU by epoch, one line per share pruned")
+    left.set(
+        xscale="log",
+        xticks=list(labels["epoch"]),
+        xlabel="epoch",
+        ylabel="% of the unpruned BLEU",
+        ylim=(0, 105),
+        title="relative BLEU by epoch, one line per share pruned",
+    )
     left.set_xticklabels([f"{e}\n[{b:.1f}]" for e, b in zip(labels["epoch"], labels["unpruned"])], fontsize=8)
     left.legend(title="pruned", fontsize=7, ncol=2)
     for epoch in right_panel_epochs:
         part = dynamics[dynamics["epoch"] == epoch]
         if len(part):
             right.plot(part["share"] * 100, part["relative"] * 100, marker="o", markersize=3, label=f"epoch {epoch}")
-    right.set(xlabel="heads pruned (%)", ylabel="% of the unpruned BLEU", ylim=(0, 105), xlim=(0, 100),
-              title="relative BLEU by share pruned")
+    right.set(
+        xlabel="heads pruned (%)",
+        ylabel="% of the unpruned BLEU",
+        ylim=(0, 105),
+        xlim=(0, 100),
+        title="relative BLEU by share pruned",
+    )
     right.legend()
     fig.suptitle(suptitle)
     fig.tight_layout()

@@ -15,6 +15,7 @@ The margins, one per score, are a chapter parameter ``margins``:
   mean log-likelihood per target token (translation) or in the gold label's mean log-probability
   (classifier), whose exponent is a perplexity over the labels.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,8 +44,13 @@ def classes(effects: pd.DataFrame, delta: float) -> pd.Series:
     """Each row's class against the margin ``delta``; a row without an interval is undetermined."""
     if "delta_low" not in effects:
         return pd.Series("undetermined", index=effects.index)
-    return pd.Series([equivalence_class(lo, hi, delta) if pd.notna(lo) and pd.notna(hi) else "undetermined"
-                      for lo, hi in zip(effects["delta_low"], effects["delta_high"])], index=effects.index)
+    return pd.Series(
+        [
+            equivalence_class(lo, hi, delta) if pd.notna(lo) and pd.notna(hi) else "undetermined"
+            for lo, hi in zip(effects["delta_low"], effects["delta_high"])
+        ],
+        index=effects.index,
+    )
 
 
 def class_counts(effects: pd.DataFrame, delta: float) -> dict[str, int]:

@@ -16,6 +16,7 @@ log-probability of the gold label per example, or of the reference per target to
 accuracy sees only flipped predictions and BLEU only changed n-grams of decoded output, so its
 paired bootstrap has far more power on the same examples.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,8 +32,18 @@ from ...heads.ablation import UNMASKED, Config, single_layer_sweep
 from ...heads.removal import HeadRemoval, reference_outputs
 from ...heads.sequential import look_alpha, look_split, settled
 from ...base.devices import to_device
-from ...heads.significance import (Bootstrap, accuracy_from_stats, accuracy_stats, bleu_from_stats, bleu_stats,
-                                  log_likelihood, paired_bootstrap, require_units, resample_indices, resampled_sums)
+from ...heads.significance import (
+    Bootstrap,
+    accuracy_from_stats,
+    accuracy_stats,
+    bleu_from_stats,
+    bleu_stats,
+    log_likelihood,
+    paired_bootstrap,
+    require_units,
+    resample_indices,
+    resampled_sums,
+)
 from ...heads.sites import ENCODER_ONLY_KINDS, SEQ2SEQ_KINDS
 from ...zoo import translation_model
 from ...zoo.classifier_training import batches, by_length, encode, in_order
@@ -50,8 +61,9 @@ Removal = tuple[str, Sequence]  # (removal kind, reference examples): heads remo
 TRANSLATION_CONFIGS_PER_PASS = 12
 
 
-def effect_rows(configs: Sequence[Config], base_stats, stats_of, score, bootstrap: Bootstrap = Bootstrap()
-                ) -> pd.DataFrame:
+def effect_rows(
+    configs: Sequence[Config], base_stats, stats_of, score, bootstrap: Bootstrap = Bootstrap()
+) -> pd.DataFrame:
     """One row per configuration: the masked ``score`` of its summed statistics (``stats_of(config)``,
     one row per example, paired with ``base_stats``), ``delta``, the paired bootstrap's ``p_value``
     and ``significant`` (``bootstrap``: its resamples drawn with its seed; p < its alpha), the
@@ -62,30 +74,53 @@ def effect_rows(configs: Sequence[Config], base_stats, stats_of, score, bootstra
     require_units(len(base_stats), bootstrap.min_units)
     indices = resample_indices(len(base_stats), bootstrap.n_resamples, bootstrap.seed)
     base = score(base_stats.sum(0))
-    resampled_base = resampled_sums(base_stats, indices)   # summed once for every configuration
+    resampled_base = resampled_sums(base_stats, indices)  # summed once for every configuration
     rows = []
     for config in configs:
         stats = stats_of(config)
         test = paired_bootstrap(base_stats, stats, score, indices, bootstrap.alpha, resampled_base)
         kind, layer, heads = config
-        rows.append({"kind": kind, "layer": layer, "heads": list(heads), "head": heads[0] if len(heads) == 1 else None,
-                     "score": base + test.delta, "base": base, "delta": test.delta, "p_value": test.p_value,
-                     "significant": test.significant, "delta_low": test.low, "delta_high": test.high,
-                     # the same score on the even- and odd-numbered examples: two independent halves
-                     "score_even": score(stats[0::2].sum(0)), "score_odd": score(stats[1::2].sum(0)),
-                     "examples": len(base_stats)})
+        rows.append(
+            {
+                "kind": kind,
+                "layer": layer,
+                "heads": list(heads),
+                "head": heads[0] if len(heads) == 1 else None,
+                "score": base + test.delta,
+                "base": base,
+                "delta": test.delta,
+                "p_value": test.p_value,
+                "significant": test.significant,
+                "delta_low": test.low,
+                "delta_high": test.high,
+                # the same score on the even- and odd-numbered examples: two independent halves
+                "score_even": score(stats[0::2].sum(0)),
+                "score_odd": score(stats[1::2].sum(0)),
+                "examples": len(base_stats),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 MEASURES = ("metric", "likelihood")  # the paper's metric (here accuracy), the likelihood: as in the tables' names
 
 
-def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[Config], max_length: int = 64,
-                       batch_size: int = 64, bootstrap: Bootstrap = Bootstrap(),
-                       progress: bool = True, cache_dir: Path | None = None,
-                       configs_per_pass: int = CLASSIFIER_CONFIGS_PER_PASS, measure: str = "metric",
-                       removal: Removal | None = None, looks: Looks | None = None,
-                       positions: Sequence[int] | None = None) -> pd.DataFrame:
+def classifier_effects(
+    model,
+    tokenizer,
+    examples: Sequence,
+    configs: Sequence[Config],
+    max_length: int = 64,
+    batch_size: int = 64,
+    bootstrap: Bootstrap = Bootstrap(),
+    progress: bool = True,
+    cache_dir: Path | None = None,
+    configs_per_pass: int = CLASSIFIER_CONFIGS_PER_PASS,
+    measure: str = "metric",
+    removal: Removal | None = None,
+    looks: Looks | None = None,
+    positions: Sequence[int] | None = None,
+) -> pd.DataFrame:
     """Accuracy (or, with ``measure="likelihood"``, the mean log-probability of the gold
     label, in nats) of a sequence classifier under each configuration (lower layers replayed; up
     to ``configs_per_pass`` configurations of a layer in one forward pass, with the same results;
@@ -106,16 +141,35 @@ def classifier_effects(model, tokenizer, examples: Sequence, configs: Sequence[C
     gold = np.asarray([e.label for e in examples])
 
     def outputs(part: Sequence, wanted: Sequence[Config]) -> Callable[[Config], np.ndarray]:
-        get = classifier_outputs(model, tokenizer, part, [c for c in wanted if c != UNMASKED], max_length, batch_size,
-                                 progress, cache_dir, configs_per_pass, removal)
+        get = classifier_outputs(
+            model,
+            tokenizer,
+            part,
+            [c for c in wanted if c != UNMASKED],
+            max_length,
+            batch_size,
+            progress,
+            cache_dir,
+            configs_per_pass,
+            removal,
+        )
         return lambda c: np.asarray(get(c))
 
-    measures = {"metric": Measure(lambda lp, at: accuracy_stats(np.argmax(lp, 1), gold[at]), accuracy_from_stats,
-                                  looks.margin("classifier", "metric") if looks else 0.0),
-                "likelihood": Measure(lambda lp, at: gold_nll_stats(lp, gold[at]), log_likelihood,
-                                      looks.margin("classifier", "likelihood") if looks else 0.0)}
-    return _measured_rows(examples, configs, outputs, list(measures.values()), list(measures).index(measure),
-                          looks, positions, bootstrap)
+    measures = {
+        "metric": Measure(
+            lambda lp, at: accuracy_stats(np.argmax(lp, 1), gold[at]),
+            accuracy_from_stats,
+            looks.margin("classifier", "metric") if looks else 0.0,
+        ),
+        "likelihood": Measure(
+            lambda lp, at: gold_nll_stats(lp, gold[at]),
+            log_likelihood,
+            looks.margin("classifier", "likelihood") if looks else 0.0,
+        ),
+    }
+    return _measured_rows(
+        examples, configs, outputs, list(measures.values()), list(measures).index(measure), looks, positions, bootstrap
+    )
 
 
 def _one_of(looks, positions) -> None:
@@ -123,9 +177,16 @@ def _one_of(looks, positions) -> None:
         raise ValueError("two looks draw their own examples: give either looks or positions, not both")
 
 
-def _measured_rows(examples: Sequence, configs: Sequence[Config], outputs: Callable[[Sequence, list], Callable],
-                   measures: Sequence[Measure], chosen: int, looks: Looks | None, positions: Sequence[int] | None,
-                   bootstrap: Bootstrap) -> pd.DataFrame:
+def _measured_rows(
+    examples: Sequence,
+    configs: Sequence[Config],
+    outputs: Callable[[Sequence, list], Callable],
+    measures: Sequence[Measure],
+    chosen: int,
+    looks: Looks | None,
+    positions: Sequence[int] | None,
+    bootstrap: Bootstrap,
+) -> pd.DataFrame:
     """``effect_rows`` of ``measures[chosen]``: in two looks (``looks``; a head stops early only when
     placed on every one of ``measures``), or in one over ``examples`` (those at ``positions`` only,
     read from the sweep over all of them). ``outputs(examples, configs)`` gives a getter of each
@@ -134,14 +195,27 @@ def _measured_rows(examples: Sequence, configs: Sequence[Config], outputs: Calla
         return looks.rows(examples, configs, outputs, measures, bootstrap)[chosen]
     get, measure = outputs(examples, configs), measures[chosen]
     at = np.arange(len(examples)) if positions is None else np.asarray(positions)
-    return effect_rows(configs, measure.stats(get(UNMASKED)[at], at), lambda c: measure.stats(get(c)[at], at),
-                       measure.score, bootstrap)
+    return effect_rows(
+        configs,
+        measure.stats(get(UNMASKED)[at], at),
+        lambda c: measure.stats(get(c)[at], at),
+        measure.score,
+        bootstrap,
+    )
 
 
-def classifier_outputs(model, tokenizer, examples: Sequence, configs: Sequence[Config], max_length: int = 64,
-                       batch_size: int = 64, progress: bool = True, cache_dir: Path | None = None,
-                       configs_per_pass: int = CLASSIFIER_CONFIGS_PER_PASS, removal: Removal | None = None
-                       ) -> Callable[[Config], list]:
+def classifier_outputs(
+    model,
+    tokenizer,
+    examples: Sequence,
+    configs: Sequence[Config],
+    max_length: int = 64,
+    batch_size: int = 64,
+    progress: bool = True,
+    cache_dir: Path | None = None,
+    configs_per_pass: int = CLASSIFIER_CONFIGS_PER_PASS,
+    removal: Removal | None = None,
+) -> Callable[[Config], list]:
     """The sweep behind ``classifier_effects``: every label's log-probability ``[N, labels]`` per
     example under ``UNMASKED`` and each configuration, computed where the cache lacks them;
     returns the cache's getter."""
@@ -163,8 +237,15 @@ def classifier_outputs(model, tokenizer, examples: Sequence, configs: Sequence[C
             todo = [c for c in todo if c != UNMASKED]
             removed = classifier_reference(model, tokenizer, removal, max_length)
             with first_token_only(model):
-                base, outs = single_layer_sweep(model, data, _label_log_probs, todo, progress=progress,
-                                                configs_per_pass=configs_per_pass, removal=removed)
+                base, outs = single_layer_sweep(
+                    model,
+                    data,
+                    _label_log_probs,
+                    todo,
+                    progress=progress,
+                    configs_per_pass=configs_per_pass,
+                    removal=removed,
+                )
             cache.put(UNMASKED, in_order(base, order).tolist())
             for config, log_probs in outs.items():
                 cache.put(config, in_order(log_probs, order).tolist())
@@ -210,11 +291,19 @@ def _cache(cache_dir: Path | None, inputs: Sequence, options: dict) -> SweepCach
     return SweepCache(None if cache_dir is None else Path(cache_dir) / sweep_key(inputs, options), len(inputs))
 
 
-def translation_effects(model, pairs: Sequence, configs: Sequence[Config], beam: int = 5, batch_size: int = 64,
-                        bootstrap: Bootstrap = Bootstrap(), progress: bool = True,
-                        cache_dir: Path | None = None, max_len_b: int = translation_model.MAX_LEN_B,
-                        configs_per_pass: int = TRANSLATION_CONFIGS_PER_PASS,
-                        positions: Sequence[int] | None = None) -> pd.DataFrame:
+def translation_effects(
+    model,
+    pairs: Sequence,
+    configs: Sequence[Config],
+    beam: int = 5,
+    batch_size: int = 64,
+    bootstrap: Bootstrap = Bootstrap(),
+    progress: bool = True,
+    cache_dir: Path | None = None,
+    max_len_b: int = translation_model.MAX_LEN_B,
+    configs_per_pass: int = TRANSLATION_CONFIGS_PER_PASS,
+    positions: Sequence[int] | None = None,
+) -> pd.DataFrame:
     """Tokenised BLEU of a translation model under each configuration (beam search, stopping at
     source length + ``max_len_b`` tokens; up to ``configs_per_pass`` configurations per search,
     with the same results); ``cache_dir`` as in ``classifier_effects`` (hypotheses per
@@ -225,20 +314,40 @@ def translation_effects(model, pairs: Sequence, configs: Sequence[Config], beam:
     options = {"beam": beam, "lenpen": 1.0, "batch_size": batch_size}
     if max_len_b != translation_model.MAX_LEN_B:  # the default keeps the cache keys of earlier sweeps
         options["max_len_b"] = max_len_b
-    base, outs = translation_sweep(model, sources, configs, beam=beam, batch_size=batch_size, progress=progress,
-                                   cache=_cache(cache_dir, sources, options), max_len_b=max_len_b,
-                                   configs_per_pass=configs_per_pass)
+    base, outs = translation_sweep(
+        model,
+        sources,
+        configs,
+        beam=beam,
+        batch_size=batch_size,
+        progress=progress,
+        cache=_cache(cache_dir, sources, options),
+        max_len_b=max_len_b,
+        configs_per_pass=configs_per_pass,
+    )
     at = range(len(pairs)) if positions is None else positions
     pick = lambda items: [items[i] for i in at]
-    return effect_rows(configs, bleu_stats(pick(base), pick(refs)), lambda c: bleu_stats(pick(outs[c]), pick(refs)),
-                       bleu_from_stats, bootstrap)
+    return effect_rows(
+        configs,
+        bleu_stats(pick(base), pick(refs)),
+        lambda c: bleu_stats(pick(outs[c]), pick(refs)),
+        bleu_from_stats,
+        bootstrap,
+    )
 
 
-def translation_likelihood_effects(model, pairs: Sequence, configs: Sequence[Config], max_tokens: int = 2000,
-                                   bootstrap: Bootstrap = Bootstrap(), progress: bool = True,
-                                   cache_dir: Path | None = None, removal: Removal | None = None,
-                                   looks: Looks | None = None, positions: Sequence[int] | None = None
-                                   ) -> pd.DataFrame:
+def translation_likelihood_effects(
+    model,
+    pairs: Sequence,
+    configs: Sequence[Config],
+    max_tokens: int = 2000,
+    bootstrap: Bootstrap = Bootstrap(),
+    progress: bool = True,
+    cache_dir: Path | None = None,
+    removal: Removal | None = None,
+    looks: Looks | None = None,
+    positions: Sequence[int] | None = None,
+) -> pd.DataFrame:
     """The mean log-likelihood per reference token (nats, teacher-forced, ``scorers.translation_nll``)
     of a translation model under each configuration (each masking heads of one layer), with the
     paired bootstrap over sentences; columns as ``translation_effects``'s. One teacher-forced pass
@@ -246,41 +355,65 @@ def translation_likelihood_effects(model, pairs: Sequence, configs: Sequence[Con
     (``scorers.single_layer_translation_nll``), no decoding; ``cache_dir`` as in
     ``classifier_effects`` (each sentence's NLL and token count per configuration); ``removal``,
     ``looks`` and ``positions`` as in ``classifier_effects``."""
+
     def outputs(part: Sequence, wanted: Sequence[Config]) -> Callable[[Config], np.ndarray]:
-        get = translation_nll_outputs(model, part, [c for c in wanted if c != UNMASKED], max_tokens, progress,
-                                      cache_dir, removal)
+        get = translation_nll_outputs(
+            model, part, [c for c in wanted if c != UNMASKED], max_tokens, progress, cache_dir, removal
+        )
         return lambda c: np.asarray(get(c))
 
     _one_of(looks, positions)
-    measure = Measure(lambda rows, at: rows, log_likelihood, looks.margin("translation", "likelihood") if looks else 0.0)
+    measure = Measure(
+        lambda rows, at: rows, log_likelihood, looks.margin("translation", "likelihood") if looks else 0.0
+    )
     return _measured_rows(pairs, configs, outputs, [measure], 0, looks, positions, bootstrap)
 
 
-def translation_nll_outputs(model, pairs: Sequence, configs: Sequence[Config], max_tokens: int = 2000,
-                            progress: bool = True, cache_dir: Path | None = None, removal: Removal | None = None
-                            ) -> Callable[[Config], list]:
+def translation_nll_outputs(
+    model,
+    pairs: Sequence,
+    configs: Sequence[Config],
+    max_tokens: int = 2000,
+    progress: bool = True,
+    cache_dir: Path | None = None,
+    removal: Removal | None = None,
+) -> Callable[[Config], list]:
     """The sweep behind ``translation_likelihood_effects``: each sentence's ``[NLL, tokens]`` under
     ``UNMASKED`` and each configuration, computed where the cache lacks them; returns the cache's getter."""
-    options = {"measure": "teacher_forced_nll", "max_tokens": max_tokens,
-               **removal_options(removal, lambda p: [p.src, p.ref])}
+    options = {
+        "measure": "teacher_forced_nll",
+        "max_tokens": max_tokens,
+        **removal_options(removal, lambda p: [p.src, p.ref]),
+    }
     cache = _cache(cache_dir, [[p.src, p.ref] for p in pairs], options)
     everything = [UNMASKED, *configs]
     todo = cache.share(everything)
     what = "head configurations" if removal is None else f"head configurations, {removal[0]} removal"
     with ledger.entry("teacher-forced scoring", what, model, len(pairs), len(everything)) as timed, cache.working():
         timed.set_computed(len(todo))
-        removed = None if not todo or not removal or removal[0] == "zero" else \
-            translation_reference(model, removal[1], removal[0])
+        removed = (
+            None
+            if not todo or not removal or removal[0] == "zero"
+            else translation_reference(model, removal[1], removal[0])
+        )
         for config, rows in single_layer_translation_nll(model, pairs, todo, progress, max_tokens, removed):
             cache.put(config, rows.tolist())
     cache.wait_for(everything)
     return cache.get
 
 
-def translation_sweep(model, sources: Sequence[str], configs: Sequence[Config], beam: int = 5,
-                      lenpen: float = 1.0, batch_size: int = 64, progress: bool = True,
-                      cache: SweepCache | None = None, max_len_b: int = translation_model.MAX_LEN_B,
-                      configs_per_pass: int = TRANSLATION_CONFIGS_PER_PASS) -> tuple[list[str], dict[Config, list[str]]]:
+def translation_sweep(
+    model,
+    sources: Sequence[str],
+    configs: Sequence[Config],
+    beam: int = 5,
+    lenpen: float = 1.0,
+    batch_size: int = 64,
+    progress: bool = True,
+    cache: SweepCache | None = None,
+    max_len_b: int = translation_model.MAX_LEN_B,
+    configs_per_pass: int = TRANSLATION_CONFIGS_PER_PASS,
+) -> tuple[list[str], dict[Config, list[str]]]:
     """Translate ``sources`` unmasked and under every configuration (beam search, so no layer is
     replayed: the decoder runs once per output position; ``configs_per_pass`` configurations share
     one search, each on its own copy of the batch, and decoder-only passes share the encoder's
@@ -292,12 +425,23 @@ def translation_sweep(model, sources: Sequence[str], configs: Sequence[Config], 
     everything = [UNMASKED, *configs]
     todo = cache.share(everything)  # what is missing; under torchrun, of this process's share
 
-    with ledger.entry("decoding", f"head configurations, beam {beam}", model, len(sources), len(everything)) as timed, \
-            cache.working():
+    with (
+        ledger.entry("decoding", f"head configurations, beam {beam}", model, len(sources), len(everything)) as timed,
+        cache.working(),
+    ):
         timed.set_computed(len(todo))
-        for config, hypotheses in masked_translations(model, sources, todo, configs_per_pass, progress,
-                                                      "translation sweep", beam=beam, lenpen=lenpen,
-                                                      batch_size=batch_size, max_len_b=max_len_b):
+        for config, hypotheses in masked_translations(
+            model,
+            sources,
+            todo,
+            configs_per_pass,
+            progress,
+            "translation sweep",
+            beam=beam,
+            lenpen=lenpen,
+            batch_size=batch_size,
+            max_len_b=max_len_b,
+        ):
             cache.put(config, hypotheses)
     cache.wait_for(everything)
     return cache.get(UNMASKED), {c: cache.get(c) for c in configs}
@@ -323,8 +467,11 @@ def sample_columns(part: pd.DataFrame) -> dict:
     if "examples" not in part:
         return {"examples": None, "first_look_rows": None, "first_look_examples": None}
     early = part[part["look"] == 1] if "look" in part else part.iloc[:0]
-    return {"examples": int(part["examples"].max()), "first_look_rows": len(early),
-            "first_look_examples": int(early["examples"].min()) if len(early) else None}
+    return {
+        "examples": int(part["examples"].max()),
+        "first_look_rows": len(early),
+        "first_look_examples": int(early["examples"].min()) if len(early) else None,
+    }
 
 
 def significance_counts(effects: pd.DataFrame) -> pd.DataFrame:
@@ -340,12 +487,35 @@ def significance_counts(effects: pd.DataFrame) -> pd.DataFrame:
     for kind, part in effects.groupby("kind", sort=False):
         significant = part["significant"].astype(bool).to_numpy()
         delta = part["delta"].to_numpy(float)
-        rows.append({"kind": kind, "heads": len(part), "layers": part["layer"].nunique(), "significant": int(significant.sum()),
-                     "significant_up": int((significant & (delta > 0)).sum()),
-                     "largest_drop": float(delta.min()), "largest_gain": float(delta.max()),
-                     **sample_columns(part), "resolution": resolution(part)})
-    return pd.DataFrame(rows, columns=["kind", "heads", "layers", "significant", "significant_up", "largest_drop",
-                                       "largest_gain", "examples", "first_look_rows", "first_look_examples", "resolution"])
+        rows.append(
+            {
+                "kind": kind,
+                "heads": len(part),
+                "layers": part["layer"].nunique(),
+                "significant": int(significant.sum()),
+                "significant_up": int((significant & (delta > 0)).sum()),
+                "largest_drop": float(delta.min()),
+                "largest_gain": float(delta.max()),
+                **sample_columns(part),
+                "resolution": resolution(part),
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "kind",
+            "heads",
+            "layers",
+            "significant",
+            "significant_up",
+            "largest_drop",
+            "largest_gain",
+            "examples",
+            "first_look_rows",
+            "first_look_examples",
+            "resolution",
+        ],
+    )
 
 
 def resolution(effects: pd.DataFrame) -> float:
@@ -390,7 +560,10 @@ def _kind_order(kind: str) -> int:
 
 def configs_of(rows: pd.DataFrame) -> list[Config]:
     """The configurations of ``rows`` (e.g. the heads ``best_per_layer`` chose), to evaluate elsewhere."""
-    return [(k, int(layer), tuple(int(h) for h in heads)) for k, layer, heads in zip(rows["kind"], rows["layer"], rows["heads"])]
+    return [
+        (k, int(layer), tuple(int(h) for h in heads))
+        for k, layer, heads in zip(rows["kind"], rows["layer"], rows["heads"])
+    ]
 
 
 def held_out(chosen: pd.DataFrame, report: pd.DataFrame) -> pd.DataFrame:
@@ -399,8 +572,10 @@ def held_out(chosen: pd.DataFrame, report: pd.DataFrame) -> pd.DataFrame:
     wanted = set(configs_of(chosen))
     rows = report[[c in wanted for c in configs_of(report)]]
     if len(rows) != len(wanted):
-        raise ValueError(f"the report set has {len(rows)} of the {len(wanted)} chosen configurations; "
-                         "evaluate configs_of(chosen) on it first")
+        raise ValueError(
+            f"the report set has {len(rows)} of the {len(wanted)} chosen configurations; "
+            "evaluate configs_of(chosen) on it first"
+        )
     rows = rows.assign(kept=[kept_head(h) for h in rows["heads"]], _order=rows["kind"].map(_kind_order))
     return rows.sort_values(["_order", "layer"]).drop(columns="_order").reset_index(drop=True)
 
@@ -428,8 +603,10 @@ def paired_scores(in_domain: pd.DataFrame, out_of_domain: pd.DataFrame) -> pd.Da
 
     both = keyed(in_domain, "in").merge(keyed(out_of_domain, "out").drop(columns=["kind", "layer", "head"]), on="key")
     if len(both) != len(in_domain) or len(both) != len(out_of_domain):
-        raise ValueError(f"the two sets share {len(both)} configurations, but have {len(in_domain)} and "
-                         f"{len(out_of_domain)}; evaluate the same configurations on both")
+        raise ValueError(
+            f"the two sets share {len(both)} configurations, but have {len(in_domain)} and "
+            f"{len(out_of_domain)}; evaluate the same configurations on both"
+        )
     return both.drop(columns="key")
 
 
@@ -476,10 +653,17 @@ class Looks:
 
         return margin(track, measure, self.margins)
 
-    def rows(self, examples: Sequence, configs: Sequence[Config], outputs: Callable[[Sequence, list], Callable],
-             measures: Sequence[Measure], bootstrap: Bootstrap) -> list[pd.DataFrame]:
+    def rows(
+        self,
+        examples: Sequence,
+        configs: Sequence[Config],
+        outputs: Callable[[Sequence, list], Callable],
+        measures: Sequence[Measure],
+        bootstrap: Bootstrap,
+    ) -> list[pd.DataFrame]:
         """``two_look_rows`` over ``examples``, ``outputs(examples of a look, configs)`` giving a
         getter of each configuration's per-example outputs."""
+
         def at(positions: np.ndarray, wanted: list) -> dict:
             get = outputs([examples[i] for i in positions], wanted)
             return {c: get(c) for c in wanted}
@@ -487,8 +671,14 @@ class Looks:
         return two_look_rows(len(examples), configs, at, measures, bootstrap, self.first_share)
 
 
-def two_look_rows(n: int, configs: Sequence[Config], outputs: Callable[[np.ndarray, list[Config]], dict],
-                  measures: Sequence[Measure], bootstrap: Bootstrap, first_share: float = 0.5) -> list[pd.DataFrame]:
+def two_look_rows(
+    n: int,
+    configs: Sequence[Config],
+    outputs: Callable[[np.ndarray, list[Config]], dict],
+    measures: Sequence[Measure],
+    bootstrap: Bootstrap,
+    first_share: float = 0.5,
+) -> list[pd.DataFrame]:
     """``effect_rows`` of every measure, each head evaluated in two looks (``sequential``): all of
     ``configs`` on ``first_share`` of the ``n`` examples (drawn with the bootstrap's seed), then those
     not yet placed against every measure's margin on all of them, each look testing at alpha / 2.
@@ -502,10 +692,14 @@ def two_look_rows(n: int, configs: Sequence[Config], outputs: Callable[[np.ndarr
     first, rest = look_split(n, first_share, bootstrap.seed)
     level = bootstrap.at(look_alpha(bootstrap.alpha))
     early = outputs(first, [UNMASKED, *configs])
-    looked = [effect_rows(configs, m.stats(early[UNMASKED], first), lambda c, m=m: m.stats(early[c], first), m.score,
-                          level) for m in measures]
-    placed = [all(settled(t["delta_low"][i], t["delta_high"][i], m.margin) for t, m in zip(looked, measures))
-              for i in range(len(configs))]
+    looked = [
+        effect_rows(configs, m.stats(early[UNMASKED], first), lambda c, m=m: m.stats(early[c], first), m.score, level)
+        for m in measures
+    ]
+    placed = [
+        all(settled(t["delta_low"][i], t["delta_high"][i], m.margin) for t, m in zip(looked, measures))
+        for i in range(len(configs))
+    ]
     later_configs = [c for c, done in zip(configs, placed) if not done]
     late = outputs(rest, [UNMASKED, *later_configs])
 
@@ -519,21 +713,34 @@ def two_look_rows(n: int, configs: Sequence[Config], outputs: Callable[[np.ndarr
     tables = []
     for m, early_rows in zip(measures, looked):
         base_stats = m.stats(full[UNMASKED], every)
-        late_rows = effect_rows(later_configs, base_stats, lambda c, m=m: m.stats(full[c], every),
-                                m.score, level).assign(look=2, examples=n)
-        late_rows["first_look_delta"] = early_rows["delta"].to_numpy()[[i for i, done in enumerate(placed) if not done]]
+        late_rows = effect_rows(
+            later_configs, base_stats, lambda c, m=m: m.stats(full[c], every), m.score, level
+        ).assign(look=2, examples=n)
+        late_rows["first_look_delta"] = early_rows["delta"].to_numpy()[
+            [i for i, done in enumerate(placed) if not done]
+        ]
         base = m.score(base_stats.sum(0))
-        early_rows = early_rows.assign(score=base + early_rows["delta"], base=base, look=1, examples=len(first),
-                                       first_look_delta=early_rows["delta"])
+        early_rows = early_rows.assign(
+            score=base + early_rows["delta"],
+            base=base,
+            look=1,
+            examples=len(first),
+            first_look_delta=early_rows["delta"],
+        )
         later = iter(range(len(late_rows)))
-        tables.append(pd.concat([early_rows.iloc[[i]] if done else late_rows.iloc[[next(later)]]
-                                 for i, done in enumerate(placed)], ignore_index=True))
+        tables.append(
+            pd.concat(
+                [early_rows.iloc[[i]] if done else late_rows.iloc[[next(later)]] for i, done in enumerate(placed)],
+                ignore_index=True,
+            )
+        )
     return tables
 
 
 def looks_line(named: Sequence[tuple[str, pd.DataFrame]]) -> str:
     """One sentence on which rows of each effects table stopped at the first look, or that every
     row took one look (tables without a ``look`` column)."""
+
     def part(name: str, t: pd.DataFrame) -> str:
         early, late = t[t["look"] == 1], t[t["look"] == 2]
         text = f"{name}: {len(early)} of {len(t)} rows stopped at the first look"
@@ -541,5 +748,8 @@ def looks_line(named: Sequence[tuple[str, pd.DataFrame]]) -> str:
         return text + (f", {len(late)} went on to all {int(late['examples'].iloc[0])}" if len(late) else "")
 
     parts = [part(name, t) for name, t in named if "look" in t]
-    return ("Stop when decided (two looks at alpha/2 each): " + "; ".join(parts) + "."
-            if parts else "Every row rests on all the examples (one look).")
+    return (
+        "Stop when decided (two looks at alpha/2 each): " + "; ".join(parts) + "."
+        if parts
+        else "Every row rests on all the examples (one look)."
+    )

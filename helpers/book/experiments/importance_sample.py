@@ -10,6 +10,7 @@ of the least important ``EDGE`` share of the heads (pruning reads the least impo
     table = agreement_table(terms, sizes=(4, 16, 64, 256), draws=20, seed=0)
     figure(table, used={"pruning curves (chapter 06)": 1000})
 """
+
 from __future__ import annotations
 
 from typing import Callable, Mapping, Sequence
@@ -20,8 +21,8 @@ import torch
 
 from ...heads.importance import from_terms
 
-EDGE = 0.10   # the top and bottom share of the heads whose overlap is read
-RISE = "perplexity rise at"   # curve-point columns of a language model (``rise_column``)
+EDGE = 0.10  # the top and bottom share of the heads whose overlap is read
+RISE = "perplexity rise at"  # curve-point columns of a language model (``rise_column``)
 
 
 def flat_scores(scores: Mapping[str, torch.Tensor]) -> np.ndarray:
@@ -33,7 +34,11 @@ def edge_overlap(a: np.ndarray, b: np.ndarray, share: float = EDGE, top: bool = 
     """The share of ``a``'s least (``top``: most) important ``share`` of the heads that ``b`` also
     puts there; ties broken by position, as ``argsort`` is stable."""
     k = max(1, int(round(share * len(a))))
-    pick = (lambda s: set(np.argsort(-s, kind="stable")[:k])) if top else (lambda s: set(np.argsort(s, kind="stable")[:k]))
+    pick = (
+        (lambda s: set(np.argsort(-s, kind="stable")[:k]))
+        if top
+        else (lambda s: set(np.argsort(s, kind="stable")[:k]))
+    )
     return len(pick(a) & pick(b)) / k
 
 
@@ -43,10 +48,16 @@ def rise_column(share: float) -> str:
     return f"{RISE} {share:.0%} pruned (%)"
 
 
-def agreement_table(terms: Mapping[str, torch.Tensor], sizes: Sequence[int], draws: int, seed: int = 0,
-                    share: float = EDGE, prunable: Callable[[dict[str, torch.Tensor]], float] | None = None,
-                    curve_draws: int = 0,
-                    curve_points: Callable[[dict[str, torch.Tensor]], Mapping[str, float]] | None = None) -> pd.DataFrame:
+def agreement_table(
+    terms: Mapping[str, torch.Tensor],
+    sizes: Sequence[int],
+    draws: int,
+    seed: int = 0,
+    share: float = EDGE,
+    prunable: Callable[[dict[str, torch.Tensor]], float] | None = None,
+    curve_draws: int = 0,
+    curve_points: Callable[[dict[str, torch.Tensor]], Mapping[str, float]] | None = None,
+) -> pd.DataFrame:
     """One row per sample size ``n`` (at most the examples there are; all of them once) and
     draw: ``examples`` n, ``draw``, ``spearman`` with I_h of every example, and ``top overlap``
     and ``bottom overlap`` (``edge_overlap`` at ``share``). Draws are without replacement,
@@ -66,11 +77,17 @@ def agreement_table(terms: Mapping[str, torch.Tensor], sizes: Sequence[int], dra
             picked = np.sort(rng.choice(total, size=n, replace=False))
             scores = from_terms(terms, picked.tolist())
             part = flat_scores(scores)
-            rows.append({"examples": n, "draw": draw, "spearman": float(spearmanr(part, whole).statistic),
-                         "top overlap": edge_overlap(whole, part, share, top=True),
-                         "bottom overlap": edge_overlap(whole, part, share),
-                         "prunable_share": prunable(scores) if prunable and draw < curve_draws else np.nan,
-                         **(curve_points(scores) if curve_points and draw < curve_draws else {})})
+            rows.append(
+                {
+                    "examples": n,
+                    "draw": draw,
+                    "spearman": float(spearmanr(part, whole).statistic),
+                    "top overlap": edge_overlap(whole, part, share, top=True),
+                    "bottom overlap": edge_overlap(whole, part, share),
+                    "prunable_share": prunable(scores) if prunable and draw < curve_draws else np.nan,
+                    **(curve_points(scores) if curve_points and draw < curve_draws else {}),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -106,11 +123,23 @@ def figure(table: pd.DataFrame, used: Mapping[str, int] | None = None):
         for i, (what, n) in enumerate((used or {}).items()):
             ax.axvline(n, color="grey", linestyle=":", linewidth=1)
             if measure == "spearman":
-                ax.annotate(what, (n, 0.02 + 0.08 * i), xycoords=("data", "axes fraction"), fontsize=7, rotation=90,
-                            ha="right", va="bottom", color="grey")
-        ax.set(xscale="log", xlabel="examples importance is estimated on", ylim=(0, 1.02),
-               ylabel=measure if measure == "spearman" else f"least important {EDGE:.0%}: share also found",
-               title=f"{measure} with I_h of every example")
+                ax.annotate(
+                    what,
+                    (n, 0.02 + 0.08 * i),
+                    xycoords=("data", "axes fraction"),
+                    fontsize=7,
+                    rotation=90,
+                    ha="right",
+                    va="bottom",
+                    color="grey",
+                )
+        ax.set(
+            xscale="log",
+            xlabel="examples importance is estimated on",
+            ylim=(0, 1.02),
+            ylabel=measure if measure == "spearman" else f"least important {EDGE:.0%}: share also found",
+            title=f"{measure} with I_h of every example",
+        )
     axes[0].legend(fontsize=8)
     fig.tight_layout()
     return fig
@@ -123,8 +152,12 @@ def _prunable_panel(ax, curves: pd.DataFrame) -> None:
         median = part.groupby("examples")["prunable_share"].median()
         line = ax.plot(median.index, median * 100, label=model)[0]
         ax.scatter(part["examples"], part["prunable_share"] * 100, color=line.get_color(), s=12, alpha=0.6)
-    ax.set(xscale="log", xlabel="examples importance is estimated on", ylabel="heads prunable (%, likelihood)",
-           title="pruning by that I_h: share within perplexity +1%")
+    ax.set(
+        xscale="log",
+        xlabel="examples importance is estimated on",
+        ylabel="heads prunable (%, likelihood)",
+        title="pruning by that I_h: share within perplexity +1%",
+    )
     ax.legend(fontsize=8)
 
 
@@ -138,6 +171,10 @@ def _rise_panel(ax, table: pd.DataFrame, columns: Sequence[str]) -> None:
             label = column.removeprefix(RISE).removesuffix(" (%)").strip()
             line = ax.plot(median.index, median, label=f"{model}: {label}")[0]
             ax.scatter(rows["examples"], rows[column], color=line.get_color(), s=12, alpha=0.6)
-    ax.set(xscale="log", xlabel="examples importance is estimated on", ylabel="perplexity rise (%)",
-           title="pruning by that I_h: perplexity rise")
+    ax.set(
+        xscale="log",
+        xlabel="examples importance is estimated on",
+        ylabel="perplexity rise (%)",
+        title="pruning by that I_h: perplexity rise",
+    )
     ax.legend(fontsize=8)

@@ -6,6 +6,7 @@ it is chosen on; the layer is then reported on the same set (Tables 2 and 3) or 
 ``tables`` picks the heads per seed, ``counts`` summarises each table per kind (the layers that
 drop significantly, the worst layer) and ``paper_counts`` does the same for the paper's tables.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,8 +21,9 @@ from .head_effects import best_per_layer, configs_of, held_out, kept_head, layer
 from .sweeps import HeadSweeps, Run
 
 
-def translation_run(run: Run, chosen_on: Sequence, reported_on: Sequence, names: tuple[str, str],
-                    measure: str = "metric") -> pd.DataFrame:
+def translation_run(
+    run: Run, chosen_on: Sequence, reported_on: Sequence, names: tuple[str, str], measure: str = "metric"
+) -> pd.DataFrame:
     """Every all-but-one configuration on ``chosen_on``, then the best one per layer on
     ``reported_on``; stacked with ``set`` from ``names`` (chosen, reported)."""
     chosen = run.effects(chosen_on, "all_but_one", measure)
@@ -29,15 +31,22 @@ def translation_run(run: Run, chosen_on: Sequence, reported_on: Sequence, names:
     return pd.concat([chosen.assign(set=names[0]), reported.assign(set=names[1])])
 
 
-def classifier_run(run: Run, reported_on: Sequence, chosen_on: Sequence, names: tuple[str, str],
-                   measure: str = "metric") -> pd.DataFrame:
+def classifier_run(
+    run: Run, reported_on: Sequence, chosen_on: Sequence, names: tuple[str, str], measure: str = "metric"
+) -> pd.DataFrame:
     """Every all-but-one configuration on both sets (a classifier sweep is cheap); stacked with
     ``set`` from ``names`` (reported, chosen)."""
-    return pd.concat([run.effects(reported_on, "all_but_one", measure).assign(set=names[0]),
-                      run.effects(chosen_on, "all_but_one", measure).assign(set=names[1])])
+    return pd.concat(
+        [
+            run.effects(reported_on, "all_but_one", measure).assign(set=names[0]),
+            run.effects(chosen_on, "all_but_one", measure).assign(set=names[1]),
+        ]
+    )
 
 
-def tables(effects: pd.DataFrame, same: str, chosen: str, reported: str) -> dict[int, tuple[pd.DataFrame, pd.DataFrame]]:
+def tables(
+    effects: pd.DataFrame, same: str, chosen: str, reported: str
+) -> dict[int, tuple[pd.DataFrame, pd.DataFrame]]:
     """``{training seed: (chosen and reported on set `same`, chosen on `chosen` and reported on
     `reported`)}`` of each run's stacked ``effects``: Tables 2 and 5 with ``same`` = ``chosen``,
     Tables 3 and 6 with ``same`` = ``reported``."""
@@ -60,26 +69,32 @@ class Protocols:
     classifier_split: str
     selection_split: str
 
-    def translation_effects(self, sweeps: HeadSweeps, chosen_on: Sequence, heldout: Sequence,
-                            measure: str = "metric") -> pd.DataFrame:
+    def translation_effects(
+        self, sweeps: HeadSweeps, chosen_on: Sequence, heldout: Sequence, measure: str = "metric"
+    ) -> pd.DataFrame:
         """``translation_run`` on every training run: chosen on ``chosen_on`` (``translation_split``),
         reported there and on ``heldout`` (``heldout_split``)."""
         names = (self.translation_split, self.heldout_split)
         return sweeps.over_runs(self.translation, lambda run: translation_run(run, chosen_on, heldout, names, measure))
 
-    def classifier_effects(self, sweeps: HeadSweeps, reported_on: Sequence, chosen_on: Sequence,
-                           measure: str = "metric") -> pd.DataFrame:
+    def classifier_effects(
+        self, sweeps: HeadSweeps, reported_on: Sequence, chosen_on: Sequence, measure: str = "metric"
+    ) -> pd.DataFrame:
         """``classifier_run`` on every training run: ``reported_on`` (``classifier_split``) and
         ``chosen_on`` (``selection_split``)."""
         names = (self.classifier_split, self.selection_split)
-        return sweeps.over_runs(self.classifier, lambda run: classifier_run(run, reported_on, chosen_on, names, measure))
+        return sweeps.over_runs(
+            self.classifier, lambda run: classifier_run(run, reported_on, chosen_on, names, measure)
+        )
 
     def classifier_sets(self, sweeps: HeadSweeps, max_examples: int, selection_examples: int) -> tuple[list, list]:
         """``(reported, selection)``: ``max_examples`` of ``classifier_split`` (0: all) and
         ``selection_examples`` of ``selection_split``, drawn at random (every training run shares them)."""
         data = sweeps.data(self.classifier)
-        return (course.subset(data[self.classifier_split], max_examples),
-                course.subset(data[self.selection_split], selection_examples))
+        return (
+            course.subset(data[self.classifier_split], max_examples),
+            course.subset(data[self.selection_split], selection_examples),
+        )
 
     def translation_sets(self, sweeps: HeadSweeps, max_examples: int) -> tuple[list, list]:
         """``(chosen on, held out)``: ``max_examples`` of ``translation_split`` and of ``heldout_split``."""
@@ -88,13 +103,17 @@ class Protocols:
 
     def classifier_line(self, effects: pd.DataFrame, reported: Sequence, selection: Sequence) -> str:
         """The classifier's unmasked accuracy per training run, and the sets it rests on."""
-        return (f"{self.classifier}: accuracy unmasked by training seed {unmasked(effects, [self.classifier_split], 4)} "
-                f"({len(reported)} examples); heads chosen on {len(selection)} {self.selection_split} examples")
+        return (
+            f"{self.classifier}: accuracy unmasked by training seed {unmasked(effects, [self.classifier_split], 4)} "
+            f"({len(reported)} examples); heads chosen on {len(selection)} {self.selection_split} examples"
+        )
 
     def translation_line(self, effects: pd.DataFrame, decoded: int, beam: int) -> str:
         """The translation model's unmasked BLEU per training run on both splits, and what it rests on."""
-        return (f"{self.translation}: {decoded} sentences decoded from each split, beam {beam}; BLEU unmasked by "
-                f"training seed {unmasked(effects, [self.translation_split, self.heldout_split], 2)}")
+        return (
+            f"{self.translation}: {decoded} sentences decoded from each split, beam {beam}; BLEU unmasked by "
+            f"training seed {unmasked(effects, [self.translation_split, self.heldout_split], 2)}"
+        )
 
     def first_run_tables(self, effects: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Tables 2 and 5 of the translation model's first training run."""
@@ -115,28 +134,57 @@ class Protocols:
     def figure(self, translation: pd.DataFrame, classifier: pd.DataFrame, suptitle: str):
         """``figure`` on the first training run of each model's stacked effects, each on the set
         its layers are chosen and reported on (``translation_split``, ``classifier_split``)."""
+
         def first(effects: pd.DataFrame, name: str) -> pd.DataFrame:
             run = course.first_seed(effects)
             return run[run["set"] == name]
 
-        return figure(first(translation, self.translation_split), first(classifier, self.classifier_split),
-                      (f"(a) {self.translation}: keep one head, {self.translation_split}",
-                       f"(b) {self.classifier}: keep one head, {self.classifier_split}"), suptitle)
+        return figure(
+            first(translation, self.translation_split),
+            first(classifier, self.classifier_split),
+            (
+                f"(a) {self.translation}: keep one head, {self.translation_split}",
+                f"(b) {self.classifier}: keep one head, {self.classifier_split}",
+            ),
+            suptitle,
+        )
 
-    def counts(self, translation: pd.DataFrame, classifier: pd.DataFrame, likelihood: bool = False,
-               margins: Mapping[str, float] | None = None) -> pd.DataFrame:
+    def counts(
+        self,
+        translation: pd.DataFrame,
+        classifier: pd.DataFrame,
+        likelihood: bool = False,
+        margins: Mapping[str, float] | None = None,
+    ) -> pd.DataFrame:
         """``counts`` of both models' stacked effects (the translation model first)."""
         same = "chosen and reported on {}".format
         other = "chosen on {}, reported on {}".format
-        return counts([(self.translation, self.translation_tables(translation),
-                        (same(self.translation_split), other(self.translation_split, self.heldout_split))),
-                       (self.classifier, self.classifier_tables(classifier),
-                        (same(self.classifier_split), other(self.selection_split, self.classifier_split)))], likelihood,
-                      margins)
+        return counts(
+            [
+                (
+                    self.translation,
+                    self.translation_tables(translation),
+                    (same(self.translation_split), other(self.translation_split, self.heldout_split)),
+                ),
+                (
+                    self.classifier,
+                    self.classifier_tables(classifier),
+                    (same(self.classifier_split), other(self.selection_split, self.classifier_split)),
+                ),
+            ],
+            likelihood,
+            margins,
+        )
 
 
-def summary(rows: pd.DataFrame, source: str, protocol: str, likelihood: bool = False,
-            heads_per_layer: int | None = None, margins: Mapping[str, float] | None = None) -> list[dict]:
+def summary(
+    rows: pd.DataFrame,
+    source: str,
+    protocol: str,
+    likelihood: bool = False,
+    heads_per_layer: int | None = None,
+    margins: Mapping[str, float] | None = None,
+) -> list[dict]:
     """One row per attention kind of one table: ``layers``, ``heads_per_layer`` (read off the
     all-but-one configurations' masks unless given), ``significant``, ``significant_down`` and the
     worst layer (1-based) with its change, in millinats (likelihood), accuracy points or BLEU.
@@ -151,29 +199,48 @@ def summary(rows: pd.DataFrame, source: str, protocol: str, likelihood: bool = F
         per_layer = heads_per_layer or len(part["heads"].iloc[0]) + 1
         worst = part.loc[part["delta"].idxmin()]
         scale, unit = (1000, "millinats") if likelihood else (100, "accuracy pts") if kind == "self" else (1, "BLEU")
-        out.append({"source": source, "protocol": protocol, "kind": kind, "layers": len(part), "heads_per_layer": per_layer,
-                    "significant": int(part["significant"].sum()),
-                    "significant_down": int((part["significant"] & (part["delta"] < 0)).sum()),
-                    "worst_layer": int(worst["layer"]) + 1, "worst_delta": round(float(worst["delta"]) * scale, 2),
-                    "unit": unit})
-        if "examples" in part:   # measured here (the paper's tables have no sample)
+        out.append(
+            {
+                "source": source,
+                "protocol": protocol,
+                "kind": kind,
+                "layers": len(part),
+                "heads_per_layer": per_layer,
+                "significant": int(part["significant"].sum()),
+                "significant_down": int((part["significant"] & (part["delta"] < 0)).sum()),
+                "worst_layer": int(worst["layer"]) + 1,
+                "worst_delta": round(float(worst["delta"]) * scale, 2),
+                "unit": unit,
+            }
+        )
+        if "examples" in part:  # measured here (the paper's tables have no sample)
             out[-1].update(**sample_columns(part), resolution=resolution(part) * scale)
         if margins is not None:
-            delta = equivalence.margin("classifier" if kind == "self" else "translation",
-                                       "likelihood" if likelihood else "metric", margins)
+            delta = equivalence.margin(
+                "classifier" if kind == "self" else "translation", "likelihood" if likelihood else "metric", margins
+            )
             placed = equivalence.placement(part, delta)
-            out[-1].update(margin=delta, **{name: placed[name] for name in ("harmful", "negligible", "helpful",
-                                                                             "undetermined", "unplaced")})
+            out[-1].update(
+                margin=delta,
+                **{name: placed[name] for name in ("harmful", "negligible", "helpful", "undetermined", "unplaced")},
+            )
     return out
 
 
-def counts(per_model: Sequence[tuple[str, dict, tuple[str, str]]], likelihood: bool = False,
-           margins: Mapping[str, float] | None = None) -> pd.DataFrame:
+def counts(
+    per_model: Sequence[tuple[str, dict, tuple[str, str]]],
+    likelihood: bool = False,
+    margins: Mapping[str, float] | None = None,
+) -> pd.DataFrame:
     """``summary`` of each model's ``tables`` on every seed: ``per_model`` holds (model name,
     its ``tables``, the protocols of its two tables); ``from_paper`` False."""
-    rows = [{**row, "training_seed": seed, "from_paper": False}
-            for name, by_seed, protocols in per_model for seed, pair in by_seed.items()
-            for table, protocol in zip(pair, protocols) for row in summary(table, name, protocol, likelihood, margins=margins)]
+    rows = [
+        {**row, "training_seed": seed, "from_paper": False}
+        for name, by_seed, protocols in per_model
+        for seed, pair in by_seed.items()
+        for table, protocol in zip(pair, protocols)
+        for row in summary(table, name, protocol, likelihood, margins=margins)
+    ]
     return pd.DataFrame(rows)
 
 
@@ -184,9 +251,18 @@ def with_paper(counts: pd.DataFrame) -> pd.DataFrame:
 
 def paper_counts() -> pd.DataFrame:
     """``summary`` of the paper's Tables 2 and 5 (WMT) and 3 and 6 (BERT), ``from_paper`` True."""
-    return pd.DataFrame([{**row, "from_paper": True} for table, model in ((2, "WMT"), (5, "WMT"), (3, "BERT"), (6, "BERT"))
-                         for row in summary(paper_values.effects(table), model, f"Table {table}",
-                                            heads_per_layer=paper_values.HEADS_PER_LAYER[model])])
+    return pd.DataFrame(
+        [
+            {**row, "from_paper": True}
+            for table, model in ((2, "WMT"), (5, "WMT"), (3, "BERT"), (6, "BERT"))
+            for row in summary(
+                paper_values.effects(table),
+                model,
+                f"Table {table}",
+                heads_per_layer=paper_values.HEADS_PER_LAYER[model],
+            )
+        ]
+    )
 
 
 def by_seed(table: pd.DataFrame) -> pd.DataFrame:
@@ -195,39 +271,65 @@ def by_seed(table: pd.DataFrame) -> pd.DataFrame:
     ours = table[~table["from_paper"].astype(bool)]
     for (source, protocol, seed), part in ours.groupby(["source", "protocol", "training_seed"], sort=False):
         worst = part.loc[part["worst_delta"].idxmin()]
-        rows.append({"model": source, "protocol": protocol, "training_seed": int(seed),
-                     "layers down": f"{int(part['significant_down'].sum())} of {int(part['layers'].sum())}",
-                     "worst layer": f"{worst['kind']} {worst['worst_layer']}: {worst['worst_delta']:+.2f} {worst['unit']}"})
-    return pd.DataFrame(rows).pivot(index=["model", "protocol"], columns="training_seed", values=["layers down", "worst layer"])
+        rows.append(
+            {
+                "model": source,
+                "protocol": protocol,
+                "training_seed": int(seed),
+                "layers down": f"{int(part['significant_down'].sum())} of {int(part['layers'].sum())}",
+                "worst layer": f"{worst['kind']} {worst['worst_layer']}: {worst['worst_delta']:+.2f} {worst['unit']}",
+            }
+        )
+    return pd.DataFrame(rows).pivot(
+        index=["model", "protocol"], columns="training_seed", values=["layers down", "worst layer"]
+    )
 
 
 def layers_down(metric: pd.DataFrame, likelihood: pd.DataFrame) -> pd.DataFrame:
     """The layers that drop significantly, of all, per model, protocol and seed, on both measures,
     and (where the tables have a margin) those whose change lies wholly below -δ."""
+
     def down(table: pd.DataFrame, column: str, label: str) -> pd.Series:
         rows = table[~table["from_paper"].astype(bool)]
-        return (rows.groupby(["source", "protocol", "training_seed"], sort=False)
-                .apply(lambda p: f"{int(p[column].sum())} of {int(p['layers'].sum())}", include_groups=False)
-                .rename(label))
-    columns = [down(table, column, f"layers {what} ({name})")
-               for table, name in ((metric, "the paper's metric"), (likelihood, "the likelihood"))
-               for column, what in (("significant_down", "down"), ("harmful", "beyond δ")) if column in table]
+        return (
+            rows.groupby(["source", "protocol", "training_seed"], sort=False)
+            .apply(lambda p: f"{int(p[column].sum())} of {int(p['layers'].sum())}", include_groups=False)
+            .rename(label)
+        )
+
+    columns = [
+        down(table, column, f"layers {what} ({name})")
+        for table, name in ((metric, "the paper's metric"), (likelihood, "the likelihood"))
+        for column, what in (("significant_down", "down"), ("harmful", "beyond δ"))
+        if column in table
+    ]
     return pd.concat(columns, axis=1).reset_index()
 
 
 def classifier_side_by_side(same: pd.DataFrame, other: pd.DataFrame, chosen: str, selection: str) -> pd.DataFrame:
     """Tables 3 and 6 beside ours: per layer, the head kept and the change in accuracy points."""
-    def kept(rows: pd.DataFrame) -> pd.Series:
-        return pd.Series([kept_head(h) + 1 for h in rows["heads"]], index=[int(i) + 1 for i in rows["layer"]], dtype="Int64")
 
-    return pd.concat({
-        ("ours: chosen on " + chosen, "kept head"): kept(same),
-        ("ours: chosen on " + chosen, "Δacc (pts)"): layer_table(same, scale=100)["self"],
-        ("paper Table 3", "Δacc (pts)"): layer_table(paper_values.effects(3), scale=100)["self"],
-        ("ours: chosen on " + selection, "kept head"): kept(other),
-        ("ours: chosen on " + selection, "Δacc (pts)"): layer_table(other, scale=100)["self"],
-        ("paper Table 6", "Δacc (pts)"): layer_table(paper_values.effects(6), scale=100)["self"],
-    }, axis=1).rename_axis("layer").astype(object).fillna("")
+    def kept(rows: pd.DataFrame) -> pd.Series:
+        return pd.Series(
+            [kept_head(h) + 1 for h in rows["heads"]], index=[int(i) + 1 for i in rows["layer"]], dtype="Int64"
+        )
+
+    return (
+        pd.concat(
+            {
+                ("ours: chosen on " + chosen, "kept head"): kept(same),
+                ("ours: chosen on " + chosen, "Δacc (pts)"): layer_table(same, scale=100)["self"],
+                ("paper Table 3", "Δacc (pts)"): layer_table(paper_values.effects(3), scale=100)["self"],
+                ("ours: chosen on " + selection, "kept head"): kept(other),
+                ("ours: chosen on " + selection, "Δacc (pts)"): layer_table(other, scale=100)["self"],
+                ("paper Table 6", "Δacc (pts)"): layer_table(paper_values.effects(6), scale=100)["self"],
+            },
+            axis=1,
+        )
+        .rename_axis("layer")
+        .astype(object)
+        .fillna("")
+    )
 
 
 def change_strip(ax, effects: pd.DataFrame, scale: float, title: str, ylabel: str) -> None:
@@ -236,8 +338,17 @@ def change_strip(ax, effects: pd.DataFrame, scale: float, title: str, ylabel: st
 
     df = effects.assign(change=effects["delta"] * scale, layer1=effects["layer"] + 1)
     several = df["kind"].nunique() > 1
-    sns.stripplot(data=df, x="layer1", y="change", hue="kind" if several else None, dodge=several, ax=ax, size=4,
-                  alpha=0.7, legend=several)
+    sns.stripplot(
+        data=df,
+        x="layer1",
+        y="change",
+        hue="kind" if several else None,
+        dodge=several,
+        ax=ax,
+        size=4,
+        alpha=0.7,
+        legend=several,
+    )
     ax.axhline(0, color="red", linestyle="--", linewidth=1)
     ax.set(title=title, xlabel="layer", ylabel=ylabel)
 
@@ -245,14 +356,18 @@ def change_strip(ax, effects: pd.DataFrame, scale: float, title: str, ylabel: st
 def unmasked(effects: pd.DataFrame, sets: Sequence[str], digits: int) -> str:
     """Each training run's unmasked score on each of ``sets`` (stacked ``effects`` with ``set``):
     ``"0: test13 19.46, test14 18.20; 1: ..."``."""
-    return "; ".join(f"{int(seed)}: " + ", ".join(f"{name} {part.loc[part['set'] == name, 'base'].iloc[0]:.{digits}f}"
-                                                for name in sets)
-                     for seed, part in effects.groupby("training_seed"))
+    return "; ".join(
+        f"{int(seed)}: "
+        + ", ".join(f"{name} {part.loc[part['set'] == name, 'base'].iloc[0]:.{digits}f}" for name in sets)
+        for seed, part in effects.groupby("training_seed")
+    )
 
 
 def beside_paper(ours: pd.DataFrame, table: int) -> pd.DataFrame:
     """``layer_table`` of one of our keep-one tables beside the paper's Table ``table``."""
-    return pd.concat({"ours": layer_table(ours), f"paper Table {table}": layer_table(paper_values.effects(table))}, axis=1)
+    return pd.concat(
+        {"ours": layer_table(ours), f"paper Table {table}": layer_table(paper_values.effects(table))}, axis=1
+    )
 
 
 def figure(translation: pd.DataFrame, classifier: pd.DataFrame, titles: tuple[str, str], suptitle: str):

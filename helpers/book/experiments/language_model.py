@@ -6,6 +6,7 @@ speed of the pruned model.
 The one-head and keep-one significance rows come from ``head_effects.effect_rows`` (the same
 paired bootstrap as chapters 03 and 04), with each configuration's perplexity beside them.
 """
+
 from __future__ import annotations
 
 import copy
@@ -23,7 +24,15 @@ from ...heads.gates import HeadGates
 from ...heads.grouped_query import kv_group_heads, kv_group_importance
 from ...heads.pruning import count_parameters, prune_heads
 from ...heads.removal import removal_digest
-from ...heads.pruning_curves import counts, heads_of, order_by_importance, prunable_share, random_order, score_specs, spec_of
+from ...heads.pruning_curves import (
+    counts,
+    heads_of,
+    order_by_importance,
+    prunable_share,
+    random_order,
+    score_specs,
+    spec_of,
+)
 from ...heads.significance import Bootstrap, chance_flag_rate, log_likelihood
 from ...heads.sites import attention_sites
 from ...heads.throughput import compare_speed, device_name, speed_gains
@@ -37,18 +46,38 @@ def describe(model, model_name: str) -> pd.DataFrame:
     """The model's shape: layers, query and KV heads per layer, head size, parameters, device."""
     sites = attention_sites(model)
     first = sites[0]
-    return pd.DataFrame([{"model": model_name, "class": type(model).__name__, "layers": len(sites),
-                          "query heads per layer": first.total_heads, "KV heads per layer": first.total_kv_groups,
-                          "query heads per KV head": first.group_size, "head size": first.head_dim,
-                          "parameters": count_parameters(model), "device": device_name()}])
+    return pd.DataFrame(
+        [
+            {
+                "model": model_name,
+                "class": type(model).__name__,
+                "layers": len(sites),
+                "query heads per layer": first.total_heads,
+                "KV heads per layer": first.total_kv_groups,
+                "query heads per KV head": first.group_size,
+                "head size": first.head_dim,
+                "parameters": count_parameters(model),
+                "device": device_name(),
+            }
+        ]
+    )
 
 
 def sets_table(model, batches: dict[str, list], texts: dict[str, list]) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
     """``(one row per set: verses, predicted tokens, perplexity; {set: token_nll rows})``."""
     with torch.no_grad():
         stats = {split: torch.cat([token_nll(model, b) for b in bs]).numpy() for split, bs in batches.items()}
-    table = pd.DataFrame([{"set": split, "verses": len(texts[split]), "predicted tokens": int(s[:, 1].sum()),
-                           "perplexity": perplexity(s)} for split, s in stats.items()])
+    table = pd.DataFrame(
+        [
+            {
+                "set": split,
+                "verses": len(texts[split]),
+                "predicted tokens": int(s[:, 1].sum()),
+                "perplexity": perplexity(s),
+            }
+            for split, s in stats.items()
+        ]
+    )
     return table, stats
 
 
@@ -58,17 +87,28 @@ def _significance(base, outs: dict, bootstrap: Bootstrap) -> dict:
     bootstrap resamples verses and needs its ``min_units`` of them."""
     configs = sorted(outs)
     rows = effect_rows(configs, base.numpy(), lambda c: outs[c].numpy(), log_likelihood, bootstrap)
-    return {c: (p, s, lo, hi) for c, p, s, lo, hi in
-            zip(configs, rows["p_value"], rows["significant"], rows["delta_low"], rows["delta_high"])}
+    return {
+        c: (p, s, lo, hi)
+        for c, p, s, lo, hi in zip(
+            configs, rows["p_value"], rows["significant"], rows["delta_low"], rows["delta_high"]
+        )
+    }
 
 
 def _examples(batches: Sequence[dict]) -> int:
     return sum(int(b["input_ids"].shape[0]) for b in batches)
 
 
-def lm_sweep(model, batches: Sequence[dict], configs: Sequence, configs_per_pass: int, removal=None,
-             progress: bool = True, cache_dir: Path | None = None, what: str = "head configurations"
-             ) -> tuple[torch.Tensor, dict]:
+def lm_sweep(
+    model,
+    batches: Sequence[dict],
+    configs: Sequence,
+    configs_per_pass: int,
+    removal=None,
+    progress: bool = True,
+    cache_dir: Path | None = None,
+    what: str = "head configurations",
+) -> tuple[torch.Tensor, dict]:
     """``single_layer_sweep`` of ``token_nll`` rows (``[N, 2]`` float32 per configuration: summed
     NLL and predicted tokens of each text): ``(unmasked rows, {config: rows})``. With ``cache_dir``
     (``causal_lm.sweeps_dir``) each configuration's rows are kept in a sweep cache keyed by the
@@ -84,18 +124,32 @@ def lm_sweep(model, batches: Sequence[dict], configs: Sequence, configs_per_pass
     with ledger.entry("teacher-forced scoring", what, model, _examples(batches), len(everything)) as timed:
         timed.set_computed(len(todo))
         if todo:
-            base, outs = single_layer_sweep(model, batches, token_nll, [c for c in todo if c != UNMASKED],
-                                            configs_per_pass=configs_per_pass, removal=removal, progress=progress)
+            base, outs = single_layer_sweep(
+                model,
+                batches,
+                token_nll,
+                [c for c in todo if c != UNMASKED],
+                configs_per_pass=configs_per_pass,
+                removal=removal,
+                progress=progress,
+            )
             cache.put(UNMASKED, base.tolist())
             for config, rows in outs.items():
                 cache.put(config, rows.tolist())
-    rows_of = lambda c: torch.tensor(cache.get(c), dtype=torch.float32)   # noqa: E731 (token_nll rows are float32)
+    rows_of = lambda c: torch.tensor(cache.get(c), dtype=torch.float32)  # noqa: E731 (token_nll rows are float32)
     return rows_of(UNMASKED), {c: rows_of(c) for c in configs}
 
 
-def one_head_grid(model, batches: Sequence[dict], configs_per_pass: int, bootstrap: Bootstrap = Bootstrap(),
-                  removal=None, progress: bool = True, cache_dir: Path | None = None,
-                  positions: Sequence[int] | None = None) -> tuple[pd.DataFrame, torch.Tensor]:
+def one_head_grid(
+    model,
+    batches: Sequence[dict],
+    configs_per_pass: int,
+    bootstrap: Bootstrap = Bootstrap(),
+    removal=None,
+    progress: bool = True,
+    cache_dir: Path | None = None,
+    positions: Sequence[int] | None = None,
+) -> tuple[pd.DataFrame, torch.Tensor]:
     """Every query head masked alone: per head its KV group, the perplexity, its change from the
     unmasked model's (%) and the paired bootstrap's p-value; and the unmasked token NLL rows.
     ``removal``: a ``HeadRemoval`` (mean or resample ablation) instead of zeroing the head;
@@ -115,19 +169,36 @@ def _grid_rows(model, base: torch.Tensor, outs: dict, bootstrap: Bootstrap) -> p
     tests = _significance(base, outs, bootstrap)
     base_ppl = perplexity(base)
     # in the configurations' order (layer, then head): the sweep's processes may finish in any order
-    rows = [{"layer": layer, "head": heads[0], "kv_group": first.kv_group(heads[0]), "perplexity": perplexity(outs[c]),
-             "change_pct": 100 * (perplexity(outs[c]) / base_ppl - 1), "p_value": tests[c][0], "significant": tests[c][1],
-             "delta_low": tests[c][2], "delta_high": tests[c][3]}
-            for c in one_head_configs(model) for _, layer, heads in [c]]
+    rows = [
+        {
+            "layer": layer,
+            "head": heads[0],
+            "kv_group": first.kv_group(heads[0]),
+            "perplexity": perplexity(outs[c]),
+            "change_pct": 100 * (perplexity(outs[c]) / base_ppl - 1),
+            "p_value": tests[c][0],
+            "significant": tests[c][1],
+            "delta_low": tests[c][2],
+            "delta_high": tests[c][3],
+        }
+        for c in one_head_configs(model)
+        for _, layer, heads in [c]
+    ]
     return pd.DataFrame(rows)
 
 
-NULL_DRAWS = 10   # null samples drawn per head for the grid's calibration (and as many again to check it)
+NULL_DRAWS = 10  # null samples drawn per head for the grid's calibration (and as many again to check it)
 
 
-def calibrated_grid(model, batches: Sequence[dict], configs_per_pass: int, bootstrap: Bootstrap = Bootstrap(),
-                    draws: int = NULL_DRAWS, progress: bool = True, cache_dir: Path | None = None
-                    ) -> tuple[pd.DataFrame, torch.Tensor, pd.DataFrame]:
+def calibrated_grid(
+    model,
+    batches: Sequence[dict],
+    configs_per_pass: int,
+    bootstrap: Bootstrap = Bootstrap(),
+    draws: int = NULL_DRAWS,
+    progress: bool = True,
+    cache_dir: Path | None = None,
+) -> tuple[pd.DataFrame, torch.Tensor, pd.DataFrame]:
     """``one_head_grid`` tested at the level that holds its rate on these verses: ``(grid, unmasked
     token NLL rows, null rates)``. Every head's per-verse changes are centred so that it truly
     changes nothing, and ``draws`` samples of as many verses as the grid has are drawn from each
@@ -140,16 +211,27 @@ def calibrated_grid(model, batches: Sequence[dict], configs_per_pass: int, boots
     tests it flags, chance's share and the tests run."""
     from ...heads.significance import calibrated_level, null_p_values
 
-    base, outs = lm_sweep(model, batches, one_head_configs(model), configs_per_pass, None, progress, cache_dir,
-                          "one query head masked")
+    base, outs = lm_sweep(
+        model, batches, one_head_configs(model), configs_per_pass, None, progress, cache_dir, "one query head masked"
+    )
     pairs = [(base.numpy(), outs[c].numpy()) for c in sorted(outs)]
     n, alpha = len(base), bootstrap.alpha
     fitted = null_p_values(pairs, n, draws, bootstrap.n_resamples, bootstrap.seed + 1)
     fresh = null_p_values(pairs, n, draws, bootstrap.n_resamples, bootstrap.seed + 2)
     level = calibrated_level(fitted, alpha)
-    rates = pd.DataFrame([{"level": name, "alpha": a, "verses": n, "nominal": chance_flag_rate(alpha),
-                           "flagged with no effect": float(np.mean(fresh < a)), "tests": len(fresh)}
-                          for name, a in (("nominal", alpha), ("calibrated", level))])
+    rates = pd.DataFrame(
+        [
+            {
+                "level": name,
+                "alpha": a,
+                "verses": n,
+                "nominal": chance_flag_rate(alpha),
+                "flagged with no effect": float(np.mean(fresh < a)),
+                "tests": len(fresh),
+            }
+            for name, a in (("nominal", alpha), ("calibrated", level))
+        ]
+    )
     grid = _grid_rows(model, base, outs, bootstrap.at(level))
     grid.insert(grid.columns.get_loc("significant") + 1, "significant at nominal alpha", grid["p_value"] < alpha)
     return grid.assign(level=level), base, rates
@@ -162,33 +244,56 @@ def grid_counts(grid: pd.DataFrame, alpha: float, margins: Mapping[str, float] |
     worse = grid[grid["significant"] & (grid["change_pct"] > 0)]
     better = grid[grid["significant"] & (grid["change_pct"] < 0)]
     delta = equivalence.margin("language model", "likelihood", margins or {})
-    return pd.DataFrame([{"heads": len(grid), "significantly worse": len(worse), "significantly better": len(better),
-                          "expected by chance": chance_flag_rate(alpha) * len(grid),
-                          "within 1% of the unmasked perplexity": int((grid["change_pct"].abs() < 1).sum()),
-                          "largest rise (%)": grid["change_pct"].max(), "margin (nats)": delta,
-                          **equivalence.placement(grid, delta)}])
+    return pd.DataFrame(
+        [
+            {
+                "heads": len(grid),
+                "significantly worse": len(worse),
+                "significantly better": len(better),
+                "expected by chance": chance_flag_rate(alpha) * len(grid),
+                "within 1% of the unmasked perplexity": int((grid["change_pct"].abs() < 1).sum()),
+                "largest rise (%)": grid["change_pct"].max(),
+                "margin (nats)": delta,
+                **equivalence.placement(grid, delta),
+            }
+        ]
+    )
 
 
-def keep_one_head(model, grid: pd.DataFrame, batches: Sequence[dict], configs_per_pass: int,
-                  bootstrap: Bootstrap = Bootstrap()) -> tuple[pd.DataFrame, float]:
+def keep_one_head(
+    model, grid: pd.DataFrame, batches: Sequence[dict], configs_per_pass: int, bootstrap: Bootstrap = Bootstrap()
+) -> tuple[pd.DataFrame, float]:
     """Each layer down to the head whose removal hurt most in ``grid`` (chosen on the select set),
     reported on ``batches``: ``(one row per layer, the unmasked perplexity on them)``."""
     sites = attention_sites(model)
     kept = grid.loc[grid.groupby("layer")["change_pct"].idxmax(), ["layer", "head"]].set_index("layer")["head"]
     configs = [("self", int(layer), tuple(h for h in sites[layer].heads if h != head)) for layer, head in kept.items()]
-    with ledger.entry("teacher-forced scoring", "one head kept per layer", model, _examples(batches), len(configs) + 1):
+    with ledger.entry(
+        "teacher-forced scoring", "one head kept per layer", model, _examples(batches), len(configs) + 1
+    ):
         base, outs = single_layer_sweep(model, batches, token_nll, configs, configs_per_pass=configs_per_pass)
     tests = _significance(base, outs, bootstrap)
     base_ppl = perplexity(base)
-    rows = [{"layer": layer, "kept head": int(kept[layer]), "perplexity": perplexity(outs[c]),
-             "change_pct": 100 * (perplexity(outs[c]) / base_ppl - 1), "p_value": tests[c][0], "significant": tests[c][1],
-             "delta_low": tests[c][2], "delta_high": tests[c][3]}
-            for c in configs for _, layer, _ in [c]]
+    rows = [
+        {
+            "layer": layer,
+            "kept head": int(kept[layer]),
+            "perplexity": perplexity(outs[c]),
+            "change_pct": 100 * (perplexity(outs[c]) / base_ppl - 1),
+            "p_value": tests[c][0],
+            "significant": tests[c][1],
+            "delta_low": tests[c][2],
+            "delta_high": tests[c][3],
+        }
+        for c in configs
+        for _, layer, _ in [c]
+    ]
     return pd.DataFrame(rows), base_ppl
 
 
-def pruning_curves(model, importance, batches: Sequence[dict], random_orders: int, step: float, seed: int,
-                   configs_per_pass: int) -> pd.DataFrame:
+def pruning_curves(
+    model, importance, batches: Sequence[dict], random_orders: int, step: float, seed: int, configs_per_pass: int
+) -> pd.DataFrame:
     """Perplexity on ``batches`` as query heads, or whole KV groups, are pruned by importance
     (a KV group's: the sum of its query heads' I_h) and in ``random_orders`` random orders; every
     curve starts with nothing masked and ends with everything masked, steps scored once."""
@@ -199,16 +304,25 @@ def pruning_curves(model, importance, batches: Sequence[dict], random_orders: in
     groups = [(layer, g) for layer in range(len(sites)) for g in range(n_groups)]
     group_order = sorted(groups, key=lambda lg: float(group_importance[lg]))
     members = lambda chosen: [("self", layer, h) for layer, g in chosen for h in kv_group_heads(sites[layer], g)]
-    plans = {("query heads", "importance"): (order_by_importance(importance, pool), list),
-             ("KV groups", "importance"): (group_order, members)}
+    plans = {
+        ("query heads", "importance"): (order_by_importance(importance, pool), list),
+        ("KV groups", "importance"): (group_order, members),
+    }
     for r in range(random_orders):
         plans["query heads", f"random {r}"] = (random_order(pool, seed + r), list)
         plans["KV groups", f"random {r}"] = (random.Random(seed + r).sample(groups, len(groups)), members)
-    steps = [(unit, label, len(order), c, spec_of(expand(order[:c])))
-             for (unit, label), (order, expand) in plans.items() for c in counts(len(order), step)]
+    steps = [
+        (unit, label, len(order), c, spec_of(expand(order[:c])))
+        for (unit, label), (order, expand) in plans.items()
+        for c in counts(len(order), step)
+    ]
     scores = score_specs(model, [spec for *_, spec in steps], PerplexityScorer(batches, configs_per_pass))
-    curves = pd.DataFrame([{"unit": unit, "pruned": c, "share": c / n, "score": score, "order": label}
-                           for (unit, label, n, c, _), score in zip(steps, scores)])
+    curves = pd.DataFrame(
+        [
+            {"unit": unit, "pruned": c, "share": c / n, "score": score, "order": label}
+            for (unit, label, n, c, _), score in zip(steps, scores)
+        ]
+    )
     curves["perplexity"] = np.exp(-curves["score"])
     return curves
 
@@ -219,14 +333,21 @@ def prunable_shares(curves: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (unit, order), part in curves.groupby(["unit", "order"], sort=False):
         part = part.sort_values("pruned")
-        rows.append({"unit": unit, "order": order, "prunable within 1%": prunable_share(part, np.log(1.01)),
-                     "prunable within 10%": prunable_share(part, np.log(1.10)),
-                     "perplexity at 50%": float(np.interp(0.5, part["share"], part["perplexity"]))})
+        rows.append(
+            {
+                "unit": unit,
+                "order": order,
+                "prunable within 1%": prunable_share(part, np.log(1.01)),
+                "prunable within 10%": prunable_share(part, np.log(1.10)),
+                "perplexity at 50%": float(np.interp(0.5, part["share"], part["perplexity"])),
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def pruned_speed(model, importance, share: float, by_size: dict, check_batches: Sequence[dict], repeats: int
-                 ) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+def pruned_speed(
+    model, importance, share: float, by_size: dict, check_batches: Sequence[dict], repeats: int
+) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     """The least important ``share`` of query heads removed: ``(timings, speed-ups by batch size,
     a line on what is left and on the largest logit gap between the pruned and the gated model)``."""
     pool = heads_of(model)
@@ -239,13 +360,20 @@ def pruned_speed(model, importance, share: float, by_size: dict, check_batches: 
         gates.mask(removed)
         gap = max(float((model(**b).logits - pruned(**b).logits).abs().max()) for b in check_batches)
     gains = speed_gains(speed).set_index("batch_size")  # ratios of median rates
-    gains = pd.DataFrame({"pruned, measured": gains["pruned"], "gated, measured": gains["gated"],
-                          "pruned, predicted by FLOPs": gains["predicted"]})
+    gains = pd.DataFrame(
+        {
+            "pruned, measured": gains["pruned"],
+            "gated, measured": gains["gated"],
+            "pruned, predicted by FLOPs": gains["predicted"],
+        }
+    )
     sites, left = attention_sites(model), attention_sites(pruned)
     kv_left = sum(len(s.kv_groups) for s in left) / (len(sites) * sites[0].total_kv_groups)
-    line = (f"{sum(s.num_heads for s in left)} of {len(pool)} query heads and {kv_left:.0%} of the KV heads left; "
-            f"parameters {count_parameters(model):,} -> {count_parameters(pruned):,}; "
-            f"largest logit gap, pruned vs gated model: {gap:.1e}")
+    line = (
+        f"{sum(s.num_heads for s in left)} of {len(pool)} query heads and {kv_left:.0%} of the KV heads left; "
+        f"parameters {count_parameters(model):,} -> {count_parameters(pruned):,}; "
+        f"largest logit gap, pruned vs gated model: {gap:.1e}"
+    )
     return speed, gains, line
 
 
@@ -259,8 +387,17 @@ def grid_heatmap(grid: pd.DataFrame, model, title: str):
     marks = grid.pivot(index="layer", columns="head", values="significant").replace({True: "*", False: ""})
     _, ax = plt.subplots(figsize=(6, max(3, 0.25 * len(change))))
     limit = max(1.0, float(np.nanpercentile(change.abs(), 98)))
-    sns.heatmap(change, cmap="RdBu_r", center=0, vmin=-limit, vmax=limit, annot=marks, fmt="", ax=ax,
-                cbar_kws={"label": "perplexity change when masked (%)"})
+    sns.heatmap(
+        change,
+        cmap="RdBu_r",
+        center=0,
+        vmin=-limit,
+        vmax=limit,
+        annot=marks,
+        fmt="",
+        ax=ax,
+        cbar_kws={"label": "perplexity change when masked (%)"},
+    )
     site = attention_sites(model)[0]
     for g in range(1, site.total_kv_groups):
         ax.axvline(g * site.group_size, color="black", linewidth=1)
@@ -270,8 +407,13 @@ def grid_heatmap(grid: pd.DataFrame, model, title: str):
 
 def keep_one_bars(keep_one: pd.DataFrame, title: str):
     """``keep_one_head``'s perplexity change per layer (symlog), red where significant. Returns the axes."""
-    ax = keep_one.plot.bar(x="layer", y="change_pct", legend=False, figsize=(8, 3),
-                           color=["tab:red" if s else "tab:grey" for s in keep_one["significant"]])
+    ax = keep_one.plot.bar(
+        x="layer",
+        y="change_pct",
+        legend=False,
+        figsize=(8, 3),
+        color=["tab:red" if s else "tab:grey" for s in keep_one["significant"]],
+    )
     ax.set(ylabel="perplexity change (%)", yscale="symlog", title=title)
     return ax
 

@@ -12,6 +12,7 @@ later half (perplexity) and the copying of a passage repeated after hundreds of 
     points = point_table(configs, rows, layout, bootstrap)                  # one row per config, intervals
     pairs = pair_table(points, rows, bootstrap)                             # per budget, method against method
 """
+
 from __future__ import annotations
 
 import copy
@@ -25,8 +26,17 @@ import torch
 from torch import nn
 
 from ...heads.grouped_query import kv_group_heads, kv_group_order
-from ...heads.kv_budget import (CacheSpec, SCORE_BYTES, entries_after, fast_run, head_dim_of, predicted_peak_bytes, prompt_pass,
-                                pruned_copy, real_run)
+from ...heads.kv_budget import (
+    CacheSpec,
+    SCORE_BYTES,
+    entries_after,
+    fast_run,
+    head_dim_of,
+    predicted_peak_bytes,
+    prompt_pass,
+    pruned_copy,
+    real_run,
+)
 from ...heads.sites import attention_sites
 from ...zoo.long_texts import Layout
 
@@ -37,9 +47,9 @@ WINDOWED = "windowed heads"
 QUANTIZED = "quantized"
 EVICTED = "evicted (heavy hitters)"
 COMBINED = "KV groups removed + 4-bit"
-METHODS = (REMOVED, WINDOWED, QUANTIZED, EVICTED, COMBINED)   # compared at each budget (the band is not a method)
-FIT = 0.001   # a configuration fits a budget when its share of the bytes exceeds it by at most 0.1 point
-CHECK_TOLERANCE = 0.01   # in float32, a fast pass's perplexity within 1% of its real cache's (see check_table)
+METHODS = (REMOVED, WINDOWED, QUANTIZED, EVICTED, COMBINED)  # compared at each budget (the band is not a method)
+FIT = 0.001  # a configuration fits a budget when its share of the bytes exceeds it by at most 0.1 point
+CHECK_TOLERANCE = 0.01  # in float32, a fast pass's perplexity within 1% of its real cache's (see check_table)
 STATS = ["nll", "tokens", "copied", "copy tokens", "copy nll"]
 
 
@@ -47,8 +57,8 @@ STATS = ["nll", "tokens", "copied", "copy tokens", "copy nll"]
 class Config:
     method: str
     setting: str
-    target: float | None                 # the budget it was sized for (None: fixed by its bits)
-    removed: tuple = ()                  # query heads physically removed, (kind, layer, head)
+    target: float | None  # the budget it was sized for (None: fixed by its bits)
+    removed: tuple = ()  # query heads physically removed, (kind, layer, head)
     spec: CacheSpec = field(default_factory=CacheSpec)
 
     @property
@@ -85,14 +95,15 @@ def kept_within(model: nn.Module, order: Sequence[tuple[int, int]], budget: floa
     left with no group still caches a phantom entry (``pruning.PHANTOM_WIDTH``)."""
     n = len(order)
     for kept in range(math.floor(budget * n + 1e-9), -1, -1):
-        c = Config(REMOVED, "", budget, heads_of_groups(model, order[:n - kept]))
+        c = Config(REMOVED, "", budget, heads_of_groups(model, order[: n - kept]))
         if bytes_share(model, c, layout)[1] <= budget + FIT:
             return kept
     return 0
 
 
-def plan(model: nn.Module, importance: Mapping[str, torch.Tensor], window_scores: pd.DataFrame, layout: Layout,
-         p: Plan) -> list[Config]:
+def plan(
+    model: nn.Module, importance: Mapping[str, torch.Tensor], window_scores: pd.DataFrame, layout: Layout, p: Plan
+) -> list[Config]:
     """Every configuration the chapter scores: the unpruned model; KV groups removed by importance
     to each budget and at random (``band_orders`` orders at ``band_budget``); windowed heads at each
     budget it reaches (full context kept in the groups ``window_scores`` ranks first); the cache
@@ -102,13 +113,15 @@ def plan(model: nn.Module, importance: Mapping[str, torch.Tensor], window_scores
     configs = [Config(UNPRUNED, "16-bit cache", 1.0)]
     for b in p.budgets:
         kept = kept_within(model, order, b, layout)
-        configs.append(Config(REMOVED, f"{kept} of {n} groups kept", b, heads_of_groups(model, order[:n - kept])))
+        configs.append(Config(REMOVED, f"{kept} of {n} groups kept", b, heads_of_groups(model, order[: n - kept])))
     rng = np.random.default_rng(p.seed + 1000)
     kept = math.floor(p.band_budget * n + 1e-9)
     pool = _groups(model)
     for r in range(p.band_orders):
-        drawn = [pool[i] for i in rng.permutation(n)[:n - kept]]
-        configs.append(Config(RANDOM, f"order {r}: {kept} of {n} groups kept", p.band_budget, heads_of_groups(model, drawn)))
+        drawn = [pool[i] for i in rng.permutation(n)[: n - kept]]
+        configs.append(
+            Config(RANDOM, f"order {r}: {kept} of {n} groups kept", p.band_budget, heads_of_groups(model, drawn))
+        )
     share = (p.sinks + p.window) / layout.total
     ranked = window_scores.sort_values(["beyond window", "layer", "group"], ascending=[False, True, True])
     layers = int(window_scores["layer"].max()) + 1
@@ -119,21 +132,44 @@ def plan(model: nn.Module, importance: Mapping[str, torch.Tensor], window_scores
         f = math.floor(n * (b - share) / (1 - share) + 1e-9)
         chosen = {(int(r.layer), int(r.group)) for r in ranked.head(f).itertuples()}
         full = tuple(tuple((l, g) in chosen for g in range(per_layer)) for l in range(layers))
-        configs.append(Config(WINDOWED, f"{f} of {n} groups full, the rest {p.sinks} sinks + {p.window}", b,
-                              spec=CacheSpec("window", sinks=p.sinks, window=p.window, full=full)))
+        configs.append(
+            Config(
+                WINDOWED,
+                f"{f} of {n} groups full, the rest {p.sinks} sinks + {p.window}",
+                b,
+                spec=CacheSpec("window", sinks=p.sinks, window=p.window, full=full),
+            )
+        )
     for bits in p.bits:
         spec = CacheSpec("fp8") if bits == 8 else CacheSpec("quanto", bits=bits, residual=p.residual)
-        setting = "fp8 (e4m3), one scale per layer" if bits == 8 else f"{bits}-bit (quanto), {p.residual} recent positions in 16 bits"
+        setting = (
+            "fp8 (e4m3), one scale per layer"
+            if bits == 8
+            else f"{bits}-bit (quanto), {p.residual} recent positions in 16 bits"
+        )
         configs.append(Config(QUANTIZED, setting, None, spec=spec))
-    per_position = 2 * head_dim_of(model) * 2   # keys and values of one KV head, 16 bits
+    per_position = 2 * head_dim_of(model) * 2  # keys and values of one KV head, 16 bits
     for b in p.evict_budgets:
         budget = math.floor(b * layout.total * per_position / (per_position + SCORE_BYTES))
-        configs.append(Config(EVICTED, f"{budget} positions per KV head, {budget // 2} of them recent", b,
-                              spec=CacheSpec("evict", budget=budget, recent=budget // 2)))
+        configs.append(
+            Config(
+                EVICTED,
+                f"{budget} positions per KV head, {budget // 2} of them recent",
+                b,
+                spec=CacheSpec("evict", budget=budget, recent=budget // 2),
+            )
+        )
     for b in p.combo_budgets:
         kept = math.floor(b * n + 1e-9)
-        configs.append(Config(COMBINED, f"{kept} of {n} groups kept, 4-bit", None, heads_of_groups(model, order[:n - kept]),
-                              CacheSpec("quanto", bits=4, residual=p.residual)))
+        configs.append(
+            Config(
+                COMBINED,
+                f"{kept} of {n} groups kept, 4-bit",
+                None,
+                heads_of_groups(model, order[: n - kept]),
+                CacheSpec("quanto", bits=4, residual=p.residual),
+            )
+        )
     # two budgets that give a small model the same configuration: score it once (rows pair by name)
     unique: dict[str, Config] = {}
     for c in configs:
@@ -151,14 +187,14 @@ def window_scores(model: nn.Module, ids: torch.Tensor, layout: Layout, sinks: in
     from ...heads.induction import eager_attention
 
     with eager_attention(model):
-        attentions = model(input_ids=ids, output_attentions=True).attentions   # per layer [B, heads, T, T]
+        attentions = model(input_ids=ids, output_attentions=True).attentions  # per layer [B, heads, T, T]
     t = torch.arange(layout.prompt, ids.shape[1]).unsqueeze(1)
     j = torch.arange(ids.shape[1]).unsqueeze(0)
-    beyond = (j <= t) & (j >= sinks) & (t - j > window)                      # [queries, keys]
+    beyond = (j <= t) & (j >= sinks) & (t - j > window)  # [queries, keys]
     group = model.config.num_attention_heads // model.config.num_key_value_heads
     rows = []
     for layer, probs in enumerate(attentions):
-        mass = (probs[:, :, layout.prompt:].float() * beyond).sum(-1).mean((0, 2))   # [heads]
+        mass = (probs[:, :, layout.prompt :].float() * beyond).sum(-1).mean((0, 2))  # [heads]
         for g, value in enumerate(mass.view(-1, group).mean(1).tolist()):
             rows.append({"layer": layer, "group": g, "beyond window": value})
     table = pd.DataFrame(rows)
@@ -172,6 +208,7 @@ def sequence_stats(model: nn.Module, hidden: torch.Tensor, ids: torch.Tensor, la
     """``[B, 5]`` from the hidden states of the positions after the prompt: summed NLL (nats) of the
     chapter's later half and its token count, then the repeat's tokens copied right (top prediction),
     their count and their summed NLL."""
+
     def scored(targets: torch.Tensor):
         logits = model.get_output_embeddings()(hidden[:, targets - 1 - layout.prompt]).float()
         logp = logits.log_softmax(-1).gather(-1, ids[:, targets].unsqueeze(-1)).squeeze(-1)
@@ -180,17 +217,31 @@ def sequence_stats(model: nn.Module, hidden: torch.Tensor, ids: torch.Tensor, la
     ppl, _ = scored(layout.perplexity_targets())
     copy, right = scored(layout.copy_targets())
     n = ids.shape[0]
-    return np.stack([-ppl.sum(1).double().numpy(), np.full(n, ppl.shape[1], float), right.sum(1).double().numpy(),
-                     np.full(n, copy.shape[1], float), -copy.sum(1).double().numpy()], 1)
+    return np.stack(
+        [
+            -ppl.sum(1).double().numpy(),
+            np.full(n, ppl.shape[1], float),
+            right.sum(1).double().numpy(),
+            np.full(n, copy.shape[1], float),
+            -copy.sum(1).double().numpy(),
+        ],
+        1,
+    )
 
 
 def _batches(ids: torch.Tensor, size: int) -> list[torch.Tensor]:
-    return [ids[i:i + size] for i in range(0, len(ids), size)]
+    return [ids[i : i + size] for i in range(0, len(ids), size)]
 
 
 @torch.no_grad()
-def score_all(model: nn.Module, configs: Sequence[Config], ids: torch.Tensor, layout: Layout, batch_size: int = 16,
-              progress: bool = True) -> dict[str, np.ndarray]:
+def score_all(
+    model: nn.Module,
+    configs: Sequence[Config],
+    ids: torch.Tensor,
+    layout: Layout,
+    batch_size: int = 16,
+    progress: bool = True,
+) -> dict[str, np.ndarray]:
     """``{config name: [sequences, 5] sequence_stats}``. Each pruned model is built once and reads
     each batch's prompt once for all the configurations on it; heavy hitters run their real cache."""
     from tqdm.auto import tqdm
@@ -205,7 +256,7 @@ def score_all(model: nn.Module, configs: Sequence[Config], ids: torch.Tensor, la
         for batch in _batches(ids, batch_size):
             prompt = prompt_pass(pruned, batch, layout.prompt)
             for c in group:
-                hidden = fast_run(pruned, batch, prompt, c.spec)   # heavy hitters: their real cache
+                hidden = fast_run(pruned, batch, prompt, c.spec)  # heavy hitters: their real cache
                 out[c.name].append(sequence_stats(pruned, hidden, batch, layout))
         bar.update(len(group))
         del pruned
@@ -219,7 +270,7 @@ def first_read_accuracy(model: nn.Module, ids: torch.Tensor, layout: Layout, bat
     targets = layout.first_read_targets()
     with torch.no_grad():
         for batch in _batches(ids, batch_size):
-            logits = model(input_ids=batch[:, :int(targets.max())]).logits[:, targets - 1]
+            logits = model(input_ids=batch[:, : int(targets.max())]).logits[:, targets - 1]
             right += int((logits.argmax(-1) == batch[:, targets]).sum())
             total += targets.numel() * len(batch)
     return right / total
@@ -258,23 +309,36 @@ def check_table(model: nn.Module, configs: Sequence[Config], ids: torch.Tensor, 
         real = real_run(exact, ids, layout.prompt, c.spec)[0]
         fast = real if c.spec.kind == "evict" else fast_run(exact, ids, prompt_pass(exact, ids, layout.prompt), c.spec)
         head = exact.get_output_embeddings()
-        logp = [head(h[:, targets - 1 - layout.prompt]).float().log_softmax(-1).gather(-1, gold).squeeze(-1)
-                for h in (real, fast)]                                               # [sequences, scored tokens] each
-        rows.append({"method": c.method, "setting": c.setting, "sequences": len(ids), "positions": layout.total,
-                     "bytes, measured": measured,
-                     "bytes, predicted": predicted_peak_bytes(pruned, c.spec, layout.prompt, layout.total, len(ids)),
-                     "perplexity, real cache": math.exp(-float(logp[0].mean())),
-                     "perplexity, fast pass": math.exp(-float(logp[1].mean())),
-                     "largest log-prob gap, scored tokens": float((logp[0] - logp[1]).abs().max()),
-                     "fast pass": fast_kind(c.spec)})
+        logp = [
+            head(h[:, targets - 1 - layout.prompt]).float().log_softmax(-1).gather(-1, gold).squeeze(-1)
+            for h in (real, fast)
+        ]  # [sequences, scored tokens] each
+        rows.append(
+            {
+                "method": c.method,
+                "setting": c.setting,
+                "sequences": len(ids),
+                "positions": layout.total,
+                "bytes, measured": measured,
+                "bytes, predicted": predicted_peak_bytes(pruned, c.spec, layout.prompt, layout.total, len(ids)),
+                "perplexity, real cache": math.exp(-float(logp[0].mean())),
+                "perplexity, fast pass": math.exp(-float(logp[1].mean())),
+                "largest log-prob gap, scored tokens": float((logp[0] - logp[1]).abs().max()),
+                "fast pass": fast_kind(c.spec),
+            }
+        )
         del exact
     return pd.DataFrame(rows)
 
 
 def fast_kind(spec: CacheSpec) -> str:
-    return {"plain": "one pass after the prompt", "window": "one pass, per-head visibility mask",
-            "evict": "the real cache (no shortcut)", "quanto": f"the real cache, {spec.residual} positions a pass",
-            "fp8": "the real cache, one pass"}[spec.kind]
+    return {
+        "plain": "one pass after the prompt",
+        "window": "one pass, per-head visibility mask",
+        "evict": "the real cache (no shortcut)",
+        "quanto": f"the real cache, {spec.residual} positions a pass",
+        "fp8": "the real cache, one pass",
+    }[spec.kind]
 
 
 # ---- tables ----------------------------------------------------------------------------------------------
@@ -292,8 +356,15 @@ def _ratio_interval(stats: np.ndarray, base: np.ndarray, indices: np.ndarray, co
     return np.exp(a - b)
 
 
-def point_table(model: nn.Module, configs: Sequence[Config], rows: Mapping[str, np.ndarray], layout: Layout,
-                n_resamples: int, alpha: float, seed: int) -> pd.DataFrame:
+def point_table(
+    model: nn.Module,
+    configs: Sequence[Config],
+    rows: Mapping[str, np.ndarray],
+    layout: Layout,
+    n_resamples: int,
+    alpha: float,
+    seed: int,
+) -> pd.DataFrame:
     """One row per configuration: bytes per token and share, perplexity and its ratio to the
     unpruned model's with a paired bootstrap interval over sequences (1 - ``alpha``), copying
     accuracy with its interval, and the sequences."""
@@ -309,12 +380,24 @@ def point_table(model: nn.Module, configs: Sequence[Config], rows: Mapping[str, 
         per_token, share = bytes_share(model, c, layout)
         ratio = _ratio_interval(s, base, indices, 0, 1)
         copied = s[indices][..., 2].sum(-1) / s[indices][..., 3].sum(-1)
-        out.append({"method": c.method, "setting": c.setting, "budget": c.target, "bytes per token": per_token,
-                    "bytes share": share, "perplexity": math.exp(s[:, 0].sum() / s[:, 1].sum()),
-                    "perplexity ratio": math.exp(s[:, 0].sum() / s[:, 1].sum() - base[:, 0].sum() / base[:, 1].sum()),
-                    "ratio low": np.percentile(ratio, lo), "ratio high": np.percentile(ratio, hi),
-                    "copying accuracy": s[:, 2].sum() / s[:, 3].sum(), "copying low": np.percentile(copied, lo),
-                    "copying high": np.percentile(copied, hi), "sequences": n, "scored tokens": int(s[:, 1].sum())})
+        out.append(
+            {
+                "method": c.method,
+                "setting": c.setting,
+                "budget": c.target,
+                "bytes per token": per_token,
+                "bytes share": share,
+                "perplexity": math.exp(s[:, 0].sum() / s[:, 1].sum()),
+                "perplexity ratio": math.exp(s[:, 0].sum() / s[:, 1].sum() - base[:, 0].sum() / base[:, 1].sum()),
+                "ratio low": np.percentile(ratio, lo),
+                "ratio high": np.percentile(ratio, hi),
+                "copying accuracy": s[:, 2].sum() / s[:, 3].sum(),
+                "copying low": np.percentile(copied, lo),
+                "copying high": np.percentile(copied, hi),
+                "sequences": n,
+                "scored tokens": int(s[:, 1].sum()),
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -333,8 +416,14 @@ def _copied(stats: np.ndarray) -> np.ndarray:
     return stats[..., 2].sum(-1) / stats[..., 3].sum(-1)
 
 
-def pair_table(points: pd.DataFrame, rows: Mapping[str, np.ndarray], budgets: Sequence[float], n_resamples: int,
-               alpha: float, seed: int) -> pd.DataFrame:
+def pair_table(
+    points: pd.DataFrame,
+    rows: Mapping[str, np.ndarray],
+    budgets: Sequence[float],
+    n_resamples: int,
+    alpha: float,
+    seed: int,
+) -> pd.DataFrame:
     """Per budget, every pair of methods (each at its ``fitting`` configuration): the difference in
     log-perplexity (nats per token; positive: the second method does worse) with a paired bootstrap
     interval over sequences, and the same for copying accuracy."""
@@ -347,15 +436,26 @@ def pair_table(points: pd.DataFrame, rows: Mapping[str, np.ndarray], budgets: Se
     for budget in budgets:
         fit = fitting(points, budget).sort_values("perplexity").to_dict("records")
         for i, a in enumerate(fit):
-            for b in fit[i + 1:]:
+            for b in fit[i + 1 :]:
                 sa, sb = rows[f"{a['method']}: {a['setting']}"], rows[f"{b['method']}: {b['setting']}"]
                 d, dc = _nll(sb[indices]) - _nll(sa[indices]), _copied(sa[indices]) - _copied(sb[indices])
-                out.append({"budget": budget, "better": a["method"], "better setting": a["setting"],
-                            "better share": a["bytes share"], "worse": b["method"], "worse setting": b["setting"],
-                            "worse share": b["bytes share"], "log-perplexity gap": float(_nll(sb) - _nll(sa)),
-                            "gap low": np.percentile(d, lo), "gap high": np.percentile(d, hi),
-                            "copying gap": float(_copied(sa) - _copied(sb)), "copying gap low": np.percentile(dc, lo),
-                            "copying gap high": np.percentile(dc, hi)})
+                out.append(
+                    {
+                        "budget": budget,
+                        "better": a["method"],
+                        "better setting": a["setting"],
+                        "better share": a["bytes share"],
+                        "worse": b["method"],
+                        "worse setting": b["setting"],
+                        "worse share": b["bytes share"],
+                        "log-perplexity gap": float(_nll(sb) - _nll(sa)),
+                        "gap low": np.percentile(d, lo),
+                        "gap high": np.percentile(d, hi),
+                        "copying gap": float(_copied(sa) - _copied(sb)),
+                        "copying gap low": np.percentile(dc, lo),
+                        "copying gap high": np.percentile(dc, hi),
+                    }
+                )
     return pd.DataFrame(out)
 
 
@@ -368,18 +468,36 @@ def budget_table(points: pd.DataFrame, pairs: pd.DataFrame, budgets: Sequence[fl
         if len(fit) < 2:
             continue
         best, second = fit.iloc[0], fit.iloc[1]
-        pair = pairs[(pairs["budget"] == budget) & (pairs["better"] == best["method"]) & (pairs["worse"] == second["method"])].iloc[0]
-        out.append({"budget": budget, "best": best["method"], "best setting": best["setting"],
-                    "best share": best["bytes share"], "best perplexity": best["perplexity"],
-                    "runner-up": second["method"], "runner-up share": second["bytes share"],
-                    "runner-up perplexity": second["perplexity"], "log-perplexity gap": pair["log-perplexity gap"],
-                    "gap low": pair["gap low"], "gap high": pair["gap high"],
-                    "methods within budget": len(fit)})
+        pair = pairs[
+            (pairs["budget"] == budget) & (pairs["better"] == best["method"]) & (pairs["worse"] == second["method"])
+        ].iloc[0]
+        out.append(
+            {
+                "budget": budget,
+                "best": best["method"],
+                "best setting": best["setting"],
+                "best share": best["bytes share"],
+                "best perplexity": best["perplexity"],
+                "runner-up": second["method"],
+                "runner-up share": second["bytes share"],
+                "runner-up perplexity": second["perplexity"],
+                "log-perplexity gap": pair["log-perplexity gap"],
+                "gap low": pair["gap low"],
+                "gap high": pair["gap high"],
+                "methods within budget": len(fit),
+            }
+        )
     return pd.DataFrame(out)
 
 
 # ---- figures --------------------------------------------------------------------------------------------
-COLORS = {REMOVED: "tab:red", WINDOWED: "tab:green", QUANTIZED: "tab:blue", EVICTED: "tab:orange", COMBINED: "tab:purple"}
+COLORS = {
+    REMOVED: "tab:red",
+    WINDOWED: "tab:green",
+    QUANTIZED: "tab:blue",
+    EVICTED: "tab:orange",
+    COMBINED: "tab:purple",
+}
 
 
 def tradeoff_figure(points: pd.DataFrame, floor: float | None = None):
@@ -390,17 +508,41 @@ def tradeoff_figure(points: pd.DataFrame, floor: float | None = None):
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.6))
     base = points[points["method"] == UNPRUNED]
     band = points[points["method"] == RANDOM]
-    for ax, (value, low, high, label) in zip(axes, (("perplexity ratio", "ratio low", "ratio high", "perplexity / unpruned"),
-                                                     ("copying accuracy", "copying low", "copying high", "copying accuracy"))):
+    for ax, (value, low, high, label) in zip(
+        axes,
+        (
+            ("perplexity ratio", "ratio low", "ratio high", "perplexity / unpruned"),
+            ("copying accuracy", "copying low", "copying high", "copying accuracy"),
+        ),
+    ):
         for method, color in COLORS.items():
-            part = pd.concat([base, points[points["method"] == method]]) if method != COMBINED else points[points["method"] == method]
+            part = (
+                pd.concat([base, points[points["method"] == method]])
+                if method != COMBINED
+                else points[points["method"] == method]
+            )
             part = part.sort_values("bytes share")
-            ax.errorbar(part["bytes share"] * 100, part[value], yerr=[part[value] - part[low], part[high] - part[value]],
-                        marker="o", markersize=4, capsize=2, color=color, label=method)
+            ax.errorbar(
+                part["bytes share"] * 100,
+                part[value],
+                yerr=[part[value] - part[low], part[high] - part[value]],
+                marker="o",
+                markersize=4,
+                capsize=2,
+                color=color,
+                label=method,
+            )
         if len(band):
             share = band["bytes share"].iloc[0] * 100
-            ax.vlines(share, band[value].quantile(0.05), band[value].quantile(0.95), color="black", linewidth=5, alpha=0.5,
-                      label=f"random groups, 5-95% ({len(band)} orders)")
+            ax.vlines(
+                share,
+                band[value].quantile(0.05),
+                band[value].quantile(0.95),
+                color="black",
+                linewidth=5,
+                alpha=0.5,
+                label=f"random groups, 5-95% ({len(band)} orders)",
+            )
         ax.set(xlabel="KV-cache bytes (% of the 16-bit cache)", ylabel=label, xlim=(0, 105))
     axes[0].set_yscale("log")
     if floor is not None:
@@ -433,9 +575,20 @@ def chosen_groups(config: Config) -> list[tuple[int, int]]:
 
 
 # ---- the chapter's inputs and raw rows -----------------------------------------------------------------
-def chapter_inputs(model: nn.Module, tokenizer, verse_sets: Mapping[str, int], layout: Layout, calibration: int,
-                   sequences: int, version: str, max_words: int, batch_size: int, seed: int, dtype: str = "bfloat16",
-                   min_units: int = 30) -> tuple[nn.Module, Mapping[str, torch.Tensor], dict[str, torch.Tensor]]:
+def chapter_inputs(
+    model: nn.Module,
+    tokenizer,
+    verse_sets: Mapping[str, int],
+    layout: Layout,
+    calibration: int,
+    sequences: int,
+    version: str,
+    max_words: int,
+    batch_size: int,
+    seed: int,
+    dtype: str = "bfloat16",
+    min_units: int = 30,
+) -> tuple[nn.Module, Mapping[str, torch.Tensor], dict[str, torch.Tensor]]:
     """``(model in dtype, I_h, {"calibration": ids, "scored": ids})``: head importance on the
     select verses of chapters 11-13 (``verse_sets``, drawn as ``causal_lm.verse_texts`` draws them),
     in the model's own precision, then the model cast to ``dtype``; and whole chapters of none of
@@ -449,14 +602,23 @@ def chapter_inputs(model: nn.Module, tokenizer, verse_sets: Mapping[str, int], l
     require_units(sequences, min_units, "chapters")
     select = verse_texts(verse_sets, version=version, max_words=max_words, seed=seed)["select"]
     importance = head_importance(model, lm_batches(tokenizer, select, batch_size), lm_loss, progress=False)
-    ids = draw_chapters(tokenizer, {"calibration": calibration, "scored": sequences}, layout, version, seed,
-                        exclude=verse_chapters(verse_sets, version, max_words, seed))
+    ids = draw_chapters(
+        tokenizer,
+        {"calibration": calibration, "scored": sequences},
+        layout,
+        version,
+        seed,
+        exclude=verse_chapters(verse_sets, version, max_words, seed),
+    )
     return model.to(getattr(torch, dtype)), importance, ids
 
 
 def sequence_table(configs: Sequence[Config], rows: Mapping[str, np.ndarray]) -> pd.DataFrame:
     """The raw rows every summary here is computed from: one per configuration and sequence."""
-    frames = [pd.DataFrame(rows[c.name], columns=STATS).assign(method=c.method, setting=c.setting,
-                                                                sequence=np.arange(len(rows[c.name])))
-              for c in configs]
+    frames = [
+        pd.DataFrame(rows[c.name], columns=STATS).assign(
+            method=c.method, setting=c.setting, sequence=np.arange(len(rows[c.name]))
+        )
+        for c in configs
+    ]
     return pd.concat(frames, ignore_index=True)[["method", "setting", "sequence", *STATS]]

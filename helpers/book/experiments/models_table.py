@@ -1,6 +1,7 @@
 """Chapter 02, the models we study: examples of each task, every run's scores against its
 baselines, the spread over seeds, the NLI model's accuracy by the edit behind each hypothesis,
 and the translation models' learning curves, all read from the model cache's records."""
+
 from __future__ import annotations
 
 import json
@@ -21,12 +22,14 @@ def examples(settings: Profile, models: list[str], per_split: int) -> pd.DataFra
     for name in models:
         for split, items in course.load_data(settings, name).items():
             for ex in items[:per_split]:
-                if hasattr(ex, "src"):   # a translation pair (subword units)
+                if hasattr(ex, "src"):  # a translation pair (subword units)
                     rows.append((name, split, ex.src, ex.ref))
                 elif hasattr(ex, "premise"):
                     rows.append((name, split, f"{ex.premise} / {ex.hypothesis}", LABELS[ex.label]))
                 else:
-                    rows.append((name, split, ex.text if ex.text_pair is None else f"{ex.text} / {ex.text_pair}", ex.label))
+                    rows.append(
+                        (name, split, ex.text if ex.text_pair is None else f"{ex.text} / {ex.text_pair}", ex.label)
+                    )
     return pd.DataFrame(rows, columns=["model", "split", "input", "target"])
 
 
@@ -44,9 +47,20 @@ def scores(records: dict[str, dict], runs: dict[str, list[tuple[int, str]]]) -> 
     for run, r in records.items():
         name, seed = seed_of[run]
         for split, s in r["scores"].items():
-            table.append({"model": name, "training_seed": seed, "task": r["task"], "split": split, "metric": r["metric"],
-                          "score": s[r["metric"]], "greedy": s.get("bleu_greedy"), "baseline": s["baseline"],
-                          "oracle": s.get("oracle_bleu"), "train_minutes": r["train_seconds"] / 60})
+            table.append(
+                {
+                    "model": name,
+                    "training_seed": seed,
+                    "task": r["task"],
+                    "split": split,
+                    "metric": r["metric"],
+                    "score": s[r["metric"]],
+                    "greedy": s.get("bleu_greedy"),
+                    "baseline": s["baseline"],
+                    "oracle": s.get("oracle_bleu"),
+                    "train_minutes": r["train_seconds"] / 60,
+                }
+            )
     return pd.DataFrame(table)
 
 
@@ -69,12 +83,19 @@ def competence(records: dict[str, dict], runs: dict[str, list[tuple[int, str]]])
         rule = rule_of(r["spec"])
         judged = judge(rule, r, r.get("trained_seed", seed)) if rule else None
         rejected = r.get("rejected", [])
-        rows.append({"model": name, "training_seed": seed, "trained_with_seed": r.get("trained_seed", seed),
-                     "rule": rule.text() if rule else "none (kept whatever it scores)",
-                     "score": judged.score if judged else None, "floor": judged.floor if judged else None,
-                     "passes": judged.passed if judged else None,
-                     "rejected_runs": "; ".join(f"seed {x['seed']} {x['score']:.3f}" for x in rejected),
-                     "rejected_minutes": sum(x["train_seconds"] for x in rejected) / 60})
+        rows.append(
+            {
+                "model": name,
+                "training_seed": seed,
+                "trained_with_seed": r.get("trained_seed", seed),
+                "rule": rule.text() if rule else "none (kept whatever it scores)",
+                "score": judged.score if judged else None,
+                "floor": judged.floor if judged else None,
+                "passes": judged.passed if judged else None,
+                "rejected_runs": "; ".join(f"seed {x['seed']} {x['score']:.3f}" for x in rejected),
+                "rejected_minutes": sum(x["train_seconds"] for x in rejected) / 60,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -89,15 +110,23 @@ def competence_line(table: pd.DataFrame) -> str:
         text += f" ({len(table) - len(ruled)} runs have none)"
     if retrained.empty:
         return text + "; no run was rejected"
-    return text + "; rejected and trained again with a new seed: " + "; ".join(
-        f"{r.model} seed {r.training_seed} (rejected: {r.rejected_runs}; kept: seed {r.trained_with_seed}, {r.score:.3f})"
-        for r in retrained.itertuples())
+    return (
+        text
+        + "; rejected and trained again with a new seed: "
+        + "; ".join(
+            f"{r.model} seed {r.training_seed} (rejected: {r.rejected_runs}; kept: seed {r.trained_with_seed}, {r.score:.3f})"
+            for r in retrained.itertuples()
+        )
+    )
 
 
 def spread(table: pd.DataFrame) -> pd.DataFrame:
     """Per model, split and metric: the number of seeds and the mean, lowest and highest score."""
-    return (table.groupby(["model", "split", "metric"], sort=False)["score"].agg(["count", "mean", "min", "max"])
-            .rename(columns={"count": "seeds"}))
+    return (
+        table.groupby(["model", "split", "metric"], sort=False)["score"]
+        .agg(["count", "mean", "min", "max"])
+        .rename(columns={"count": "seeds"})
+    )
 
 
 def training_machine(profile: str) -> dict:
@@ -110,13 +139,21 @@ def training_machine(profile: str) -> dict:
 def machine_lines(records: dict[str, dict], machine: dict) -> str:
     """The BLEU signature, the machine and the summed training time."""
     lines = sorted({f"BLEU signature: {r['bleu_signature']}" for r in records.values() if r["task"] == "translation"})
-    lines.append(f"trained on: {machine['cpu_model']}, {machine['cpus']} CPUs, {machine['torch_threads']} torch threads; "
-                 f"torch {machine['torch']}, transformers {machine['transformers']}, fairseq {machine['fairseq']}")
+    lines.append(
+        f"trained on: {machine['cpu_model']}, {machine['cpus']} CPUs, {machine['torch_threads']} torch threads; "
+        f"torch {machine['torch']}, transformers {machine['transformers']}, fairseq {machine['fairseq']}"
+    )
     rejected = [x for r in records.values() for x in r.get("rejected", [])]
     kept = sum(r["train_seconds"] for r in records.values()) / 60
-    lines.append(f"training time of all {len(records)} runs, summed: {kept:.1f} min"
-                 + (f", and {sum(x['train_seconds'] for x in rejected) / 60:.1f} min more on the {len(rejected)} "
-                    "rejected runs they replaced" if rejected else ""))
+    lines.append(
+        f"training time of all {len(records)} runs, summed: {kept:.1f} min"
+        + (
+            f", and {sum(x['train_seconds'] for x in rejected) / 60:.1f} min more on the {len(rejected)} "
+            "rejected runs they replaced"
+            if rejected
+            else ""
+        )
+    )
     return "\n".join(lines)
 
 
@@ -128,8 +165,10 @@ def baselines(records: dict[str, dict]) -> str:
         for split, s in r["scores"].items():
             if "copy_bleu" in s:
                 human = "" if s.get("oracle_bleu") is None else f", a second translator {s['oracle_bleu']:.2f}"
-                lines.append(f"{run} {split}: BLEU {s['bleu']:.2f}, copying the source {s['copy_bleu']:.2f}, "
-                             f"the most frequent training reference {s['frequent_bleu']:.2f}{human}")
+                lines.append(
+                    f"{run} {split}: BLEU {s['bleu']:.2f}, copying the source {s['copy_bleu']:.2f}, "
+                    f"the most frequent training reference {s['frequent_bleu']:.2f}{human}"
+                )
     return "\n".join(lines)
 
 
@@ -145,10 +184,19 @@ def nli_by_edit(settings: Profile, runs: list[tuple[int, str]]) -> pd.DataFrame 
         model, tokenizer = course.load_classifier(settings, run)
         for split in ("matched", "mismatched"):
             pred = predict(model, tokenizer, data[split], max_length=max_length).tolist()
-            rows += [{"training_seed": seed, "split": split, "edit": e.edit, "gold label": LABELS[e.label],
-                      "correct": p == e.label} for e, p in zip(data[split], pred)]
-    by_edit = pd.DataFrame(rows).pivot_table(index=["gold label", "edit"], columns="split", values="correct",
-                                             aggfunc=["mean", "size"])
+            rows += [
+                {
+                    "training_seed": seed,
+                    "split": split,
+                    "edit": e.edit,
+                    "gold label": LABELS[e.label],
+                    "correct": p == e.label,
+                }
+                for e, p in zip(data[split], pred)
+            ]
+    by_edit = pd.DataFrame(rows).pivot_table(
+        index=["gold label", "edit"], columns="split", values="correct", aggfunc=["mean", "size"]
+    )
     by_edit.columns = [f"{'accuracy' if stat == 'mean' else 'n'} {split}" for stat, split in by_edit.columns]
     return by_edit
 
@@ -160,9 +208,14 @@ def epochs(records: dict[str, dict], runs: dict[str, list[tuple[int, str]]]) -> 
     trained = {run: r for run, r in records.items() if r["task"] == "translation" and r["epochs"]}
     if not trained:
         return None
-    table = pd.concat([pd.DataFrame(r["epochs"]).assign(model=seed_of[run][0], training_seed=seed_of[run][1])
-                       for run, r in trained.items()], ignore_index=True)
-    table["minutes"] = table.groupby(["model", "training_seed"])["seconds"].cumsum() / 60   # training only
+    table = pd.concat(
+        [
+            pd.DataFrame(r["epochs"]).assign(model=seed_of[run][0], training_seed=seed_of[run][1])
+            for run, r in trained.items()
+        ],
+        ignore_index=True,
+    )
+    table["minutes"] = table.groupby(["model", "training_seed"])["seconds"].cumsum() / 60  # training only
     return table
 
 
@@ -185,8 +238,10 @@ def learning_curves(table: pd.DataFrame, machine: dict, profile: str):
 def last_epochs(table: pd.DataFrame) -> pd.DataFrame:
     """Each run's last epoch: minutes, validation loss and greedy BLEU."""
     last = table.sort_values("epoch").groupby(["model", "training_seed"]).tail(1)
-    return last[["model", "training_seed", "epoch", "minutes", "valid_loss"]
-                + (["valid_bleu_greedy"] if "valid_bleu_greedy" in last else [])]
+    return last[
+        ["model", "training_seed", "epoch", "minutes", "valid_loss"]
+        + (["valid_bleu_greedy"] if "valid_bleu_greedy" in last else [])
+    ]
 
 
 def domains(records: dict[str, dict], runs: dict[str, list[tuple[int, str]]]) -> str:
@@ -197,6 +252,8 @@ def domains(records: dict[str, dict], runs: dict[str, list[tuple[int, str]]]) ->
     for name, (split, other) in in_domain.items():
         for seed, run in runs.get(name, []):
             s = {k: v[records[run]["metric"]] for k, v in records[run]["scores"].items()}
-            lines.append(f"{name} seed {seed}: {split} {s[split]:.3f} vs {other} {s[other]:.3f} -> "
-                         f"{'out of domain is lower' if s[other] < s[split] else 'out of domain is NOT lower'}")
+            lines.append(
+                f"{name} seed {seed}: {split} {s[split]:.3f} vs {other} {s[other]:.3f} -> "
+                f"{'out of domain is lower' if s[other] < s[split] else 'out of domain is NOT lower'}"
+            )
     return "\n".join(lines)

@@ -5,6 +5,7 @@ and counts every training run on its own rows (``head_effects.significance_count
 model's or run's rows reach another's; ``with_paper`` adds the paper's WMT Enc-Enc row
 (``from_paper`` True).
 """
+
 from __future__ import annotations
 
 from typing import Mapping, Sequence
@@ -17,8 +18,9 @@ from . import equivalence
 from .head_effects import significance_counts
 
 
-def counts(models: Sequence[tuple[str, pd.DataFrame]], margins: Mapping[str, float] | None = None,
-           measure: str = "metric") -> pd.DataFrame:
+def counts(
+    models: Sequence[tuple[str, pd.DataFrame]], margins: Mapping[str, float] | None = None, measure: str = "metric"
+) -> pd.DataFrame:
     """One row per model, training seed and attention kind: ``heads``, ``layers``, ``significant``,
     ``significant_up``, ``largest_drop``, ``largest_gain`` (``significance_counts``), with
     ``model``, ``training_seed`` and ``from_paper`` (False) first. With ``margins``
@@ -26,6 +28,7 @@ def counts(models: Sequence[tuple[str, pd.DataFrame]], margins: Mapping[str, flo
     equivalence class (``harmful``, ``negligible``, ``helpful``, ``undetermined``) and those neither
     test places (``unplaced``: not significant and undetermined). ``unit`` names the score's unit
     (accuracy, BLEU or nats), in which ``largest_*`` and ``resolution`` are given."""
+
     def one(name: str, seed: int, part: pd.DataFrame) -> pd.DataFrame:
         track = "classifier" if set(part["kind"]) == {"self"} else "translation"
         unit = "nats" if measure == "likelihood" else "accuracy" if track == "classifier" else "BLEU"
@@ -36,17 +39,27 @@ def counts(models: Sequence[tuple[str, pd.DataFrame]], margins: Mapping[str, flo
         by_kind = [equivalence.placement(rows, delta) for _, rows in part.groupby("kind", sort=False)]
         return pd.concat([table.assign(margin=delta), pd.DataFrame(by_kind, index=table.index)], axis=1)
 
-    out = pd.concat([one(name, s, part) for name, effects in models for s, part in effects.groupby("training_seed")],
-                    ignore_index=True)
+    out = pd.concat(
+        [one(name, s, part) for name, effects in models for s, part in effects.groupby("training_seed")],
+        ignore_index=True,
+    )
     return out[["model", "training_seed", *out.columns.drop(["model", "training_seed"])]]
 
 
 def paper_row() -> dict:
     """The paper's count for WMT's encoder self-attention (Table 1: 8 of 96, 4 of them gains)."""
     table1 = paper_values.table(1)
-    return {"model": "WMT", "from_paper": True, "kind": "enc_self", "heads": 96, "layers": 96 // paper_values.HEADS_PER_LAYER["WMT"],
-            "significant": paper_values.SIGNIFICANT_ENC_SELF, "significant_up": paper_values.SIGNIFICANT_ENC_SELF_UP,
-            "largest_drop": table1["delta"].min(), "largest_gain": table1["delta"].max()}
+    return {
+        "model": "WMT",
+        "from_paper": True,
+        "kind": "enc_self",
+        "heads": 96,
+        "layers": 96 // paper_values.HEADS_PER_LAYER["WMT"],
+        "significant": paper_values.SIGNIFICANT_ENC_SELF,
+        "significant_up": paper_values.SIGNIFICANT_ENC_SELF_UP,
+        "largest_drop": table1["delta"].min(),
+        "largest_gain": table1["delta"].max(),
+    }
 
 
 def with_paper(ours: pd.DataFrame) -> pd.DataFrame:
@@ -57,10 +70,18 @@ def with_paper(ours: pd.DataFrame) -> pd.DataFrame:
 def by_seed(table: pd.DataFrame) -> pd.DataFrame:
     """Our rows of a counts table as ``significant (up) of heads``, one column per training seed."""
     ours = table[~table["from_paper"].astype(bool)]
-    cell = (ours["significant"].astype(int).astype(str) + " (" + ours["significant_up"].astype(int).astype(str)
-            + " up) of " + ours["heads"].astype(int).astype(str))
-    return (ours.assign(cell=cell).pivot(index=["model", "kind"], columns="training_seed", values="cell")
-            .rename(columns=lambda s: f"seed {int(s)}"))
+    cell = (
+        ours["significant"].astype(int).astype(str)
+        + " ("
+        + ours["significant_up"].astype(int).astype(str)
+        + " up) of "
+        + ours["heads"].astype(int).astype(str)
+    )
+    return (
+        ours.assign(cell=cell)
+        .pivot(index=["model", "kind"], columns="training_seed", values="cell")
+        .rename(columns=lambda s: f"seed {int(s)}")
+    )
 
 
 def both_measures(metric: pd.DataFrame, likelihood: pd.DataFrame, alpha: float) -> pd.DataFrame:
@@ -71,8 +92,9 @@ def both_measures(metric: pd.DataFrame, likelihood: pd.DataFrame, alpha: float) 
     keys = ["model", "training_seed", "kind"]
     ours = metric[~metric["from_paper"].astype(bool)]
     shown = [c for c in ("significant", "significant_up", "negligible", "unplaced") if c in ours and c in likelihood]
-    both = ours[keys + ["heads", *shown]].merge(likelihood[keys + shown], on=keys,
-                                                suffixes=(" (the paper's metric)", " (the likelihood)"))
+    both = ours[keys + ["heads", *shown]].merge(
+        likelihood[keys + shown], on=keys, suffixes=(" (the paper's metric)", " (the likelihood)")
+    )
     both.insert(4, "expected by chance", both["heads"] * chance_flag_rate(alpha))
     return both
 
@@ -86,7 +108,9 @@ def paper_table1() -> pd.DataFrame:
     """The paper's Table 1 as a layer x head grid of ``+0.12*`` cells (``*``: significant)."""
     t1 = paper_values.table(1)
     cells = [f"{d:+.2f}" + ("*" if s else "") for d, s in zip(t1["delta"], t1["significant"])]
-    return t1.assign(cell=cells).pivot(index="layer", columns="head", values="cell").rename(index=lambda i: f"layer {i}")
+    return (
+        t1.assign(cell=cells).pivot(index="layer", columns="head", values="cell").rename(index=lambda i: f"layer {i}")
+    )
 
 
 def score_histograms(translation: pd.DataFrame, classifier: pd.DataFrame, titles: tuple[str, str], suptitle: str):

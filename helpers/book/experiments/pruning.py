@@ -13,6 +13,7 @@ one-head ablation order on a held-out half of the scored split (chapter 03's swe
 whole split, read by position), the curves on the other half. Random orders are a band: their
 mean and their 5th and 95th percentiles per share (``summarise``), drawn as a 5-95% band.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,23 +25,49 @@ import numpy as np
 import pandas as pd
 
 from ...heads.curve_spread import Spread, prunable_shares, resampled_curves
-from ...heads.pruning_curves import (counts, heads_of, order_by_ablation, order_by_importance, prunable_share,
-                                     pruning_curves, random_order, reestimated_curve, spec_of)
+from ...heads.pruning_curves import (
+    counts,
+    heads_of,
+    order_by_ablation,
+    order_by_importance,
+    prunable_share,
+    pruning_curves,
+    random_order,
+    reestimated_curve,
+    spec_of,
+)
 from ...heads.significance import Bootstrap, resample_indices
-from ...zoo.scorers import (classifier_importance, classifier_scorers, translation_importance,
-                            translation_likelihood_scorer, translation_scorer)
+from ...zoo.scorers import (
+    classifier_importance,
+    classifier_scorers,
+    translation_importance,
+    translation_likelihood_scorer,
+    translation_scorer,
+)
 from .. import course
 from ..store.columns import BAND, IN_SAMPLE, RANDOM_HIGH, RANDOM_LOW, RANDOM_MEAN  # noqa: F401 (chapters read them here)
 from ..paper import values as paper_values
 from .sweeps import HeadSweeps, Run
 
 TOLERANCE = {"classifier": 0.01, "translation": 1.0}  # the paper's "no noticeable loss": 1% accuracy, 1 BLEU
-LIKELIHOOD_TOLERANCE = math.log(1.01)  # the likelihood: perplexity at most 1% above the unpruned model's (chapter 11 too)
+LIKELIHOOD_TOLERANCE = math.log(
+    1.01
+)  # the likelihood: perplexity at most 1% above the unpruned model's (chapter 11 too)
 
 
-def orders_and_curves(name: str, model, score: Callable, importance, effects: pd.DataFrame, random_orders: int,
-                      seed: int, step: float, reestimate: bool = False, tolerance: float | None = None,
-                      bootstrap: Bootstrap = Bootstrap()) -> pd.DataFrame:
+def orders_and_curves(
+    name: str,
+    model,
+    score: Callable,
+    importance,
+    effects: pd.DataFrame,
+    random_orders: int,
+    seed: int,
+    step: float,
+    reestimate: bool = False,
+    tolerance: float | None = None,
+    bootstrap: Bootstrap = Bootstrap(),
+) -> pd.DataFrame:
     """The pruning curves of ``model`` by importance, by the one-head ablation ``effects`` and by
     ``random_orders`` random orders (seeds ``seed``, ``seed + 1``, ...), each step scored by
     ``score`` (a step two orders share is scored once); with ``reestimate``, also the order that
@@ -68,8 +95,9 @@ def orders_and_curves(name: str, model, score: Callable, importance, effects: pd
 SPREAD_COLUMNS = ("share_se", "share_low", "share_high", "share_resamples", "minus_ablation_se", "spread_tolerance")
 
 
-def share_spreads(model, orders: Mapping[str, Sequence], score: Callable, tolerance: float, step: float,
-                  bootstrap: Bootstrap) -> dict[str, dict[str, float]]:
+def share_spreads(
+    model, orders: Mapping[str, Sequence], score: Callable, tolerance: float, step: float, bootstrap: Bootstrap
+) -> dict[str, dict[str, float]]:
     """Per order of ``orders``: its prunable share's sampling error over the scored examples
     (``curve_spread``; ``bootstrap.n_resamples`` resamples, the same draws for every order, so
     orders compare paired): ``share_se`` and the 5-95% ``share_low`` / ``share_high``; the
@@ -83,8 +111,13 @@ def share_spreads(model, orders: Mapping[str, Sequence], score: Callable, tolera
     out = {}
     for label, values in resampled.items():
         spread = Spread.of(values)
-        out[label] = {"share_se": spread.se, "share_low": spread.low, "share_high": spread.high,
-                      "share_resamples": spread.resamples, "spread_tolerance": tolerance}
+        out[label] = {
+            "share_se": spread.se,
+            "share_low": spread.low,
+            "share_high": spread.high,
+            "share_resamples": spread.resamples,
+            "spread_tolerance": tolerance,
+        }
     if {"importance", "ablation"} <= set(resampled):
         out["importance"]["minus_ablation_se"] = Spread.of(resampled["importance"] - resampled["ablation"]).se
     return out
@@ -107,8 +140,8 @@ class PruningRuns:
     reestimate: bool = False
     step: float = 0.1
     seed: int = 0
-    bleu_random_orders: int = 2      # BLEU decodes every step: fewer random orders there (a band of few)
-    held_out_ablation: bool = True   # the ablation order from the half of the split the curves do not score
+    bleu_random_orders: int = 2  # BLEU decodes every step: fewer random orders there (a band of few)
+    held_out_ablation: bool = True  # the ablation order from the half of the split the curves do not score
     _loaded: dict = field(default_factory=dict, repr=False)
 
     def halves(self, n: int) -> tuple[list[int], list[int]]:
@@ -125,8 +158,10 @@ class PruningRuns:
         data = self.sweeps.data(name)
         split = data[scored]
         _, kept = self.halves(len(split))
-        return (course.subset([split[i] for i in kept], self.max_examples),
-                course.subset(data[self.importance_split], self.importance_examples))
+        return (
+            course.subset([split[i] for i in kept], self.max_examples),
+            course.subset(data[self.importance_split], self.importance_examples),
+        )
 
     def ablation_sweep(self, name: str, scored: str, measure: str) -> tuple[list, list[int] | None]:
         """``(examples, positions)``: the one-head sweep the ablation order reads (chapter 03's, over
@@ -138,15 +173,17 @@ class PruningRuns:
         if not held:
             return [split[i] for i in index], None
         swept = self.sweeps.decoded(index) if name == self.translation and measure == "metric" else index
-        held = set(held)   # BLEU: positions in the pairs its sweep decodes (``HeadSweeps.decoded``)
+        held = set(held)  # BLEU: positions in the pairs its sweep decodes (``HeadSweeps.decoded``)
         return [split[i] for i in index], [k for k, i in enumerate(swept) if i in held]
 
     def selected_on(self, name: str) -> dict[str, str]:
         """Per order, the data it was estimated on (the curves score the other data)."""
         scored = self.classifier_split if name == self.classifier else self.translation_split
-        return {"importance": f"{self.importance_split} ({self.importance_examples or 'all'} examples)",
-                "ablation": f"held-out half of {scored}" if self.held_out_ablation else IN_SAMPLE,
-                "re-estimated": f"{self.importance_split} (re-estimated each step)"}
+        return {
+            "importance": f"{self.importance_split} ({self.importance_examples or 'all'} examples)",
+            "ablation": f"held-out half of {scored}" if self.held_out_ablation else IN_SAMPLE,
+            "re-estimated": f"{self.importance_split} (re-estimated each step)",
+        }
 
     def random_count(self, name: str, measure: str) -> int:
         """Random orders per curve: ``bleu_random_orders`` for BLEU, else ``random_orders``."""
@@ -161,7 +198,9 @@ class PruningRuns:
             if name == self.classifier:
                 scored, _ = self._sets(name, self.classifier_split)
                 model, tokenizer = course.load_classifier(settings, run)
-                scorers = classifier_scorers(tokenizer, scored, ["accuracy", "log_likelihood"], settings.max_length(name))
+                scorers = classifier_scorers(
+                    tokenizer, scored, ["accuracy", "log_likelihood"], settings.max_length(name)
+                )
                 self._loaded[key] = model, tokenizer, scorers
             else:
                 self._loaded[key] = course.load_translation(settings, run), None, None
@@ -189,14 +228,20 @@ class PruningRuns:
             return model, tokenizer, scorers["accuracy" if measure == "metric" else "log_likelihood"]
         scored, _ = self._sets(name, self.translation_split)
         if measure == "metric":
-            return model, None, translation_scorer(self.sweeps.decoded(scored), beam=self.sweeps.beam,
-                                                   max_len_b=self.sweeps.max_len_b)
-        return model, None, translation_likelihood_scorer(scored)   # teacher-forced per reference token: no decoding
+            return (
+                model,
+                None,
+                translation_scorer(
+                    self.sweeps.decoded(scored), beam=self.sweeps.beam, max_len_b=self.sweeps.max_len_b
+                ),
+            )
+        return model, None, translation_likelihood_scorer(scored)  # teacher-forced per reference token: no decoding
 
     def all_curves(self, measure: str = "metric") -> pd.DataFrame:
         """``curves`` of the classifier and of the translation model, in one table."""
-        return pd.concat([self.curves(self.classifier, measure), self.curves(self.translation, measure)],
-                         ignore_index=True)
+        return pd.concat(
+            [self.curves(self.classifier, measure), self.curves(self.translation, measure)], ignore_index=True
+        )
 
     def importance_terms(self, name: str) -> dict:
         """Per-example |dL/d xi_h| (``heads.importance.importance_terms``: ``{kind: [examples,
@@ -224,9 +269,11 @@ class PruningRuns:
         pool = heads_of(model)
 
         def share(importance: dict) -> float:
-            curve = pruning_curves(model, {"sample": order_by_importance(importance, pool)}, score, step=self.step,
-                                   progress=False)
+            curve = pruning_curves(
+                model, {"sample": order_by_importance(importance, pool)}, score, step=self.step, progress=False
+            )
             return prunable_share(curve, LIKELIHOOD_TOLERANCE)
+
         return share
 
     def curves(self, name: str, measure: str = "metric") -> pd.DataFrame:
@@ -239,21 +286,37 @@ class PruningRuns:
         out = []
         for seed, run in course.seed_runs(self.sweeps.settings, name, self.sweeps.training_seeds):
             model, tokenizer, importance = self._loaded_run(name, run)
-            effects = Run(self.sweeps, name, run, seed, model, tokenizer).effects(ablation_set, "one_head", measure,
-                                                                                 positions=positions)
+            effects = Run(self.sweeps, name, run, seed, model, tokenizer).effects(
+                ablation_set, "one_head", measure, positions=positions
+            )
             score = self.scored_run(name, run, measure)[2]
-            tolerance = TOLERANCE[track] if measure == "metric" else LIKELIHOOD_TOLERANCE   # as the chapter's summaries
-            out.append(orders_and_curves(name, model, score, importance, effects, self.random_count(name, measure),
-                                         self.seed, self.step, self.reestimate, tolerance,
-                                         self.sweeps.bootstrap).assign(training_seed=seed))
+            tolerance = TOLERANCE[track] if measure == "metric" else LIKELIHOOD_TOLERANCE  # as the chapter's summaries
+            out.append(
+                orders_and_curves(
+                    name,
+                    model,
+                    score,
+                    importance,
+                    effects,
+                    self.random_count(name, measure),
+                    self.seed,
+                    self.step,
+                    self.reestimate,
+                    tolerance,
+                    self.sweeps.bootstrap,
+                ).assign(training_seed=seed)
+            )
         scored, _ = self._sets(name, scored_split)
         examples = len(self.sweeps.decoded(scored)) if track == "translation" and measure == "metric" else len(scored)
         curves = pd.concat(out, ignore_index=True).assign(track=track, examples=examples, step=self.step)
         return curves.assign(selected_on=curves["order"].map(selected_on).fillna("-"))
 
 
-def summarise(curves: pd.DataFrame, tolerance: dict[str, float],
-              extras: Mapping[str, Callable[[pd.DataFrame], float]] | None = None) -> pd.DataFrame:
+def summarise(
+    curves: pd.DataFrame,
+    tolerance: dict[str, float],
+    extras: Mapping[str, Callable[[pd.DataFrame], float]] | None = None,
+) -> pd.DataFrame:
     """One row per track, model, seed and order: the share prunable within ``tolerance[track]``
     of the unpruned score, the score unpruned, at 50% and with every head pruned, and the
     paper's share beside the importance order's; each of ``extras`` (``{column: f(curve)}``) is
@@ -265,16 +328,25 @@ def summarise(curves: pd.DataFrame, tolerance: dict[str, float],
     and how finely, where the curves say; the importance and ablation rows keep their share's
     sampling error where the curves carry it at this tolerance (``spread_of``)."""
     rows = []
-    for (track, name, training_seed, order), part in curves.groupby(["track", "model", "training_seed", "order"], sort=False):
-        rows.append({"track": track, "model": name, "training_seed": training_seed, "order": order,
-                     "prunable_share": prunable_share(part, tolerance[track]),
-                     "unpruned": part.loc[part["pruned"] == 0, "score"].iloc[0],
-                     "at_50%": part.loc[(part["share"] - 0.5).abs().idxmin(), "score"],
-                     "all_pruned": part.loc[part["share"] == 1, "score"].iloc[0],
-                     **{column: f(part) for column, f in (extras or {}).items()},
-                     **{column: part[column].iloc[0] for column in ("examples", "step") if column in part},
-                     **spread_of(part, tolerance[track]),
-                     "selected_on": part["selected_on"].iloc[0] if "selected_on" in part else "-"})
+    for (track, name, training_seed, order), part in curves.groupby(
+        ["track", "model", "training_seed", "order"], sort=False
+    ):
+        rows.append(
+            {
+                "track": track,
+                "model": name,
+                "training_seed": training_seed,
+                "order": order,
+                "prunable_share": prunable_share(part, tolerance[track]),
+                "unpruned": part.loc[part["pruned"] == 0, "score"].iloc[0],
+                "at_50%": part.loc[(part["share"] - 0.5).abs().idxmin(), "score"],
+                "all_pruned": part.loc[part["share"] == 1, "score"].iloc[0],
+                **{column: f(part) for column, f in (extras or {}).items()},
+                **{column: part[column].iloc[0] for column in ("examples", "step") if column in part},
+                **spread_of(part, tolerance[track]),
+                "selected_on": part["selected_on"].iloc[0] if "selected_on" in part else "-",
+            }
+        )
     shares = pd.DataFrame(rows)
     keys = ["track", "model", "training_seed"]
     is_random = shares["order"].str.startswith("random")
@@ -285,8 +357,11 @@ def summarise(curves: pd.DataFrame, tolerance: dict[str, float],
         numeric = [c for c in shares.columns if c not in keys + ["order", "selected_on"]]
         n = grouped.size().rename("random_orders")
         band_se = grouped["prunable_share"].apply(lambda g: quantile_error(g.to_numpy(), BAND[1])).rename("band_se")
-        for label, stat in ((RANDOM_MEAN, lambda g: g.mean()), (RANDOM_LOW, lambda g: g.quantile(BAND[0])),
-                            (RANDOM_HIGH, lambda g: g.quantile(BAND[1]))):
+        for label, stat in (
+            (RANDOM_MEAN, lambda g: g.mean()),
+            (RANDOM_LOW, lambda g: g.quantile(BAND[0])),
+            (RANDOM_HIGH, lambda g: g.quantile(BAND[1])),
+        ):
             part = stat(grouped[numeric]).join(n)
             part = part.join(band_se) if label == RANDOM_HIGH else part
             out.append(part.reset_index().assign(order=label, selected_on="-"))
@@ -294,15 +369,21 @@ def summarise(curves: pd.DataFrame, tolerance: dict[str, float],
     order_of = {o: i for i, o in enumerate(dict.fromkeys(shares["order"].where(~is_random, RANDOM_MEAN)))}
     order_of.update({RANDOM_LOW: order_of.get(RANDOM_MEAN, 0) + 0.1, RANDOM_HIGH: order_of.get(RANDOM_MEAN, 0) + 0.2})
     position = {k: i for i, k in enumerate(dict.fromkeys(map(tuple, shares[keys].values)))}
-    table = (table.assign(_at=[position[tuple(k)] for k in table[keys].values], _order=table["order"].map(order_of))
-             .sort_values(["_at", "_order"]).drop(columns=["_at", "_order"]).reset_index(drop=True))
-    table["paper_prunable_share"] = [paper_values.PRUNABLE_SHARE[t] if o == "importance" else None
-                                     for t, o in zip(table["track"], table["order"])]
+    table = (
+        table.assign(_at=[position[tuple(k)] for k in table[keys].values], _order=table["order"].map(order_of))
+        .sort_values(["_at", "_order"])
+        .drop(columns=["_at", "_order"])
+        .reset_index(drop=True)
+    )
+    table["paper_prunable_share"] = [
+        paper_values.PRUNABLE_SHARE[t] if o == "importance" else None for t, o in zip(table["track"], table["order"])
+    ]
     return table
 
 
-def resampled_steps(model, order: Sequence, score: Callable, step: float,
-                    bootstrap: Bootstrap) -> tuple[np.ndarray, np.ndarray]:
+def resampled_steps(
+    model, order: Sequence, score: Callable, step: float, bootstrap: Bootstrap
+) -> tuple[np.ndarray, np.ndarray]:
     """``(shares [steps], curves [R, steps])``: the steps of ``order`` (as ``pruning_curves`` takes
     them) and their scores in each of ``bootstrap.n_resamples`` resamples of the examples, from
     ``score.stats`` (its kept passes). Every call over the same examples draws the same resamples
@@ -328,14 +409,19 @@ def spread_of(curve: pd.DataFrame, tolerance: float) -> dict[str, float]:
     at another tolerance gets none: the spread belongs to the share it was resampled for)."""
     if "spread_tolerance" not in curve or not np.isclose(curve["spread_tolerance"].iloc[0], tolerance):
         return {}
-    return {column: curve[column].iloc[0] for column in SPREAD_COLUMNS if column != "spread_tolerance" and column in curve}
+    return {
+        column: curve[column].iloc[0] for column in SPREAD_COLUMNS if column != "spread_tolerance" and column in curve
+    }
 
 
 def by_seed(summary: pd.DataFrame, orders: tuple[str, ...] = ("importance", "ablation")) -> pd.DataFrame:
     """The prunable share of each model and order, one column per seed, and its spread over seeds."""
     part = summary[summary["order"].isin(orders)]
-    return (part.pivot(index=["model", "order"], columns="training_seed", values="prunable_share")
-            .rename(columns=lambda s: f"seed {int(s)}").assign(spread=lambda t: t.max(axis=1) - t.min(axis=1)))
+    return (
+        part.pivot(index=["model", "order"], columns="training_seed", values="prunable_share")
+        .rename(columns=lambda s: f"seed {int(s)}")
+        .assign(spread=lambda t: t.max(axis=1) - t.min(axis=1))
+    )
 
 
 def panel(ax, data: pd.DataFrame, title: str, ylabel: str) -> None:
@@ -345,14 +431,26 @@ def panel(ax, data: pd.DataFrame, title: str, ylabel: str) -> None:
     if len(rand):
         band = rand.groupby("share")["score"].quantile(list(BAND)).unstack().reset_index()
         n = rand["order"].nunique()
-        ax.fill_between(band["share"] * 100, band[BAND[0]], band[BAND[1]], color="grey", alpha=0.3,
-                        label=f"random, {BAND[0]:.0%}-{BAND[1]:.0%} ({n} orders)")
-    styles = {"importance": ("tab:blue", "-"), "ablation": ("tab:green", "--"), "re-estimated": ("tab:purple", ":"),
-              "L0 gates": ("tab:red", "-.")}   # chapter 12's fourth method
+        ax.fill_between(
+            band["share"] * 100,
+            band[BAND[0]],
+            band[BAND[1]],
+            color="grey",
+            alpha=0.3,
+            label=f"random, {BAND[0]:.0%}-{BAND[1]:.0%} ({n} orders)",
+        )
+    styles = {
+        "importance": ("tab:blue", "-"),
+        "ablation": ("tab:green", "--"),
+        "re-estimated": ("tab:purple", ":"),
+        "L0 gates": ("tab:red", "-."),
+    }  # chapter 12's fourth method
     for label, (color, dash) in styles.items():
         part = data[data["order"] == label]
         if len(part):
-            ax.plot(part["share"] * 100, part["score"], color=color, linestyle=dash, marker="o", markersize=3, label=label)
+            ax.plot(
+                part["share"] * 100, part["score"], color=color, linestyle=dash, marker="o", markersize=3, label=label
+            )
     ax.set(title=title, xlabel="heads pruned (%)", ylabel=ylabel, xlim=(0, 100))
     ax.legend(fontsize=8)
 
@@ -372,15 +470,23 @@ def figure(curves: pd.DataFrame, panels: list[tuple[str, str, str]], suptitle: s
 
 # ---- how many examples importance needs (issue 55, item 5) -----------------------------------------
 # chapter 11's defaults for its verse sets, where a profile does not set its own (a test holds them to the notebook's)
-LM_SETS = {"select_verses": 120, "report_verses": 120, "version": "web", "max_words": 40, "batch_size": 16,
-           "configs_per_pass": 3, "seed": 0}
+LM_SETS = {
+    "select_verses": 120,
+    "report_verses": 120,
+    "version": "web",
+    "max_words": 40,
+    "batch_size": 16,
+    "configs_per_pass": 3,
+    "seed": 0,
+}
 
 
-LM_CURVE_SHARES = (0.1, 0.3)   # the language model's curve is read at these shares of its query heads
+LM_CURVE_SHARES = (0.1, 0.3)  # the language model's curve is read at these shares of its query heads
 
 
-def importance_sample(runs: PruningRuns, sizes: Sequence[int], draws: int = 20,
-                      language_model: str | None = None, curve_draws: int = 0) -> pd.DataFrame:
+def importance_sample(
+    runs: PruningRuns, sizes: Sequence[int], draws: int = 20, language_model: str | None = None, curve_draws: int = 0
+) -> pd.DataFrame:
     """``importance_sample.agreement_table`` of the classifier's and the translation model's
     first training run (terms on the examples chapter 06 estimates I_h on) and, given a
     ``language_model`` (``causal_lm.load_causal_lm`` names), of that model on chapter 11's select
@@ -398,16 +504,31 @@ def importance_sample(runs: PruningRuns, sizes: Sequence[int], draws: int = 20,
     curves = {name: runs.prunable_by(name) for name in (runs.classifier, runs.translation)} if curve_draws else {}
     points = {}
     if language_model:
-        chapter_11 = {**LM_SETS, **{k: v for k, v in parameters_for(runs.sweeps.settings, "11_nine_heads", {}).items()
-                                    if k in LM_SETS}}   # the profile's defaults too: the sets chapter 11 draws
+        chapter_11 = {
+            **LM_SETS,
+            **{k: v for k, v in parameters_for(runs.sweeps.settings, "11_nine_heads", {}).items() if k in LM_SETS},
+        }  # the profile's defaults too: the sets chapter 11 draws
         terms[language_model], points[language_model] = language_model_sample(language_model, chapter_11)
-    return pd.concat([agreement_table(t, sizes, draws, runs.seed, prunable=curves.get(name), curve_draws=curve_draws,
-                                      curve_points=points.get(name))
-                      .assign(model=name, used=len(next(iter(t.values())))) for name, t in terms.items()], ignore_index=True)
+    return pd.concat(
+        [
+            agreement_table(
+                t,
+                sizes,
+                draws,
+                runs.seed,
+                prunable=curves.get(name),
+                curve_draws=curve_draws,
+                curve_points=points.get(name),
+            ).assign(model=name, used=len(next(iter(t.values()))))
+            for name, t in terms.items()
+        ],
+        ignore_index=True,
+    )
 
 
-def language_model_sample(model_name: str, sets: Mapping[str, object], shares: Sequence[float] = LM_CURVE_SHARES
-                          ) -> tuple[dict, Callable[[dict], dict[str, float]]]:
+def language_model_sample(
+    model_name: str, sets: Mapping[str, object], shares: Sequence[float] = LM_CURVE_SHARES
+) -> tuple[dict, Callable[[dict], dict[str, float]]]:
     """A causal LM's per-verse importance terms on chapter 11's select set, drawn as there
     (``sets``: ``LM_SETS``' keys): the examples its I_h is estimated on; and ``points(I_h)``: the
     perplexity rise (%) on chapter 11's report set with the least important ``share`` of the
@@ -419,8 +540,12 @@ def language_model_sample(model_name: str, sets: Mapping[str, object], shares: S
     from .importance_sample import rise_column
 
     model, tokenizer = load_causal_lm(model_name, seed=sets["seed"])
-    texts = verse_texts({"select": sets["select_verses"], "report": sets["report_verses"]}, version=sets["version"],
-                        max_words=sets["max_words"], seed=sets["seed"])
+    texts = verse_texts(
+        {"select": sets["select_verses"], "report": sets["report_verses"]},
+        version=sets["version"],
+        max_words=sets["max_words"],
+        seed=sets["seed"],
+    )
     batches = {split: lm_batches(tokenizer, t, sets["batch_size"]) for split, t in texts.items()}
     terms = importance_terms(model, batches["select"], lm_loss, progress=False)
     scorer = PerplexityScorer(batches["report"], sets.get("configs_per_pass", 1))
@@ -429,8 +554,9 @@ def language_model_sample(model_name: str, sets: Mapping[str, object], shares: S
 
     def points(importance: dict) -> dict[str, float]:
         order = order_by_importance(importance, pool)
-        scores = score_specs(model, [spec_of(order[:round(s * len(pool))]) for s in shares], scorer, progress=False)
+        scores = score_specs(model, [spec_of(order[: round(s * len(pool))]) for s in shares], scorer, progress=False)
         return {rise_column(s): 100 * (math.exp(unmasked - score) - 1) for s, score in zip(shares, scores)}
+
     return terms, points
 
 

@@ -12,6 +12,7 @@ Each penalty gives one pruned set (the heads whose test gate is 0): a point on t
 gates of the middle penalty also *rank* the heads (lowest log_alpha first), which gives a full
 curve at chapter 06's steps, comparable with the other orders.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,8 +34,8 @@ from .equivalence import margin
 from .pruning import PruningRuns, panel, summarise
 
 L0_ORDER = "L0 gates"
-GATE_BATCH = 16           # classifier examples per gate-training step
-GATE_MAX_TOKENS = 500     # translation: padded tokens per gate-training step (about 20 verses)
+GATE_BATCH = 16  # classifier examples per gate-training step
+GATE_MAX_TOKENS = 500  # translation: padded tokens per gate-training step (about 20 verses)
 METHODS = ("importance", "ablation", RANDOM_MEAN, RANDOM_LOW, RANDOM_HIGH, L0_ORDER)
 
 
@@ -52,20 +53,31 @@ def task_loss(tokenizer):
     """The scalar loss the gates learn against: mean cross-entropy of the gold label, or of the
     reference per target token (nats)."""
     if tokenizer is None:
+
         def loss(model, batch):
             tokens = batch["target"].ne(model.decoder.dictionary.pad()).sum()
             return translation_loss(model, batch).sum() / tokens
+
         return loss
 
     def loss(model, batch):
         labels = batch["labels"]
         inputs = {k: v for k, v in batch.items() if k != "labels"}
         return torch.nn.functional.cross_entropy(model(**inputs).logits.float(), labels)
+
     return loss
 
 
-def l0_curves(runs: PruningRuns, name: str, measure: str, penalties: Sequence[float], steps: int,
-              examples: int, seed: int, progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+def l0_curves(
+    runs: PruningRuns,
+    name: str,
+    measure: str,
+    penalties: Sequence[float],
+    steps: int,
+    examples: int,
+    seed: int,
+    progress: bool = False,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """For every training run of ``name``: gates trained at each penalty (kept per run, so the
     second measure reuses them), scored on ``measure`` as chapter 06 scores its curves.
 
@@ -83,19 +95,49 @@ def l0_curves(runs: PruningRuns, name: str, measure: str, penalties: Sequence[fl
         steps_ = counts(len(pool), runs.step)
         specs = [spec_of(ranking[:c]) for c in steps_] + [g.pruned(model) for g, _ in trained]
         scores = score_specs(model, specs, score, progress=progress, desc=f"{run}: L0 gates")
-        curves.append(pd.DataFrame({"pruned": steps_, "share": [c / len(pool) for c in steps_],
-                                    "score": scores[:len(steps_)], "order": L0_ORDER, "model": name,
-                                    "training_seed": training_seed, "track": track,
-                                    "selected_on": f"{runs.importance_split} (gates trained)"}))
-        for (gates, seconds), spec, s in zip(trained, specs[len(steps_):], scores[len(steps_):]):
+        curves.append(
+            pd.DataFrame(
+                {
+                    "pruned": steps_,
+                    "share": [c / len(pool) for c in steps_],
+                    "score": scores[: len(steps_)],
+                    "order": L0_ORDER,
+                    "model": name,
+                    "training_seed": training_seed,
+                    "track": track,
+                    "selected_on": f"{runs.importance_split} (gates trained)",
+                }
+            )
+        )
+        for (gates, seconds), spec, s in zip(trained, specs[len(steps_) :], scores[len(steps_) :]):
             n = sum(len(h) for layers in spec.values() for h in layers.values())
-            points.append({"model": name, "track": track, "training_seed": training_seed, "penalty": gates.penalty,
-                           "pruned": n, "share": n / len(pool), "score": s, "seconds": seconds})
+            points.append(
+                {
+                    "model": name,
+                    "track": track,
+                    "training_seed": training_seed,
+                    "penalty": gates.penalty,
+                    "pruned": n,
+                    "share": n / len(pool),
+                    "score": s,
+                    "seconds": seconds,
+                }
+            )
     return pd.concat(curves, ignore_index=True), pd.DataFrame(points)
 
 
-def _trained_gates(runs: PruningRuns, name: str, run: str, model, tokenizer, penalties: Sequence[float], steps: int,
-                   examples: int, seed: int, progress: bool) -> list[tuple[ConcreteGates, float]]:
+def _trained_gates(
+    runs: PruningRuns,
+    name: str,
+    run: str,
+    model,
+    tokenizer,
+    penalties: Sequence[float],
+    steps: int,
+    examples: int,
+    seed: int,
+    progress: bool,
+) -> list[tuple[ConcreteGates, float]]:
     """``[(gates, training seconds)]`` per penalty, trained once per run and setting (kept with the
     loaded run in ``runs``, so the second measure reuses them)."""
     key = ("L0 gates", run, tuple(penalties), steps, examples, seed)
@@ -104,7 +146,9 @@ def _trained_gates(runs: PruningRuns, name: str, run: str, model, tokenizer, pen
         trained = []
         for penalty in penalties:
             start = time.perf_counter()
-            gates = train_concrete_gates(model, data, task_loss(tokenizer), penalty, steps, seed=seed, progress=progress)
+            gates = train_concrete_gates(
+                model, data, task_loss(tokenizer), penalty, steps, seed=seed, progress=progress
+            )
             trained.append((gates, time.perf_counter() - start))
         runs._loaded[key] = trained
     return runs._loaded[key]
@@ -150,12 +194,35 @@ def chapter_06_runs(settings, progress: bool = False) -> PruningRuns:
     from .sweeps import Bootstrap, HeadSweeps
 
     p = {**declared_parameters(NOTEBOOKS / f"{CHAPTER_06}.ipynb"), **parameters_for(settings, CHAPTER_06, {})}
-    sweeps = HeadSweeps(settings, training_seeds=p["training_seeds"], decoded_examples=p["decoded_examples"], beam=p["beam"],
-                        max_len_b=p["max_len_b"], progress=progress, bootstrap=Bootstrap(min_units=p["min_units"]))
-    keys = ("importance_split", "importance_examples", "max_examples", "ablation_examples", "random_orders",
-            "reestimate", "step", "seed", "bleu_random_orders", "held_out_ablation")
-    return PruningRuns(sweeps, p["classifier"], p["classifier_split"], p["translation"], p["translation_split"],
-                       **{k: p[k] for k in keys})
+    sweeps = HeadSweeps(
+        settings,
+        training_seeds=p["training_seeds"],
+        decoded_examples=p["decoded_examples"],
+        beam=p["beam"],
+        max_len_b=p["max_len_b"],
+        progress=progress,
+        bootstrap=Bootstrap(min_units=p["min_units"]),
+    )
+    keys = (
+        "importance_split",
+        "importance_examples",
+        "max_examples",
+        "ablation_examples",
+        "random_orders",
+        "reestimate",
+        "step",
+        "seed",
+        "bleu_random_orders",
+        "held_out_ablation",
+    )
+    return PruningRuns(
+        sweeps,
+        p["classifier"],
+        p["classifier_split"],
+        p["translation"],
+        p["translation_split"],
+        **{k: p[k] for k in keys},
+    )
 
 
 def chapter_06_curves(profile: str, measure: str) -> pd.DataFrame:
@@ -164,31 +231,40 @@ def chapter_06_curves(profile: str, measure: str) -> pd.DataFrame:
 
     path = results_dir(profile) / f"{CHAPTER_06}{'_likelihood' if measure == 'likelihood' else ''}.csv"
     if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: this chapter compares with chapter 06's curves; run "
-                                f"`python -m helpers.book.running.runner --profile {profile} --only {CHAPTER_06}` first")
+        raise FileNotFoundError(
+            f"{path} is missing: this chapter compares with chapter 06's curves; run "
+            f"`python -m helpers.book.running.runner --profile {profile} --only {CHAPTER_06}` first"
+        )
     return pd.read_csv(path)
 
 
-def four_methods(runs: PruningRuns, profile: str, measure: str, penalties: Sequence[float], steps: int,
-                 examples: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def four_methods(
+    runs: PruningRuns, profile: str, measure: str, penalties: Sequence[float], steps: int, examples: int, seed: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Chapter 06's curves of ``measure`` with the L0 gates' curve added, for both of its models,
     and the gates' points. The unpruned score of each run must equal chapter 06's: else the sets differ."""
     saved = chapter_06_curves(profile, measure)
-    found = [l0_curves(runs, name, measure, penalties, steps, examples, seed) for name in (runs.classifier, runs.translation)]
+    found = [
+        l0_curves(runs, name, measure, penalties, steps, examples, seed)
+        for name in (runs.classifier, runs.translation)
+    ]
     l0 = pd.concat([c for c, _ in found], ignore_index=True)
     for (name, training_seed), part in l0.groupby(["model", "training_seed"]):
         theirs = saved[(saved["model"] == name) & (saved["training_seed"] == training_seed) & (saved["pruned"] == 0)]
         ours = float(part.loc[part["pruned"] == 0, "score"].iloc[0])
         theirs_score = float(theirs["score"].iloc[0]) if len(theirs) else math.nan
         if not np.isclose(theirs_score, ours, rtol=1e-6, atol=1e-9):
-            raise ValueError(f"{name} seed {training_seed}: unpruned score {ours:.6g} here but {theirs_score:.6g} in "
-                             "chapter 06's curves: rerun chapter 06 with the profile's parameters")
+            raise ValueError(
+                f"{name} seed {training_seed}: unpruned score {ours:.6g} here but {theirs_score:.6g} in "
+                "chapter 06's curves: rerun chapter 06 with the profile's parameters"
+            )
     curves = pd.concat([saved[saved["order"] != "re-estimated"], l0], ignore_index=True)
     return curves, pd.concat([p for _, p in found], ignore_index=True).assign(measure=measure)
 
 
-def both_measures(runs: PruningRuns, profile: str, penalties: Sequence[float], steps: int, examples: int,
-                  seed: int) -> tuple[dict[str, pd.DataFrame], pd.DataFrame]:
+def both_measures(
+    runs: PruningRuns, profile: str, penalties: Sequence[float], steps: int, examples: int, seed: int
+) -> tuple[dict[str, pd.DataFrame], pd.DataFrame]:
     """``four_methods`` on the paper's metric and on the likelihood (the gates trained once per run):
     ``({measure: curves}, the gates' points of both measures)``."""
     found = {m: four_methods(runs, profile, m, penalties, steps, examples, seed) for m in ("metric", "likelihood")}

@@ -13,6 +13,7 @@ gold label's log-probability; the reference's log-likelihood per token on every 
 paired bootstrap. Results are cached per model run (``course.sweeps_dir``), so every chapter
 that asks for the same sweep reads it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,11 +25,19 @@ from ...heads.ablation import Config, all_but_one_configs, one_head_configs
 from ...heads.significance import Bootstrap  # noqa: F401 (the chapters take it here, beside HeadSweeps)
 from .. import course
 from ..profiles import Profile
-from .head_effects import (MEASURES, Looks, Removal, classifier_effects, translation_effects,
-                           translation_likelihood_effects)
+from .head_effects import (
+    MEASURES,
+    Looks,
+    Removal,
+    classifier_effects,
+    translation_effects,
+    translation_likelihood_effects,
+)
 
 CONFIGS: dict[str, Callable] = {"one_head": one_head_configs, "all_but_one": all_but_one_configs}
-Configs = Union[str, Callable[..., Sequence[Config]], Sequence[Config]]  # a name in CONFIGS, a function of the model, or a list
+Configs = Union[
+    str, Callable[..., Sequence[Config]], Sequence[Config]
+]  # a name in CONFIGS, a function of the model, or a list
 
 
 @dataclass(frozen=True)
@@ -36,14 +45,20 @@ class Run:
     """One trained model of one training seed, loaded, with the chapter's sweep settings."""
 
     sweeps: "HeadSweeps"
-    name: str      # the model's name in the profile, e.g. "nli"
+    name: str  # the model's name in the profile, e.g. "nli"
     run_name: str  # its training run's name, e.g. "nli@1"
     seed: int
     model: object
     tokenizer: object = None
 
-    def effects(self, examples: Sequence, configs: Configs, measure: str = "metric",
-                removal: Removal | None = None, positions: Sequence[int] | None = None) -> pd.DataFrame:
+    def effects(
+        self,
+        examples: Sequence,
+        configs: Configs,
+        measure: str = "metric",
+        removal: Removal | None = None,
+        positions: Sequence[int] | None = None,
+    ) -> pd.DataFrame:
         """One row per configuration (``head_effects``' columns) of this run on ``examples`` (on
         those at ``positions`` only, their outputs read from the sweep over all of ``examples``;
         for BLEU, positions in the pairs the sweep decodes, ``HeadSweeps.decoded(examples)``)."""
@@ -55,14 +70,14 @@ class HeadSweeps:
     """The sweep settings of one chapter (its parameters) on one profile's models."""
 
     settings: Profile
-    training_seeds: int = 0          # how many training runs (0: every seed the profile trains)
-    decoded_examples: int = 0        # translation pairs decoded for BLEU (0: all)
+    training_seeds: int = 0  # how many training runs (0: every seed the profile trains)
+    decoded_examples: int = 0  # translation pairs decoded for BLEU (0: all)
     beam: int = 5
     max_len_b: int = 200
-    bootstrap: Bootstrap = Bootstrap()   # the paired bootstrap's settings (its seed also draws the examples)
+    bootstrap: Bootstrap = Bootstrap()  # the paired bootstrap's settings (its seed also draws the examples)
     progress: bool = True
-    looks: Looks | None = None       # two looks at the examples (stop when decided) for the classifier and
-                                     # likelihood sweeps; BLEU sweeps take one look. None: one look
+    looks: Looks | None = None  # two looks at the examples (stop when decided) for the classifier and
+    # likelihood sweeps; BLEU sweeps take one look. None: one look
 
     def is_translation(self, name: str) -> bool:
         return self.settings.model(name)["task"] == "translation"
@@ -87,8 +102,15 @@ class HeadSweeps:
         """``measure(run)`` for every training run of ``name``, stacked, with ``training_seed``."""
         return pd.concat([measure(run).assign(training_seed=run.seed) for run in self.runs(name)], ignore_index=True)
 
-    def effects(self, name: str, examples: Sequence, configs: Configs, measure: str = "metric",
-                removal: Removal | None = None, positions: Sequence[int] | None = None) -> pd.DataFrame:
+    def effects(
+        self,
+        name: str,
+        examples: Sequence,
+        configs: Configs,
+        measure: str = "metric",
+        removal: Removal | None = None,
+        positions: Sequence[int] | None = None,
+    ) -> pd.DataFrame:
         """``Run.effects`` on every training run of ``name``, stacked with ``training_seed``.
         ``removal``: ``(kind, reference examples)`` to remove heads by mean or resample ablation
         (helpers/heads/removal.py) instead of zeroing them; ``positions``: as ``Run.effects``'s."""
@@ -102,27 +124,69 @@ class HeadSweeps:
 
         if self.is_translation(run.name):
             raise ValueError(f"{run.name} is a translation model: label log-probabilities are a classifier's")
-        return classifier_outputs(run.model, run.tokenizer, examples, list(configs), max_length=self.settings.max_length(run.name),
-                                  progress=self.progress, cache_dir=course.sweeps_dir(self.settings, run.run_name))
+        return classifier_outputs(
+            run.model,
+            run.tokenizer,
+            examples,
+            list(configs),
+            max_length=self.settings.max_length(run.name),
+            progress=self.progress,
+            cache_dir=course.sweeps_dir(self.settings, run.run_name),
+        )
 
-    def run_effects(self, run: Run, examples: Sequence, configs: Configs, measure: str,
-                    removal: Removal | None = None, positions: Sequence[int] | None = None) -> pd.DataFrame:
+    def run_effects(
+        self,
+        run: Run,
+        examples: Sequence,
+        configs: Configs,
+        measure: str,
+        removal: Removal | None = None,
+        positions: Sequence[int] | None = None,
+    ) -> pd.DataFrame:
         if measure not in MEASURES:
             raise ValueError(f"measure {measure!r}: use one of {MEASURES}")
         zeroed = removal is None or removal[0] == "zero"
         if not zeroed and self.is_translation(run.name) and measure == "metric":
-            raise ValueError(f"{removal[0]} ablation replaces a head's output position by position, which beam "
-                             "search (one position per step) cannot do: score the translation model by likelihood")
-        chosen = CONFIGS[configs](run.model) if isinstance(configs, str) else configs(run.model) if callable(configs) \
+            raise ValueError(
+                f"{removal[0]} ablation replaces a head's output position by position, which beam "
+                "search (one position per step) cannot do: score the translation model by likelihood"
+            )
+        chosen = (
+            CONFIGS[configs](run.model)
+            if isinstance(configs, str)
+            else configs(run.model)
+            if callable(configs)
             else list(configs)
-        common = {"cache_dir": course.sweeps_dir(self.settings, run.run_name), "progress": self.progress,
-                  "bootstrap": self.bootstrap}
+        )
+        common = {
+            "cache_dir": course.sweeps_dir(self.settings, run.run_name),
+            "progress": self.progress,
+            "bootstrap": self.bootstrap,
+        }
         if not self.is_translation(run.name):
             max_length = self.settings.max_length(run.name)
-            return classifier_effects(run.model, run.tokenizer, examples, chosen, max_length=max_length,
-                                      measure=measure, removal=removal, looks=self.looks, positions=positions, **common)
+            return classifier_effects(
+                run.model,
+                run.tokenizer,
+                examples,
+                chosen,
+                max_length=max_length,
+                measure=measure,
+                removal=removal,
+                looks=self.looks,
+                positions=positions,
+                **common,
+            )
         if measure == "likelihood":
-            return translation_likelihood_effects(run.model, examples, chosen, removal=removal, looks=self.looks,
-                                                  positions=positions, **common)
-        return translation_effects(run.model, self.decoded(examples), chosen, beam=self.beam, max_len_b=self.max_len_b,
-                                   positions=positions, **common)   # positions: of the decoded pairs
+            return translation_likelihood_effects(
+                run.model, examples, chosen, removal=removal, looks=self.looks, positions=positions, **common
+            )
+        return translation_effects(
+            run.model,
+            self.decoded(examples),
+            chosen,
+            beam=self.beam,
+            max_len_b=self.max_len_b,
+            positions=positions,
+            **common,
+        )  # positions: of the decoded pairs

@@ -4,6 +4,7 @@
 Layers and heads are 1-based here, as printed in the paper; ``significant`` marks the cells the
 paper underlines (p < 0.01, paired bootstrap with compare-mt).
 """
+
 from __future__ import annotations
 
 import io
@@ -163,7 +164,7 @@ _TABLE6 = """layer,delta
 WMT_BASE_BLEU = 36.05  # newstest2013
 # §2: heads per layer of the paper's models (WMT Transformer-large: 6 + 6 layers; BERT-base: 12 layers)
 HEADS_PER_LAYER = {"WMT": 16, "BERT": 12}
-HEADS_PER_KIND = {"WMT": 96}   # 6 layers x 16 heads of each attention kind (Figure 4)
+HEADS_PER_KIND = {"WMT": 96}  # 6 layers x 16 heads of each attention kind (Figure 4)
 SIGNIFICANT_ENC_SELF = 8  # of 96 Enc-Enc heads (Table 1) ...
 SIGNIFICANT_ENC_SELF_UP = 4  # ... of which 4 increase BLEU
 CROSS_DOMAIN_R = {"translation": 0.56, "classifier": 0.68}  # Fig. 2, Pearson r
@@ -173,8 +174,10 @@ PRUNABLE_SHARE = {"translation": 0.20, "classifier": 0.40}
 
 # §4.3, Table 4: BERT on MNLI-matched, GTX 1080Ti, examples/s (mean, std) by batch size, and the
 # speed-ups the paper prints (computed by the authors from unrounded means).
-TABLE4_THROUGHPUT = {"original": {1: (17.0, 0.3), 4: (67.3, 1.3), 16: (114.0, 3.6), 64: (124.7, 2.9)},
-                     "pruned": {1: (17.3, 0.6), 4: (69.1, 1.3), 16: (134.0, 3.6), 64: (146.6, 3.4)}}
+TABLE4_THROUGHPUT = {
+    "original": {1: (17.0, 0.3), 4: (67.3, 1.3), 16: (114.0, 3.6), 64: (124.7, 2.9)},
+    "pruned": {1: (17.3, 0.6), 4: (69.1, 1.3), 16: (134.0, 3.6), 64: (146.6, 3.4)},
+}
 TABLE4_SPEEDUP = {1: 0.019, 4: 0.027, 16: 0.175, 64: 0.175}
 
 # §5, Figure 4 (read off the figure): BLEU with 80% of one kind's heads pruned. Pruning more than
@@ -190,11 +193,14 @@ FIGURE5_KEPT_AT_40 = (0.85, 0.90)
 # Appendix B, Figure 6 (read off the figure): the metric of the unpruned model and the share
 # pruned by I_h before the curve leaves its flat start, by the paper's task, with the course task
 # that plays its role (helpers.zoo.recipes.TASKS).
-FIGURE6 = pd.DataFrame([
-    {"task": "SST-2", "course_task": "sentiment", "metric": "accuracy", "unpruned": 0.92, "flat_until": 0.6},
-    {"task": "CoLA", "course_task": "acceptability", "metric": "matthews", "unpruned": 0.57, "flat_until": 0.5},
-    {"task": "MRPC", "course_task": "paraphrase", "metric": "f1", "unpruned": 0.88, "flat_until": 0.5},
-    {"task": "IWSLT", "course_task": "translation", "metric": "BLEU", "unpruned": 33.0, "flat_until": 0.2}])
+FIGURE6 = pd.DataFrame(
+    [
+        {"task": "SST-2", "course_task": "sentiment", "metric": "accuracy", "unpruned": 0.92, "flat_until": 0.6},
+        {"task": "CoLA", "course_task": "acceptability", "metric": "matthews", "unpruned": 0.57, "flat_until": 0.5},
+        {"task": "MRPC", "course_task": "paraphrase", "metric": "f1", "unpruned": 0.88, "flat_until": 0.5},
+        {"task": "IWSLT", "course_task": "translation", "metric": "BLEU", "unpruned": 33.0, "flat_until": 0.2},
+    ]
+)
 
 
 def _read(text: str) -> pd.DataFrame:
@@ -215,11 +221,21 @@ def effects(number: int) -> pd.DataFrame:
     Accuracy changes (Tables 3, 6) become fractions, like ours; BERT's kind is ``self``."""
     t = table(number)
     if number == 1:
-        return pd.DataFrame({"kind": "enc_self", "layer": t["layer"] - 1, "head": t["head"] - 1,
-                             "delta": t["delta"], "significant": t["significant"].astype(bool)})
+        return pd.DataFrame(
+            {
+                "kind": "enc_self",
+                "layer": t["layer"] - 1,
+                "head": t["head"] - 1,
+                "delta": t["delta"],
+                "significant": t["significant"].astype(bool),
+            }
+        )
     if number in (3, 6):
-        return pd.DataFrame({"kind": "self", "layer": t["layer"] - 1, "delta": t["delta"] / 100,
-                             "significant": False})
-    return pd.DataFrame([{"kind": kind, "layer": layer - 1, "delta": row[kind], "significant": bool(row[f"sig_{kind}"])}
-                         for layer, row in t.set_index("layer").iterrows() for kind in KINDS])
-
+        return pd.DataFrame({"kind": "self", "layer": t["layer"] - 1, "delta": t["delta"] / 100, "significant": False})
+    return pd.DataFrame(
+        [
+            {"kind": kind, "layer": layer - 1, "delta": row[kind], "significant": bool(row[f"sig_{kind}"])}
+            for layer, row in t.set_index("layer").iterrows()
+            for kind in KINDS
+        ]
+    )

@@ -1,6 +1,7 @@
 """A chapter's parameters, as its ``parameters`` cell declares them, and the check of ``-p``
 overrides against them before anything runs (papermill itself only prints "Passed unknown
 parameter" and runs on, so a typo would silently change nothing)."""
+
 from __future__ import annotations
 
 import ast
@@ -13,8 +14,14 @@ from typing import Any
 import yaml
 
 # what a value must be to replace a default of this type; int and float are also accepted for a float
-_KINDS = {bool: "true or false", int: "a whole number", float: "a number", str: "a string",
-          list: "a list, e.g. [1, 2]", dict: "a mapping, e.g. {a: 1}"}
+_KINDS = {
+    bool: "true or false",
+    int: "a whole number",
+    float: "a number",
+    str: "a string",
+    list: "a list, e.g. [1, 2]",
+    dict: "a mapping, e.g. {a: 1}",
+}
 
 
 def declared_parameters(source: Path) -> dict[str, Any]:
@@ -48,14 +55,29 @@ def coerce(name: str, value: Any, default: Any, notebook: str) -> Any:
         return float(value)
     if isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):
         return value
-    raise SystemExit(f"parameter {name}={value!r} does not fit chapter {notebook}: it takes {_KINDS.get(kind, kind.__name__)} "
-                     f"(its default is {default!r}); pass e.g. -p {name}={default!r}")
+    raise SystemExit(
+        f"parameter {name}={value!r} does not fit chapter {notebook}: it takes {_KINDS.get(kind, kind.__name__)} "
+        f"(its default is {default!r}); pass e.g. -p {name}={default!r}"
+    )
 
 
 # counts that must be at least 1 (elsewhere a whole-number parameter counts something, or is 0
 # for "all of them", and must be at least 0)
-AT_LEAST_ONE = frozenset({"batch_size", "beam", "n_resamples", "repeats", "configs_per_pass", "n_pairs", "max_words",
-                          "examples_per_split", "timed_verses", "report_verses", "select_verses"})
+AT_LEAST_ONE = frozenset(
+    {
+        "batch_size",
+        "beam",
+        "n_resamples",
+        "repeats",
+        "configs_per_pass",
+        "n_pairs",
+        "max_words",
+        "examples_per_split",
+        "timed_verses",
+        "report_verses",
+        "select_verses",
+    }
+)
 
 
 def range_problem(name: str, value: Any) -> str | None:
@@ -66,9 +88,12 @@ def range_problem(name: str, value: Any) -> str | None:
     if isinstance(value, bool) or value is None:
         return None
     if name == "margins":
-        return None if isinstance(value, dict) and all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in value.values()) else \
-            "a mapping of score to a positive margin, e.g. {BLEU: 1.0, accuracy: 0.01, perplexity: 0.01}"
+        return (
+            None
+            if isinstance(value, dict)
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in value.values())
+            else "a mapping of score to a positive margin, e.g. {BLEU: 1.0, accuracy: 0.01, perplexity: 0.01}"
+        )
     if name == "alpha":
         return None if 0 < value < 1 else "a significance level, strictly between 0 and 1"
     if name == "step":
@@ -79,8 +104,11 @@ def range_problem(name: str, value: Any) -> str | None:
         low = 1 if name in AT_LEAST_ONE else 0
         return None if value >= low else f"a count, a whole number >= {low}"
     if isinstance(value, list) and (name.endswith("batch_sizes") or name.endswith("epochs")):
-        return None if all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value) else \
-            "a list of whole numbers >= 1"
+        return (
+            None
+            if all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)
+            else "a list of whole numbers >= 1"
+        )
     return None
 
 
@@ -88,8 +116,9 @@ def check_range(name: str, value: Any, default: Any, where: str) -> Any:
     """``value``, or a ``SystemExit`` that names the parameter, ``where`` it was given and the range."""
     problem = range_problem(name, value)
     if problem:
-        raise SystemExit(f"parameter {name}={value!r} is out of range ({where}): it takes {problem} "
-                         f"(its default is {default!r})")
+        raise SystemExit(
+            f"parameter {name}={value!r} is out of range ({where}): it takes {problem} (its default is {default!r})"
+        )
     return value
 
 
@@ -100,14 +129,27 @@ def checked_overrides(sources: Mapping[str, Path], overrides: Mapping[str, Any])
     declared = {notebook: declared_parameters(path) for notebook, path in sources.items()}
     unknown = [name for name in overrides if not any(name in params for params in declared.values())]
     if unknown:
-        listing = "; ".join(f"{nb}: {', '.join(p for p in params if p != 'profile')}" for nb, params in declared.items())
-        raise SystemExit(f"unknown parameter {', '.join(map(repr, unknown))}: "
-                         f"{'no chapter run here declares it' if len(declared) > 1 else 'the chapter does not declare it'}. "
-                         f"Parameters: {listing}")
-    return {notebook: {name: check_range(name, coerce(name, value, params[name], notebook), params[name],
-                                         f"-p {name}=... for chapter {notebook}")
-                       for name, value in overrides.items() if name in params}
-            for notebook, params in declared.items()}
+        listing = "; ".join(
+            f"{nb}: {', '.join(p for p in params if p != 'profile')}" for nb, params in declared.items()
+        )
+        raise SystemExit(
+            f"unknown parameter {', '.join(map(repr, unknown))}: "
+            f"{'no chapter run here declares it' if len(declared) > 1 else 'the chapter does not declare it'}. "
+            f"Parameters: {listing}"
+        )
+    return {
+        notebook: {
+            name: check_range(
+                name,
+                coerce(name, value, params[name], notebook),
+                params[name],
+                f"-p {name}=... for chapter {notebook}",
+            )
+            for name, value in overrides.items()
+            if name in params
+        }
+        for notebook, params in declared.items()
+    }
 
 
 PROFILE_KEYS = frozenset({"description", "defaults", "notebooks", "models"})
@@ -136,8 +178,10 @@ def check_profile(profile: Mapping[str, Any], path: Path, sources: Mapping[str, 
     for chapter, params in chapters.items():
         for name, value in (params or {}).items():
             if name not in declared[chapter]:
-                raise SystemExit(f"{path}: notebooks: {chapter}: {name} is not a parameter of that chapter; it has "
-                                 f"{', '.join(p for p in declared[chapter] if p != 'profile')}")
+                raise SystemExit(
+                    f"{path}: notebooks: {chapter}: {name} is not a parameter of that chapter; it has "
+                    f"{', '.join(p for p in declared[chapter] if p != 'profile')}"
+                )
             _check_value(path, f"notebooks: {chapter}: {name}", name, value, declared[chapter][name], chapter)
 
 
@@ -163,7 +207,6 @@ def _check_value(path: Path, key: str, name: str, value: Any, default: Any, chap
     except SystemExit as err:
         raise SystemExit(f"{path}: {key}: {err}") from None
     check_range(name, value, default, f"{path}: {key}")
-
 
 
 def parameter_table(profiles: Mapping[str, Any], chapters: list[str], notebooks: Path):

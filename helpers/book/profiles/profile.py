@@ -6,6 +6,7 @@ and checks it against the chapters' parameters cells before anything runs.
 A profile's *name* is ``profile`` everywhere (a string: the papermill parameter, the results
 folder); the loaded ``Profile`` is ``settings`` everywhere (the chapters and the library).
 """
+
 from __future__ import annotations
 
 import os
@@ -48,10 +49,14 @@ class Profile:
     def from_mapping(cls, name: str, raw: dict[str, Any], path: Path | None = None) -> "Profile":
         """A ``Profile`` of a YAML mapping (top-level ``*_recipe`` keys are YAML anchors, dropped);
         ``None`` sections are empty."""
-        return cls(name=name, path=path, description=raw.get("description") or "",
-                   defaults=dict(raw.get("defaults") or {}),
-                   notebooks={chapter: dict(params or {}) for chapter, params in (raw.get("notebooks") or {}).items()},
-                   models=dict(raw.get("models") or {}))
+        return cls(
+            name=name,
+            path=path,
+            description=raw.get("description") or "",
+            defaults=dict(raw.get("defaults") or {}),
+            notebooks={chapter: dict(params or {}) for chapter, params in (raw.get("notebooks") or {}).items()},
+            models=dict(raw.get("models") or {}),
+        )
 
 
 def profile_folders() -> list[Path]:
@@ -77,7 +82,9 @@ def load_profile(name: str) -> Profile:
     path = profile_path(name)
     if path is None:
         known = sorted({p.stem for f in profile_folders() for p in f.glob("*.yml")})
-        raise SystemExit(f"unknown profile {name!r}: profiles are {known} (files in {', '.join(map(str, profile_folders()))})")
+        raise SystemExit(
+            f"unknown profile {name!r}: profiles are {known} (files in {', '.join(map(str, profile_folders()))})"
+        )
     raw = yaml.safe_load(path.read_text())
     if not isinstance(raw, dict):
         raise SystemExit(f"{path}: a profile is a mapping with keys description, defaults, notebooks, models")
@@ -105,7 +112,7 @@ def check_runner_command(command: str) -> tuple[str, dict[str, Any]]:
 
     words = shlex.split(command)
     chapter = words[words.index("--only") + 1]
-    if "--profile" in words:   # an unknown profile, or one without the chapter, is refused too
+    if "--profile" in words:  # an unknown profile, or one without the chapter, is refused too
         profile = load_profile(words[words.index("--profile") + 1])
         if chapter not in profile.notebooks:
             raise SystemExit(f"profile {profile.name!r} has no chapter {chapter!r}")

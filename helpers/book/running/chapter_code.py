@@ -8,6 +8,7 @@ it computes (``base.code_digest``: comments, docstrings and logging left out). S
 any module reruns nothing, and an edit to a module a chapter never imports leaves that chapter
 alone.
 """
+
 from __future__ import annotations
 
 import ast
@@ -55,15 +56,22 @@ def module_files(root: Path = PACKAGE) -> dict[str, Path]:
 def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
     """``{module: modules of the package under root that it imports}``."""
     files = module_files(root)
-    return {m: imports_of(ast.parse(p.read_text(), str(p)), m, p.name == "__init__.py", set(files))
-            for m, p in files.items()}
+    return {
+        m: imports_of(ast.parse(p.read_text(), str(p)), m, p.name == "__init__.py", set(files))
+        for m, p in files.items()
+    }
 
 
 def notebook_code(notebook: Path) -> str:
     """The code cells of ``notebook``, IPython's ``%`` and ``!`` lines left out."""
     cells = json.loads(notebook.read_text()).get("cells", [])
-    lines = [line for c in cells if c.get("cell_type") == "code"
-             for line in "".join(c.get("source", "")).splitlines() if not line.lstrip().startswith(("%", "!"))]
+    lines = [
+        line
+        for c in cells
+        if c.get("cell_type") == "code"
+        for line in "".join(c.get("source", "")).splitlines()
+        if not line.lstrip().startswith(("%", "!"))
+    ]
     return "\n".join(lines)
 
 

@@ -2,6 +2,7 @@
 (``results/<profile>/run_times.csv``, written by the runner), each model's training time and the
 machine (``results/<profile>/models.json``, written by ``make models``), and the bytes the
 caches hold on disk. The "What it costs" chapter shows these tables."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -23,9 +24,18 @@ def chapter_times(profile: str, chapters: Sequence[str]) -> pd.DataFrame:
 def model_times(summary: dict) -> pd.DataFrame:
     """One row per trained model run of a ``models.json`` summary: task, training minutes, the
     machine that trained it, when, and whether the last build reused it from the cache."""
-    rows = [{"model": name, "task": m.get("task"), "train_minutes": m["train_seconds"] / 60,
-             "trained_on": m.get("machine"), "built": m.get("built"), "reused_from_cache": m.get("reused_from_cache")}
-            for name, m in summary.get("models", {}).items() if m.get("train_seconds") is not None]
+    rows = [
+        {
+            "model": name,
+            "task": m.get("task"),
+            "train_minutes": m["train_seconds"] / 60,
+            "trained_on": m.get("machine"),
+            "built": m.get("built"),
+            "reused_from_cache": m.get("reused_from_cache"),
+        }
+        for name, m in summary.get("models", {}).items()
+        if m.get("train_seconds") is not None
+    ]
     return pd.DataFrame(rows, columns=["model", "task", "train_minutes", "trained_on", "built", "reused_from_cache"])
 
 
@@ -67,24 +77,30 @@ def summary_text(profile: str, summary: dict, models: pd.DataFrame, times: pd.Da
     parts = []
     machine = summary.get("machine", {})
     if machine:
-        parts.append(f"On {machine.get('cpu_model', 'this machine')} with {machine.get('cpus', '?')} CPUs "
-                     f"(torch {machine.get('torch', '?')}), the")
+        parts.append(
+            f"On {machine.get('cpu_model', 'this machine')} with {machine.get('cpus', '?')} CPUs "
+            f"(torch {machine.get('torch', '?')}), the"
+        )
     else:
         parts.append("The")
     if len(models):
         reused = int(models["reused_from_cache"].fillna(False).astype(bool).sum())
         parts.append(f" {len(models)} model runs trained for {duration(models['train_minutes'].sum() * 60)} in all")
         if summary.get("seconds_this_run") is not None:
-            parts.append(f"; the last `make models` took {duration(summary['seconds_this_run'])} of wall time"
-                         + (f" and reused {reused} of them from the cache" if reused else ", training every one"))
+            parts.append(
+                f"; the last `make models` took {duration(summary['seconds_this_run'])} of wall time"
+                + (f" and reused {reused} of them from the cache" if reused else ", training every one")
+            )
         parts.append(". ")
     else:
         parts.append(" models have no recorded training time. ")
     ran = times.dropna(subset=["seconds"])
     if len(ran):
         longest = ran.loc[ran["seconds"].idxmax()]
-        parts.append(f"The {len(ran)} chapters with a recorded run took {duration(ran['seconds'].sum())}, the longest "
-                     f"`{longest['notebook']}` ({duration(longest['seconds'])}). ")
+        parts.append(
+            f"The {len(ran)} chapters with a recorded run took {duration(ran['seconds'].sum())}, the longest "
+            f"`{longest['notebook']}` ({duration(longest['seconds'])}). "
+        )
     missing = times.loc[times["seconds"].isna(), "notebook"].tolist()
     if missing:
         parts.append(f"Not run yet on this profile: {', '.join(f'`{m}`' for m in missing)}. ")
@@ -105,19 +121,38 @@ def sweep_cost_tables(profile: str, times: pd.DataFrame) -> dict[str, pd.DataFra
     ledger = read_sweep_costs(profile)
     ran = times.dropna(subset=["seconds"])
     totals = chapter_totals(ledger).rename(columns={"seconds": "in timed blocks"})
-    chapters = ran[["notebook", "seconds"]].merge(totals, on="notebook", how="left").fillna(
-        {"blocks": 0, "in timed blocks": 0.0, "read from the cache": 0})
-    top = most_expensive(ledger)[["notebook", "category", "what", "model", "seed", "examples", "configs", "computed",
-                                  "seconds", "seconds_per_config_example"]]
-    return {"shares": category_shares(ledger, float(ran["seconds"].sum()) if len(ran) else None),
-            "chapters": chapters, "top": top}
+    chapters = (
+        ran[["notebook", "seconds"]]
+        .merge(totals, on="notebook", how="left")
+        .fillna({"blocks": 0, "in timed blocks": 0.0, "read from the cache": 0})
+    )
+    top = most_expensive(ledger)[
+        [
+            "notebook",
+            "category",
+            "what",
+            "model",
+            "seed",
+            "examples",
+            "configs",
+            "computed",
+            "seconds",
+            "seconds_per_config_example",
+        ]
+    ]
+    return {
+        "shares": category_shares(ledger, float(ran["seconds"].sum()) if len(ran) else None),
+        "chapters": chapters,
+        "top": top,
+    }
 
 
-DENORMAL_SHARE = 0.0047   # of the weights: what the course translation model held after 9 epochs without flush-to-zero
+DENORMAL_SHARE = 0.0047  # of the weights: what the course translation model held after 9 epochs without flush-to-zero
 
 
-def denormal_costs(settings, model_name: str = "translation", sentences: int = 200, decoded: int = 64,
-                   repeats: int = 3) -> pd.DataFrame:
+def denormal_costs(
+    settings, model_name: str = "translation", sentences: int = 200, decoded: int = 64, repeats: int = 3
+) -> pd.DataFrame:
     """What flush-to-zero saves, measured now on this machine (one thread, median of ``repeats``):
     the 512 x 512 matmul with and without denormal operands, and on ``model_name``'s first run a
     teacher-forced pass over ``sentences`` test13 pairs and greedy decoding of ``decoded`` of them,
@@ -130,17 +165,25 @@ def denormal_costs(settings, model_name: str = "translation", sentences: int = 2
     from ...zoo.sweep_decoder import greedy_copies
     from .. import course
 
-    rows = [{"what": f"512 x 512 matmul, {k}", "seconds": off, "flush-to-zero seconds": on}
-            for k, (off, on) in matmul_penalty(repeats=repeats).items()]
+    rows = [
+        {"what": f"512 x 512 matmul, {k}", "seconds": off, "flush-to-zero seconds": on}
+        for k, (off, on) in matmul_penalty(repeats=repeats).items()
+    ]
     model = course.load_translation(settings, model_name)
     pairs = course.load_data(settings, model_name)["test13"][:sentences]
     planted = copy.deepcopy(model)
     share = plant_denormals_(planted, DENORMAL_SHARE) / sum(p.numel() for p in planted.parameters())
-    for label, m in ((f"{model_name} as saved ({count_denormals(model)} denormal weights)", model),
-                     (f"{model_name} with {share:.2%} of its weights denormal", planted)):
-        for task, run in ((f"teacher-forced pass, {len(pairs)} sentences", lambda: translation_nll(m, pairs)),
-                          (f"greedy decoding, {decoded} sentences",
-                           lambda: greedy_copies(m, [p.src for p in pairs[:decoded]], 1, max_len_b=24))):
+    for label, m in (
+        (f"{model_name} as saved ({count_denormals(model)} denormal weights)", model),
+        (f"{model_name} with {share:.2%} of its weights denormal", planted),
+    ):
+        for task, run in (
+            (f"teacher-forced pass, {len(pairs)} sentences", lambda: translation_nll(m, pairs)),
+            (
+                f"greedy decoding, {decoded} sentences",
+                lambda: greedy_copies(m, [p.src for p in pairs[:decoded]], 1, max_len_b=24),
+            ),
+        ):
             off, on = (timed(run, flush, repeats) for flush in (False, True))
             rows.append({"what": f"{label}: {task}", "seconds": off, "flush-to-zero seconds": on})
     table = pd.DataFrame(rows)

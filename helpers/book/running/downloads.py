@@ -1,9 +1,10 @@
 """List, check or fetch what a profile's external models read (``helpers.zoo.needs``).
 
-    python -m helpers.book.running.downloads --profile paper list       # each item: ok or MISSING
-    python -m helpers.book.running.downloads --profile paper check      # exit 1 with what is missing
-    python -m helpers.book.running.downloads --profile paper download   # fetch it (make data PROFILE=paper)
+python -m helpers.book.running.downloads --profile paper list       # each item: ok or MISSING
+python -m helpers.book.running.downloads --profile paper check      # exit 1 with what is missing
+python -m helpers.book.running.downloads --profile paper download   # fetch it (make data PROFILE=paper)
 """
+
 from __future__ import annotations
 
 import argparse

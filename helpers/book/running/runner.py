@@ -10,6 +10,7 @@ A profile is ``profiles/<name>.yml``: ``defaults`` (parameters for every noteboo
 parameters, models and the ``helpers`` code it runs (``chapter_code``) are all unchanged since
 its last successful run is not run again (``--force`` reruns).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -76,20 +77,24 @@ def launch_links(notebook: str, profile: str, repo: tuple[str, str] | None = Non
 
     url, branch = repo or repository_of(ROOT / "_config.yml")
     source = f"notebooks/{notebook}.ipynb"
-    own = (f"{{download}}`this executed notebook <{notebook}.ipynb>` · {{doc}}`its parameters <16_rerunning>`")
+    own = f"{{download}}`this executed notebook <{notebook}.ipynb>` · {{doc}}`its parameters <16_rerunning>`"
     if not url:
-        return (f"*Executed on the `{profile}` profile.* Run it yourself from a copy of this project: `make setup`, "
-                f"then `.venv/bin/python -m helpers.book.running.runner --profile {profile} --only {notebook}` "
-                f"(`-p name=value` changes a parameter) · {own}.")
+        return (
+            f"*Executed on the `{profile}` profile.* Run it yourself from a copy of this project: `make setup`, "
+            f"then `.venv/bin/python -m helpers.book.running.runner --profile {profile} --only {notebook}` "
+            f"(`-p name=value` changes a parameter) · {own}."
+        )
     slug = url.removeprefix("https://github.com/")
     folder = url.rsplit("/", 1)[-1]
-    return (f"*Executed on the `{profile}` profile.* Run it yourself: "
-            f"[Colab](https://colab.research.google.com/github/{slug}/blob/{branch}/{source}) · "
-            f"[Binder](https://mybinder.org/v2/gh/{slug}/{branch}?labpath={source}) · {own}. On Colab, first run "
-            f"`!git clone {url} && pip install -e {folder}` and `%cd {folder}`.")
+    return (
+        f"*Executed on the `{profile}` profile.* Run it yourself: "
+        f"[Colab](https://colab.research.google.com/github/{slug}/blob/{branch}/{source}) · "
+        f"[Binder](https://mybinder.org/v2/gh/{slug}/{branch}?labpath={source}) · {own}. On Colab, first run "
+        f"`!git clone {url} && pip install -e {folder}` and `%cd {folder}`."
+    )
 
 
-DATA_FOLDER = "data"   # next to the executed notebooks: the CSV tables each chapter links
+DATA_FOLDER = "data"  # next to the executed notebooks: the CSV tables each chapter links
 
 
 def chapter_tables(notebook: str, profile: str) -> list[Path]:
@@ -152,7 +157,9 @@ def fold_parameters(nb, params: dict) -> None:
     they are."""
     import ast
 
-    cells = {tag: c for c in nb.cells for tag in c.metadata.get("tags", []) if tag in ("parameters", "injected-parameters")}
+    cells = {
+        tag: c for c in nb.cells for tag in c.metadata.get("tags", []) if tag in ("parameters", "injected-parameters")
+    }
     if "parameters" not in cells or "injected-parameters" not in cells:
         return
     lines = []
@@ -208,8 +215,9 @@ def ipc_kernel_manager() -> type | None:
     return IPCKernelManager
 
 
-def run_notebook(notebook: str, params: dict, output_dir: Path = EXECUTED, force: bool = False,
-                 models: str = "") -> tuple[Path, float, bool]:
+def run_notebook(
+    notebook: str, params: dict, output_dir: Path = EXECUTED, force: bool = False, models: str = ""
+) -> tuple[Path, float, bool]:
     """Execute one notebook; returns (executed path, seconds, reused from cache). ``models``
     identifies the trained models it reads (``course.models_key``): new models rerun it."""
     import nbformat
@@ -228,14 +236,20 @@ def run_notebook(notebook: str, params: dict, output_dir: Path = EXECUTED, force
     # the kernel inherits it: transformers' loading and saving bars stay out of the chapter and the log
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     ledger = running_ledger(params["profile"], notebook) if "profile" in params and shards.rank() == 0 else None
-    if ledger is not None:   # the kernel appends every timed block of the chapter to it (helpers/heads/ledger.py)
+    if ledger is not None:  # the kernel appends every timed block of the chapter to it (helpers/heads/ledger.py)
         os.environ[LEDGER_ENV] = str(ledger)
     os.environ[CHAPTER_ENV] = notebook
     start = time.perf_counter()
     try:
-        pm.execute_notebook(str(source), str(partial), parameters=params, cwd=str(ROOT),
-                            kernel_name="python3", progress_bar=False,
-                            **({"kernel_manager_class": manager} if manager else {}))
+        pm.execute_notebook(
+            str(source),
+            str(partial),
+            parameters=params,
+            cwd=str(ROOT),
+            kernel_name="python3",
+            progress_bar=False,
+            **({"kernel_manager_class": manager} if manager else {}),
+        )
     except pm.PapermillExecutionError as err:
         first_line = next(iter((err.source or "").strip().splitlines()), "")
         raise NotebookFailed(
@@ -249,13 +263,19 @@ def run_notebook(notebook: str, params: dict, output_dir: Path = EXECUTED, force
     nb = nbformat.read(partial, as_version=4)
     fold_parameters(nb, params)
     drop_progress_widgets(nb)
-    nb.cells.insert(1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0,
-                    nbformat.v4.new_markdown_cell(launch_links(notebook, params.get("profile", "?"))))
+    nb.cells.insert(
+        1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0,
+        nbformat.v4.new_markdown_cell(launch_links(notebook, params.get("profile", "?"))),
+    )
     data = data_links(notebook, params["profile"], output_dir) if "profile" in params else None
     if data:
         nb.cells.append(nbformat.v4.new_markdown_cell(data))
-    nb.metadata["sixteen_heads"] = {"fingerprint": key, "status": "ok", "seconds": round(seconds, 1),
-                                    "parameters": params}
+    nb.metadata["sixteen_heads"] = {
+        "fingerprint": key,
+        "status": "ok",
+        "seconds": round(seconds, 1),
+        "parameters": params,
+    }
     nbformat.write(nb, partial)
     os.replace(partial, output)  # atomic: a half-run notebook never looks finished
     if "profile" in params and shards.rank() == 0:
@@ -276,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="rerun even if cached")
     args = parser.parse_args(argv)
 
-    settings = load_profile(args.profile)   # checked against the chapters' parameters cells
+    settings = load_profile(args.profile)  # checked against the chapters' parameters cells
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the book never downloads (helpers.zoo.paper_sources does)
     os.environ.setdefault(shards.JOB_STARTED, str(time.time()))  # ranks ignore status files of earlier jobs
     if shards.rank() > 0:  # under torchrun: every rank runs the notebooks, rank 0's copies are the book's
@@ -306,14 +326,20 @@ def main(argv: list[str] | None = None) -> int:
     recorded = recorded_chapter_seconds(args.profile)
     total = time.perf_counter()
     for i, name in enumerate(names, 1):
-        estimate = estimate_left(pending[pending.index(name):], recorded) if name in pending else "cached, not run again"
-        print(progress_line(i, len(names), f"{name} ({args.profile})", time.perf_counter() - total, estimate), flush=True)
+        estimate = (
+            estimate_left(pending[pending.index(name) :], recorded) if name in pending else "cached, not run again"
+        )
+        print(
+            progress_line(i, len(names), f"{name} ({args.profile})", time.perf_counter() - total, estimate), flush=True
+        )
         try:
             path, seconds, reused = run_notebook(name, params[name], args.output_dir, args.force, models)
         except NotebookFailed as err:
             print(f"FAILED: {err}", file=sys.stderr)
             return 1
-        print(f"      {'cached' if reused else f'done in {seconds:.1f} s'} -> {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+        print(
+            f"      {'cached' if reused else f'done in {seconds:.1f} s'} -> {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}"
+        )
     print(f"all {len(names)} notebooks ready in {time.perf_counter() - total:.1f} s")
     return 0
 

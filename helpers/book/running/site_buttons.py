@@ -3,6 +3,7 @@ repository setting, ``repository.url`` in ``_config.yml``. Jupyter Book refuses 
 its repository button on and no url, so ``_config.yml`` leaves the button off and this turns it on
 when a url is set. With none, the runner's line under each chapter title says how to run the
 chapter from a local copy instead of linking to Colab and Binder (``runner.launch_links``)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,8 +20,12 @@ def repository_of(config_file: Path) -> tuple[str, str]:
 def _follow_repository(app, config) -> None:
     url, branch = repository_of(Path(app.srcdir) / "_config.yml")
     if url:
-        config.html_theme_options = {**(config.html_theme_options or {}), "repository_url": url,
-                                     "repository_branch": branch, "use_repository_button": True}
+        config.html_theme_options = {
+            **(config.html_theme_options or {}),
+            "repository_url": url,
+            "repository_branch": branch,
+            "use_repository_button": True,
+        }
 
 
 def setup(app) -> dict:

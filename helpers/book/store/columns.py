@@ -1,11 +1,12 @@
 """Names that a results table's writer (an experiment) and its readers (the scorecard, the
 findings) share, kept here so that neither parses them back from the other's strings."""
+
 from __future__ import annotations
 
 # A pruning curve's random orders, summarised as their mean and a band of percentiles
 RANDOM_MEAN, RANDOM_LOW, RANDOM_HIGH = "random (mean)", "random (5%)", "random (95%)"
-BAND = (0.05, 0.95)   # the quantiles RANDOM_LOW and RANDOM_HIGH stand for
-CHOSEN = ("importance", "ablation", "L0 gates")   # the orders that choose heads (random is the baseline)
+BAND = (0.05, 0.95)  # the quantiles RANDOM_LOW and RANDOM_HIGH stand for
+CHOSEN = ("importance", "ablation", "L0 gates")  # the orders that choose heads (random is the baseline)
 MIN_BAND_ORDERS = 19  # fewer random orders make no 5-95% band: a rule reading one says "cannot tell"
 
 # What an order was estimated on (a summary's ``selected_on``): this value marks an order read
@@ -14,9 +15,9 @@ IN_SAMPLE = "the scored set (in-sample)"
 
 # Chapter 13's copying summary (``buys_and_breaks.copying_summary``), per tolerance on the verse
 # perplexity (a share: 0.10 is "within 10%") and per order
-COPYING_TOLERANCES = (0.01, 0.10)   # the paper's "no noticeable loss" (1%) and chapter 11's looser 10%
+COPYING_TOLERANCES = (0.01, 0.10)  # the paper's "no noticeable loss" (1%) and chapter 11's looser 10%
 UNPRUNED_COPYING = "unpruned copying accuracy"
-INDUCTION_TOP = 5                   # "the induction heads": the five with the highest induction score
+INDUCTION_TOP = 5  # "the induction heads": the five with the highest induction score
 
 
 def prunable_within(tolerance: float) -> str:
@@ -50,5 +51,5 @@ def copying_kept_interval(tolerance: float, end: str) -> str:
     return f"copying kept at {tolerance:.0%} ({end})"
 
 
-COPYING_KEPT = "copying kept at {:.0%}"   # the point estimate on the verdict probe, by tolerance
+COPYING_KEPT = "copying kept at {:.0%}"  # the point estimate on the verdict probe, by tolerance
 VERDICT_SEQUENCES = "verdict probe sequences"

@@ -1,6 +1,7 @@
 """The one-line progress reports of a long build: where it is, how long it has run, and what is
 left, estimated from the times the last build recorded (``run_times.csv`` for chapters,
 ``models.json`` for models)."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence

@@ -1,4 +1,5 @@
 """Results are data first: tables written atomically under results/<profile>/."""
+
 from __future__ import annotations
 
 import os
@@ -70,8 +71,15 @@ def record_run_time(profile: str, notebook: str, seconds: float) -> Path:
     import datetime
 
     table = read_run_times(profile)
-    row = pd.DataFrame([{"notebook": notebook, "seconds": round(seconds, 1),
-                         "finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")}])
+    row = pd.DataFrame(
+        [
+            {
+                "notebook": notebook,
+                "seconds": round(seconds, 1),
+                "finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
+            }
+        ]
+    )
     table = pd.concat([table[table["notebook"] != notebook], row], ignore_index=True).sort_values("notebook")
     with atomic_path(results_dir(profile) / "run_times.csv") as tmp:
         table.to_csv(tmp, index=False)

@@ -23,6 +23,7 @@ share of the cores (``cap_threads``). On several machines the cache (``$SIXTEEN_
 must be one shared folder. Only rank 0 keeps its executed notebook and run time. A restarted job
 computes only what is still missing.
 """
+
 from __future__ import annotations
 
 import json
@@ -74,7 +75,7 @@ def owner(position: int) -> int:
 def my_share(items: Sequence[T]) -> list[T]:
     """The items this process owns: every ``world_size()``-th of the WHOLE list, from its rank.
     Pass the whole list, not what is missing (see the module docstring)."""
-    return list(items[rank()::world_size()])
+    return list(items[rank() :: world_size()])
 
 
 def cap_threads() -> int:
@@ -145,11 +146,15 @@ class RankLog:
         states = self.states()
         for r, s in states.items():
             if s["state"] == "failed":
-                raise RankFailed(f"rank {r} failed while computing {s['what']}: {s['error']}. Fix that and rerun "
-                                 "the same command: finished work is cached.")
+                raise RankFailed(
+                    f"rank {r} failed while computing {s['what']}: {s['error']}. Fix that and rerun "
+                    "the same command: finished work is cached."
+                )
             if s["state"] == "running" and s["host"] == socket.gethostname() and not _alive(s["pid"]):
-                raise RankFailed(f"rank {r} (pid {s['pid']}) exited without finishing {s['what']} and left no "
-                                 "error (killed? out of memory?). Rerun the same command: finished work is cached.")
+                raise RankFailed(
+                    f"rank {r} (pid {s['pid']}) exited without finishing {s['what']} and left no "
+                    "error (killed? out of memory?). Rerun the same command: finished work is cached."
+                )
         return states
 
 
@@ -191,8 +196,10 @@ def wait_until(done: Callable[[], int], total: int, what: str, check: Callable[[
             if check is not None:
                 check()
             if time.monotonic() - start > timeout():
-                raise TimeoutError(f"rank {rank()} waited {timeout():.0f} s for {what}: {n} of {total} arrived. "
-                                   f"Did another process fail? Rerun the same command: finished work is cached.")
+                raise TimeoutError(
+                    f"rank {rank()} waited {timeout():.0f} s for {what}: {n} of {total} arrived. "
+                    f"Did another process fail? Rerun the same command: finished work is cached."
+                )
             time.sleep(POLL_SECONDS)
 
 

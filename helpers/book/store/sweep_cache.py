@@ -12,6 +12,7 @@ masks heads and decodes computes (its syntax trees without comments, docstrings 
 ``base.code_digest``), so changing any of them starts a new folder instead of reading stale
 outputs, while a comment or a reworded log line keeps the cache.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -29,10 +30,19 @@ from ...base.code_digest import recipe_digest
 from . import shards
 
 # the source that computes sweep outputs, relative to helpers/
-_CODE = ("heads/gates.py", "heads/sites.py", "heads/ablation.py", "heads/config_batches.py", "heads/removal.py",
-         "zoo/causal_lm.py",
-         "zoo/translation_model.py", "zoo/sweep_decoder.py", "zoo/classifier_training.py", "zoo/scorers.py",
-         "book/experiments/head_effects.py")
+_CODE = (
+    "heads/gates.py",
+    "heads/sites.py",
+    "heads/ablation.py",
+    "heads/config_batches.py",
+    "heads/removal.py",
+    "zoo/causal_lm.py",
+    "zoo/translation_model.py",
+    "zoo/sweep_decoder.py",
+    "zoo/classifier_training.py",
+    "zoo/scorers.py",
+    "book/experiments/head_effects.py",
+)
 
 
 @functools.lru_cache(maxsize=1)
@@ -91,11 +101,15 @@ class SweepCache:
             if not isinstance(outputs, list) or (self.length is not None and len(outputs) != self.length):
                 got = f"{len(outputs)} outputs" if isinstance(outputs, list) else type(outputs).__name__
                 raise ValueError(f"it holds {got}, not a list of {self.length}")
-        except (ValueError, UnicodeDecodeError) as err:   # JSONDecodeError is a ValueError
+        except (ValueError, UnicodeDecodeError) as err:  # JSONDecodeError is a ValueError
             aside = path.with_name(path.name + ".damaged")
             os.replace(path, aside)
-            warnings.warn(f"the sweep cache entry {path} is damaged ({err}); it was moved to {aside.name} and its "
-                          "configuration is computed again", DamagedEntryWarning, stacklevel=3)
+            warnings.warn(
+                f"the sweep cache entry {path} is damaged ({err}); it was moved to {aside.name} and its "
+                "configuration is computed again",
+                DamagedEntryWarning,
+                stacklevel=3,
+            )
             return None
         return outputs
 
@@ -119,8 +133,10 @@ class SweepCache:
         if shards.world_size() == 1:
             return self.missing(everything)
         if self.directory is None:
-            raise ValueError("a sweep split over several processes (WORLD_SIZE > 1) needs a cache_dir, "
-                             "through which the processes share their outputs")
+            raise ValueError(
+                "a sweep split over several processes (WORLD_SIZE > 1) needs a cache_dir, "
+                "through which the processes share their outputs"
+            )
         shards.cap_threads()
         return self.missing(shards.my_share(everything))
 
@@ -142,12 +158,18 @@ class SweepCache:
             missing = set(self.missing(everything))
             lost = [(i, c) for i, c in enumerate(everything) if shards.owner(i) in finished and c in missing]
             if lost:
-                raise shards.RankFailed(f"rank {shards.owner(lost[0][0])} finished without writing {len(lost)} "
-                                        f"configuration(s) it owns, e.g. {lost[0][1]}, in {self.directory}. "
-                                        "Do all processes run the same code and WORLD_SIZE? Rerun the same command.")
+                raise shards.RankFailed(
+                    f"rank {shards.owner(lost[0][0])} finished without writing {len(lost)} "
+                    f"configuration(s) it owns, e.g. {lost[0][1]}, in {self.directory}. "
+                    "Do all processes run the same code and WORLD_SIZE? Rerun the same command."
+                )
 
-        shards.wait_until(lambda: len(everything) - len(self.missing(everything)), len(everything),
-                          f"the other ranks' configurations in {self.directory.name}", check)
+        shards.wait_until(
+            lambda: len(everything) - len(self.missing(everything)),
+            len(everything),
+            f"the other ranks' configurations in {self.directory.name}",
+            check,
+        )
 
 
 def stale_sweeps(model_folder: Path) -> list[Path]:

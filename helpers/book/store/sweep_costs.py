@@ -10,6 +10,7 @@ computed, the model and its training seed, the examples and head configurations 
 many configurations it computed (0: all read from the sweep cache), its seconds, its own seconds
 (outside the blocks nested in it) and the seconds per computed configuration and example.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,9 +24,21 @@ from ...heads.ledger import CATEGORIES, CONTAINER
 from .results import results_dir
 
 FILE = "sweep_costs.csv"
-COLUMNS = ["notebook", "category", "what", "model", "seed", "examples", "configs", "computed", "seconds",
-           "own_seconds", "depth", "seconds_per_config_example"]
-_RUN = re.compile(r"^(?P<name>[^@]+)@(?P<seed>\d+)(?P<rest>.*)$")   # "translation@1 epoch 4"
+COLUMNS = [
+    "notebook",
+    "category",
+    "what",
+    "model",
+    "seed",
+    "examples",
+    "configs",
+    "computed",
+    "seconds",
+    "own_seconds",
+    "depth",
+    "seconds_per_config_example",
+]
+_RUN = re.compile(r"^(?P<name>[^@]+)@(?P<seed>\d+)(?P<rest>.*)$")  # "translation@1 epoch 4"
 
 
 def running_ledger(profile: str, notebook: str) -> Path:
@@ -46,10 +59,22 @@ def entries_table(path: Path, notebook: str) -> pd.DataFrame:
         m = _RUN.match(e["model"])
         model, seed = (m["name"] + m["rest"], int(m["seed"])) if m else (e["model"], None)
         work = e["computed"] * max(e["examples"], 1)
-        rows.append({"notebook": notebook, "category": e["category"], "what": e["what"], "model": model, "seed": seed,
-                     "examples": e["examples"], "configs": e["configs"], "computed": e["computed"],
-                     "seconds": e["seconds"], "own_seconds": e["own_seconds"], "depth": e["depth"],
-                     "seconds_per_config_example": e["seconds"] / work if work else None})
+        rows.append(
+            {
+                "notebook": notebook,
+                "category": e["category"],
+                "what": e["what"],
+                "model": model,
+                "seed": seed,
+                "examples": e["examples"],
+                "configs": e["configs"],
+                "computed": e["computed"],
+                "seconds": e["seconds"],
+                "own_seconds": e["own_seconds"],
+                "depth": e["depth"],
+                "seconds_per_config_example": e["seconds"] / work if work else None,
+            }
+        )
     return pd.DataFrame(rows, columns=COLUMNS).astype({"seed": "Int64"})
 
 
@@ -58,8 +83,11 @@ def record_sweep_costs(profile: str, notebook: str, ledger: Path) -> Path:
     complete run), then delete ``ledger``."""
     table = read_sweep_costs(profile)
     new = entries_table(ledger, notebook)
-    table = pd.concat([t for t in (table[table["notebook"] != notebook], new) if len(t)], ignore_index=True) \
-        if len(table) or len(new) else table
+    table = (
+        pd.concat([t for t in (table[table["notebook"] != notebook], new) if len(t)], ignore_index=True)
+        if len(table) or len(new)
+        else table
+    )
     path = results_dir(profile) / FILE
     with atomic_path(path) as tmp:
         table.sort_values("notebook", kind="stable").to_csv(tmp, index=False)
@@ -77,10 +105,13 @@ def category_shares(costs: pd.DataFrame, total_seconds: float | None = None) -> 
     """Seconds and share of the chapters' time by category (each block's own seconds, so nested
     blocks count once); ``other`` is time outside every category's blocks (``total_seconds``, the
     chapters' recorded time, minus the categories), when given. Rows in ``CATEGORIES``' order."""
-    own = costs.assign(category=costs["category"].replace({CONTAINER: "other"})).groupby("category")["own_seconds"].sum()
+    own = (
+        costs.assign(category=costs["category"].replace({CONTAINER: "other"})).groupby("category")["own_seconds"].sum()
+    )
     rows = {c: float(own.get(c, 0.0)) for c in CATEGORIES}
-    rows["other"] = (max(0.0, total_seconds - sum(rows.values())) if total_seconds is not None
-                     else float(own.get("other", 0.0)))
+    rows["other"] = (
+        max(0.0, total_seconds - sum(rows.values())) if total_seconds is not None else float(own.get("other", 0.0))
+    )
     out = pd.DataFrame({"category": list(rows), "seconds": list(rows.values())})
     whole = total_seconds if total_seconds else out["seconds"].sum()
     return out.assign(share=out["seconds"] / whole if whole else 0.0)
@@ -90,9 +121,17 @@ def chapter_totals(costs: pd.DataFrame) -> pd.DataFrame:
     """Per chapter: the seconds of its outermost blocks, and of those computed or read from the cache."""
     top = costs[costs["depth"] == 0]
     cached = top["computed"] == 0
-    return pd.DataFrame({"blocks": top.groupby("notebook").size(),
-                         "seconds": top.groupby("notebook")["seconds"].sum(),
-                         "read from the cache": top[cached].groupby("notebook").size()}).fillna(0).reset_index()
+    return (
+        pd.DataFrame(
+            {
+                "blocks": top.groupby("notebook").size(),
+                "seconds": top.groupby("notebook")["seconds"].sum(),
+                "read from the cache": top[cached].groupby("notebook").size(),
+            }
+        )
+        .fillna(0)
+        .reset_index()
+    )
 
 
 def most_expensive(costs: pd.DataFrame, n: int = 10) -> pd.DataFrame:

@@ -21,6 +21,7 @@ separate their verdicts, and the claim's verdict is "cannot tell".
 Both tests are large-sample approximations: with few units (18 layers) they are rough, and the
 text gives the statistic and df so a reader can judge.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,7 +30,7 @@ from typing import Mapping
 
 import numpy as np
 
-SEED_LEVEL = 0.05   # the seeds "differ" when the homogeneity test's p is below this
+SEED_LEVEL = 0.05  # the seeds "differ" when the homogeneity test's p is below this
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ class SeedTest:
     statistic: float
     df: int
     p: float
-    ranges_overlap: bool = False   # every component with bootstrap ranges has them overlapping across seeds
+    ranges_overlap: bool = False  # every component with bootstrap ranges has them overlapping across seeds
 
     @property
     def differ(self) -> bool:
@@ -77,13 +78,17 @@ class SeedTest:
 
     def text(self) -> str:
         if self.p < SEED_LEVEL and self.ranges_overlap:
-            return (f"the homogeneity test puts the seeds apart (chi-square {self.statistic:.1f}, df {self.df}, "
-                    f"p = {self.p:.2g}), but their 5-95% bootstrap ranges overlap: together they cannot separate the "
-                    "verdicts")
+            return (
+                f"the homogeneity test puts the seeds apart (chi-square {self.statistic:.1f}, df {self.df}, "
+                f"p = {self.p:.2g}), but their 5-95% bootstrap ranges overlap: together they cannot separate the "
+                "verdicts"
+            )
         if self.differ:
             return f"the seeds differ beyond sampling noise (chi-square {self.statistic:.1f}, df {self.df}, p = {self.p:.2g})"
-        return (f"the seeds' numbers do not differ beyond sampling noise (chi-square {self.statistic:.1f}, df {self.df}, "
-                f"p = {self.p:.2g}): together they cannot separate the verdicts")
+        return (
+            f"the seeds' numbers do not differ beyond sampling noise (chi-square {self.statistic:.1f}, df {self.df}, "
+            f"p = {self.p:.2g}): together they cannot separate the verdicts"
+        )
 
 
 def _shares(parts: list[Share]) -> tuple[float, int]:
@@ -105,7 +110,7 @@ def _values(parts: list[Value]) -> tuple[float, int]:
     x = np.array([p.x for p in parts], dtype=float)
     if not np.all(np.isfinite(se) & (se > 0)) or not np.all(np.isfinite(x)):
         return 0.0, 0
-    w = 1 / se ** 2
+    w = 1 / se**2
     mean = (w * x).sum() / w.sum()
     return float((w * (x - mean) ** 2).sum()), len(parts) - 1
 
@@ -159,9 +164,8 @@ def with_error(x: float, row, column: str, what: str, grain: float = 0.0, ranged
     take the row's ``share_low`` and ``share_high`` as its bootstrap range."""
     if column not in row:
         raise LookupError(f"{column} of {what}")
-    if row[column] != row[column]:   # NaN: e.g. a BLEU of 0 in some resample, with no share of it to keep
+    if row[column] != row[column]:  # NaN: e.g. a BLEU of 0 in some resample, with no share of it to keep
         raise NotTestable(f"the sampling error of {what} is undefined")
-    if ranged:   # the 5-95% bootstrap range beside the error: share_low / share_high
+    if ranged:  # the 5-95% bootstrap range beside the error: share_low / share_high
         return Value(float(x), float(row[column]), grain, float(row["share_low"]), float(row["share_high"]))
     return Value(float(x), float(row[column]), grain)
-

@@ -31,6 +31,7 @@ no likelihood tables is ``not measured`` there. A table's rows from the paper ca
     from helpers.book.verdicts.rules import ch09
     ch09.verdicts("course", min_base_share=0.02)   # one row per claim, measure and seed
 """
+
 from __future__ import annotations
 
 import json
@@ -45,12 +46,12 @@ from ..store.results import results_root as default_results_root
 
 REPRODUCED, PARTLY, NOT_REPRODUCED, NOT_RUN = "reproduced", "partly", "not reproduced", "not run"
 NOT_MEASURED = "not measured"  # the likelihood verdict of a claim whose chapter has no likelihood tables
-LIKELIHOOD = "_likelihood"     # the suffix of a chapter's likelihood tables
+LIKELIHOOD = "_likelihood"  # the suffix of a chapter's likelihood tables
 METRIC, LIKELIHOOD_NAME = "the paper's metric", "the likelihood"
 MEASURES = {"": METRIC, LIKELIHOOD: LIKELIHOOD_NAME}  # table suffix -> the measure's one name
-FROM_PAPER = "from_paper"      # the column that marks a table's rows from the paper
+FROM_PAPER = "from_paper"  # the column that marks a table's rows from the paper
 DEPENDS_ON_SEED = "depends on the seed"
-CANNOT_TELL = "cannot tell"    # the data lack the power to decide: too few heads placed by the tests
+CANNOT_TELL = "cannot tell"  # the data lack the power to decide: too few heads placed by the tests
 VERDICTS = (REPRODUCED, PARTLY, DEPENDS_ON_SEED, CANNOT_TELL, NOT_REPRODUCED, NOT_RUN)
 SEED = "training_seed"
 IDENTITY_COLUMNS = ("model", "source", "track")  # the column that names the model of a row, by table
@@ -70,8 +71,9 @@ class Results:
     """The CSV tables of one profile, read on demand: ``results["06_prunable_shares"]``; with a
     ``training_seed``, the rows of that seed (and rows without a seed, such as the paper's)."""
 
-    def __init__(self, folder: Path, training_seed: int | None = None, measure: str = "",
-                 params: dict[str, Any] | None = None):
+    def __init__(
+        self, folder: Path, training_seed: int | None = None, measure: str = "", params: dict[str, Any] | None = None
+    ):
         self.folder = Path(folder)
         self.training_seed = training_seed
         self.measure = measure  # "" (the paper's metric) or LIKELIHOOD: the suffix of the tables read
@@ -108,12 +110,12 @@ class Results:
         return Results(self.folder, training_seed, self.measure, self.params)
 
 
-Check = Callable[[Results], tuple[str, str]]   # -> (ours, verdict)
+Check = Callable[[Results], tuple[str, str]]  # -> (ours, verdict)
 
 
 @dataclass(frozen=True)
 class Claim:
-    key: str   # a short name, e.g. "few_significant"
+    key: str  # a short name, e.g. "few_significant"
     section: str
     claim: str
     paper: str
@@ -190,8 +192,10 @@ def record_parameters(folder: Path, claims: Sequence[Claim], params: dict[str, A
     known = {name for c in claims for name in c.parameters}
     unknown = set(params) - known
     if unknown:
-        raise ValueError(f"no claim of chapter {claims[0].chapter} reads the parameter(s) {sorted(unknown)}; "
-                         f"its claims read {sorted(known) or 'none'}")
+        raise ValueError(
+            f"no claim of chapter {claims[0].chapter} reads the parameter(s) {sorted(unknown)}; "
+            f"its claims read {sorted(known) or 'none'}"
+        )
     path = _parameters_file(folder, claims[0].chapter)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
@@ -219,13 +223,29 @@ def judge(claim: Claim, folder: Path, measure: str = "") -> list[dict[str, Any]]
     try:
         found = per_seed(claim.chapter, check, results)
     except MissingResults as missing:
-        return [{**base, "training_seed": "all", "verdict": NOT_RUN, "rule": rule,
-                 "ours": f"({missing.args[0]}{measure}.csv not found: run {claim.chapter})"}]
+        return [
+            {
+                **base,
+                "training_seed": "all",
+                "verdict": NOT_RUN,
+                "rule": rule,
+                "ours": f"({missing.args[0]}{measure}.csv not found: run {claim.chapter})",
+            }
+        ]
     except KeyError as missing:  # a table written by an older version of the chapter
-        return [{**base, "training_seed": "all", "verdict": NOT_RUN, "rule": rule,
-                 "ours": f"(no {missing.args[0]!r} in the results: rerun {claim.chapter})"}]
-    rows = [{**base, "training_seed": seed, "ours": text, "verdict": verdict, "rule": rule}
-            for seed, (text, verdict) in found.items()]
+        return [
+            {
+                **base,
+                "training_seed": "all",
+                "verdict": NOT_RUN,
+                "rule": rule,
+                "ours": f"(no {missing.args[0]!r} in the results: rerun {claim.chapter})",
+            }
+        ]
+    rows = [
+        {**base, "training_seed": seed, "ours": text, "verdict": verdict, "rule": rule}
+        for seed, (text, verdict) in found.items()
+    ]
     texts = {text for text, _ in found.values()}
     verdicts = {verdict for _, verdict in found.values()}
     combined = next(iter(texts)) if len(texts) == 1 else "; ".join(f"seed {s}: {t}" for s, (t, _) in found.items())
@@ -233,8 +253,16 @@ def judge(claim: Claim, folder: Path, measure: str = "") -> list[dict[str, Any]]
     if verdict == DEPENDS_ON_SEED:
         verdict, between = between_seeds(claim, results, list(found))
         combined += f". Between seeds: {between}"
-    rows.append({**base, "training_seed": "all", "ours": combined, "rule": rule, "verdict": verdict,
-                 "seeds": ", ".join(str(s) for s in found if s is not None)})
+    rows.append(
+        {
+            **base,
+            "training_seed": "all",
+            "ours": combined,
+            "rule": rule,
+            "verdict": verdict,
+            "seeds": ", ".join(str(s) for s in found if s is not None),
+        }
+    )
     return rows
 
 
@@ -251,7 +279,7 @@ def between_seeds(claim: Claim, results: Results, seeds: Sequence[int]) -> tuple
         test = seeds_differ({seed: claim.seed_statistic(results.for_seed(seed)) for seed in seeds})
     except NotTestable as why:
         return DEPENDS_ON_SEED, f"not tested ({why})"
-    except LookupError as missing:   # a table or a column of an older run
+    except LookupError as missing:  # a table or a column of an older run
         return DEPENDS_ON_SEED, f"not tested ({missing} not in the results)"
     if test is None:
         return DEPENDS_ON_SEED, "not tested (nothing varies to test)"
@@ -289,8 +317,9 @@ def sample_of(claim: Claim, folder: Path, measure: str = "") -> str:
         return ""
 
 
-def chapter_verdicts(profile: str, claims: Sequence[Claim], results_root: Path | None = None,
-                     **params: Any) -> pd.DataFrame:
+def chapter_verdicts(
+    profile: str, claims: Sequence[Claim], results_root: Path | None = None, **params: Any
+) -> pd.DataFrame:
     """The verdicts on ``claims`` (one chapter's) that the scorecard gives, one row per claim,
     measure and training seed, and a combined row per claim and measure (``training_seed``
     "all"). ``params``: the rule parameters the chapter ran with (recorded for the scorecard).
@@ -314,14 +343,18 @@ def verdict_table(verdicts: pd.DataFrame) -> pd.DataFrame:
     combined = measured[measured["training_seed"] == "all"]
     table = combined.set_index(["claim", "measure"])[["ours", "verdict"]]
     if not seeded.empty and seeded["training_seed"].notna().any():
-        per_seed_verdicts = seeded.pivot_table(index=["claim", "measure"], columns="training_seed", values="verdict",
-                                               aggfunc="first", sort=False)
+        per_seed_verdicts = seeded.pivot_table(
+            index=["claim", "measure"], columns="training_seed", values="verdict", aggfunc="first", sort=False
+        )
         per_seed_verdicts.columns = [f"seed {int(s)}" for s in per_seed_verdicts.columns]
         table = per_seed_verdicts.join(table)
     table = table.reindex(combined.set_index(["claim", "measure"]).index)
-    table = table.set_axis(pd.MultiIndex.from_arrays([table.index.get_level_values("claim"), combined["shown measure"]],
-                                                     names=["claim", "measure"]))
-    if "profile" in verdicts:   # the verdicts are those of one profile's run: its name heads the table
+    table = table.set_axis(
+        pd.MultiIndex.from_arrays(
+            [table.index.get_level_values("claim"), combined["shown measure"]], names=["claim", "measure"]
+        )
+    )
+    if "profile" in verdicts:  # the verdicts are those of one profile's run: its name heads the table
         table.columns.name = f"{verdicts['profile'].iloc[0]} profile"
     return table
 

@@ -8,6 +8,7 @@ renders the page; where no chapter has run, the page says so.
     HTML(grid_html(grid))              # the figure: claims x (measure, seed), coloured by verdict
     Markdown(answer(scorecard("course")))
 """
+
 from __future__ import annotations
 
 from html import escape
@@ -23,8 +24,14 @@ from .scorecard import CLAIMS
 BEYOND = "Beyond the paper"
 # the claims the answer opens with: the paper's abstract in four findings (one head, one layer,
 # pruning, when unimportant heads appear)
-HEADLINES = ("most_negligible", "most_layers_one_head", "prunable_translation", "prunable_classifier",
-             "enc_dec_most_sensitive", "late_survives")
+HEADLINES = (
+    "most_negligible",
+    "most_layers_one_head",
+    "prunable_translation",
+    "prunable_classifier",
+    "enc_dec_most_sensitive",
+    "late_survives",
+)
 SHORT = {"the paper's metric": "metric", "the likelihood": "likelihood"}
 
 
@@ -46,10 +53,20 @@ def verdict_grid(profile: str, results_root: Path | None = None) -> pd.DataFrame
             judged = judge(c, folder, measure)
             per_seed = [r for r in judged if r["training_seed"] not in ("all", None)] or [judged[-1]]
             if len({r["ours"] for r in per_seed}) == 1:
-                per_seed = [judged[-1]]   # one text on every seed: one verdict, not one per seed
-            rows += [{"key": c.key, "part": part_of(c.section), "claim": c.claim, "chapter": c.chapter,
-                      "measure": SHORT[name], "seed": "all" if r["training_seed"] in ("all", None) else int(r["training_seed"]),
-                      "verdict": r["verdict"]} for r in per_seed if r["verdict"] != NOT_MEASURED]
+                per_seed = [judged[-1]]  # one text on every seed: one verdict, not one per seed
+            rows += [
+                {
+                    "key": c.key,
+                    "part": part_of(c.section),
+                    "claim": c.claim,
+                    "chapter": c.chapter,
+                    "measure": SHORT[name],
+                    "seed": "all" if r["training_seed"] in ("all", None) else int(r["training_seed"]),
+                    "verdict": r["verdict"],
+                }
+                for r in per_seed
+                if r["verdict"] != NOT_MEASURED
+            ]
     return pd.DataFrame(rows, columns=["key", "part", "claim", "chapter", "measure", "seed", "verdict"])
 
 
@@ -82,16 +99,21 @@ def grid_html(grid: pd.DataFrame) -> str:
             tds = []
             for measure in dict.fromkeys(m for m, _ in columns):
                 mine = [s for m, s in columns if m == measure]
-                if (row.key, measure, "all") in cells.index:   # one verdict for every seed: one cell across them
+                if (row.key, measure, "all") in cells.index:  # one verdict for every seed: one cell across them
                     tds.append(_cell(cells[row.key, measure, "all"], len(mine)))
                 else:
                     tds += [_cell(cells.get((row.key, measure, s), "")) for s in mine]
             link = f'<a href="{escape(row.chapter)}.html">{escape(row.claim)}</a>'
-            body.append(f"<tr><td class=\"claim\">{link}</td>{''.join(tds)}</tr>")
-    legend = " ".join(f'<span style="background-color: {COLOURS[v]}; padding: 0 0.4em">{escape(v)}</span>'
-                      for v in COLOURS if v in set(grid["verdict"]))
-    return (f'<table class="verdict-grid"><thead><tr><th>claim (its chapter)</th>{head}</tr></thead>'
-            f'<tbody>{"".join(body)}</tbody></table><p class="legend">{legend}</p>')
+            body.append(f'<tr><td class="claim">{link}</td>{"".join(tds)}</tr>')
+    legend = " ".join(
+        f'<span style="background-color: {COLOURS[v]}; padding: 0 0.4em">{escape(v)}</span>'
+        for v in COLOURS
+        if v in set(grid["verdict"])
+    )
+    return (
+        f'<table class="verdict-grid"><thead><tr><th>claim (its chapter)</th>{head}</tr></thead>'
+        f'<tbody>{"".join(body)}</tbody></table><p class="legend">{legend}</p>'
+    )
 
 
 def has_run(card: pd.DataFrame) -> bool:
@@ -102,21 +124,31 @@ def answer(card: pd.DataFrame) -> str:
     """Our answer in a few sentences, from the scorecard ``card``: how many of the paper's claims
     reproduce on its metric and on the likelihood, then the headline findings with our numbers."""
     if not has_run(card):
-        return (f"**No chapter has run on the {card['profile'].iloc[0]} profile yet**, so this page has no answer to "
-                "give: build the book (`make book`) and it will open with one.")
+        return (
+            f"**No chapter has run on the {card['profile'].iloc[0]} profile yet**, so this page has no answer to "
+            "give: build the book (`make book`) and it will open with one."
+        )
     paper = card[~card["section"].str.startswith(BEYOND)]
     counts = paper["verdict"].value_counts()
     tally = ", ".join(f"{counts[v]} {v}" for v in counts.index)
     likely = paper.loc[~paper["likelihood verdict"].isin([NOT_MEASURED, NOT_RUN]), "likelihood verdict"].value_counts()
-    lines = [f"**Our answer, on the {card['profile'].iloc[0]} profile:** of the paper's {len(paper)} claims tested "
-             f"here, on its own metric (BLEU, accuracy) {tally}; on the likelihood, measured for {int(likely.sum())} "
-             f"of them, " + ", ".join(f"{likely[v]} {v}" for v in likely.index) + "."]
+    lines = [
+        f"**Our answer, on the {card['profile'].iloc[0]} profile:** of the paper's {len(paper)} claims tested "
+        f"here, on its own metric (BLEU, accuracy) {tally}; on the likelihood, measured for {int(likely.sum())} "
+        f"of them, " + ", ".join(f"{likely[v]} {v}" for v in likely.index) + "."
+    ]
     by_key = card.set_index("key")
     for key in HEADLINES:
         row = by_key.loc[key]
-        lines.append(f"* *{row['claim']}* (the paper: {row['paper']}): ours {row['ours']}, **{row['verdict']}**"
-                     + (f"; on the likelihood **{row['likelihood verdict']}**"
-                        if row["likelihood verdict"] not in (NOT_MEASURED, NOT_RUN) else "") + ".")
+        lines.append(
+            f"* *{row['claim']}* (the paper: {row['paper']}): ours {row['ours']}, **{row['verdict']}**"
+            + (
+                f"; on the likelihood **{row['likelihood verdict']}**"
+                if row["likelihood verdict"] not in (NOT_MEASURED, NOT_RUN)
+                else ""
+            )
+            + "."
+        )
     return "\n".join(lines[:1] + [""] + lines[1:])
 
 
@@ -126,16 +158,23 @@ def language_model_line(profile: str, results_root: Path | None = None) -> str:
     and 10% of the perplexity, by query head and by KV group; "" before it has run."""
     tables = Results(results_folder(profile, results_root))
     try:
-        counts, shares = tables["11_one_head_counts"].iloc[0], tables["11_prunable_shares"].set_index(["unit", "order"])
+        counts, shares = (
+            tables["11_one_head_counts"].iloc[0],
+            tables["11_prunable_shares"].set_index(["unit", "order"]),
+        )
     except MissingResults:
         return ""
-    pruned = "; ".join(f"by {unit}, {shares.loc[(unit, 'importance'), 'prunable within 1%']:.0%} within 1% of the "
-                       f"perplexity and {shares.loc[(unit, 'importance'), 'prunable within 10%']:.0%} within 10%"
-                       for unit in dict.fromkeys(shares.index.get_level_values("unit")))
-    return (f"* *Chapter 11, the paper's questions asked of a current language model*: masking one query head alone "
-            f"changes the perplexity significantly for {int(counts['significantly worse']) + int(counts['significantly better'])} "
-            f"of {int(counts['heads'])} heads ({counts['expected by chance']:.1f} expected by chance); pruned by importance, "
-            f"{pruned}.")
+    pruned = "; ".join(
+        f"by {unit}, {shares.loc[(unit, 'importance'), 'prunable within 1%']:.0%} within 1% of the "
+        f"perplexity and {shares.loc[(unit, 'importance'), 'prunable within 10%']:.0%} within 10%"
+        for unit in dict.fromkeys(shares.index.get_level_values("unit"))
+    )
+    return (
+        f"* *Chapter 11, the paper's questions asked of a current language model*: masking one query head alone "
+        f"changes the perplexity significantly for {int(counts['significantly worse']) + int(counts['significantly better'])} "
+        f"of {int(counts['heads'])} heads ({counts['expected by chance']:.1f} expected by chance); pruned by importance, "
+        f"{pruned}."
+    )
 
 
 def memory_line(profile: str, results_root: Path | None = None) -> str:
@@ -154,14 +193,22 @@ def memory_line(profile: str, results_root: Path | None = None) -> str:
         row = budgets.loc[budget]
         best = points[(points["method"] == row["best"]) & (points["setting"] == row["best setting"])].iloc[0]
         removed = points[(points["method"] == "KV groups removed") & (points["bytes share"] <= budget + 0.001)]
-        cost = (f"; removing KV groups by importance to fit costs x{removed.sort_values('bytes share')['perplexity ratio'].iloc[-1]:.2f}"
-                if len(removed) and row["best"] != "KV groups removed" else "")
-        parts.append(f"at {budget:.0%} of the bytes the best way to spend them is {row['best']} ({row['best setting']}: "
-                     f"perplexity x{best['perplexity ratio']:.2f} of the full cache's){cost}")
+        cost = (
+            f"; removing KV groups by importance to fit costs x{removed.sort_values('bytes share')['perplexity ratio'].iloc[-1]:.2f}"
+            if len(removed) and row["best"] != "KV groups removed"
+            else ""
+        )
+        parts.append(
+            f"at {budget:.0%} of the bytes the best way to spend them is {row['best']} ({row['best setting']}: "
+            f"perplexity x{best['perplexity ratio']:.2f} of the full cache's){cost}"
+        )
     if not parts:
         return ""
-    return ("* *Chapter 14, what a byte of KV cache is worth*: " + "; ".join(parts)
-            + " (whole chapters read through each cache, every method at equal bytes).")
+    return (
+        "* *Chapter 14, what a byte of KV cache is worth*: "
+        + "; ".join(parts)
+        + " (whole chapters read through each cache, every method at equal bytes)."
+    )
 
 
 def beyond(card: pd.DataFrame, results_root: Path | None = None) -> str:
@@ -170,19 +217,33 @@ def beyond(card: pd.DataFrame, results_root: Path | None = None) -> str:
     rows = card[card["chapter"].str.startswith(("12_", "13_", "14_"))]
     if rows.empty or not has_run(rows):
         return "The chapters beyond the paper have not run on this profile."
-    lines = [f"* *{r['claim']}*: {r['ours']}. **{r['verdict']}**"
-             + (f" (likelihood: **{r['likelihood verdict']}**)" if r["likelihood verdict"] not in (NOT_MEASURED, NOT_RUN)
-                else "") for _, r in rows.iterrows()]
+    lines = [
+        f"* *{r['claim']}*: {r['ours']}. **{r['verdict']}**"
+        + (
+            f" (likelihood: **{r['likelihood verdict']}**)"
+            if r["likelihood verdict"] not in (NOT_MEASURED, NOT_RUN)
+            else ""
+        )
+        for _, r in rows.iterrows()
+    ]
     held = int((rows["verdict"] == REPRODUCED).sum())
     eleven = language_model_line(card["profile"].iloc[0], results_root)
     memory = memory_line(card["profile"].iloc[0], results_root)
-    return (f"Of the {len(rows)} claims the chapters beyond the paper judge, {held} are reproduced (on every seed "
-            "where a model has several):\n\n" + "\n".join([x for x in (eleven, memory) if x] + lines))
+    return (
+        f"Of the {len(rows)} claims the chapters beyond the paper judge, {held} are reproduced (on every seed "
+        "where a model has several):\n\n" + "\n".join([x for x in (eleven, memory) if x] + lines)
+    )
 
 
 def _model_line(name: str, spec: dict) -> str:
-    what = (spec.get("checkpoint") or spec.get("archive") or spec.get("encoder")
-            or ("{layers}+{layers} layers x {heads} heads, trained here".format(**spec["train"]) if "train" in spec else ""))
+    what = (
+        spec.get("checkpoint")
+        or spec.get("archive")
+        or spec.get("encoder")
+        or (
+            "{layers}+{layers} layers x {heads} heads, trained here".format(**spec["train"]) if "train" in spec else ""
+        )
+    )
     data = spec.get("corpus") or ("generated" if spec.get("encoder") and "data" not in spec else "downloaded")
     seeds = len(spec.get("seeds", [0]))
     task = "" if spec.get("task") == name else f" ({spec.get('task')})"
@@ -197,6 +258,12 @@ def profile_table() -> pd.DataFrame:
         settings = load_profile(path.stem)
         lm = settings.notebooks.get("11_nine_heads", {}).get("model_name", "")
         studied = [_model_line(n, s) for n, s in settings.models.items() if s.get("task")]
-        rows.append({"profile": settings.name, "description": settings.description,
-                     "models of chapters 02-10": "; ".join(studied), "language model of chapters 11-13": lm})
+        rows.append(
+            {
+                "profile": settings.name,
+                "description": settings.description,
+                "models of chapters 02-10": "; ".join(studied),
+                "language model of chapters 11-13": lm,
+            }
+        )
     return pd.DataFrame(rows)

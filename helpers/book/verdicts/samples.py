@@ -1,6 +1,7 @@
 """What a verdict rests on, in words, read from the tables the verdict reads: the units a test
 ran on and the smallest effect it could detect there (``Claim.sample``; the scorecard shows it
 beside the verdict). One function per kind of evidence; the chapters' rules pick theirs."""
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,10 @@ def one_head(table: pd.DataFrame) -> str:
     parts = []
     for name, part in table.groupby(model, sort=False):
         unit = " or ".join(dict.fromkeys(part["unit"].astype(str)))
-        parts.append(f"{str(name).removeprefix('model ')}: n = {int(part['examples'].max()):,}{_first_look(part)}, "
-                     f"±{part['resolution'].median():.2g} {unit}")
+        parts.append(
+            f"{str(name).removeprefix('model ')}: n = {int(part['examples'].max()):,}{_first_look(part)}, "
+            f"±{part['resolution'].median():.2g} {unit}"
+        )
     return "; ".join(parts)
 
 
@@ -51,10 +54,16 @@ def curves(table: pd.DataFrame, by: str = "model", what: str = "shares") -> str:
     groups = table.groupby(by, sort=False) if by in table else [("", table)]
     parts = []
     for name, part in groups:
-        band = part.loc[part["order"] == RANDOM_HIGH, "random_orders"] if {"order", "random_orders"} <= set(part) else None
-        parts.append(f"{name + ': ' if name else ''}n = {int(part['examples'].max()):,}, {what} in steps of "
-                     f"{part['step'].max():.0%}" + (f", {int(band.max())} random orders" if band is not None and
-                                                    band.notna().any() else ""))
+        band = (
+            part.loc[part["order"] == RANDOM_HIGH, "random_orders"]
+            if {"order", "random_orders"} <= set(part)
+            else None
+        )
+        parts.append(
+            f"{name + ': ' if name else ''}n = {int(part['examples'].max()):,}, {what} in steps of "
+            f"{part['step'].max():.0%}"
+            + (f", {int(band.max())} random orders" if band is not None and band.notna().any() else "")
+        )
     return "; ".join(parts)
 
 
@@ -65,10 +74,11 @@ def correlation(table: pd.DataFrame, level: float = 0.01) -> str:
 
     parts = []
     for name, part in table.groupby("model", sort=False):
-        n = int(part["heads"].max())   # the row of all kinds together, or a model's only kind
+        n = int(part["heads"].max())  # the row of all kinds together, or a model's only kind
         critical = t.ppf(1 - level / 2, n - 2)
-        parts.append(f"{name}: n = {n} heads, |r| >= {critical / math.sqrt(n - 2 + critical ** 2):.2f} detectable "
-                     f"at p < {level}")
+        parts.append(
+            f"{name}: n = {n} heads, |r| >= {critical / math.sqrt(n - 2 + critical**2):.2f} detectable at p < {level}"
+        )
     return "; ".join(parts)
 
 

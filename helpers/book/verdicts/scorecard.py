@@ -5,6 +5,7 @@ module; only the scorecard's page (and the front page) read them all.
     from helpers.book.verdicts.scorecard import scorecard
     scorecard("course")   # DataFrame: section, claim, paper, ours, verdict, likelihood, ..., rule, chapter
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,7 +15,7 @@ import pandas as pd
 from .engine import LIKELIHOOD, NOT_MEASURED, NOT_RUN, VERDICTS, Claim, judge, results_folder, sample_of
 from .rules import ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch12, ch13, ch14
 
-CHAPTER_RULES = (ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch12, ch13, ch14)   # in book order
+CHAPTER_RULES = (ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch12, ch13, ch14)  # in book order
 CLAIMS: list[Claim] = [c for module in CHAPTER_RULES for c in module.CLAIMS]
 CLAIMS_BY_KEY = {c.key: c for c in CLAIMS}
 
@@ -29,13 +30,27 @@ def scorecard(profile: str, results_root: Path | None = None) -> pd.DataFrame:
     for c in CLAIMS:
         metric = judge(c, folder, "")[-1]
         likely = judge(c, folder, LIKELIHOOD)[-1]
-        rows.append({"key": c.key, "section": c.section, "claim": c.claim, "paper": c.paper, "ours": metric["ours"],
-                     "verdict": metric["verdict"], "likelihood": likely["ours"],
-                     "likelihood verdict": likely["verdict"], "seeds": metric.get("seeds", ""), "rule": c.rule,
-                     "likelihood rule": likely["rule"], "chapter": c.chapter, "profile": profile,
-                     "sample": sample_of(c, folder) if metric["verdict"] != NOT_RUN else "",
-                     "likelihood sample": sample_of(c, folder, LIKELIHOOD)
-                     if likely["verdict"] not in (NOT_RUN, NOT_MEASURED) else ""})
+        rows.append(
+            {
+                "key": c.key,
+                "section": c.section,
+                "claim": c.claim,
+                "paper": c.paper,
+                "ours": metric["ours"],
+                "verdict": metric["verdict"],
+                "likelihood": likely["ours"],
+                "likelihood verdict": likely["verdict"],
+                "seeds": metric.get("seeds", ""),
+                "rule": c.rule,
+                "likelihood rule": likely["rule"],
+                "chapter": c.chapter,
+                "profile": profile,
+                "sample": sample_of(c, folder) if metric["verdict"] != NOT_RUN else "",
+                "likelihood sample": sample_of(c, folder, LIKELIHOOD)
+                if likely["verdict"] not in (NOT_RUN, NOT_MEASURED)
+                else "",
+            }
+        )
     return pd.DataFrame(rows)
 
 

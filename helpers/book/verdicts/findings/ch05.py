@@ -1,4 +1,5 @@
 """Chapter 05's "What this run shows" paragraph (see ``helpers.book.verdicts.findings``)."""
+
 from __future__ import annotations
 
 import math
@@ -17,14 +18,21 @@ def findings(profile: str) -> str:
         for model, part in pooled.groupby("model", sort=False):
             name = str(model)
             part = part.sort_values("training_seed")
-            rs = [f"{r_text(r)} (p = {p:.2g})" if not math.isnan(r) else "undefined" for r, p in zip(part["pearson_r"], part["p_value"])]
+            rs = [
+                f"{r_text(r)} (p = {p:.2g})" if not math.isnan(r) else "undefined"
+                for r, p in zip(part["pearson_r"], part["p_value"])
+            ]
             halves = [f"{r_text(a)}/{r_text(b)}" for a, b in zip(part["split_half_r_in"], part["split_half_r_out"])]
             seeds = [int(s) for s in part["training_seed"]]
-            spreads = [f"{'wider' if o > i else 'narrower'} ({o:.3g} against {i:.3g})"
-                       for i, o in zip(part["spread_in"], part["spread_out"])]
-            lines.append(f"**{name}, {measure}:** r = {words(rs)} across domains (seeds {words(seeds)}; the paper: "
-                         f"{part['paper_r'].iloc[0]:.2f}). The split-half r, in-domain/out-of-domain: {words(halves)}. "
-                         f"Out of domain the scores after masking spread {words(spreads)}.")
+            spreads = [
+                f"{'wider' if o > i else 'narrower'} ({o:.3g} against {i:.3g})"
+                for i, o in zip(part["spread_in"], part["spread_out"])
+            ]
+            lines.append(
+                f"**{name}, {measure}:** r = {words(rs)} across domains (seeds {words(seeds)}; the paper: "
+                f"{part['paper_r'].iloc[0]:.2f}). The split-half r, in-domain/out-of-domain: {words(halves)}. "
+                f"Out of domain the scores after masking spread {words(spreads)}."
+            )
     return "\n\n".join(lines + class_lines(profile))
 
 
@@ -41,21 +49,27 @@ def class_lines(profile: str) -> list[str]:
     table = class_by_class(shifts).sort_values("training_seed")
     seeds = [int(s) for s in table["training_seed"]]
     flipped = table[(table["accuracy r"] < 0) & (table["accuracy p"] < 0.01)]
-    line = (f"**The classifier, class by class:** across domains its heads' recall changes, label by label, correlate "
-            f"r = {words([r_text(r) for r in table['class-by-class r']])} (seeds {words(seeds)}), where their accuracy "
-            f"changes correlate r = {words([r_text(r) for r in table['accuracy r']])}. Masking a head mostly moves "
-            f"predictions between labels {words(list(table['traded labels']))}, one label's recall rising as the other's "
-            f"falls (r = {words([r_text(r) for r in table['trade r (in domain)']])} in domain), so a head's accuracy "
-            "change is the small net of that trade.")
+    line = (
+        f"**The classifier, class by class:** across domains its heads' recall changes, label by label, correlate "
+        f"r = {words([r_text(r) for r in table['class-by-class r']])} (seeds {words(seeds)}), where their accuracy "
+        f"changes correlate r = {words([r_text(r) for r in table['accuracy r']])}. Masking a head mostly moves "
+        f"predictions between labels {words(list(table['traded labels']))}, one label's recall rising as the other's "
+        f"falls (r = {words([r_text(r) for r in table['trade r (in domain)']])} in domain), so a head's accuracy "
+        "change is the small net of that trade."
+    )
     explained = flipped[(flipped["class-by-class r"] > 0) & (flipped["class-by-class p"] < 0.01)]
     if len(explained):
-        line += (f" For seed{'s' * (len(explained) > 1)} {words([str(int(s)) for s in explained['training_seed']])} the "
-                 "net takes opposite signs in the two domains, and the accuracy correlation turns significantly negative "
-                 "while every class moves alike: a property of where this model's decisions sit between two labels on "
-                 "each set, not of heads that matter in one domain and not in the other.")
+        line += (
+            f" For seed{'s' * (len(explained) > 1)} {words([str(int(s)) for s in explained['training_seed']])} the "
+            "net takes opposite signs in the two domains, and the accuracy correlation turns significantly negative "
+            "while every class moves alike: a property of where this model's decisions sit between two labels on "
+            "each set, not of heads that matter in one domain and not in the other."
+        )
     unexplained = flipped.drop(explained.index)
     if len(unexplained):
-        line += (f" For seed{'s' * (len(unexplained) > 1)} {words([str(int(s)) for s in unexplained['training_seed']])} "
-                 "the accuracy correlation is significantly negative and the classes do not move alike either: this "
-                 "run does not explain it.")
+        line += (
+            f" For seed{'s' * (len(unexplained) > 1)} {words([str(int(s)) for s in unexplained['training_seed']])} "
+            "the accuracy correlation is significantly negative and the classes do not move alike either: this "
+            "run does not explain it."
+        )
     return [line]

@@ -1,4 +1,5 @@
 """Chapter 11's "What this run shows" paragraph (see ``helpers.book.verdicts.findings``)."""
+
 from __future__ import annotations
 
 import math
@@ -13,9 +14,11 @@ def small_sample(sets) -> str:
     n = int(min(sets.loc["select", "verses"], sets.loc["report", "verses"]))
     if n >= MIN_UNITS:
         return ""
-    return (f" **The tests below resample only {n} verses, under the book's minimum of {MIN_UNITS}** (this profile "
-            "lowers `min_units`): over so few, a bootstrap flags far more heads with no effect than its alpha says "
-            "(about a fifth over 4 verses), so read the counts as an exercise, not a finding.")
+    return (
+        f" **The tests below resample only {n} verses, under the book's minimum of {MIN_UNITS}** (this profile "
+        "lowers `min_units`): over so few, a bootstrap flags far more heads with no effect than its alpha says "
+        "(about a fifth over 4 verses), so read the counts as an exercise, not a finding."
+    )
 
 
 def null_rate_line(profile: str) -> list[str]:
@@ -30,14 +33,20 @@ def null_rate_line(profile: str) -> list[str]:
     grid = read(profile, "11_one_head_grid")
     nominal, calibrated = (rates.set_index("level").loc[k] for k in ("nominal", "calibrated"))
     loose = int(grid["significant at nominal alpha"].sum())
-    return [f"**The level these verses allow.** With every head's per-verse changes centred at no effect and "
-            f"{int(nominal['verses'])} verses drawn from them ({int(nominal['tests']):,} tests), the bootstrap at its "
-            f"nominal p < {nominal['alpha']:g} flags {nominal['flagged with no effect']:.1%} of the heads, against the "
-            f"{nominal['nominal']:.0%} it promises" + (": over so few, skewed verses it is too liberal" if
-                                                      nominal['flagged with no effect'] > nominal['nominal'] else "")
-            + f". The grid is therefore tested at {level_text(calibrated['alpha'])}, the level fitted on one set of such "
-            f"draws, which flags {calibrated['flagged with no effect']:.1%} on a fresh set. At the nominal level {loose} "
-            f"heads would have been called significant; at the calibrated level {int(grid['significant'].sum())} are."]
+    return [
+        f"**The level these verses allow.** With every head's per-verse changes centred at no effect and "
+        f"{int(nominal['verses'])} verses drawn from them ({int(nominal['tests']):,} tests), the bootstrap at its "
+        f"nominal p < {nominal['alpha']:g} flags {nominal['flagged with no effect']:.1%} of the heads, against the "
+        f"{nominal['nominal']:.0%} it promises"
+        + (
+            ": over so few, skewed verses it is too liberal"
+            if nominal["flagged with no effect"] > nominal["nominal"]
+            else ""
+        )
+        + f". The grid is therefore tested at {level_text(calibrated['alpha'])}, the level fitted on one set of such "
+        f"draws, which flags {calibrated['flagged with no effect']:.1%} on a fresh set. At the nominal level {loose} "
+        f"heads would have been called significant; at the calibrated level {int(grid['significant'].sum())} are."
+    ]
 
 
 def level_text(level: float) -> str:
@@ -74,10 +83,13 @@ def findings(profile: str, alpha: float, speed_share: float = 0.5) -> str:
         f"{int((grid['change_pct'].abs() < 1).sum())} change it by less than 1%. The largest rise is "
         f"{top['change_pct']:+.1f}% (layer {int(top['layer'])}, head {int(top['head'])}); the significant heads are in "
         f"{grid.loc[grid['significant'], 'layer'].nunique()} of the {grid['layer'].nunique()} layers."
-        + (f" Against a margin of ±{math.expm1(counts['margin (nats)']):.0%} of perplexity, {int(counts['negligible'])} "
-           f"heads are shown negligible, {int(counts['harmful'])} harmful, {int(counts['helpful'])} helpful and "
-           f"{int(counts['undetermined'])} undetermined; {int(counts['unplaced'])} are placed by neither test."
-           if "negligible" in counts else ""),
+        + (
+            f" Against a margin of ±{math.expm1(counts['margin (nats)']):.0%} of perplexity, {int(counts['negligible'])} "
+            f"heads are shown negligible, {int(counts['harmful'])} harmful, {int(counts['helpful'])} helpful and "
+            f"{int(counts['undetermined'])} undetermined; {int(counts['unplaced'])} are placed by neither test."
+            if "negligible" in counts
+            else ""
+        ),
         *null_rate_line(profile),
         f"**One head kept:** {len(kept)} of {len(keep)} layers show no significant loss with a single query head; "
         f"the median layer changes the perplexity by {keep['change_pct'].median():+.0f}% and the worst by "
@@ -86,16 +98,20 @@ def findings(profile: str, alpha: float, speed_share: float = 0.5) -> str:
     for unit in ("query heads", "KV groups"):
         imp = shares.loc[(unit, "importance")]
         rand = shares.loc[unit].drop("importance")
-        lines.append(f"**Pruning {unit} by importance:** {imp['prunable within 1%']:.0%} can go with the perplexity within "
-                     f"1% of the unpruned model's and {imp['prunable within 10%']:.0%} within 10%; at half pruned the "
-                     f"perplexity is {imp['perplexity at 50%']:.1f}, against "
-                     + words([f"{v:.1f}" for v in rand['perplexity at 50%']])
-                     + f" for {len(rand)} random order{'s' if len(rand) > 1 else ''}"
-                     + (" (too few for a band)." if len(rand) < MIN_BAND_ORDERS else "."))
+        lines.append(
+            f"**Pruning {unit} by importance:** {imp['prunable within 1%']:.0%} can go with the perplexity within "
+            f"1% of the unpruned model's and {imp['prunable within 10%']:.0%} within 10%; at half pruned the "
+            f"perplexity is {imp['perplexity at 50%']:.1f}, against "
+            + words([f"{v:.1f}" for v in rand["perplexity at 50%"]])
+            + f" for {len(rand)} random order{'s' if len(rand) > 1 else ''}"
+            + (" (too few for a band)." if len(rand) < MIN_BAND_ORDERS else ".")
+        )
     big, small = gains.index.max(), gains.index.min()
-    lines.append(f"**Speed:** with the least important {speed_share:.0%} of the query heads removed, the model is "
-                 f"{gains.loc[big, 'pruned']:+.1%} faster at batch {big} ({gains.loc[big, 'share_of_predicted']:.0%} of the "
-                 f"{gains.loc[big, 'predicted']:+.1%} its FLOPs predict) and {gains.loc[small, 'pruned']:+.1%} at batch "
-                 f"{small}; the gated model runs {gains.loc[small, 'gated']:+.1%} and {gains.loc[big, 'gated']:+.1%} "
-                 "against the original (medians of the timed passes).")
+    lines.append(
+        f"**Speed:** with the least important {speed_share:.0%} of the query heads removed, the model is "
+        f"{gains.loc[big, 'pruned']:+.1%} faster at batch {big} ({gains.loc[big, 'share_of_predicted']:.0%} of the "
+        f"{gains.loc[big, 'predicted']:+.1%} its FLOPs predict) and {gains.loc[small, 'pruned']:+.1%} at batch "
+        f"{small}; the gated model runs {gains.loc[small, 'gated']:+.1%} and {gains.loc[big, 'gated']:+.1%} "
+        "against the original (medians of the timed passes)."
+    )
     return "\n\n".join(lines)

@@ -1,12 +1,23 @@
 """Chapter 13's "What this run shows" paragraph (see ``helpers.book.verdicts.findings``)."""
+
 from __future__ import annotations
 
 import pandas as pd
 
 from ...experiments.buys_and_breaks import BAND_ORDER, COPYING_FLOOR, KEPT_LEVEL
-from ...store.columns import (COPYING_KEPT, COPYING_TOLERANCES, INDUCTION_TOP, UNPRUNED_COPYING, VERDICT_SEQUENCES,
-                              copying_at, copying_below, copying_kept_interval, prunable_within, random_copying_at,
-                              random_orders_at)
+from ...store.columns import (
+    COPYING_KEPT,
+    COPYING_TOLERANCES,
+    INDUCTION_TOP,
+    UNPRUNED_COPYING,
+    VERDICT_SEQUENCES,
+    copying_at,
+    copying_below,
+    copying_kept_interval,
+    prunable_within,
+    random_copying_at,
+    random_orders_at,
+)
 from ..rules.ch13 import COPYING_PERPLEXITY
 from .text import read, words
 
@@ -20,9 +31,11 @@ def memory_lines(profile: str) -> list[str]:
     table = read(profile, "13_memory")
     f32 = table[table["dtype"] == "float32"]
     differ = int((table["KV bytes, predicted"] != table["KV bytes, measured"]).sum())
-    lines = [f"**Measured against predicted:** the cache tensors generation left hold exactly the bytes the pruned "
-             f"layers predict in {len(table) - differ} of {len(table)} rows (levels, units, dtypes and batch sizes)"
-             + ("." if not differ else f"; {differ} differ, which the prediction's arithmetic does not explain.")]
+    lines = [
+        f"**Measured against predicted:** the cache tensors generation left hold exactly the bytes the pruned "
+        f"layers predict in {len(table) - differ} of {len(table)} rows (levels, units, dtypes and batch sizes)"
+        + ("." if not differ else f"; {differ} differ, which the prediction's arithmetic does not explain.")
+    ]
     base = f32[f32["unit"] == "unpruned"].iloc[0]
     base_speed = f32[f32["unit"] == "unpruned"].set_index("batch")["tokens per second"]
     for share, part in f32[f32["unit"] != "unpruned"].groupby("share", sort=True):
@@ -30,11 +43,17 @@ def memory_lines(profile: str) -> list[str]:
         for unit, rows in part.groupby("unit", sort=False):
             row = rows.iloc[0]
             saved = 1 - row["KV bytes per token"] / base["KV bytes per token"]
-            speed = words([f"{r['tokens per second'] / base_speed[r['batch']]:.2f}x at batch {int(r['batch'])}"
-                           for _, r in rows.sort_values("batch").iterrows()])
-            parts.append(f"removing {_share(share)} of the {unit} saves {_share(saved)} of the KV cache "
-                         f"({int(base['KV bytes per token']):,} -> {int(row['KV bytes per token']):,} bytes per token) for a "
-                         f"perplexity of {row['perplexity']:.1f} (unpruned {base['perplexity']:.1f}); generation speed {speed}")
+            speed = words(
+                [
+                    f"{r['tokens per second'] / base_speed[r['batch']]:.2f}x at batch {int(r['batch'])}"
+                    for _, r in rows.sort_values("batch").iterrows()
+                ]
+            )
+            parts.append(
+                f"removing {_share(share)} of the {unit} saves {_share(saved)} of the KV cache "
+                f"({int(base['KV bytes per token']):,} -> {int(row['KV bytes per token']):,} bytes per token) for a "
+                f"perplexity of {row['perplexity']:.1f} (unpruned {base['perplexity']:.1f}); generation speed {speed}"
+            )
         lines.append(f"**{_share(share)} removed:** {'; '.join(parts)}.")
     return lines
 
@@ -46,9 +65,11 @@ def induction_lines(profile: str) -> list[str]:
     heads = len(ranks)
     by = [c for c in ranks.columns if c.startswith("rank by ")]
     named = words([f"{int(r['layer'])}.{int(r['head'])} ({r['induction score']:.2f})" for _, r in top.iterrows()])
-    where = words([f"{c[len('rank by '):]}: {', '.join(str(int(v)) for v in top[c])} of {heads}" for c in by])
-    return [f"**Induction heads:** the {INDUCTION_TOP} strongest (layer.head, score) are {named}. Their ranks (1 = most "
-            f"important) by {where}."]
+    where = words([f"{c[len('rank by ') :]}: {', '.join(str(int(v)) for v in top[c])} of {heads}" for c in by])
+    return [
+        f"**Induction heads:** the {INDUCTION_TOP} strongest (layer.head, score) are {named}. Their ranks (1 = most "
+        f"important) by {where}."
+    ]
 
 
 def copying_lines(profile: str) -> list[str]:
@@ -57,26 +78,40 @@ def copying_lines(profile: str) -> list[str]:
     below = copying_below(COPYING_FLOOR)
     lines = []
     for order, row in summary.iterrows():
-        fall = ("never falls below half of it" if pd.isna(row[below]) else
-                f"falls below half of it from {_share(row[below])} pruned")
-        allowed = "; ".join(f"within {t:.0%} of the verse perplexity {_share(row[prunable_within(t)])} of the query "
-                            f"heads can go, copying accuracy there {row[copying_at(t)]:.2f}" for t in COPYING_TOLERANCES)
+        fall = (
+            "never falls below half of it"
+            if pd.isna(row[below])
+            else f"falls below half of it from {_share(row[below])} pruned"
+        )
+        allowed = "; ".join(
+            f"within {t:.0%} of the verse perplexity {_share(row[prunable_within(t)])} of the query "
+            f"heads can go, copying accuracy there {row[copying_at(t)]:.2f}"
+            for t in COPYING_TOLERANCES
+        )
         lines.append(f"**{order}:** {allowed} (unpruned {row[UNPRUNED_COPYING]:.2f}); copying accuracy {fall}.")
     if BAND_ORDER in summary.index and summary.loc[BAND_ORDER, UNPRUNED_COPYING] > 0:
-        row, t = summary.loc[BAND_ORDER], COPYING_PERPLEXITY   # the tolerance the copying rule reads
+        row, t = summary.loc[BAND_ORDER], COPYING_PERPLEXITY  # the tolerance the copying rule reads
         base = row[UNPRUNED_COPYING]
         low, high = (row.get(random_copying_at(t, q)) for q in ("5%", "95%"))
-        band = ("" if low is None or pd.isna(low) else
-                f"; {int(row[random_orders_at(t)])} random orders pruning as many heads keep {low / base:.0%} to "
-                f"{high / base:.0%} of it (5th to 95th percentile)")
+        band = (
+            ""
+            if low is None or pd.isna(low)
+            else f"; {int(row[random_orders_at(t)])} random orders pruning as many heads keep {low / base:.0%} to "
+            f"{high / base:.0%} of it (5th to 95th percentile)"
+        )
         kept = row.get(COPYING_KEPT.format(t))
-        interval = ("" if kept is None or pd.isna(kept) else
-                    f" On a probe of its own ({int(row[VERDICT_SEQUENCES])} sequences), the same pruning keeps {kept:.0%} "
-                    f"[{row[copying_kept_interval(t, 'low')]:.0%}, {row[copying_kept_interval(t, 'high')]:.0%}] "
-                    f"({KEPT_LEVEL:.0%} paired bootstrap interval over sequences).")
-        lines.append(f"**Pruning for perplexity, seen by copying:** at the share that keeps the verse perplexity within "
-                     f"{t:.0%} ({_share(row[prunable_within(t)])}), copying keeps {row[copying_at(t)] / base:.0%} of its "
-                     f"accuracy{band}.{interval} A copying probe costs one forward pass.")
+        interval = (
+            ""
+            if kept is None or pd.isna(kept)
+            else f" On a probe of its own ({int(row[VERDICT_SEQUENCES])} sequences), the same pruning keeps {kept:.0%} "
+            f"[{row[copying_kept_interval(t, 'low')]:.0%}, {row[copying_kept_interval(t, 'high')]:.0%}] "
+            f"({KEPT_LEVEL:.0%} paired bootstrap interval over sequences)."
+        )
+        lines.append(
+            f"**Pruning for perplexity, seen by copying:** at the share that keeps the verse perplexity within "
+            f"{t:.0%} ({_share(row[prunable_within(t)])}), copying keeps {row[copying_at(t)] / base:.0%} of its "
+            f"accuracy{band}.{interval} A copying probe costs one forward pass."
+        )
     return lines
 
 
@@ -84,9 +119,11 @@ def kept_lines(profile: str) -> list[str]:
     """The pruned model saved, rebuilt in a fresh process and generating."""
     row = read(profile, "13_kept_model").iloc[0]
     same = "the same tokens" if bool(row["same tokens"]) else "**different tokens**"
-    return [f"**A pruned model to keep:** saved in {row['megabytes saved']:.0f} MB and rebuilt in a fresh process from "
-            f"those files alone, it generated {same} as the model in memory (largest logit gap "
-            f"{row['largest logit gap']:.1e})."]
+    return [
+        f"**A pruned model to keep:** saved in {row['megabytes saved']:.0f} MB and rebuilt in a fresh process from "
+        f"those files alone, it generated {same} as the model in memory (largest logit gap "
+        f"{row['largest logit gap']:.1e})."
+    ]
 
 
 def runtime_lines(profile: str) -> list[str]:
@@ -97,47 +134,73 @@ def runtime_lines(profile: str) -> list[str]:
     new = int(exact["new tokens"].iloc[0])
 
     def differing(column: str) -> str:
-        rows = [f"{r['unit']} {_share(r['share'])} (the first {int(r[column])} equal)" for _, r in exact.iterrows()
-                if r[column] < new]
+        rows = [
+            f"{r['unit']} {_share(r['share'])} (the first {int(r[column])} equal)"
+            for _, r in exact.iterrows()
+            if r[column] < new
+        ]
         return f"every file but {words(rows)}" if rows else "every file"
 
     equal, default = differing("greedy tokens equal (exact)"), differing("greedy tokens equal (default)")
-    as_predicted = {tag: int((exact[f"KV MiB, llama.cpp ({tag})"].round(2) == exact[f"KV MiB, predicted ({tag})"].round(2)).sum())
-                    for tag in ("f32", "f16")}
+    as_predicted = {
+        tag: int((exact[f"KV MiB, llama.cpp ({tag})"].round(2) == exact[f"KV MiB, predicted ({tag})"].round(2)).sum())
+        for tag in ("f32", "f16")
+    }
     padded = exact[exact["padded heads"] > 0]
-    narrower = exact[exact["V MiB, llama.cpp (f32)"] > exact["K MiB, llama.cpp (f32)"]]   # values padded wider than keys
-    lines = [f"**In float32 without flash attention, llama.cpp matches transformers:** the largest gap between the two "
-             f"log-probabilities of a verse token is {exact['largest log-prob gap'].max():.1e} nats over "
-             f"{int(exact['scored tokens'].iloc[0])} tokens of {int(exact['verses'].iloc[0])} verses, and perplexities "
-             f"agree to {(exact['perplexity, llama.cpp'] / exact['perplexity, transformers'] - 1).abs().max():.1e} (relative). "
-             f"Greedy decoding gives transformers' {new} new tokens on {equal}; in llama.cpp's default settings "
-             f"(float16 file and cache, flash attention) on {default}.",
-             f"**Its cache:** llama.cpp allocated the predicted bytes for {as_predicted['f32']} of {len(exact)} files "
-             f"in the exact settings and {as_predicted['f16']} of {len(exact)} in the default ones "
-             f"({exact['KV MiB, llama.cpp (f16)'].iloc[0]:.2f} MiB unpruned at {int(exact['cells'].iloc[0]):,} cells). "
-             + (f"Without flash attention llama.cpp pads every layer's values to the widest layer's, so where layers keep "
-                f"different numbers of KV groups the values shrink only to the widest layer's width (e.g. "
-                f"{narrower.iloc[0]['unit']} {_share(narrower.iloc[0]['share'])}: {narrower.iloc[0]['K MiB, llama.cpp (f32)']:.2f} "
-                f"MiB of keys, {narrower.iloc[0]['V MiB, llama.cpp (f32)']:.2f} MiB of values). " if len(narrower) else "")
-             + (f"Query heads pruned unevenly were written with {words([str(int(x)) for x in padded['padded heads']])} "
-                "zero heads to even out their KV groups." if len(padded) else "")]
+    narrower = exact[
+        exact["V MiB, llama.cpp (f32)"] > exact["K MiB, llama.cpp (f32)"]
+    ]  # values padded wider than keys
+    lines = [
+        f"**In float32 without flash attention, llama.cpp matches transformers:** the largest gap between the two "
+        f"log-probabilities of a verse token is {exact['largest log-prob gap'].max():.1e} nats over "
+        f"{int(exact['scored tokens'].iloc[0])} tokens of {int(exact['verses'].iloc[0])} verses, and perplexities "
+        f"agree to {(exact['perplexity, llama.cpp'] / exact['perplexity, transformers'] - 1).abs().max():.1e} (relative). "
+        f"Greedy decoding gives transformers' {new} new tokens on {equal}; in llama.cpp's default settings "
+        f"(float16 file and cache, flash attention) on {default}.",
+        f"**Its cache:** llama.cpp allocated the predicted bytes for {as_predicted['f32']} of {len(exact)} files "
+        f"in the exact settings and {as_predicted['f16']} of {len(exact)} in the default ones "
+        f"({exact['KV MiB, llama.cpp (f16)'].iloc[0]:.2f} MiB unpruned at {int(exact['cells'].iloc[0]):,} cells). "
+        + (
+            f"Without flash attention llama.cpp pads every layer's values to the widest layer's, so where layers keep "
+            f"different numbers of KV groups the values shrink only to the widest layer's width (e.g. "
+            f"{narrower.iloc[0]['unit']} {_share(narrower.iloc[0]['share'])}: {narrower.iloc[0]['K MiB, llama.cpp (f32)']:.2f} "
+            f"MiB of keys, {narrower.iloc[0]['V MiB, llama.cpp (f32)']:.2f} MiB of values). "
+            if len(narrower)
+            else ""
+        )
+        + (
+            f"Query heads pruned unevenly were written with {words([str(int(x)) for x in padded['padded heads']])} "
+            "zero heads to even out their KV groups."
+            if len(padded)
+            else ""
+        ),
+    ]
     summary = speed_summary(read(profile, "13_runtime_speed"))
-    parts = [f"{r['unit']} {_share(r['share'])}, {int(r['threads'])} thread{'s' if r['threads'] > 1 else ''}: "
-             f"{r['generated tokens per second']:.0f} tokens/s ({r['generated tokens per second, ratio']:.2f}x)"
-             for _, r in summary.iterrows()]
+    parts = [
+        f"{r['unit']} {_share(r['share'])}, {int(r['threads'])} thread{'s' if r['threads'] > 1 else ''}: "
+        f"{r['generated tokens per second']:.0f} tokens/s ({r['generated tokens per second, ratio']:.2f}x)"
+        for _, r in summary.iterrows()
+    ]
     lines.append(f"**Generation speed in llama.cpp** (median of the timed runs; float16 files): {'; '.join(parts)}.")
     base = summary[summary["unit"] == "unpruned"].set_index("threads")
     if len(base) > 1:
         one, most = base.loc[base.index.min()], base.loc[base.index.max()]
         verb = lambda a, b: "faster" if a > b else "slower"
-        lines[-1] += (f" The unpruned file generates {verb(most['generated tokens per second'], one['generated tokens per second'])}"
-                      f" with {int(base.index.max())} threads than with one ({most['generated tokens per second']:.0f} against "
-                      f"{one['generated tokens per second']:.0f} tokens/s) and reads its prompt "
-                      f"{verb(most['prompt tokens per second'], one['prompt tokens per second'])} "
-                      f"({most['prompt tokens per second']:.0f} against {one['prompt tokens per second']:.0f} tokens/s).")
+        lines[-1] += (
+            f" The unpruned file generates {verb(most['generated tokens per second'], one['generated tokens per second'])}"
+            f" with {int(base.index.max())} threads than with one ({most['generated tokens per second']:.0f} against "
+            f"{one['generated tokens per second']:.0f} tokens/s) and reads its prompt "
+            f"{verb(most['prompt tokens per second'], one['prompt tokens per second'])} "
+            f"({most['prompt tokens per second']:.0f} against {one['prompt tokens per second']:.0f} tokens/s)."
+        )
     return lines
 
 
 def findings(profile: str) -> str:
-    return "\n\n".join(memory_lines(profile) + kept_lines(profile) + runtime_lines(profile) + induction_lines(profile)
-                       + copying_lines(profile))
+    return "\n\n".join(
+        memory_lines(profile)
+        + kept_lines(profile)
+        + runtime_lines(profile)
+        + induction_lines(profile)
+        + copying_lines(profile)
+    )

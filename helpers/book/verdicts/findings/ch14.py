@@ -1,4 +1,5 @@
 """Chapter 14's "What this run shows" paragraph (see ``helpers.book.verdicts.findings``)."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -19,15 +20,17 @@ def setting_lines(profile: str) -> list[str]:
     quantized = checks["setting"].str.contains("bit|fp8")
     largest = checks.loc[quantized, "largest log-prob gap, scored tokens"].max()
     plain = checks.loc[~quantized, "largest log-prob gap, scored tokens"].max()
-    return [f"**The setting:** {int(base['sequences'])} whole chapters, {int(base['scored tokens']):,} scored tokens; the "
-            f"unpruned model's perplexity on them is {base['perplexity']:.2f} and it copies the repeated passage with "
-            f"accuracy {base['copying accuracy']:.2f}. Its 16-bit cache holds {base['bytes per token']:,.0f} bytes per "
-            f"token. **Checked against the real caches** ({int(checks['sequences'].iloc[0])} chapter(s) read one position "
-            f"at a time): the bytes measured equal the arithmetic for {exact} of {len(checks)} configurations. In float32 "
-            f"the fast passes' perplexity differs from the real caches' by at most {gap.max():.2%} (the tolerance: "
-            f"{CHECK_TOLERANCE:.0%}); the caches that do not quantize agree to {plain:.0e} nats a token, the quantized "
-            f"ones less closely (up to {largest:.2f} nats on one token), where a key's last bit, computed in a matrix "
-            "product of another shape, crosses a code's boundary."]
+    return [
+        f"**The setting:** {int(base['sequences'])} whole chapters, {int(base['scored tokens']):,} scored tokens; the "
+        f"unpruned model's perplexity on them is {base['perplexity']:.2f} and it copies the repeated passage with "
+        f"accuracy {base['copying accuracy']:.2f}. Its 16-bit cache holds {base['bytes per token']:,.0f} bytes per "
+        f"token. **Checked against the real caches** ({int(checks['sequences'].iloc[0])} chapter(s) read one position "
+        f"at a time): the bytes measured equal the arithmetic for {exact} of {len(checks)} configurations. In float32 "
+        f"the fast passes' perplexity differs from the real caches' by at most {gap.max():.2%} (the tolerance: "
+        f"{CHECK_TOLERANCE:.0%}); the caches that do not quantize agree to {plain:.0e} nats a token, the quantized "
+        f"ones less closely (up to {largest:.2f} nats on one token), where a key's last bit, computed in a matrix "
+        "product of another shape, crosses a code's boundary."
+    ]
 
 
 def budget_lines(profile: str) -> list[str]:
@@ -35,10 +38,12 @@ def budget_lines(profile: str) -> list[str]:
     lines = []
     for row in budgets.to_dict("records"):
         clear = "clear of zero" if row["gap low"] > 0 else "holding zero"
-        lines.append(f"**{row['budget']:.0%} of the bytes:** best {row['best']} ({row['best setting']}, "
-                     f"{_pct(row['best share'])} of the bytes, perplexity {row['best perplexity']:.2f}); runner-up "
-                     f"{row['runner-up']} ({_pct(row['runner-up share'])}, {row['runner-up perplexity']:.2f}); gap "
-                     f"{row['log-perplexity gap']:+.3f} nats per token [{row['gap low']:+.3f}, {row['gap high']:+.3f}], {clear}.")
+        lines.append(
+            f"**{row['budget']:.0%} of the bytes:** best {row['best']} ({row['best setting']}, "
+            f"{_pct(row['best share'])} of the bytes, perplexity {row['best perplexity']:.2f}); runner-up "
+            f"{row['runner-up']} ({_pct(row['runner-up share'])}, {row['runner-up perplexity']:.2f}); gap "
+            f"{row['log-perplexity gap']:+.3f} nats per token [{row['gap low']:+.3f}, {row['gap high']:+.3f}], {clear}."
+        )
     return lines
 
 
@@ -49,10 +54,15 @@ def copying_lines(profile: str) -> list[str]:
     for method in (REMOVED, WINDOWED, QUANTIZED):
         part = points[points["method"] == method].sort_values("bytes share")
         if len(part):
-            parts.append(f"{method} " + ", ".join(f"{r['copying accuracy']:.2f} at {_pct(r['bytes share'])}"
-                                                   for _, r in part.iterrows()))
-    return [f"**Copying the repeated passage** (the model reading it for the first time gets {floor:.2f} right): "
-            + "; ".join(parts) + "."]
+            parts.append(
+                f"{method} "
+                + ", ".join(f"{r['copying accuracy']:.2f} at {_pct(r['bytes share'])}" for _, r in part.iterrows())
+            )
+    return [
+        f"**Copying the repeated passage** (the model reading it for the first time gets {floor:.2f} right): "
+        + "; ".join(parts)
+        + "."
+    ]
 
 
 def composition_lines(profile: str) -> list[str]:
@@ -67,19 +77,30 @@ def composition_lines(profile: str) -> list[str]:
         if alone.empty or four.empty:
             continue
         product = alone["perplexity ratio"].iloc[0] * four["perplexity ratio"].iloc[0]
-        out.append(f"{kept} and 4-bit ({_pct(row['bytes share'])} of the bytes): perplexity x{row['perplexity ratio']:.3f} "
-                   f"[{row['ratio low']:.3f}, {row['ratio high']:.3f}], against x{product:.3f} from the two alone multiplied")
+        out.append(
+            f"{kept} and 4-bit ({_pct(row['bytes share'])} of the bytes): perplexity x{row['perplexity ratio']:.3f} "
+            f"[{row['ratio low']:.3f}, {row['ratio high']:.3f}], against x{product:.3f} from the two alone multiplied"
+        )
     return [f"**Do they compose?** {words(out)}."] if out else []
 
 
 def window_lines(profile: str) -> list[str]:
     scores = read(profile, "14_window_groups").sort_values("rank")
-    top = [f"{int(r['layer'])}.{int(r['group'])} ({r['beyond window']:.2f})" for r in scores.head(5).to_dict("records")]
-    return [f"**Where windowed heads keep full context:** the groups that read most beyond the window (layer.group, "
-            f"attention beyond it) are {words(top)}; the median group puts {scores['beyond window'].median():.2f} of its "
-            "attention there."]
+    top = [
+        f"{int(r['layer'])}.{int(r['group'])} ({r['beyond window']:.2f})" for r in scores.head(5).to_dict("records")
+    ]
+    return [
+        f"**Where windowed heads keep full context:** the groups that read most beyond the window (layer.group, "
+        f"attention beyond it) are {words(top)}; the median group puts {scores['beyond window'].median():.2f} of its "
+        "attention there."
+    ]
 
 
 def findings(profile: str) -> str:
-    return "\n\n".join(setting_lines(profile) + budget_lines(profile) + copying_lines(profile)
-                       + composition_lines(profile) + window_lines(profile))
+    return "\n\n".join(
+        setting_lines(profile)
+        + budget_lines(profile)
+        + copying_lines(profile)
+        + composition_lines(profile)
+        + window_lines(profile)
+    )

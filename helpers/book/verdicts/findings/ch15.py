@@ -1,4 +1,5 @@
 """Chapter 14's "What this run shows" paragraph (see ``helpers.book.verdicts.findings``)."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -16,11 +17,15 @@ def findings(card: pd.DataFrame) -> str:
         return words([f"{n} {v}" for v, n in counts.items()])
 
     measured = int((card["likelihood verdict"] != NOT_MEASURED).sum())
-    text = (f"On the paper's metric, {tally('verdict')} of the {len(card)} claims. On the likelihood, measured for "
-            f"{measured} of them: {tally('likelihood verdict')}.")
+    text = (
+        f"On the paper's metric, {tally('verdict')} of the {len(card)} claims. On the likelihood, measured for "
+        f"{measured} of them: {tally('likelihood verdict')}."
+    )
     split = disagreements(card)
     if split.empty:
         return text + " Where both were measured, the two scores give the same verdict on every claim."
-    items = [f"*{c}* ({v} on the paper's metric, {lv} on the likelihood)"
-             for c, v, lv in zip(split["claim"], split["verdict"], split["likelihood verdict"])]
+    items = [
+        f"*{c}* ({v} on the paper's metric, {lv} on the likelihood)"
+        for c, v, lv in zip(split["claim"], split["verdict"], split["likelihood verdict"])
+    ]
     return text + f" The two scores disagree on {len(items)}: " + "; ".join(items) + "."

@@ -1,4 +1,5 @@
 """What the chapters' findings share: reading a table, lists in words, the verdicts paragraph."""
+
 from __future__ import annotations
 
 import math
@@ -65,8 +66,11 @@ def heads_per_layer_line(models: Sequence[tuple[str, int, str]]) -> str:
     says how large one head's share of its layer is, here and in the paper."""
     from ...paper.values import HEADS_PER_LAYER
 
-    parts = [f"{name} has {n} heads per layer, so one head is 1/{n} of its layer's attention (the paper's {paper}: "
-             f"1/{HEADS_PER_LAYER[paper]})" for name, n, paper in models]
+    parts = [
+        f"{name} has {n} heads per layer, so one head is 1/{n} of its layer's attention (the paper's {paper}: "
+        f"1/{HEADS_PER_LAYER[paper]})"
+        for name, n, paper in models
+    ]
     return "**The models:** " + "; ".join(parts) + "."
 
 

@@ -1,6 +1,7 @@
 """Chapter 04's claims (§3.3, Tables 2, 3 and 5): most layers can be cut to one head, except the
 last Enc-Dec layer; no BERT layer needs more; choosing the head on other data costs more. The
 rules read ``04_keep_one_counts``."""
+
 from __future__ import annotations
 
 from typing import Callable
@@ -13,11 +14,15 @@ from ..engine import CANNOT_TELL, NOT_REPRODUCED, REPRODUCED, Claim, Results, ou
 
 CHAPTER = "04_keeping_one_head"
 COUNTS = "04_keep_one_counts"
-HELD_OUT_LEVEL = 0.05   # "more layers down held out" needs a one-sided Fisher p below this
-BEYOND_MARGIN_RULE = ("the same rule, counting the layers whose change lies wholly below -δ (chapter 04's margins) "
-                      "instead of the significant drops, and as undecided those whose interval straddles a margin")
-UNDECIDED = ("; cannot tell: where the layers neither test places (not significant, not shown within ±δ) could "
-             "change the verdict")
+HELD_OUT_LEVEL = 0.05  # "more layers down held out" needs a one-sided Fisher p below this
+BEYOND_MARGIN_RULE = (
+    "the same rule, counting the layers whose change lies wholly below -δ (chapter 04's margins) "
+    "instead of the significant drops, and as undecided those whose interval straddles a margin"
+)
+UNDECIDED = (
+    "; cannot tell: where the layers neither test places (not significant, not shown within ±δ) could "
+    "change the verdict"
+)
 
 
 def _keep_one(r: Results, track: str, held_out: bool) -> pd.DataFrame:
@@ -68,8 +73,10 @@ def last_enc_dec(r: Results) -> tuple[str, str]:
     last = layer == int(part.loc["enc_dec", "layers"])
     large = -worst >= 0.25 * base
     most_hit = part["worst_delta"].idxmin() == "enc_dec"
-    return (f"worst enc_dec layer {layer}{' (the last)' if last else ''}: {worst:+.2f} BLEU of {base:.1f}",
-            three_way(large and last, large or most_hit))
+    return (
+        f"worst enc_dec layer {layer}{' (the last)' if last else ''}: {worst:+.2f} BLEU of {base:.1f}",
+        three_way(large and last, large or most_hit),
+    )
 
 
 def last_enc_dec_likelihood(r: Results) -> tuple[str, str]:
@@ -77,8 +84,10 @@ def last_enc_dec_likelihood(r: Results) -> tuple[str, str]:
     kind = part["worst_delta"].idxmin()
     layer = int(part.loc[kind, "worst_layer"])
     last = kind == "enc_dec" and layer == int(part.loc["enc_dec", "layers"])
-    return (f"worst layer: {kind} {layer} ({part.loc[kind, 'worst_delta']:+.1f} {part.loc[kind, 'unit']})",
-            three_way(last, kind == "enc_dec"))
+    return (
+        f"worst layer: {kind} {layer} ({part.loc[kind, 'worst_delta']:+.1f} {part.loc[kind, 'unit']})",
+        three_way(last, kind == "enc_dec"),
+    )
 
 
 def bert_layers_one_head(r: Results) -> tuple[str, str]:
@@ -107,8 +116,10 @@ def held_out_worse(r: Results) -> tuple[str, str]:
 
     best, worst = verdict(held + held_undecided, same), verdict(held, same + same_undecided)
     p = more_down_p(held, same, layers)
-    return (f"{held_text} of {layers} held out, {same_text} chosen on the reported set (one-sided Fisher p = {p:.2g})",
-            best if best == worst else CANNOT_TELL)
+    return (
+        f"{held_text} of {layers} held out, {same_text} chosen on the reported set (one-sided Fisher p = {p:.2g})",
+        best if best == worst else CANNOT_TELL,
+    )
 
 
 def more_down_p(held: int, same: int, layers: int) -> float:
@@ -122,13 +133,16 @@ def more_down_p(held: int, same: int, layers: int) -> float:
 def layers_down_statistic(track: str, held_out: bool = False):
     """A claim's statistic for the between-seed test: the layers down (as ``_layers_down`` counts
     them on the measure) of ``track``'s table chosen on the reported set, and held out too."""
+
     def statistic(r: Results) -> dict[str, Share]:
         out = {}
-        for protocol in ((False, True) if held_out else (False,)):
+        for protocol in (False, True) if held_out else (False,):
             part = _keep_one(r, track, held_out=protocol)
             out[f"{track}, {'held out' if protocol else 'chosen on the reported set'}"] = Share(
-                _layers_down(part, r)[0], int(part["layers"].sum()))
+                _layers_down(part, r)[0], int(part["layers"].sum())
+            )
         return out
+
     return statistic
 
 
@@ -147,24 +161,59 @@ def counts_sample(r: Results) -> str:
 
 
 CLAIMS = [
-    Claim("most_layers_one_head", "§3.3, Table 2", "Most layers can be reduced to one head (head chosen on the reported set)",
-          "5 of 18 WMT layers drop significantly", "reproduced: at most half the layers drop significantly; partly: not all" + UNDECIDED,
-          CHAPTER, most_layers_one_head, likelihood=True, likelihood_rule=BEYOND_MARGIN_RULE, sample=counts_sample,
-          seed_statistic=layers_down_statistic("translation")),
-    Claim("last_enc_dec", "§3.3, Table 2", "The last Enc-Dec layer is the exception: it needs its heads",
-          "-13.56 BLEU of 36.05 with one head", "reproduced: the worst Enc-Dec layer is the last one and loses a "
-          "quarter of the BLEU; partly: it loses a quarter but is not the last, or Enc-Dec is the most hit kind", CHAPTER, last_enc_dec,
-          likelihood=last_enc_dec_likelihood, likelihood_rule="reproduced: the worst layer of all kinds is the last "
-          "Enc-Dec layer; partly: an Enc-Dec layer", sample=counts_sample,
-          seed_statistic=worst_enc_dec_statistic),
-    Claim("bert_layers_one_head", "§3.3, Table 3", "No BERT layer needs more than one head", "0 of 12 layers drop significantly",
-          "reproduced: no layer drops significantly; partly: at most a quarter" + UNDECIDED, CHAPTER,
-          bert_layers_one_head, likelihood=True, likelihood_rule=BEYOND_MARGIN_RULE, sample=counts_sample,
-          seed_statistic=layers_down_statistic("nli")),
-    Claim("held_out_worse", "App. A, Table 5", "Choosing the head on other data than the reported set costs more layers",
-          "9 of 18 WMT layers (5 when chosen on the reported set)", f"reproduced: more layers drop significantly "
-          f"held out than chosen on the reported set, by a one-sided Fisher exact test on the layers (p < {HELD_OUT_LEVEL}); "
-          "cannot tell: more, but not significantly so, or undecided layers could change it; not reproduced: no more", CHAPTER, held_out_worse, likelihood=True,
-          likelihood_rule=BEYOND_MARGIN_RULE, sample=counts_sample,
-          seed_statistic=layers_down_statistic("translation", held_out=True)),
+    Claim(
+        "most_layers_one_head",
+        "§3.3, Table 2",
+        "Most layers can be reduced to one head (head chosen on the reported set)",
+        "5 of 18 WMT layers drop significantly",
+        "reproduced: at most half the layers drop significantly; partly: not all" + UNDECIDED,
+        CHAPTER,
+        most_layers_one_head,
+        likelihood=True,
+        likelihood_rule=BEYOND_MARGIN_RULE,
+        sample=counts_sample,
+        seed_statistic=layers_down_statistic("translation"),
+    ),
+    Claim(
+        "last_enc_dec",
+        "§3.3, Table 2",
+        "The last Enc-Dec layer is the exception: it needs its heads",
+        "-13.56 BLEU of 36.05 with one head",
+        "reproduced: the worst Enc-Dec layer is the last one and loses a "
+        "quarter of the BLEU; partly: it loses a quarter but is not the last, or Enc-Dec is the most hit kind",
+        CHAPTER,
+        last_enc_dec,
+        likelihood=last_enc_dec_likelihood,
+        likelihood_rule="reproduced: the worst layer of all kinds is the last Enc-Dec layer; partly: an Enc-Dec layer",
+        sample=counts_sample,
+        seed_statistic=worst_enc_dec_statistic,
+    ),
+    Claim(
+        "bert_layers_one_head",
+        "§3.3, Table 3",
+        "No BERT layer needs more than one head",
+        "0 of 12 layers drop significantly",
+        "reproduced: no layer drops significantly; partly: at most a quarter" + UNDECIDED,
+        CHAPTER,
+        bert_layers_one_head,
+        likelihood=True,
+        likelihood_rule=BEYOND_MARGIN_RULE,
+        sample=counts_sample,
+        seed_statistic=layers_down_statistic("nli"),
+    ),
+    Claim(
+        "held_out_worse",
+        "App. A, Table 5",
+        "Choosing the head on other data than the reported set costs more layers",
+        "9 of 18 WMT layers (5 when chosen on the reported set)",
+        f"reproduced: more layers drop significantly "
+        f"held out than chosen on the reported set, by a one-sided Fisher exact test on the layers (p < {HELD_OUT_LEVEL}); "
+        "cannot tell: more, but not significantly so, or undecided layers could change it; not reproduced: no more",
+        CHAPTER,
+        held_out_worse,
+        likelihood=True,
+        likelihood_rule=BEYOND_MARGIN_RULE,
+        sample=counts_sample,
+        seed_statistic=layers_down_statistic("translation", held_out=True),
+    ),
 ]

@@ -1,6 +1,7 @@
 """Chapter 06's claims (§4.2, Figure 3): a share of each model's heads can be pruned with no
 noticeable loss, and ranking by importance prunes more than one-head ablation and than random
 orders. The rules read ``06_prunable_shares``."""
+
 from __future__ import annotations
 
 from typing import Callable
@@ -21,9 +22,11 @@ SHARES = "06_prunable_shares"
 def prunable(track: str) -> Callable[[Results], tuple[str, str]]:
     def check(r: Results) -> tuple[str, str]:
         table = r[SHARES]
-        share = present(table[(table["track"] == track) & (table["order"] == "importance")],
-                        f"{SHARES}: {track}")["prunable_share"].iloc[0]
+        share = present(table[(table["track"] == track) & (table["order"] == "importance")], f"{SHARES}: {track}")[
+            "prunable_share"
+        ].iloc[0]
         return f"{share:.0%}", three_way(within(share, paper_values.PRUNABLE_SHARE[track]), share > 0)
+
     return check
 
 
@@ -34,7 +37,7 @@ def importance_beats_ablation(r: Results) -> tuple[str, str]:
     table = shares.pivot(index="model", columns="order", values="prunable_share")
     text = "; ".join(f"{m}: {row['importance']:.0%} vs {row['ablation']:.0%}" for m, row in table.iterrows())
     on = shares.loc[shares["order"] == "ablation", "selected_on"] if "selected_on" in shares else pd.Series([None])
-    if on.isna().any() or (on == IN_SAMPLE).any():   # a table that does not say counts as in-sample
+    if on.isna().any() or (on == IN_SAMPLE).any():  # a table that does not say counts as in-sample
         return text + " (the ablation order in-sample or not recorded: no fair comparison)", CANNOT_TELL
     # both at 0 (the first step already costs too much) or both at 1 (nothing costs anything): no evidence
     tied_at_an_end = (table["importance"] == table["ablation"]) & table["importance"].isin([0.0, 1.0])
@@ -50,12 +53,17 @@ def importance_beats_random(r: Results) -> tuple[str, str]:
     if RANDOM_HIGH not in table:
         return "(no band of random orders)", NOT_RUN
     orders = shares[shares["order"] == RANDOM_HIGH].set_index("model")["random_orders"].reindex(table.index)
-    banded = orders >= MIN_BAND_ORDERS   # fewer orders make no 95th percentile: such a model is undecided
+    banded = orders >= MIN_BAND_ORDERS  # fewer orders make no 95th percentile: such a model is undecided
     above = (table["importance"] > table[RANDOM_HIGH]) & banded
-    text = "; ".join(f"{m}: {row['importance']:.0%} vs random {row[RANDOM_LOW]:.0%} to {row[RANDOM_HIGH]:.0%} "
-                     + (f"(5-95%, {int(orders[m])} orders)" if banded[m] else
-                        f"({int(orders[m]) if orders.notna()[m] else 'too few'} orders: too few for a band)")
-                     for m, row in table.iterrows())
+    text = "; ".join(
+        f"{m}: {row['importance']:.0%} vs random {row[RANDOM_LOW]:.0%} to {row[RANDOM_HIGH]:.0%} "
+        + (
+            f"(5-95%, {int(orders[m])} orders)"
+            if banded[m]
+            else f"({int(orders[m]) if orders.notna()[m] else 'too few'} orders: too few for a band)"
+        )
+        for m, row in table.iterrows()
+    )
     return text, by_model(above, ~banded)
 
 
@@ -63,10 +71,14 @@ def share_statistic(track: str) -> Callable[[Results], dict[str, Value]]:
     """``prunable(track)``'s statistic for the between-seed test: the importance order's prunable
     share with its bootstrap standard error over the scored examples (``pruning.share_spreads``),
     the rounding error of the curve's step and its 5-95% bootstrap range (``between_seeds.Value``)."""
+
     def statistic(r: Results) -> dict[str, Value]:
         table = r[SHARES]
-        row = present(table[(table["track"] == track) & (table["order"] == "importance")], f"{SHARES}: {track}").iloc[0]
+        row = present(table[(table["track"] == track) & (table["order"] == "importance")], f"{SHARES}: {track}").iloc[
+            0
+        ]
         return {track: with_error(row["prunable_share"], row, "share_se", track, grain=_step(row), ranged=True)}
+
     return statistic
 
 
@@ -86,8 +98,13 @@ def ablation_statistic(r: Results) -> dict[str, Value]:
     for model, part in shares[shares["order"].isin(["importance", "ablation"])].groupby("model", sort=False):
         by_order = part.set_index("order")
         importance = by_order.loc["importance"]
-        out[model] = with_error(importance["prunable_share"] - by_order.loc["ablation", "prunable_share"], importance,
-                                "minus_ablation_se", model, grain=_step(importance) * np.sqrt(2))
+        out[model] = with_error(
+            importance["prunable_share"] - by_order.loc["ablation", "prunable_share"],
+            importance,
+            "minus_ablation_se",
+            model,
+            grain=_step(importance) * np.sqrt(2),
+        )
     return out
 
 
@@ -106,10 +123,12 @@ def band_statistic(r: Results) -> dict[str, Value]:
         if RANDOM_HIGH not in by_order.index:
             raise NotTestable("no band of random orders")
         importance, high = by_order.loc["importance"], by_order.loc[RANDOM_HIGH]
-        if not high["random_orders"] >= MIN_BAND_ORDERS:   # no band: the rule leaves this model undecided
+        if not high["random_orders"] >= MIN_BAND_ORDERS:  # no band: the rule leaves this model undecided
             continue
-        share, band = with_error(importance["prunable_share"], importance, "share_se", model), \
-            with_error(high["prunable_share"], high, "band_se", f"{model}'s band")
+        share, band = (
+            with_error(importance["prunable_share"], importance, "share_se", model),
+            with_error(high["prunable_share"], high, "band_se", f"{model}'s band"),
+        )
         out[model] = Value(share.x - band.x, float(np.hypot(share.se, band.se)), grain=_step(importance) * np.sqrt(2))
     if not out:
         raise NotTestable(f"no model has a band of at least {MIN_BAND_ORDERS} random orders")
@@ -121,21 +140,54 @@ def shares_sample(r: Results) -> str:
 
 
 CLAIMS = [
-    Claim("prunable_translation", "§4.2, Figure 3", "A share of the translation model's heads can be pruned with no noticeable loss",
-          f"about {paper_values.PRUNABLE_SHARE['translation']:.0%} (WMT, within 1 BLEU)",
-          f"reproduced: within {SHARE_TOLERANCE:.0%} of the paper's share; partly: above 0", CHAPTER,
-          prunable("translation"), likelihood=True, sample=shares_sample, seed_statistic=share_statistic("translation")),
-    Claim("prunable_classifier", "§4.2, Figure 3", "A share of the classifier's heads can be pruned with no noticeable loss",
-          f"about {paper_values.PRUNABLE_SHARE['classifier']:.0%} (BERT, within 1 accuracy point)",
-          f"reproduced: within {SHARE_TOLERANCE:.0%} of the paper's share; partly: above 0", CHAPTER,
-          prunable("classifier"), likelihood=True, sample=shares_sample, seed_statistic=share_statistic("classifier")),
-    Claim("importance_beats_ablation", "§4.2, Figure 3", "Ranking by importance prunes at least as well as ranking by one-head ablation",
-          "importance above the ablation curve", "reproduced: importance's prunable share >= ablation's for every "
-          "model, both orders estimated on data the curves do not score (else cannot tell); partly: for some",
-          CHAPTER, importance_beats_ablation, likelihood=True, sample=shares_sample, seed_statistic=ablation_statistic),
-    Claim("importance_beats_random", "§4.2, Figure 3", "Ranking by importance prunes more than pruning at random",
-          "no random baseline in Figure 3 (Budhraja et al. 2020 find random pruning comes close)",
-          "reproduced: importance's prunable share above the 95th percentile of the random orders' shares for every "
-          f"model; partly: for some; cannot tell: a model's band has too few orders (under {MIN_BAND_ORDERS})", CHAPTER,
-          importance_beats_random, likelihood=True, sample=shares_sample, seed_statistic=band_statistic),
+    Claim(
+        "prunable_translation",
+        "§4.2, Figure 3",
+        "A share of the translation model's heads can be pruned with no noticeable loss",
+        f"about {paper_values.PRUNABLE_SHARE['translation']:.0%} (WMT, within 1 BLEU)",
+        f"reproduced: within {SHARE_TOLERANCE:.0%} of the paper's share; partly: above 0",
+        CHAPTER,
+        prunable("translation"),
+        likelihood=True,
+        sample=shares_sample,
+        seed_statistic=share_statistic("translation"),
+    ),
+    Claim(
+        "prunable_classifier",
+        "§4.2, Figure 3",
+        "A share of the classifier's heads can be pruned with no noticeable loss",
+        f"about {paper_values.PRUNABLE_SHARE['classifier']:.0%} (BERT, within 1 accuracy point)",
+        f"reproduced: within {SHARE_TOLERANCE:.0%} of the paper's share; partly: above 0",
+        CHAPTER,
+        prunable("classifier"),
+        likelihood=True,
+        sample=shares_sample,
+        seed_statistic=share_statistic("classifier"),
+    ),
+    Claim(
+        "importance_beats_ablation",
+        "§4.2, Figure 3",
+        "Ranking by importance prunes at least as well as ranking by one-head ablation",
+        "importance above the ablation curve",
+        "reproduced: importance's prunable share >= ablation's for every "
+        "model, both orders estimated on data the curves do not score (else cannot tell); partly: for some",
+        CHAPTER,
+        importance_beats_ablation,
+        likelihood=True,
+        sample=shares_sample,
+        seed_statistic=ablation_statistic,
+    ),
+    Claim(
+        "importance_beats_random",
+        "§4.2, Figure 3",
+        "Ranking by importance prunes more than pruning at random",
+        "no random baseline in Figure 3 (Budhraja et al. 2020 find random pruning comes close)",
+        "reproduced: importance's prunable share above the 95th percentile of the random orders' shares for every "
+        f"model; partly: for some; cannot tell: a model's band has too few orders (under {MIN_BAND_ORDERS})",
+        CHAPTER,
+        importance_beats_random,
+        likelihood=True,
+        sample=shares_sample,
+        seed_statistic=band_statistic,
+    ),
 ]

@@ -1,5 +1,6 @@
 """Chapter 08's claims (§5, Figure 4): Enc-Dec attention depends on its heads most, self-attention
 survives losing most of its heads. The rules read ``08_pruning_by_kind_summary``."""
+
 from __future__ import annotations
 
 from .. import samples
@@ -37,11 +38,17 @@ def margin_statistic(r: Results) -> dict[str, Value]:
     other kinds at 80% pruned (its share of the BLEU left less the smallest other kind's; on the
     likelihood, its perplexity ratio less the largest other's), with the paired bootstrap's error."""
     table = r[SUMMARY].set_index("kind")
-    column, margin, pick = (("perplexity_ratio_80%", "enc_dec_ratio_margin_se", max) if r.measure else
-                            ("relative_80%", "enc_dec_relative_margin_se", min))
+    column, margin, pick = (
+        ("perplexity_ratio_80%", "enc_dec_ratio_margin_se", max)
+        if r.measure
+        else ("relative_80%", "enc_dec_relative_margin_se", min)
+    )
     others = table[column].drop("enc_dec")
-    return {"Enc-Dec's margin": with_error(table.loc["enc_dec", column] - pick(others), table.loc["enc_dec"], margin,
-                                           "Enc-Dec")}
+    return {
+        "Enc-Dec's margin": with_error(
+            table.loc["enc_dec", column] - pick(others), table.loc["enc_dec"], margin, "Enc-Dec"
+        )
+    }
 
 
 def survives_statistic(r: Results) -> dict[str, Value]:
@@ -56,13 +63,29 @@ def curves_sample(r: Results) -> str:
 
 
 CLAIMS = [
-    Claim("enc_dec_most_sensitive", "§5, Figure 4", "Enc-Dec attention depends on its heads most", "Enc-Dec collapses past 60% pruned",
-          "reproduced: Enc-Dec keeps the smallest share of its BLEU at 80% of its heads pruned",
-          CHAPTER, enc_dec_most_sensitive, likelihood=enc_dec_most_sensitive_likelihood,
-          likelihood_rule="reproduced: Enc-Dec's perplexity rises the most at 80% of its heads pruned", sample=curves_sample,
-          seed_statistic=margin_statistic),
-    Claim("self_attention_survives", "§5, Figure 4", "Self-attention survives losing most of its heads",
-          f"about {paper_values.FIGURE4_BLEU_AT_80['enc_self']:.0f} of {paper_values.WMT_BASE_BLEU} BLEU at 80% pruned",
-          f"reproduced: both self-attention kinds keep at least the paper's share less {SHARE_TOLERANCE:.0%}; "
-          "partly: one", CHAPTER, self_attention_survives, sample=curves_sample, seed_statistic=survives_statistic),
+    Claim(
+        "enc_dec_most_sensitive",
+        "§5, Figure 4",
+        "Enc-Dec attention depends on its heads most",
+        "Enc-Dec collapses past 60% pruned",
+        "reproduced: Enc-Dec keeps the smallest share of its BLEU at 80% of its heads pruned",
+        CHAPTER,
+        enc_dec_most_sensitive,
+        likelihood=enc_dec_most_sensitive_likelihood,
+        likelihood_rule="reproduced: Enc-Dec's perplexity rises the most at 80% of its heads pruned",
+        sample=curves_sample,
+        seed_statistic=margin_statistic,
+    ),
+    Claim(
+        "self_attention_survives",
+        "§5, Figure 4",
+        "Self-attention survives losing most of its heads",
+        f"about {paper_values.FIGURE4_BLEU_AT_80['enc_self']:.0f} of {paper_values.WMT_BASE_BLEU} BLEU at 80% pruned",
+        f"reproduced: both self-attention kinds keep at least the paper's share less {SHARE_TOLERANCE:.0%}; "
+        "partly: one",
+        CHAPTER,
+        self_attention_survives,
+        sample=curves_sample,
+        seed_statistic=survives_statistic,
+    ),
 ]

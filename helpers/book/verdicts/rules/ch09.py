@@ -1,6 +1,7 @@
 """Chapter 09's claims (§6, Figure 5): early in training, pruning 40% of the heads hurts; later it
 costs little. The rules read ``09_importance_dynamics``, on the epochs with a usable BLEU
 (``dynamics.usable_epochs``, parameter ``min_base_share``)."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -43,7 +44,9 @@ def late_survives(r: Results) -> tuple[str, str]:
     except NoUsableBLEU as none:
         return f"({none})", NOT_REPRODUCED
     low = paper_values.FIGURE5_KEPT_AT_40[0]
-    return f"{rel.iloc[-1]:.0%} left at epoch {rel.index[-1]}", three_way(rel.iloc[-1] >= low, rel.iloc[-1] >= low - 0.1)
+    return f"{rel.iloc[-1]:.0%} left at epoch {rel.index[-1]}", three_way(
+        rel.iloc[-1] >= low, rel.iloc[-1] >= low - 0.1
+    )
 
 
 def _perplexity_at_40(r: Results) -> pd.Series:
@@ -53,14 +56,17 @@ def _perplexity_at_40(r: Results) -> pd.Series:
 
 def early_hurts_likelihood(r: Results) -> tuple[str, str]:
     ratio = _perplexity_at_40(r)
-    return (f"perplexity x{ratio.iloc[0]:.2f} at epoch {ratio.index[0]}, x{ratio.iloc[-1]:.2f} at {ratio.index[-1]}",
-            three_way(ratio.iloc[0] > ratio.iloc[-1] and ratio.iloc[0] > 1.10, ratio.iloc[0] > ratio.iloc[-1]))
+    return (
+        f"perplexity x{ratio.iloc[0]:.2f} at epoch {ratio.index[0]}, x{ratio.iloc[-1]:.2f} at {ratio.index[-1]}",
+        three_way(ratio.iloc[0] > ratio.iloc[-1] and ratio.iloc[0] > 1.10, ratio.iloc[0] > ratio.iloc[-1]),
+    )
 
 
 def late_survives_likelihood(r: Results) -> tuple[str, str]:
     ratio = _perplexity_at_40(r)
-    return f"perplexity x{ratio.iloc[-1]:.2f} at epoch {ratio.index[-1]}", three_way(ratio.iloc[-1] <= 1.10,
-                                                                                      ratio.iloc[-1] <= 1.25)
+    return f"perplexity x{ratio.iloc[-1]:.2f} at epoch {ratio.index[-1]}", three_way(
+        ratio.iloc[-1] <= 1.10, ratio.iloc[-1] <= 1.25
+    )
 
 
 def _at_40_with_error(r: Results, column: str, epochs: dict[str, int]) -> dict[str, Value]:
@@ -78,6 +84,7 @@ def seed_statistic(which: str):
     """The claim's statistic per seed, ``which`` epoch of it (``"first"`` or ``"last"``; on the
     likelihood, the early claim reads both): the share of the BLEU left with 40% pruned at the
     first or last usable epoch, or the perplexity ratio there."""
+
     def statistic(r: Results) -> dict[str, Value]:
         try:
             return _statistic(r)
@@ -91,6 +98,7 @@ def seed_statistic(which: str):
             return _at_40_with_error(r, "perplexity_ratio", {**first, **last} if which == "first" else last)
         rel = _relative_at_40(r)
         return _at_40_with_error(r, "relative", {f"{which} usable epoch": rel.index[0 if which == "first" else -1]})
+
     return statistic
 
 
@@ -101,16 +109,34 @@ def curves_sample(r: Results) -> str:
 
 
 CLAIMS = [
-    Claim("early_hurts", "§6, Figure 5", "Early in training, pruning 40% of the heads hurts",
-          "well under 85% of the BLEU left in epochs 1-2", "reproduced: under 85% left at the first epoch with a "
-          "usable BLEU (at least min_base_share of the last epoch's); partly: under 95%", CHAPTER,
-          early_hurts, likelihood=early_hurts_likelihood, parameters={"min_base_share": MIN_BASE_SHARE},
-          likelihood_rule="reproduced: 40% pruned raises the perplexity more at the first epoch than at the last, and by "
-          "over 10%; partly: more at the first", sample=curves_sample, seed_statistic=seed_statistic("first")),
-    Claim("late_survives", "§6, Figure 5", "Later, 40% of the heads can go at little cost (unimportant heads emerge)",
-          "85 to 90% of the BLEU left from about epoch 10", "reproduced: at least 85% left at the last epoch; "
-          "partly: at least 75%", CHAPTER, late_survives, likelihood=late_survives_likelihood,
-          parameters={"min_base_share": MIN_BASE_SHARE},
-          likelihood_rule="reproduced: at the last epoch, 40% pruned raises the perplexity by at most 10%; partly: 25%",
-          sample=curves_sample, seed_statistic=seed_statistic("last")),
+    Claim(
+        "early_hurts",
+        "§6, Figure 5",
+        "Early in training, pruning 40% of the heads hurts",
+        "well under 85% of the BLEU left in epochs 1-2",
+        "reproduced: under 85% left at the first epoch with a "
+        "usable BLEU (at least min_base_share of the last epoch's); partly: under 95%",
+        CHAPTER,
+        early_hurts,
+        likelihood=early_hurts_likelihood,
+        parameters={"min_base_share": MIN_BASE_SHARE},
+        likelihood_rule="reproduced: 40% pruned raises the perplexity more at the first epoch than at the last, and by "
+        "over 10%; partly: more at the first",
+        sample=curves_sample,
+        seed_statistic=seed_statistic("first"),
+    ),
+    Claim(
+        "late_survives",
+        "§6, Figure 5",
+        "Later, 40% of the heads can go at little cost (unimportant heads emerge)",
+        "85 to 90% of the BLEU left from about epoch 10",
+        "reproduced: at least 85% left at the last epoch; partly: at least 75%",
+        CHAPTER,
+        late_survives,
+        likelihood=late_survives_likelihood,
+        parameters={"min_base_share": MIN_BASE_SHARE},
+        likelihood_rule="reproduced: at the last epoch, 40% pruned raises the perplexity by at most 10%; partly: 25%",
+        sample=curves_sample,
+        seed_statistic=seed_statistic("last"),
+    ),
 ]

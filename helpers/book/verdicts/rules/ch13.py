@@ -3,6 +3,7 @@ perplexity cost; pruning that keeps perplexity can break in-context copying; imp
 ordinary text can call the induction heads unimportant; removing KV groups speeds generation up
 in a serving runtime (llama.cpp). The rules read ``13_memory``, ``13_copying_summary``,
 ``13_induction`` and ``13_runtime_speed``."""
+
 from __future__ import annotations
 
 import math
@@ -12,16 +13,28 @@ import pandas as pd
 from .. import samples
 from ..engine import CANNOT_TELL, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Results, present, three_way
 from ...experiments.buys_and_breaks import BAND_ORDER, COPYING_FLOOR, KEPT_LEVEL
-from ...store.columns import (COPYING_KEPT, INDUCTION_TOP, MIN_BAND_ORDERS, UNPRUNED_COPYING, VERDICT_SEQUENCES,
-                              copying_at, copying_kept_interval, prunable_within, random_copying_at, random_orders_at)
+from ...store.columns import (
+    COPYING_KEPT,
+    INDUCTION_TOP,
+    MIN_BAND_ORDERS,
+    UNPRUNED_COPYING,
+    VERDICT_SEQUENCES,
+    copying_at,
+    copying_kept_interval,
+    prunable_within,
+    random_copying_at,
+    random_orders_at,
+)
 
 CHAPTER = "13_buys_and_breaks"
-PERPLEXITY_COST = 0.10    # "at a small perplexity cost": at most 10% above the unpruned model's
-COPYING_DENTED = 0.90     # copying "breaks" below COPYING_FLOOR of its accuracy, and is dented below this
-COPYING_PERPLEXITY = 0.10  # "pruning that keeps perplexity": within 10% of the unpruned (chapter 11's looser tolerance)
-INDUCTION_ALPHA = 0.01    # the permutation test's level
-PROPORTION_SHARE = 0.5    # "in proportion": at least half the speedup a cache-proportional time would give
-GENERATED = "generated tokens per second"   # the speed the serving claim reads (served.speed_summary's column)
+PERPLEXITY_COST = 0.10  # "at a small perplexity cost": at most 10% above the unpruned model's
+COPYING_DENTED = 0.90  # copying "breaks" below COPYING_FLOOR of its accuracy, and is dented below this
+COPYING_PERPLEXITY = (
+    0.10  # "pruning that keeps perplexity": within 10% of the unpruned (chapter 11's looser tolerance)
+)
+INDUCTION_ALPHA = 0.01  # the permutation test's level
+PROPORTION_SHARE = 0.5  # "in proportion": at least half the speedup a cache-proportional time would give
+GENERATED = "generated tokens per second"  # the speed the serving claim reads (served.speed_summary's column)
 
 
 def kv_groups_buy_memory(r: Results) -> tuple[str, str]:
@@ -39,9 +52,11 @@ def kv_groups_buy_memory(r: Results) -> tuple[str, str]:
     saved = 1 - measured / base.loc[rows.index, "KV bytes, measured"]
     as_predicted = bool((measured == rows["KV bytes, predicted"]).all())
     cost = rows["perplexity"].iloc[0] / base["perplexity"].iloc[0] - 1
-    text = (f"{share:.0%} of the KV groups: {saved.min():.0%} of the measured cache saved"
-            f"{'' if saved.nunique() == 1 else f' (at least; {len(saved)} batch sizes)'}, "
-            f"{'as predicted' if as_predicted else 'not the predicted bytes'}; perplexity {cost:+.0%}")
+    text = (
+        f"{share:.0%} of the KV groups: {saved.min():.0%} of the measured cache saved"
+        f"{'' if saved.nunique() == 1 else f' (at least; {len(saved)} batch sizes)'}, "
+        f"{'as predicted' if as_predicted else 'not the predicted bytes'}; perplexity {cost:+.0%}"
+    )
     follows = as_predicted and bool((saved >= share - 0.05).all())
     return text, REPRODUCED if follows and cost <= PERPLEXITY_COST else PARTLY if follows else NOT_REPRODUCED
 
@@ -64,17 +79,25 @@ def copying_breaks(r: Results) -> tuple[str, str]:
     low, high = (row.get(random_copying_at(t, q), math.nan) for q in ("5%", "95%"))
     orders = row.get(random_orders_at(t), 0)
     banded = not pd.isna(low) and orders >= MIN_BAND_ORDERS
-    band = (f"; {int(orders)} random orders of that share keep {low / base:.0%} to {high / base:.0%} (5-95%)"
-            if not pd.isna(low) else "; no random band drawn")
+    band = (
+        f"; {int(orders)} random orders of that share keep {low / base:.0%} to {high / base:.0%} (5-95%)"
+        if not pd.isna(low)
+        else "; no random band drawn"
+    )
     kept = row.get(COPYING_KEPT.format(t), math.nan)
     lo, hi = (row.get(copying_kept_interval(t, end), math.nan) for end in ("low", "high"))
-    interval = (f"{kept:.0%} [{lo:.0%}, {hi:.0%}] over {int(row[VERDICT_SEQUENCES])} sequences"
-                if not pd.isna(kept) else "no interval over sequences")
-    text = (f"{share:.0%} pruned by I_h on verses (perplexity within {t:.0%}): copying keeps {ours / base:.0%} of its "
-            f"accuracy{band}; kept on the verdict probe: {interval}")
+    interval = (
+        f"{kept:.0%} [{lo:.0%}, {hi:.0%}] over {int(row[VERDICT_SEQUENCES])} sequences"
+        if not pd.isna(kept)
+        else "no interval over sequences"
+    )
+    text = (
+        f"{share:.0%} pruned by I_h on verses (perplexity within {t:.0%}): copying keeps {ours / base:.0%} of its "
+        f"accuracy{band}; kept on the verdict probe: {interval}"
+    )
     if pd.isna(ours) or pd.isna(kept):
         return text, CANNOT_TELL
-    if hi < COPYING_FLOOR:   # broken beyond doubt: is it more than random pruning of that share does?
+    if hi < COPYING_FLOOR:  # broken beyond doubt: is it more than random pruning of that share does?
         if not banded:
             return text + " (too few random orders to tell it from random pruning)", CANNOT_TELL
         return text, REPRODUCED if ours < low else PARTLY
@@ -96,10 +119,15 @@ def induction_heads_underrated(r: Results) -> tuple[str, str]:
     top = ranks.nsmallest(INDUCTION_TOP, "induction rank")
     by = {label: column for label, column in RANK_COLUMNS.items() if column in top}
     p = {label: mean_rank_p(top[column].astype(int), len(ranks)) for label, column in by.items()}
-    text = "; ".join(f"by {label}: ranks {', '.join(str(int(x)) for x in sorted(top[by[label]]))} of {len(ranks)}, "
-                     f"permutation p = {p[label]:.4f}" for label in p)
-    return (f"the {INDUCTION_TOP} strongest induction heads {text}",
-            three_way(p["I_h on verses"] < INDUCTION_ALPHA, p.get("their one-head effect", 1.0) < INDUCTION_ALPHA))
+    text = "; ".join(
+        f"by {label}: ranks {', '.join(str(int(x)) for x in sorted(top[by[label]]))} of {len(ranks)}, "
+        f"permutation p = {p[label]:.4f}"
+        for label in p
+    )
+    return (
+        f"the {INDUCTION_TOP} strongest induction heads {text}",
+        three_way(p["I_h on verses"] < INDUCTION_ALPHA, p.get("their one-head effect", 1.0) < INDUCTION_ALPHA),
+    )
 
 
 def served_gains(summary: pd.DataFrame, unit: str) -> pd.DataFrame:
@@ -110,8 +138,10 @@ def served_gains(summary: pd.DataFrame, unit: str) -> pd.DataFrame:
     base = present(summary[summary["unit"] == "unpruned"], "13_runtime_speed: unpruned").set_index("threads")
     rows = summary[summary["unit"] == unit].copy()
     rows["gain"] = rows[f"{GENERATED}, ratio"] - 1
-    rows["noise"] = [max(spread, base.loc[t, f"{GENERATED}, spread"])
-                     for spread, t in zip(rows[f"{GENERATED}, spread"], rows["threads"])]
+    rows["noise"] = [
+        max(spread, base.loc[t, f"{GENERATED}, spread"])
+        for spread, t in zip(rows[f"{GENERATED}, spread"], rows["threads"])
+    ]
     rows["proportional"] = 1 / (1 - rows["share"]) - 1
     return rows[["share", "threads", "gain", "noise", "proportional"]]
 
@@ -137,14 +167,16 @@ def served_speedup(r: Results) -> tuple[str, str]:
     every = served_gains(summary, "KV groups")
     control = served_gains(summary, "query heads").set_index(["share", "threads"])["gain"]
     judged = serving_threads(summary)
-    text = "; ".join(f"{share:.0%} of the KV groups, {int(t)} thread{'s' if t > 1 else ''}"
-                     f"{' (judged)' if t == judged else ''}: generation {gain:+.0%} "
-                     f"(noise {noise:.0%}; in proportion to the cache {prop:+.0%}; the same share of query heads "
-                     f"{control.get((share, t), float('nan')):+.0%})"
-                     for share, t, gain, noise, prop in every.itertuples(index=False))
+    text = "; ".join(
+        f"{share:.0%} of the KV groups, {int(t)} thread{'s' if t > 1 else ''}"
+        f"{' (judged)' if t == judged else ''}: generation {gain:+.0%} "
+        f"(noise {noise:.0%}; in proportion to the cache {prop:+.0%}; the same share of query heads "
+        f"{control.get((share, t), float('nan')):+.0%})"
+        for share, t, gain, noise, prop in every.itertuples(index=False)
+    )
     gains = every[every["threads"] == judged]
     faster = bool((gains["gain"] > gains["noise"]).all())
-    if not faster:   # slower beyond the noise somewhere refutes the claim; a change within it is undetermined
+    if not faster:  # slower beyond the noise somewhere refutes the claim; a change within it is undetermined
         return text, NOT_REPRODUCED if bool((gains["gain"] < -gains["noise"]).any()) else CANNOT_TELL
     return text, three_way(bool((gains["gain"] >= PROPORTION_SHARE * gains["proportional"]).all()), True)
 
@@ -152,8 +184,10 @@ def served_speedup(r: Results) -> tuple[str, str]:
 def served_sample(r: Results) -> str:
     speed = r["13_runtime_speed"]
     runs = speed.groupby(["unit", "share", "threads"]).size().min()
-    return (f"{runs} timed llama.cpp runs per file and thread count (after a warm-up), median; "
-            f"float16 files, llama.cpp's default settings")
+    return (
+        f"{runs} timed llama.cpp runs per file and thread count (after a warm-up), median; "
+        f"float16 files, llama.cpp's default settings"
+    )
 
 
 def memory_sample(r: Results) -> str:
@@ -167,11 +201,24 @@ def copying_sample(r: Results) -> str:
     row = r["13_copying_summary"].set_index("order").loc[BAND_ORDER]
     orders = row.get(random_orders_at(COPYING_PERPLEXITY), 0)
     curves = r["13_copying_curves"]
-    sequences = f"{int(curves['copying sequences'].iloc[0])} copying sequences" if "copying sequences" in curves else ""
-    verdict = (f"the kept share's interval over {int(row[VERDICT_SEQUENCES])} sequences of a probe of its own"
-               if not pd.isna(row.get(VERDICT_SEQUENCES, math.nan)) else "")
-    return "; ".join(part for part in (sequences, f"{int(orders) if not pd.isna(orders) else 0} random orders at "
-                                                   f"{row[prunable_within(COPYING_PERPLEXITY)]:.0%} pruned", verdict) if part)
+    sequences = (
+        f"{int(curves['copying sequences'].iloc[0])} copying sequences" if "copying sequences" in curves else ""
+    )
+    verdict = (
+        f"the kept share's interval over {int(row[VERDICT_SEQUENCES])} sequences of a probe of its own"
+        if not pd.isna(row.get(VERDICT_SEQUENCES, math.nan))
+        else ""
+    )
+    return "; ".join(
+        part
+        for part in (
+            sequences,
+            f"{int(orders) if not pd.isna(orders) else 0} random orders at "
+            f"{row[prunable_within(COPYING_PERPLEXITY)]:.0%} pruned",
+            verdict,
+        )
+        if part
+    )
 
 
 def induction_sample(r: Results) -> str:
@@ -179,33 +226,61 @@ def induction_sample(r: Results) -> str:
 
 
 CLAIMS = [
-    Claim("kv_groups_buy_memory", "Beyond the paper, KV cache", "Removing KV groups by importance shrinks the KV "
-          "cache in proportion, at a small perplexity cost", "1.67x less memory for GQA models (DuoAttention), "
-          "heads chosen for it", f"reproduced: at the smallest share of KV groups removed, the cache generation leaves (measured, "
-          f"at every batch size) holds the predicted bytes and shrinks by at least that share (less 5 points), "
-          f"with perplexity at most {PERPLEXITY_COST:.0%} higher; partly: the cache shrinks so, perplexity rises "
-          "more; not reproduced: it shrinks less, or not as predicted", CHAPTER, kv_groups_buy_memory,
-          measured_on="KV bytes and perplexity on verses", sample=memory_sample),
-    Claim("copying_breaks", "Beyond the paper, retrieval heads", "Pruning that keeps perplexity can break "
-          "in-context copying", "removing the retrieval heads (under 5%) breaks retrieval; random heads do not",
-          f"reproduced: at the share pruned by I_h on verses with perplexity within {COPYING_PERPLEXITY:.0%}, copying keeps under "
-          f"{COPYING_FLOOR:.0%} of its accuracy (the whole {KEPT_LEVEL:.0%} interval over a probe's sequences) and less than "
-          f"the 5th percentile of random orders pruning the same share; partly: under {COPYING_DENTED:.0%}, or broken "
-          f"as much by random orders; cannot tell: the interval straddles {COPYING_DENTED:.0%}", CHAPTER, copying_breaks,
-          measured_on="copying accuracy and perplexity on verses", sample=copying_sample),
-    Claim("induction_heads_underrated", "Beyond the paper, induction heads", "Importance on ordinary "
-          "text can call the heads that copy unimportant", "induction heads carry in-context copying",
-          f"reproduced: the {INDUCTION_TOP} strongest induction heads rank further down by I_h on verses than "
-          f"{INDUCTION_TOP} heads drawn at random (permutation test on their mean rank, p < {INDUCTION_ALPHA}); partly: "
-          "only by their one-head effect", CHAPTER, induction_heads_underrated,
-          measured_on="induction scores and importance on verses", sample=induction_sample),
-    Claim("served_speedup", "Beyond the paper, serving", "Removing KV groups speeds generation up in a serving "
-          "runtime, in proportion to the cache it removes", "uneven per-layer heads do not load in serving runtimes "
-          "(pruning tools' issue trackers); §4.3 measures speed in the training framework only",
-          f"reproduced: at every share of KV groups removed, at the thread count where the unpruned file generates "
-          f"fastest (the others shown), llama.cpp generates faster than the unpruned file beyond the timing noise (the larger IQR / median of the two), by at least "
-          f"{PROPORTION_SHARE:.0%} of the gain a time proportional to the cache left would give (1 / (1 - share) - 1); "
-          "partly: faster beyond the noise, by less; not reproduced: slower beyond the noise somewhere; cannot tell: "
-          "a change within the noise",
-          CHAPTER, served_speedup, measured_on="generation speed in llama.cpp", sample=served_sample),
+    Claim(
+        "kv_groups_buy_memory",
+        "Beyond the paper, KV cache",
+        "Removing KV groups by importance shrinks the KV cache in proportion, at a small perplexity cost",
+        "1.67x less memory for GQA models (DuoAttention), heads chosen for it",
+        f"reproduced: at the smallest share of KV groups removed, the cache generation leaves (measured, "
+        f"at every batch size) holds the predicted bytes and shrinks by at least that share (less 5 points), "
+        f"with perplexity at most {PERPLEXITY_COST:.0%} higher; partly: the cache shrinks so, perplexity rises "
+        "more; not reproduced: it shrinks less, or not as predicted",
+        CHAPTER,
+        kv_groups_buy_memory,
+        measured_on="KV bytes and perplexity on verses",
+        sample=memory_sample,
+    ),
+    Claim(
+        "copying_breaks",
+        "Beyond the paper, retrieval heads",
+        "Pruning that keeps perplexity can break in-context copying",
+        "removing the retrieval heads (under 5%) breaks retrieval; random heads do not",
+        f"reproduced: at the share pruned by I_h on verses with perplexity within {COPYING_PERPLEXITY:.0%}, copying keeps under "
+        f"{COPYING_FLOOR:.0%} of its accuracy (the whole {KEPT_LEVEL:.0%} interval over a probe's sequences) and less than "
+        f"the 5th percentile of random orders pruning the same share; partly: under {COPYING_DENTED:.0%}, or broken "
+        f"as much by random orders; cannot tell: the interval straddles {COPYING_DENTED:.0%}",
+        CHAPTER,
+        copying_breaks,
+        measured_on="copying accuracy and perplexity on verses",
+        sample=copying_sample,
+    ),
+    Claim(
+        "induction_heads_underrated",
+        "Beyond the paper, induction heads",
+        "Importance on ordinary text can call the heads that copy unimportant",
+        "induction heads carry in-context copying",
+        f"reproduced: the {INDUCTION_TOP} strongest induction heads rank further down by I_h on verses than "
+        f"{INDUCTION_TOP} heads drawn at random (permutation test on their mean rank, p < {INDUCTION_ALPHA}); partly: "
+        "only by their one-head effect",
+        CHAPTER,
+        induction_heads_underrated,
+        measured_on="induction scores and importance on verses",
+        sample=induction_sample,
+    ),
+    Claim(
+        "served_speedup",
+        "Beyond the paper, serving",
+        "Removing KV groups speeds generation up in a serving runtime, in proportion to the cache it removes",
+        "uneven per-layer heads do not load in serving runtimes "
+        "(pruning tools' issue trackers); §4.3 measures speed in the training framework only",
+        f"reproduced: at every share of KV groups removed, at the thread count where the unpruned file generates "
+        f"fastest (the others shown), llama.cpp generates faster than the unpruned file beyond the timing noise (the larger IQR / median of the two), by at least "
+        f"{PROPORTION_SHARE:.0%} of the gain a time proportional to the cache left would give (1 / (1 - share) - 1); "
+        "partly: faster beyond the noise, by less; not reproduced: slower beyond the noise somewhere; cannot tell: "
+        "a change within the noise",
+        CHAPTER,
+        served_speedup,
+        measured_on="generation speed in llama.cpp",
+        sample=served_sample,
+    ),
 ]

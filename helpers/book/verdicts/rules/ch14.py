@@ -3,6 +3,7 @@ costs less perplexity than removing KV groups ("More Tokens, Lower Precision", Z
 2024; quantization against rank reduction, 2026); keeping full context in the groups that need it
 beats removing groups (DuoAttention's premise); groups removed by importance beat groups removed
 at random. The rules read ``14_points`` and ``14_pairs``."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -12,11 +13,11 @@ from ...experiments.memory_budget import QUANTIZED, RANDOM, REMOVED, WINDOWED
 from ...store.columns import MIN_BAND_ORDERS
 
 CHAPTER = "14_memory_budget"
-CLAIMED_BUDGETS = (0.5, 0.25)   # "at half and at a quarter of the bytes"
+CLAIMED_BUDGETS = (0.5, 0.25)  # "at half and at a quarter of the bytes"
 BAND_BUDGET = 0.5
 
 
-SHARE_GAP = 0.02   # two methods are "at equal bytes" when their shares of the cache differ by at most 2 points
+SHARE_GAP = 0.02  # two methods are "at equal bytes" when their shares of the cache differ by at most 2 points
 
 
 def versus(pairs: pd.DataFrame, budget: float, method: str, other: str) -> str | None:
@@ -55,11 +56,20 @@ def _beats(r: Results, method: str, other: str) -> tuple[str, str]:
         gap, low, high = (sign * row[c] for c in ("log-perplexity gap", "gap low", "gap high"))
         low, high = sorted((low, high))
         mine, theirs = (row["better share"], row["worse share"])[::sign]
-        parts.append(f"at {budget:.0%} of the bytes ({method} {mine:.1%}, {other} {theirs:.1%}), {other} costs "
-                     f"{gap:+.3f} nats per token more than {method} [{low:+.3f}, {high:+.3f}]")
+        parts.append(
+            f"at {budget:.0%} of the bytes ({method} {mine:.1%}, {other} {theirs:.1%}), {other} costs "
+            f"{gap:+.3f} nats per token more than {method} [{low:+.3f}, {high:+.3f}]"
+        )
     wins, losses = outcomes.count(method), outcomes.count(other)
-    verdict = (REPRODUCED if wins == len(outcomes) else PARTLY if wins and losses
-               else NOT_REPRODUCED if losses and not wins else CANNOT_TELL)
+    verdict = (
+        REPRODUCED
+        if wins == len(outcomes)
+        else PARTLY
+        if wins and losses
+        else NOT_REPRODUCED
+        if losses and not wins
+        else CANNOT_TELL
+    )
     return "; ".join(parts), verdict
 
 
@@ -83,9 +93,11 @@ def importance_beats_random_groups(r: Results) -> tuple[str, str]:
         return "(no removal at that budget, or no random orders)", CANNOT_TELL
     ppl, share = float(ours["perplexity ratio"].iloc[0]), float(ours["bytes share"].iloc[0])
     below = int((band["perplexity ratio"] <= ppl).sum())
-    text = (f"{share:.1%} of the bytes kept by removing KV groups by importance: perplexity x{ppl:.2f}; {len(band)} random "
-            f"orders: x{band['perplexity ratio'].min():.2f} (best) to x{band['perplexity ratio'].max():.2f}, median "
-            f"x{band['perplexity ratio'].median():.2f}; {below} as good or better (rank p = {(1 + below) / (1 + len(band)):.3f})")
+    text = (
+        f"{share:.1%} of the bytes kept by removing KV groups by importance: perplexity x{ppl:.2f}; {len(band)} random "
+        f"orders: x{band['perplexity ratio'].min():.2f} (best) to x{band['perplexity ratio'].max():.2f}, median "
+        f"x{band['perplexity ratio'].median():.2f}; {below} as good or better (rank p = {(1 + below) / (1 + len(band)):.3f})"
+    )
     if len(band) < MIN_BAND_ORDERS:
         return text + f" (fewer than {MIN_BAND_ORDERS} orders: no band)", CANNOT_TELL
     if (band["bytes share"] - share).abs().max() > 0.01:
@@ -97,29 +109,52 @@ def sample(r: Results) -> str:
     points = r["14_points"]
     band = int((points["method"] == RANDOM).sum())
     row = points.iloc[0]
-    return (f"n = {int(row['sequences'])} whole chapters ({int(row['scored tokens']):,} scored tokens), paired bootstrap "
-            f"over chapters; {band} random orders")
+    return (
+        f"n = {int(row['sequences'])} whole chapters ({int(row['scored tokens']):,} scored tokens), paired bootstrap "
+        f"over chapters; {band} random orders"
+    )
 
 
 CLAIMS = [
-    Claim("quantizing_beats_removal", "Beyond the paper, KV memory", "At half and at a quarter of the KV-cache "
-          "bytes, quantizing the cache costs less perplexity than removing KV groups",
-          "at equal memory, more tokens at lower precision beat fewer at 16 bits (Zhang et al. 2024, 7-8B models)",
-          f"reproduced: at {' and '.join(f'{b:.0%}' for b in CLAIMED_BUDGETS)} of the bytes the quantized cache (the "
-          "most bytes within the budget) has lower perplexity than removing KV groups by importance, the paired "
-          "interval over chapters clear of 0 and the two within 2 points of each other's bytes; partly: at one, the "
-          "reverse at the other; not reproduced: removal wins at one and quantization at neither; cannot tell: "
-          "otherwise (an interval holding 0, unequal bytes, a method with nothing within a budget)", CHAPTER, quantizing_beats_removal,
-          measured_on="perplexity on whole chapters, at equal bytes", sample=sample),
-    Claim("windows_beat_removal", "Beyond the paper, KV memory", "Keeping full context in the KV groups that need "
-          "it (and a window in the rest) beats removing KV groups at equal bytes",
-          "streaming heads cut the cache 1.67-2.55x at little loss (DuoAttention, Xiao et al. 2024)",
-          "as the claim above, windowed heads against KV groups removed", CHAPTER, windows_beat_removal,
-          measured_on="perplexity on whole chapters, at equal bytes", sample=sample),
-    Claim("importance_beats_random_groups", "Beyond the paper, KV memory", "KV groups removed by importance cost less "
-          "than groups removed at random, at equal bytes", "importance keeps the score far longer than random (§4.2)",
-          f"reproduced: at {BAND_BUDGET:.0%} of the bytes, perplexity below that of every random order removing as "
-          f"many groups (a rank test: 1 in 21 by chance with 20 orders); cannot tell: fewer than {MIN_BAND_ORDERS} "
-          "orders, or orders keeping other bytes", CHAPTER, importance_beats_random_groups,
-          measured_on="perplexity on whole chapters", sample=sample),
+    Claim(
+        "quantizing_beats_removal",
+        "Beyond the paper, KV memory",
+        "At half and at a quarter of the KV-cache "
+        "bytes, quantizing the cache costs less perplexity than removing KV groups",
+        "at equal memory, more tokens at lower precision beat fewer at 16 bits (Zhang et al. 2024, 7-8B models)",
+        f"reproduced: at {' and '.join(f'{b:.0%}' for b in CLAIMED_BUDGETS)} of the bytes the quantized cache (the "
+        "most bytes within the budget) has lower perplexity than removing KV groups by importance, the paired "
+        "interval over chapters clear of 0 and the two within 2 points of each other's bytes; partly: at one, the "
+        "reverse at the other; not reproduced: removal wins at one and quantization at neither; cannot tell: "
+        "otherwise (an interval holding 0, unequal bytes, a method with nothing within a budget)",
+        CHAPTER,
+        quantizing_beats_removal,
+        measured_on="perplexity on whole chapters, at equal bytes",
+        sample=sample,
+    ),
+    Claim(
+        "windows_beat_removal",
+        "Beyond the paper, KV memory",
+        "Keeping full context in the KV groups that need "
+        "it (and a window in the rest) beats removing KV groups at equal bytes",
+        "streaming heads cut the cache 1.67-2.55x at little loss (DuoAttention, Xiao et al. 2024)",
+        "as the claim above, windowed heads against KV groups removed",
+        CHAPTER,
+        windows_beat_removal,
+        measured_on="perplexity on whole chapters, at equal bytes",
+        sample=sample,
+    ),
+    Claim(
+        "importance_beats_random_groups",
+        "Beyond the paper, KV memory",
+        "KV groups removed by importance cost less than groups removed at random, at equal bytes",
+        "importance keeps the score far longer than random (§4.2)",
+        f"reproduced: at {BAND_BUDGET:.0%} of the bytes, perplexity below that of every random order removing as "
+        f"many groups (a rank test: 1 in 21 by chance with 20 orders); cannot tell: fewer than {MIN_BAND_ORDERS} "
+        "orders, or orders keeping other bytes",
+        CHAPTER,
+        importance_beats_random_groups,
+        measured_on="perplexity on whole chapters",
+        sample=sample,
+    ),
 ]

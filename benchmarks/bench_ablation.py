@@ -22,8 +22,8 @@ import torch
 
 from helpers.heads.ablation import one_head_configs, single_layer_sweep
 from helpers.zoo.classifier_training import batches, encode
-from helpers.zoo.registry import load_encoder
 from helpers.zoo.nli_task import generate
+from helpers.zoo.registry import load_encoder
 
 
 def main() -> None:

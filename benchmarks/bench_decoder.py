@@ -54,7 +54,7 @@ def main() -> None:
     )
     for per_pass in args.per_pass:
         paths = {
-            name: (lambda n, name=name: sweep(model, sources[: n or None], configs, per_pass, name))
+            name: (lambda n, name=name, per_pass=per_pass: sweep(model, sources[: n or None], configs, per_pass, name))
             for name in ("fairseq", "greedy")
         }
         for run in paths.values():

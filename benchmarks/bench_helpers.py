@@ -107,7 +107,8 @@ def main() -> None:
         f"forward, gates of ones      {t['ones'] * 1e3:8.1f} ms   ratio {t['ones'] / t['plain']:.3f}  [target <= 1.05]"
     )
     print(
-        f"forward, one head masked    {t['masked'] * 1e3:8.1f} ms   ratio {t['masked'] / t['plain']:.3f}  (hook multiplies)"
+        f"forward, one head masked    {t['masked'] * 1e3:8.1f} ms   ratio {t['masked'] / t['plain']:.3f}  (hook "
+        "multiplies)"
     )
 
     t = alternate(
@@ -119,7 +120,8 @@ def main() -> None:
     )
     print(f"forward-only evaluation     {t['eval'] * 1e3:8.1f} ms")
     print(
-        f"importance pass             {t['importance'] * 1e3:8.1f} ms   ratio {t['importance'] / t['eval']:.3f}  [target <= 3]"
+        f"importance pass             {t['importance'] * 1e3:8.1f} ms   ratio {t['importance'] / t['eval']:.3f}  "
+        "[target <= 3]"
     )
 
 

@@ -18,7 +18,8 @@ warm-up of each workload, each setting in its own process, glibc's defaults firs
 It needs the profile's models (``make models``), runs under ``make bench`` (which sets the
 tunables) and asserts nothing about time.
 
-Run: make bench, or GLIBC_TUNABLES=... .venv/bin/python benchmarks/bench_malloc.py [--profile course] [--examples 256] [--rounds 3]
+Run: make bench, or
+    GLIBC_TUNABLES=... .venv/bin/python benchmarks/bench_malloc.py [--profile course] [--examples 256] [--rounds 3]
 """
 
 from __future__ import annotations

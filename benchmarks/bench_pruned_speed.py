@@ -28,13 +28,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch
 
 import helpers
-from helpers.zoo.classifier_training import batches, encode
 from helpers.heads.pruning import count_parameters
-from helpers.zoo.registry import load_encoder
-from helpers.zoo.nli_task import generate
 from helpers.heads.pruning_curves import heads_of, order_by_importance, spec_of
-from helpers.zoo.scorers import classifier_loss, classifier_loss_batches
 from helpers.heads.throughput import DTYPES, EAGER, compare_speed, device_name, speed_gains
+from helpers.zoo.classifier_training import batches, encode
+from helpers.zoo.nli_task import generate
+from helpers.zoo.registry import load_encoder
+from helpers.zoo.scorers import classifier_loss, classifier_loss_batches
 
 
 def main() -> None:

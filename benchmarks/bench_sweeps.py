@@ -17,7 +17,8 @@ first training seed's model; the script checks that every path gives the same hy
 predictions. It needs the course models (``make models``); it prints ratios, it asserts nothing
 about time.
 
-Run: .venv/bin/python benchmarks/bench_sweeps.py [--profile course] [--examples N] [--rounds R] [--only translation|classifier]
+Run: .venv/bin/python benchmarks/bench_sweeps.py [--profile course] [--examples N] [--rounds R]
+    [--only translation|classifier]
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
 
+from helpers.base.devices import device_of, to_device
 from helpers.book import course
 from helpers.book.experiments.head_effects import (
     CLASSIFIER_CONFIGS_PER_PASS,
@@ -40,10 +42,8 @@ from helpers.book.experiments.head_effects import (
 )
 from helpers.book.profiles import load_profile
 from helpers.heads.ablation import one_head_configs, single_layer_sweep
-from helpers.base.devices import to_device
 from helpers.heads.forked import ENV as PROCESSES_ENV
 from helpers.heads.forked import sweep_processes
-from helpers.base.devices import device_of
 from helpers.zoo.classifier_training import batches, by_length, encode, in_order
 from helpers.zoo.first_token_only import first_token_only
 
@@ -180,7 +180,8 @@ def main() -> None:
     missing = [name for name in ("translation", "nli") if not course.model_dir(profile, name).exists()]
     if missing:
         raise SystemExit(
-            f"bench_sweeps needs the {args.profile} models {missing} (not in {course.model_dir(profile, missing[0]).parent}): "
+            f"bench_sweeps needs the {args.profile} models {missing} (not in "
+            f"{course.model_dir(profile, missing[0]).parent}): "
             f"run `make models PROFILE={args.profile}` first"
         )
     print(f"{torch.get_num_threads()} threads; first training seed's models")

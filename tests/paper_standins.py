@@ -28,8 +28,8 @@ from pathlib import Path
 import torch
 import yaml
 
-from helpers.zoo import appendix_tasks, nli_task, translation_task
 from helpers.book.profiles import PROFILES
+from helpers.zoo import appendix_tasks, nli_task, translation_task
 
 SETS = {"wmt09": 10, "wmt10": 10, "wmt11": 10, "wmt12": 10, "wmt13": 24, "wmt14/full": 24, "mtnt1.1/test": 16}
 MNLI_TRAIN_HEADER = (
@@ -61,7 +61,10 @@ def write_tiny_bert(folder: Path) -> None:
 def _mnli_row(i: int, e, dev: bool) -> str:
     label = nli_task.LABELS[e.label]
     labels = "\t".join([label] * (5 if dev else 1))
-    return f"{i}\t{1000 + i}\t{1000 + i}e\tfiction\t( x )\t( y )\t(ROOT x)\t(ROOT y)\t{e.premise}\t{e.hypothesis}\t{labels}\t{label}"
+    return (
+        f"{i}\t{1000 + i}\t{1000 + i}e\tfiction\t( x )\t( y )\t(ROOT x)\t(ROOT "
+        f"y)\t{e.premise}\t{e.hypothesis}\t{labels}\t{label}"
+    )
 
 
 def write_glue(root: Path) -> None:
@@ -100,10 +103,9 @@ def _learn_bpe(texts: list[str], path: Path, merges: int = 200) -> None:
 
 def write_wmt(root: Path) -> None:
     """The archive and the sacrebleu test sets (raw text; the profile's Preprocessor tokenises)."""
+    from helpers.heads.fairseq_compat import import_fairseq
     from helpers.zoo.paper_sources import Preprocessor
     from helpers.zoo.translation_model import TranslationConfig, build_dictionary, fairseq_args, train
-
-    from helpers.heads.fairseq_compat import import_fairseq
 
     pairs = translation_task.generate({"train": 400, "valid": 20, "test13": 24, "test14": 24, "mtnt": 16}, seed=2)
     archive = root / "wmt14.en-fr.joined-dict.transformer"

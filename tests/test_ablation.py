@@ -2,10 +2,10 @@
 
 import pytest
 import torch
+from tiny_models import ALL_CASES
 
 import helpers
 from helpers.heads.ablation import UNMASKED, all_but_one_configs, gated_runs, one_head_configs, single_layer_sweep
-from tiny_models import ALL_CASES
 
 
 @pytest.mark.parametrize("name", sorted(ALL_CASES))
@@ -41,7 +41,9 @@ def test_many_configurations_per_pass_equal_one_at_a_time(name, reuse):
     # and some CPUs' kernels (AVX-512 Xeons: up to 2.4e-7 on encoder-only models) round them
     # differently from a pass over one; on others the outputs are bit-identical
     for config in configs:
-        torch.testing.assert_close(one[config], many[config], rtol=0, atol=1e-5, msg=lambda m: f"{config}: {m}")
+        torch.testing.assert_close(
+            one[config], many[config], rtol=0, atol=1e-5, msg=lambda m, config=config: f"{config}: {m}"
+        )
     assert any(not torch.equal(one[c], base) for c in configs)  # the masks did something
     assert all("forward" not in vars(m) for m in case.model.modules())
 
@@ -59,7 +61,7 @@ def test_configs_cover_every_head():
     case = ALL_CASES["bert"]()
     sites = helpers.attention_sites(case.model)
     assert len(one_head_configs(case.model)) == sum(s.num_heads for s in sites)
-    for kind, layer, heads in all_but_one_configs(case.model):
+    for _kind, layer, heads in all_but_one_configs(case.model):
         assert len(heads) == sites[layer].num_heads - 1
 
 
@@ -133,6 +135,7 @@ def test_the_masked_layers_own_attention_is_replayed_too(first_token):
     computes layer l's keys only in the unmasked pass and in passes masking a layer below l
     (also for the last layer computed at its first token only), with the naive loop's outputs."""
     from transformers import BertConfig, BertForSequenceClassification
+
     from helpers.zoo.first_token_only import first_token_only
 
     torch.manual_seed(0)

@@ -338,9 +338,9 @@ def test_smoke_model_build_and_runner_log_is_clean(tmp_path):
 
 
 def test_readme_is_short_and_its_runner_commands_pass_the_parameter_check():
-    from helpers.book.profiles.profile import check_runner_command
-    from helpers.book.profiles.parameters import parse_overrides
     from helpers.book.profiles import load_profile
+    from helpers.book.profiles.parameters import parse_overrides
+    from helpers.book.profiles.profile import check_runner_command
 
     text = (ROOT / "README.md").read_text()
     assert len(text) <= 8000, f"README.md has {len(text)} characters; the front door stays under 8,000"

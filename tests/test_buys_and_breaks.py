@@ -3,11 +3,11 @@ generation) and breaks (copying), checked against the pruning and cache arithmet
 
 import pytest
 import torch
+from tiny_models import llama
 
 import helpers
 from helpers.book.experiments import buys_and_breaks as bb
 from helpers.heads.induction import repeated_tokens
-from tiny_models import llama
 
 
 def _importance(case):
@@ -27,7 +27,7 @@ def test_pruned_variants_remove_the_least_important_groups_and_heads():
     }
     assert variants["unpruned", 0.0] is case.model
     groups = bb.kv_group_order(case.model, importance)
-    sums = {(l, g): float(importance["self"][l, 2 * g : 2 * g + 2].sum()) for l in range(2) for g in range(2)}
+    sums = {(i, g): float(importance["self"][i, 2 * g : 2 * g + 2].sum()) for i in range(2) for g in range(2)}
     assert groups == sorted(sums, key=sums.get)  # a group's importance is the sum of its two query heads'
     layer, group = groups[0]  # 1/3 of 4 groups: the least important one, both its heads
     assert helpers.pruned_heads(variants["KV groups", 1 / 3]) == {"self": {layer: [2 * group, 2 * group + 1]}}

@@ -2,10 +2,10 @@
 sampling, and training that prunes more as the penalty grows, on a frozen tiny model."""
 
 import torch
+from tiny_models import bert
 
 import helpers
 from helpers.heads.concrete_gates import ConcreteGates, deterministic, expected_open, sample, train_concrete_gates
-from tiny_models import bert
 
 
 def test_expected_open_gates_match_sampling():

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from helpers.book import course
+from helpers.book.profiles import Profile, load_profile
 from helpers.heads import metrics
 from helpers.zoo.classifier_training import predict
-from helpers.book.profiles import Profile, load_profile
 from helpers.zoo.translation_model import TranslationConfig, model_for, train, translate
 
 

@@ -180,7 +180,7 @@ def test_simple_sentences_agree_in_gender_number_and_order(mt):
             continue
         n, v, a = lexicon.noun(w[2]), lexicon.verb(w[3]), adjectives[w[1]]
         plural = w[2] == n.en_pl and n.en_pl != n.en
-        if w[3] not in (v.en, v.en_base) or not v.transitive is False:
+        if w[3] not in (v.en, v.en_base) or v.transitive is not False:
             continue
         k = (2 if plural else 0) + (n.gender == "f")
         adj = {a.fr[k], translation_task.FREE_CHOICES.get(a.fr[k], a.fr[k])}
@@ -221,7 +221,7 @@ def test_mtnt_is_noisy_longer_and_uses_held_out_pairs(mt):
         }
 
     assert not any(held_out_pairs(p.src) for p in mt["train"])
-    mean = lambda pairs: sum(len(p.src.split()) for p in pairs) / len(pairs)  # noqa: E731
+    mean = lambda pairs: sum(len(p.src.split()) for p in pairs) / len(pairs)
     assert mean(mt["mtnt"]) > mean(mt["test13"]) + 2
     noisy = sum(p.src != p.src.lower() or not p.src.endswith(" .") for p in mt["mtnt"])
     assert noisy > 0.5 * len(mt["mtnt"])

@@ -15,7 +15,7 @@ def _shifts(trade: bool, heads: int = 72, seed: int = 0) -> pd.DataFrame:
     domain, 0.7 out); label 2 never moves. Without the trade, label 1 moves alike on both."""
     rng = np.random.default_rng(seed)
     push = rng.normal(0, 0.03, heads)
-    noise = lambda: rng.normal(0, 0.002, heads)  # noqa: E731
+    noise = lambda: rng.normal(0, 0.002, heads)
     rows = []
     for name, rate in (("matched", 1.3), ("mismatched", 0.7)):
         zero = push + noise()

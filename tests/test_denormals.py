@@ -6,10 +6,10 @@ import subprocess
 import sys
 
 import torch
+from tiny_models import ALL_CASES
 
 import helpers
 from helpers.heads.denormals import count_denormals, flushes_in_every_thread, plant_denormals_, zero_denormals_
-from tiny_models import ALL_CASES
 
 
 def test_a_fresh_process_flushes_denormals_in_every_thread():

@@ -6,12 +6,11 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from test_scorers import _WordIds
 
 from helpers.book.experiments import equivalence
 from helpers.book.experiments.head_effects import classifier_effects
 from helpers.heads.significance import Bootstrap
-
-from test_scorers import _WordIds
 
 
 def _tiny_bert(examples: int = 600):

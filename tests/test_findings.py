@@ -17,7 +17,6 @@ from helpers.book.verdicts.findings import (
     ch11,
     ch12,
     ch13,
-    ch14,
     ch15,
     text,
 )
@@ -463,7 +462,8 @@ def test_chapters_08_09_and_10_follow_their_tables(results):
     )
     text = ch09.findings("p")
     assert (
-        "the perplexity reaches x2.00 of the unpruned checkpoint's after epoch 0 and x1.05 after epoch 16 (BLEU leaves "
+        "the perplexity reaches x2.00 of the unpruned checkpoint's after epoch 0 and x1.05 after epoch 16 (BLEU "
+        "leaves "
         "out epoch 0, whose unpruned BLEU is below 2% of the last epoch's"
     ) in text
     assert "on greedy BLEU, 50% is kept after epoch 1 (BLEU 2.0) and 90% after epoch 16 (BLEU 15.0)" in text
@@ -557,7 +557,8 @@ def test_chapter_11_follows_its_tables(results):
     text = ch11.findings("p", 0.01, speed_share=0.25)
     assert "6 of 12 query heads raise the perplexity significantly" in text and "0.1 expected by chance" in text
     assert (
-        "Against a margin of ±1% of perplexity, 7 heads are shown negligible, 2 harmful, 0 helpful and 3 undetermined; "
+        "Against a margin of ±1% of perplexity, 7 heads are shown negligible, 2 harmful, 0 helpful and 3 "
+        "undetermined; "
         "1 are placed by neither test."
     ) in text and "the least important 25% of the query heads" in text
     assert "largest rise is +40.0% (layer 1, head 3)" in text and "2 of 3 layers show no significant loss" in text
@@ -838,13 +839,13 @@ def _chapter_13_tables(write, kept_accuracy: float, measured_offset: int = 0):
         "13_induction",
         [
             {
-                "layer": l,
+                "layer": layer,
                 "head": h,
-                "induction score": 0.1 * (l + h),
-                "induction rank": 6 - (l + h),
-                "rank by I_h on verses": 1 + l + h,
+                "induction score": 0.1 * (layer + h),
+                "induction rank": 6 - (layer + h),
+                "rank by I_h on verses": 1 + layer + h,
             }
-            for l in range(2)
+            for layer in range(2)
             for h in range(3)
         ],
     )
@@ -925,8 +926,8 @@ def test_chapter_13_follows_the_memory_induction_and_copying_tables(results):
     found = ch13.findings("p")
     assert "predict in 6 of 6 rows (levels" in found
     assert (
-        "removing 33% of the KV groups saves 33% of the KV cache (1,000 -> 667 bytes per token) for a perplexity of 25.0"
-        in found
+        "removing 33% of the KV groups saves 33% of the KV cache (1,000 -> 667 bytes per token) for a perplexity of "
+        "25.0" in found
     )
     assert "generation speed 1.20x at batch 1 and 1.20x at batch 8" in found
     assert "removing 33% of the query heads saves 0% of the KV cache" in found

@@ -5,10 +5,10 @@ import os
 
 import pytest
 import torch
+from tiny_models import ALL_CASES
 
 from helpers.heads import forked
 from helpers.heads.ablation import all_but_one_configs, gated_passes, one_head_configs, single_layer_sweep
-from tiny_models import ALL_CASES
 
 
 @pytest.mark.parametrize("name", sorted(ALL_CASES))

@@ -6,10 +6,8 @@ import warnings
 import pandas as pd
 import pytest
 
-from helpers.heads import ablation
 from helpers.book import course
 from helpers.book.experiments import head_effects
-from helpers.heads.ablation import all_but_one_configs, one_head_configs
 from helpers.book.experiments.head_effects import (
     best_per_layer,
     classifier_effects,
@@ -21,6 +19,8 @@ from helpers.book.experiments.head_effects import (
     translation_effects,
 )
 from helpers.book.store.sweep_cache import code_digest
+from helpers.heads import ablation
+from helpers.heads.ablation import all_but_one_configs, one_head_configs
 from helpers.heads.significance import Bootstrap
 
 
@@ -266,8 +266,8 @@ def test_kept_head_and_all_but_one_configs_agree(smoke):
 
 
 def test_the_papers_tables_lay_out_like_ours():
-    from helpers.book.paper import values as paper_values
     from helpers.book.experiments.head_effects import grid
+    from helpers.book.paper import values as paper_values
 
     table1 = grid(paper_values.effects(1), "enc_self")
     assert table1.shape == (6, 16) and table1.loc["layer 1", 6] == "-0.53*"
@@ -299,7 +299,7 @@ def test_cross_domain_pairs_configurations_and_correlates_like_numpy():
     assert r == pytest.approx(np.corrcoef([0.9, 0.8, 1.0, 0.7], [0.5, 0.6, 0.9, 0.2])[0, 1])
     assert 0 < p < 1
     assert "score_even_in" not in paired  # hand-made effects without split halves pair as they are
-    halves = lambda df: df.assign(score_even=df["score"] + 0.1, score_odd=df["score"] - 0.1)  # noqa: E731
+    halves = lambda df: df.assign(score_even=df["score"] + 0.1, score_odd=df["score"] - 0.1)
     both = paired_scores(halves(a), halves(b))
     assert both["score_even_out"].tolist() == pytest.approx([0.6, 0.7, 1.0, 0.3])
     assert both["score_odd_in"].tolist() == pytest.approx([0.8, 0.7, 0.9, 0.6])

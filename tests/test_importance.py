@@ -7,9 +7,9 @@ abs_per="token" by a hook written here that scales one head at one query positio
 
 import pytest
 import torch
+from tiny_models import bert, fairseq_wmt, llama, marian
 
 import helpers
-from tiny_models import bert, fairseq_wmt, llama, marian
 
 EPS = 1e-5
 

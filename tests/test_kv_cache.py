@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_models import DECODER_ONLY_CASES, GQA_CASES
 
 import helpers
 from helpers.heads.kv_cache import PublishedModel, cache_bytes, kv_bytes, kv_bytes_per_token, published_kv_table
 from helpers.heads.pruning import LAYOUT_KEY, head_layout
-from tiny_models import DECODER_ONLY_CASES, GQA_CASES
 
 REPO = Path(__file__).resolve().parents[1]
 # Layer 0 keeps head 3 alone (KV group 0 empties), layer 1 is uneven (group 0: head 0, group 1: 2 and 3).

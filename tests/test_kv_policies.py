@@ -20,7 +20,6 @@ from helpers.heads.kv_selective import (
     HeadGroup,
     HeavyHitters,
     SelectiveCache,
-    SelectiveLayer,
     SinkWindow,
     selective_attention,
 )

@@ -72,7 +72,7 @@ def test_each_method_gets_the_most_it_can_hold_within_each_budget(model):
     layout = Layout(chapter_tokens=48, repeat_tokens=8, passage_start=2)
     importance = {"self": torch.rand(4, 6, generator=torch.Generator().manual_seed(0))}
     scores = pd.DataFrame(
-        [{"layer": l, "group": g, "beyond window": float((l * 3 + g) * 7 % 12)} for l in range(4) for g in range(3)]
+        [{"layer": i, "group": g, "beyond window": float((i * 3 + g) * 7 % 12)} for i in range(4) for g in range(3)]
     )
     plan = mb.Plan(
         budgets=(0.9, 0.5, 0.25), evict_budgets=(0.5,), combo_budgets=(0.5,), sinks=2, window=6, band_orders=4

@@ -137,7 +137,8 @@ def test_runner_reports_the_failing_cell(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "NOTEBOOKS", bad)
     with pytest.raises(
         runner.NotebookFailed,
-        match=r"broken failed in the cell starting \"raise ValueError\('broken on purpose'\)\" \(ValueError: broken on purpose\)",
+        match=r"broken failed in the cell starting \"raise ValueError\('broken on purpose'\)\" \(ValueError: broken "
+        r"on purpose\)",
     ):
         runner.run_notebook("broken", {"x": 2}, output_dir=tmp_path / "out")
     assert not (tmp_path / "out" / "broken.ipynb").exists()  # no finished-looking output

@@ -13,16 +13,15 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import paper_standins
 import pytest
 import torch
 import yaml
 
-from helpers.zoo import nli_task, paper_sources
-from helpers.heads.metrics import bleu, merge_bpe
-from helpers.zoo.registry import MissingDownloadError
 from helpers.book.profiles import PROFILES, load_profile
-
-import paper_standins
+from helpers.heads.metrics import bleu, merge_bpe
+from helpers.zoo import nli_task, paper_sources
+from helpers.zoo.registry import MissingDownloadError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -200,8 +199,8 @@ if fault:  # this rank breaks inside its share: with an error, or dying without 
     head_effects.single_layer_sweep = broken
 model, tokenizer = load_encoder("tiny-bert", num_labels=3, seed=0)
 examples = nli_task.generate({"train": 1, "matched": 40, "mismatched": 1}, seed=0)["matched"]
-df = classifier_effects(model, tokenizer, examples, one_head_configs(model), bootstrap=Bootstrap(n_resamples=50, min_units=2), cache_dir=sys.argv[1],
-                        progress=False)
+df = classifier_effects(model, tokenizer, examples, one_head_configs(model),
+                        bootstrap=Bootstrap(n_resamples=50, min_units=2), cache_dir=sys.argv[1], progress=False)
 print(json.dumps(df[["kind", "layer", "heads", "score"]].astype(str).values.tolist()))
 print("threads", torch.get_num_threads(), file=sys.stderr)
 """
@@ -232,7 +231,7 @@ def test_a_sweep_split_over_two_processes_equals_one_process(tmp_path):
     alone = _sweep(tmp_path / "one", None)
     pair = [_sweep(tmp_path / "two", r) for r in (0, 1)]
     outs = [p.communicate() for p in (alone, *pair)]
-    for p, (out, err) in zip((alone, *pair), outs):
+    for p, (_out, err) in zip((alone, *pair), outs):
         assert p.returncode == 0, err[-2000:]
     assert json.loads(outs[1][0]) == json.loads(outs[0][0]) == json.loads(outs[2][0])
     from helpers.book.store import shards

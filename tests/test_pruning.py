@@ -2,10 +2,10 @@
 
 import pytest
 import torch
+from tiny_models import ALL_CASES, GQA_CASES, bert, fairseq_wmt, marian
 
 import helpers
 from helpers.heads.pruning import count_parameters
-from tiny_models import ALL_CASES, GQA_CASES, bert, fairseq_wmt, marian
 
 CASES = sorted(ALL_CASES)
 

@@ -7,6 +7,7 @@ import dataclasses
 import pandas as pd
 import pytest
 import torch
+from tiny_models import ALL_CASES, bert
 
 import helpers
 from helpers.heads.pruning_curves import (
@@ -22,7 +23,6 @@ from helpers.heads.pruning_curves import (
     score_specs,
     spec_of,
 )
-from tiny_models import ALL_CASES, bert
 
 
 def test_steps_are_tenths_of_the_pool_and_end_with_all_of_it():

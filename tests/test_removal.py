@@ -7,11 +7,11 @@ so the model is unchanged even with every head removed; another reference change
 
 import pytest
 import torch
+from tiny_models import ALL_CASES, bert
 
 import helpers
 from helpers import heads
 from helpers.heads.removal import REMOVAL_KINDS, HeadRemoval, reference_outputs
-from tiny_models import ALL_CASES, bert
 
 CASES = sorted(ALL_CASES)
 ATOL = 1e-5  # fairseq leaves its fused kernel once a gate is not one: float rounding only

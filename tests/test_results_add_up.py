@@ -21,14 +21,14 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
-
-pytestmark = pytest.mark.slow  # every test here reads the smoke build's results
 from scipy import stats
 
 from helpers.book.experiments import language_model as lm
+from helpers.book.paper import values as paper_values
 from helpers.book.running import runner
 from helpers.book.store import results
-from helpers.book.paper import values as paper_values
+
+pytestmark = pytest.mark.slow  # every test here reads the smoke build's results
 
 PROFILE = os.environ.get("SIXTEEN_HEADS_CHECK_PROFILE", "smoke")
 KIND_ORDER = ("self", "enc_self", "enc_dec", "dec_self")
@@ -208,7 +208,7 @@ def _best_per_layer(rows: list[dict]) -> dict[tuple, dict]:
     for r in rows:
         looks[(r["kind"], r["layer"])].add(r.get("look"))
     # a layer whose rows rest on different looks is ranked on the first look's examples
-    rank = lambda r: r["first_look_delta"] if len(looks[(r["kind"], r["layer"])]) > 1 else r["delta"]  # noqa: E731
+    rank = lambda r: r["first_look_delta"] if len(looks[(r["kind"], r["layer"])]) > 1 else r["delta"]
     for r in rows:
         key = (r["kind"], r["layer"])
         if key not in best or (rank(r), -_kept(r)) > (rank(best[key]), -_kept(best[key])):
@@ -312,7 +312,7 @@ def test_chapter_05_correlations_add_up(table, measure):
         pairs = [
             p for p in _seed_of(per_model[row["model"]], row[SEED]) if row["kind"] == "all" or p["kind"] == row["kind"]
         ]
-        col = lambda name: [p[name] for p in pairs]  # noqa: E731
+        col = lambda name, pairs=pairs: [p[name] for p in pairs]
         r, p = _pearson(col("score_in"), col("score_out"))
         want = {
             "heads": len(pairs),
@@ -635,7 +635,7 @@ def _recomputed_ours(table, likelihood: bool = False) -> dict[str, list[tuple[fl
     bert = _protocol_rows(
         table("04_keep_one_classifier"), f"chosen and reported on {_param('04_keeping_one_head', 'classifier_split')}"
     )
-    down = lambda rows: sum(1 for r in rows if r["significant"] and r["delta"] < 0)  # noqa: E731
+    down = lambda rows: sum(1 for r in rows if r["significant"] and r["delta"] < 0)
     enc_dec = _layer_summary(reported)["enc_dec"]
 
     # the equivalence margins of chapters 03 and 04, in each score's unit
@@ -646,12 +646,9 @@ def _recomputed_ours(table, likelihood: bool = False) -> dict[str, list[tuple[fl
         )
 
     classes = {m: _equivalence(rows, margin("03_ablating_one_head", rows[0]["kind"])) for m, rows in one_head.items()}
-    beyond = lambda rows: sum(
-        _equivalence([r], margin("04_keeping_one_head", r["kind"]))["harmful"]  # noqa: E731
-        for r in rows
-    )
+    beyond = lambda rows: sum(_equivalence([r], margin("04_keeping_one_head", r["kind"]))["harmful"] for r in rows)
     # on the likelihood the cell shows the layers beyond δ, with the significant drops in brackets (not read)
-    layers_lost = lambda rows: [_int(beyond(rows) if likelihood else down(rows))]  # noqa: E731
+    layers_lost = lambda rows: [_int(beyond(rows) if likelihood else down(rows))]
     ups = _int(sum(1 for rows in significant.values() for r in rows if r["delta"] > 0))
     significant_count = _int(sum(len(rows) for rows in significant.values()))
 
@@ -667,7 +664,7 @@ def _recomputed_ours(table, likelihood: bool = False) -> dict[str, list[tuple[fl
         else {"classifier": 0.01, "translation": 1.0}
     )
     share06 = {k: _prunable(v, tolerance[k[0]]) for k, v in curves.items()}
-    first = lambda track, order: next(v for k, v in share06.items() if k[0] == track and k[2] == order)  # noqa: E731
+    first = lambda track, order: next(v for k, v in share06.items() if k[0] == track and k[2] == order)
     per_model, against_random = [], []
     for model in sorted({k[1] for k in curves}):  # the scorecard's pivot orders the models by name
         track = next(k[0] for k in curves if k[1] == model)

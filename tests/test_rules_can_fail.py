@@ -9,7 +9,7 @@ when a claim is added to the registry without both (or a case outlives its claim
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import pandas as pd
 import pytest

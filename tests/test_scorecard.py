@@ -375,7 +375,7 @@ def _memory(saved_kv, ppl, measured_extra=0):
     rows = []
     for batch in (1, 8):
 
-        def row(unit, share, per_token, extra, perplexity):
+        def row(unit, share, per_token, extra, perplexity, batch=batch):
             predicted = per_token * 100 * batch
             return {
                 "unit": unit,

@@ -2,10 +2,10 @@
 
 import pytest
 import torch
+from tiny_models import ALL_CASES, GQA_CASES, bert
 
 import helpers
 from helpers.heads.sites import HeadSpecError
-from tiny_models import ALL_CASES, GQA_CASES, bert
 
 CASES = sorted(ALL_CASES)
 

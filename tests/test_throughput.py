@@ -2,10 +2,10 @@
 
 import pytest
 import torch
+from tiny_models import bert, gpt2, llama
 
 import helpers
 from helpers.heads.throughput import forward_flops, median_iqr, throughput
-from tiny_models import bert, gpt2, llama
 
 
 def _bert_flops(batch, seq, layers, hidden, heads, head_dim, ffn, labels, kept):

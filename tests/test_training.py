@@ -2,9 +2,9 @@
 
 import pytest
 import torch
+from tiny_models import bert, fairseq_wmt
 
 import helpers
-from tiny_models import bert, fairseq_wmt
 
 
 def fairseq_label_smoothed_loss(model, batch):

@@ -7,8 +7,9 @@ runs the model on a batch and returns its main output tensor, and a per-example 
 from __future__ import annotations
 
 import types
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F

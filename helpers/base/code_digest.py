@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import ast
 import hashlib
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 LOGGING_CALLS = frozenset({"print", "log", "log_line", "say"})
 LOGGING_METHODS = frozenset({("tqdm", "write"), ("stderr", "write"), ("stdout", "write")})

@@ -63,7 +63,6 @@ from .induction import copying_accuracy, copying_nll, induction_scores, repeated
 from .kv_budget import CacheSpec, fast_run, predicted_peak_bytes, pruned_copy, real_run
 from .kv_cache import cache_bytes, generate_cached, kv_bytes, kv_bytes_per_token
 from .kv_quantized import cached_chunks, quantized_cache, stored_bytes
-from .llama_cpp import LlamaCpp, LlamaCppError, RuntimeSettings, predicted_kv_bytes
 from .kv_selective import (
     HeavyHitters,
     KeepAll,
@@ -73,6 +72,7 @@ from .kv_selective import (
     selective_attention,
     window_visibility,
 )
+from .llama_cpp import LlamaCpp, LlamaCppError, RuntimeSettings, predicted_kv_bytes
 from .pruning import (
     count_parameters,
     head_layout,

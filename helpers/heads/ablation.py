@@ -21,8 +21,9 @@ For decoder kinds (``enc_dec``, ``dec_self``) the whole encoder is replayed as w
 
 from __future__ import annotations
 
-from contextlib import contextmanager, nullcontext
-from typing import Any, Callable, ContextManager, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Any
 
 import torch
 from torch import nn
@@ -144,8 +145,8 @@ def single_layer_sweep(
     must then accept such a batch (every tensor repeated along axis 0). ``processes`` > 1 splits
     the passes over that many forked processes, each running the unmasked pass too (forked.py;
     None: ``sweep_processes(model)``, 2 on a CPU of 2 or more cores). The results are the same
-    either way. ``removal``: how a masked head is removed (removal.py; None: zeroed). Returns the unmasked outputs and ``{config: outputs}``, concatenated over batches
-    [N, ...].
+    either way. ``removal``: how a masked head is removed (removal.py; None: zeroed). Returns the
+    unmasked outputs and ``{config: outputs}``, concatenated over batches [N, ...].
     """
     model.eval()
     order = sorted(configs, key=lambda c: (c[0] in DECODER_KINDS, c[1]))
@@ -271,7 +272,7 @@ def gated_runs(
 def gated_passes(
     model: nn.Module,
     configs: Sequence[Config | HeadSpec],
-    run: Callable[[nn.Module, int, Callable[[int], ContextManager]], Sequence[Any]],
+    run: Callable[[nn.Module, int, Callable[[int], AbstractContextManager]], Sequence[Any]],
     configs_per_pass: int = 8,
     progress: bool = True,
     desc: str = "masked runs",
@@ -296,7 +297,7 @@ def gated_passes(
     passes = [
         list(range(s, min(s + configs_per_pass, len(configs)))) for s in range(0, len(configs), configs_per_pass)
     ]
-    here = lambda share, advance: _passes_here(model, configs, share, run, advance)  # noqa: E731
+    here = lambda share, advance: _passes_here(model, configs, share, run, advance)
     for index, result in _split_passes(model, passes, here, len(configs), desc, progress, processes):
         yield configs[index], result
 
@@ -375,7 +376,7 @@ def pruned_sharing_weights(model: nn.Module, spec: Config | HeadSpec) -> nn.Modu
 def pruned_passes(
     model: nn.Module,
     configs: Sequence[Config | HeadSpec],
-    run: Callable[[nn.Module, int, Callable[[int], ContextManager]], Sequence[Any]],
+    run: Callable[[nn.Module, int, Callable[[int], AbstractContextManager]], Sequence[Any]],
     progress: bool = True,
     desc: str = "pruned runs",
     processes: int | None = None,

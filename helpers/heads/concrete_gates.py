@@ -27,8 +27,9 @@ the chain rule (``z.backward(gates.grad)``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 from torch import nn

@@ -14,8 +14,9 @@ launches, fairseq's per-step bookkeeping in beam search) over K configurations.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import nn

@@ -16,8 +16,8 @@ bootstrap distribution is lumpy; the standard error is a rough scale, not an exa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -34,7 +34,7 @@ class Spread:
     resamples: int
 
     @classmethod
-    def of(cls, values: np.ndarray) -> "Spread":
+    def of(cls, values: np.ndarray) -> Spread:
         values = np.asarray(values, dtype=np.float64)
         low, high = np.quantile(values, [0.05, 0.95])
         return cls(float(values.std(ddof=1)), float(low), float(high), len(values))

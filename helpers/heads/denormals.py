@@ -28,7 +28,7 @@ import os
 import statistics
 import time
 import warnings
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 from torch import nn
@@ -139,7 +139,10 @@ def matmul_penalty(size: int = 512, repeats: int = 5, seed: int = 0) -> dict[str
     a, b = torch.randn(size, size, generator=g), torch.randn(size, size, generator=g)
     small = denormals_like(a, g)
     return {
-        name: (timed(lambda: x @ b, flush=False, repeats=repeats), timed(lambda: x @ b, flush=True, repeats=repeats))
+        name: (
+            timed(lambda x=x: x @ b, flush=False, repeats=repeats),
+            timed(lambda x=x: x @ b, flush=True, repeats=repeats),
+        )
         for name, x in (("normal operands", a), ("denormal operands", small))
     }
 

@@ -24,8 +24,9 @@ import os
 import pickle
 import sys
 import traceback
+from collections.abc import Callable, Iterator, Sequence
 from multiprocessing import connection, get_context
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 from torch import nn

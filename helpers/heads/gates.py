@@ -24,15 +24,15 @@ of zero (mean or resample ablation, removal.py): a gate g then gives ``g * c + (
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator, Mapping, Sequence
 
 import torch
 from torch import nn
 
-from .removal import HeadRemoval
 from ..base.devices import device_of
+from .removal import HeadRemoval
 from .sites import AttentionSite, HeadSpecError, attention_sites, check_head, resolve, sites_by_kind
 
 HeadSpec = Mapping[str, Mapping[int, Sequence[int]]]
@@ -172,7 +172,7 @@ class HeadGates:
             self._records = None
 
     # ---- context manager -------------------------------------------------------------
-    def __enter__(self) -> "HeadGates":
+    def __enter__(self) -> HeadGates:
         if self.active:
             raise RuntimeError("these HeadGates are already installed")
         for site in self.sites:

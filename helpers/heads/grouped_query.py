@@ -22,7 +22,7 @@ all keep the same number of query heads stay on the stock path with that number 
 from __future__ import annotations
 
 import sys
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 from torch import nn

@@ -17,8 +17,9 @@ nothing is carried from one batch to the next.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from contextlib import nullcontext
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import torch
 from torch import nn
@@ -187,5 +188,5 @@ def rank_agreement(a: torch.Tensor, b: torch.Tensor, share: float = 0.5) -> tupl
 
     a, b = a.flatten(), b.flatten()
     k = int(len(a) * share)
-    lowest = lambda scores: set(scores.argsort()[:k].tolist())  # noqa: E731
+    lowest = lambda scores: set(scores.argsort()[:k].tolist())
     return float(spearmanr(a.numpy(), b.numpy()).statistic), len(lowest(a) & lowest(b)) / k

@@ -16,8 +16,8 @@ entry of width 1 (``pruning.PHANTOM_WIDTH``), which keeps positions right. A sli
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 from torch import nn

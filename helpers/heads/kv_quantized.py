@@ -22,7 +22,7 @@ points, residuals, and the heavy hitters' scores (kv_selective), whatever the ca
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -58,7 +58,7 @@ def quantized_cache(model: nn.Module, bits: int, residual_length: int = 32, q_gr
         )
     else:
         raise ValueError(f"a quantized KV cache here has 2 or 4 bits (quanto) or 8 (fp8); got {bits}")
-    for i, (heads, width) in enumerate(layer_entries(model)):
+    for i, (_heads, width) in enumerate(layer_entries(model)):
         if width != head_dim:  # a phantom layer (no head left)
             cache.layers[i] = DynamicLayer()
     return cache
@@ -84,7 +84,7 @@ def build_backend() -> str:
 
     extension = get_extension("quanto_cpp")
     try:
-        extension.lib
+        extension.lib  # noqa: B018 (loading the library is the check)
     except Exception as error:  # torch's loader raises several types; the fix is the same
         raise RuntimeError(
             "could not compile quanto's CPU extension, which chapter 14's 2- and 4-bit "

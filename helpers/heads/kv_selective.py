@@ -25,9 +25,9 @@ it (tests/test_kv_policies.py holds the two equal).
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator, Mapping, Sequence
 
 import torch
 from torch import nn

@@ -21,9 +21,9 @@ import json
 import os
 import time
 import weakref
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Iterator
 
 from torch import nn
 
@@ -31,9 +31,9 @@ CATEGORIES = ("decoding", "teacher-forced scoring", "classifier scoring", "impor
 CONTAINER = "container"  # an entry that only groups others (a pruning curve's steps): its own time is overhead
 ENV = "SIXTEEN_HEADS_LEDGER"
 
-_names: "weakref.WeakKeyDictionary[nn.Module, str]" = weakref.WeakKeyDictionary()
-_listeners: list[Callable[["Entry"], None]] = []
-_open: list["Entry"] = []
+_names: weakref.WeakKeyDictionary[nn.Module, str] = weakref.WeakKeyDictionary()
+_listeners: list[Callable[[Entry], None]] = []
+_open: list[Entry] = []
 
 
 @dataclass

@@ -38,9 +38,9 @@ import re
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -90,7 +90,7 @@ class LlamaCpp:
         self.server = None
         self.log = ""
 
-    def __enter__(self) -> "LlamaCpp":
+    def __enter__(self) -> LlamaCpp:
         x = require_xllamacpp()
         params = x.CommonParams()
         params.model.path = str(self.path)

@@ -24,8 +24,8 @@ import json
 import os
 import re
 import types
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import torch
 from torch import nn

@@ -22,7 +22,7 @@ and gives the gated score up to float rounding.
 from __future__ import annotations
 
 import random
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
 import torch

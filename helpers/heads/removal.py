@@ -35,8 +35,9 @@ not supported (zero ablation has no positions and works everywhere).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import torch
 from torch import nn

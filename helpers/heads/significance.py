@@ -23,8 +23,8 @@ lies inside, and *undetermined* otherwise (Schuirmann 1987; Lakens 2017).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -63,7 +63,7 @@ class Bootstrap:
     seed: int = 0
     min_units: int = MIN_UNITS
 
-    def at(self, alpha: float) -> "Bootstrap":
+    def at(self, alpha: float) -> Bootstrap:
         """The same settings at another level (a look of a sequential test)."""
         return replace(self, alpha=alpha)
 

@@ -22,10 +22,9 @@ the case ``group_size == 1``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
-import torch
 from torch import nn
 
 ENCODER_ONLY_KINDS = ("self",)
@@ -311,7 +310,7 @@ def sites_by_kind(sites: list[AttentionSite]) -> dict[str, list[AttentionSite]]:
     grouped: dict[str, list[AttentionSite]] = {}
     for s in sites:
         grouped.setdefault(s.kind, []).append(s)
-    for kind, group in grouped.items():
+    for group in grouped.values():
         group.sort(key=lambda s: s.layer)
     return grouped
 

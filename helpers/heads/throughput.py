@@ -1,12 +1,13 @@
 """Inference speed of a classifier, and the speed-up its removed FLOPs predict (paper §4.3, Table 4).
 
 ``throughput`` times whole passes over fixed batches (after warm-up passes) and returns examples
-per second, one value per repeat; tables report their median and interquartile range. ``forward_flops`` counts the floating-point operations of one
-forward pass as it actually runs: 2 * in * out per row for every ``nn.Linear``, plus the two
-attention products (Q K^T and A V: 4 * T_q * T_k * head_dim per head) for every attention
-site. The ratio of the original's FLOPs to the pruned model's is the speed-up that the
-arithmetic alone predicts; memory traffic, kernel launches and Python overhead do not shrink in
-proportion, which is why the paper measures only +17.5% at batch 64 for 50% of heads removed.
+per second, one value per repeat; tables report their median and interquartile range.
+``forward_flops`` counts the floating-point operations of one forward pass as it actually runs:
+2 * in * out per row for every ``nn.Linear``, plus the two attention products (Q K^T and A V:
+4 * T_q * T_k * head_dim per head) for every attention site. The ratio of the original's FLOPs to
+the pruned model's is the speed-up that the arithmetic alone predicts; memory traffic, kernel
+launches and Python overhead do not shrink in proportion, which is why the paper measures only
++17.5% at batch 64 for 50% of heads removed.
 """
 
 from __future__ import annotations
@@ -14,15 +15,15 @@ from __future__ import annotations
 import copy
 import statistics
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import pandas as pd
 import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from . import ledger
 from ..base.devices import default_device, to_device
+from . import ledger
 from .gates import HeadGates
 from .sites import attention_sites
 

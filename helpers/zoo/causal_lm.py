@@ -25,8 +25,8 @@ import math
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import torch

@@ -7,8 +7,9 @@ sentence encoder must align words across positions to embed both alike.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F

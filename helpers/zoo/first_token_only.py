@@ -18,8 +18,8 @@ can replay it (``helpers.heads.ablation``).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import torch
 from torch import nn

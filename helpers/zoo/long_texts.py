@@ -14,8 +14,8 @@ it as it guessed it the first time.
 from __future__ import annotations
 
 import random
+from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Collection
 
 import torch
 

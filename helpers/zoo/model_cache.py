@@ -27,8 +27,9 @@ import random
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, Sequence, Union
+from typing import Literal
 
 from torch import nn
 
@@ -99,7 +100,7 @@ def _write_data(data: dict[str, list], directory: Path) -> None:
             tmp.write_text("".join(json.dumps(dataclasses.asdict(e)) + "\n" for e in examples))
 
 
-Progress = Union[bool, Literal["lines"]]
+Progress = bool | Literal["lines"]
 
 
 def log_line(line: str) -> None:
@@ -146,7 +147,8 @@ def build_into(spec: dict, name: str, final: Path, progress: Progress = True) ->
         rejected.append({**judged.as_dict(), "train_seconds": built["train_seconds"]})
         if progress:
             log(
-                f"seed {seed} failed its competence rule ({rule.split} {judged.score:.3f} < {judged.floor:.3f}): rejected"
+                f"seed {seed} failed its competence rule ({rule.split} {judged.score:.3f} < {judged.floor:.3f}): "
+                "rejected"
             )
         with atomic_path(rejected_file) as tmp:
             tmp.write_text(json.dumps(rejected))

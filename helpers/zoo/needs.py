@@ -12,9 +12,9 @@ from __future__ import annotations
 import shutil
 import tarfile
 import urllib.request
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
 
 from . import registry
 from .locations import DATA_ENV, MissingDownloadError, data_root, local_path

@@ -114,11 +114,11 @@ def build_classifier(spec: dict, data: dict, directory: Path, progress: bool) ->
     """Fine-tune ``spec["encoder"]`` on ``data["train"]`` (or take the fine-tuned
     ``spec["checkpoint"]`` as it is), save it to ``directory/model`` and score it on every other
     split; returns the record's training and score fields."""
-    from .classifier_training import FineTuneConfig, align_labels, fine_tune, predict
     from ..base.devices import default_device
     from ..heads.metrics import METRICS, accuracy
-    from .registry import load_encoder
     from ..heads.pruning import save_pruned
+    from .classifier_training import FineTuneConfig, align_labels, fine_tune, predict
+    from .registry import load_encoder
 
     labels = 3 if spec["task"] == "nli" else 2
     config = FineTuneConfig(**spec.get("fine_tune", {}))

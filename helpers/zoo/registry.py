@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -139,7 +140,8 @@ def _from_pretrained(cls, folder: Path, name: str, seed: int, **kwargs) -> nn.Mo
     )
     if expected:
         print(
-            f"{type(model).__name__}: encoder {name!r}, new classification head ({', '.join(missing)}) initialised from seed {seed}",
+            f"{type(model).__name__}: encoder {name!r}, new classification head ({', '.join(missing)}) initialised "
+            f"from seed {seed}",
             flush=True,
         )
     else:

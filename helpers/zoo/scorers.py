@@ -18,23 +18,22 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..heads import ledger
 from ..base.devices import to_device
+from ..heads import ledger
 from ..heads.config_batches import repeat_rows
-from .classifier_training import batches, by_length, encode, in_order, labels_of
-from .first_token_only import first_token_only
 from ..heads.metrics import METRICS, bleu
 from ..heads.significance import METRIC_STATS, bleu_from_stats, bleu_stats, log_likelihood
+from .classifier_training import batches, by_length, encode, in_order, labels_of
+from .first_token_only import first_token_only
 from .translation_model import MAX_LEN_B
-
 
 LOG_LIKELIHOOD = "log_likelihood"  # a classifier_scorer metric: the gold label's mean log-probability (nats)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Callable, ContextManager, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
@@ -40,7 +40,7 @@ def greedy_copies(
     model: nn.Module,
     sources: Sequence[str],
     copies: int,
-    gated: Callable[[int], ContextManager] | None = None,
+    gated: Callable[[int], contextlib.AbstractContextManager] | None = None,
     batch_size: int = 64,
     max_len_b: int = MAX_LEN_B,
 ) -> list[list[str]]:
@@ -71,7 +71,7 @@ def decode_copies(
     model: nn.Module,
     sources: Sequence[str],
     copies: int,
-    gated: Callable[[int], ContextManager] | None = None,
+    gated: Callable[[int], contextlib.AbstractContextManager] | None = None,
     beam: int = 5,
     lenpen: float = 1.0,
     batch_size: int = 64,

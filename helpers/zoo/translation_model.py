@@ -1,10 +1,11 @@
 """Build, train, save and decode a fairseq Transformer on tokenised sentence pairs.
 
 Training follows the paper's IWSLT recipe (REFERENCE.md §1.3) scaled down: Adam (0.9, 0.98),
-inverse square-root schedule (or a cosine to 0, ``schedule``) after a linear warm-up from ``warmup_init_lr``, label-smoothed
-cross-entropy (0.1), dropout, weight decay, batches capped by a token count. A checkpoint is
-written after every epoch (Section 6 studies them), each in ``helpers.save_pruned``'s format,
-plus a resumable ``last.pt`` (model, optimiser, schedule and random states).
+inverse square-root schedule (or a cosine to 0, ``schedule``) after a linear warm-up from
+``warmup_init_lr``, label-smoothed cross-entropy (0.1), dropout, weight decay, batches capped by
+a token count. A checkpoint is written after every epoch (Section 6 studies them), each in
+``helpers.save_pruned``'s format, plus a resumable ``last.pt`` (model, optimiser, schedule and
+random states).
 
 Decoding: beam 5, length penalty 1.0, max length ``1.0 * src + 200`` tokens (the authors'
 settings, §1.1), with fairseq's own SequenceGenerator.
@@ -19,9 +20,9 @@ import os
 import random
 import time
 import types
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, ContextManager, Sequence
 
 import torch
 from torch import nn
@@ -30,7 +31,6 @@ from tqdm.auto import tqdm
 from ..base.atomic import atomic_path
 from ..base.devices import to_device
 from ..heads.fairseq_compat import import_fairseq
-
 
 SCHEDULES = ("inverse_sqrt", "cosine")  # the learning rate after the warm-up (``learning_rate``)
 MAX_LEN_B = 200  # decoding stops at source length + this many tokens (the authors' setting, REFERENCE.md §1.1)
@@ -407,7 +407,7 @@ def translate_copies(
     model: nn.Module,
     sources: Sequence[str],
     copies: int,
-    gated: Callable[[int], ContextManager] | None = None,
+    gated: Callable[[int], contextlib.AbstractContextManager] | None = None,
     beam: int = 5,
     lenpen: float = 1.0,
     batch_size: int = 64,

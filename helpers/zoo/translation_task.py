@@ -44,7 +44,7 @@ class NP:
     det: str
     noun: Noun
     adj: Adjective | None = None
-    rel: "Clause | None" = None  # relative clause; its subject or object is this NP (gap)
+    rel: Clause | None = None  # relative clause; its subject or object is this NP (gap)
     rel_object: bool = False  # True: "the dog that the cat sees" (gap is the object)
 
     @property

@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import io
 import random
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from . import bible
 from .appendix_tasks import Example

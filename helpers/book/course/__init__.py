@@ -29,3 +29,29 @@ from .building import (
 )
 from .loading import first_seed, load_classifier, load_data, load_translation, over_seeds, records, subset, sweeps_dir
 from .specs import model_dir, model_specs, models_key, resolve, seed_runs, seeded_name, training_seeds
+
+__all__ = [
+    "BUILD_PROCESSES_ENV",
+    "build",
+    "build_one",
+    "build_processes",
+    "ensure_built",
+    "main",
+    "prepare_shipped_lm",
+    "stale_folders",
+    "first_seed",
+    "load_classifier",
+    "load_data",
+    "load_translation",
+    "over_seeds",
+    "records",
+    "subset",
+    "sweeps_dir",
+    "model_dir",
+    "model_specs",
+    "models_key",
+    "resolve",
+    "seed_runs",
+    "seeded_name",
+    "training_seeds",
+]

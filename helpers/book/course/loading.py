@@ -3,8 +3,9 @@ the chapters' helpers over training runs (``over_seeds``, ``first_seed``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from ...base.devices import default_device
 from ...heads import ledger
@@ -20,8 +21,8 @@ if TYPE_CHECKING:
 
 
 def over_seeds(
-    settings: Profile, name: str, measure: Callable[[int, str], "pd.DataFrame"], limit: int = 0
-) -> "pd.DataFrame":
+    settings: Profile, name: str, measure: Callable[[int, str], pd.DataFrame], limit: int = 0
+) -> pd.DataFrame:
     """``measure(seed, run)`` (a table) for each training run of model ``name`` (the first
     ``limit``; 0: all), stacked, with the run's seed in a ``training_seed`` column."""
     import pandas as pd
@@ -32,7 +33,7 @@ def over_seeds(
     )
 
 
-def first_seed(table: "pd.DataFrame") -> "pd.DataFrame":
+def first_seed(table: pd.DataFrame) -> pd.DataFrame:
     """The rows of ``table`` (stacked by ``over_seeds``) of its first training seed: the run the
     chapters draw their figures from."""
     return table[table["training_seed"] == table["training_seed"].iloc[0]]

@@ -4,18 +4,18 @@ of one kind pruned by importance, the others left alone, on every training run."
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from ...heads.curve_spread import Spread, relative_scores
-from ...heads.significance import Bootstrap
 from ...heads.pruning_curves import heads_of, order_by_importance, prunable_share, pruning_curves
+from ...heads.significance import Bootstrap
 from ...zoo.scorers import translation_importance
 from .. import course
-from ..profiles import Profile
 from ..paper import values as paper_values
+from ..profiles import Profile
 from .pruning import resampled_steps
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import statistics
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -35,7 +35,6 @@ from ...heads.pruning_curves import counts, heads_in, heads_of, order_by_importa
 from ...heads.significance import MIN_UNITS, log_likelihood, resample_indices, resampled_sums
 from ...heads.sites import attention_sites
 from ...zoo.causal_lm import PerplexityScorer
-from .served import RUNTIME_SHOWN, served_by_llama_cpp, speed_summary  # noqa: F401 (chapter 13's llama.cpp section)
 from ..store.columns import (
     BAND,
     COPYING_KEPT,
@@ -50,6 +49,7 @@ from ..store.columns import (
     random_copying_at,
     random_orders_at,
 )
+from .served import RUNTIME_SHOWN, served_by_llama_cpp, speed_summary  # noqa: F401 (chapter 13's llama.cpp section)
 
 LEVELS = (0.0, 1 / 3, 2 / 3)
 UNITS = ("KV groups", "query heads")

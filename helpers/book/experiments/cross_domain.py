@@ -9,7 +9,7 @@ what a cross-domain r can show, and the spread of the scores in each domain.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd

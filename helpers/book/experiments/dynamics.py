@@ -3,7 +3,7 @@ translation model pruned by its own I_h, scored by BLEU and by likelihood, on ev
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -13,8 +13,8 @@ from ...heads.pruning_curves import heads_of, order_by_importance, pruning_curve
 from ...heads.significance import Bootstrap
 from ...zoo.scorers import translation_importance
 from .. import course
-from ..profiles import Profile
 from ..paper import values as paper_values
+from ..profiles import Profile
 from .pruning import resampled_steps
 
 MIN_BASE_SHARE = 0.02  # the default: epochs whose unpruned BLEU is below this share of the last one's are skipped

@@ -19,7 +19,7 @@ The margins, one per score, are a chapter parameter ``margins``:
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 import pandas as pd
 

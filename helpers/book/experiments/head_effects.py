@@ -19,19 +19,19 @@ paired bootstrap has far more power on the same examples.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 
+from ...base.devices import to_device
 from ...heads import ledger
 from ...heads.ablation import UNMASKED, Config, single_layer_sweep
 from ...heads.removal import HeadRemoval, reference_outputs
 from ...heads.sequential import look_alpha, look_split, settled
-from ...base.devices import to_device
 from ...heads.significance import (
     Bootstrap,
     accuracy_from_stats,

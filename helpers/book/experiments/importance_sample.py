@@ -13,7 +13,7 @@ of the least important ``EDGE`` share of the heads (pruning reads the least impo
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd

@@ -9,8 +9,8 @@ drop significantly, the worst layer) and ``paper_counts`` does the same for the 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import pandas as pd
 

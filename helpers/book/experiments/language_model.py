@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import copy
 import random
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -23,7 +23,6 @@ from ...heads.ablation import UNMASKED, one_head_configs, single_layer_sweep
 from ...heads.gates import HeadGates
 from ...heads.grouped_query import kv_group_heads, kv_group_importance
 from ...heads.pruning import count_parameters, prune_heads
-from ...heads.removal import removal_digest
 from ...heads.pruning_curves import (
     counts,
     heads_of,
@@ -33,6 +32,7 @@ from ...heads.pruning_curves import (
     score_specs,
     spec_of,
 )
+from ...heads.removal import removal_digest
 from ...heads.significance import Bootstrap, chance_flag_rate, log_likelihood
 from ...heads.sites import attention_sites
 from ...heads.throughput import compare_speed, device_name, speed_gains
@@ -136,7 +136,7 @@ def lm_sweep(
             cache.put(UNMASKED, base.tolist())
             for config, rows in outs.items():
                 cache.put(config, rows.tolist())
-    rows_of = lambda c: torch.tensor(cache.get(c), dtype=torch.float32)  # noqa: E731 (token_nll rows are float32)
+    rows_of = lambda c: torch.tensor(cache.get(c), dtype=torch.float32)  # token_nll rows are float32
     return rows_of(UNMASKED), {c: rows_of(c) for c in configs}
 
 

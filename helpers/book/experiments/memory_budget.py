@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -27,8 +27,8 @@ from torch import nn
 
 from ...heads.grouped_query import kv_group_heads, kv_group_order
 from ...heads.kv_budget import (
-    CacheSpec,
     SCORE_BYTES,
+    CacheSpec,
     entries_after,
     fast_run,
     head_dim_of,
@@ -83,7 +83,7 @@ class Plan:
 # ---- which configurations ------------------------------------------------------------------------
 def heads_of_groups(model: nn.Module, groups: Sequence[tuple[int, int]]) -> tuple:
     sites = attention_sites(model)
-    return tuple(("self", l, h) for l, g in groups for h in kv_group_heads(sites[l], g))
+    return tuple(("self", layer, h) for layer, g in groups for h in kv_group_heads(sites[layer], g))
 
 
 def _groups(model: nn.Module) -> list[tuple[int, int]]:
@@ -131,7 +131,7 @@ def plan(
             continue
         f = math.floor(n * (b - share) / (1 - share) + 1e-9)
         chosen = {(int(r.layer), int(r.group)) for r in ranked.head(f).itertuples()}
-        full = tuple(tuple((l, g) in chosen for g in range(per_layer)) for l in range(layers))
+        full = tuple(tuple((layer, g) in chosen for g in range(per_layer)) for layer in range(layers))
         configs.append(
             Config(
                 WINDOWED,
@@ -571,7 +571,7 @@ def window_choice_figure(scores: pd.DataFrame, chosen: Sequence[tuple[int, int]]
 
 def chosen_groups(config: Config) -> list[tuple[int, int]]:
     """The (layer, group) pairs a windowed configuration keeps in full."""
-    return [(l, g) for l, row in enumerate(config.spec.full) for g, f in enumerate(row) if f]
+    return [(layer, g) for layer, row in enumerate(config.spec.full) for g, f in enumerate(row) if f]
 
 
 # ---- the chapter's inputs and raw rows -----------------------------------------------------------------

@@ -114,7 +114,8 @@ def competence_line(table: pd.DataFrame) -> str:
         text
         + "; rejected and trained again with a new seed: "
         + "; ".join(
-            f"{r.model} seed {r.training_seed} (rejected: {r.rejected_runs}; kept: seed {r.trained_with_seed}, {r.score:.3f})"
+            f"{r.model} seed {r.training_seed} (rejected: {r.rejected_runs}; kept: seed {r.trained_with_seed}, "
+            f"{r.score:.3f})"
             for r in retrained.itertuples()
         )
     )

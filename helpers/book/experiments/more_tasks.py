@@ -7,8 +7,8 @@ import math
 
 import pandas as pd
 
-from ...heads.significance import Bootstrap
 from ...heads.pruning_curves import heads_of, order_by_importance, prunable_share, pruning_curve
+from ...heads.significance import Bootstrap
 from ...zoo.recipes import CLASSIFIER_TASKS
 from ...zoo.scorers import (
     classifier_importance,
@@ -18,8 +18,8 @@ from ...zoo.scorers import (
     translation_scorer,
 )
 from .. import course
-from ..profiles import Profile
 from ..paper import values as paper_values
+from ..profiles import Profile
 from .pruning import share_spreads, spread_of
 
 TOLERANCE = {

@@ -8,7 +8,7 @@ model's or run's rows reach another's; ``with_paper`` adds the paper's WMT Enc-E
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 

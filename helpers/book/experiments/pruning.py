@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -45,8 +45,8 @@ from ...zoo.scorers import (
     translation_scorer,
 )
 from .. import course
-from ..store.columns import BAND, IN_SAMPLE, RANDOM_HIGH, RANDOM_LOW, RANDOM_MEAN  # noqa: F401 (chapters read them here)
 from ..paper import values as paper_values
+from ..store.columns import BAND, IN_SAMPLE, RANDOM_HIGH, RANDOM_LOW, RANDOM_MEAN  # noqa: F401 (chapters read them here)
 from .sweeps import HeadSweeps, Run
 
 TOLERANCE = {"classifier": 0.01, "translation": 1.0}  # the paper's "no noticeable loss": 1% accuracy, 1 BLEU

@@ -12,9 +12,9 @@ output position by position, which step-by-step decoding cannot do.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -28,7 +28,7 @@ TOP = 10  # "the 10 most important heads": those whose removal lowers the score 
 
 
 def by_removal(
-    sweeps: HeadSweeps, name: str, scored: "RemovalSet", measure: str, kinds: Sequence[str] = REMOVAL_KINDS
+    sweeps: HeadSweeps, name: str, scored: RemovalSet, measure: str, kinds: Sequence[str] = REMOVAL_KINDS
 ) -> pd.DataFrame:
     """One-head effects of every training run of ``name`` on the examples of ``scored`` under each
     removal kind, stacked with ``removal`` and ``training_seed`` (``head_effects``' columns). Zero

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd

@@ -16,8 +16,8 @@ that asks for the same sweep reads it.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence, Union
 
 import pandas as pd
 
@@ -35,16 +35,15 @@ from .head_effects import (
 )
 
 CONFIGS: dict[str, Callable] = {"one_head": one_head_configs, "all_but_one": all_but_one_configs}
-Configs = Union[
-    str, Callable[..., Sequence[Config]], Sequence[Config]
-]  # a name in CONFIGS, a function of the model, or a list
+# a name in CONFIGS, a function of the model, or a list
+Configs = str | Callable[..., Sequence[Config]] | Sequence[Config]
 
 
 @dataclass(frozen=True)
 class Run:
     """One trained model of one training seed, loaded, with the chapter's sweep settings."""
 
-    sweeps: "HeadSweeps"
+    sweeps: HeadSweeps
     name: str  # the model's name in the profile, e.g. "nli"
     run_name: str  # its training run's name, e.g. "nli@1"
     seed: int

@@ -46,7 +46,7 @@ class Profile:
         return self.model(name)["fine_tune"]["max_length"]
 
     @classmethod
-    def from_mapping(cls, name: str, raw: dict[str, Any], path: Path | None = None) -> "Profile":
+    def from_mapping(cls, name: str, raw: dict[str, Any], path: Path | None = None) -> Profile:
         """A ``Profile`` of a YAML mapping (top-level ``*_recipe`` keys are YAML anchors, dropped);
         ``None`` sections are empty."""
         return cls(

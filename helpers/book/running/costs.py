@@ -178,10 +178,10 @@ def denormal_costs(
         (f"{model_name} with {share:.2%} of its weights denormal", planted),
     ):
         for task, run in (
-            (f"teacher-forced pass, {len(pairs)} sentences", lambda: translation_nll(m, pairs)),
+            (f"teacher-forced pass, {len(pairs)} sentences", lambda m=m: translation_nll(m, pairs)),
             (
                 f"greedy decoding, {decoded} sentences",
-                lambda: greedy_copies(m, [p.src for p in pairs[:decoded]], 1, max_len_b=24),
+                lambda m=m: greedy_copies(m, [p.src for p in pairs[:decoded]], 1, max_len_b=24),
             ),
         ):
             off, on = (timed(run, flush, repeats) for flush in (False, True))

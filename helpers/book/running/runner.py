@@ -23,16 +23,15 @@ import sys
 import time
 from pathlib import Path
 
-
+from ...heads.ledger import ENV as LEDGER_ENV
 from ...zoo.locations import CHAPTER_ENV
 from ...zoo.locations import REPO as ROOT
-from ...heads.ledger import ENV as LEDGER_ENV
-from ..store import shards
-from ..store.sweep_costs import record_sweep_costs, running_ledger
-from .chapter_code import chapter_code_digest
 from ..profiles.parameters import parse_overrides
 from ..profiles.profile import NOTEBOOKS, load_profile, parameters_for
+from ..store import shards
 from ..store.progress import estimate_left, progress_line, recorded_chapter_seconds
+from ..store.sweep_costs import record_sweep_costs, running_ledger
+from .chapter_code import chapter_code_digest
 
 EXECUTED = ROOT / "book" / "executed"
 
@@ -166,7 +165,8 @@ def fold_parameters(nb, params: dict) -> None:
     for line in cells["parameters"].source.splitlines():
         m = _ASSIGNMENT.match(line)
         if line.startswith("#") and "papermill injects" in line:
-            line = f"# Parameters of this run ({params.get('profile', '?')} profile; a changed default is named in its comment)"
+            profile = params.get("profile", "?")
+            line = f"# Parameters of this run ({profile} profile; a changed default is named in its comment)"
         elif m and m["name"] in params:
             try:
                 default = ast.literal_eval(m["value"])
@@ -338,7 +338,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"FAILED: {err}", file=sys.stderr)
             return 1
         print(
-            f"      {'cached' if reused else f'done in {seconds:.1f} s'} -> {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}"
+            f"      {'cached' if reused else f'done in {seconds:.1f} s'} -> "
+            f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}"
         )
     print(f"all {len(names)} notebooks ready in {time.perf_counter() - total:.1f} s")
     return 0

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import pandas as pd
 
@@ -76,7 +76,7 @@ def record_run_time(profile: str, notebook: str, seconds: float) -> Path:
             {
                 "notebook": notebook,
                 "seconds": round(seconds, 1),
-                "finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
+                "finished": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M"),
             }
         ]
     )

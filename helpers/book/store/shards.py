@@ -30,9 +30,10 @@ import json
 import os
 import socket
 import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator, Sequence, TypeVar
+from typing import TypeVar
 
 from tqdm.auto import tqdm
 

@@ -21,12 +21,13 @@ import hashlib
 import json
 import os
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from ...heads.ablation import UNMASKED, Config
 from ...base.atomic import atomic_path
 from ...base.code_digest import recipe_digest
+from ...heads.ablation import UNMASKED, Config
 from . import shards
 
 # the source that computes sweep outputs, relative to helpers/

@@ -25,8 +25,8 @@ text gives the statistic and df so a reader can judge.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 
@@ -84,7 +84,10 @@ class SeedTest:
                 "verdicts"
             )
         if self.differ:
-            return f"the seeds differ beyond sampling noise (chi-square {self.statistic:.1f}, df {self.df}, p = {self.p:.2g})"
+            return (
+                f"the seeds differ beyond sampling noise (chi-square {self.statistic:.1f}, df {self.df}, p = "
+                f"{self.p:.2g})"
+            )
         return (
             f"the seeds' numbers do not differ beyond sampling noise (chi-square {self.statistic:.1f}, df {self.df}, "
             f"p = {self.p:.2g}): together they cannot separate the verdicts"

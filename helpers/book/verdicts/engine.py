@@ -35,9 +35,10 @@ no likelihood tables is ``not measured`` there. A table's rows from the paper ca
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -106,7 +107,7 @@ class Results:
                 seeds.update(int(s) for s in pd.read_csv(path, usecols=[SEED])[SEED].dropna().unique())
         return sorted(seeds)
 
-    def for_seed(self, training_seed: int) -> "Results":
+    def for_seed(self, training_seed: int) -> Results:
         return Results(self.folder, training_seed, self.measure, self.params)
 
 

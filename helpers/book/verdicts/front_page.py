@@ -171,8 +171,10 @@ def language_model_line(profile: str, results_root: Path | None = None) -> str:
     )
     return (
         f"* *Chapter 11, the paper's questions asked of a current language model*: masking one query head alone "
-        f"changes the perplexity significantly for {int(counts['significantly worse']) + int(counts['significantly better'])} "
-        f"of {int(counts['heads'])} heads ({counts['expected by chance']:.1f} expected by chance); pruned by importance, "
+        "changes the perplexity significantly for "
+        f"{int(counts['significantly worse']) + int(counts['significantly better'])} "
+        f"of {int(counts['heads'])} heads ({counts['expected by chance']:.1f} expected by chance); pruned by "
+        "importance, "
         f"{pruned}."
     )
 
@@ -194,7 +196,8 @@ def memory_line(profile: str, results_root: Path | None = None) -> str:
         best = points[(points["method"] == row["best"]) & (points["setting"] == row["best setting"])].iloc[0]
         removed = points[(points["method"] == "KV groups removed") & (points["bytes share"] <= budget + 0.001)]
         cost = (
-            f"; removing KV groups by importance to fit costs x{removed.sort_values('bytes share')['perplexity ratio'].iloc[-1]:.2f}"
+            "; removing KV groups by importance to fit costs "
+            f"x{removed.sort_values('bytes share')['perplexity ratio'].iloc[-1]:.2f}"
             if len(removed) and row["best"] != "KV groups removed"
             else ""
         )

@@ -30,7 +30,8 @@ def findings(profile: str) -> str:
                     beyond.append(str(int(rows["harmful"].sum())))
                 w = rows.loc[rows["worst_delta"].idxmin()]
                 worst.append(
-                    f"{w['kind']} layer {int(w['worst_layer'])} ({w['worst_delta']:+.2f} {w['unit']}, seed {int(seed)})"
+                    f"{w['kind']} layer {int(w['worst_layer'])} ({w['worst_delta']:+.2f} {w['unit']}, seed "
+                    f"{int(seed)})"
                 )
             kinds = {w.split(" layer")[0] for w in worst}
             margin = (

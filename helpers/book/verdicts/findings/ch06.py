@@ -15,7 +15,7 @@ def findings(profile: str) -> str:
     lines = []
     for suffix, measure in MEASURES:
         table = read(profile, f"06_prunable_shares{suffix}")
-        for (track, model), part in table.groupby(["track", "model"], sort=False):
+        for (_track, model), part in table.groupby(["track", "model"], sort=False):
             by = {o: p.sort_values("training_seed") for o, p in part.groupby("order")}
             imp, abl = by["importance"], by["ablation"]
             low, high = by[RANDOM_LOW], by[RANDOM_HIGH]
@@ -29,12 +29,14 @@ def findings(profile: str) -> str:
                 else f"their 5th to 95th percentile, but {orders} orders are too few for a band"
             )
             lines.append(
-                f"**{model}, {measure}:** by importance, {percents(imp['prunable_share'])} of the heads can go with no "
+                f"**{model}, {measure}:** by importance, {percents(imp['prunable_share'])} of the heads can go with "
+                "no "
                 f"noticeable loss (seed{'s' if len(seeds) > 1 else ''} {words([str(s) for s in seeds])}; the paper: "
                 f"{paper:.0%}), by the one-head ablation order {percents(abl['prunable_share'])} (estimated on "
                 f"{abl['selected_on'].iloc[0]}); {orders} random orders prune {band} ({band_is}). With every head "
                 f"pruned the score is "
-                f"{words([f'{v:.3g}' for v in imp['all_pruned']])}, against {words([f'{v:.3g}' for v in imp['unpruned']])} "
+                f"{words([f'{v:.3g}' for v in imp['all_pruned']])}, against "
+                f"{words([f'{v:.3g}' for v in imp['unpruned']])} "
                 "unpruned."
             )
     return "\n\n".join(lines + sample_lines(profile))
@@ -75,7 +77,8 @@ def sample_lines(profile: str) -> list[str]:
         [
             f"**How many examples importance needs** (medians over {draws} random draws per size, against I_h of "
             f"every example the verdict used): " + "; ".join(parts) + ". A sample is part of the whole it is compared "
-            "with, which raises the agreement as it grows (with no signal at all, Spearman is about the square root of "
+            "with, which raises the agreement as it grows (with no signal at all, Spearman is about the square root "
+            "of "
             "the share drawn), and agreement with the whole says nothing about whether the whole itself is enough."
         ]
         + curve_lines(table)

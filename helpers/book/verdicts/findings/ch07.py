@@ -9,8 +9,8 @@ def findings(profile: str) -> str:
     """Chapter 07's findings: the measured speed-ups (ratios of median rates) at each batch size
     against the FLOP prediction and the paper's, the gated model against the timing noise, and
     the precision table's rows."""
-    from ...paper.values import TABLE4_SPEEDUP
     from ....heads.throughput import speed_gains
+    from ...paper.values import TABLE4_SPEEDUP
 
     speed = read(profile, "07_speed")
     gains = speed_gains(speed).set_index("batch_size")

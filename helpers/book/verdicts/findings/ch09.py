@@ -24,12 +24,14 @@ def findings(profile: str, min_base_share: float = MIN_BASE_SHARE) -> str:
         ratio = at_share_by_epoch(ll[ll["training_seed"] == seed], "perplexity_ratio")
         text = (
             f"**Seed {int(seed)}:** with 40% of the heads pruned by importance, the perplexity reaches "
-            f"x{ratio.iloc[0]:.2f} of the unpruned checkpoint's after epoch {ratio.index[0]} and x{ratio.iloc[-1]:.2f} "
+            f"x{ratio.iloc[0]:.2f} of the unpruned checkpoint's after epoch {ratio.index[0]} and "
+            f"x{ratio.iloc[-1]:.2f} "
             f"after epoch {ratio.index[-1]}"
         )
         if skipped:
             text += (
-                f" (BLEU leaves out epoch{'s' * (len(skipped) > 1)} {words([str(e) for e in skipped])}, whose unpruned "
+                f" (BLEU leaves out epoch{'s' * (len(skipped) > 1)} {words([str(e) for e in skipped])}, whose "
+                "unpruned "
                 f"BLEU is below {min_base_share:.0%} of the last epoch's: a share of a near-zero BLEU is noise)"
             )
         if not usable:

@@ -81,10 +81,12 @@ def findings(profile: str, alpha: float, speed_share: float = 0.5) -> str:
         f"{chance_flag_rate(alpha, one_direction=True) * len(grid):.1f} "
         f"expected by chance in each direction ({chance_flag_rate(alpha) * len(grid):.1f} in all); "
         f"{int((grid['change_pct'].abs() < 1).sum())} change it by less than 1%. The largest rise is "
-        f"{top['change_pct']:+.1f}% (layer {int(top['layer'])}, head {int(top['head'])}); the significant heads are in "
+        f"{top['change_pct']:+.1f}% (layer {int(top['layer'])}, head {int(top['head'])}); the significant heads are "
+        "in "
         f"{grid.loc[grid['significant'], 'layer'].nunique()} of the {grid['layer'].nunique()} layers."
         + (
-            f" Against a margin of ±{math.expm1(counts['margin (nats)']):.0%} of perplexity, {int(counts['negligible'])} "
+            f" Against a margin of ±{math.expm1(counts['margin (nats)']):.0%} of perplexity, "
+            f"{int(counts['negligible'])} "
             f"heads are shown negligible, {int(counts['harmful'])} harmful, {int(counts['helpful'])} helpful and "
             f"{int(counts['undetermined'])} undetermined; {int(counts['unplaced'])} are placed by neither test."
             if "negligible" in counts

@@ -103,7 +103,8 @@ def copying_lines(profile: str) -> list[str]:
         interval = (
             ""
             if kept is None or pd.isna(kept)
-            else f" On a probe of its own ({int(row[VERDICT_SEQUENCES])} sequences), the same pruning keeps {kept:.0%} "
+            else f" On a probe of its own ({int(row[VERDICT_SEQUENCES])} sequences), the same pruning keeps "
+            f"{kept:.0%} "
             f"[{row[copying_kept_interval(t, 'low')]:.0%}, {row[copying_kept_interval(t, 'high')]:.0%}] "
             f"({KEPT_LEVEL:.0%} paired bootstrap interval over sequences)."
         )
@@ -154,7 +155,8 @@ def runtime_lines(profile: str) -> list[str]:
         f"**In float32 without flash attention, llama.cpp matches transformers:** the largest gap between the two "
         f"log-probabilities of a verse token is {exact['largest log-prob gap'].max():.1e} nats over "
         f"{int(exact['scored tokens'].iloc[0])} tokens of {int(exact['verses'].iloc[0])} verses, and perplexities "
-        f"agree to {(exact['perplexity, llama.cpp'] / exact['perplexity, transformers'] - 1).abs().max():.1e} (relative). "
+        f"agree to {(exact['perplexity, llama.cpp'] / exact['perplexity, transformers'] - 1).abs().max():.1e} "
+        "(relative). "
         f"Greedy decoding gives transformers' {new} new tokens on {equal}; in llama.cpp's default settings "
         f"(float16 file and cache, flash attention) on {default}.",
         f"**Its cache:** llama.cpp allocated the predicted bytes for {as_predicted['f32']} of {len(exact)} files "
@@ -163,7 +165,8 @@ def runtime_lines(profile: str) -> list[str]:
         + (
             f"Without flash attention llama.cpp pads every layer's values to the widest layer's, so where layers keep "
             f"different numbers of KV groups the values shrink only to the widest layer's width (e.g. "
-            f"{narrower.iloc[0]['unit']} {_share(narrower.iloc[0]['share'])}: {narrower.iloc[0]['K MiB, llama.cpp (f32)']:.2f} "
+            f"{narrower.iloc[0]['unit']} {_share(narrower.iloc[0]['share'])}: "
+            f"{narrower.iloc[0]['K MiB, llama.cpp (f32)']:.2f} "
             f"MiB of keys, {narrower.iloc[0]['V MiB, llama.cpp (f32)']:.2f} MiB of values). "
             if len(narrower)
             else ""
@@ -187,7 +190,8 @@ def runtime_lines(profile: str) -> list[str]:
         one, most = base.loc[base.index.min()], base.loc[base.index.max()]
         verb = lambda a, b: "faster" if a > b else "slower"
         lines[-1] += (
-            f" The unpruned file generates {verb(most['generated tokens per second'], one['generated tokens per second'])}"
+            " The unpruned file generates "
+            f"{verb(most['generated tokens per second'], one['generated tokens per second'])}"
             f" with {int(base.index.max())} threads than with one ({most['generated tokens per second']:.0f} against "
             f"{one['generated tokens per second']:.0f} tokens/s) and reads its prompt "
             f"{verb(most['prompt tokens per second'], one['prompt tokens per second'])} "

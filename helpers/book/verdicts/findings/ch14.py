@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pandas as pd
-
 from ...experiments.memory_budget import CHECK_TOLERANCE, COMBINED, QUANTIZED, REMOVED, UNPRUNED, WINDOWED
 from .text import read, words
 
@@ -42,7 +40,8 @@ def budget_lines(profile: str) -> list[str]:
             f"**{row['budget']:.0%} of the bytes:** best {row['best']} ({row['best setting']}, "
             f"{_pct(row['best share'])} of the bytes, perplexity {row['best perplexity']:.2f}); runner-up "
             f"{row['runner-up']} ({_pct(row['runner-up share'])}, {row['runner-up perplexity']:.2f}); gap "
-            f"{row['log-perplexity gap']:+.3f} nats per token [{row['gap low']:+.3f}, {row['gap high']:+.3f}], {clear}."
+            f"{row['log-perplexity gap']:+.3f} nats per token [{row['gap low']:+.3f}, {row['gap high']:+.3f}], "
+            f"{clear}."
         )
     return lines
 

@@ -3,10 +3,10 @@ help. The rules read ``03_one_head_counts`` (and, in chapter 12, the same counts
 
 from __future__ import annotations
 
+from ...paper import values as paper_values
 from .. import samples
 from ..between_seeds import Share
 from ..engine import CANNOT_TELL, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Results, by_model, ours
-from ...paper import values as paper_values
 
 CHAPTER = "03_ablating_one_head"
 FEW_SHARE = 0.20  # "few heads matter alone": under this share of a model's heads significant
@@ -160,8 +160,10 @@ CLAIMS = [
         "some_gain",
         "§3.2, Table 1",
         "Masking a head can improve the score",
-        f"{paper_values.SIGNIFICANT_ENC_SELF_UP} of the {paper_values.SIGNIFICANT_ENC_SELF} significant changes are gains",
-        f"reproduced: more significant gains than chance gives at alpha in that direction (binomial p < {GAIN_LEVEL}); "
+        f"{paper_values.SIGNIFICANT_ENC_SELF_UP} of the {paper_values.SIGNIFICANT_ENC_SELF} significant changes are "
+        "gains",
+        "reproduced: more significant gains than chance gives at alpha in that direction (binomial p < "
+        f"{GAIN_LEVEL}); "
         "cannot tell: more than chance expects, not significantly; not reproduced: no more than chance expects",
         CHAPTER,
         some_gain,

@@ -4,7 +4,7 @@ rules read ``04_keep_one_counts``."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import pandas as pd
 
@@ -207,7 +207,8 @@ CLAIMS = [
         "Choosing the head on other data than the reported set costs more layers",
         "9 of 18 WMT layers (5 when chosen on the reported set)",
         f"reproduced: more layers drop significantly "
-        f"held out than chosen on the reported set, by a one-sided Fisher exact test on the layers (p < {HELD_OUT_LEVEL}); "
+        "held out than chosen on the reported set, by a one-sided Fisher exact test on the layers (p < "
+        f"{HELD_OUT_LEVEL}); "
         "cannot tell: more, but not significantly so, or undecided layers could change it; not reproduced: no more",
         CHAPTER,
         held_out_worse,

@@ -3,10 +3,10 @@ domain. The rule reads ``05_cross_domain_r``."""
 
 from __future__ import annotations
 
+from ...paper import values as paper_values
 from .. import samples
 from ..between_seeds import Value, fisher_z
 from ..engine import Claim, Results, three_way
-from ...paper import values as paper_values
 
 CHAPTER = "05_cross_domain"
 STRONG_R = 0.40  # "effects in domain predict effects out of domain": Pearson r at least this

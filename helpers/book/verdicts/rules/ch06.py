@@ -4,16 +4,16 @@ orders. The rules read ``06_prunable_shares``."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
+from ...paper import values as paper_values
+from ...store.columns import IN_SAMPLE, MIN_BAND_ORDERS, RANDOM_HIGH, RANDOM_LOW
 from .. import samples
 from ..between_seeds import NotTestable, Value, with_error
 from ..engine import CANNOT_TELL, NOT_RUN, SHARE_TOLERANCE, Claim, Results, by_model, present, three_way, within
-from ...paper import values as paper_values
-from ...store.columns import IN_SAMPLE, MIN_BAND_ORDERS, RANDOM_HIGH, RANDOM_LOW
 
 CHAPTER = "06_pruning_curves"
 SHARES = "06_prunable_shares"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ...paper import values as paper_values
 from .. import samples
 from ..engine import Claim, Results, three_way
-from ...paper import values as paper_values
 
 CHAPTER = "07_pruning_speed"
 

@@ -3,10 +3,10 @@ survives losing most of its heads. The rules read ``08_pruning_by_kind_summary``
 
 from __future__ import annotations
 
+from ...paper import values as paper_values
 from .. import samples
 from ..between_seeds import Value, with_error
 from ..engine import NOT_REPRODUCED, SHARE_TOLERANCE, Claim, Results, three_way
-from ...paper import values as paper_values
 
 CHAPTER = "08_attention_kinds"
 SUMMARY = "08_pruning_by_kind_summary"

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ...experiments.dynamics import MIN_BASE_SHARE, at_share_by_epoch, usable_epochs
+from ...paper import values as paper_values
 from .. import samples
 from ..between_seeds import NotTestable, Value, with_error
 from ..engine import NOT_REPRODUCED, Claim, Results, three_way
-from ...experiments.dynamics import MIN_BASE_SHARE, at_share_by_epoch, usable_epochs
-from ...paper import values as paper_values
 
 CHAPTER = "09_training_dynamics"
 CURVES = "09_importance_dynamics"
@@ -120,7 +120,8 @@ CLAIMS = [
         early_hurts,
         likelihood=early_hurts_likelihood,
         parameters={"min_base_share": MIN_BASE_SHARE},
-        likelihood_rule="reproduced: 40% pruned raises the perplexity more at the first epoch than at the last, and by "
+        likelihood_rule="reproduced: 40% pruned raises the perplexity more at the first epoch than at the last, and "
+        "by "
         "over 10%; partly: more at the first",
         sample=curves_sample,
         seed_statistic=seed_statistic("first"),

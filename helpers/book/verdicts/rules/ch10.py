@@ -3,12 +3,12 @@ drops. The rules read ``10_appendix_summary``, one claim per task of the paper's
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
+from ...paper import values as paper_values
 from .. import samples
 from ..between_seeds import Value, with_error
 from ..engine import SHARE_TOLERANCE, Claim, Results, present, three_way, within
-from ...paper import values as paper_values
 
 CHAPTER = "10_appendix_more_tasks"
 

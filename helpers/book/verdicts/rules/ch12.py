@@ -4,8 +4,8 @@ under every way of removing a head (zero, mean, resample). The rules are chapter
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 
@@ -92,7 +92,7 @@ def by_removal(profile: str, results_root: Path | None = None) -> pd.DataFrame:
         for key, check in REMOVAL_RULES.items():
             for kind in kinds:
                 try:
-                    found = per_seed(CHAPTER, lambda r: check(OneRemoval(r, kind)), results)
+                    found = per_seed(CHAPTER, lambda r, check=check, kind=kind: check(OneRemoval(r, kind)), results)
                 except MissingResults:  # no seed with every model (a profile that trains none)
                     continue
                 rows += [
@@ -131,7 +131,8 @@ CLAIMS = [
         "§3.2, Table 1",
         "Few heads matter alone, whether a head is zeroed, replaced by its mean or by its output on another example",
         "masking (zero) only",
-        f"reproduced: chapter 03's rule (under {ch03.FEW_SHARE:.0%} significant in every model) holds under every way of "
+        f"reproduced: chapter 03's rule (under {ch03.FEW_SHARE:.0%} significant in every model) holds under every "
+        "way of "
         "removing a head; partly: under some",
         CHAPTER,
         every_removal(ch03.few_significant),
@@ -144,7 +145,8 @@ CLAIMS = [
         "§3.2, Table 1",
         "Most heads are shown negligible alone, whichever way a head is removed",
         "8 of 96 significant, masking only (the paper tests no equivalence)",
-        f"reproduced: chapter 03's rule (over {1 - ch03.FEW_SHARE:.0%} negligible in every model) holds under every way of "
+        f"reproduced: chapter 03's rule (over {1 - ch03.FEW_SHARE:.0%} negligible in every model) holds under every "
+        "way of "
         "removing a head; partly: under some",
         CHAPTER,
         every_removal(ch03.most_negligible),

@@ -10,8 +10,6 @@ import math
 
 import pandas as pd
 
-from .. import samples
-from ..engine import CANNOT_TELL, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Results, present, three_way
 from ...experiments.buys_and_breaks import BAND_ORDER, COPYING_FLOOR, KEPT_LEVEL
 from ...store.columns import (
     COPYING_KEPT,
@@ -25,6 +23,8 @@ from ...store.columns import (
     random_copying_at,
     random_orders_at,
 )
+from .. import samples
+from ..engine import CANNOT_TELL, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Results, present, three_way
 
 CHAPTER = "13_buys_and_breaks"
 PERPLEXITY_COST = 0.10  # "at a small perplexity cost": at most 10% above the unpruned model's
@@ -245,8 +245,10 @@ CLAIMS = [
         "Beyond the paper, retrieval heads",
         "Pruning that keeps perplexity can break in-context copying",
         "removing the retrieval heads (under 5%) breaks retrieval; random heads do not",
-        f"reproduced: at the share pruned by I_h on verses with perplexity within {COPYING_PERPLEXITY:.0%}, copying keeps under "
-        f"{COPYING_FLOOR:.0%} of its accuracy (the whole {KEPT_LEVEL:.0%} interval over a probe's sequences) and less than "
+        f"reproduced: at the share pruned by I_h on verses with perplexity within {COPYING_PERPLEXITY:.0%}, copying "
+        "keeps under "
+        f"{COPYING_FLOOR:.0%} of its accuracy (the whole {KEPT_LEVEL:.0%} interval over a probe's sequences) and "
+        "less than "
         f"the 5th percentile of random orders pruning the same share; partly: under {COPYING_DENTED:.0%}, or broken "
         f"as much by random orders; cannot tell: the interval straddles {COPYING_DENTED:.0%}",
         CHAPTER,
@@ -274,7 +276,8 @@ CLAIMS = [
         "uneven per-layer heads do not load in serving runtimes "
         "(pruning tools' issue trackers); §4.3 measures speed in the training framework only",
         f"reproduced: at every share of KV groups removed, at the thread count where the unpruned file generates "
-        f"fastest (the others shown), llama.cpp generates faster than the unpruned file beyond the timing noise (the larger IQR / median of the two), by at least "
+        "fastest (the others shown), llama.cpp generates faster than the unpruned file beyond the timing noise (the "
+        "larger IQR / median of the two), by at least "
         f"{PROPORTION_SHARE:.0%} of the gain a time proportional to the cache left would give (1 / (1 - share) - 1); "
         "partly: faster beyond the noise, by less; not reproduced: slower beyond the noise somewhere; cannot tell: "
         "a change within the noise",

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..engine import CANNOT_TELL, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Results, present
 from ...experiments.memory_budget import QUANTIZED, RANDOM, REMOVED, WINDOWED
 from ...store.columns import MIN_BAND_ORDERS
+from ..engine import CANNOT_TELL, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Results, present
 
 CHAPTER = "14_memory_budget"
 CLAIMED_BUDGETS = (0.5, 0.25)  # "at half and at a quarter of the bytes"
@@ -94,9 +94,11 @@ def importance_beats_random_groups(r: Results) -> tuple[str, str]:
     ppl, share = float(ours["perplexity ratio"].iloc[0]), float(ours["bytes share"].iloc[0])
     below = int((band["perplexity ratio"] <= ppl).sum())
     text = (
-        f"{share:.1%} of the bytes kept by removing KV groups by importance: perplexity x{ppl:.2f}; {len(band)} random "
+        f"{share:.1%} of the bytes kept by removing KV groups by importance: perplexity x{ppl:.2f}; {len(band)} "
+        "random "
         f"orders: x{band['perplexity ratio'].min():.2f} (best) to x{band['perplexity ratio'].max():.2f}, median "
-        f"x{band['perplexity ratio'].median():.2f}; {below} as good or better (rank p = {(1 + below) / (1 + len(band)):.3f})"
+        f"x{band['perplexity ratio'].median():.2f}; {below} as good or better (rank p = "
+        f"{(1 + below) / (1 + len(band)):.3f})"
     )
     if len(band) < MIN_BAND_ORDERS:
         return text + f" (fewer than {MIN_BAND_ORDERS} orders: no band)", CANNOT_TELL

@@ -174,10 +174,9 @@ def test_the_verdict_probe_has_enough_sequences_for_its_bootstrap_and_none_of_th
 
     probe = bb.verdict_probe(Tokenizer(), length=6, sequences=33, batch=8, seed=0)
     assert [len(b["input_ids"]) for b in probe] == [8, 8, 8, 8, 1]
-    curves, held_out, verdict = bb.copying_probes(Tokenizer(), 6, 16, 8, seed=0, verdict_sequences=33)
+    curves, held_out = bb.copying_probes(Tokenizer(), 6, 16, 8, seed=0)
     seen = {tuple(row.tolist()) for b in curves + held_out for row in b["input_ids"]}
     assert not seen & {tuple(row.tolist()) for b in probe for row in b["input_ids"]}
-    assert all(torch.equal(a["input_ids"], b["input_ids"]) for a, b in zip(verdict, probe, strict=True))
     with pytest.raises(ValueError, match="at least 30"):
         bb.verdict_probe(Tokenizer(), length=6, sequences=8, batch=8, seed=0)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import statistics
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -162,6 +163,52 @@ def memory_and_speed(
     return pd.DataFrame(rows)
 
 
+@dataclass(frozen=True)
+class Generation:
+    """How chapter 13 generates with the KV cache: greedy ``new_tokens`` after each batch of
+    ``prompts`` (``{batch size: [batch, tokens] ids}``), timed ``repeats`` times, with
+    ``tokenizer``. The chapter's measurements of what pruning buys are its methods."""
+
+    tokenizer: object
+    prompts: Mapping[int, torch.Tensor]
+    new_tokens: int
+    repeats: int
+
+    @classmethod
+    def from_verses(
+        cls,
+        tokenizer,
+        texts: Sequence[str],
+        prompt_tokens: int,
+        batch_sizes: Sequence[int],
+        new_tokens: int,
+        repeats: int,
+    ) -> Generation:
+        """Prompts of ``prompt_tokens`` tokens cut from ``texts`` (``prompt_ids``), one batch per
+        batch size."""
+        prompts = {size: prompt_ids(tokenizer, texts, prompt_tokens, size) for size in batch_sizes}
+        return cls(tokenizer, prompts, new_tokens, repeats)
+
+    def memory_and_speed(
+        self, variants: Mapping[tuple[str, float], nn.Module], report_batches: Sequence[dict], dtypes: Sequence[str]
+    ) -> pd.DataFrame:
+        """``memory_and_speed`` of every variant with these prompts."""
+        return memory_and_speed(variants, self.prompts, self.new_tokens, report_batches, self.repeats, dtypes)
+
+    def keep_and_reload(self, model: nn.Module, prompt: str) -> pd.DataFrame:
+        """``keep_and_reload``: ``model`` saved, rebuilt in a fresh process, continuing ``prompt``."""
+        return keep_and_reload(model, self.tokenizer, prompt, self.new_tokens)
+
+    def served_by_llama_cpp(
+        self, variants: Mapping[tuple[str, float], nn.Module], model_name: str, texts: Sequence[str], profile: str
+    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """``served_by_llama_cpp`` of every variant with these prompts, its log-probabilities
+        checked on ``texts``."""
+        return served_by_llama_cpp(
+            variants, self.tokenizer, model_name, texts, self.prompts, self.new_tokens, self.repeats, profile
+        )
+
+
 # ---- induction heads and copying -----------------------------------------------------------------
 def _ranks(scores: torch.Tensor) -> np.ndarray:
     """1 for the largest value of ``scores`` ``[layers, heads]``, flattened row-major."""
@@ -201,21 +248,18 @@ def induction_ranks(
     return table
 
 
-def copying_probes(
-    tokenizer, length: int, sequences: int, batch: int, seed: int, verdict_sequences: int
-) -> tuple[list[dict], list[dict], list[dict]]:
-    """``(scored, held out, verdict)``: two copying probes of ``sequences`` sequences each (batches
-    of ``batch``; ``repeated_tokens`` with different seeds), so that an importance estimated on the
-    held-out one is scored on tokens it has not seen, and the verdict's own probe of
-    ``verdict_sequences`` (``verdict_probe``). Probe tokens skip the special ids and the first 100
-    others."""
+def copying_probes(tokenizer, length: int, sequences: int, batch: int, seed: int) -> tuple[list[dict], list[dict]]:
+    """``(scored, held out)``: two copying probes of ``sequences`` sequences each (batches of
+    ``batch``; ``repeated_tokens`` with different seeds), so that an importance estimated on the
+    held-out one is scored on tokens it has not seen. Probe tokens skip the special ids and the
+    first 100 others. The copying verdict draws a probe of its own (``verdict_probe``)."""
     low = len(tokenizer.all_special_ids) + 100
     batches = max(1, sequences // batch)
     probe = [
         repeated_tokens(len(tokenizer), length, batch, seed + i, low=low, bos=tokenizer.bos_token_id)
         for i in range(2 * batches)
     ]
-    return probe[:batches], probe[batches:], verdict_probe(tokenizer, length, verdict_sequences, batch, seed)
+    return probe[:batches], probe[batches:]
 
 
 def copying_curves(

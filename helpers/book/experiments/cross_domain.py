@@ -9,16 +9,27 @@ what a cross-domain r can show, and the spread of the scores in each domain.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from .. import course
 from ..paper import values as paper_values
 from .head_effects import correlation, paired_scores
 from .sweeps import HeadSweeps
 
 TRACKS = {"translation": "translation", "classifier": "classifier"}  # paper_values.CROSS_DOMAIN_R's keys
+UNITS = {"translation": "BLEU", "classifier": "accuracy"}  # each track's metric, as Figure 2 labels it
+MEASURES = ("metric", "likelihood")
+
+
+def sets(sweeps: HeadSweeps, name: str, splits: tuple[str, str], sizes: tuple[int, int]) -> tuple[list, list]:
+    """``(in-domain, out-of-domain)`` examples of model ``name``: ``sizes[i]`` of split
+    ``splits[i]``, drawn at random (0: the whole split); every training run shares them."""
+    data = sweeps.data(name)
+    return tuple(course.subset(data[split], n) for split, n in zip(splits, sizes))
 
 
 def effects(
@@ -256,3 +267,65 @@ def scatter(ax, paired: pd.DataFrame, title: str, unit: str) -> None:
         title=f"{title}\nPearson r = {r:.2f} (p = {p:.1g})", xlabel=f"{unit} in-domain", ylabel=f"{unit} out-of-domain"
     )
     ax.legend(fontsize=8)
+
+
+@dataclass(frozen=True)
+class Study:
+    """The chapter's sweeps: for each track (``"translation"``, ``"classifier"``), its model
+    ``names[track]`` with every head masked alone on an in-domain and an out-of-domain set
+    (``sets[track]``, drawn from ``splits[track]``), on every training run and on both measures:
+    ``effects[track, measure]`` is ``effects``' ``{seed: (in-domain, out-of-domain)}``."""
+
+    sweeps: HeadSweeps
+    names: Mapping[str, str]
+    splits: Mapping[str, tuple[str, str]]
+    sets: Mapping[str, tuple[list, list]]
+    effects: Mapping[tuple[str, str], dict]
+
+    def pairs(self, track: str, measure: str = "metric") -> pd.DataFrame:
+        """``pairs`` of one track's effects on ``measure``, every training run stacked."""
+        return pairs(self.effects[track, measure])
+
+    def correlations(self, measure: str = "metric") -> pd.DataFrame:
+        """``correlations`` of both tracks on ``measure``, the translation model first."""
+        return correlations([(self.names[t], t, self.effects[t, measure]) for t in ("translation", "classifier")])
+
+    def label_shifts(self) -> pd.DataFrame:
+        """``label_shifts`` of the classifier on its two sets."""
+        return label_shifts(self.sweeps, self.names["classifier"], self.sets["classifier"], self.splits["classifier"])
+
+    def sizes_line(self) -> str:
+        """What the sweeps rest on: examples per domain (translation: decoded for BLEU, and scored
+        by the likelihood)."""
+        clf, mt = self.sets["classifier"], self.sets["translation"]
+        decoded = " / ".join(f"BLEU on {len(self.sweeps.decoded(s))}, likelihood on {len(s)}" for s in mt)
+        return (
+            f"{self.names['classifier']}: {len(clf[0])} / {len(clf[1])} examples in / out of domain, on both "
+            f"scores; {self.names['translation']}: {decoded} sentences in / out of domain"
+        )
+
+    def figure(self, suptitle: str):
+        """Figure 2: each track's first training run, in-domain against out-of-domain scores on its
+        metric (``scatter``), the translation model on the left. Returns the figure."""
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
+        for ax, letter, track in zip(axes, "ab", ("translation", "classifier")):
+            inside, outside = self.splits[track]
+            title = f"({letter}) {self.names[track]}: {inside} vs {outside}"
+            scatter(ax, course.first_seed(self.pairs(track)), title, UNITS[track])
+        fig.suptitle(suptitle)
+        fig.tight_layout()
+        return fig
+
+
+def study(
+    sweeps: HeadSweeps, names: Mapping[str, str], splits: Mapping[str, tuple[str, str]], sizes: tuple[int, int]
+) -> Study:
+    """Run the chapter's sweeps (``Study``): for each track of ``names`` (``{"classifier": model,
+    "translation": model}``), ``sets`` of ``sizes`` drawn from ``splits[track]``, and every head
+    masked alone on both, on every training run, on the paper's metric and on the likelihood
+    (the likelihood reads the metric sweep's cache where it can)."""
+    drawn = {t: sets(sweeps, name, splits[t], sizes) for t, name in names.items()}
+    found = {(t, m): effects(sweeps, names[t], drawn[t], m) for m in MEASURES for t in names}
+    return Study(sweeps, dict(names), {t: tuple(splits[t]) for t in names}, drawn, found)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -57,11 +58,29 @@ def tables(
     return out
 
 
+class ClassifierSets(NamedTuple):
+    """The classifier's two sets: the layers are reported on ``reported`` (``classifier_split``)
+    and, in the held-out protocol, chosen on ``selection`` (``selection_split``)."""
+
+    reported: list
+    selection: list
+
+
+class TranslationSets(NamedTuple):
+    """The translation model's two sets: the layers are chosen (and reported) on ``chosen_on``
+    (``translation_split``) and reported again on ``heldout`` (``heldout_split``)."""
+
+    chosen_on: list
+    heldout: list
+
+
 @dataclass(frozen=True)
 class Protocols:
     """The chapter's two protocols per model: chosen and reported on one set (Tables 2 and 3), and
-    chosen on one set, reported on another (Tables 5 and 6)."""
+    chosen on one set, reported on another (Tables 5 and 6), run by ``sweeps`` on every training
+    run of each model."""
 
+    sweeps: HeadSweeps
     translation: str
     translation_split: str
     heldout_split: str
@@ -69,50 +88,51 @@ class Protocols:
     classifier_split: str
     selection_split: str
 
-    def translation_effects(
-        self, sweeps: HeadSweeps, chosen_on: Sequence, heldout: Sequence, measure: str = "metric"
-    ) -> pd.DataFrame:
-        """``translation_run`` on every training run: chosen on ``chosen_on`` (``translation_split``),
-        reported there and on ``heldout`` (``heldout_split``)."""
+    def translation_effects(self, sets: TranslationSets, measure: str = "metric") -> pd.DataFrame:
+        """``translation_run`` on every training run: chosen on ``sets.chosen_on``
+        (``translation_split``), reported there and on ``sets.heldout`` (``heldout_split``)."""
         names = (self.translation_split, self.heldout_split)
-        return sweeps.over_runs(self.translation, lambda run: translation_run(run, chosen_on, heldout, names, measure))
-
-    def classifier_effects(
-        self, sweeps: HeadSweeps, reported_on: Sequence, chosen_on: Sequence, measure: str = "metric"
-    ) -> pd.DataFrame:
-        """``classifier_run`` on every training run: ``reported_on`` (``classifier_split``) and
-        ``chosen_on`` (``selection_split``)."""
-        names = (self.classifier_split, self.selection_split)
-        return sweeps.over_runs(
-            self.classifier, lambda run: classifier_run(run, reported_on, chosen_on, names, measure)
+        return self.sweeps.over_runs(
+            self.translation, lambda run: translation_run(run, sets.chosen_on, sets.heldout, names, measure)
         )
 
-    def classifier_sets(self, sweeps: HeadSweeps, max_examples: int, selection_examples: int) -> tuple[list, list]:
-        """``(reported, selection)``: ``max_examples`` of ``classifier_split`` (0: all) and
-        ``selection_examples`` of ``selection_split``, drawn at random (every training run shares them)."""
-        data = sweeps.data(self.classifier)
-        return (
+    def classifier_effects(self, sets: ClassifierSets, measure: str = "metric") -> pd.DataFrame:
+        """``classifier_run`` on every training run: reported on ``sets.reported``
+        (``classifier_split``), chosen on ``sets.selection`` (``selection_split``)."""
+        names = (self.classifier_split, self.selection_split)
+        return self.sweeps.over_runs(
+            self.classifier, lambda run: classifier_run(run, sets.reported, sets.selection, names, measure)
+        )
+
+    def classifier_sets(self, max_examples: int, selection_examples: int) -> ClassifierSets:
+        """``max_examples`` of ``classifier_split`` (0: all) and ``selection_examples`` of
+        ``selection_split``, drawn at random (every training run shares them)."""
+        data = self.sweeps.data(self.classifier)
+        return ClassifierSets(
             course.subset(data[self.classifier_split], max_examples),
             course.subset(data[self.selection_split], selection_examples),
         )
 
-    def translation_sets(self, sweeps: HeadSweeps, max_examples: int) -> tuple[list, list]:
-        """``(chosen on, held out)``: ``max_examples`` of ``translation_split`` and of ``heldout_split``."""
-        data = sweeps.data(self.translation)
-        return tuple(course.subset(data[s], max_examples) for s in (self.translation_split, self.heldout_split))
+    def translation_sets(self, max_examples: int) -> TranslationSets:
+        """``max_examples`` of ``translation_split`` and of ``heldout_split`` (0: all)."""
+        data = self.sweeps.data(self.translation)
+        return TranslationSets(
+            *(course.subset(data[s], max_examples) for s in (self.translation_split, self.heldout_split))
+        )
 
-    def classifier_line(self, effects: pd.DataFrame, reported: Sequence, selection: Sequence) -> str:
+    def classifier_line(self, effects: pd.DataFrame, sets: ClassifierSets) -> str:
         """The classifier's unmasked accuracy per training run, and the sets it rests on."""
         return (
             f"{self.classifier}: accuracy unmasked by training seed {unmasked(effects, [self.classifier_split], 4)} "
-            f"({len(reported)} examples); heads chosen on {len(selection)} {self.selection_split} examples"
+            f"({len(sets.reported)} examples); heads chosen on {len(sets.selection)} {self.selection_split} examples"
         )
 
-    def translation_line(self, effects: pd.DataFrame, decoded: int, beam: int) -> str:
+    def translation_line(self, effects: pd.DataFrame, sets: TranslationSets) -> str:
         """The translation model's unmasked BLEU per training run on both splits, and what it rests on."""
+        decoded = len(self.sweeps.decoded(sets.chosen_on))
         return (
-            f"{self.translation}: {decoded} sentences decoded from each split, beam {beam}; BLEU unmasked by "
-            f"training seed {unmasked(effects, [self.translation_split, self.heldout_split], 2)}"
+            f"{self.translation}: {decoded} sentences decoded from each split, beam {self.sweeps.beam}; "
+            f"BLEU unmasked by training seed {unmasked(effects, [self.translation_split, self.heldout_split], 2)}"
         )
 
     def first_run_tables(self, effects: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

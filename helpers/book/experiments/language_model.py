@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import random
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +37,7 @@ from ...heads.removal import removal_digest
 from ...heads.significance import Bootstrap, chance_flag_rate, log_likelihood
 from ...heads.sites import attention_sites
 from ...heads.throughput import compare_speed, device_name, speed_gains
-from ...zoo.causal_lm import PerplexityScorer, perplexity, token_nll
+from ...zoo.causal_lm import PerplexityScorer, lm_batches, perplexity, token_nll
 from ..store.sweep_cache import SweepCache, sweep_key
 from . import equivalence
 from .head_effects import effect_rows
@@ -405,8 +406,10 @@ def grid_heatmap(grid: pd.DataFrame, model, title: str):
     return ax
 
 
-def keep_one_bars(keep_one: pd.DataFrame, title: str):
-    """``keep_one_head``'s perplexity change per layer (symlog), red where significant. Returns the axes."""
+def keep_one_bars(keep_one: pd.DataFrame, alpha: float, perplexity: float):
+    """``keep_one_head``'s perplexity change per layer (symlog), red where significant at
+    ``alpha``; the title gives the report set's unmasked ``perplexity``. Returns the axes."""
+    title = f"only one head kept in the layer (red: p < {alpha}); report set, perplexity {perplexity:.1f}"
     ax = keep_one.plot.bar(
         x="layer",
         y="change_pct",
@@ -433,3 +436,42 @@ def curves_figure(curves: pd.DataFrame):
     axes[0].set_ylabel("report-set perplexity")
     axes[0].legend()
     return fig
+
+
+@dataclass(frozen=True)
+class VerseSweeps:
+    """Chapter 11's experiments on one causal LM and its two verse sets, with what they share set
+    once: ``batches`` (``{"select": [...], "report": [...]}``, ``lm_batches``), the configurations
+    scored in one pass, the bootstrap, and the sweep cache. Heads are ranked and chosen on the select
+    set and scored on the report set."""
+
+    model: torch.nn.Module
+    batches: Mapping[str, Sequence[dict]]
+    configs_per_pass: int
+    bootstrap: Bootstrap = Bootstrap()
+    cache_dir: Path | None = None
+
+    def calibrated_grid(self, draws: int = NULL_DRAWS) -> tuple[pd.DataFrame, torch.Tensor, pd.DataFrame]:
+        """``calibrated_grid`` on the select set: ``(grid, unmasked token NLL rows, null rates)``."""
+        return calibrated_grid(
+            self.model, self.batches["select"], self.configs_per_pass, self.bootstrap, draws, cache_dir=self.cache_dir
+        )
+
+    def keep_one_head(self, grid: pd.DataFrame) -> tuple[pd.DataFrame, float]:
+        """``keep_one_head``: the head ``grid`` (select set) ranks most needed, kept alone in each
+        layer, scored on the report set."""
+        return keep_one_head(self.model, grid, self.batches["report"], self.configs_per_pass, self.bootstrap)
+
+    def pruning_curves(self, importance, random_orders: int, step: float, seed: int) -> pd.DataFrame:
+        """``pruning_curves`` on the report set."""
+        return pruning_curves(
+            self.model, importance, self.batches["report"], random_orders, step, seed, self.configs_per_pass
+        )
+
+    def pruned_speed(
+        self, importance, share: float, tokenizer, texts: Sequence[str], batch_sizes: Sequence[int], repeats: int
+    ) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+        """``pruned_speed``, timed on ``texts`` in batches of each of ``batch_sizes``, and checked
+        (pruned against gated) on the report set's first two batches."""
+        by_size = {size: lm_batches(tokenizer, texts, batch_size=size) for size in batch_sizes}
+        return pruned_speed(self.model, importance, share, by_size, self.batches["report"][:2], repeats)

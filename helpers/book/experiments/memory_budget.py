@@ -68,11 +68,18 @@ class Config:
 
 @dataclass(frozen=True)
 class Plan:
+    """Which configurations ``plan`` builds (chapter 14's parameters of the same names): KV groups
+    removed and heads windowed to each of ``budgets`` (shares of the 16-bit cache's bytes), heavy
+    hitters at ``evict_budgets``, KV groups removed to ``combo_budgets`` and then quantized to 4
+    bits; the quantized caches of ``bits`` (8: fp8; 4, 2: quanto, with ``residual_length`` recent
+    positions in 16 bits); windowed heads keep ``sinks`` first and ``window`` recent positions;
+    ``band_orders`` random orders of KV groups removed at ``band_budget``, drawn with ``seed``."""
+
     budgets: Sequence[float] = (0.9, 0.75, 0.5, 0.25, 0.1)
     evict_budgets: Sequence[float] = (0.75, 0.5, 0.25, 0.1)
     combo_budgets: Sequence[float] = (0.75, 0.5)
     bits: Sequence[int] = (8, 4, 2)
-    residual: int = 32
+    residual_length: int = 32
     sinks: int = 4
     window: int = 28
     band_orders: int = 20
@@ -141,11 +148,11 @@ def plan(
             )
         )
     for bits in p.bits:
-        spec = CacheSpec("fp8") if bits == 8 else CacheSpec("quanto", bits=bits, residual=p.residual)
+        spec = CacheSpec("fp8") if bits == 8 else CacheSpec("quanto", bits=bits, residual=p.residual_length)
         setting = (
             "fp8 (e4m3), one scale per layer"
             if bits == 8
-            else f"{bits}-bit (quanto), {p.residual} recent positions in 16 bits"
+            else f"{bits}-bit (quanto), {p.residual_length} recent positions in 16 bits"
         )
         configs.append(Config(QUANTIZED, setting, None, spec=spec))
     per_position = 2 * head_dim_of(model) * 2  # keys and values of one KV head, 16 bits
@@ -167,7 +174,7 @@ def plan(
                 f"{kept} of {n} groups kept, 4-bit",
                 None,
                 heads_of_groups(model, order[: n - kept]),
-                CacheSpec("quanto", bits=4, residual=p.residual),
+                CacheSpec("quanto", bits=4, residual=p.residual_length),
             )
         )
     # two budgets that give a small model the same configuration: score it once (rows pair by name)

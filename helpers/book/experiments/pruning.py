@@ -50,9 +50,9 @@ from ..store.columns import BAND, IN_SAMPLE, RANDOM_HIGH, RANDOM_LOW, RANDOM_MEA
 from .sweeps import HeadSweeps, Run
 
 TOLERANCE = {"classifier": 0.01, "translation": 1.0}  # the paper's "no noticeable loss": 1% accuracy, 1 BLEU
-LIKELIHOOD_TOLERANCE = math.log(
-    1.01
-)  # the likelihood: perplexity at most 1% above the unpruned model's (chapter 11 too)
+# the likelihood: perplexity at most 1% above the unpruned model's (chapter 11 too)
+LIKELIHOOD_TOLERANCE = math.log(1.01)
+LIKELIHOOD_TOLERANCES = {"classifier": LIKELIHOOD_TOLERANCE, "translation": LIKELIHOOD_TOLERANCE}
 
 
 def orders_and_curves(
@@ -143,6 +143,29 @@ class PruningRuns:
     bleu_random_orders: int = 2  # BLEU decodes every step: fewer random orders there (a band of few)
     held_out_ablation: bool = True  # the ablation order from the half of the split the curves do not score
     _loaded: dict = field(default_factory=dict, repr=False)
+
+    def figure(self, curves: pd.DataFrame, suptitle: str, measure: str = "metric"):
+        """Figure 3 (``figure``) of ``curves`` on ``measure``: the translation model on the left, the
+        classifier on the right, each on its first training run, titled by its model and scored set."""
+        if measure == "metric":
+            panels = [
+                (self.translation, f"(a) {self.translation}: BLEU on {self.translation_split}", "BLEU"),
+                (self.classifier, f"(b) {self.classifier}: accuracy on {self.classifier_split}", "accuracy"),
+            ]
+        else:
+            panels = [
+                (
+                    self.translation,
+                    f"(a) {self.translation}: log-likelihood per token on {self.translation_split}",
+                    "nats per token",
+                ),
+                (
+                    self.classifier,
+                    f"(b) {self.classifier}: gold-label log-probability on {self.classifier_split}",
+                    "nats",
+                ),
+            ]
+        return figure(curves, panels, suptitle)
 
     def halves(self, n: int) -> tuple[list[int], list[int]]:
         """``(held out, scored)``: positions of a split of ``n`` examples, two disjoint halves drawn

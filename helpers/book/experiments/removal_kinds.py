@@ -1,7 +1,8 @@
 """Three ways to remove a head (chapter 12): zero (the paper's mask), mean and resample ablation
 (helpers/heads/removal.py), compared on the same heads, models and examples.
 
-    effects = by_removal(sweeps, "nli", examples, reference, "likelihood")   # every seed and kind
+    sets = example_sets(sweeps, {"nli": ("matched", 0, 0)}, ("train", 32), seed=0)
+    effects = by_removal(sweeps, sets["nli"], "likelihood")   # every seed and kind
     table = agreement(effects)          # Spearman between kinds, overlap of the 10 most important
 
 The reference set (the means, the donors) is drawn from a split the scores never see. The
@@ -28,12 +29,14 @@ TOP = 10  # "the 10 most important heads": those whose removal lowers the score 
 
 
 def by_removal(
-    sweeps: HeadSweeps, name: str, scored: RemovalSet, measure: str, kinds: Sequence[str] = REMOVAL_KINDS
+    sweeps: HeadSweeps, scored: RemovalSet, measure: str, kinds: Sequence[str] = REMOVAL_KINDS
 ) -> pd.DataFrame:
-    """One-head effects of every training run of ``name`` on the examples of ``scored`` under each
+    """One-head effects of every training run of ``scored.name`` on the examples of ``scored`` under each
     removal kind, stacked with ``removal`` and ``training_seed`` (``head_effects``' columns). Zero
     ablation reads its outputs from the sweep over ``scored.within`` (chapter 03's, in the cache);
     mean and resample ablation are computed on the scored examples."""
+
+    name = scored.name
 
     def one(kind: str) -> pd.DataFrame:
         if kind == "zero":
@@ -45,10 +48,11 @@ def by_removal(
 
 @dataclass(frozen=True)
 class RemovalSet:
-    """The examples chapter 12 scores under every removal kind: those at ``positions`` of
-    ``within`` (the set another chapter sweeps, whose zero-ablation outputs it reuses), and the
-    ``reference`` set that mean and resample ablation draw on (never scored)."""
+    """The examples chapter 12 scores model ``name`` on under every removal kind: those at
+    ``positions`` of ``within`` (the set another chapter sweeps, whose zero-ablation outputs it
+    reuses), and the ``reference`` set that mean and resample ablation draw on (never scored)."""
 
+    name: str
     within: list
     positions: list[int]
     reference: list
@@ -169,23 +173,21 @@ def save_counts(
 
 
 def example_sets(
-    sweeps: HeadSweeps,
-    scored: Mapping[str, tuple[str, int, int]],
-    reference_split: str,
-    reference_examples: int,
-    seed: int,
+    sweeps: HeadSweeps, scored: Mapping[str, tuple[str, int, int]], reference: tuple[str, int], seed: int
 ) -> dict[str, RemovalSet]:
     """``{model: RemovalSet}``: ``scored[model] = (split, m, n)``: within the m examples of that
     split that chapter 03 sweeps (0: all; ``course.subset`` draws them as it does), n of them drawn
-    at random (0: all); the reference set ``reference_examples`` of ``reference_split``."""
+    at random (0: all); the reference set: ``reference = (split, examples)``, that many examples
+    of that split drawn at random."""
     from .. import course
 
+    reference_split, reference_examples = reference
     out = {}
     for name, (split, m, n) in scored.items():
         within = course.subset(sweeps.data(name)[split], m)
         positions = course.subset(list(range(len(within))), n, seed)
         out[name] = RemovalSet(
-            within, positions, course.subset(sweeps.data(name)[reference_split], reference_examples, seed + 1)
+            name, within, positions, course.subset(sweeps.data(name)[reference_split], reference_examples, seed + 1)
         )
     return out
 

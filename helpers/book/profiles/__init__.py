@@ -6,6 +6,7 @@ One meaning per name, everywhere in the book: ``profile`` is a profile's name (t
 chapter's parameters cell holds, ``"course"``) and ``settings`` the ``Profile`` loaded from it
 (``settings = load_profile(profile)``)."""
 
+from .parameters import from_parameters
 from .profile import PROFILES, Profile, load_profile, parameters_for, profile_path
 
-__all__ = ["PROFILES", "Profile", "load_profile", "parameters_for", "profile_path"]
+__all__ = ["PROFILES", "Profile", "from_parameters", "load_profile", "parameters_for", "profile_path"]

@@ -209,6 +209,32 @@ def _check_value(path: Path, key: str, name: str, value: Any, default: Any, chap
     check_range(name, value, default, f"{path}: {key}")
 
 
+def from_parameters(kind: type, parameters: Mapping[str, Any], **given: Any):
+    """A ``kind`` (a dataclass) built from a chapter's parameters cell: each field from ``given``
+    if there, else from ``parameters`` (the chapter's ``globals()``, where papermill's values
+    are) by the field's own name, so that a chapter writes ``plan = from_parameters(mb.Plan,
+    globals())`` for what would be ten lines of ``budgets=budgets``. No default fills in: a
+    field found in neither is a ``TypeError`` that names it, so the object holds what the
+    parameters cell shows and nothing else. Fields that ``__init__`` does not take, or whose
+    names start with ``_``, are left to the class."""
+    import dataclasses
+
+    if not (isinstance(kind, type) and dataclasses.is_dataclass(kind)):
+        raise TypeError(f"from_parameters builds a dataclass from a chapter's parameters, not {kind!r}")
+    names = [f.name for f in dataclasses.fields(kind) if f.init and not f.name.startswith("_")]
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise TypeError(f"{kind.__name__} has no field {', '.join(unknown)}; its fields: {', '.join(names)}")
+    missing = [name for name in names if name not in given and name not in parameters]
+    if missing:
+        raise TypeError(
+            f"{kind.__name__} takes {', '.join(missing)} from the chapter's parameters, which declare no such "
+            f"name: add {missing[0]} to the parameters cell, or pass it: "
+            f"from_parameters({kind.__name__}, globals(), {missing[0]}=...)"
+        )
+    return kind(**{name: given[name] if name in given else parameters[name] for name in names})
+
+
 def parameter_table(profiles: Mapping[str, Any], chapters: list[str], notebooks: Path):
     """One row per parameter of each chapter in ``chapters`` (the notebooks in folder ``notebooks``):
     its default and meaning from the parameters cell, then each profile's value (``profiles``: name ->

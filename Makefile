@@ -3,7 +3,9 @@
 #                  (default: course), build the book
 #   make data      fetch what the paper profile reads into data/ (needs internet; PROFILE=paper)
 #   make models    set up, build (or reuse from .cache/models) the profile's models
-#   make test      set up (with a headless browser), run the test suite
+#   make lint      ruff: the linter and the formatter's check, over the whole project (pyproject.toml)
+#   make format    ruff: format the project and apply the linter's safe fixes
+#   make test      set up (with a headless browser), lint, run the test suite
 #   make browser   install Debian's chromium and chromium-driver for the book's browser test
 PYTHON  ?= python3
 VENV    ?= .venv
@@ -20,7 +22,7 @@ TORCH_PIP_ARGS ?=
 # Every command below, and each process it starts, inherits it; set GLIBC_TUNABLES= to turn it off.
 export GLIBC_TUNABLES ?= glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=17179869184:glibc.malloc.top_pad=268435456
 
-.PHONY: setup data models notebooks book test bench clean fairseq smollm2 browser
+.PHONY: setup data models notebooks book lint format test bench clean fairseq smollm2 browser
 
 setup: $(STAMP)
 
@@ -65,7 +67,18 @@ book: notebooks
 	$(BIN)/jupyter-book build . -W -n --keep-going
 	@echo "book: _build/html/index.html ($(PROFILE) profile)"
 
-test: setup browser
+# One formatter and linter for the project (ruff, pinned in the dev extra; its rules in pyproject.toml,
+# the chapters' narrower lines in notebooks/ruff.toml). `make test` runs it first, so CI fails on
+# a lint or format error; `make format` fixes what it can.
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: setup
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+test: lint browser
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
 
 # The browser test (tests/test_book_in_browser.py) drives Debian's Chromium through chromedriver.

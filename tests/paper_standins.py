@@ -241,8 +241,8 @@ def standin_profile(folder: Path, name: str = "paper-standin") -> str:
         n_resamples=100,
         lm_removals=False,
     )
-    # chapter 13 generates with SmolLM2-135M ten times and scores 30 curve steps three ways: short prompts, few steps
-    shrunk["notebooks"]["13_buys_and_breaks"].update(
+    # chapter 13 generates with SmolLM2-135M ten times, 13b scores 30 curve steps three ways: short prompts, few steps
+    shrunk["notebooks"]["13_what_removing_heads_buys"].update(
         select_verses=4,
         report_verses=4,
         prompt_verses=20,
@@ -250,6 +250,10 @@ def standin_profile(folder: Path, name: str = "paper-standin") -> str:
         new_tokens=4,
         speed_batch_sizes=[1, 2],
         repeats=1,
+    )
+    shrunk["notebooks"]["13b_what_removing_heads_breaks"].update(
+        select_verses=4,
+        report_verses=4,
         probe_length=8,
         probe_sequences=8,
         random_orders=1,

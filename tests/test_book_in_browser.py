@@ -1,7 +1,8 @@
 """The smoke-profile book, opened in a real headless Chromium with no network: every figure on
-every chapter page has loaded, every formula is typeset, no page scrolls sideways at 1280 px, every
-internal link resolves (the CSV tables each chapter links among them), and each page leaves a
-screenshot.
+every chapter page has loaded, every formula is typeset, no page scrolls sideways at 1280 px and
+no code line of a chapter does either (the notebooks' line length is the width a code cell shows),
+every internal link resolves (the CSV tables each chapter links among them), and each page leaves
+a screenshot.
 
 Chromium and its driver are Debian's ``chromium`` and ``chromium-driver``, installed by
 ``make browser`` (part of ``make test``). Screenshots go to ``_build/screenshots/smoke/``.
@@ -208,3 +209,46 @@ def test_each_chapter_links_its_tables_and_they_open_offline(browser, smoke_book
         assert target.read_bytes() == (source / target.name).read_bytes(), (
             f"{target.name} differs from the saved table"
         )
+
+
+# Per code block of a page, hidden cells opened first: whether it is a cell's input, its scroll and
+# visible widths (px), and how many characters of its own font its text box holds.
+_CODE_WIDTHS = """
+document.querySelectorAll('details').forEach(d => { d.open = true; });
+return Array.from(document.querySelectorAll('div.highlight pre'))
+  .filter(pre => !pre.closest('div.cell_output'))
+  .map(pre => {
+    const probe = document.createElement('span');
+    probe.textContent = '0'.repeat(100);
+    pre.appendChild(probe);
+    const char = probe.getBoundingClientRect().width / 100;
+    probe.remove();
+    const style = getComputedStyle(pre);
+    const text = pre.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    const longest = pre.textContent.split('\\n').reduce((a, line) => Math.max(a, line.length), 0);
+    return [!!pre.closest('div.cell_input'), pre.scrollWidth, pre.clientWidth,
+            char > 0 ? Math.floor(text / char + 1e-6) : 0, longest];
+  });
+"""
+
+
+def test_no_code_line_of_a_chapter_scrolls_sideways(browser, smoke_book):
+    """At 1280 px every code block of every chapter (its cells, hidden ones opened, and code in its
+    prose) shows its longest line whole, and a code cell holds at least as many characters as the
+    notebooks' line length (notebooks/ruff.toml), which the linter holds every chapter's code to."""
+    from helpers.book.running.runner import notebook_line_length
+
+    browser.set_window_size(1280, 1600)
+    wide, holds = [], []
+    for chapter in CHAPTERS:
+        _open(browser, smoke_book / "book" / "executed" / f"{chapter}.html")
+        for is_input, scroll, visible, fits, longest in browser.execute_script(_CODE_WIDTHS):
+            if visible and scroll > visible + 1:
+                wide.append(f"{chapter}: a line of {longest} characters in a box that shows {fits}")
+            if is_input and visible:
+                holds.append(fits)
+    assert holds, "no code cell found: are the chapters' inputs rendered?"
+    assert not wide, "code that scrolls sideways:\n" + "\n".join(wide)
+    assert notebook_line_length() <= min(holds), (
+        f"notebooks/ruff.toml allows {notebook_line_length()} characters; a code cell shows {min(holds)}"
+    )

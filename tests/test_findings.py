@@ -17,6 +17,7 @@ from helpers.book.verdicts.findings import (
     ch11,
     ch12,
     ch13,
+    ch13b,
     ch15,
     text,
 )
@@ -836,7 +837,7 @@ def _chapter_13_tables(write, kept_accuracy: float, measured_offset: int = 0):
         "13_kept_model", [{"megabytes saved": 412.4, "same tokens": True, "largest logit gap": 2e-6, "generated": "x"}]
     )
     write(
-        "13_induction",
+        "13b_induction",
         [
             {
                 "layer": layer,
@@ -850,7 +851,7 @@ def _chapter_13_tables(write, kept_accuracy: float, measured_offset: int = 0):
         ],
     )
     write(
-        "13_copying_summary",
+        "13b_copying_summary",
         [
             {
                 "order": "I_h on verses",
@@ -918,12 +919,13 @@ def _chapter_13_tables(write, kept_accuracy: float, measured_offset: int = 0):
     )
 
 
-def test_chapter_13_follows_the_memory_induction_and_copying_tables(results):
+def test_chapters_13_and_13b_follow_the_memory_induction_and_copying_tables(results):
     from helpers.book.verdicts.engine import chapter_verdicts, verdict_table
     from helpers.book.verdicts.rules import ch13 as rules
+    from helpers.book.verdicts.rules import ch13b as rules_b
 
     _chapter_13_tables(results, kept_accuracy=0.2)
-    found = ch13.findings("p")
+    found = ch13.findings("p") + "\n\n" + ch13b.findings("p")
     assert "predict in 6 of 6 rows (levels" in found
     assert (
         "removing 33% of the KV groups saves 33% of the KV cache (1,000 -> 667 bytes per token) for a perplexity of "
@@ -959,7 +961,7 @@ def test_chapter_13_follows_the_memory_induction_and_copying_tables(results):
     assert "unpruned 0%, 1 thread: 51 tokens/s (1.00x); KV groups 33%, 1 thread: 60 tokens/s (1.18x)" in found
     assert "Pruning that keeps perplexity can break in-context copying" not in found  # the verdict table says it
     # claims beyond the paper name what they are judged on, not "the paper's metric"
-    table = verdict_table(chapter_verdicts("p", rules.CLAIMS))
+    table = verdict_table(chapter_verdicts("p", rules.CLAIMS + rules_b.CLAIMS))
     assert table.columns.name == "p profile"  # the verdicts say which profile's run they judge
     measures = table.index.get_level_values("measure")
     assert set(measures) == {
@@ -969,7 +971,7 @@ def test_chapter_13_follows_the_memory_induction_and_copying_tables(results):
         "generation speed in llama.cpp",
     }
     _chapter_13_tables(results, kept_accuracy=0.8, measured_offset=1)
-    found = ch13.findings("p")
+    found = ch13.findings("p") + "\n\n" + ch13b.findings("p")
     assert "in the exact settings and 1 of 2 in the default ones" in found
     assert (
         "predict in 0 of 6 rows" in found

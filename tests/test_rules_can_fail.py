@@ -206,11 +206,11 @@ def _memory(saved_per_token: int, perplexity: float, measured_extra: int = 0) ->
 def _copying(
     kept: float, band: tuple[float, float] = (0.7, 0.95), interval: tuple[float, float] | None = None
 ) -> Tables:
-    """13_copying_summary: copying keeps ``kept`` of its accuracy (on the curves' probe and on the
+    """13b_copying_summary: copying keeps ``kept`` of its accuracy (on the curves' probe and on the
     verdict probe, whose interval over 32 sequences is ``interval``, by default ±0.05)."""
     low, high = interval or (kept - 0.05, kept + 0.05)
     return {
-        "13_copying_summary": [
+        "13b_copying_summary": [
             {
                 "order": "I_h on verses",
                 "unpruned copying accuracy": 0.8,
@@ -232,7 +232,7 @@ def _induction(importance_ranks: list[int], heads: int = 270) -> Tables:
     rest = iter(r for r in range(1, heads + 1) if r not in importance_ranks)
     ranks = list(importance_ranks) + [next(rest) for _ in range(heads - len(importance_ranks))]
     return {
-        "13_induction": [
+        "13b_induction": [
             {"layer": h // 9, "head": h % 9, "induction rank": h + 1, "rank by I_h on verses": ranks[h]}
             for h in range(heads)
         ]
@@ -539,7 +539,9 @@ def test_copying_that_random_pruning_breaks_as_much_is_only_partly_broken_by_imp
     verdict, ours = _verdict(tmp_path, "copying_breaks", "", lambda: _copying(0.3, band=(0.2, 0.5)))
     assert verdict == PARTLY and "random orders" in ours
     no_band = lambda: {
-        "13_copying_summary": [{k: v for k, v in _copying(0.3)["13_copying_summary"][0].items() if "random" not in k}]
+        "13b_copying_summary": [
+            {k: v for k, v in _copying(0.3)["13b_copying_summary"][0].items() if "random" not in k}
+        ]
     }
     verdict, ours = _verdict(tmp_path / "none", "copying_breaks", "", no_band)  # broken, but is it more than random?
     assert verdict == CANNOT_TELL and "no random band" in ours
@@ -681,8 +683,12 @@ def test_a_copying_break_whose_interval_over_sequences_reaches_back_to_intact_ca
     dented = lambda: _copying(0.45, interval=(0.3, 0.7))  # below 90% for sure, below 50% perhaps
     assert _verdict(tmp_path / "b", "copying_breaks", "", dented)[0] == PARTLY
     old_table = lambda: {
-        "13_copying_summary": [
-            {k: v for k, v in _copying(0.3)["13_copying_summary"][0].items() if "kept" not in k and "verdict" not in k}
+        "13b_copying_summary": [
+            {
+                k: v
+                for k, v in _copying(0.3)["13b_copying_summary"][0].items()
+                if "kept" not in k and "verdict" not in k
+            }
         ]
     }
     verdict, ours = _verdict(tmp_path / "c", "copying_breaks", "", old_table)  # no interval: no verdict

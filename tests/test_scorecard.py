@@ -424,7 +424,7 @@ def test_copying_breaks_is_read_at_the_share_perplexity_allows(tmp_path, kept, e
     # read at the 10% tolerance; the 1% columns (here: nothing prunable, copying intact) are not the rule's
     _write(
         tmp_path / "p",
-        "13_copying_summary",
+        "13b_copying_summary",
         [
             {
                 "order": "I_h on verses",
@@ -457,7 +457,7 @@ def test_copying_breaks_is_read_at_the_share_perplexity_allows(tmp_path, kept, e
 
 
 def _induction(importance_ranks, effect_ranks, heads=270):
-    """13_induction rows: heads 0-4 are the five strongest induction heads, with the given ranks
+    """13b_induction rows: heads 0-4 are the five strongest induction heads, with the given ranks
     by I_h and by one-head effect; the other heads take the remaining ranks in order."""
 
     def fill(chosen):
@@ -493,7 +493,7 @@ LOW = [209, 230, 251, 260, 265]  # the course build's picture: all five in the b
 def test_induction_heads_underrated_is_a_permutation_test_on_the_mean_rank(
     tmp_path, by_importance, by_effect, expected
 ):
-    _write(tmp_path / "p", "13_induction", _induction(by_importance, by_effect))
+    _write(tmp_path / "p", "13b_induction", _induction(by_importance, by_effect))
     verdicts, card = _verdicts(tmp_path)
     assert verdicts["Importance on ordinary text can call the heads that copy unimportant"] == expected
     assert "permutation p = " in card[card["claim"].str.startswith("Importance on ordinary")].iloc[0]["ours"]

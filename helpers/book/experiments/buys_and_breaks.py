@@ -1,8 +1,10 @@
-"""What removing heads buys and breaks in a modern LM (chapter 13, SmolLM2): the KV cache and
-cached generation at a few pruning levels, and the induction heads that in-context copying needs.
+"""What removing heads buys and breaks in a modern LM (SmolLM2): the KV cache and cached
+generation at a few pruning levels (chapter 13), and the induction heads that in-context copying
+needs (chapter 13b).
 
     variants = pruned_variants(model, importance, (0, 1/3, 2/3))       # KV groups and query heads
-    table = memory_and_speed(variants, prompts, new_tokens, report)     # bytes, tokens/s, perplexity
+    generation = Generation.from_verses(tokenizer, texts, 256, [1, 8], new_tokens=64, repeats=3)
+    table = generation.memory_and_speed(variants, report, ["float32"])  # bytes, tokens/s, perplexity
     heads = induction_ranks(model, probe, {"I_h on verses": imp_v, "I_h on copying": imp_c}, grid)
     curves = copying_curves(model, orders, verse_batches, probe, step)  # scored on verses and copying
     exact, speed = served_by_llama_cpp(variants, tokenizer, "smollm2", texts, prompts, 64, 3, profile)  # served.py

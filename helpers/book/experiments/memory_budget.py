@@ -582,42 +582,58 @@ def chosen_groups(config: Config) -> list[tuple[int, int]]:
 
 
 # ---- the chapter's inputs and raw rows -----------------------------------------------------------------
+@dataclass(frozen=True)
+class Texts:
+    """Where chapter 14's texts come from (its parameters of the same names): chapters 11-13's
+    verse sets, ``select_verses`` and ``report_verses`` drawn with ``version``, ``max_words`` and
+    ``seed`` as ``causal_lm.verse_texts`` draws them, whose select set gives I_h (``batch_size``
+    verses a pass); and whole chapters of none of those verses' chapters, ``calibration_sequences``
+    to choose the windowed heads on and ``sequences`` (at least ``min_units``, the bootstrap's
+    units) to score. Every pass after I_h runs in ``dtype``."""
+
+    select_verses: int
+    report_verses: int
+    calibration_sequences: int
+    sequences: int
+    version: str
+    max_words: int
+    batch_size: int
+    dtype: str
+    min_units: int
+    seed: int
+
+
 def chapter_inputs(
-    model: nn.Module,
-    tokenizer,
-    verse_sets: Mapping[str, int],
-    layout: Layout,
-    calibration: int,
-    sequences: int,
-    version: str,
-    max_words: int,
-    batch_size: int,
-    seed: int,
-    dtype: str = "bfloat16",
-    min_units: int = 30,
+    model: nn.Module, tokenizer, texts: Texts, layout: Layout
 ) -> tuple[nn.Module, Mapping[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """``(model in dtype, I_h, {"calibration": ids, "scored": ids})``: head importance on the
-    select verses of chapters 11-13 (``verse_sets``, drawn as ``causal_lm.verse_texts`` draws them),
-    in the model's own precision, then the model cast to ``dtype``; and whole chapters of none of
-    those verses' chapters, ``calibration`` to choose the windowed heads on and ``sequences`` (at
-    least ``min_units``, the bootstrap's units) to score (``long_texts.draw_chapters``)."""
+    """``(model in texts.dtype, I_h, {"calibration": ids, "scored": ids})``: head importance on
+    the select verses, in the model's own precision, then the model cast to ``texts.dtype``; and
+    the whole chapters (``long_texts.draw_chapters``, laid out by ``layout``) to calibrate on and
+    to score."""
     from ...heads.importance import head_importance
     from ...heads.significance import require_units
     from ...zoo.causal_lm import lm_batches, lm_loss, verse_texts
     from ...zoo.long_texts import draw_chapters, verse_chapters
 
-    require_units(sequences, min_units, "chapters")
-    select = verse_texts(verse_sets, version=version, max_words=max_words, seed=seed)["select"]
-    importance = head_importance(model, lm_batches(tokenizer, select, batch_size), lm_loss, progress=False)
+    require_units(texts.sequences, texts.min_units, "chapters")
+    verse_sets = {"select": texts.select_verses, "report": texts.report_verses}
+    drawn = {"version": texts.version, "max_words": texts.max_words, "seed": texts.seed}
+    select = verse_texts(verse_sets, **drawn)["select"]
+    importance = head_importance(model, lm_batches(tokenizer, select, texts.batch_size), lm_loss, progress=False)
     ids = draw_chapters(
         tokenizer,
-        {"calibration": calibration, "scored": sequences},
+        {"calibration": texts.calibration_sequences, "scored": texts.sequences},
         layout,
-        version,
-        seed,
-        exclude=verse_chapters(verse_sets, version, max_words, seed),
+        texts.version,
+        texts.seed,
+        exclude=verse_chapters(verse_sets, texts.version, texts.max_words, texts.seed),
     )
-    return model.to(getattr(torch, dtype)), importance, ids
+    return model.to(getattr(torch, texts.dtype)), importance, ids
+
+
+def configuration(configs: Sequence[Config], method: str, target: float) -> Config:
+    """The configuration of ``method`` sized to the budget ``target``."""
+    return next(c for c in configs if c.method == method and c.target == target)
 
 
 def sequence_table(configs: Sequence[Config], rows: Mapping[str, np.ndarray]) -> pd.DataFrame:

@@ -235,19 +235,54 @@ def from_parameters(kind: type, parameters: Mapping[str, Any], **given: Any):
     return kind(**{name: given[name] if name in given else parameters[name] for name in names})
 
 
+def parameter_meanings(source: str) -> dict[str, str]:
+    """``{name: meaning}`` of a parameters cell's ``source``: each assignment's comment, beside it
+    on its last line or, where it did not fit there, in the comment lines just above it (the
+    cell's first line, which says what the cell is, excepted). Papermill reads only the first."""
+    import ast
+    import io
+    import tokenize
+
+    lines = source.splitlines()
+    trailing = {
+        token.start[0] - 1: token.string.lstrip("#").strip()
+        for token in tokenize.generate_tokens(io.StringIO(source).readline)
+        if token.type == tokenize.COMMENT and lines[token.start[0] - 1].strip() != token.string.strip()
+    }
+    meanings = {}
+    for node in ast.parse(source).body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        above, i = [], node.lineno - 2
+        while i >= 0 and lines[i].startswith("#") and "papermill injects" not in lines[i]:
+            above.insert(0, lines[i].lstrip("#").strip())
+            i -= 1
+        meanings[node.targets[0].id] = trailing.get(node.end_lineno - 1) or " ".join(above)
+    return meanings
+
+
 def parameter_table(profiles: Mapping[str, Any], chapters: list[str], notebooks: Path):
     """One row per parameter of each chapter in ``chapters`` (the notebooks in folder ``notebooks``):
     its default and meaning from the parameters cell, then each profile's value (``profiles``: name ->
     ``Profile``; its defaults and the chapter's entry), or "·" where the profile sets none."""
+    import nbformat
     import pandas as pd
     import papermill as pm
 
     rows = []
     for chapter in chapters:
-        for name, spec in pm.inspect_notebook(str(notebooks / f"{chapter}.ipynb")).items():
+        path = notebooks / f"{chapter}.ipynb"
+        cell = next(c for c in nbformat.read(path, as_version=4).cells if "parameters" in c.metadata.get("tags", []))
+        meanings = parameter_meanings(cell.source)
+        for name, spec in pm.inspect_notebook(str(path)).items():
             if name == "profile":
                 continue
-            row = {"chapter": chapter, "parameter": name, "notebook default": spec["default"], "meaning": spec["help"]}
+            row = {
+                "chapter": chapter,
+                "parameter": name,
+                "notebook default": spec["default"],
+                "meaning": meanings[name],
+            }
             for profile, settings in profiles.items():
                 given = {**settings.defaults, **settings.notebooks.get(chapter, {})}
                 row[profile] = repr(given[name]) if name in given else "·"

@@ -18,8 +18,8 @@ import functools
 import hashlib
 import json
 import os
-import re
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -124,9 +124,6 @@ def data_links(notebook: str, profile: str, output_dir: Path) -> str | None:
     return f"**The data behind this page** ({what} on this run, CSV): {links}"
 
 
-_ASSIGNMENT = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>.*?)(?P<comment>\s+#.*)?$")
-
-
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
@@ -147,38 +144,94 @@ def drop_progress_widgets(nb) -> int:
     return dropped
 
 
-def fold_parameters(nb, params: dict) -> None:
+def notebook_line_length() -> int:
+    """The notebooks' line length (``notebooks/ruff.toml``): the width of a code cell in the built
+    book at a 1280-pixel window, which tests/test_book_in_browser.py measures."""
+    import tomllib
+
+    return int(tomllib.loads((ROOT / "notebooks" / "ruff.toml").read_text())["line-length"])
+
+
+def _comment_lines(text: str, width: int) -> list[str]:
+    return ["# " + line for line in textwrap.wrap(text, width - 2, break_on_hyphens=False, break_long_words=False)]
+
+
+def folded_assignment(name: str, value, default: str, comment: str, width: int) -> list[str]:
+    """``name = value`` as the folded parameters cell shows it: the meaning (``comment``) and the
+    notebook's ``default`` beside it where the line fits in ``width``, else in comment lines above
+    it; a value too long for one line is laid out over several, still valid Python."""
+    import pprint
+
+    head, note = f"{name} = {value!r}", f"(default: {default})"
+    one = f"{head}  # {comment} {note}" if comment else f"{head}  # {note}"
+    if len(one) <= width:
+        return [one]
+    out = _comment_lines(comment, width) if comment else []
+    if len(f"{head}  # {note}") <= width:
+        return out + [f"{head}  # {note}"]
+    out += _comment_lines(note, width)
+    if len(head) <= width:
+        return out + [head]
+    indent = " " * (len(name) + 3)
+    laid = pprint.pformat(value, width=max(width - len(indent), 20)).splitlines()
+    return out + [f"{name} = {laid[0]}"] + [indent + line for line in laid[1:]]
+
+
+def fold_parameters(nb, params: dict, width: int | None = None) -> None:
     """Show the parameters of an executed notebook once: papermill runs the ``parameters`` cell
     (defaults, each with its meaning) and then an ``injected-parameters`` cell (the profile's
     values). Rewrite the first to show the values that were in force, each overridden one with
-    its default in its comment, and tag the second ``remove-cell`` so the book does not render
-    it (it stays in the notebook, for a rerun). Lines that are not ``name = literal`` stay as
-    they are."""
+    its default named in a comment (``folded_assignment``: no line over ``width``, the notebooks'
+    line length), and tag the second ``remove-cell`` so the book does not render it (it stays
+    in the notebook, for a rerun). Statements that are not ``name = literal`` stay as they are."""
     import ast
+    import io
+    import tokenize
 
+    width = width or notebook_line_length()
     cells = {
         tag: c for c in nb.cells for tag in c.metadata.get("tags", []) if tag in ("parameters", "injected-parameters")
     }
     if "parameters" not in cells or "injected-parameters" not in cells:
         return
-    lines = []
-    for line in cells["parameters"].source.splitlines():
-        m = _ASSIGNMENT.match(line)
+    source = cells["parameters"].source
+    lines = source.splitlines()
+    comments = {
+        token.start[0] - 1: token.string.lstrip("#").strip()
+        for token in tokenize.generate_tokens(io.StringIO(source).readline)
+        if token.type == tokenize.COMMENT and lines[token.start[0] - 1].strip() != token.string.strip()
+    }  # trailing comments only, by line
+    spans = {
+        node.lineno - 1: (node.end_lineno - 1, node.targets[0].id, node.value)
+        for node in ast.parse(source).body
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+    }
+    out, i = [], 0
+    while i < len(lines):
+        line = lines[i]
         if line.startswith("#") and "papermill injects" in line:
-            profile = params.get("profile", "?")
-            line = f"# Parameters of this run ({profile} profile; a changed default is named in its comment)"
-        elif m and m["name"] in params:
-            try:
-                default = ast.literal_eval(m["value"])
-            except (ValueError, SyntaxError):
-                default = None
-            value = params[m["name"]]
-            if value != default or type(value) is not type(default):
-                head, comment = f"{m['name']} = {value!r}", (m["comment"] or "").lstrip()
-                column = line.index(comment) if comment else len(head) + 2  # keep the comments aligned
-                line = f"{head}{' ' * max(2, column - len(head))}{comment or '#'} (default: {m['value']})"
-        lines.append(line)
-    cells["parameters"].source = "\n".join(lines)
+            out += [f"# Parameters of this run ({params.get('profile', '?')} profile)"]
+            out += ["# a changed default is named in its comment"]
+            i += 1
+            continue
+        if i not in spans:
+            out.append(line)
+            i += 1
+            continue
+        end, name, node = spans[i]
+        segment = ast.get_source_segment(source, node)
+        try:
+            default = ast.literal_eval(node)
+        except (ValueError, SyntaxError):
+            default = None
+        value = params.get(name, default)
+        if name in params and (value != default or type(value) is not type(default)):
+            shown = segment if "\n" not in segment else repr(default)
+            out += folded_assignment(name, value, shown, comments.get(end, ""), width)
+        else:
+            out += lines[i : end + 1]
+        i = end + 1
+    cells["parameters"].source = "\n".join(out)
     tags = cells["injected-parameters"].metadata.setdefault("tags", [])
     if "remove-cell" not in tags:
         tags.append("remove-cell")

@@ -13,7 +13,7 @@ MIN_BAND_ORDERS = 19  # fewer random orders make no 5-95% band: a rule reading o
 # off the very examples its curve scores, which no rule compares with out-of-sample orders
 IN_SAMPLE = "the scored set (in-sample)"
 
-# Chapter 13's copying summary (``buys_and_breaks.copying_summary``), per tolerance on the verse
+# Chapter 13b's copying summary (``buys_and_breaks.copying_summary``), per tolerance on the verse
 # perplexity (a share: 0.10 is "within 10%") and per order
 COPYING_TOLERANCES = (0.01, 0.10)  # the paper's "no noticeable loss" (1%) and chapter 11's looser 10%
 UNPRUNED_COPYING = "unpruned copying accuracy"

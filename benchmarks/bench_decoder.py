@@ -17,6 +17,7 @@ import os
 import statistics
 import time
 
+# offline before transformers is first imported, which the helpers imports below do (E402)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from helpers.book import course  # noqa: E402

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 
+# offline before transformers is first imported, which the helpers imports below do (E402)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from helpers.book import course  # noqa: E402

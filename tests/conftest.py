@@ -52,7 +52,7 @@ def repository_state() -> str:
 
 STATE_AT_START = repository_state()
 
-import pytest  # noqa: E402
+import pytest
 
 # the smoke models and book, and the paper profile's stand-in run (tests/test_paper_profile.py)
 SLOW_FIXTURES = {"smoke_cache", "smoke", "smoke_executed", "smoke_book", "standin_run"}

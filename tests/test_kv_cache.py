@@ -17,6 +17,7 @@ import torch
 from tiny_models import DECODER_ONLY_CASES, GQA_CASES
 
 import helpers
+from helpers.heads.induction import copying_accuracy, copying_nll, induction_scores, repeated_tokens
 from helpers.heads.kv_cache import PublishedModel, cache_bytes, kv_bytes, kv_bytes_per_token, published_kv_table
 from helpers.heads.pruning import LAYOUT_KEY, head_layout
 
@@ -141,7 +142,6 @@ def test_a_tampered_layout_is_refused(tmp_path):
 
 
 # ---- induction heads and copying -------------------------------------------------------------
-from helpers.heads.induction import copying_accuracy, copying_nll, induction_scores, repeated_tokens  # noqa: E402
 
 
 def _uniform_head(case, layer, head):

@@ -18,6 +18,7 @@ from helpers.book.verdicts.findings import (
     ch12,
     ch13,
     ch13b,
+    ch14,
     ch15,
     text,
 )
@@ -979,3 +980,41 @@ def test_chapters_13_and_13b_follow_the_memory_induction_and_copying_tables(resu
         and "copying keeps 100% of its accuracy" in found
         and "never falls below" in found
     )
+
+
+
+def test_chapter_14_holds_the_plain_16_bit_cache_with_the_caches_that_do_not_quantize(results):
+    # the old findings matched "bit" in the setting, so the unpruned "16-bit cache" counted as quantized:
+    # its gap of 0.3 nats went into the quantized caches' and out of the plain ones'
+    results(
+        "14_points",
+        [
+            {
+                "method": "unpruned",
+                "sequences": 2,
+                "scored tokens": 400,
+                "perplexity": 9.0,
+                "copying accuracy": 0.9,
+                "bytes per token": 18432,
+            }
+        ],
+    )
+    checks = [("unpruned", "16-bit cache", 0.3), ("windowed heads", "3 of 8 groups full", 1e-6)]
+    checks += [("quantized", "4-bit (quanto)", 0.05)]
+    rows = [
+        {
+            "method": method,
+            "setting": setting,
+            "sequences": 1,
+            "bytes, measured": 100,
+            "bytes, predicted": 100,
+            "perplexity, real cache": 9.0,
+            "perplexity, fast pass": 9.0,
+            "largest log-prob gap, scored tokens": gap,
+        }
+        for method, setting, gap in checks
+    ]
+    results("14_checks", rows)
+    (line,) = ch14.setting_lines("p")
+    assert "do not quantize agree to 3e-01 nats" in line
+    assert "up to 0.05 nats on one token" in line

@@ -547,6 +547,17 @@ def test_copying_that_random_pruning_breaks_as_much_is_only_partly_broken_by_imp
     assert verdict == CANNOT_TELL and "no random band" in ours
 
 
+def test_a_model_that_does_not_copy_cannot_refute_that_pruning_breaks_copying(tmp_path):
+    # the old rule said "not reproduced" when the unpruned model copied nothing: there was nothing to break
+    def no_copying():
+        tables = _copying(0.3)
+        tables["13b_copying_summary"][0]["unpruned copying accuracy"] = 0.0
+        return tables
+
+    verdict, ours = _verdict(tmp_path, "copying_breaks", "", no_copying)
+    assert verdict == CANNOT_TELL and "does not copy" in ours
+
+
 def test_as_many_significant_gains_as_chance_gives_are_not_a_reproduction(tmp_path):
     # 4 gains among 288 heads, where a test at alpha 0.01 flags 2.9 in that direction by chance:
     # the old rule said "partly" for any gain, as it would for 89% of models where no head helps

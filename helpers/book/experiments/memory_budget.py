@@ -48,6 +48,7 @@ QUANTIZED = "quantized"
 EVICTED = "evicted (heavy hitters)"
 COMBINED = "KV groups removed + 4-bit"
 METHODS = (REMOVED, WINDOWED, QUANTIZED, EVICTED, COMBINED)  # compared at each budget (the band is not a method)
+QUANTIZING = (QUANTIZED, COMBINED)  # the methods whose cache holds codes, not 16-bit values
 FIT = 0.001  # a configuration fits a budget when its share of the bytes exceeds it by at most 0.1 point
 CHECK_TOLERANCE = 0.01  # in float32, a fast pass's perplexity within 1% of its real cache's (see check_table)
 STATS = ["nll", "tokens", "copied", "copy tokens", "copy nll"]

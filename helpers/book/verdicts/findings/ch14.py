@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from ...experiments.memory_budget import CHECK_TOLERANCE, COMBINED, QUANTIZED, REMOVED, UNPRUNED, WINDOWED
+from ...experiments.memory_budget import (
+    CHECK_TOLERANCE,
+    COMBINED,
+    QUANTIZED,
+    QUANTIZING,
+    REMOVED,
+    UNPRUNED,
+    WINDOWED,
+)
 from .text import read, words
 
 
@@ -15,7 +23,7 @@ def setting_lines(profile: str) -> list[str]:
     base = points[points["method"] == UNPRUNED].iloc[0]
     exact = int((checks["bytes, measured"] == checks["bytes, predicted"]).sum())
     gap = (checks["perplexity, fast pass"] / checks["perplexity, real cache"] - 1).abs()
-    quantized = checks["setting"].str.contains("bit|fp8")
+    quantized = checks["method"].isin(QUANTIZING)  # by method: the plain "16-bit cache" holds no codes
     largest = checks.loc[quantized, "largest log-prob gap, scored tokens"].max()
     plain = checks.loc[~quantized, "largest log-prob gap, scored tokens"].max()
     return [

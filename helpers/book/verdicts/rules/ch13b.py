@@ -44,8 +44,8 @@ def copying_breaks(r: Results) -> tuple[str, str]:
     row = present(summary.loc[summary.index == BAND_ORDER], f"13b_copying_summary: {BAND_ORDER}").iloc[0]
     t = COPYING_PERPLEXITY
     share, base = row[prunable_within(t)], row[UNPRUNED_COPYING]
-    if not base > 0:
-        return "(the unpruned model does not copy)", NOT_REPRODUCED
+    if not base > 0:  # nothing to break is no evidence either way, not a refutation
+        return "(the unpruned model does not copy: there is nothing for pruning to break)", CANNOT_TELL
     ours = row[copying_at(t)]
     low, high = (row.get(random_copying_at(t, q), math.nan) for q in ("5%", "95%"))
     orders = row.get(random_orders_at(t), 0)

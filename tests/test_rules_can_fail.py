@@ -647,6 +647,21 @@ def test_layers_the_tests_cannot_place_can_make_a_keep_one_verdict_cannot_tell(t
     assert _verdict(tmp_path / "c", "most_layers_one_head", measure, few)[0] == REPRODUCED
 
 
+@pytest.mark.parametrize("measure", ["", LIKELIHOOD])
+def test_most_layers_one_head_is_refuted_by_most_layers_down_whatever_the_undecided(tmp_path, measure):
+    # 17 of 18 layers down and 1 undecided: the old rule said "not reproduced" only when every
+    # layer dropped, so one undecided layer made it "cannot tell"
+    most = lambda: _keep_one({"enc_self": 6, "enc_dec": 6, "dec_self": 5}, undecided={"dec_self": 1})
+    verdict, ours = _verdict(tmp_path / "a", "most_layers_one_head", measure, most)
+    assert verdict == NOT_REPRODUCED and "of 18 layers" in ours
+    # 10 of 18 down: more than half, refuted too (the old rule said "partly")
+    ten = lambda: _keep_one({"enc_self": 4, "enc_dec": 3, "dec_self": 3})
+    assert _verdict(tmp_path / "b", "most_layers_one_head", measure, ten)[0] == NOT_REPRODUCED
+    # 9 down and 1 undecided: half, or more than half: the undecided layer decides, so cannot tell
+    edge = lambda: _keep_one({"enc_self": 3, "enc_dec": 3, "dec_self": 3}, undecided={"enc_self": 1})
+    assert _verdict(tmp_path / "c", "most_layers_one_head", measure, edge)[0] == CANNOT_TELL
+
+
 def test_the_last_enc_dec_claim_needs_the_last_layer_to_be_the_worst(tmp_path):
     # the worst Enc-Dec layer (2 of 6) loses 45% of the BLEU, the last one little: the old rule
     # (a quarter of the BLEU lost somewhere in Enc-Dec) said "reproduced"

@@ -140,14 +140,23 @@ def label_shifts(
     return pd.DataFrame(rows)
 
 
+ALIKE_LEVEL = 0.01  # a class "moves alike" in both domains when its own r is positive with p below this
+
+
 def class_by_class(shifts: pd.DataFrame) -> pd.DataFrame:
     """Per training seed (``label_shifts`` of two sets, the first in domain): Pearson r across
-    domains of the heads' accuracy changes and of their recall changes class by class (every
-    label that moves in both domains, stacked), the r between the two labels whose recall the
+    domains of the heads' accuracy changes, and class by class of their recall changes: one r per
+    label that moves in both domains (``class r (<label>)``, ``class p (<label>)``), each over the
+    heads (n = ``heads``); ``classes alike``: every such r positive with p < ``ALIKE_LEVEL``
+    (``weakest class r`` and its p beside it); the r between the two labels whose recall the
     heads trade most (in domain), and which labels those are. An accuracy change is the
     gold-share-weighted sum of the recall changes (``recall_sum_gap`` checks it); where heads
     move predictions from one label to another, it is the small net of a large trade, and its
-    sign can differ between domains while every class moves alike."""
+    sign can differ between domains while every class moves alike.
+
+    The classes are correlated one at a time: stacking every label's changes into one r over
+    ``classes * heads`` points would let the gap between the labels' means (heads that shift
+    every label in a common direction) make r large where no class's heads agree across domains."""
     rows = []
     names = list(dict.fromkeys(shifts["set"]))
     for seed, part in shifts.groupby("training_seed"):
@@ -155,28 +164,25 @@ def class_by_class(shifts: pd.DataFrame) -> pd.DataFrame:
         recalls = [c for c in part if c.startswith("recall change ") and inside[c].std() > 0 and outside[c].std() > 0]
         traded = list(inside[recalls].std().sort_values(ascending=False).index[:2])
         accuracy = _pearson(inside["accuracy change"], outside["accuracy change"])
-        stacked = (
-            _pearson(np.concatenate([inside[c] for c in recalls]), np.concatenate([outside[c] for c in recalls]))
-            if recalls
-            else (np.nan, np.nan)
-        )
+        per_class = {c.removeprefix("recall change "): _pearson(inside[c], outside[c]) for c in recalls}
+        weakest = min(per_class, key=lambda c: per_class[c][0], default=None)
         rows.append(
             {
                 "training_seed": int(seed),
                 "heads": len(inside),
                 "accuracy r": accuracy[0],
                 "accuracy p": accuracy[1],
-                "class-by-class r": stacked[0],
-                "class-by-class p": stacked[1],
                 "classes": len(recalls),
+                "classes alike": bool(per_class)
+                and all(r > 0 and p < ALIKE_LEVEL for r, p in per_class.values()),
+                "weakest class r": per_class[weakest][0] if weakest is not None else np.nan,
+                "weakest class p": per_class[weakest][1] if weakest is not None else np.nan,
                 "traded labels": " and ".join(c.removeprefix("recall change ") for c in traded),
                 "trade r (in domain)": _pearson(inside[traded[0]], inside[traded[1]])[0]
                 if len(traded) == 2
                 else np.nan,
-                **{
-                    f"class r ({c.removeprefix('recall change ')})": _pearson(inside[c], outside[c])[0]
-                    for c in recalls
-                },
+                **{f"class r ({label})": r for label, (r, _) in per_class.items()},
+                **{f"class p ({label})": p for label, (_, p) in per_class.items()},
             }
         )
     return pd.DataFrame(rows)

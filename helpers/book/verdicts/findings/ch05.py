@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
+
 from .text import MEASURES, r_text, read, words
 
 
@@ -40,36 +42,47 @@ def class_lines(profile: str) -> list[str]:
     """The classifier's correlation read class by class (``05_label_shifts``): whether its heads
     act alike in both domains once a label's gain is not netted against another's loss; none for
     a run from before the table existed."""
-    from ...experiments.cross_domain import class_by_class
+    from ...experiments.cross_domain import ALIKE_LEVEL, class_by_class
     from ...store.results import saved_table
 
     shifts = saved_table(profile, "05_label_shifts")
     if shifts is None:
         return []
     table = class_by_class(shifts).sort_values("training_seed")
-    seeds = [int(s) for s in table["training_seed"]]
     flipped = table[(table["accuracy r"] < 0) & (table["accuracy p"] < 0.01)]
     line = (
-        f"**The classifier, class by class:** across domains its heads' recall changes, label by label, correlate "
-        f"r = {words([r_text(r) for r in table['class-by-class r']])} (seeds {words(seeds)}), where their accuracy "
-        f"changes correlate r = {words([r_text(r) for r in table['accuracy r']])}. Masking a head mostly moves "
-        f"predictions between labels {words(list(table['traded labels']))}, one label's recall rising as the other's "
-        f"falls (r = {words([r_text(r) for r in table['trade r (in domain)']])} in domain), so a head's accuracy "
-        "change is the small net of that trade."
+        f"**The classifier, class by class:** across domains its heads' recall changes correlate one label at a "
+        f"time, each r over the {words(sorted({int(h) for h in table['heads']}))} heads: {'; '.join(_class_rs(table))}; "
+        f"their accuracy changes correlate r = "
+        f"{words([r_text(r) for r in table['accuracy r']])}. Masking a head mostly moves predictions between "
+        f"labels {words(list(table['traded labels']))}, one label's recall rising as the other's falls (r = "
+        f"{words([r_text(r) for r in table['trade r (in domain)']])} in domain), so a head's accuracy change is the "
+        "small net of that trade."
     )
-    explained = flipped[(flipped["class-by-class r"] > 0) & (flipped["class-by-class p"] < 0.01)]
+    explained = flipped[flipped["classes alike"].astype(bool)]
     if len(explained):
         line += (
             f" For seed{'s' * (len(explained) > 1)} {words([str(int(s)) for s in explained['training_seed']])} the "
             "net takes opposite signs in the two domains, and the accuracy correlation turns significantly negative "
-            "while every class moves alike: a property of where this model's decisions sit between two labels on "
-            "each set, not of heads that matter in one domain and not in the other."
+            f"while every class's own r is positive (p < {ALIKE_LEVEL} each): a property of where this model's "
+            "decisions sit between two labels on each set, not of heads that matter in one domain and not in the "
+            "other."
         )
     unexplained = flipped.drop(explained.index)
     if len(unexplained):
         line += (
             f" For seed{'s' * (len(unexplained) > 1)} {words([str(int(s)) for s in unexplained['training_seed']])} "
-            "the accuracy correlation is significantly negative and the classes do not move alike either: this "
-            "run does not explain it."
+            "the accuracy correlation is significantly negative and the classes do not move alike either (not every "
+            f"class's own r is positive with p < {ALIKE_LEVEL}): this run does not explain it."
         )
     return [line]
+
+
+def _class_rs(table) -> list[str]:
+    """Per seed, each moving label's r across domains: ``seed 0: label 0 0.95, label 1 0.93``."""
+    out = []
+    for row in table.to_dict("records"):
+        labels = [k.removeprefix("class r (").removesuffix(")") for k in row if k.startswith("class r (")]
+        shown = [f"label {x} {r_text(row[f'class r ({x})'])}" for x in labels if not pd.isna(row[f"class r ({x})"])]
+        out.append(f"seed {int(row['training_seed'])}: {', '.join(shown) or 'no label moving in both domains'}")
+    return out

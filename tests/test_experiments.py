@@ -418,3 +418,25 @@ def test_the_ablation_order_and_the_curves_use_disjoint_halves_of_the_split():
     examples, positions = in_sample.ablation_sweep("nli", "test", "metric")
     assert positions is None and in_sample._sets("nli", "test")[0] == examples
     assert in_sample.selected_on("nli")["ablation"] == pruning.IN_SAMPLE
+
+
+def test_a_grid_at_a_calibrated_level_of_0_shows_no_head_beyond_a_margin():
+    # at level 0 no p-value is small enough, so no head is significant; the old counts still
+    # called a head whose interval (the resamples' whole range) lay beyond -δ harmful
+    from helpers.book.experiments import language_model as lm
+
+    heads = [
+        {"layer": 0, "head": 0, "change_pct": 5.0, "p_value": 0.0, "delta_low": -0.08, "delta_high": -0.03},
+        {"layer": 0, "head": 1, "change_pct": 0.1, "p_value": 0.6, "delta_low": -0.002, "delta_high": 0.003},
+        {"layer": 0, "head": 2, "change_pct": -4.0, "p_value": 0.0, "delta_low": 0.03, "delta_high": 0.07},
+    ]
+    grid = pd.DataFrame(heads).assign(significant=False, level=0.0)
+    (row,) = lm.grid_counts(grid, alpha=0.01).to_dict("records")
+    assert row["level"] == 0 and row["significantly worse"] == row["significantly better"] == 0
+    assert (row["harmful"], row["helpful"], row["negligible"]) == (0, 0, 1)
+    assert row["undetermined"] == row["unplaced"] == 2
+    # at a level above 0 the same intervals place the heads beyond the margin
+    (row,) = lm.grid_counts(grid.assign(level=0.002, significant=grid["p_value"] < 0.002), alpha=0.01).to_dict(
+        "records"
+    )
+    assert (row["harmful"], row["helpful"], row["significantly worse"]) == (1, 1, 1)

@@ -105,3 +105,19 @@ def test_chapter_14s_sentence_names_the_best_way_to_spend_the_bytes(tmp_path):
     assert "50% of the bytes the best way to spend them is quantized (fp8: perplexity x1.01" in line
     assert "removing KV groups by importance to fit costs x3.50" in line
     assert "25% of the bytes the best way to spend them is windowed heads" in line
+
+
+def test_chapter_11s_sentence_says_when_its_calibrated_level_is_0(tmp_path):
+    # the old line printed "0 of 270 heads (5.4 expected by chance)" without saying that at a
+    # calibrated level of 0 no head could have been significant
+    folder = tmp_path / "p"
+    folder.mkdir()
+    shares = pd.DataFrame(
+        [{"unit": "query heads", "order": "importance", "prunable within 1%": 0.1, "prunable within 10%": 0.3}]
+    )
+    shares.to_csv(folder / "11_prunable_shares.csv", index=False)
+    counts = {"heads": 270, "significantly worse": 0, "significantly better": 0, "expected by chance": 5.4}
+    for level, said in ((0.0, "calibrated level of 0: these verses are too few"), (0.004, "calibrated p < 0.004")):
+        pd.DataFrame([{**counts, "level": level}]).to_csv(folder / "11_one_head_counts.csv", index=False)
+        line = front_page.language_model_line("p", tmp_path)
+        assert "0 of 270 heads" in line and said in line, line

@@ -239,23 +239,33 @@ def calibrated_grid(
 
 
 def grid_counts(grid: pd.DataFrame, alpha: float, margins: Mapping[str, float] | None = None) -> pd.DataFrame:
-    """The one-head grid's headline: significantly worse and better, beside chance, within 1%;
-    and each equivalence class against ``margins["perplexity"]`` (a share of the perplexity:
-    log(1 + share) nats per token), with the heads neither test places (``unplaced``)."""
+    """The one-head grid's headline: the level it was tested at (``calibrated_grid``'s; ``alpha``
+    for a grid without one), significantly worse and better, beside chance, within 1%; and each
+    equivalence class against ``margins["perplexity"]`` (a share of the perplexity: log(1 + share)
+    nats per token), with the heads neither test places (``unplaced``). At a level of 0 no head
+    can be significant, and none is counted harmful or helpful either: an interval wholly beyond
+    a margin asserts a change as a significant test does, so those heads count as undetermined."""
     worse = grid[grid["significant"] & (grid["change_pct"] > 0)]
     better = grid[grid["significant"] & (grid["change_pct"] < 0)]
     delta = equivalence.margin("language model", "likelihood", margins or {})
+    placed = equivalence.placement(grid, delta)
+    level = float(grid["level"].iloc[0]) if "level" in grid else alpha
+    if level == 0:  # no head can be called significant: none is shown beyond a margin either (both assert a change)
+        beyond = placed["harmful"] + placed["helpful"]
+        placed.update(harmful=0, helpful=0, undetermined=placed["undetermined"] + beyond)
+        placed["unplaced"] += beyond
     return pd.DataFrame(
         [
             {
                 "heads": len(grid),
+                "level": level,
                 "significantly worse": len(worse),
                 "significantly better": len(better),
                 "expected by chance": chance_flag_rate(alpha) * len(grid),
                 "within 1% of the unmasked perplexity": int((grid["change_pct"].abs() < 1).sum()),
                 "largest rise (%)": grid["change_pct"].max(),
                 "margin (nats)": delta,
-                **equivalence.placement(grid, delta),
+                **placed,
             }
         ]
     )

@@ -11,6 +11,8 @@ renders the page; where no chapter has run, the page says so.
 
 from __future__ import annotations
 
+import math
+
 from html import escape
 from pathlib import Path
 
@@ -169,12 +171,20 @@ def language_model_line(profile: str, results_root: Path | None = None) -> str:
         f"perplexity and {shares.loc[(unit, 'importance'), 'prunable within 10%']:.0%} within 10%"
         for unit in dict.fromkeys(shares.index.get_level_values("unit"))
     )
+    level = counts.get("level", math.nan)
+    tested = (
+        " (tested at a calibrated level of 0: these verses are too few for the test to call any head significant)"
+        if level == 0
+        else f" at the calibrated p < {level:.3g}"
+        if level == level
+        else ""
+    )
     return (
         f"* *Chapter 11, the paper's questions asked of a current language model*: masking one query head alone "
         "changes the perplexity significantly for "
         f"{int(counts['significantly worse']) + int(counts['significantly better'])} "
-        f"of {int(counts['heads'])} heads ({counts['expected by chance']:.1f} expected by chance); pruned by "
-        "importance, "
+        f"of {int(counts['heads'])} heads{tested} ({counts['expected by chance']:.1f} expected by chance); pruned "
+        "by importance, "
         f"{pruned}."
     )
 

@@ -9,6 +9,8 @@ drop significantly, the worst layer) and ``paper_counts`` does the same for the 
 
 from __future__ import annotations
 
+import ast
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -20,6 +22,50 @@ from ..paper import values as paper_values
 from . import equivalence
 from .head_effects import best_per_layer, configs_of, held_out, kept_head, layer_table, resolution, sample_columns
 from .sweeps import HeadSweeps, Run
+
+
+SAME_SET = "chosen and reported on {}"  # Tables 2 and 3: a protocol's name in the counts
+OTHER_SET = "chosen on {}, reported on {}"  # Tables 5 and 6
+
+
+def protocol_sets(protocol: str) -> tuple[str, str]:
+    """``(chosen on, reported on)``: the sets of a protocol named as ``Protocols.counts`` names it
+    (``SAME_SET``, ``OTHER_SET``); a ValueError for any other name."""
+    same = re.fullmatch(SAME_SET.format(r"(\S+)"), protocol)
+    if same:
+        return same[1], same[1]
+    other = re.fullmatch(OTHER_SET.format(r"(\S+)", r"(\S+)"), protocol)
+    if other:
+        return other[1], other[2]
+    raise ValueError(f"{protocol!r} is not a protocol's name: {SAME_SET!r} or {OTHER_SET!r}")
+
+
+def per_layer(effects: pd.DataFrame, protocol: str, likelihood: bool, margin: float) -> pd.DataFrame:
+    """One row per (training seed, kind, layer) of a model's saved per-item ``effects`` (every
+    all-but-one configuration on the set heads are chosen on, the chosen ones on the set they are
+    reported on; ``heads`` as lists or as their text) under ``protocol``: the chosen head's row as
+    ``tables`` picks it, with ``down`` and ``undecided`` as ``summary`` counts them (on the
+    paper's metric: dropped significantly, and placed by neither test; on the likelihood: wholly
+    below -``margin``, and across a margin)."""
+    effects = effects.assign(heads=[_heads(h) for h in effects["heads"]])
+    chosen, reported = protocol_sets(protocol)
+    rows = []
+    for seed, (same, held) in tables(effects, chosen, chosen, reported).items():
+        table = same if chosen == reported else held
+        rows.append(table.assign(training_seed=seed))
+    table = pd.concat(rows, ignore_index=True)
+    found = equivalence.classes(table, margin)
+    significant = table["significant"].astype(bool)
+    if likelihood:
+        down, undecided = found == "harmful", found == "undetermined"
+    else:
+        down, undecided = significant & (table["delta"] < 0), (found == "undetermined") & ~significant
+    return table.assign(down=down.to_numpy(), undecided=undecided.to_numpy())
+
+
+def _heads(heads) -> tuple[int, ...]:
+    """A configuration's masked heads, from a list or from its text in a saved table."""
+    return tuple(int(h) for h in (ast.literal_eval(heads) if isinstance(heads, str) else heads))
 
 
 def translation_run(
@@ -177,8 +223,7 @@ class Protocols:
         margins: Mapping[str, float] | None = None,
     ) -> pd.DataFrame:
         """``counts`` of both models' stacked effects (the translation model first)."""
-        same = "chosen and reported on {}".format
-        other = "chosen on {}, reported on {}".format
+        same, other = SAME_SET.format, OTHER_SET.format
         return counts(
             [
                 (

@@ -14,13 +14,15 @@ chapter's: ``chapter_verdicts`` records the values the chapter ran with under
 rerun with ``-p min_base_share=0.05`` changes the chapter and the scorecard alike.
 
 Where the chapters measured several training runs of a model (a ``training_seed`` column in
-their tables), each claim is checked on every seed's rows on their own (the paper's rows, with
-no seed, go with every seed). The verdict is the seeds' common verdict when they agree: a claim
-is ``reproduced`` only if it holds for every seed. When they do not, the seeds' numbers are
-tested on the claim's own statistic (``Claim.seed_statistic``, ``between_seeds``): ``depends on
-the seed`` if they differ beyond sampling noise, else ``cannot tell`` (the seeds together cannot
-separate their verdicts). A seed is checked on a claim only where every model in the tables the claim reads has a
-run with that seed (the ``seeds`` column lists those checked).
+their tables), each claim is judged once on every seed's evidence together (issue 67): ``check``
+reads the tables of all those seeds at once (``Results.pooled``) and pools its statistic as the
+claim reads it (``pooling``: units added over seeds, values averaged with an interval that holds
+however the seeds' errors correlate), and its verdict is read from that pooled statistic and its
+interval. Each seed is also checked on its own rows (the paper's rows, with no seed, go with every
+seed), and its value and verdict stand beside the pooled answer (``each seed``). Whether the seeds
+differ beyond sampling noise is a separate column (``seeds differ``, from ``Claim.seed_statistic``
+and ``between_seeds``), which never changes the verdict. A seed is checked only where every model
+in the tables the claim reads has a run with that seed (the ``seeds`` column lists those pooled).
 
 Each claim is judged once per measure (``MEASURES``): on the paper's metric (BLEU, accuracy)
 and, for the chapters that measured it, on the likelihood (``..._likelihood`` tables), by the
@@ -29,7 +31,7 @@ no likelihood tables is ``not measured`` there. A table's rows from the paper ca
 ``from_paper = True``.
 
     from helpers.book.verdicts.rules import ch09
-    ch09.verdicts("course", min_base_share=0.02)   # one row per claim, measure and seed
+    ch09.verdicts("course", min_base_share=0.02)   # per claim and measure: each seed's row, then the pooled one
 """
 
 from __future__ import annotations
@@ -51,9 +53,9 @@ LIKELIHOOD = "_likelihood"  # the suffix of a chapter's likelihood tables
 METRIC, LIKELIHOOD_NAME = "the paper's metric", "the likelihood"
 MEASURES = {"": METRIC, LIKELIHOOD: LIKELIHOOD_NAME}  # table suffix -> the measure's one name
 FROM_PAPER = "from_paper"  # the column that marks a table's rows from the paper
-DEPENDS_ON_SEED = "depends on the seed"
 CANNOT_TELL = "cannot tell"  # the data lack the power to decide: too few heads placed by the tests
-VERDICTS = (REPRODUCED, PARTLY, DEPENDS_ON_SEED, CANNOT_TELL, NOT_REPRODUCED, NOT_RUN)
+VERDICTS = (REPRODUCED, PARTLY, CANNOT_TELL, NOT_REPRODUCED, NOT_RUN)
+POOLED = "all"  # the training_seed of a claim's one answer, on every seed's evidence together
 SEED = "training_seed"
 IDENTITY_COLUMNS = ("model", "source", "track")  # the column that names the model of a row, by table
 SHARE_TOLERANCE = 0.10  # "about 20% prunable" is met within 10 points of the share of heads
@@ -70,15 +72,27 @@ class SeedNotRun(LookupError):
 
 class Results:
     """The CSV tables of one profile, read on demand: ``results["06_prunable_shares"]``; with a
-    ``training_seed``, the rows of that seed (and rows without a seed, such as the paper's)."""
+    ``training_seed``, the rows of that seed (and rows without a seed, such as the paper's); with a
+    tuple of seeds (``pooled``), the rows of every one of them."""
 
     def __init__(
-        self, folder: Path, training_seed: int | None = None, measure: str = "", params: dict[str, Any] | None = None
+        self,
+        folder: Path,
+        training_seed: int | tuple[int, ...] | None = None,
+        measure: str = "",
+        params: dict[str, Any] | None = None,
     ):
         self.folder = Path(folder)
         self.training_seed = training_seed
         self.measure = measure  # "" (the paper's metric) or LIKELIHOOD: the suffix of the tables read
         self.params = dict(params or {})  # the rule's parameters, as the claim's chapter ran with them
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        """The training seeds these results read: none, one, or the pooled ones."""
+        if self.training_seed is None:
+            return ()
+        return self.training_seed if isinstance(self.training_seed, tuple) else (self.training_seed,)
 
     def __getitem__(self, name: str) -> pd.DataFrame:
         path = self.folder / f"{name}{self.measure}.csv"
@@ -88,15 +102,18 @@ class Results:
         if self.training_seed is None or SEED not in table:
             return table
         seeded = table[SEED].notna()
-        mine = table[SEED] == self.training_seed
-        if seeded.any() and not mine.any():
-            raise SeedNotRun(name)
-        # a seed counts only where it has every model the table has (e.g. a classifier's third
-        # seed, in a table that also holds a translation model trained with two seeds, does not)
+        kept = ~seeded
         model = next((c for c in IDENTITY_COLUMNS if c in table), None)
-        if model and set(table.loc[seeded, model]) - set(table.loc[mine, model]):
-            raise SeedNotRun(name)
-        return table[~seeded | mine].reset_index(drop=True)
+        for seed in self.seeds:
+            mine = table[SEED] == seed
+            if seeded.any() and not mine.any():
+                raise SeedNotRun(name)
+            # a seed counts only where it has every model the table has (e.g. a classifier's third
+            # seed, in a table that also holds a translation model trained with two seeds, does not)
+            if model and set(table.loc[seeded, model]) - set(table.loc[mine, model]):
+                raise SeedNotRun(name)
+            kept |= mine
+        return table[kept].reset_index(drop=True)
 
     def training_seeds(self) -> list[int]:
         """Every training seed found in the profile's tables, in order."""
@@ -109,6 +126,10 @@ class Results:
 
     def for_seed(self, training_seed: int) -> Results:
         return Results(self.folder, training_seed, self.measure, self.params)
+
+    def pooled(self, seeds: Sequence[int]) -> Results:
+        """These results on every one of ``seeds`` at once: a table's rows of each of them."""
+        return Results(self.folder, tuple(int(s) for s in seeds), self.measure, self.params)
 
 
 Check = Callable[[Results], tuple[str, str]]  # -> (ours, verdict)
@@ -136,8 +157,8 @@ class Claim:
     # what the verdict rests on, read from the same tables (``samples``): the units, the
     # resolution, the smallest effect its test detects; the scorecard shows it beside the verdict
     sample: Callable[[Results], str] | None = None
-    # the claim's own statistic per seed, with its sampling error (``between_seeds``): where the
-    # seeds' verdicts differ, it tells whether their numbers do
+    # the claim's own statistic per seed, with its sampling error (``between_seeds``): whether the
+    # seeds' numbers differ beyond sampling noise (the ``seeds differ`` column; never the verdict)
     seed_statistic: Callable[[Results], dict[str, Any]] | None = None
 
     def shown_measure(self, measure: str) -> str:
@@ -178,6 +199,21 @@ def by_model(holds: pd.Series, undecided: pd.Series) -> str:
     return CANNOT_TELL if undecided.any() else NOT_REPRODUCED
 
 
+def for_every(verdicts: Sequence[str]) -> str:
+    """A claim made for every model (or kind), from each one's own verdict: reproduced when every
+    one reproduces it, partly when some do (or some partly); where none supports it, ``cannot
+    tell`` if some cannot tell, else not reproduced (as ``by_model``, with verdicts read over
+    intervals)."""
+    found = list(verdicts)
+    if not found:
+        raise ValueError("no verdicts to combine")
+    if all(v == REPRODUCED for v in found):
+        return REPRODUCED
+    if any(v in (REPRODUCED, PARTLY) for v in found):
+        return PARTLY
+    return CANNOT_TELL if CANNOT_TELL in found else NOT_REPRODUCED
+
+
 # ---- judging ----------------------------------------------------------------------------------
 def results_folder(profile: str, results_root: Path | None = None) -> Path:
     return Path(results_root or default_results_root()) / profile
@@ -212,79 +248,62 @@ def claim_parameters(claim: Claim, folder: Path) -> dict[str, Any]:
 
 def judge(claim: Claim, folder: Path, measure: str = "") -> list[dict[str, Any]]:
     """The claim's verdicts on one measure (a ``MEASURES`` key): one row per training seed
-    checked (``training_seed`` None where the tables have no seeds), then the combined row
-    (``training_seed`` "all"). Each row: key, measure, shown measure, training_seed, ours,
-    verdict, rule."""
+    checked on its own (``training_seed`` None where the tables have no seeds), then the claim's
+    one answer (``training_seed`` ``POOLED``): ``check`` on every seed's rows at once, with
+    ``seeds`` (those pooled), ``each seed`` (each seed's value and verdict) and ``seeds differ``
+    (the between-seed test in words; "" with one seed). Each row: key, measure, shown measure,
+    training_seed, ours, verdict, rule."""
     base = {"key": claim.key, "measure": MEASURES[measure], "shown measure": claim.shown_measure(MEASURES[measure])}
+    answer = {"training_seed": POOLED, "seeds": "", "each seed": "", "seeds differ": ""}
     if measure and not claim.likelihood:
-        return [{**base, "training_seed": "all", "ours": "", "verdict": NOT_MEASURED, "rule": ""}]
+        return [{**base, **answer, "ours": "", "verdict": NOT_MEASURED, "rule": ""}]
     check = claim.check if not measure or claim.likelihood is True else claim.likelihood
     rule = claim.rule if not measure else claim.likelihood_rule
     results = Results(folder, measure=measure, params=claim_parameters(claim, folder))
     try:
         found = per_seed(claim.chapter, check, results)
+        seeds = [s for s in found if s is not None]
+        text, verdict = check(results.pooled(seeds)) if len(seeds) > 1 else next(iter(found.values()))
     except MissingResults as missing:
-        return [
-            {
-                **base,
-                "training_seed": "all",
-                "verdict": NOT_RUN,
-                "rule": rule,
-                "ours": f"({missing.args[0]}{measure}.csv not found: run {claim.chapter})",
-            }
-        ]
+        why = f"({missing.args[0]}{measure}.csv not found: run {claim.chapter})"
+        return [{**base, **answer, "verdict": NOT_RUN, "rule": rule, "ours": why}]
     except KeyError as missing:  # a table written by an older version of the chapter
-        return [
-            {
-                **base,
-                "training_seed": "all",
-                "verdict": NOT_RUN,
-                "rule": rule,
-                "ours": f"(no {missing.args[0]!r} in the results: rerun {claim.chapter})",
-            }
-        ]
+        why = f"(no {missing.args[0]!r} in the results: rerun {claim.chapter})"
+        return [{**base, **answer, "verdict": NOT_RUN, "rule": rule, "ours": why}]
     rows = [
-        {**base, "training_seed": seed, "ours": text, "verdict": verdict, "rule": rule}
-        for seed, (text, verdict) in found.items()
+        {**base, "training_seed": seed, "ours": seed_text, "verdict": seed_verdict, "rule": rule}
+        for seed, (seed_text, seed_verdict) in found.items()
     ]
-    texts = {text for text, _ in found.values()}
-    verdicts = {verdict for _, verdict in found.values()}
-    combined = next(iter(texts)) if len(texts) == 1 else "; ".join(f"seed {s}: {t}" for s, (t, _) in found.items())
-    verdict = next(iter(verdicts)) if len(verdicts) == 1 else DEPENDS_ON_SEED
-    if verdict == DEPENDS_ON_SEED:
-        verdict, between = between_seeds(claim, results, list(found))
-        combined += f". Between seeds: {between}"
-    rows.append(
-        {
-            **base,
-            "training_seed": "all",
-            "ours": combined,
-            "rule": rule,
-            "verdict": verdict,
-            "seeds": ", ".join(str(s) for s in found if s is not None),
+    if len(seeds) > 1:
+        answer = {
+            "training_seed": POOLED,
+            "seeds": ", ".join(str(s) for s in seeds),
+            "each seed": "; ".join(f"seed {s}: {t} ({v})" for s, (t, v) in found.items()),
+            "seeds differ": seed_difference(claim, results, seeds),
         }
-    )
+    else:
+        answer = {**answer, "seeds": ", ".join(str(s) for s in seeds)}
+    rows.append({**base, **answer, "ours": text, "verdict": verdict, "rule": rule})
     return rows
 
 
-def between_seeds(claim: Claim, results: Results, seeds: Sequence[int]) -> tuple[str, str]:
-    """Where the seeds' verdicts on ``claim`` differ: ``depends on the seed`` if their numbers
-    differ beyond sampling noise on the claim's own statistic (``between_seeds.seeds_differ``),
-    else ``cannot tell``; with the test in words. A claim with no statistic keeps ``depends on
-    the seed`` and says it was not tested."""
+def seed_difference(claim: Claim, results: Results, seeds: Sequence[int]) -> str:
+    """Whether the seeds' numbers on ``claim`` differ beyond sampling noise, on the claim's own
+    statistic (``between_seeds.seeds_differ``), in words that start "yes", "no" or "not tested".
+    It stands beside the pooled verdict and never changes it."""
     from .between_seeds import NotTestable, seeds_differ
 
     if claim.seed_statistic is None:
-        return DEPENDS_ON_SEED, "not tested (the tables hold no sampling error for this claim's statistic)"
+        return "not tested (the tables hold no sampling error for this claim's statistic)"
     try:
         test = seeds_differ({seed: claim.seed_statistic(results.for_seed(seed)) for seed in seeds})
     except NotTestable as why:
-        return DEPENDS_ON_SEED, f"not tested ({why})"
+        return f"not tested ({why})"
     except LookupError as missing:  # a table or a column of an older run
-        return DEPENDS_ON_SEED, f"not tested ({missing} not in the results)"
+        return f"not tested ({missing} not in the results)"
     if test is None:
-        return DEPENDS_ON_SEED, "not tested (nothing varies to test)"
-    return (DEPENDS_ON_SEED if test.differ else CANNOT_TELL), test.text()
+        return "not tested (nothing varies to test)"
+    return test.text()
 
 
 def per_seed(chapter: str, check: Check, results: Results) -> dict[int | None, tuple[str, str]]:
@@ -322,9 +341,10 @@ def chapter_verdicts(
     profile: str, claims: Sequence[Claim], results_root: Path | None = None, **params: Any
 ) -> pd.DataFrame:
     """The verdicts on ``claims`` (one chapter's) that the scorecard gives, one row per claim,
-    measure and training seed, and a combined row per claim and measure (``training_seed``
-    "all"). ``params``: the rule parameters the chapter ran with (recorded for the scorecard).
-    Columns: key, claim, measure, shown measure, training_seed, ours, verdict, rule, profile."""
+    measure and training seed checked alone, and the claim's one answer per measure
+    (``training_seed`` ``POOLED``). ``params``: the rule parameters the chapter ran with (recorded
+    for the scorecard). Columns: key, claim, measure, shown measure, training_seed, ours, verdict,
+    rule, then on the answer's rows seeds, each seed, seeds differ; profile."""
     if not claims:
         raise ValueError("no claims to judge")
     folder = results_folder(profile, results_root)
@@ -332,29 +352,18 @@ def chapter_verdicts(
         record_parameters(folder, claims, params)
     rows = [{"claim": c.claim, **row} for c in claims for measure in MEASURES for row in judge(c, folder, measure)]
     table = pd.DataFrame(rows).assign(profile=profile)
-    return table[["key", "claim", "measure", "shown measure", "training_seed", "ours", "verdict", "rule", "profile"]]
+    columns = ["key", "claim", "measure", "shown measure", "training_seed", "ours", "verdict", "rule"]
+    return table[[*columns, "seeds", "each seed", "seeds differ", "profile"]]
 
 
 # ---- showing verdicts -------------------------------------------------------------------------
 def verdict_table(verdicts: pd.DataFrame) -> pd.DataFrame:
-    """``chapter_verdicts`` laid out to read: one row per claim and measure, a column per training
-    seed with that seed's verdict, and the combined verdict."""
-    measured = verdicts[verdicts["verdict"] != NOT_MEASURED]
-    seeded = measured[measured["training_seed"] != "all"]
-    combined = measured[measured["training_seed"] == "all"]
-    table = combined.set_index(["claim", "measure"])[["ours", "verdict"]]
-    if not seeded.empty and seeded["training_seed"].notna().any():
-        per_seed_verdicts = seeded.pivot_table(
-            index=["claim", "measure"], columns="training_seed", values="verdict", aggfunc="first", sort=False
-        )
-        per_seed_verdicts.columns = [f"seed {int(s)}" for s in per_seed_verdicts.columns]
-        table = per_seed_verdicts.join(table)
-    table = table.reindex(combined.set_index(["claim", "measure"]).index)
-    table = table.set_axis(
-        pd.MultiIndex.from_arrays(
-            [table.index.get_level_values("claim"), combined["shown measure"]], names=["claim", "measure"]
-        )
-    )
+    """``chapter_verdicts`` laid out to read: one row per claim and measure, the claim's one answer
+    (``ours`` on every seed pooled, ``verdict``), then each seed's value and verdict and whether
+    the seeds differ (both left out where no claim has several seeds)."""
+    answers = verdicts[(verdicts["verdict"] != NOT_MEASURED) & (verdicts["training_seed"] == POOLED)]
+    columns = ["ours", "verdict"] + [c for c in ("seeds", "each seed", "seeds differ") if answers[c].fillna("").ne("").any()]
+    table = answers.set_index(["claim", "shown measure"])[columns].rename_axis(["claim", "measure"])
     if "profile" in verdicts:  # the verdicts are those of one profile's run: its name heads the table
         table.columns.name = f"{verdicts['profile'].iloc[0]} profile"
     return table
@@ -367,8 +376,8 @@ def whole(table: pd.DataFrame):
 
 
 def verdict_of(verdicts: pd.DataFrame, key: str, measure: str = METRIC) -> str:
-    """The combined verdict of claim ``key`` on ``measure`` (its one name) in ``chapter_verdicts``."""
-    row = verdicts[(verdicts["key"] == key) & (verdicts["measure"] == measure) & (verdicts["training_seed"] == "all")]
+    """The one answer (pooled verdict) of claim ``key`` on ``measure`` (its one name) in ``chapter_verdicts``."""
+    row = verdicts[(verdicts["key"] == key) & (verdicts["measure"] == measure) & (verdicts["training_seed"] == POOLED)]
     if row.empty:
         raise KeyError(f"no verdict on claim {key!r} for {measure!r}")
     return str(row["verdict"].iloc[0])

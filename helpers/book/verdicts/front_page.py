@@ -1,11 +1,11 @@
 """The book's front page, generated: our answer to the paper's question in a few sentences, one
-grid of every claim's verdict per measure and training seed (linked to its chapter), what the
+grid of every claim's one answer per measure (linked to its chapter), what the
 chapters beyond the paper found, and the models each profile studies. Every word that carries a
 number or a verdict comes from the registry (``scorecard``) and the tables of the build that
 renders the page; where no chapter has run, the page says so.
 
-    grid = verdict_grid("course")      # one row per claim, measure and seed
-    HTML(grid_html(grid))              # the figure: claims x (measure, seed), coloured by verdict
+    grid = verdict_grid("course")      # one row per claim and measure: its one answer
+    HTML(grid_html(grid))              # the figure: claims x measures, coloured by verdict
     Markdown(answer(scorecard("course")))
 """
 
@@ -44,67 +44,56 @@ def part_of(section: str) -> str:
 
 
 def verdict_grid(profile: str, results_root: Path | None = None) -> pd.DataFrame:
-    """One row per claim, measure and training seed: key, part, claim, chapter, measure
-    (``SHORT``), seed, verdict. ``seed`` is "all" where the tables have no seeds, or where every
-    seed gives the same text (a claim on a model trained once, such as SmolLM2's). Measures a
-    claim's chapter does not measure are left out."""
+    """One row per claim and measure: key, part, claim, chapter, measure (``SHORT``), verdict (the
+    claim's one answer, on every seed's evidence together) and ``seeds differ`` (True where the
+    between-seed test finds the seeds' numbers apart). Measures a claim's chapter does not
+    measure are left out."""
     folder = results_folder(profile, results_root)
     rows = []
     for c in CLAIMS:
         for measure, name in MEASURES.items():
-            judged = judge(c, folder, measure)
-            per_seed = [r for r in judged if r["training_seed"] not in ("all", None)] or [judged[-1]]
-            if len({r["ours"] for r in per_seed}) == 1:
-                per_seed = [judged[-1]]  # one text on every seed: one verdict, not one per seed
-            rows += [
+            answer = judge(c, folder, measure)[-1]
+            if answer["verdict"] == NOT_MEASURED:
+                continue
+            rows.append(
                 {
                     "key": c.key,
                     "part": part_of(c.section),
                     "claim": c.claim,
                     "chapter": c.chapter,
                     "measure": SHORT[name],
-                    "seed": "all" if r["training_seed"] in ("all", None) else int(r["training_seed"]),
-                    "verdict": r["verdict"],
+                    "verdict": answer["verdict"],
+                    "seeds differ": str(answer.get("seeds differ", "")).startswith("yes"),
                 }
-                for r in per_seed
-                if r["verdict"] != NOT_MEASURED
-            ]
-    return pd.DataFrame(rows, columns=["key", "part", "claim", "chapter", "measure", "seed", "verdict"])
+            )
+    return pd.DataFrame(rows, columns=["key", "part", "claim", "chapter", "measure", "verdict", "seeds differ"])
 
 
-def _columns(grid: pd.DataFrame) -> list[tuple[str, object]]:
-    """The grid's (measure, seed) columns: the paper's metric first, seeds in order; a measure
-    with no seeded row gets one column, "all"."""
-    out = []
-    for measure in ("metric", "likelihood"):
-        seeds = sorted({s for m, s in zip(grid["measure"], grid["seed"]) if m == measure and s != "all"})
-        out += [(measure, s) for s in seeds] or ([(measure, "all")] if (grid["measure"] == measure).any() else [])
-    return out
+DIFFER_MARK = "†"  # beside a verdict whose seeds differ beyond sampling noise
 
 
-def _cell(verdict: str, span: int = 1) -> str:
-    wide = f' colspan="{span}" title="the same on every seed"' if span > 1 else ""
-    return f'<td{wide} style="background-color: {COLOURS.get(verdict, "#ffffff")}">{escape(verdict)}</td>'
+def _cell(verdict: str, differ: bool = False) -> str:
+    mark = f' <span title="the seeds differ beyond sampling noise">{DIFFER_MARK}</span>' if differ else ""
+    return f'<td style="background-color: {COLOURS.get(verdict, "#ffffff")}">{escape(verdict)}{mark}</td>'
 
 
 def grid_html(grid: pd.DataFrame) -> str:
     """The verdict grid as an HTML table: a row per claim, grouped by part (each claim linking to
-    its chapter's page), a column per measure and seed, each cell coloured by its verdict and
-    naming it; a legend of the colours under it."""
-    columns = _columns(grid)
-    cells = grid.set_index(["key", "measure", "seed"])["verdict"]
-    head = "".join(f"<th>{escape(m)}<br>{'seed ' + str(s) if s != 'all' else 'no seed'}</th>" for m, s in columns)
+    its chapter's page), a column per measure, each cell coloured by the claim's one answer and
+    naming it (``DIFFER_MARK`` where the seeds differ); a legend of the colours under it."""
+    measures = [m for m in ("metric", "likelihood") if (grid["measure"] == m).any()]
+    cells = grid.set_index(["key", "measure"])
+    head = "".join(f"<th>{escape(m)}</th>" for m in measures)
     body = []
     for part, rows in grid.drop_duplicates("key").groupby("part", sort=False):
-        body.append(f'<tr class="part"><th colspan="{len(columns) + 1}">{escape(part)}</th></tr>')
+        body.append(f'<tr class="part"><th colspan="{len(measures) + 1}">{escape(part)}</th></tr>')
         for row in rows.itertuples():
-            tds = []
-            for measure in dict.fromkeys(m for m, _ in columns):
-                mine = [s for m, s in columns if m == measure]
-                if (row.key, measure, "all") in cells.index:  # one verdict for every seed: one cell across them
-                    tds.append(_cell(cells[row.key, measure, "all"], len(mine)))
-                else:
-                    tds += [_cell(cells.get((row.key, measure, s), "")) for s in mine]
+            tds = [
+                _cell(cells.loc[(row.key, m), "verdict"], bool(cells.loc[(row.key, m), "seeds differ"]))
+                if (row.key, m) in cells.index
+                else "<td></td>"
+                for m in measures
+            ]
             link = f'<a href="{escape(row.chapter)}.html">{escape(row.claim)}</a>'
             body.append(f'<tr><td class="claim">{link}</td>{"".join(tds)}</tr>')
     legend = " ".join(
@@ -112,6 +101,8 @@ def grid_html(grid: pd.DataFrame) -> str:
         for v in COLOURS
         if v in set(grid["verdict"])
     )
+    if grid["seeds differ"].any():
+        legend += f" {DIFFER_MARK} the seeds' numbers differ beyond sampling noise (the scorecard says on what)"
     return (
         f'<table class="verdict-grid"><thead><tr><th>claim (its chapter)</th>{head}</tr></thead>'
         f'<tbody>{"".join(body)}</tbody></table><p class="legend">{legend}</p>'
@@ -243,8 +234,8 @@ def beyond(card: pd.DataFrame, results_root: Path | None = None) -> str:
     eleven = language_model_line(card["profile"].iloc[0], results_root)
     memory = memory_line(card["profile"].iloc[0], results_root)
     return (
-        f"Of the {len(rows)} claims the chapters beyond the paper judge, {held} are reproduced (on every seed "
-        "where a model has several):\n\n" + "\n".join([x for x in (eleven, memory) if x] + lines)
+        f"Of the {len(rows)} claims the chapters beyond the paper judge, {held} are reproduced (on every seed's "
+        "evidence together where a model has several):\n\n" + "\n".join([x for x in (eleven, memory) if x] + lines)
     )
 
 

@@ -21,10 +21,12 @@ CLAIMS_BY_KEY = {c.key: c for c in CLAIMS}
 
 
 def scorecard(profile: str, results_root: Path | None = None) -> pd.DataFrame:
-    """One row per claim: key, section, claim, paper, ours, verdict, likelihood, likelihood
-    verdict, seeds, rule, likelihood rule, chapter, profile, and what the verdicts rest on
-    (``sample``, ``likelihood sample``: ``Claim.sample``); read from ``results_root/<profile>``
-    (default: where the chapters write, ``results.results_root()``)."""
+    """One row per claim, its one answer per measure (``engine.judge``: every seed's evidence
+    together): key, section, claim, paper, ours, verdict, likelihood, likelihood verdict, seeds
+    (those pooled), each seed and seeds differ (and their likelihood columns), rule, likelihood
+    rule, chapter, profile, and what the verdicts rest on (``sample``, ``likelihood sample``:
+    ``Claim.sample``); read from ``results_root/<profile>`` (default: where the chapters write,
+    ``results.results_root()``)."""
     folder = results_folder(profile, results_root)
     rows = []
     for c in CLAIMS:
@@ -41,6 +43,10 @@ def scorecard(profile: str, results_root: Path | None = None) -> pd.DataFrame:
                 "likelihood": likely["ours"],
                 "likelihood verdict": likely["verdict"],
                 "seeds": metric.get("seeds", ""),
+                "each seed": metric.get("each seed", ""),
+                "seeds differ": metric.get("seeds differ", ""),
+                "likelihood each seed": likely.get("each seed", ""),
+                "likelihood seeds differ": likely.get("seeds differ", ""),
                 "rule": c.rule,
                 "likelihood rule": likely["rule"],
                 "chapter": c.chapter,

@@ -13,58 +13,127 @@ from ...paper import values as paper_values
 from ...store.columns import IN_SAMPLE, MIN_BAND_ORDERS, RANDOM_HIGH, RANDOM_LOW
 from .. import samples
 from ..between_seeds import NotTestable, Value, with_error
-from ..engine import CANNOT_TELL, NOT_RUN, SHARE_TOLERANCE, Claim, Results, by_model, present, three_way, within
+from ..engine import (
+    CANNOT_TELL,
+    NOT_REPRODUCED,
+    NOT_RUN,
+    REPRODUCED,
+    SHARE_TOLERANCE,
+    Claim,
+    Results,
+    for_every,
+    present,
+    three_way,
+    within,
+)
+from ..pooling import Pooled, mean_over_seeds, over_interval
 
 CHAPTER = "06_pruning_curves"
 SHARES = "06_prunable_shares"
 
 
+def _error(row: pd.Series, se: str, grains: float = 1.0) -> float:
+    """A share's standard error: the bootstrap's (``se``, a column of ``row``) and the rounding of
+    ``grains`` values on the curve's step (``between_seeds.Value.error``); NaN where the bootstrap's
+    is undefined (a BLEU of 0 in some resample)."""
+    return float(np.hypot(row[se], _step(row) * np.sqrt(grains) / np.sqrt(12)))
+
+
+def _seeds(r: Results) -> str:
+    return f" ({len(r.seeds)} seeds pooled)" if len(r.seeds) > 1 else ""
+
+
+def _pct(p: Pooled) -> str:
+    return f"{p.x:.0%} [{max(p.low, -1.0):.0%}, {min(p.high, 1.0):.0%}]"
+
+
 def prunable(track: str) -> Callable[[Results], tuple[str, str]]:
+    """The importance order's prunable share, pooled over the seeds with its interval (shares lie
+    in [0, 1]); read over the interval: within ``SHARE_TOLERANCE`` of the paper's share is
+    reproduced, above 0 partly."""
+
     def check(r: Results) -> tuple[str, str]:
         table = r[SHARES]
-        share = present(table[(table["track"] == track) & (table["order"] == "importance")], f"{SHARES}: {track}")[
-            "prunable_share"
-        ].iloc[0]
-        return f"{share:.0%}", three_way(within(share, paper_values.PRUNABLE_SHARE[track]), share > 0)
+        rows = present(table[(table["track"] == track) & (table["order"] == "importance")], f"{SHARES}: {track}")
+        pooled = mean_over_seeds(rows["prunable_share"], [_error(row, "share_se") for _, row in rows.iterrows()])
+        pooled = Pooled(pooled.x, max(pooled.low, 0.0), min(pooled.high, 1.0), pooled.per_seed)
+        paper = paper_values.PRUNABLE_SHARE[track]
+        verdict = over_interval(lambda v: three_way(within(v, paper), v > 0), pooled)
+        return _pct(pooled) + _seeds(r), verdict
 
     return check
 
 
+def _tied_at_an_end(part: pd.DataFrame) -> bool:
+    """Importance and ablation both at 0 (the first step already costs too much) or both at 1
+    (nothing costs anything) on every seed: no evidence either way."""
+    shares = part.pivot_table(index=_seed_index(part), columns="order", values="prunable_share", aggfunc="first")
+    return bool(((shares["importance"] == shares["ablation"]) & shares["importance"].isin([0.0, 1.0])).all())
+
+
+def _seed_index(part: pd.DataFrame):
+    return part["training_seed"].fillna(-1) if "training_seed" in part else pd.Series(0, index=part.index)
+
+
 def importance_beats_ablation(r: Results) -> tuple[str, str]:
     """Compared only on equal footing: an ablation order estimated on the very examples its curve
-    scores (in-sample) has an advantage I_h (estimated on the training split) lacks."""
+    scores (in-sample) has an advantage I_h (estimated on the training split) lacks. Per model,
+    importance's share less ablation's, pooled over the seeds with its interval (the paired
+    bootstrap's error of the difference, and the rounding of two shares on the step); "at least as
+    well" holds where the whole interval lies above -``SHARE_TOLERANCE`` (the shares' tolerance)
+    and fails where it lies below it; for every model (partly: some)."""
     shares = r[SHARES]
-    table = shares.pivot(index="model", columns="order", values="prunable_share")
-    text = "; ".join(f"{m}: {row['importance']:.0%} vs {row['ablation']:.0%}" for m, row in table.iterrows())
     on = shares.loc[shares["order"] == "ablation", "selected_on"] if "selected_on" in shares else pd.Series([None])
+    verdicts, parts = [], []
+    for model, part in shares[shares["order"].isin(["importance", "ablation"])].groupby("model", sort=False):
+        imp, abl = (part[part["order"] == o].set_index(_seed_index(part[part["order"] == o])) for o in ("importance", "ablation"))
+        gap = imp["prunable_share"] - abl["prunable_share"]
+        errors = [_error(row, "minus_ablation_se", grains=2) for _, row in imp.iterrows()]
+        pooled = mean_over_seeds(gap.to_numpy(), errors)
+        parts.append(f"{model}: {imp['prunable_share'].mean():.0%} vs {abl['prunable_share'].mean():.0%}, gap {_pct(pooled)}")
+        if _tied_at_an_end(part):
+            verdicts.append(CANNOT_TELL)
+            continue
+        verdicts.append(
+            over_interval(lambda v: REPRODUCED if v >= -SHARE_TOLERANCE else NOT_REPRODUCED, pooled)
+        )
+    text = "; ".join(parts) + _seeds(r)
     if on.isna().any() or (on == IN_SAMPLE).any():  # a table that does not say counts as in-sample
         return text + " (the ablation order in-sample or not recorded: no fair comparison)", CANNOT_TELL
-    # both at 0 (the first step already costs too much) or both at 1 (nothing costs anything): no evidence
-    tied_at_an_end = (table["importance"] == table["ablation"]) & table["importance"].isin([0.0, 1.0])
-    wins = (table["importance"] >= table["ablation"]) & ~tied_at_an_end
-    return text, by_model(wins, tied_at_an_end)
+    return text, for_every(verdicts)
 
 
 def importance_beats_random(r: Results) -> tuple[str, str]:
-    """Against the band, not one draw: importance's prunable share must lie above the 95th
-    percentile of the random orders' shares, in every model (partly: in some)."""
+    """Against the band, not one draw: per model, importance's prunable share less the 95th
+    percentile of the random orders' shares, pooled over the seeds with its interval (the share's
+    bootstrap error over examples, the percentile's over the orders, and the step's rounding);
+    above 0 over the whole interval is a win, below it over the whole interval a loss; for every
+    model (partly: some). A model whose band has too few orders on some seed is undecided."""
     shares = r[SHARES]
-    table = shares.pivot(index="model", columns="order", values="prunable_share")
-    if RANDOM_HIGH not in table:
+    if RANDOM_HIGH not in set(shares["order"]):
         return "(no band of random orders)", NOT_RUN
-    orders = shares[shares["order"] == RANDOM_HIGH].set_index("model")["random_orders"].reindex(table.index)
-    banded = orders >= MIN_BAND_ORDERS  # fewer orders make no 95th percentile: such a model is undecided
-    above = (table["importance"] > table[RANDOM_HIGH]) & banded
-    text = "; ".join(
-        f"{m}: {row['importance']:.0%} vs random {row[RANDOM_LOW]:.0%} to {row[RANDOM_HIGH]:.0%} "
-        + (
-            f"(5-95%, {int(orders[m])} orders)"
-            if banded[m]
-            else f"({int(orders[m]) if orders.notna()[m] else 'too few'} orders: too few for a band)"
+    verdicts, parts = [], []
+    for model, part in shares.groupby("model", sort=False):
+        imp = part[part["order"] == "importance"].set_index(_seed_index(part[part["order"] == "importance"]))
+        high = part[part["order"] == RANDOM_HIGH].set_index(_seed_index(part[part["order"] == RANDOM_HIGH]))
+        low = part[part["order"] == RANDOM_LOW].set_index(_seed_index(part[part["order"] == RANDOM_LOW]))
+        orders = high["random_orders"].reindex(imp.index)
+        if not (orders >= MIN_BAND_ORDERS).all():  # fewer orders make no 95th percentile: undecided
+            shown = int(orders.min()) if orders.notna().all() else "too few"
+            parts.append(f"{model}: {imp['prunable_share'].mean():.0%} ({shown} orders: too few for a band)")
+            verdicts.append(CANNOT_TELL)
+            continue
+        gap = imp["prunable_share"] - high["prunable_share"].reindex(imp.index)
+        errors = [
+            float(np.hypot(_error(row, "share_se", grains=2), high.loc[seed, "band_se"])) for seed, row in imp.iterrows()
+        ]
+        pooled = mean_over_seeds(gap.to_numpy(), errors)
+        parts.append(
+            f"{model}: {imp['prunable_share'].mean():.0%} vs random {low['prunable_share'].mean():.0%} to "
+            f"{high['prunable_share'].mean():.0%} (5-95%, {int(orders.min())} orders), above the 95th by {_pct(pooled)}"
         )
-        for m, row in table.iterrows()
-    )
-    return text, by_model(above, ~banded)
+        verdicts.append(over_interval(lambda v: REPRODUCED if v > 0 else NOT_REPRODUCED, pooled))
+    return "; ".join(parts) + _seeds(r), for_every(verdicts)
 
 
 def share_statistic(track: str) -> Callable[[Results], dict[str, Value]]:
@@ -145,7 +214,8 @@ CLAIMS = [
         "§4.2, Figure 3",
         "A share of the translation model's heads can be pruned with no noticeable loss",
         f"about {paper_values.PRUNABLE_SHARE['translation']:.0%} (WMT, within 1 BLEU)",
-        f"reproduced: within {SHARE_TOLERANCE:.0%} of the paper's share; partly: above 0",
+        f"reproduced: within {SHARE_TOLERANCE:.0%} of the paper's share; partly: above 0; read over the 95% interval "
+        "of the share pooled over the seeds",
         CHAPTER,
         prunable("translation"),
         likelihood=True,
@@ -157,7 +227,8 @@ CLAIMS = [
         "§4.2, Figure 3",
         "A share of the classifier's heads can be pruned with no noticeable loss",
         f"about {paper_values.PRUNABLE_SHARE['classifier']:.0%} (BERT, within 1 accuracy point)",
-        f"reproduced: within {SHARE_TOLERANCE:.0%} of the paper's share; partly: above 0",
+        f"reproduced: within {SHARE_TOLERANCE:.0%} of the paper's share; partly: above 0; read over the 95% interval "
+        "of the share pooled over the seeds",
         CHAPTER,
         prunable("classifier"),
         likelihood=True,
@@ -169,8 +240,10 @@ CLAIMS = [
         "§4.2, Figure 3",
         "Ranking by importance prunes at least as well as ranking by one-head ablation",
         "importance above the ablation curve",
-        "reproduced: importance's prunable share >= ablation's for every "
-        "model, both orders estimated on data the curves do not score (else cannot tell); partly: for some",
+        f"reproduced: for every model, importance's prunable share less ablation's (pooled over the seeds) lies "
+        f"above -{SHARE_TOLERANCE:.0%} over its whole 95% interval, both orders estimated on data the curves do not "
+        f"score (else cannot tell); not reproduced: the whole interval below -{SHARE_TOLERANCE:.0%}; partly: for "
+        "some models",
         CHAPTER,
         importance_beats_ablation,
         likelihood=True,
@@ -182,8 +255,9 @@ CLAIMS = [
         "§4.2, Figure 3",
         "Ranking by importance prunes more than pruning at random",
         "no random baseline in Figure 3 (Budhraja et al. 2020 find random pruning comes close)",
-        "reproduced: importance's prunable share above the 95th percentile of the random orders' shares for every "
-        f"model; partly: for some; cannot tell: a model's band has too few orders (under {MIN_BAND_ORDERS})",
+        "reproduced: for every model, importance's prunable share less the 95th percentile of the random orders' "
+        "shares (pooled over the seeds) lies above 0 over its whole 95% interval; not reproduced: below it; partly: "
+        f"for some models; cannot tell: a model's band has too few orders (under {MIN_BAND_ORDERS}) on some seed",
         CHAPTER,
         importance_beats_random,
         likelihood=True,

@@ -138,7 +138,7 @@ CLAIMS = [
         every_removal(ch03.few_significant),
         likelihood=True,
         sample=counts_sample,
-        seed_statistic=every_removal_statistic(ch03.shares_of("significant")),
+        seed_statistic=every_removal_statistic(ch03.shares_of("significant", "unplaced")),
     ),
     Claim(
         "most_negligible_every_removal",
@@ -152,6 +152,6 @@ CLAIMS = [
         every_removal(ch03.most_negligible),
         likelihood=True,
         sample=counts_sample,
-        seed_statistic=every_removal_statistic(ch03.shares_of("negligible")),
+        seed_statistic=every_removal_statistic(ch03.shares_of("negligible", "undetermined")),
     ),
 ]

@@ -48,6 +48,8 @@ def per_layer(effects: pd.DataFrame, protocol: str, likelihood: bool, margin: fl
     paper's metric: dropped significantly, and placed by neither test; on the likelihood: wholly
     below -``margin``, and across a margin)."""
     effects = effects.assign(heads=[_heads(h) for h in effects["heads"]])
+    if "training_seed" not in effects:  # a model measured once
+        effects = effects.assign(training_seed=0)
     chosen, reported = protocol_sets(protocol)
     rows = []
     for seed, (same, held) in tables(effects, chosen, chosen, reported).items():

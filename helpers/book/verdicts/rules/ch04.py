@@ -204,14 +204,13 @@ def excess_bound(b: int, c: int, layers: int, level: float = 0.05) -> float:
 
 
 def _paper_effect(r: Results) -> float:
-    """The paper's share of layers that held out costs beyond the reported set: Table 5's layers
-    down less Table 2's, over Table 2's layers (read from the paper's rows of the metric's table,
-    on either measure: the paper measured no likelihood)."""
-    table = Results(r.folder, r.training_seed, "", r.params)[COUNTS]
-    paper = table[table["from_paper"].fillna(False).astype(bool) & (table["source"] == "WMT")]
-    down = paper.groupby("protocol")["significant_down"].sum()
-    layers = int(paper.loc[paper["protocol"] == "Table 2", "layers"].sum())
-    return float(down["Table 5"] - down["Table 2"]) / layers
+    """The paper's share of layers that held out costs beyond the reported set: its Table 5's
+    layers down less its Table 2's, over Table 2's layers (``keep_one.paper_counts``; the paper
+    measured no likelihood, so both measures read it)."""
+    paper = keep_one.paper_counts()
+    wmt = paper[paper["source"] == "WMT"]
+    down = wmt.groupby("protocol")["significant_down"].sum()
+    return float(down["Table 5"] - down["Table 2"]) / int(wmt.loc[wmt["protocol"] == "Table 2", "layers"].sum())
 
 
 # ---- between seeds --------------------------------------------------------------------------------

@@ -32,11 +32,12 @@ CHAPTER = "06_pruning_curves"
 SHARES = "06_prunable_shares"
 
 
-def _error(row: pd.Series, se: str, grains: float = 1.0) -> float:
-    """A share's standard error: the bootstrap's (``se``, a column of ``row``) and the rounding of
-    ``grains`` values on the curve's step (``between_seeds.Value.error``); NaN where the bootstrap's
-    is undefined (a BLEU of 0 in some resample)."""
-    return float(np.hypot(row[se], _step(row) * np.sqrt(grains) / np.sqrt(12)))
+def _error(row: pd.Series, se: str) -> float:
+    """A share's standard error over the scored examples: the bootstrap's of the share as the
+    curve's grid defines it (``se``, a column of ``row``); NaN where undefined (a BLEU of 0 in some
+    resample). The grid's own rounding is left out: the claim is about the share on this grid,
+    and where every resample lands on one step, that step is what the data say."""
+    return float(row[se])
 
 
 def _seeds(r: Results) -> str:
@@ -79,7 +80,7 @@ def importance_beats_ablation(r: Results) -> tuple[str, str]:
     """Compared only on equal footing: an ablation order estimated on the very examples its curve
     scores (in-sample) has an advantage I_h (estimated on the training split) lacks. Per model,
     importance's share less ablation's, pooled over the seeds with its interval (the paired
-    bootstrap's error of the difference, and the rounding of two shares on the step); "at least as
+    bootstrap's error of the difference); "at least as
     well" holds where the whole interval lies above -``SHARE_TOLERANCE`` (the shares' tolerance)
     and fails where it lies below it; for every model (partly: some)."""
     shares = r[SHARES]
@@ -88,7 +89,7 @@ def importance_beats_ablation(r: Results) -> tuple[str, str]:
     for model, part in shares[shares["order"].isin(["importance", "ablation"])].groupby("model", sort=False):
         imp, abl = (part[part["order"] == o].set_index(_seed_index(part[part["order"] == o])) for o in ("importance", "ablation"))
         gap = imp["prunable_share"] - abl["prunable_share"]
-        errors = [_error(row, "minus_ablation_se", grains=2) for _, row in imp.iterrows()]
+        errors = [_error(row, "minus_ablation_se") for _, row in imp.iterrows()]
         pooled = mean_over_seeds(gap.to_numpy(), errors)
         parts.append(f"{model}: {imp['prunable_share'].mean():.0%} vs {abl['prunable_share'].mean():.0%}, gap {_pct(pooled)}")
         if _tied_at_an_end(part):
@@ -106,7 +107,7 @@ def importance_beats_ablation(r: Results) -> tuple[str, str]:
 def importance_beats_random(r: Results) -> tuple[str, str]:
     """Against the band, not one draw: per model, importance's prunable share less the 95th
     percentile of the random orders' shares, pooled over the seeds with its interval (the share's
-    bootstrap error over examples, the percentile's over the orders, and the step's rounding);
+    bootstrap error over examples and the percentile's over the orders);
     above 0 over the whole interval is a win, below it over the whole interval a loss; for every
     model (partly: some). A model whose band has too few orders on some seed is undecided."""
     shares = r[SHARES]
@@ -125,7 +126,7 @@ def importance_beats_random(r: Results) -> tuple[str, str]:
             continue
         gap = imp["prunable_share"] - high["prunable_share"].reindex(imp.index)
         errors = [
-            float(np.hypot(_error(row, "share_se", grains=2), high.loc[seed, "band_se"])) for seed, row in imp.iterrows()
+            float(np.hypot(_error(row, "share_se"), high.loc[seed, "band_se"])) for seed, row in imp.iterrows()
         ]
         pooled = mean_over_seeds(gap.to_numpy(), errors)
         parts.append(

@@ -3,7 +3,6 @@ drops. The rules read ``10_appendix_summary``, one claim per task of the paper's
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 from ...paper import values as paper_values
@@ -21,16 +20,14 @@ def _paper_task(course_task: str) -> str:
 
 def flat_start(course_task: str) -> Callable[[Results], tuple[str, str]]:
     """The task's prunable share, pooled over the seeds with its interval (its bootstrap error
-    over examples and the rounding of the curve's step; shares lie in [0, 1]); read over the
+    over examples, on the curve's grid; shares lie in [0, 1]); read over the
     interval: within ``SHARE_TOLERANCE`` of where the paper's curve leaves flat is reproduced, above
     0 partly."""
 
     def check(r: Results) -> tuple[str, str]:
         table = r["10_appendix_summary"]
         rows = present(table[table["paper_task"] == _paper_task(course_task)], f"10_appendix_summary: {course_task}")
-        step = _step(r, course_task)
-        errors = [math.hypot(se, step / math.sqrt(12)) for se in rows["share_se"]]
-        pooled = mean_over_seeds(rows["prunable_share"].to_numpy(), errors)
+        pooled = mean_over_seeds(rows["prunable_share"].to_numpy(), rows["share_se"].to_numpy())
         pooled = Pooled(pooled.x, max(pooled.low, 0.0), min(pooled.high, 1.0), pooled.per_seed)
         paper = float(rows["paper_flat_until"].iloc[0])
         verdict = over_interval(lambda v: three_way(within(v, paper), v > 0), pooled)

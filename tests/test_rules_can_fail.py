@@ -344,13 +344,16 @@ def _served(
 
 # ---- chapter 14: a byte of KV cache -------------------------------------------------------------------
 def _pairs(
-    outcomes: dict[float, tuple[str, float, float]], method: str = "quantized", shares: tuple = (0, 0)
+    outcomes: dict[float, tuple[str, float, float]],
+    method: str = "quantized",
+    shares: tuple = (0, 0),
+    other: str = "KV groups removed",
 ) -> Tables:
-    """14_pairs rows: per budget, (winner, gap, lower end) of ``method`` against KV groups removed,
-    their shares of the bytes the budget less ``shares``."""
+    """14_pairs rows: per budget, (winner, gap, lower end) of ``method`` against ``other``, their
+    shares of the bytes the budget less ``shares``."""
     rows = []
     for budget, (winner, gap, low) in outcomes.items():
-        loser = "KV groups removed" if winner == method else method
+        loser = other if winner == method else method
         rows.append(
             {
                 "budget": budget,
@@ -398,9 +401,9 @@ def _band(ours: float, band: tuple[float, float], orders: int = 20, share: float
     return {"14_points": rows}
 
 
-def _beats_cases(method: str):
-    wins = lambda: _pairs({0.5: (method, 0.05, 0.02), 0.25: (method, 0.2, 0.1)}, method)
-    losses = lambda: _pairs({0.5: ("KV groups removed", 0.05, 0.02), 0.25: ("KV groups removed", 0.2, 0.1)}, method)
+def _beats_cases(method: str, other: str = "KV groups removed"):
+    wins = lambda: _pairs({0.5: (method, 0.05, 0.02), 0.25: (method, 0.2, 0.1)}, method, other=other)
+    losses = lambda: _pairs({0.5: (other, 0.05, 0.02), 0.25: (other, 0.2, 0.1)}, method, other=other)
     return _same(wins, losses, likelihood=False)
 
 
@@ -533,6 +536,7 @@ CASES: dict[str, dict[str, tuple[Case, Case]]] = {
         lambda: _served({1 / 3: 0.4, 2 / 3: 1.5}), lambda: _served({1 / 3: -0.05, 2 / 3: 0.0}), likelihood=False
     ),  # pruned files generate no faster
     "quantizing_beats_removal": _beats_cases("quantized"),
+    "quantizing_beats_eviction": _beats_cases("quantized", "evicted (heavy hitters)"),
     "windows_beat_removal": _beats_cases("windowed heads"),
     "importance_beats_random_groups": _same(
         lambda: _band(1.1, (1.5, 2.5)), lambda: _band(1.8, (1.5, 2.5)), likelihood=False

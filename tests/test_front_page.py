@@ -20,11 +20,11 @@ def _shares(folder, translation: float):
     held_out = {"selected_on": "held-out half of the scored split"}
     pd.DataFrame(
         [
-            {"track": "translation", "model": "mt", "order": o, "prunable_share": s, **held_out}
+            {"track": "translation", "model": "mt", "order": o, "prunable_share": s, "share_se": 0.02, **held_out}
             for o, s in (("importance", translation), ("ablation", 0.1))
         ]
         + [
-            {"track": "classifier", "model": "nli", "order": o, "prunable_share": s, **held_out}
+            {"track": "classifier", "model": "nli", "order": o, "prunable_share": s, "share_se": 0.02, **held_out}
             for o, s in (("importance", 0.4), ("ablation", 0.1))
         ]
     ).to_csv(folder / "06_prunable_shares.csv", index=False)
@@ -41,15 +41,20 @@ def test_the_answer_and_the_grid_follow_a_changed_verdict(tmp_path):
         _shares(tmp_path / "p", share)
         card = scorecard("p", results_root=tmp_path)
         text = front_page.answer(card)
-        assert f"*{TRANSLATION}* (the paper: about 20% (WMT, within 1 BLEU)): ours {share:.0%}, **{verdict}**" in text
+        assert f"*{TRANSLATION}*: **{verdict}** (likelihood: **not run**)" not in text  # no likelihood table
+        assert f"*{TRANSLATION}*: **{verdict}**; ours {share:.0%} [" in text and "the paper about 20%" in text
         grid = front_page.verdict_grid("p", results_root=tmp_path)
         row = grid[(grid["key"] == "prunable_translation") & (grid["measure"] == "metric")]
         assert list(row["verdict"]) == [verdict]
         html = front_page.grid_html(grid)
         assert _cell(html, TRANSLATION) == (COLOURS[verdict], verdict)
         assert f'<a href="06_pruning_curves.html">{escape(TRANSLATION)}</a>' in html
-    tally = re.search(r"of the paper's (\d+) claims tested here", text).group(1)
-    assert int(tally) == sum(not c.section.startswith("Beyond") for c in CLAIMS)
+    # one sentence per measure, on the claims judged here (chapter 06's that its table decides)
+    judged = int(((card["verdict"] != "not run") & ~card["section"].str.startswith("Beyond")).sum())
+    assert judged >= 3 and f"of the paper's claims tested here ({judged})" in text
+    assert "On the paper's own metric (BLEU, accuracy), " in text
+    assert re.search(rf"\({judged}\), \d hold, \d hold in part, \d do not", text)
+    assert "On the likelihood of the same outputs, nothing has been judged yet." in text
 
 
 def test_every_claim_has_a_row_grouped_by_part(tmp_path):
@@ -121,3 +126,18 @@ def test_chapter_11s_sentence_says_when_its_calibrated_level_is_0(tmp_path):
         pd.DataFrame([{**counts, "level": level}]).to_csv(folder / "11_one_head_counts.csv", index=False)
         line = front_page.language_model_line("p", tmp_path)
         assert "0 of 270 heads" in line and said in line, line
+
+
+def test_the_answer_says_in_a_sentence_what_to_believe():
+    def card(verdicts: list[str]) -> pd.DataFrame:
+        return pd.DataFrame(
+            {"claim": [f"claim {i}" for i in range(len(verdicts))], "verdict": verdicts, "section": "§3"}
+        )
+
+    held = front_page.believe(card(["reproduced"] * 5 + ["partly"]), "verdict", "On the metric")
+    assert held.startswith("On the metric, the findings hold on these models: of the paper's claims tested here (6),")
+    refuted = front_page.believe(card(["not reproduced"] * 4 + ["reproduced"]), "verdict", "On the metric")
+    assert "most of the findings do not hold" in refuted and "4 do not (*claim 0*; *claim 1*; *claim 2*; and more)" in refuted
+    unsure = front_page.believe(card(["cannot tell"] * 3 + ["reproduced"] * 2), "verdict", "On the metric")
+    assert "cannot settle most of the findings" in unsure and "3 cannot be decided on this data" in unsure
+    assert front_page.few_words("nli 56/288; translation 20/288") == "nli 56/288"

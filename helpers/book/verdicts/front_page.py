@@ -20,7 +20,19 @@ import pandas as pd
 
 from ..profiles.profile import load_profile, profile_folders
 from .card_html import COLOURS
-from .engine import MEASURES, NOT_MEASURED, NOT_RUN, REPRODUCED, MissingResults, Results, judge, results_folder
+from .engine import (
+    CANNOT_TELL,
+    MEASURES,
+    NOT_MEASURED,
+    NOT_REPRODUCED,
+    NOT_RUN,
+    PARTLY,
+    REPRODUCED,
+    MissingResults,
+    Results,
+    judge,
+    results_folder,
+)
 from .scorecard import CLAIMS
 
 BEYOND = "Beyond the paper"
@@ -114,35 +126,70 @@ def has_run(card: pd.DataFrame) -> bool:
 
 
 def answer(card: pd.DataFrame) -> str:
-    """Our answer in a few sentences, from the scorecard ``card``: how many of the paper's claims
-    reproduce on its metric and on the likelihood, then the headline findings with our numbers."""
+    """Our answer, from the scorecard ``card``: one plain sentence per measure on what to believe
+    about the paper's claims on these models (``believe``), one on what the chapters beyond the
+    paper found, then the headline claims, each its one answer in a few words."""
     if not has_run(card):
         return (
             f"**No chapter has run on the {card['profile'].iloc[0]} profile yet**, so this page has no answer to "
             "give: build the book (`make book`) and it will open with one."
         )
     paper = card[~card["section"].str.startswith(BEYOND)]
-    counts = paper["verdict"].value_counts()
-    tally = ", ".join(f"{counts[v]} {v}" for v in counts.index)
-    likely = paper.loc[~paper["likelihood verdict"].isin([NOT_MEASURED, NOT_RUN]), "likelihood verdict"].value_counts()
+    beyond_paper = card[card["section"].str.startswith(BEYOND)]
     lines = [
-        f"**Our answer, on the {card['profile'].iloc[0]} profile:** of the paper's {len(paper)} claims tested "
-        f"here, on its own metric (BLEU, accuracy) {tally}; on the likelihood, measured for {int(likely.sum())} "
-        f"of them, " + ", ".join(f"{likely[v]} {v}" for v in likely.index) + "."
+        f"**Our answer, on the {card['profile'].iloc[0]} profile.** "
+        + " ".join(
+            believe(paper, column, measure)
+            for column, measure in (("verdict", "On the paper's own metric (BLEU, accuracy)"),
+                                    ("likelihood verdict", "On the likelihood of the same outputs"))
+        )
+        + " "
+        + believe(beyond_paper, "verdict", "Beyond the paper", of="the claims the later chapters test")
     ]
     by_key = card.set_index("key")
     for key in HEADLINES:
         row = by_key.loc[key]
+        likely = row["likelihood verdict"]
         lines.append(
-            f"* *{row['claim']}* (the paper: {row['paper']}): ours {row['ours']}, **{row['verdict']}**"
-            + (
-                f"; on the likelihood **{row['likelihood verdict']}**"
-                if row["likelihood verdict"] not in (NOT_MEASURED, NOT_RUN)
-                else ""
-            )
-            + "."
+            f"* *{row['claim']}*: **{row['verdict']}**"
+            + (f" (likelihood: **{likely}**)" if likely not in (NOT_MEASURED, NOT_RUN) else "")
+            + f"; ours {few_words(row['ours'])}, the paper {row['paper']}."
         )
     return "\n".join(lines[:1] + [""] + lines[1:])
+
+
+def believe(claims: pd.DataFrame, column: str, measure: str, of: str = "the paper's claims tested here") -> str:
+    """One sentence on ``claims``' one answers in ``column``: what a reader should take from them
+    (the findings hold, mostly hold, or mostly do not), then how many hold, hold in part, do not
+    (named) and cannot be decided on this data."""
+    judged = claims[~claims[column].isin([NOT_MEASURED, NOT_RUN])]
+    if judged.empty:
+        return f"{measure}, nothing has been judged yet."
+    count = judged[column].value_counts()
+    held, part, refuted, open_ = (int(count.get(v, 0)) for v in (REPRODUCED, PARTLY, NOT_REPRODUCED, CANNOT_TELL))
+    n = len(judged)
+    if refuted == 0 and held + part >= 2 * n / 3:
+        lead = "the findings hold on these models"
+    elif held + part > refuted + open_:
+        lead = "most of the findings hold on these models"
+    elif refuted > held + part:
+        lead = "most of the findings do not hold on these models"
+    else:
+        lead = "these models cannot settle most of the findings"
+    names = list(judged.loc[judged[column] == NOT_REPRODUCED, "claim"])
+    shown = "; ".join(f"*{c}*" for c in names[:3]) + ("; and more" if len(names) > 3 else "")
+    return (
+        f"{measure}, {lead}: of {of} ({n}), {held} hold, {part} hold in part, {refuted} do not"
+        + (f" ({shown})" if names else "")
+        + f" and {open_} cannot be decided on this data."
+    )
+
+
+def few_words(text: str, limit: int = 90) -> str:
+    """A claim's pooled value in a few words: its first clause, cut at ``limit`` characters (the
+    scorecard, a click away, has it whole)."""
+    first = str(text).split("; ")[0]
+    return first if len(first) <= limit else first[: limit - 1].rstrip() + "…"
 
 
 def language_model_line(profile: str, results_root: Path | None = None) -> str:

@@ -562,16 +562,15 @@ def test_chapter_01_and_07_pruned_models_add_up(table):
 
 
 # ---- the scorecard ----------------------------------------------------------------------------
-def _chance(one_head: dict) -> list:
-    """What chance gives among every head at alpha 0.01 in one direction, and the gains needed."""
-    heads = sum(len(rows) for rows in one_head.values())
-    return [(0.01 * heads, 1), _gains_needed(one_head)]
+Z95 = 1.959963984540054  # the pooled values' 95% interval
 
 
-def _gains_needed(one_head: dict) -> tuple[float, int]:
-    from scipy.stats import binom
-
-    return _int(int(binom.isf(0.05, sum(len(rows) for rows in one_head.values()), 0.01)) + 1)
+def _pooled(values: list[float], errors: list[float], clip: tuple | None = None) -> tuple[float, float, float]:
+    """The mean of the seeds' values and its interval, the error the mean of theirs (the
+    scorecard's bound for seeds that share examples), clipped to ``clip``."""
+    x, e = sum(values) / len(values), sum(errors) / len(errors)
+    low, high = x - Z95 * e, x + Z95 * e
+    return (x, max(low, clip[0]), min(high, clip[1])) if clip else (x, low, high)
 
 
 def _numbers(text: str) -> list[float]:
@@ -608,95 +607,183 @@ def _speed_claims(table) -> dict[str, list[tuple[float, int]]]:
     }
 
 
-def _recomputed_for_seed(table, seed: int, likelihood: bool = False) -> dict:
-    """``_recomputed_ours`` on one training seed. A seed that only some models were trained with
-    (the course profile trains the translation model with two seeds, the classifiers with three)
-    gives only chapter 07's claims, which read the classifier alone; every other claim is None, so
-    the card must not use that seed for it."""
-    one = _one_seed(table, seed)
-    if any(one("03_one_head_translation")) and any(one("03_one_head_classifier")):
-        return _recomputed_ours(one, likelihood)
-    return {**{claim: None for claim in _recomputed_ours(table, likelihood)}, **_speed_claims(one)}
+def _recomputed_for_seeds(table, seeds: list[int], likelihood: bool = False) -> dict:
+    """``_recomputed`` on ``seeds`` together (one seed: that seed's values). A seed that only some
+    models were trained with (the course profile trains the translation model with two seeds, the
+    classifiers with three) gives only chapter 07's claims, which read the classifier alone; every
+    other claim is None, so the card must not pool that seed for it."""
+    some = _some_seeds(table, seeds)
+    if all(any(_some_seeds(table, [s])(n)) for s in seeds for n in ("03_one_head_translation", "03_one_head_classifier")):
+        return _recomputed(some, seeds, likelihood)
+    return {**{claim: None for claim in _recomputed(table, seeds, likelihood)}, **_speed_claims(some)}
 
 
-def _recomputed_ours(table, likelihood: bool = False) -> dict[str, list[tuple[float, int]]]:
-    """For each claim (by the start of its text), the numbers its "ours" cell must show, each with
-    the decimals it is shown to, computed from the per-item tables."""
-    one_head = {
-        _param("03_ablating_one_head", "classifier"): table("03_one_head_classifier"),
-        _param("03_ablating_one_head", "translation"): table("03_one_head_translation"),
-    }
-    significant = {m: [r for r in rows if r["significant"]] for m, rows in one_head.items()}
+def _per_seed_rows(rows: list[dict], seeds: list[int]) -> dict:
+    """``rows`` split by training seed, in ``seeds``' order (rows without a seed go with each)."""
+    return {s: [r for r in rows if r.get(SEED) in (None, s)] for s in seeds}
 
-    keep = table("04_keep_one_translation")
-    t13, t14 = _param("04_keeping_one_head", "translation_split"), _param("04_keeping_one_head", "heldout_split")
-    reported = _protocol_rows(keep, f"chosen and reported on {t13}")
-    held = _protocol_rows(keep, f"chosen on {t13}, reported on {t14}")
-    bert = _protocol_rows(
-        table("04_keep_one_classifier"), f"chosen and reported on {_param('04_keeping_one_head', 'classifier_split')}"
-    )
-    down = lambda rows: sum(1 for r in rows if r["significant"] and r["delta"] < 0)
-    enc_dec = _layer_summary(reported)["enc_dec"]
 
-    # the equivalence margins of chapters 03 and 04, in each score's unit
+def _recomputed(table, seeds: list[int], likelihood: bool = False) -> dict[str, list]:
+    """For each claim (by the start of its text), the numbers its pooled "ours" cell must show on
+    ``seeds`` together, each with the decimals it is shown to (or None where only the rule's own
+    bootstrap gives it), computed from the per-item tables: counts added over
+    the seeds, values averaged with the interval of ``_pooled``."""
+    from statistics import NormalDist, median
+
+    alpha = _param("03_ablating_one_head", "alpha")
+    z_alpha = NormalDist().inv_cdf(1 - alpha)
+
     def margin(chapter: str, kind: str) -> float:
         given = {"BLEU": 1.0, "accuracy": 0.01, "perplexity": 0.01, **(_param(chapter, "margins") or {})}
         return (
             math.log(1 + given["perplexity"]) if likelihood else given["accuracy"] if kind == "self" else given["BLEU"]
         )
 
-    classes = {m: _equivalence(rows, margin("03_ablating_one_head", rows[0]["kind"])) for m, rows in one_head.items()}
-    beyond = lambda rows: sum(_equivalence([r], margin("04_keeping_one_head", r["kind"]))["harmful"] for r in rows)
-    # on the likelihood the cell shows the layers beyond δ, with the significant drops in brackets (not read)
-    layers_lost = lambda rows: [_int(beyond(rows) if likelihood else down(rows))]
-    ups = _int(sum(1 for rows in significant.values() for r in rows if r["delta"] > 0))
-    significant_count = _int(sum(len(rows) for rows in significant.values()))
-
-    r05 = [
-        _pearson([p["score_in"] for p in rows], [p["score_out"] for p in rows])[0]
-        for rows in (table("05_cross_domain_translation"), table("05_cross_domain_classifier"))
-    ]
-
-    curves = _by(table("06_pruning_curves"), "track", "model", "order")
-    tolerance = (
-        {"classifier": math.log(1.01), "translation": math.log(1.01)}
-        if likelihood
-        else {"classifier": 0.01, "translation": 1.0}
-    )
-    share06 = {k: _prunable(v, tolerance[k[0]]) for k, v in curves.items()}
-    first = lambda track, order: next(v for k, v in share06.items() if k[0] == track and k[2] == order)
-    per_model, against_random = [], []
-    for model in sorted({k[1] for k in curves}):  # the scorecard's pivot orders the models by name
-        track = next(k[0] for k in curves if k[1] == model)
-        per_model += [_pct(share06[(track, model, "importance")]), _pct(share06[(track, model, "ablation")])]
-        drawn = [v for k, v in share06.items() if k[1] == model and k[2].startswith("random")]
-        against_random += [
-            _pct(share06[(track, model, "importance")]),
-            _pct(float(np.percentile(drawn, 5))),
-            _pct(float(np.percentile(drawn, 95))),
-        ]
-
-    kinds = _by(table("08_pruning_by_kind"), "kind")
-    # a kind whose unpruned BLEU is 0 (possible on the smoke stand-ins) has no share: NaN, as the chapter writes it
-    rel80 = {k: _at(v, 0.8) / _at(v, 0.0) if _at(v, 0.0) else math.nan for (k,), v in kinds.items()}
-
-    dyn = _by(table("09_importance_dynamics"), "epoch")
-    bases = {e: next(s["score"] for s in v if s["pruned"] == 0) for (e,), v in dyn.items()}
-    # the epochs with a usable BLEU: above 0 and at least min_base_share of the last epoch's
-    usable = sorted(
-        e
-        for e, b in bases.items()
-        if b > 0 and b >= _param("09_training_dynamics", "min_base_share") * bases[max(bases)]
-    )
-    rel40 = {e: _at(dyn[(e,)], 0.4) / bases[e] if bases[e] else math.nan for e in usable}  # BLEU 0: no share
-
-    appendix = _by(table("10_appendix_pruning_curves"), "model")
-    flat = {
-        steps[0]["task"]: _prunable(
-            steps, math.log(1.01) if likelihood else 1.0 if steps[0]["metric"] == "BLEU" else 0.01
-        )
-        for (_,), steps in appendix.items()
+    one_head = {
+        _param("03_ablating_one_head", "classifier"): table("03_one_head_classifier"),
+        _param("03_ablating_one_head", "translation"): table("03_one_head_translation"),
     }
+    significant = {m: [r for r in rows if r["significant"]] for m, rows in one_head.items()}
+    classes = {m: _equivalence(rows, margin("03_ablating_one_head", rows[0]["kind"])) for m, rows in one_head.items()}
+
+    # some head's gain, Bonferroni over every head (the classifier's first)
+    total = sum(len(rows) for rows in one_head.values())
+    critical = NormalDist().inv_cdf(1 - 0.05 / total)
+    gains = [_int(total)]
+    for m, rows in one_head.items():
+        width = [max(r["delta_high"] - r["delta_low"], 0.0) / (2 * z_alpha) for r in rows]
+        smallest = min((w for w in width if w > 0), default=1e-12)
+        se = [w if w > 0 else smallest for w in width]
+        beyond = margin("03_ablating_one_head", rows[0]["kind"]) if likelihood else 0.0
+        found = sum((r["delta"] - beyond) / e > critical for r, e in zip(rows, se))
+        power = (critical + NormalDist().inv_cdf(0.8)) * median(se) + beyond
+        gains += [_int(found), _int(len(rows)), (max(r["delta"] for r in rows), 4), (power, 4), _int(80)]
+
+    # one head kept per layer, each seed's chosen heads
+    keep = table("04_keep_one_translation")
+    t13, t14 = _param("04_keeping_one_head", "translation_split"), _param("04_keeping_one_head", "heldout_split")
+    by_seed = _per_seed_rows(keep, seeds)
+    reported = [r for s in seeds for r in _protocol_rows(by_seed[s], f"chosen and reported on {t13}")]
+    held = [r for s in seeds for r in _protocol_rows(by_seed[s], f"chosen on {t13}, reported on {t14}")]
+    clf = _per_seed_rows(table("04_keep_one_classifier"), seeds)
+    split = _param("04_keeping_one_head", "classifier_split")
+    bert = [r for s in seeds for r in _protocol_rows(clf[s], f"chosen and reported on {split}")]
+    d04 = lambda kind: margin("04_keeping_one_head", kind)
+    harmful = lambda r: r["delta_high"] < -d04(r["kind"])
+    undetermined = lambda r: not (harmful(r) or r["delta_low"] > d04(r["kind"]) or -d04(r["kind"]) < r["delta_low"] and r["delta_high"] < d04(r["kind"]))
+    down = lambda r: harmful(r) if likelihood else bool(r["significant"]) and r["delta"] < 0
+    open_ = lambda r: undetermined(r) if likelihood else undetermined(r) and not r["significant"]
+
+    def layers_lost(rows):
+        lost, unsure = sum(down(r) for r in rows), sum(open_(r) for r in rows)
+        return [_int(lost)] + ([_int(unsure)] if unsure and not likelihood else [])
+
+    pairs = {(r[SEED], r["kind"], r["layer"]): r for r in held}
+    same = {(r[SEED], r["kind"], r["layer"]): r for r in reported}
+    only_held = sum(down(pairs[k]) and not down(same[k]) for k in pairs)
+    only_same = sum(down(same[k]) and not down(pairs[k]) for k in pairs)
+
+    enc_dec = defaultdict(list)
+    for r in reported:
+        if r["kind"] == "enc_dec":
+            enc_dec[r["layer"]].append((r["delta"] / r["base"], (r["delta_high"] - r["delta_low"]) / (2 * z_alpha) / r["base"]))
+    layers = {layer: _pooled([v for v, _ in vs], [e for _, e in vs]) for layer, vs in enc_dec.items()}
+    last = max(layers)
+    ceiling = min(h for _, _, h in layers.values())
+    worse = [_int(layer + 1) for layer, (_, lo, _) in layers.items() if lo <= ceiling and layer != last]
+
+    r05 = []
+    for name in ("05_cross_domain_translation", "05_cross_domain_classifier"):
+        zs = [
+            math.atanh(_pearson([p["delta_in"] for p in rows], [p["delta_out"] for p in rows])[0])
+            for rows in _per_seed_rows(table(name), seeds).values()
+        ]
+        r05 += [(math.tanh(sum(zs) / len(zs)), 2), None, None]  # the interval: the rule's bootstrap
+
+    # chapter 06: the shares from the curves, their errors from the chapter's bootstrap
+    tolerance = {"classifier": math.log(1.01), "translation": math.log(1.01)} if likelihood else {"classifier": 0.01, "translation": 1.0}
+    curves = _by(table("06_pruning_curves"), "track", "model", SEED, "order")
+    shares06 = {k: _prunable(v, tolerance[k[0]]) for k, v in curves.items()}
+    rows06 = {(r["model"], r[SEED], r["order"]): r for r in table("06_prunable_shares")}
+    models06 = sorted({(k[0], k[1]) for k in curves}, key=lambda tm: tm[1])
+
+    def share06(track: str) -> list:
+        model = next(m for t, m in models06 if t == track)
+        x, lo, hi = _pooled([shares06[(track, model, s, "importance")] for s in seeds],
+                            [rows06[(model, s, "importance")]["share_se"] for s in seeds], (0.0, 1.0))
+        return [_pct(x), _pct(lo), _pct(hi)]
+
+    ablation, against_random = [], []
+    for track, model in models06:
+        imp = [shares06[(track, model, s, "importance")] for s in seeds]
+        abl = [shares06[(track, model, s, "ablation")] for s in seeds]
+        x, lo, hi = _pooled([a - b for a, b in zip(imp, abl)], [rows06[(model, s, "importance")]["minus_ablation_se"] for s in seeds])
+        ablation += [_pct(sum(imp) / len(imp)), _pct(sum(abl) / len(abl)), _pct(x), _pct(lo), _pct(hi)]
+        drawn = {s: [v for k, v in shares06.items() if k[1] == model and k[2] == s and k[3].startswith("random")] for s in seeds}
+        if min(len(d) for d in drawn.values()) < 19:  # too few orders for a band
+            against_random += [_pct(sum(imp) / len(imp))]
+            continue
+        low5 = [float(np.percentile(drawn[s], 5)) for s in seeds]
+        high95 = [float(np.percentile(drawn[s], 95)) for s in seeds]
+        errors = [math.hypot(rows06[(model, s, "importance")]["share_se"], rows06[(model, s, "random (95%)")]["band_se"]) for s in seeds]
+        x, lo, hi = _pooled([a - b for a, b in zip(imp, high95)], errors)
+        against_random += [_pct(sum(imp) / len(imp)), _pct(sum(low5) / len(low5)), _pct(sum(high95) / len(high95)),
+                           _int(95), _pct(x), _pct(lo), _pct(hi)]
+
+    # chapter 08: per kind at 80% pruned, each seed's, and Enc-Dec's margin with the chapter's errors
+    kinds = _by(table("08_pruning_by_kind"), "kind", SEED)
+    summary08 = {(r["kind"], r[SEED]): r for r in table("08_pruning_by_kind_summary")}
+    shown = [k for k in KIND_ORDER if (k, seeds[0]) in kinds]
+    if likelihood:
+        value = lambda k, s: math.exp(_at(kinds[(k, s)], 0.0) - _at(kinds[(k, s)], 0.8))
+        per_kind = {k: [value(k, s) for s in seeds] for k in shown}
+        margins08 = [per_kind["enc_dec"][i] - max(per_kind[k][i] for k in shown if k != "enc_dec") for i in range(len(seeds))]
+        x, lo, hi = _pooled(margins08, [summary08[("enc_dec", s)]["enc_dec_ratio_margin_se"] for s in seeds])
+        sensitive = [(sum(v) / len(v), 2) for v in per_kind.values()] + [_int(80), (x, 2), (lo, 2), (hi, 2)]
+    else:
+        value = lambda k, s: _at(kinds[(k, s)], 0.8) / _at(kinds[(k, s)], 0.0) if _at(kinds[(k, s)], 0.0) else math.nan
+        per_kind = {k: [value(k, s) for s in seeds] for k in shown}
+        sensitive = [_pct(sum(v) / len(v)) for v in per_kind.values()] + [_int(80)]
+        if not any(math.isnan(v) for vs in per_kind.values() for v in vs):
+            margins08 = [per_kind["enc_dec"][i] - min(per_kind[k][i] for k in shown if k != "enc_dec") for i in range(len(seeds))]
+            x, lo, hi = _pooled(margins08, [summary08[("enc_dec", s)]["enc_dec_relative_margin_se"] for s in seeds])
+            sensitive += [_pct(x), _pct(lo), _pct(hi)]
+    survives = []
+    for k in ("enc_self", "dec_self"):
+        x, lo, hi = _pooled([value(k, s) for s in seeds], [summary08[(k, s)]["relative_80%_se"] for s in seeds])
+        survives += [_pct(x), _pct(lo), _pct(hi)]
+
+    # chapter 09: the share left at 40% at each seed's first and last usable epoch
+    def at_epoch(which: int) -> list:
+        found, epochs = [], []
+        for s, rows in _per_seed_rows(table("09_importance_dynamics"), seeds).items():
+            dyn = _by(rows, "epoch")
+            bases = {e: next(x["score"] for x in v if x["pruned"] == 0) for (e,), v in dyn.items()}
+            usable = sorted(e for e, b in bases.items() if b > 0 and b >= _param("09_training_dynamics", "min_base_share") * bases[max(bases)])
+            if not usable:
+                return []
+            e = usable[which]
+            near = min(dyn[(e,)], key=lambda x: (abs(x["share"] - 0.4), x["pruned"]))
+            found.append((_at(dyn[(e,)], 0.4) / bases[e], near["relative_se"]))
+            epochs.append(e)
+        x, lo, hi = _pooled([v for v, _ in found], [e for _, e in found])
+        return [_pct(x), _pct(lo), _pct(hi)] + [_int(e) for e in (epochs[:1] if len(set(epochs)) == 1 else epochs)]
+
+    appendix = _by(table("10_appendix_pruning_curves"), "model", SEED)
+    summary10 = {(r["model"], r[SEED]): r for r in table("10_appendix_summary")}
+
+    def flat(task: str):
+        models = {m for (m, _s), steps in appendix.items() if steps[0]["task"] == task}
+        if not models:
+            return None
+        (model,) = models
+        found = []
+        for s in seeds:
+            steps = appendix[(model, s)]
+            tol = math.log(1.01) if likelihood else 1.0 if steps[0]["metric"] == "BLEU" else 0.01
+            found.append((_prunable(steps, tol), summary10[(model, s)]["share_se"]))
+        x, lo, hi = _pooled([v for v, _ in found], [e for _, e in found], (0.0, 1.0))
+        return [_pct(x), _pct(lo), _pct(hi)]
 
     return {
         # (the heads no test places are shown in brackets, which _numbers leaves out)
@@ -706,43 +793,33 @@ def _recomputed_ours(table, likelihood: bool = False) -> dict[str, list[tuple[fl
             for m in sorted(one_head)
             for n in (classes[m]["negligible"], len(one_head[m]), classes[m]["undetermined"])
         ],
-        # the rule's text: gains (beyond δ on the likelihood; the gains needed there are in brackets),
-        # significant, chance's count and the gains the binomial test needs
-        "Masking a head can improve the score": (
-            [_int(sum(c["helpful"] for c in classes.values()))] if likelihood else []
-        )
-        + [ups, significant_count, *_chance(one_head)],
+        "Masking a head can improve the score": gains,
         "Most layers can be reduced to one head": [*layers_lost(reported), _int(len(reported))],
-        "The last Enc-Dec layer": [_int(enc_dec["worst_layer"]), (enc_dec["worst_delta"], 2), (keep[0]["base"], 1)],
+        "The last Enc-Dec layer": [_pct(layers[last][0]), _pct(layers[last][1]), _pct(layers[last][2]), *worse],
         "No BERT layer needs more than one head": [*layers_lost(bert), _int(len(bert))],
-        "Choosing the head on other data": [*layers_lost(held), _int(len(held)), *layers_lost(reported)],
-        "A head's effect in domain": [(r, 2) for r in r05],
-        "A share of the translation model's heads": [_pct(first("translation", "importance"))],
-        "A share of the classifier's heads": [_pct(first("classifier", "importance"))],
-        "Ranking by importance prunes at least": per_model,
+        "Choosing the head on other data": [
+            _int(sum(down(r) for r in held)), _int(len(held)), _int(sum(down(r) for r in reported)),
+            _int(only_held), _int(only_same),
+        ],
+        "A head's effect in domain": r05,
+        "A share of the translation model's heads": share06("translation"),
+        "A share of the classifier's heads": share06("classifier"),
+        "Ranking by importance prunes at least": ablation,
         "Ranking by importance prunes more than": against_random,
         **_speed_claims(table),
-        "Enc-Dec attention depends": (
-            [(math.exp(_at(kinds[(k,)], 0.0) - _at(kinds[(k,)], 0.8)), 2) for k in KIND_ORDER if (k,) in kinds]
-            if likelihood
-            else [_pct(rel80[k]) for k in KIND_ORDER if (k,) in kinds]
-        )
-        + [_int(80)],
-        "Self-attention survives": [_pct(rel80[k]) for k in ("enc_self", "dec_self")],
+        "Enc-Dec attention depends": sensitive,
+        "Self-attention survives": survives,
         # no usable epoch: the text says so, with no number
-        "Early in training": [_pct(rel40[usable[0]]), _int(usable[0])] if usable else [],
-        "Later, 40% of the heads": [_pct(rel40[usable[-1]]), _int(usable[-1])] if usable else [],
-        # None: no run of that task with this seed (the card must not use the seed for it)
-        **{
-            f"{row.task} ({row.metric})": [_pct(flat[row.course_task])] if row.course_task in flat else None
-            for row in paper_values.FIGURE6.itertuples()
-        },
+        "Early in training": at_epoch(0),
+        "Later, 40% of the heads": at_epoch(-1),
+        # None: no run of that task with these seeds (the card must not use them for it)
+        **{f"{row.task} ({row.metric})": flat(row.course_task) for row in paper_values.FIGURE6.itertuples()},
     }
 
 
-def _one_seed(table, seed):
-    """``table`` restricted to one training seed's rows (and the rows without a seed)."""
-    return lambda name: [r for r in table(name) if r.get(SEED) in (None, seed)]
+def _some_seeds(table, seeds):
+    """``table`` restricted to ``seeds``' rows (and the rows without a seed)."""
+    return lambda name: [r for r in table(name) if r.get(SEED) in (None, *seeds)]
 
 
 # ---- chapter 11: the paper's questions asked of SmolLM2 --------------------------------------------
@@ -1024,15 +1101,9 @@ def test_the_scorecards_values_are_computed_from_the_chapters_rows(table):
     card = [
         r for r in table("15_scorecard") if r["chapter"] not in ("12_unimportant_or_unmeasured", CH13, CH13B, CH14)
     ]
-    seeds = sorted({int(s) for r in card if r["seeds"] is not None for s in str(r["seeds"]).split(", ")})
-    per_seed = {seed: _recomputed_for_seed(table, seed) for seed in seeds}
-    expected = per_seed[seeds[0]]
-    assert len(card) == len(expected) and all(r["verdict"] != "not run" for r in card), [
-        (r["claim"], r["ours"]) for r in card if r["verdict"] == "not run"
-    ]
-    _shown_as_recomputed(card, "ours", per_seed)
+    assert all(r["verdict"] != "not run" for r in card), [(r["claim"], r["ours"]) for r in card if r["verdict"] == "not run"]
+    _shown_as_recomputed(card, "", table, likelihood=False)
     # the likelihood column: the same recomputation on the chapters' likelihood tables
-    per_seed = {seed: _recomputed_for_seed(_likelihood_tables(table), seed, likelihood=True) for seed in seeds}
     own_rules = (
         "The last Enc-Dec",
         "Early in training",
@@ -1040,7 +1111,7 @@ def test_the_scorecards_values_are_computed_from_the_chapters_rows(table):
     )  # likelihood rules of their own: test_scorecard
     measured = [r for r in card if r["likelihood verdict"] != "not measured" and not r["claim"].startswith(own_rules)]
     assert len(measured) >= 6 and all(r["likelihood verdict"] != "not run" for r in measured)
-    _shown_as_recomputed(measured, "likelihood", per_seed)
+    _shown_as_recomputed(measured, "likelihood ", _likelihood_tables(table), likelihood=True)
 
 
 LIKELIHOOD_TABLES = (
@@ -1060,46 +1131,52 @@ def _likelihood_tables(table):
     return lambda name: table(name + "_likelihood" if name in LIKELIHOOD_TABLES else name)
 
 
-def _shown_as_recomputed(card: list[dict], column: str, per_seed: dict) -> None:
-    expected = next(iter(per_seed.values()))
+def _shown_as_recomputed(card: list[dict], prefix: str, table, likelihood: bool) -> None:
+    """Each claim's pooled value (``ours`` or ``likelihood``) holds the numbers recomputed on the
+    seeds it pools, and its ``each seed`` column each seed's own, in the seeds' order."""
+    column = "likelihood" if prefix else "ours"
     for row in card:
-        (claim,) = [c for c in expected if row["claim"].startswith(c)]
-        used = [int(s) for s in str(row["seeds"]).split(", ")]
-        values = [per_seed[s][claim] for s in used]
-        assert None not in values, (claim, used)
-        # one text for every seed, or "seed 0: ...; seed 1: ..." (also where only a bracket, not read, differs)
-        if all(str(v) == str(values[0]) for v in values) and not str(row[column]).startswith("seed "):
-            want = values[0]
-        else:  # "seed 0: ...; seed 1: ...": each seed's number, then its values
-            want = [n for s, v in zip(used, values) for n in [_int(s), *v]]
-        shown = _numbers(row[column])
-        assert len(shown) == len(want), (claim, column, row[column], want)
-        for got, (value, decimals) in zip(shown, want):
-            if math.isnan(value):
-                assert math.isnan(got), (claim, row[column], value)
-            else:  # as shown: rounded to `decimals` (half a unit of slack for round-half-even)
-                assert abs(got - value) <= 0.5 * 10**-decimals + 1e-9, (claim, row[column], value, decimals)
+        used = [int(s) for s in str(row["seeds"]).split(", ")] if row["seeds"] not in (None, "") else []
+        pooled = _recomputed_for_seeds(table, used, likelihood) if used else None
+        (claim,) = [c for c in (pooled or _recomputed(table, [], likelihood)) if row["claim"].startswith(c)]
+        _holds(row[column], pooled[claim], claim)
+        if row[f"{prefix}each seed"]:  # "seed 0: ... (verdict); seed 1: ...": each seed's number, then its values
+            want = []
+            for s in used:
+                values = _recomputed_for_seeds(table, [s], likelihood)[claim]
+                assert values is not None, (claim, s)
+                want += [_int(s), *values]
+            _holds(row[f"{prefix}each seed"], want, claim)
+
+
+def _holds(text: str, want: list, claim: str) -> None:
+    """The numbers ``text`` shows equal ``want`` (each as shown: rounded to its decimals; None:
+    not checked here)."""
+    shown = _numbers(text)
+    assert len(shown) == len(want), (claim, text, want)
+    for got, expected in zip(shown, want):
+        if expected is None:
+            continue
+        value, decimals = expected
+        if math.isnan(value):
+            assert math.isnan(got), (claim, text, value)
+        else:  # as shown: rounded to `decimals` (half a unit of slack for round-half-even)
+            assert abs(got - value) <= 0.5 * 10**-decimals + 1e-9, (claim, text, value, decimals)
 
 
 def test_the_front_pages_grid_says_what_the_scorecard_says(table):
-    """19_verdict_grid, re-read against 15_scorecard with plain dicts: per claim and measure, one
-    verdict across the seeds is the card's; several different ones mean the card tested the
-    seeds against each other and says it depends on the seed (they differ) or cannot tell (they
-    do not), as its text says; every claim of the card has its rows."""
+    """19_verdict_grid, re-read against 15_scorecard with plain dicts: per claim and measure, the
+    grid's one verdict is the card's, and its mark where the seeds differ is the card's "yes";
+    every claim of the card has its rows."""
     card = {r["key"]: r for r in table("15_scorecard")}
-    grid: dict[tuple[str, str], list[str]] = {}
-    for r in table("19_verdict_grid"):
-        grid.setdefault((r["key"], r["measure"]), []).append(r["verdict"])
+    grid = {(r["key"], r["measure"]): r for r in table("19_verdict_grid")}
     assert {key for key, _ in grid} == set(card)
-    for (key, measure), verdicts in grid.items():
+    for (key, measure), row in grid.items():
+        prefix = "" if measure == "metric" else "likelihood "
         shown = card[key]["verdict" if measure == "metric" else "likelihood verdict"]
-        if len(set(verdicts)) == 1:
-            assert shown == verdicts[0], (key, measure, verdicts, shown)
-            continue
-        text = card[key]["ours" if measure == "metric" else "likelihood"]
-        assert "Between seeds:" in text, (key, measure, text)
-        expected = "cannot tell" if "cannot separate the verdicts" in text else "depends on the seed"
-        assert shown == expected, (key, measure, verdicts, shown, text)
+        assert row["verdict"] == shown, (key, measure, row["verdict"], shown)
+        differ = str(card[key][f"{prefix}seeds differ"] or "").startswith("yes")
+        assert row["seeds differ"] == differ, (key, measure)
 
 
 # ---- chapter 14: a byte of KV cache -------------------------------------------------------------------

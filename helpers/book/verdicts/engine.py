@@ -274,7 +274,7 @@ def judge(claim: Claim, folder: Path, measure: str = "") -> list[dict[str, Any]]
         {**base, "training_seed": seed, "ours": seed_text, "verdict": seed_verdict, "rule": rule}
         for seed, (seed_text, seed_verdict) in found.items()
     ]
-    if len(seeds) > 1:
+    if len(seeds) > 1 and len({t for t, _ in found.values()}) > 1:  # seeds with one text have nothing to tell apart
         answer = {
             "training_seed": POOLED,
             "seeds": ", ".join(str(s) for s in seeds),

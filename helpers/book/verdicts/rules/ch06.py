@@ -86,7 +86,7 @@ def importance_beats_ablation(r: Results) -> tuple[str, str]:
     shares = r[SHARES]
     on = shares.loc[shares["order"] == "ablation", "selected_on"] if "selected_on" in shares else pd.Series([None])
     verdicts, parts = [], []
-    for model, part in shares[shares["order"].isin(["importance", "ablation"])].groupby("model", sort=False):
+    for model, part in shares[shares["order"].isin(["importance", "ablation"])].groupby("model"):  # by name
         imp, abl = (part[part["order"] == o].set_index(_seed_index(part[part["order"] == o])) for o in ("importance", "ablation"))
         gap = imp["prunable_share"] - abl["prunable_share"]
         errors = [_error(row, "minus_ablation_se") for _, row in imp.iterrows()]
@@ -114,7 +114,7 @@ def importance_beats_random(r: Results) -> tuple[str, str]:
     if RANDOM_HIGH not in set(shares["order"]):
         return "(no band of random orders)", NOT_RUN
     verdicts, parts = [], []
-    for model, part in shares.groupby("model", sort=False):
+    for model, part in shares.groupby("model"):  # by name
         imp = part[part["order"] == "importance"].set_index(_seed_index(part[part["order"] == "importance"]))
         high = part[part["order"] == RANDOM_HIGH].set_index(_seed_index(part[part["order"] == RANDOM_HIGH]))
         low = part[part["order"] == RANDOM_LOW].set_index(_seed_index(part[part["order"] == RANDOM_LOW]))

@@ -146,7 +146,7 @@ def test_the_copying_kept_and_its_interval_over_sequences_equal_a_hand_computed_
     case = llama()
     probe = [repeated_tokens(vocab_size=40, length=6, batch=4, seed=s, low=3) for s in range(8)]  # 32 sequences
     order = bb.orders_for(case.model, {"I_h": _importance(case)}, random_orders=0, seed=0)["I_h"]
-    kept, low, high, sequences = bb.copying_kept(
+    kept, low, high, sequences, level = bb.copying_kept(
         case.model, order, 3, probe, n_resamples=200, seed=5, configs_per_pass=2
     )
     with torch.no_grad():
@@ -160,7 +160,8 @@ def test_the_copying_kept_and_its_interval_over_sequences_equal_a_hand_computed_
         (cut[i, 2].sum() / cut[i, 1].sum()) / (base[i, 2].sum() / base[i, 1].sum())
         for i in resample_indices(32, 200, 5)
     ]
-    assert (low, high) == pytest.approx(tuple(np.quantile(ratios, [0.005, 0.995])))
+    assert level in bb.CALIBRATION_LEVELS  # the percentile level calibration chose, at least the nominal 99%
+    assert (low, high) == pytest.approx(tuple(np.quantile(ratios, [(1 - level) / 2, (1 + level) / 2])))
     assert low <= kept <= high
     assert bb.copying_kept(case.model, order, 0, probe, n_resamples=50)[:3] == (1.0, 1.0, 1.0)
 
@@ -227,3 +228,32 @@ def test_served_by_llama_cpp_reports_what_llama_cpp_computed_allocated_and_timed
         summary.loc["KV groups", "generated tokens per second, ratio"], medians["KV groups"] / medians["unpruned"]
     )
     assert list(speed["unit"]) == [unit for unit, _ in variants] * 2  # timed in turn, repeat by repeat
+
+
+def test_the_copying_interval_is_widened_until_it_covers_its_level():
+    """Sequences of very unequal length and accuracy (a few long ones carry most tokens): drawn 32
+    at a time from a population, the plain 99% percentile interval of the kept ratio misses the
+    population's ratio more than 1% of the time; the calibrated one (a double bootstrap choosing a
+    wider level) misses it less often."""
+    import numpy as np
+
+    from helpers.heads.significance import resample_indices, resampled_sums
+
+    rng = np.random.default_rng(0)
+    population = 4000
+    tokens = np.ceil(rng.pareto(1.2, population) * 20 + 5)
+    base_right = rng.binomial(tokens.astype(int), 0.9)
+    cut_right = rng.binomial(tokens.astype(int), rng.beta(2, 2, population))
+    truth = (cut_right.sum() / tokens.sum()) / (base_right.sum() / tokens.sum())
+    plain, calibrated = [], []
+    for draw in range(150):
+        pick = rng.integers(0, population, 32)
+        base = np.stack([base_right[pick], tokens[pick]], 1).astype(float)
+        cut = np.stack([cut_right[pick], tokens[pick]], 1).astype(float)
+        indices = resample_indices(32, 300, draw)
+        ratios = bb._kept_ratio(resampled_sums(base, indices), resampled_sums(cut, indices))
+        low, high = np.quantile(ratios, [0.005, 0.995])
+        plain.append(low <= truth <= high)
+        low, high, level = bb.calibrated_interval(base, cut, 0.99, n_resamples=300, seed=draw, draws=60)
+        calibrated.append(low <= truth <= high)
+    assert np.mean(plain) < 0.97 and np.mean(calibrated) > np.mean(plain), (np.mean(plain), np.mean(calibrated))

@@ -47,7 +47,8 @@ def random_orders_at(tolerance: float) -> str:
 
 def copying_kept_interval(tolerance: float, end: str) -> str:
     """The interval over the verdict probe's sequences of the copying accuracy kept (pruned over
-    unpruned) at that share, at ``end`` ("low" or "high")."""
+    unpruned) at that share, at ``end`` ("low" or "high"; "level": the percentile level its
+    calibration chose)."""
     return f"copying kept at {tolerance:.0%} ({end})"
 
 

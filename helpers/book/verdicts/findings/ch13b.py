@@ -75,7 +75,7 @@ def copying_lines(profile: str) -> list[str]:
             else f" On a probe of its own ({int(row[VERDICT_SEQUENCES])} sequences), the same pruning keeps "
             f"{kept:.0%} "
             f"[{row[copying_kept_interval(t, 'low')]:.0%}, {row[copying_kept_interval(t, 'high')]:.0%}] "
-            f"({KEPT_LEVEL:.0%} paired bootstrap interval over sequences)."
+            f"(a paired bootstrap interval over sequences, calibrated to cover {KEPT_LEVEL:.0%})."
         )
         lines.append(
             f"**Pruning for perplexity, seen by copying:** at the share that keeps the verse perplexity within "

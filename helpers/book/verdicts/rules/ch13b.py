@@ -137,7 +137,8 @@ CLAIMS = [
         "removing the retrieval heads (under 5%) breaks retrieval; random heads do not",
         f"reproduced: at the share pruned by I_h on verses with perplexity within {COPYING_PERPLEXITY:.0%}, copying "
         "keeps under "
-        f"{COPYING_FLOOR:.0%} of its accuracy (the whole {KEPT_LEVEL:.0%} interval over a probe's sequences) and "
+        f"{COPYING_FLOOR:.0%} of its accuracy (the whole interval over a probe's sequences, calibrated to cover "
+        f"{KEPT_LEVEL:.0%}) and "
         "less than "
         f"the 5th percentile of random orders pruning the same share; partly: under {COPYING_DENTED:.0%}, or broken "
         f"as much by random orders; cannot tell: the interval straddles {COPYING_DENTED:.0%}",

@@ -213,7 +213,10 @@ def test_a_mean_over_seeds_has_the_interval_of_seeds_that_err_alike():
     # the mean's error is at most the mean of the errors (correlation 1), whatever the correlation
     assert pooled.high - pooled.x == pytest.approx(1.959964 * 0.04, rel=1e-5)
     one = mean_over_seeds([0.2], [0.05])
-    assert (one.low, one.high) == (pytest.approx(0.2 - 1.959964 * 0.05, rel=1e-5), pytest.approx(0.2 + 0.098, rel=1e-2))
+    assert (one.low, one.high) == (
+        pytest.approx(0.2 - 1.959964 * 0.05, rel=1e-5),
+        pytest.approx(0.2 + 0.098, rel=1e-2),
+    )
     unknown = mean_over_seeds([0.2, 0.3], [0.05, float("nan")])
     assert unknown.low == -np.inf and unknown.high == np.inf
     with pytest.raises(ValueError, match="one error per seed"):

@@ -985,7 +985,6 @@ def test_chapters_13_and_13b_follow_the_memory_induction_and_copying_tables(resu
     )
 
 
-
 def test_chapter_14_holds_the_plain_16_bit_cache_with_the_caches_that_do_not_quantize(results):
     # the old findings matched "bit" in the setting, so the unpruned "16-bit cache" counted as quantized:
     # its gap of 0.3 nats went into the quantized caches' and out of the plain ones'

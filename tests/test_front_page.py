@@ -137,7 +137,10 @@ def test_the_answer_says_in_a_sentence_what_to_believe():
     held = front_page.believe(card(["reproduced"] * 5 + ["partly"]), "verdict", "On the metric")
     assert held.startswith("On the metric, the findings hold on these models: of the paper's claims tested here (6),")
     refuted = front_page.believe(card(["not reproduced"] * 4 + ["reproduced"]), "verdict", "On the metric")
-    assert "most of the findings do not hold" in refuted and "4 do not (*claim 0*; *claim 1*; *claim 2*; and more)" in refuted
+    assert (
+        "most of the findings do not hold" in refuted
+        and "4 do not (*claim 0*; *claim 1*; *claim 2*; and more)" in refuted
+    )
     unsure = front_page.believe(card(["cannot tell"] * 3 + ["reproduced"] * 2), "verdict", "On the metric")
     assert "cannot settle most of the findings" in unsure and "3 cannot be decided on this data" in unsure
     assert front_page.few_words("nli 56/288; translation 20/288") == "nli 56/288"

@@ -613,7 +613,9 @@ def _recomputed_for_seeds(table, seeds: list[int], likelihood: bool = False) -> 
     classifiers with three) gives only chapter 07's claims, which read the classifier alone; every
     other claim is None, so the card must not pool that seed for it."""
     some = _some_seeds(table, seeds)
-    if all(any(_some_seeds(table, [s])(n)) for s in seeds for n in ("03_one_head_translation", "03_one_head_classifier")):
+    if all(
+        any(_some_seeds(table, [s])(n)) for s in seeds for n in ("03_one_head_translation", "03_one_head_classifier")
+    ):
         return _recomputed(some, seeds, likelihood)
     return {**{claim: None for claim in _recomputed(table, seeds, likelihood)}, **_speed_claims(some)}
 
@@ -650,7 +652,7 @@ def _recomputed(table, seeds: list[int], likelihood: bool = False) -> dict[str, 
     total = sum(len(rows) for rows in one_head.values())
     critical = NormalDist().inv_cdf(1 - 0.05 / total)
     gains = [_int(total)]
-    for m, rows in one_head.items():
+    for rows in one_head.values():
         width = [max(r["delta_high"] - r["delta_low"], 0.0) / (2 * z_alpha) for r in rows]
         smallest = min((w for w in width if w > 0), default=1e-12)
         se = [w if w > 0 else smallest for w in width]
@@ -670,7 +672,14 @@ def _recomputed(table, seeds: list[int], likelihood: bool = False) -> dict[str, 
     bert = [r for s in seeds for r in _protocol_rows(clf[s], f"chosen and reported on {split}")]
     d04 = lambda kind: margin("04_keeping_one_head", kind)
     harmful = lambda r: r["delta_high"] < -d04(r["kind"])
-    undetermined = lambda r: not (harmful(r) or r["delta_low"] > d04(r["kind"]) or -d04(r["kind"]) < r["delta_low"] and r["delta_high"] < d04(r["kind"]))
+    undetermined = lambda r: (
+        not (
+            harmful(r)
+            or r["delta_low"] > d04(r["kind"])
+            or -d04(r["kind"]) < r["delta_low"]
+            and r["delta_high"] < d04(r["kind"])
+        )
+    )
     down = lambda r: harmful(r) if likelihood else bool(r["significant"]) and r["delta"] < 0
     open_ = lambda r: undetermined(r) if likelihood else undetermined(r) and not r["significant"]
 
@@ -686,7 +695,9 @@ def _recomputed(table, seeds: list[int], likelihood: bool = False) -> dict[str, 
     enc_dec = defaultdict(list)
     for r in reported:
         if r["kind"] == "enc_dec":
-            enc_dec[r["layer"]].append((r["delta"] / r["base"], (r["delta_high"] - r["delta_low"]) / (2 * z_alpha) / r["base"]))
+            enc_dec[r["layer"]].append(
+                (r["delta"] / r["base"], (r["delta_high"] - r["delta_low"]) / (2 * z_alpha) / r["base"])
+            )
     layers = {layer: _pooled([v for v, _ in vs], [e for _, e in vs]) for layer, vs in enc_dec.items()}
     last = max(layers)
     ceiling = min(h for _, _, h in layers.values())
@@ -701,7 +712,11 @@ def _recomputed(table, seeds: list[int], likelihood: bool = False) -> dict[str, 
         r05 += [(math.tanh(sum(zs) / len(zs)), 2), None, None]  # the interval: the rule's bootstrap
 
     # chapter 06: the shares from the curves, their errors from the chapter's bootstrap
-    tolerance = {"classifier": math.log(1.01), "translation": math.log(1.01)} if likelihood else {"classifier": 0.01, "translation": 1.0}
+    tolerance = (
+        {"classifier": math.log(1.01), "translation": math.log(1.01)}
+        if likelihood
+        else {"classifier": 0.01, "translation": 1.0}
+    )
     curves = _by(table("06_pruning_curves"), "track", "model", SEED, "order")
     shares06 = {k: _prunable(v, tolerance[k[0]]) for k, v in curves.items()}
     rows06 = {(r["model"], r[SEED], r["order"]): r for r in table("06_prunable_shares")}
@@ -709,26 +724,44 @@ def _recomputed(table, seeds: list[int], likelihood: bool = False) -> dict[str, 
 
     def share06(track: str) -> list:
         model = next(m for t, m in models06 if t == track)
-        x, lo, hi = _pooled([shares06[(track, model, s, "importance")] for s in seeds],
-                            [rows06[(model, s, "importance")]["share_se"] for s in seeds], (0.0, 1.0))
+        x, lo, hi = _pooled(
+            [shares06[(track, model, s, "importance")] for s in seeds],
+            [rows06[(model, s, "importance")]["share_se"] for s in seeds],
+            (0.0, 1.0),
+        )
         return [_pct(x), _pct(lo), _pct(hi)]
 
     ablation, against_random = [], []
     for track, model in models06:
         imp = [shares06[(track, model, s, "importance")] for s in seeds]
         abl = [shares06[(track, model, s, "ablation")] for s in seeds]
-        x, lo, hi = _pooled([a - b for a, b in zip(imp, abl)], [rows06[(model, s, "importance")]["minus_ablation_se"] for s in seeds])
+        x, lo, hi = _pooled(
+            [a - b for a, b in zip(imp, abl)], [rows06[(model, s, "importance")]["minus_ablation_se"] for s in seeds]
+        )
         ablation += [_pct(sum(imp) / len(imp)), _pct(sum(abl) / len(abl)), _pct(x), _pct(lo), _pct(hi)]
-        drawn = {s: [v for k, v in shares06.items() if k[1] == model and k[2] == s and k[3].startswith("random")] for s in seeds}
+        drawn = {
+            s: [v for k, v in shares06.items() if k[1] == model and k[2] == s and k[3].startswith("random")]
+            for s in seeds
+        }
         if min(len(d) for d in drawn.values()) < 19:  # too few orders for a band
             against_random += [_pct(sum(imp) / len(imp))]
             continue
         low5 = [float(np.percentile(drawn[s], 5)) for s in seeds]
         high95 = [float(np.percentile(drawn[s], 95)) for s in seeds]
-        errors = [math.hypot(rows06[(model, s, "importance")]["share_se"], rows06[(model, s, "random (95%)")]["band_se"]) for s in seeds]
+        errors = [
+            math.hypot(rows06[(model, s, "importance")]["share_se"], rows06[(model, s, "random (95%)")]["band_se"])
+            for s in seeds
+        ]
         x, lo, hi = _pooled([a - b for a, b in zip(imp, high95)], errors)
-        against_random += [_pct(sum(imp) / len(imp)), _pct(sum(low5) / len(low5)), _pct(sum(high95) / len(high95)),
-                           _int(95), _pct(x), _pct(lo), _pct(hi)]
+        against_random += [
+            _pct(sum(imp) / len(imp)),
+            _pct(sum(low5) / len(low5)),
+            _pct(sum(high95) / len(high95)),
+            _int(95),
+            _pct(x),
+            _pct(lo),
+            _pct(hi),
+        ]
 
     # chapter 08: per kind at 80% pruned, each seed's, and Enc-Dec's margin with the chapter's errors
     kinds = _by(table("08_pruning_by_kind"), "kind", SEED)
@@ -737,7 +770,9 @@ def _recomputed(table, seeds: list[int], likelihood: bool = False) -> dict[str, 
     if likelihood:
         value = lambda k, s: math.exp(_at(kinds[(k, s)], 0.0) - _at(kinds[(k, s)], 0.8))
         per_kind = {k: [value(k, s) for s in seeds] for k in shown}
-        margins08 = [per_kind["enc_dec"][i] - max(per_kind[k][i] for k in shown if k != "enc_dec") for i in range(len(seeds))]
+        margins08 = [
+            per_kind["enc_dec"][i] - max(per_kind[k][i] for k in shown if k != "enc_dec") for i in range(len(seeds))
+        ]
         x, lo, hi = _pooled(margins08, [summary08[("enc_dec", s)]["enc_dec_ratio_margin_se"] for s in seeds])
         sensitive = [(sum(v) / len(v), 2) for v in per_kind.values()] + [_int(80), (x, 2), (lo, 2), (hi, 2)]
     else:
@@ -745,7 +780,10 @@ def _recomputed(table, seeds: list[int], likelihood: bool = False) -> dict[str, 
         per_kind = {k: [value(k, s) for s in seeds] for k in shown}
         sensitive = [_pct(sum(v) / len(v)) for v in per_kind.values()] + [_int(80)]
         if not any(math.isnan(v) for vs in per_kind.values() for v in vs):
-            margins08 = [per_kind["enc_dec"][i] - min(per_kind[k][i] for k in shown if k != "enc_dec") for i in range(len(seeds))]
+            margins08 = [
+                per_kind["enc_dec"][i] - min(per_kind[k][i] for k in shown if k != "enc_dec")
+                for i in range(len(seeds))
+            ]
             x, lo, hi = _pooled(margins08, [summary08[("enc_dec", s)]["enc_dec_relative_margin_se"] for s in seeds])
             sensitive += [_pct(x), _pct(lo), _pct(hi)]
     survives = []
@@ -756,10 +794,14 @@ def _recomputed(table, seeds: list[int], likelihood: bool = False) -> dict[str, 
     # chapter 09: the share left at 40% at each seed's first and last usable epoch
     def at_epoch(which: int) -> list:
         found, epochs = [], []
-        for s, rows in _per_seed_rows(table("09_importance_dynamics"), seeds).items():
+        for rows in _per_seed_rows(table("09_importance_dynamics"), seeds).values():
             dyn = _by(rows, "epoch")
             bases = {e: next(x["score"] for x in v if x["pruned"] == 0) for (e,), v in dyn.items()}
-            usable = sorted(e for e, b in bases.items() if b > 0 and b >= _param("09_training_dynamics", "min_base_share") * bases[max(bases)])
+            usable = sorted(
+                e
+                for e, b in bases.items()
+                if b > 0 and b >= _param("09_training_dynamics", "min_base_share") * bases[max(bases)]
+            )
             if not usable:
                 return []
             e = usable[which]
@@ -798,8 +840,11 @@ def _recomputed(table, seeds: list[int], likelihood: bool = False) -> dict[str, 
         "The last Enc-Dec layer": [_pct(layers[last][0]), _pct(layers[last][1]), _pct(layers[last][2]), *worse],
         "No BERT layer needs more than one head": [*layers_lost(bert), _int(len(bert))],
         "Choosing the head on other data": [
-            _int(sum(down(r) for r in held)), _int(len(held)), _int(sum(down(r) for r in reported)),
-            _int(only_held), _int(only_same),
+            _int(sum(down(r) for r in held)),
+            _int(len(held)),
+            _int(sum(down(r) for r in reported)),
+            _int(only_held),
+            _int(only_same),
         ],
         "A head's effect in domain": r05,
         "A share of the translation model's heads": share06("translation"),
@@ -1101,7 +1146,9 @@ def test_the_scorecards_values_are_computed_from_the_chapters_rows(table):
     card = [
         r for r in table("15_scorecard") if r["chapter"] not in ("12_unimportant_or_unmeasured", CH13, CH13B, CH14)
     ]
-    assert all(r["verdict"] != "not run" for r in card), [(r["claim"], r["ours"]) for r in card if r["verdict"] == "not run"]
+    assert all(r["verdict"] != "not run" for r in card), [
+        (r["claim"], r["ours"]) for r in card if r["verdict"] == "not run"
+    ]
     _shown_as_recomputed(card, "", table, likelihood=False)
     # the likelihood column: the same recomputation on the chapters' likelihood tables
     own_rules = (

@@ -71,16 +71,30 @@ def _gains(gains: tuple[float, ...] = (), width: float = 0.004, likelihood: bool
     log(1.01) nats for both."""
     import math
 
-    margins = {"nli": math.log1p(0.01), "translation": math.log1p(0.01)} if likelihood else {"nli": 0.01, "translation": 1.0}
+    margins = (
+        {"nli": math.log1p(0.01), "translation": math.log1p(0.01)} if likelihood else {"nli": 0.01, "translation": 1.0}
+    )
     scale = {"nli": 1.0, "translation": 1.0 if likelihood else 100.0}
     tables: Tables = {}
-    for model, name, kind in (("nli", "03_one_head_classifier", "self"), ("translation", "03_one_head_translation", "enc_self")):
+    for model, name, kind in (
+        ("nli", "03_one_head_classifier", "self"),
+        ("translation", "03_one_head_translation", "enc_self"),
+    ):
         rows = []
         for h in range(heads):
             delta = gains[h] if model == "nli" and h < len(gains) else 0.0
             half = width / 2 * scale[model]
-            rows.append({"kind": kind, "layer": h // 12, "head": h % 12, "delta": delta, "delta_low": delta - half,
-                         "delta_high": delta + half, "significant": abs(delta) > half})
+            rows.append(
+                {
+                    "kind": kind,
+                    "layer": h // 12,
+                    "head": h % 12,
+                    "delta": delta,
+                    "delta_low": delta - half,
+                    "delta_high": delta + half,
+                    "significant": abs(delta) > half,
+                }
+            )
         tables[name] = rows
     tables["03_one_head_counts"] = [
         {**row, "margin": margins[row["model"]]} for row in _counts(heads=heads, up=len(gains))
@@ -96,8 +110,17 @@ def _layer(kind: str, layer: int, delta: float, low: float, high: float, on: str
     """One chosen head's row of 04_keep_one_translation: layer ``layer`` (0-based) keeps head 0."""
     heads = str(list(range(1, 8)))
     significant = high < 0 or low > 0
-    return {"kind": kind, "layer": layer, "heads": heads, "delta": delta, "delta_low": low, "delta_high": high,
-            "significant": significant, "base": 20.0, "set": on}
+    return {
+        "kind": kind,
+        "layer": layer,
+        "heads": heads,
+        "delta": delta,
+        "delta_low": low,
+        "delta_high": high,
+        "significant": significant,
+        "base": 20.0,
+        "set": on,
+    }
 
 
 def _rows(down: dict[str, int], undecided: dict[str, int], worst: dict, on: str, layers: int) -> list[dict]:
@@ -132,12 +155,27 @@ def _count(rows: list[dict], protocol: str, layers: int) -> list[dict]:
         undetermined = sum(not (r["delta_high"] < -1 or -1 < r["delta_low"] and r["delta_high"] < 1) for r in mine)
         worst = min(mine, key=lambda r: r["delta"])
         out.append(
-            {"source": "model translation", "protocol": protocol, "kind": kind, "layers": layers,
-             "significant_down": down, "harmful": harmful, "negligible": layers - harmful - undetermined,
-             "helpful": 0, "undetermined": undetermined,
-             "unplaced": sum(not r["significant"] for r in mine if not (r["delta_high"] < -1 or -1 < r["delta_low"] and r["delta_high"] < 1)),
-             "worst_delta": worst["delta"], "worst_layer": worst["layer"] + 1, "unit": "BLEU", "margin": 1.0,
-             "from_paper": False}
+            {
+                "source": "model translation",
+                "protocol": protocol,
+                "kind": kind,
+                "layers": layers,
+                "significant_down": down,
+                "harmful": harmful,
+                "negligible": layers - harmful - undetermined,
+                "helpful": 0,
+                "undetermined": undetermined,
+                "unplaced": sum(
+                    not r["significant"]
+                    for r in mine
+                    if not (r["delta_high"] < -1 or -1 < r["delta_low"] and r["delta_high"] < 1)
+                ),
+                "worst_delta": worst["delta"],
+                "worst_layer": worst["layer"] + 1,
+                "unit": "BLEU",
+                "margin": 1.0,
+                "from_paper": False,
+            }
         )
     return out
 
@@ -163,9 +201,23 @@ def _keep_one(
     for protocol, found in ((SAME, down), ("chosen on train, reported on matched", held_out_down)):
         d, u = found.get("self", 0), undecided.get("self", 0)
         counts.append(
-            {"source": "model nli", "protocol": protocol, "kind": "self", "layers": layers, "significant_down": d,
-             "harmful": d, "negligible": layers - d - u, "helpful": 0, "undetermined": u, "unplaced": u,
-             "worst_delta": -0.5, "worst_layer": 1, "unit": "accuracy pts", "margin": 0.01, "from_paper": False}
+            {
+                "source": "model nli",
+                "protocol": protocol,
+                "kind": "self",
+                "layers": layers,
+                "significant_down": d,
+                "harmful": d,
+                "negligible": layers - d - u,
+                "helpful": 0,
+                "undetermined": u,
+                "unplaced": u,
+                "worst_delta": -0.5,
+                "worst_layer": 1,
+                "unit": "accuracy pts",
+                "margin": 0.01,
+                "from_paper": False,
+            }
         )
     return {"04_keep_one_counts": counts, "04_keep_one_translation": same + held}
 
@@ -180,10 +232,21 @@ def _shares(translation=0.2, classifier=0.4, ablation=0.1, band=(0.0, 0.1), abla
     for track, model, share in (("translation", "mt", translation), ("classifier", "nli", classifier)):
         common = {"track": track, "model": model, "step": 0.1}
         rows += [
-            {**common, "order": "importance", "prunable_share": share, "selected_on": "train", "share_se": se(share),
-             "minus_ablation_se": 0.02},
-            {**common, "order": "ablation", "prunable_share": ablation, "selected_on": ablation_on,
-             "share_se": se(ablation)},
+            {
+                **common,
+                "order": "importance",
+                "prunable_share": share,
+                "selected_on": "train",
+                "share_se": se(share),
+                "minus_ablation_se": 0.02,
+            },
+            {
+                **common,
+                "order": "ablation",
+                "prunable_share": ablation,
+                "selected_on": ablation_on,
+                "share_se": se(ablation),
+            },
             {**common, "order": "random (mean)", "prunable_share": sum(band) / 2, "random_orders": 20},
             {**common, "order": "random (5%)", "prunable_share": band[0], "random_orders": 20},
             {**common, "order": "random (95%)", "prunable_share": band[1], "random_orders": 20, "band_se": 0.02},
@@ -207,8 +270,14 @@ def _by_kind(relative: dict[str, float], perplexity: dict[str, float]) -> Tables
     pruned, each with a bootstrap error of 0.02 (Enc-Dec's margins too)."""
     return {
         "08_pruning_by_kind_summary": [
-            {"kind": k, "relative_80%": relative[k], "perplexity_ratio_80%": perplexity[k], "relative_80%_se": 0.02,
-             "enc_dec_relative_margin_se": 0.02, "enc_dec_ratio_margin_se": 0.02}
+            {
+                "kind": k,
+                "relative_80%": relative[k],
+                "perplexity_ratio_80%": perplexity[k],
+                "relative_80%_se": 0.02,
+                "enc_dec_relative_margin_se": 0.02,
+                "enc_dec_ratio_margin_se": 0.02,
+            }
             for k in ("enc_self", "enc_dec", "dec_self")
         ]
     }
@@ -220,8 +289,17 @@ def _dynamics(relative_at_40: list[float], perplexity_at_40: list[float]) -> Tab
     rows = []
     for epoch, (rel, ppl) in enumerate(zip(relative_at_40, perplexity_at_40), 1):
         for share, r, p in ((0.0, 1.0, 1.0), (0.4, rel, ppl), (0.8, rel / 2, ppl * 2)):
-            rows.append({"epoch": epoch, "share": share, "unpruned": 10.0, "relative": r, "perplexity_ratio": p,
-                         "relative_se": 0.02, "perplexity_ratio_se": 0.02})
+            rows.append(
+                {
+                    "epoch": epoch,
+                    "share": share,
+                    "unpruned": 10.0,
+                    "relative": r,
+                    "perplexity_ratio": p,
+                    "relative_se": 0.02,
+                    "perplexity_ratio_se": 0.02,
+                }
+            )
     return {"09_importance_dynamics": rows}
 
 
@@ -231,8 +309,15 @@ def _appendix(prunable: float) -> Tables:
     rows = []
     for row in paper_values.FIGURE6.itertuples():
         share = row.flat_until if prunable is None else prunable
-        rows.append({"paper_task": row.task, "model": row.course_task, "paper_flat_until": row.flat_until,
-                     "prunable_share": share, "share_se": 0.0 if share == 0 else 0.02})
+        rows.append(
+            {
+                "paper_task": row.task,
+                "model": row.course_task,
+                "paper_flat_until": row.flat_until,
+                "prunable_share": share,
+                "share_se": 0.0 if share == 0 else 0.02,
+            }
+        )
     return {"10_appendix_summary": rows}
 
 
@@ -246,8 +331,10 @@ def _cross_domain(r: float, heads: int = 72, seed: int = 0) -> Tables:
     for name, kind in (("05_cross_domain_translation", "enc_self"), ("05_cross_domain_classifier", "self")):
         x = rng.standard_normal(heads)
         y = r * x + np.sqrt(1 - r**2) * rng.standard_normal(heads)
-        tables[name] = [{"kind": kind, "layer": h // 12, "head": h % 12, "delta_in": a, "delta_out": b}
-                        for h, (a, b) in enumerate(zip(x, y))]
+        tables[name] = [
+            {"kind": kind, "layer": h // 12, "head": h % 12, "delta_in": a, "delta_out": b}
+            for h, (a, b) in enumerate(zip(x, y))
+        ]
     tables["05_cross_domain_r"] = [
         {"model": "mt", "kind": "all", "heads": heads, "pearson_r": r, "p_value": 0.0},
         {"model": "nli", "kind": "self", "heads": heads, "pearson_r": r, "p_value": 0.0},

@@ -413,12 +413,7 @@ def copying_kept(
     )
     kept = _kept_ratio(base.sum(0), cut.sum(0))
     low, high, level = calibrated_interval(base, cut, KEPT_LEVEL, n_resamples, seed)
-    return float(kept), float(low), float(high), len(base), float(level), n_resamples, seed)
-    a, b = resampled_sums(base, indices), resampled_sums(cut, indices)
-    ratios = (b[:, 0] / b[:, 1]) / (a[:, 0] / a[:, 1])
-    low, high = np.quantile(ratios, [(1 - KEPT_LEVEL) / 2, (1 + KEPT_LEVEL) / 2])
-    kept = (cut[:, 0].sum() / cut[:, 1].sum()) / (base[:, 0].sum() / base[:, 1].sum())
-    return float(kept), float(low), float(high), len(base)
+    return float(kept), float(low), float(high), len(base), float(level)
 
 
 CALIBRATION_LEVELS = (0.99, 0.995, 0.998, 0.999, 1.0)  # the percentile levels calibration may widen to

@@ -173,8 +173,7 @@ def class_by_class(shifts: pd.DataFrame) -> pd.DataFrame:
                 "accuracy r": accuracy[0],
                 "accuracy p": accuracy[1],
                 "classes": len(recalls),
-                "classes alike": bool(per_class)
-                and all(r > 0 and p < ALIKE_LEVEL for r, p in per_class.values()),
+                "classes alike": bool(per_class) and all(r > 0 and p < ALIKE_LEVEL for r, p in per_class.values()),
                 "weakest class r": per_class[weakest][0] if weakest is not None else np.nan,
                 "weakest class p": per_class[weakest][1] if weakest is not None else np.nan,
                 "traded labels": " and ".join(c.removeprefix("recall change ") for c in traded),

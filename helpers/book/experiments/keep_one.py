@@ -23,7 +23,6 @@ from . import equivalence
 from .head_effects import best_per_layer, configs_of, held_out, kept_head, layer_table, resolution, sample_columns
 from .sweeps import HeadSweeps, Run
 
-
 SAME_SET = "chosen and reported on {}"  # Tables 2 and 3: a protocol's name in the counts
 OTHER_SET = "chosen on {}, reported on {}"  # Tables 5 and 6
 

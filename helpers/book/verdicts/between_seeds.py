@@ -90,7 +90,9 @@ class SeedTest:
             return (
                 f"yes: the seeds differ beyond sampling noise on {self.component} (p = {self.corrected_p:.2g}{over})"
             )
-        return f"no: the seeds' numbers do not differ beyond sampling noise (smallest p = {self.corrected_p:.2g}{over})"
+        return (
+            f"no: the seeds' numbers do not differ beyond sampling noise (smallest p = {self.corrected_p:.2g}{over})"
+        )
 
 
 def _shares(parts: list[Share]) -> tuple[float, bool] | None:

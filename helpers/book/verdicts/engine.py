@@ -362,7 +362,9 @@ def verdict_table(verdicts: pd.DataFrame) -> pd.DataFrame:
     (``ours`` on every seed pooled, ``verdict``), then each seed's value and verdict and whether
     the seeds differ (both left out where no claim has several seeds)."""
     answers = verdicts[(verdicts["verdict"] != NOT_MEASURED) & (verdicts["training_seed"] == POOLED)]
-    columns = ["ours", "verdict"] + [c for c in ("seeds", "each seed", "seeds differ") if answers[c].fillna("").ne("").any()]
+    columns = ["ours", "verdict"] + [
+        c for c in ("seeds", "each seed", "seeds differ") if answers[c].fillna("").ne("").any()
+    ]
     table = answers.set_index(["claim", "shown measure"])[columns].rename_axis(["claim", "measure"])
     if "profile" in verdicts:  # the verdicts are those of one profile's run: its name heads the table
         table.columns.name = f"{verdicts['profile'].iloc[0]} profile"

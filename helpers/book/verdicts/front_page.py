@@ -12,7 +12,6 @@ renders the page; where no chapter has run, the page says so.
 from __future__ import annotations
 
 import math
-
 from html import escape
 from pathlib import Path
 
@@ -140,8 +139,10 @@ def answer(card: pd.DataFrame) -> str:
         f"**Our answer, on the {card['profile'].iloc[0]} profile.** "
         + " ".join(
             believe(paper, column, measure)
-            for column, measure in (("verdict", "On the paper's own metric (BLEU, accuracy)"),
-                                    ("likelihood verdict", "On the likelihood of the same outputs"))
+            for column, measure in (
+                ("verdict", "On the paper's own metric (BLEU, accuracy)"),
+                ("likelihood verdict", "On the likelihood of the same outputs"),
+            )
         )
         + " "
         + believe(beyond_paper, "verdict", "Beyond the paper", of="the claims the later chapters test")

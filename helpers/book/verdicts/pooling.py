@@ -31,7 +31,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from .engine import CANNOT_TELL, NOT_REPRODUCED, PARTLY, REPRODUCED
+from .engine import CANNOT_TELL, PARTLY, REPRODUCED
 
 INTERVAL = 0.95  # the two-sided coverage of a pooled value's interval
 GRID_POINTS = 201  # where a rule is read inside an interval (besides its ends and the estimate)

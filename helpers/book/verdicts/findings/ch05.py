@@ -52,8 +52,8 @@ def class_lines(profile: str) -> list[str]:
     flipped = table[(table["accuracy r"] < 0) & (table["accuracy p"] < 0.01)]
     line = (
         f"**The classifier, class by class:** across domains its heads' recall changes correlate one label at a "
-        f"time, each r over the {words(sorted({int(h) for h in table['heads']}))} heads: {'; '.join(_class_rs(table))}; "
-        f"their accuracy changes correlate r = "
+        f"time, each r over the {words(sorted({int(h) for h in table['heads']}))} heads: "
+        f"{'; '.join(_class_rs(table))}; their accuracy changes correlate r = "
         f"{words([r_text(r) for r in table['accuracy r']])}. Masking a head mostly moves predictions between "
         f"labels {words(list(table['traded labels']))}, one label's recall rising as the other's falls (r = "
         f"{words([r_text(r) for r in table['trade r (in domain)']])} in domain), so a head's accuracy change is the "

@@ -10,7 +10,7 @@ import pandas as pd
 from ...paper import values as paper_values
 from .. import samples
 from ..between_seeds import Share
-from ..engine import CANNOT_TELL, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Results, by_model, ours
+from ..engine import CANNOT_TELL, NOT_REPRODUCED, REPRODUCED, Claim, Results, by_model, ours
 
 CHAPTER = "03_ablating_one_head"
 FEW_SHARE = 0.20  # "few heads matter alone": under this share of a model's heads significant
@@ -89,9 +89,7 @@ def some_gain(r: Results) -> tuple[str, str]:
             f"a head gaining {power:.4f} is found with {GAIN_POWER:.0%} power"
         )
     what = "gains beyond +δ" if r.measure else "significant gains"
-    text = (
-        f"{what} with a Bonferroni correction over the {total} heads (z > {critical:.2f}): " + "; ".join(parts)
-    )
+    text = f"{what} with a Bonferroni correction over the {total} heads (z > {critical:.2f}): " + "; ".join(parts)
     if len(found):
         return text, REPRODUCED
     return text, NOT_REPRODUCED if below.all() else CANNOT_TELL

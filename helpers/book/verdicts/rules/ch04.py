@@ -239,7 +239,9 @@ def last_layer_statistic(r: Results) -> dict[str, Value]:
     if not r.measure:
         rows = rows[rows["kind"] == "enc_dec"]
     row = rows.loc[rows["layer"].idxmax()] if not r.measure else rows.loc[rows["relative"].idxmin()]
-    return {"the last Enc-Dec layer" if not r.measure else "the worst layer": Value(row["relative"], row["relative_se"])}
+    return {
+        "the last Enc-Dec layer" if not r.measure else "the worst layer": Value(row["relative"], row["relative_se"])
+    }
 
 
 def counts_sample(r: Results) -> str:

@@ -87,17 +87,20 @@ def importance_beats_ablation(r: Results) -> tuple[str, str]:
     on = shares.loc[shares["order"] == "ablation", "selected_on"] if "selected_on" in shares else pd.Series([None])
     verdicts, parts = [], []
     for model, part in shares[shares["order"].isin(["importance", "ablation"])].groupby("model"):  # by name
-        imp, abl = (part[part["order"] == o].set_index(_seed_index(part[part["order"] == o])) for o in ("importance", "ablation"))
+        imp, abl = (
+            part[part["order"] == o].set_index(_seed_index(part[part["order"] == o]))
+            for o in ("importance", "ablation")
+        )
         gap = imp["prunable_share"] - abl["prunable_share"]
         errors = [_error(row, "minus_ablation_se") for _, row in imp.iterrows()]
         pooled = mean_over_seeds(gap.to_numpy(), errors)
-        parts.append(f"{model}: {imp['prunable_share'].mean():.0%} vs {abl['prunable_share'].mean():.0%}, gap {_pct(pooled)}")
+        parts.append(
+            f"{model}: {imp['prunable_share'].mean():.0%} vs {abl['prunable_share'].mean():.0%}, gap {_pct(pooled)}"
+        )
         if _tied_at_an_end(part):
             verdicts.append(CANNOT_TELL)
             continue
-        verdicts.append(
-            over_interval(lambda v: REPRODUCED if v >= -SHARE_TOLERANCE else NOT_REPRODUCED, pooled)
-        )
+        verdicts.append(over_interval(lambda v: REPRODUCED if v >= -SHARE_TOLERANCE else NOT_REPRODUCED, pooled))
     text = "; ".join(parts) + _seeds(r)
     if on.isna().any() or (on == IN_SAMPLE).any():  # a table that does not say counts as in-sample
         return text + " (the ablation order in-sample or not recorded: no fair comparison)", CANNOT_TELL
@@ -125,13 +128,12 @@ def importance_beats_random(r: Results) -> tuple[str, str]:
             verdicts.append(CANNOT_TELL)
             continue
         gap = imp["prunable_share"] - high["prunable_share"].reindex(imp.index)
-        errors = [
-            float(np.hypot(_error(row, "share_se"), high.loc[seed, "band_se"])) for seed, row in imp.iterrows()
-        ]
+        errors = [float(np.hypot(_error(row, "share_se"), high.loc[seed, "band_se"])) for seed, row in imp.iterrows()]
         pooled = mean_over_seeds(gap.to_numpy(), errors)
         parts.append(
             f"{model}: {imp['prunable_share'].mean():.0%} vs random {low['prunable_share'].mean():.0%} to "
-            f"{high['prunable_share'].mean():.0%} (5-95%, {int(orders.min())} orders), above the 95th by {_pct(pooled)}"
+            f"{high['prunable_share'].mean():.0%} (5-95%, {int(orders.min())} orders), above the 95th by "
+            f"{_pct(pooled)}"
         )
         verdicts.append(over_interval(lambda v: REPRODUCED if v > 0 else NOT_REPRODUCED, pooled))
     return "; ".join(parts) + _seeds(r), for_every(verdicts)

@@ -69,7 +69,9 @@ def self_attention_survives(r: Results) -> tuple[str, str]:
         if kind == "enc_dec":
             continue
         pooled = mean_over_seeds(rows["relative_80%"].to_numpy(), rows["relative_80%_se"].to_numpy())
-        verdicts.append(over_interval(lambda v: REPRODUCED if v >= paper - SHARE_TOLERANCE else NOT_REPRODUCED, pooled))
+        verdicts.append(
+            over_interval(lambda v: REPRODUCED if v >= paper - SHARE_TOLERANCE else NOT_REPRODUCED, pooled)
+        )
         parts.append(f"{kind} {pooled.text('{:.0%}')}")
     return ", ".join(parts) + _seeds(r), for_every(verdicts)
 

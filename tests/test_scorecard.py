@@ -6,7 +6,6 @@ import pytest
 
 from helpers.book.verdicts.engine import (
     CANNOT_TELL,
-    DEPENDS_ON_SEED,
     NOT_MEASURED,
     NOT_REPRODUCED,
     NOT_RUN,
@@ -39,7 +38,9 @@ def test_by_default_the_card_reads_where_the_chapters_write(tmp_path, monkeypatc
 
 
 def _shares(translation, nli_importance=0.4, nli_ablation=0.1):
-    held_out = {"selected_on": "held-out half of the scored split"}  # the ablation order out of sample
+    # the ablation order out of sample; shares and their differences with no bootstrap spread
+    # (every resample at the same step): the intervals are points, and the rules read the shares
+    held_out = {"selected_on": "held-out half of the scored split", "share_se": 0.0, "minus_ablation_se": 0.0}
     return [
         {"track": "translation", "model": "mt", "order": "importance", "prunable_share": translation, **held_out},
         {"track": "translation", "model": "mt", "order": "ablation", "prunable_share": 0.1, **held_out},
@@ -55,7 +56,6 @@ def test_every_claim_is_not_run_without_results(tmp_path):
     assert verdict_counts(card) == {
         REPRODUCED: 0,
         PARTLY: 0,
-        DEPENDS_ON_SEED: 0,
         CANNOT_TELL: 0,
         NOT_REPRODUCED: 0,
         NOT_RUN: len(CLAIMS),
@@ -69,10 +69,11 @@ def test_prunable_share_rule(tmp_path, share, expected):
     _write(tmp_path / "p", "06_prunable_shares", _shares(share))
     verdicts, card = _verdicts(tmp_path)
     row = card[card["claim"].str.contains("translation model's heads can be pruned")].iloc[0]
-    assert row["verdict"] == expected and row["ours"] == f"{share:.0%}"
-    # importance (share) against ablation (0.1) in translation, 0.4 against 0.1 in the classifier
+    assert row["verdict"] == expected and row["ours"] == f"{share:.0%} [{share:.0%}, {share:.0%}]"
+    # importance (share) against ablation (0.1) in translation, 0.4 against 0.1 in the classifier: at
+    # most one 10% step behind ablation is "at least as well" within the shares' tolerance
     beats = verdicts["Ranking by importance prunes at least as well as ranking by one-head ablation"]
-    assert beats == (REPRODUCED if share >= 0.1 else PARTLY)
+    assert beats == REPRODUCED
 
 
 def test_speed_rules_compare_batch_sizes(tmp_path):
@@ -128,8 +129,6 @@ def test_one_head_rules_ignore_the_papers_rows(tmp_path):
     verdicts, card = _verdicts(tmp_path)
     # nli 8/72 is a minority, mt 20/48 is not: partly; the paper's 96/96 row is not ours
     assert verdicts["Few heads matter alone: masking one changes the score significantly for a minority"] == PARTLY
-    # 6 gains of 120 heads, where chance gives 1.2 in that direction; the paper's row would not count
-    assert verdicts["Masking a head can improve the score"] == REPRODUCED
     assert "mt 20/48" in card.loc[0, "ours"] and "96" not in card.loc[0, "ours"]
 
 
@@ -148,16 +147,18 @@ TRANSLATION_PRUNABLE = "A share of the translation model's heads can be pruned w
 CLASSIFIER_PRUNABLE = "A share of the classifier's heads can be pruned with no noticeable loss"
 
 
-def test_a_claim_is_reproduced_only_if_every_seed_reproduces_it(tmp_path):
-    # seed 0: 20% (reproduced), seed 1: 5% (partly) -> depends on the seed; the classifier holds for both
+def test_a_claim_is_judged_once_on_its_seeds_together(tmp_path):
+    # seed 0: 20% (reproduced), seed 1: 5% (partly): before, "depends on the seed"; together their
+    # mean, 12.5%, lies within 10 points of the paper's 20%. Each seed's value stands beside it
     _write(tmp_path / "p", "06_prunable_shares", _seeded(_shares(0.2), 0) + _seeded(_shares(0.05), 1))
     verdicts, card = _verdicts(tmp_path)
-    assert verdicts[TRANSLATION_PRUNABLE] == DEPENDS_ON_SEED
-    assert verdicts[CLASSIFIER_PRUNABLE] == REPRODUCED
+    assert verdicts[TRANSLATION_PRUNABLE] == REPRODUCED and verdicts[CLASSIFIER_PRUNABLE] == REPRODUCED
     row = card[card["claim"] == TRANSLATION_PRUNABLE].iloc[0]
-    assert row["ours"].startswith("seed 0: 20%; seed 1: 5%. Between seeds: not tested") and row["seeds"] == "0, 1"
-    assert card[card["claim"] == CLASSIFIER_PRUNABLE].iloc[0]["ours"] == "40%"  # the same on both seeds: said once
-    assert verdict_counts(card)[DEPENDS_ON_SEED] >= 1
+    assert row["ours"].startswith("12% [12%, 12%]") and row["seeds"] == "0, 1"
+    assert row["each seed"] == "seed 0: 20% [20%, 20%] (reproduced); seed 1: 5% [5%, 5%] (partly)"
+    assert row["seeds differ"] != ""
+    classifier = card[card["claim"] == CLASSIFIER_PRUNABLE].iloc[0]
+    assert classifier["ours"].startswith("40% [40%, 40%]") and classifier["each seed"] == ""  # one value: said once
 
 
 def test_seeds_that_agree_give_their_common_verdict_and_a_seed_missing_from_a_table_is_skipped(tmp_path):
@@ -205,6 +206,7 @@ def test_the_papers_rows_go_with_every_seed(tmp_path):
     verdicts, card = _verdicts(tmp_path)
     row = card[card["chapter"] == "03_ablating_one_head"].iloc[0]
     assert row["verdict"] == REPRODUCED and row["seeds"] == "0, 1" and "WMT" not in row["ours"]
+    assert "nli 6/144" in row["ours"]  # the two seeds' heads together
 
 
 FEW_MATTER = "Few heads matter alone: masking one changes the score significantly for a minority"
@@ -251,21 +253,36 @@ def test_the_likelihood_verdict_reads_the_likelihood_tables_and_disagreements_ar
 
 
 def test_the_last_enc_dec_layer_on_likelihood_is_read_from_the_worst_layer(tmp_path):
-    def rows(worst_kind, worst_layer):
-        return [
+    def tables(worst_kind, worst_layer):
+        layers = [
+            {
+                "kind": k,
+                "layer": layer,
+                "heads": str(list(range(1, 8))),
+                "delta": -0.03 if (k, layer + 1) == (worst_kind, worst_layer) else 0.0,
+                "delta_low": -0.035 if (k, layer + 1) == (worst_kind, worst_layer) else -0.001,
+                "delta_high": -0.025 if (k, layer + 1) == (worst_kind, worst_layer) else 0.001,
+                "significant": (k, layer + 1) == (worst_kind, worst_layer),
+                "base": -2.0,
+                "set": "test13",
+            }
+            for k in ("enc_self", "enc_dec", "dec_self")
+            for layer in range(6)
+        ]
+        counts = [
             {
                 "source": "translation",
                 "protocol": "chosen and reported on test13",
                 "kind": k,
                 "layers": 6,
-                "significant": 0,
                 "significant_down": 0,
-                "worst_layer": worst_layer if k == worst_kind else 2,
-                "worst_delta": -30.0 if k == worst_kind else -1.0,
+                "margin": 0.00995,
                 "unit": "millinats",
             }
             for k in ("enc_self", "enc_dec", "dec_self")
         ]
+        _write(tmp_path / "p", "04_keep_one_translation_likelihood", layers)
+        _write(tmp_path / "p", "04_keep_one_counts_likelihood", counts)
 
     claim = "The last Enc-Dec layer is the exception: it needs its heads"
     for (kind, layer), want in {
@@ -273,7 +290,7 @@ def test_the_last_enc_dec_layer_on_likelihood_is_read_from_the_worst_layer(tmp_p
         ("enc_dec", 3): PARTLY,
         ("dec_self", 6): NOT_REPRODUCED,
     }.items():
-        _write(tmp_path / "p", "04_keep_one_counts_likelihood", rows(kind, layer))
+        tables(kind, layer)
         row = _verdicts(tmp_path)[1].set_index("claim").loc[claim]
         assert row["likelihood verdict"] == want and f"{kind} {layer} (-30.0 millinats)" in row["likelihood"]
 
@@ -281,7 +298,7 @@ def test_the_last_enc_dec_layer_on_likelihood_is_read_from_the_worst_layer(tmp_p
 def test_training_dynamics_on_likelihood_compare_the_perplexity_early_and_late(tmp_path):
     def rows(early, late):
         return [
-            {"epoch": e, "share": share, "perplexity_ratio": 1.0 if share == 0 else r}
+            {"epoch": e, "share": share, "perplexity_ratio": 1.0 if share == 0 else r, "perplexity_ratio_se": 0.0}
             for e, r in ((1, early), (8, 1.05), (16, late))
             for share in (0.0, 0.4, 0.8)
         ]
@@ -299,7 +316,9 @@ def test_training_dynamics_on_likelihood_compare_the_perplexity_early_and_late(t
         _write(tmp_path / "p", "09_importance_dynamics_likelihood", rows(early, late))
         card = _verdicts(tmp_path)[1].set_index("claim")
         assert (card.loc[early_claim, "likelihood verdict"], card.loc[late_claim, "likelihood verdict"]) == want
-    assert card.loc[early_claim, "likelihood"] == "perplexity x1.50 at epoch 1, x1.20 at 16"
+    assert card.loc[early_claim, "likelihood"] == (
+        "perplexity x1.50 [1.50, 1.50] at the first epoch, x1.20 [1.20, 1.20] at the last (gap +0.30 [+0.30, +0.30])"
+    )
 
 
 def test_a_model_with_no_bleu_has_no_most_sensitive_kind(tmp_path):
@@ -309,7 +328,8 @@ def test_a_model_with_no_bleu_has_no_most_sensitive_kind(tmp_path):
         [{"kind": k, "relative_80%": float("nan")} for k in ("enc_self", "enc_dec", "dec_self")],
     )
     verdicts, _ = _verdicts(tmp_path)
-    assert verdicts["Enc-Dec attention depends on its heads most"] == NOT_REPRODUCED
+    # an unpruned BLEU of 0 leaves no share to keep: no evidence either way (before: "not reproduced")
+    assert verdicts["Enc-Dec attention depends on its heads most"] == CANNOT_TELL
 
 
 def test_chapter_03s_rules_are_judged_under_each_way_of_removing_a_head(tmp_path):
@@ -362,7 +382,7 @@ def test_chapter_03s_rules_are_judged_under_each_way_of_removing_a_head(tmp_path
     _write(tmp_path / "p", "12_removal_counts", rows(significant_mean=30, negligible_resample=10))
     verdicts, card = _verdicts(tmp_path)
     assert (verdicts[few], verdicts[most]) == (PARTLY, PARTLY)
-    assert "mean: lm 2/270; nli 30/72 (partly)" in card.set_index("claim").loc[few, "ours"]
+    assert "mean: lm 2/270; nli 60/144 (partly)" in card.set_index("claim").loc[few, "ours"]  # both seeds' heads
     table = removal_table("p", results_root=tmp_path)
     assert table.loc[("few_significant", "the paper's metric", 0)].tolist() == [REPRODUCED, PARTLY, REPRODUCED]
     assert table.loc[("most_negligible", "the paper's metric", 1)].tolist() == [REPRODUCED, REPRODUCED, PARTLY]

@@ -156,7 +156,8 @@ def held_out_worse(r: Results) -> tuple[str, str]:
     layer of the same model under two protocols), so the test is McNemar's on the discordant
     layers: one-sided exact p < ``HELD_OUT_LEVEL`` for "reproduced". "Not reproduced" needs the
     data to exclude the paper's effect: the upper 95% bound on the share of layers held out costs
-    beyond the reported set (Clopper-Pearson on the discordant layers) below the paper's 4 of 18.
+    beyond the reported set (``excess_bound``) below the paper's (Table 5's layers down less
+    Table 2's, ``_paper_effect``).
     Read over every way the undecided layers could fall (``supported``)."""
     held, same = _layers(r, held_out=True), _layers(r, held_out=False)
     pairs = held.merge(same, on=["training_seed", "kind", "layer"], suffixes=("_held", "_same"))
@@ -191,16 +192,13 @@ def mcnemar_p(b: int, c: int) -> float:
 
 
 def excess_bound(b: int, c: int, layers: int, level: float = 0.05) -> float:
-    """The one-sided upper ``1 - level`` bound on (b - c) / layers, the share of layers that held
-    out costs beyond the reported set: Clopper-Pearson's upper bound on b's share of the discordant
-    layers, times their number; 0 with none discordant."""
+    """A one-sided upper ``1 - level`` bound on the share of layers that held out costs beyond the
+    reported set: the Clopper-Pearson bound on ``b`` (layers down only held out) of ``layers``.
+    The excess is b - c over the layers, at most b's share, so the bound holds whatever ``c`` is
+    and however many layers happen to be discordant."""
     from scipy.stats import beta
 
-    m = b + c
-    if m == 0:
-        return 0.0
-    upper = 1.0 if b == m else float(beta.ppf(1 - level, b + 1, m - b))
-    return (2 * upper - 1) * m / layers
+    return 1.0 if b >= layers else float(beta.ppf(1 - level, b + 1, layers - b))
 
 
 def _paper_effect(r: Results) -> float:

@@ -626,6 +626,11 @@ def test_the_card_shows_what_a_correlation_and_a_timing_rest_on(tmp_path):
             {"model": "nli", "kind": "self", "heads": 72, "pearson_r": 0.5, "p_value": 1e-5},
         ],
     )
+    rng = np.random.default_rng(0)
+    for name, heads in (("05_cross_domain_translation", 144), ("05_cross_domain_classifier", 72)):
+        x = rng.standard_normal(heads)
+        rows = [{"delta_in": a, "delta_out": a + b} for a, b in zip(x, rng.standard_normal(heads))]
+        _write(tmp_path / "p", name, rows)
     _write(
         tmp_path / "p",
         "07_speed",

@@ -9,10 +9,12 @@ e.g. one share of heads per model):
   undecided; a component differs when Pearson's chi-square test of homogeneity on the 2 x seeds
   table rejects *and* the seeds' ranges ``[k, k + u]`` do not overlap (the undecided units cannot
   reconcile them);
-* ``Value(x, se)``: an estimate with its standard error (a bootstrap's over examples, or over
-  heads for a correlation); compared by Cochran's Q, ``sum w (x - weighted mean)^2`` with
-  ``w = 1 / se^2`` (``df = seeds - 1``). Where the values carry bootstrap ranges (a prunable share,
-  a step statistic), the component differs only if the ranges are also disjoint.
+* ``Value(x, se)``: an estimate with its standard error (a bootstrap's over examples); compared
+  by Cochran's Q, ``sum w (x - weighted mean)^2`` with ``w = 1 / se^2`` (``df = seeds - 1``).
+  Where the values carry bootstrap ranges (a prunable share, a step statistic), the component
+  differs only if the ranges are also disjoint;
+* ``Pairs(x, y)``: the units of a correlation (heads); compared by a permutation test of the
+  units between the seeds (``_pairs``).
 
 The components are tested one at a time, and the claim's seeds differ when some component does at
 ``SEED_LEVEL`` after a Bonferroni correction over the components: components share heads and
@@ -66,7 +68,20 @@ class Value:
         return math.hypot(self.se, self.grain / math.sqrt(12))
 
 
-Estimate = Share | Value
+@dataclass(frozen=True)
+class Pairs:
+    """The units of a correlation (heads), each with its two measures ``x`` and ``y`` (a head's
+    change in and out of domain). Seeds' correlations are compared by a permutation test over the
+    units (``_pairs``): exact for alike seeds whatever the units' distribution, where Fisher's z
+    with 1 / sqrt(n - 3), and a bootstrap's error too, called alike seeds with heavy-tailed heads
+    different far more often than the level (tests/test_between_seeds.py)."""
+
+    x: tuple[float, ...]
+    y: tuple[float, ...]
+
+
+Estimate = Share | Value | Pairs
+PERMUTATIONS = 2000  # of the units between seeds, for a correlation's test
 
 
 @dataclass(frozen=True)
@@ -128,6 +143,38 @@ def _values(parts: list[Value]) -> tuple[float, bool] | None:
     return float(chi2.sf(q, len(parts) - 1)), apart
 
 
+def _correlations(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Pearson r of each row of ``x`` with the same row of ``y`` (0 where a row does not vary)."""
+    x, y = x - x.mean(-1, keepdims=True), y - y.mean(-1, keepdims=True)
+    scale = np.sqrt((x * x).sum(-1) * (y * y).sum(-1))
+    return np.divide((x * y).sum(-1), scale, out=np.zeros(scale.shape), where=scale > 0)
+
+
+def _pairs(parts: list[Pairs], permutations: int = PERMUTATIONS, seed: int = 0) -> tuple[float, bool] | None:
+    """A permutation test that the seeds' correlations are alike: the spread of their Fisher z
+    (the variance over seeds, each seed's units kept in number) against its spread when the
+    units are dealt to the seeds at random; p with the observed deal counted among the deals.
+    None where a seed has fewer than 4 units."""
+    sizes = [len(p.x) for p in parts]
+    if min(sizes) < 4:
+        return None
+    x = np.concatenate([np.asarray(p.x, dtype=float) for p in parts])
+    y = np.concatenate([np.asarray(p.y, dtype=float) for p in parts])
+    bounds = np.cumsum([0, *sizes])
+
+    def spread(order: np.ndarray) -> np.ndarray:
+        z = [
+            np.arctanh(np.clip(_correlations(x[order[..., a:b]], y[order[..., a:b]]), -0.999999, 0.999999))
+            for a, b in zip(bounds[:-1], bounds[1:])
+        ]
+        return np.var(np.stack(z, -1), axis=-1)
+
+    rng = np.random.default_rng(seed)
+    observed = spread(np.arange(len(x)))
+    dealt = spread(np.argsort(rng.random((permutations, len(x))), axis=1))
+    return float((1 + (dealt >= observed - 1e-12).sum()) / (1 + permutations)), True
+
+
 def seeds_differ(per_seed: Mapping[object, Mapping[str, Estimate]]) -> SeedTest | None:
     """The homogeneity test over the seeds of ``per_seed`` (``{seed: {component: estimate}}``),
     on the components every seed has, one at a time with a Bonferroni correction; None where
@@ -143,6 +190,8 @@ def seeds_differ(per_seed: Mapping[object, Mapping[str, Estimate]]) -> SeedTest 
             found = _shares(parts)
         elif all(isinstance(p, Value) for p in parts):
             found = _values(parts)
+        elif all(isinstance(p, Pairs) for p in parts):
+            found = _pairs(parts)
         else:
             raise TypeError(f"component {component!r} mixes shares and values across seeds")
         if found is not None:

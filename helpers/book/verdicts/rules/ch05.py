@@ -4,14 +4,12 @@ domain. The rule reads the heads' changes in and out of domain (``05_cross_domai
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
 from ...paper import values as paper_values
 from .. import samples
-from ..between_seeds import Value
+from ..between_seeds import Pairs
 from ..engine import Claim, Results, three_way
 
 CHAPTER = "05_cross_domain"
@@ -78,17 +76,15 @@ def cross_domain(r: Results) -> tuple[str, str]:
     return "; ".join(parts) + seeds, three_way(all(strong), any(strong))
 
 
-def correlation_statistic(r: Results) -> dict[str, Value]:
-    """Each model's r as Fisher's z over its heads, with the bootstrap's standard error over the
-    heads (the between-seed test; the error a normal population of heads would have, 1 / sqrt(n -
-    3), ignores heavy-tailed effects and made alike seeds look different; issue 67)."""
-    out = {}
-    for model, heads in _pairs(r).items():
-        r_all, draws, _ = pooled_r(heads)
-        z = np.arctanh(np.clip(draws, -0.999999, 0.999999))
-        se = float(z.std(ddof=1))
-        out[model] = Value(math.atanh(max(min(r_all, 0.999999), -0.999999)), se)
-    return out
+def correlation_statistic(r: Results) -> dict[str, Pairs]:
+    """Each model's heads, their changes in and out of domain, for the between-seed test: a
+    permutation of the heads between the seeds (``between_seeds.Pairs``). Fisher's z with its
+    normal error 1 / sqrt(n - 3), and a bootstrap's error over the heads too, called alike seeds
+    with heavy-tailed heads different too often (issue 67; tests/test_between_seeds.py)."""
+    return {
+        model: Pairs(tuple(heads["delta_in"].astype(float)), tuple(heads["delta_out"].astype(float)))
+        for model, heads in _pairs(r).items()
+    }
 
 
 CLAIMS = [

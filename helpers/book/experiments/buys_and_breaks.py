@@ -421,8 +421,10 @@ CALIBRATION_DRAWS = 200  # samples drawn to measure each level's coverage
 
 
 def _kept_ratio(base: np.ndarray, cut: np.ndarray) -> np.ndarray:
-    """Copying accuracy kept: (right / tokens) pruned over unpruned, from summed [..., 2] stats."""
-    return (cut[..., 0] / cut[..., 1]) / (base[..., 0] / base[..., 1])
+    """Copying accuracy kept: (right / tokens) pruned over unpruned, from summed [..., 2] stats
+    (NaN where the unpruned model copies nothing in a resample)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (cut[..., 0] / cut[..., 1]) / (base[..., 0] / base[..., 1])
 
 
 def calibrated_interval(
@@ -448,7 +450,7 @@ def calibrated_interval(
         inner = rng.integers(0, n, size=(n_resamples, n))
         ratios = _kept_ratio(resampled_sums(base[pick], inner), resampled_sums(cut[pick], inner))
         for level in CALIBRATION_LEVELS:
-            low, high = np.quantile(ratios, [(1 - level) / 2, (1 + level) / 2])
+            low, high = np.nanquantile(ratios, [(1 - level) / 2, (1 + level) / 2])
             covered[level] += low <= truth <= high
     level = next((lv for lv in CALIBRATION_LEVELS if covered[lv] >= coverage * draws), CALIBRATION_LEVELS[-1])
     indices = resample_indices(n, n_resamples, seed)

@@ -122,6 +122,8 @@ def last_enc_dec(r: Results) -> tuple[str, str]:
     the intervals allow (``supported``): a near-tie for the worst, or an interval across a quarter,
     leaves both possibilities open."""
     rows = _layers(r)
+    if rows["relative"].isna().any():  # an unpruned BLEU of 0: no share of it to lose
+        return "(the unpruned BLEU is 0: no share of it to lose)", CANNOT_TELL
     enc_dec = rows[rows["kind"] == "enc_dec"]
     pooled = _pooled_layers(enc_dec)
     last = max(pooled)

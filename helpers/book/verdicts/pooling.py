@@ -48,7 +48,10 @@ class Pooled:
     per_seed: tuple[float, ...] = ()
 
     def text(self, fmt: str = "{:.2f}") -> str:
-        """``0.31 [0.22, 0.40]``: the estimate and its interval in ``fmt``."""
+        """``0.31 [0.22, 0.40]``: the estimate and its interval in ``fmt`` (where the interval is
+        unbounded, its sampling error undefined, that in words)."""
+        if math.isinf(self.low) or math.isinf(self.high):
+            return f"{fmt.format(self.x)} (no interval: its sampling error is undefined)"
         return f"{fmt.format(self.x)} [{fmt.format(self.low)}, {fmt.format(self.high)}]"
 
 

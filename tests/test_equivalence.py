@@ -80,3 +80,32 @@ def test_a_margin_is_positive_and_named():
     assert equivalence.margin("classifier", "likelihood", {}) == pytest.approx(0.00995033)
     with pytest.raises(ValueError, match="unknown margin"):
         equivalence.margin("translation", "metric", {"BLUE": 1.0})
+
+
+def test_examples_to_decide_scale_the_unplaced_rows_half_width_down_to_their_room():
+    import pandas as pd
+
+    from helpers.heads.significance import equivalence_class
+
+    # change -0.3 BLEU with half-width 1.0 on 200 pairs, margin 1: placed within ±1 once the
+    # half-width is below 0.7 (room to the margin), i.e. on 200 (1 / 0.7)^2 = 408.2 pairs
+    rows = pd.DataFrame(
+        [
+            {"delta": -0.3, "delta_low": -1.3, "delta_high": 0.7, "significant": False, "examples": 200},
+            {"delta": 0.0, "delta_low": -0.5, "delta_high": 0.5, "significant": False, "examples": 200},  # placed
+            {"delta": -0.8, "delta_low": -1.6, "delta_high": 0.0, "significant": False, "examples": 100},
+        ]
+    )
+    # the third: room max(0.8, 0.2) = 0.8 for its half-width 0.8 on 100: 100 pairs; the first needs more
+    assert equivalence.examples_to_decide(rows, 1.0) == 409
+    assert equivalence.examples_to_decide(rows.iloc[[1]], 1.0) == 0
+    # the same interval, its half-width shrunk as 1 / sqrt(n) to the examples found, is placed
+    for _, r in rows.iterrows():
+        n = equivalence.examples_to_decide(pd.DataFrame([r]), 1.0)
+        if n:
+            half = (r["delta_high"] - r["delta_low"]) / 2 * (r["examples"] / n) ** 0.5
+            low, high = r["delta"] - half, r["delta"] + half
+            assert equivalence_class(low, high, 1.0) != "undetermined" or high <= 0, (r.to_dict(), n)
+    # a significant row with an undetermined interval is placed by its test: nothing to decide
+    significant = rows.iloc[[2]].assign(significant=True)
+    assert equivalence.examples_to_decide(significant, 1.0) == 0

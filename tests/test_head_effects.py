@@ -368,3 +368,74 @@ def test_bleu_at_positions_is_the_bleu_of_those_pairs_read_from_the_search_over_
     )
     pd.testing.assert_frame_equal(read, alone)
     assert (read["examples"] == 4).all()
+
+
+def test_bleu_in_two_looks_is_each_looks_own_sweep_and_goes_on_only_where_undecided(smoke, tmp_path):
+    # chapter 04 reports its chosen heads in two looks over the whole split: look 1 on a random
+    # half at alpha/2, look 2 on every pair at alpha/2 for the heads look 1 left undetermined
+    from helpers.book.experiments.head_effects import Looks
+    from helpers.heads.sequential import look_split, settled
+
+    model = course.load_translation(smoke)
+    pairs = course.load_data(smoke, "translation")["test13"][:12]
+    configs = one_head_configs(model)[:4]
+    bootstrap = Bootstrap(n_resamples=50, min_units=2, alpha=0.1)
+    looks = Looks({"BLEU": 0.5}, first_share=0.5)
+    rows = translation_effects(
+        model, pairs, configs, beam=2, bootstrap=bootstrap, progress=False, cache_dir=tmp_path, looks=looks
+    )
+    first, _ = look_split(len(pairs), 0.5, bootstrap.seed)
+    half = bootstrap.at(bootstrap.alpha / 2)
+    early = translation_effects(model, [pairs[i] for i in first], configs, beam=2, bootstrap=half, progress=False)
+    went_on = [c for c, lo, hi in zip(configs, early["delta_low"], early["delta_high"]) if not settled(lo, hi, 0.5)]
+    assert configs_of(rows[rows["look"] == 2]) == went_on
+    stopped = rows[rows["look"] == 1].reset_index(drop=True)
+    want = early[[c not in went_on for c in configs]].reset_index(drop=True)
+    for column in ("delta", "delta_low", "delta_high", "p_value"):
+        assert stopped[column].tolist() == pytest.approx(want[column].tolist()), column
+    assert (stopped["examples"] == len(first)).all()
+    if went_on:  # the rest: every pair, at alpha/2
+        late = translation_effects(model, pairs, went_on, beam=2, bootstrap=half, progress=False)
+        looked = rows[rows["look"] == 2].reset_index(drop=True)
+        for column in ("delta", "delta_low", "delta_high", "p_value"):
+            assert looked[column].tolist() == pytest.approx(late[column].tolist()), column
+        assert (looked["examples"] == len(pairs)).all()
+
+
+def test_a_bleu_sweep_in_looks_refuses_positions(smoke):
+    from helpers.book.experiments.head_effects import Looks
+
+    model = course.load_translation(smoke)
+    pairs = course.load_data(smoke, "translation")["test13"][:4]
+    with pytest.raises(ValueError, match="either looks or positions"):
+        translation_effects(model, pairs, [], looks=Looks({"BLEU": 1.0}), positions=[0, 1])
+
+
+def test_a_bleu_first_look_at_given_positions_is_the_sweep_of_those_pairs(smoke, tmp_path):
+    # chapter 04's first look is the decoded subset its heads were chosen on (read from the cache)
+    from helpers.book.experiments.head_effects import Looks
+
+    model = course.load_translation(smoke)
+    pairs = course.load_data(smoke, "translation")["test13"][:12]
+    configs = one_head_configs(model)[:3]
+    bootstrap = Bootstrap(n_resamples=50, min_units=2, alpha=0.1)
+    first = course.subset_positions(len(pairs), 6)
+    assert [pairs[i] for i in first] == course.subset(pairs, 6)
+    rows = translation_effects(
+        model,
+        pairs,
+        configs,
+        beam=2,
+        bootstrap=bootstrap,
+        progress=False,
+        looks=Looks({"BLEU": 0.5}),
+        first_look=first,
+    )
+    alone = translation_effects(
+        model, course.subset(pairs, 6), configs, beam=2, bootstrap=bootstrap.at(0.05), progress=False
+    )
+    early = rows[rows["look"] == 1]
+    assert (early["examples"] == 6).all()
+    mine = alone[[c in configs_of(early) for c in configs_of(alone)]]
+    assert early["delta"].tolist() == pytest.approx(mine["delta"].tolist())
+    assert early["delta_low"].tolist() == pytest.approx(mine["delta_low"].tolist())

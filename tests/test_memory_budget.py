@@ -140,3 +140,101 @@ def test_pairs_are_paired_over_sequences_and_signed_by_the_better_method():
     assert (row["better"], row["worse"]) == (mb.QUANTIZED, mb.REMOVED)
     # a constant paired shift has no spread over resamples: the interval is the point
     assert row["log-perplexity gap"] == pytest.approx(0.02) and row["gap low"] == pytest.approx(0.02)
+
+
+def test_every_configuration_a_fast_pass_stands_in_for_is_checked_and_one_of_heavy_hitters(model):
+    # the course used to check one configuration per method (issue 67): every cheap one now
+    layout = Layout(chapter_tokens=48, repeat_tokens=8, passage_start=2)
+    importance = {"self": torch.rand(4, 6, generator=torch.Generator().manual_seed(0))}
+    scores = pd.DataFrame(
+        [{"layer": i, "group": g, "beyond window": float(i + g)} for i in range(4) for g in range(3)]
+    )
+    plan = mb.Plan(
+        budgets=(0.9, 0.5, 0.25), evict_budgets=(0.5, 0.25), combo_budgets=(0.5,), sinks=2, window=6, band_orders=2
+    )
+    configs = mb.plan(model, importance, scores, layout, plan)
+    checked = mb.checked(configs, 0.5)
+    cheap = [c for c in configs if c.method not in (mb.RANDOM, mb.EVICTED)]
+    assert [c for c in checked if c.method != mb.EVICTED] == cheap
+    assert [(c.method, c.target) for c in checked if c.method == mb.EVICTED] == [(mb.EVICTED, 0.5)]
+    assert {mb.UNPRUNED, mb.REMOVED, mb.WINDOWED, mb.QUANTIZED, mb.COMBINED} <= {c.method for c in checked}
+
+
+def _checks(**gaps) -> pd.DataFrame:
+    """A check table: per method, its 16-bit and float32 largest sequence gaps."""
+    rows = []
+    for method, (g16, g32) in gaps.items():
+        name = {"unpruned": mb.UNPRUNED, "removed": mb.REMOVED, "quantized": mb.QUANTIZED}[method]
+        rows.append(
+            {
+                "method": name,
+                "setting": method,
+                "bytes, measured": 10,
+                "bytes, predicted": 10,
+                "largest sequence gap, 16-bit": g16,
+                "largest sequence gap, float32": g32,
+            }
+        )
+    rows.append({"method": mb.EVICTED, "setting": "hh", "bytes, measured": 5, "bytes, predicted": 5})
+    return pd.DataFrame(rows)
+
+
+def test_the_tolerance_is_the_16_bit_caches_rounding_and_each_fast_pass_is_held_to_it():
+    # the tolerance is the largest 16-bit gap of the caches that hold 16-bit values: the
+    # quantized cache's own 16-bit gap (codes flipping) does not widen it
+    checks = _checks(unpruned=(0.004, 1e-7), removed=(0.009, 1e-7), quantized=(0.05, 0.006))
+    assert mb.fast_pass_tolerance(checks) == pytest.approx(0.009)
+    assert mb.assert_fast_passes(checks) == pytest.approx(0.009)
+    # a fast pass off by more than rounding, in float32, stops the chapter and is named
+    off = _checks(unpruned=(0.004, 1e-7), removed=(0.005, 1e-7), quantized=(0.05, 0.006))
+    with pytest.raises(ValueError, match="quantized 6.00e-03"):
+        mb.assert_fast_passes(off)
+    wrong = checks.copy()
+    wrong.loc[wrong["method"] == mb.EVICTED, "bytes, measured"] = 6
+    with pytest.raises(ValueError, match=r"bytes \['hh'\]"):
+        mb.assert_fast_passes(wrong)
+    with pytest.raises(ValueError, match="no plain cache"):
+        mb.fast_pass_tolerance(checks[checks["method"] != mb.UNPRUNED])
+
+
+def test_a_best_is_named_only_where_its_gap_exceeds_the_tolerance_and_its_interval_excludes_zero():
+    points = pd.DataFrame(
+        [
+            {"method": mb.QUANTIZED, "setting": "q", "bytes share": 0.5, "perplexity": 10.0},
+            {"method": mb.REMOVED, "setting": "r", "bytes share": 0.5, "perplexity": 10.1},
+            {"method": mb.WINDOWED, "setting": "w", "bytes share": 0.25, "perplexity": 11.0},
+            {"method": mb.EVICTED, "setting": "e", "bytes share": 0.25, "perplexity": 13.0},
+        ]
+    )
+    pairs = pd.DataFrame(
+        [
+            {
+                "budget": 0.5,
+                "better": mb.QUANTIZED,
+                "worse": mb.REMOVED,
+                "log-perplexity gap": 0.01,
+                "gap low": 0.004,
+                "gap high": 0.02,
+            },
+            {
+                "budget": 0.25,
+                "better": mb.WINDOWED,
+                "worse": mb.EVICTED,
+                "log-perplexity gap": 0.17,
+                "gap low": -0.01,
+                "gap high": 0.3,
+            },
+            {
+                "budget": 0.9,
+                "better": mb.QUANTIZED,
+                "worse": mb.REMOVED,
+                "log-perplexity gap": 0.05,
+                "gap low": 0.03,
+                "gap high": 0.07,
+            },
+        ]
+    )
+    table = mb.budget_table(points, pairs, budgets=[0.9, 0.5, 0.25], tolerance=0.015).set_index("budget")
+    assert not table.loc[0.5, "clear"]  # above 0, but within the tolerance
+    assert not table.loc[0.25, "clear"]  # beyond the tolerance, but its interval holds 0
+    assert table.loc[0.9, "clear"] and table.loc[0.9, "tolerance"] == 0.015

@@ -243,7 +243,11 @@ def _layer_summary(chosen: list[dict], likelihood: bool = False) -> dict[str, di
 def _protocol_rows(per_item: list[dict], protocol: str) -> list[dict]:
     same = re.fullmatch(r"chosen and reported on (\w+)", protocol)
     if same:
-        return list(_best_per_layer([r for r in per_item if r["set"] == same[1]]).values())
+        best = _best_per_layer([r for r in per_item if r["set"] == same[1]])
+        again = {(r["kind"], r["layer"], _kept(r)): r for r in per_item if r["set"] == f"{same[1]} again"}
+        if not again:  # no second report of the chosen heads (no looks): the choosing rows are reported
+            return list(best.values())
+        return [again[(kind, layer, _kept(r))] for (kind, layer), r in best.items()]
     chosen_on, reported_on = re.fullmatch(r"chosen on (\w+), reported on (\w+)", protocol).groups()
     chosen = _best_per_layer([r for r in per_item if r["set"] == chosen_on])
     reported = {(r["kind"], r["layer"], _kept(r)): r for r in per_item if r["set"] == reported_on}
@@ -270,6 +274,22 @@ def test_chapter_04_counts_add_up(table, measure):
                 source,
                 protocol,
             )
+            layers = [r for r in chosen if r["kind"] == row["kind"]]
+            assert row["examples_to_decide"] == _to_decide(layers, row["margin"]), (source, protocol, row["kind"])
+
+
+def _to_decide(rows: list[dict], margin: float) -> int:
+    """The most examples any layer that neither test places would need, its half-width shrinking
+    as 1 / sqrt(n) to the larger of its distances to 0 and to the margin."""
+    need = 0
+    for r in rows:
+        low, high, d = r["delta_low"], r["delta_high"], r["delta"]
+        placed = high < -margin or low > margin or (-margin < low and high < margin)
+        if placed or r["significant"]:
+            continue
+        room = max(abs(d), margin - abs(d))
+        need = max(need, math.ceil(r["examples"] * ((high - low) / 2 / room) ** 2))
+    return need
 
 
 def test_chapter_04_paper_rows_are_counted_from_the_papers_tables(table):
@@ -703,8 +723,9 @@ def _recomputed(table, seeds: list[int], likelihood: bool = False) -> dict[str, 
     no_bleu = any(r["base"] == 0 for r in reported)  # the smoke stand-in's BLEU can be 0: no share to lose
     for r in [] if no_bleu else reported:
         if r["kind"] == "enc_dec":
+            z = NormalDist().inv_cdf(1 - alpha / 2) if r.get("look") not in (None, "") else z_alpha  # a look: alpha/2
             enc_dec[r["layer"]].append(
-                (r["delta"] / r["base"], (r["delta_high"] - r["delta_low"]) / (2 * z_alpha) / r["base"])
+                (r["delta"] / r["base"], (r["delta_high"] - r["delta_low"]) / (2 * z) / r["base"])
             )
     layers = {layer: _pooled([v for v, _ in vs], [e for _, e in vs]) for layer, vs in enc_dec.items()}
     last_layer = []
@@ -720,7 +741,8 @@ def _recomputed(table, seeds: list[int], likelihood: bool = False) -> dict[str, 
             math.atanh(_pearson([p["delta_in"] for p in rows], [p["delta_out"] for p in rows])[0])
             for rows in _per_seed_rows(table(name), seeds).values()
         ]
-        r05 += [(math.tanh(sum(zs) / len(zs)), 2), None, None]  # the interval: the rule's bootstrap
+        r = math.tanh(sum(zs) / len(zs))
+        r05 += [] if math.isnan(r) else [(r, 2), None, None]  # undefined: said in words; the interval: the rule's
 
     # chapter 06: the shares from the curves, their errors from the chapter's bootstrap
     tolerance = (
@@ -831,6 +853,8 @@ def _recomputed(table, seeds: list[int], likelihood: bool = False) -> dict[str, 
         if not models:
             return None
         (model,) = models
+        if any((model, s) not in appendix for s in seeds):
+            return None
         found = []
         for s in seeds:
             steps = appendix[(model, s)]
@@ -1314,13 +1338,25 @@ def test_chapter_14_real_caches_hold_the_predicted_bytes(table):
     assert {"unpruned", "KV groups removed", "windowed heads", "quantized", "evicted (heavy hitters)"} <= {
         c["method"] for c in checks
     }
+    # every configuration a fast pass stands in for is checked (all but the random orders and heavy hitters)
+    points = table("14_points")
+    cheap = {
+        (p["method"], p["setting"])
+        for p in points
+        if p["method"] not in ("KV groups removed at random", "evicted (heavy hitters)")
+    }
+    assert cheap <= {(c["method"], c["setting"]) for c in checks}
+    assert all(c["sequences"] >= min(4, _param("14_memory_budget", "sequences")) for c in checks)
+    # the tolerance: the largest 16-bit gap of the caches that hold 16-bit values, recomputed here
+    rounding = [c for c in checks if c["method"] not in (*QUANTIZING, "evicted (heavy hitters)")]
+    tolerance = max(c["largest sequence gap, 16-bit"] for c in rounding)
     for c in checks:
         assert c["bytes, measured"] == c["bytes, predicted"], c
-        # in float32 the fast pass the chapter scores with gives the real cache's perplexity (to 1%: a quantized
-        # cache's codes can flip where a key's last bit differs); a cache that does not quantize, to the bit nearly
-        assert abs(c["perplexity, fast pass"] / c["perplexity, real cache"] - 1) <= 0.01, c
-        if c["method"] not in QUANTIZING:  # by method: the unpruned "16-bit cache" is held to 1e-3 too
-            assert c["largest log-prob gap, scored tokens"] <= 1e-3, c
+        if c["method"] != "evicted (heavy hitters)":  # in float32, each fast pass within the rounding of 16 bits
+            assert c["largest sequence gap, float32"] <= tolerance, c
+    for b in table("14_budgets"):  # a best is named only beyond the tolerance, its interval above 0
+        assert b["tolerance"] == pytest.approx(tolerance, **CLOSE)
+        assert b["clear"] == (b["log-perplexity gap"] > tolerance and b["gap low"] > 0), b
     plain = next(c for c in checks if c["method"] == "unpruned")
     # the unpruned 16-bit cache: keys and values of every KV head, every position, 2 bytes each
     points = {p["method"]: p for p in table("14_points")}

@@ -27,7 +27,17 @@ from .building import (
     prepare_shipped_lm,
     stale_folders,
 )
-from .loading import first_seed, load_classifier, load_data, load_translation, over_seeds, records, subset, sweeps_dir
+from .loading import (
+    first_seed,
+    load_classifier,
+    load_data,
+    load_translation,
+    over_seeds,
+    records,
+    subset,
+    subset_positions,
+    sweeps_dir,
+)
 from .specs import model_dir, model_specs, models_key, resolve, seed_runs, seeded_name, training_seeds
 
 __all__ = [
@@ -46,6 +56,7 @@ __all__ = [
     "over_seeds",
     "records",
     "subset",
+    "subset_positions",
     "sweeps_dir",
     "model_dir",
     "model_specs",

@@ -11,7 +11,7 @@ from ...base.devices import default_device
 from ...heads import ledger
 from ...zoo import model_cache
 from ...zoo.locations import sweeps_scope
-from ...zoo.model_cache import subset  # noqa: F401 (chapters draw their examples with course.subset)
+from ...zoo.model_cache import subset, subset_positions  # noqa: F401 (chapters draw their examples with course.subset)
 from ..profiles.profile import Profile
 from .building import build_one, ensure_built
 from .specs import model_dir, model_specs, resolve, seed_runs

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+import numpy as np
 import pandas as pd
 
 from ...heads.significance import EQUIVALENCE_CLASSES, equivalence_class
@@ -65,3 +66,20 @@ def placement(effects: pd.DataFrame, delta: float) -> dict[str, int]:
     counts = found.value_counts()
     unplaced = (found == "undetermined") & ~effects["significant"].astype(bool)
     return {**{name: int(counts.get(name, 0)) for name in EQUIVALENCE_CLASSES}, "unplaced": int(unplaced.sum())}
+
+
+def examples_to_decide(effects: pd.DataFrame, delta: float) -> int:
+    """The examples that would place every row ``placement`` leaves unplaced, were its change to
+    stay where it is and its interval to narrow as 1 / sqrt(examples): a row resting on ``n``
+    examples with half-width ``w`` at change ``d`` is placed once the half-width is below the
+    larger of ``|d|`` (significant) and ``delta - |d|`` (within ±delta), so it needs about
+    ``n (w / that)^2``. The most any unplaced row needs (0 where none is unplaced; rows need
+    ``examples``); a change of exactly 0 on the margin's edge needs ``n (w / delta)^2``."""
+    found = classes(effects, delta)
+    open_ = effects[(found == "undetermined").to_numpy() & ~effects["significant"].astype(bool).to_numpy()]
+    if open_.empty:
+        return 0
+    half = (open_["delta_high"] - open_["delta_low"]).to_numpy(float) / 2
+    size = open_["delta"].abs().to_numpy(float)
+    room = np.maximum(size, delta - size)
+    return int(np.ceil((open_["examples"].to_numpy(float) * (half / room) ** 2).max()))

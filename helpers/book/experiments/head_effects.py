@@ -303,28 +303,29 @@ def translation_effects(
     max_len_b: int = translation_model.MAX_LEN_B,
     configs_per_pass: int = TRANSLATION_CONFIGS_PER_PASS,
     positions: Sequence[int] | None = None,
+    looks: Looks | None = None,
+    first_look: Sequence[int] | None = None,
 ) -> pd.DataFrame:
     """Tokenised BLEU of a translation model under each configuration (beam search, stopping at
     source length + ``max_len_b`` tokens; up to ``configs_per_pass`` configurations per search,
     with the same results); ``cache_dir`` as in ``classifier_effects`` (hypotheses per
     configuration, stored as each pass finishes); ``positions``: BLEU of the pairs at these
-    positions only, their hypotheses read from the search over all of ``pairs``."""
+    positions only, their hypotheses read from the search over all of ``pairs``; ``looks``: two
+    looks at ``pairs`` (``two_look_rows``; the first at the positions ``first_look`` when given):
+    a configuration is decoded on the rest of them only when the first look leaves it undetermined
+    against ``looks``' BLEU margin."""
+    _one_of(looks, positions)
     refs = [p.ref for p in pairs]
     sources = [p.src for p in pairs]
     options = {"beam": beam, "lenpen": 1.0, "batch_size": batch_size}
     if max_len_b != translation_model.MAX_LEN_B:  # the default keeps the cache keys of earlier sweeps
         options["max_len_b"] = max_len_b
-    base, outs = translation_sweep(
-        model,
-        sources,
-        configs,
-        beam=beam,
-        batch_size=batch_size,
-        progress=progress,
-        cache=_cache(cache_dir, sources, options),
-        max_len_b=max_len_b,
-        configs_per_pass=configs_per_pass,
-    )
+    search = dict(beam=beam, batch_size=batch_size, progress=progress, max_len_b=max_len_b)
+    search.update(configs_per_pass=configs_per_pass)
+    if looks is not None:
+        cache_of = lambda part: _cache(cache_dir, part, options)  # one look's sources
+        return _bleu_looks(model, pairs, configs, looks, bootstrap, cache_of, search, first_look)
+    base, outs = translation_sweep(model, sources, configs, cache=_cache(cache_dir, sources, options), **search)
     at = range(len(pairs)) if positions is None else positions
     pick = lambda items: [items[i] for i in at]
     return effect_rows(
@@ -334,6 +335,36 @@ def translation_effects(
         bleu_from_stats,
         bootstrap,
     )
+
+
+def _bleu_looks(
+    model,
+    pairs: Sequence,
+    configs: Sequence[Config],
+    looks: Looks,
+    bootstrap: Bootstrap,
+    cache_of: Callable[[list[str]], SweepCache],
+    search: dict,
+    first: Sequence[int] | None = None,
+) -> pd.DataFrame:
+    """``translation_effects`` in two looks: each look's sources decoded as one sweep (its own
+    cache entry), BLEU's sentence statistics summed over the examples a row rests on."""
+    refs = [p.ref for p in pairs]
+
+    def outputs(at: np.ndarray, wanted: list) -> dict:
+        sources = [pairs[i].src for i in at]
+        masked = [c for c in wanted if c != UNMASKED]
+        base, outs = translation_sweep(model, sources, masked, cache=cache_of(sources), **search)
+        found = {c: np.array(outs[c], dtype=object) for c in masked}
+        return {**found, UNMASKED: np.array(base, dtype=object)}
+
+    bleu = Measure(
+        lambda hyps, at: bleu_stats(list(hyps), [refs[i] for i in at]),
+        bleu_from_stats,
+        looks.margin("translation", "metric"),
+    )
+    (table,) = two_look_rows(len(pairs), list(configs), outputs, [bleu], bootstrap, looks.first_share, first)
+    return table
 
 
 def translation_likelihood_effects(
@@ -678,9 +709,11 @@ def two_look_rows(
     measures: Sequence[Measure],
     bootstrap: Bootstrap,
     first_share: float = 0.5,
+    first: Sequence[int] | None = None,
 ) -> list[pd.DataFrame]:
     """``effect_rows`` of every measure, each head evaluated in two looks (``sequential``): all of
-    ``configs`` on ``first_share`` of the ``n`` examples (drawn with the bootstrap's seed), then those
+    ``configs`` on ``first_share`` of the ``n`` examples (drawn with the bootstrap's seed; or at the
+    sorted positions ``first``, given: a subset already swept, read from its cache), then those
     not yet placed against every measure's margin on all of them, each look testing at alpha / 2.
     ``outputs(positions, configs)``: ``{config: [len(positions), ...] per-example outputs}`` for
     those example positions, ``UNMASKED`` included. Returns one table per measure, in
@@ -689,7 +722,11 @@ def two_look_rows(
     compares rows of different looks on it); a row
     of look 1 has the unmasked model's score on all the examples as its ``base`` and its change
     added to it as its ``score``. Each look's bootstrap needs its ``min_units`` examples."""
-    first, rest = look_split(n, first_share, bootstrap.seed)
+    if first is None:
+        first, rest = look_split(n, first_share, bootstrap.seed)
+    else:
+        first = np.asarray(first, dtype=int)
+        rest = np.setdiff1d(np.arange(n), first)
     level = bootstrap.at(look_alpha(bootstrap.alpha))
     early = outputs(first, [UNMASKED, *configs])
     looked = [

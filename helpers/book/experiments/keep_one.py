@@ -23,6 +23,7 @@ from . import equivalence
 from .head_effects import best_per_layer, configs_of, held_out, kept_head, layer_table, resolution, sample_columns
 from .sweeps import HeadSweeps, Run
 
+AGAIN = "{} again"  # a set's rows of the chosen heads, reported in two looks over the whole set
 SAME_SET = "chosen and reported on {}"  # Tables 2 and 3: a protocol's name in the counts
 OTHER_SET = "chosen on {}, reported on {}"  # Tables 5 and 6
 
@@ -73,10 +74,21 @@ def translation_run(
     run: Run, chosen_on: Sequence, reported_on: Sequence, names: tuple[str, str], measure: str = "metric"
 ) -> pd.DataFrame:
     """Every all-but-one configuration on ``chosen_on``, then the best one per layer on
-    ``reported_on``; stacked with ``set`` from ``names`` (chosen, reported)."""
+    ``reported_on``; stacked with ``set`` from ``names`` (chosen, reported).
+
+    BLEU with looks (``HeadSweeps.looks``): the heads are chosen on the decoded subset of
+    ``chosen_on`` in one look, and the chosen ones are reported in two looks over the whole of each
+    set (``HeadSweeps.bleu_in_looks``): on ``chosen_on`` too, as rows of set ``AGAIN`` (its name),
+    which ``tables`` reports for the same-set protocol. A layer the subset's 1-BLEU resolution
+    leaves undecided is decoded on every pair of the split before it is called either way."""
     chosen = run.effects(chosen_on, "all_but_one", measure)
-    reported = run.effects(reported_on, configs_of(best_per_layer(chosen)), measure)
-    return pd.concat([chosen.assign(set=names[0]), reported.assign(set=names[1])])
+    picked = configs_of(best_per_layer(chosen))
+    if measure != "metric" or run.sweeps.looks is None or not run.sweeps.is_translation(run.name):
+        reported = run.effects(reported_on, picked, measure)
+        return pd.concat([chosen.assign(set=names[0]), reported.assign(set=names[1])])
+    again = run.sweeps.bleu_in_looks(run, chosen_on, picked).assign(set=AGAIN.format(names[0]))
+    reported = run.sweeps.bleu_in_looks(run, reported_on, picked).assign(set=names[1])
+    return pd.concat([chosen.assign(set=names[0]), reported, again])
 
 
 def classifier_run(
@@ -100,8 +112,11 @@ def tables(
     Tables 3 and 6 with ``same`` = ``reported``."""
     out = {}
     for seed, part in effects.groupby("training_seed"):
-        rows = {name: part[part["set"] == name] for name in (same, chosen, reported)}
-        out[int(seed)] = (best_per_layer(rows[same]), held_out(best_per_layer(rows[chosen]), rows[reported]))
+        rows = {name: part[part["set"] == name] for name in (same, chosen, reported, AGAIN.format(same))}
+        same_table = best_per_layer(rows[same])
+        if len(rows[AGAIN.format(same)]):  # the chosen heads reported again, in two looks
+            same_table = held_out(same_table, rows[AGAIN.format(same)])
+        out[int(seed)] = (same_table, held_out(best_per_layer(rows[chosen]), rows[reported]))
     return out
 
 
@@ -177,9 +192,17 @@ class Protocols:
     def translation_line(self, effects: pd.DataFrame, sets: TranslationSets) -> str:
         """The translation model's unmasked BLEU per training run on both splits, and what it rests on."""
         decoded = len(self.sweeps.decoded(sets.chosen_on))
+        again = effects[effects["set"] == AGAIN.format(self.translation_split)]
+        shown = [self.translation_split, self.heldout_split] if again.empty else [self.heldout_split]
+        looked = (
+            f"; the chosen heads reported in two looks over all {len(sets.chosen_on)} and {len(sets.heldout)} "
+            f"pairs of the splits, BLEU unmasked there by training seed {unmasked(effects, shown, 2)}"
+            if len(again)
+            else f"; BLEU unmasked by training seed {unmasked(effects, shown, 2)}"
+        )
         return (
-            f"{self.translation}: {decoded} sentences decoded from each split, beam {self.sweeps.beam}; "
-            f"BLEU unmasked by training seed {unmasked(effects, [self.translation_split, self.heldout_split], 2)}"
+            f"{self.translation}: heads chosen on {decoded} sentences decoded from {self.translation_split}, beam "
+            f"{self.sweeps.beam}" + looked
         )
 
     def first_run_tables(self, effects: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -290,6 +313,8 @@ def summary(
                 margin=delta,
                 **{name: placed[name] for name in ("harmful", "negligible", "helpful", "undetermined", "unplaced")},
             )
+            if "examples" in part:  # measured here: the examples that would place the unplaced layers
+                out[-1].update(examples_to_decide=equivalence.examples_to_decide(part, delta))
     return out
 
 

@@ -29,6 +29,7 @@ from ...heads.grouped_query import kv_group_heads, kv_group_order
 from ...heads.kv_budget import (
     SCORE_BYTES,
     CacheSpec,
+    bytes_after,
     entries_after,
     fast_run,
     head_dim_of,
@@ -50,7 +51,6 @@ COMBINED = "KV groups removed + 4-bit"
 METHODS = (REMOVED, WINDOWED, QUANTIZED, EVICTED, COMBINED)  # compared at each budget (the band is not a method)
 QUANTIZING = (QUANTIZED, COMBINED)  # the methods whose cache holds codes, not 16-bit values
 FIT = 0.001  # a configuration fits a budget when its share of the bytes exceeds it by at most 0.1 point
-CHECK_TOLERANCE = 0.01  # in float32, a fast pass's perplexity within 1% of its real cache's (see check_table)
 STATS = ["nll", "tokens", "copied", "copy tokens", "copy nll"]
 
 
@@ -285,58 +285,105 @@ def first_read_accuracy(model: nn.Module, ids: torch.Tensor, layout: Layout, bat
 
 
 def checked(configs: Sequence[Config], budget: float) -> list[Config]:
-    """The configurations ``check_table`` reads one position at a time: every quantized cache
-    (each bit width is its own backend or grouping), and of each other method the one sized to
-    ``budget`` (or its first). The tests check every kind on a tiny model."""
-    out = []
-    for method in (UNPRUNED, REMOVED, WINDOWED, QUANTIZED, EVICTED, COMBINED):
-        mine = [c for c in configs if c.method == method]
-        out += mine if method in (UNPRUNED, QUANTIZED) else ([c for c in mine if c.target == budget] or mine)[:1]
-    return out
+    """The configurations ``check_table`` reads one position at a time: every one whose fast pass
+    stands in for its real cache (each method at each budget, each bit width), and one of heavy
+    hitters (the one sized to ``budget``, or the first), whose scores come from the real cache
+    itself: only its bytes need checking. The random orders are removals like importance's."""
+    out = [c for c in configs if c.method not in (RANDOM, EVICTED)]
+    evicted = [c for c in configs if c.method == EVICTED]
+    return out + ([c for c in evicted if c.target == budget] or evicted)[:1]
+
+
+def _scored_log_probs(model: nn.Module, hidden: torch.Tensor, ids: torch.Tensor, layout: Layout) -> torch.Tensor:
+    """``[sequences, scored tokens]`` log-probabilities (float32) of the scored tokens, from the
+    last hidden states of the positions after the prompt."""
+    targets = torch.cat([layout.perplexity_targets(), layout.copy_targets()])
+    head = model.get_output_embeddings()
+    logits = head(hidden[:, targets - 1 - layout.prompt]).float()
+    return logits.log_softmax(-1).gather(-1, ids[:, targets].unsqueeze(-1)).squeeze(-1)
+
+
+def _chapter_gap(real: torch.Tensor, fast: torch.Tensor) -> float:
+    """The largest gap between two ways' mean log-probability of one sequence's scored tokens
+    (nats per token: log-perplexity)."""
+    return float((real.mean(1) - fast.mean(1)).abs().max())
 
 
 @torch.no_grad()
 def check_table(model: nn.Module, configs: Sequence[Config], ids: torch.Tensor, layout: Layout) -> pd.DataFrame:
     """On ``ids`` (a few sequences), per configuration of ``configs``: the bytes its real cache
     held at most while the sequences were read one position at a time, in the model's dtype
-    (measured), and the arithmetic's (predicted); then, on a float32 copy, the perplexity of the
-    scored tokens from that real run and from the fast pass the chapter scores with, and their
-    largest per-token gap. In 16 bits the two round differently (matrix products of other shapes),
-    and a 2-bit cache turns that rounding into other codes: float32 shows whether the fast pass
-    computes what the real cache does. Even there a quantized cache can differ a little (SmolLM2,
-    one chapter: up to 0.5% of perplexity for fp8, against 1e-5 nats a token for the caches that do
-    not quantize): the last bit of a key, computed in a matrix product of another shape, can cross a
-    code's boundary. Heavy hitters are scored with the real cache itself."""
+    (measured), and the arithmetic's (predicted); then the fast pass the chapter scores with
+    against that real cache, per sequence, as the gap in log-perplexity: in the model's dtype,
+    where the two ways round differently (matrix products of other shapes), and in float32, where
+    a fast pass computes what its cache does up to float32's rounding, or, for a quantized cache,
+    up to a code whose boundary a key's last bit crosses. ``fast_pass_tolerance`` reads the
+    plain cache's 16-bit gap; ``assert_fast_passes`` holds the float32 gaps to it. Heavy hitters
+    are scored with the real cache itself: their gaps are 0 by construction, not measured."""
     rows = []
-    targets = torch.cat([layout.perplexity_targets(), layout.copy_targets()])
-    gold = ids[:, targets].unsqueeze(-1)
     for c in configs:
         pruned = pruned_copy(model, c.removed) if c.removed else model
-        _, measured = real_run(pruned, ids, layout.prompt, c.spec)
-        exact = copy.deepcopy(pruned).float()
-        real = real_run(exact, ids, layout.prompt, c.spec)[0]
-        fast = real if c.spec.kind == "evict" else fast_run(exact, ids, prompt_pass(exact, ids, layout.prompt), c.spec)
-        head = exact.get_output_embeddings()
-        logp = [
-            head(h[:, targets - 1 - layout.prompt]).float().log_softmax(-1).gather(-1, gold).squeeze(-1)
-            for h in (real, fast)
-        ]  # [sequences, scored tokens] each
-        rows.append(
-            {
-                "method": c.method,
-                "setting": c.setting,
-                "sequences": len(ids),
-                "positions": layout.total,
-                "bytes, measured": measured,
-                "bytes, predicted": predicted_peak_bytes(pruned, c.spec, layout.prompt, layout.total, len(ids)),
-                "perplexity, real cache": math.exp(-float(logp[0].mean())),
-                "perplexity, fast pass": math.exp(-float(logp[1].mean())),
-                "largest log-prob gap, scored tokens": float((logp[0] - logp[1]).abs().max()),
-                "fast pass": fast_kind(c.spec),
-            }
-        )
-        del exact
+        real16, measured = real_run(pruned, ids, layout.prompt, c.spec)
+        row = {
+            "method": c.method,
+            "setting": c.setting,
+            "sequences": len(ids),
+            "positions": layout.total,
+            "bytes, measured": measured,
+            "bytes, predicted": predicted_peak_bytes(pruned, c.spec, layout.prompt, layout.total, len(ids)),
+            "fast pass": fast_kind(c.spec),
+        }
+        if c.spec.kind != "evict":
+            fast16 = fast_run(pruned, ids, prompt_pass(pruned, ids, layout.prompt), c.spec)
+            exact = copy.deepcopy(pruned).float()
+            real, fast = (
+                real_run(exact, ids, layout.prompt, c.spec)[0],
+                fast_run(exact, ids, prompt_pass(exact, ids, layout.prompt), c.spec),
+            )
+            logp = [_scored_log_probs(exact, h, ids, layout) for h in (real, fast)]
+            logp16 = [_scored_log_probs(pruned, h, ids, layout) for h in (real16, fast16)]
+            row.update(
+                {
+                    "perplexity, real cache": math.exp(-float(logp[0].mean())),
+                    "perplexity, fast pass": math.exp(-float(logp[1].mean())),
+                    "largest sequence gap, float32": _chapter_gap(*logp),
+                    "largest sequence gap, 16-bit": _chapter_gap(*logp16),
+                    "largest log-prob gap, scored tokens": float((logp[0] - logp[1]).abs().max()),
+                }
+            )
+            del exact
+        rows.append(row)
     return pd.DataFrame(rows)
+
+
+def fast_pass_tolerance(checks: pd.DataFrame) -> float:
+    """What 16-bit rounding alone moves a sequence's log-perplexity by: the largest gap between a
+    real cache and its fast pass in the model's dtype (``check_table``) over the caches that hold
+    16-bit values (the plain, removed and windowed ones: their float32 gaps show that the two ways
+    compute the same thing, so their 16-bit gaps are rounding). Every number of the chapter is
+    computed in that dtype, so a fast pass off by less, in float32, changes nothing the chapter
+    could resolve; a gap between two methods smaller than this is not called a difference
+    (``budget_table``)."""
+    rounding = checks[~checks["method"].isin((*QUANTIZING, EVICTED))]
+    if not (rounding["method"] == UNPRUNED).any():
+        raise ValueError("the checks hold no plain cache (method 'unpruned'): check it to derive the tolerance")
+    return float(rounding["largest sequence gap, 16-bit"].max())
+
+
+def assert_fast_passes(checks: pd.DataFrame) -> float:
+    """The tolerance (``fast_pass_tolerance``), after asserting that every real cache held the
+    bytes the arithmetic predicts and that every fast pass, in float32, is within the tolerance
+    of its real cache on every checked sequence; a ValueError names each that is not."""
+    tolerance = fast_pass_tolerance(checks)
+    wrong_bytes = checks[checks["bytes, measured"] != checks["bytes, predicted"]]
+    off = checks[checks["largest sequence gap, float32"] > tolerance]
+    if len(wrong_bytes) or len(off):
+        raise ValueError(
+            f"fast passes or byte counts disagree with the real caches: bytes {list(wrong_bytes['setting'])}; "
+            f"log-perplexity gaps above {tolerance:.2e} nats: "
+            + ", ".join(f"{r['setting']} {r['largest sequence gap, float32']:.2e}" for r in off.to_dict("records"))
+        )
+    return tolerance
 
 
 def fast_kind(spec: CacheSpec) -> str:
@@ -355,6 +402,14 @@ def bytes_share(model: nn.Module, c: Config, layout: Layout) -> tuple[int, float
     peak = predicted_peak_bytes(model, c.spec, layout.prompt, layout.total, 1, entries=entries_after(model, c.removed))
     base = predicted_peak_bytes(model, CacheSpec(), layout.prompt, layout.total, 1)
     return peak // layout.total if peak % layout.total == 0 else peak / layout.total, peak / base
+
+
+def prompt_share(model: nn.Module, c: Config, layout: Layout) -> float:
+    """The bytes every configuration holds while it reads the prompt in one pass (its model's own
+    KV heads, every position of the prompt, 16 bits: windows, codes and evictions apply from the
+    first position after it), as a share of the unpruned 16-bit cache's most."""
+    plain = bytes_after(model, CacheSpec(), layout.prompt, layout.prompt, 1, entries=entries_after(model, c.removed))
+    return plain / predicted_peak_bytes(model, CacheSpec(), layout.prompt, layout.total, 1)
 
 
 def _ratio_interval(stats: np.ndarray, base: np.ndarray, indices: np.ndarray, column: int, count: int) -> np.ndarray:
@@ -395,6 +450,7 @@ def point_table(
                 "budget": c.target,
                 "bytes per token": per_token,
                 "bytes share": share,
+                "prompt bytes share": prompt_share(model, c, layout),
                 "perplexity": math.exp(s[:, 0].sum() / s[:, 1].sum()),
                 "perplexity ratio": math.exp(s[:, 0].sum() / s[:, 1].sum() - base[:, 0].sum() / base[:, 1].sum()),
                 "ratio low": np.percentile(ratio, lo),
@@ -467,9 +523,13 @@ def pair_table(
     return pd.DataFrame(out)
 
 
-def budget_table(points: pd.DataFrame, pairs: pd.DataFrame, budgets: Sequence[float]) -> pd.DataFrame:
-    """Per budget: the best method (lowest perplexity within it), the runner-up, and the gap
-    between them with its interval."""
+def budget_table(
+    points: pd.DataFrame, pairs: pd.DataFrame, budgets: Sequence[float], tolerance: float
+) -> pd.DataFrame:
+    """Per budget: the method with the lowest perplexity within it, the runner-up, and the gap
+    between them (log-perplexity, nats per token) with its interval; ``clear`` where the gap is
+    above ``tolerance`` (what the fast passes may be off by: ``fast_pass_tolerance``) and its
+    interval above 0: only then is the first named the best."""
     out = []
     for budget in budgets:
         fit = fitting(points, budget).sort_values("perplexity")
@@ -492,6 +552,8 @@ def budget_table(points: pd.DataFrame, pairs: pd.DataFrame, budgets: Sequence[fl
                 "log-perplexity gap": pair["log-perplexity gap"],
                 "gap low": pair["gap low"],
                 "gap high": pair["gap high"],
+                "tolerance": tolerance,
+                "clear": bool(pair["log-perplexity gap"] > tolerance and pair["gap low"] > 0),
                 "methods within budget": len(fit),
             }
         )

@@ -115,6 +115,31 @@ class HeadSweeps:
         (helpers/heads/removal.py) instead of zeroing them; ``positions``: as ``Run.effects``'s."""
         return self.over_runs(name, lambda run: run.effects(examples, configs, measure, removal, positions))
 
+    def bleu_in_looks(self, run: Run, pairs: Sequence, configs: Sequence[Config]) -> pd.DataFrame:
+        """BLEU effects of ``configs`` in two looks over all of ``pairs`` (not only the
+        ``decoded_examples`` of them): every configuration on the pairs ``decoded`` draws (the
+        sweeps' own subset, so its decodes come from the cache; ``looks.first_share`` of them when
+        every pair is decoded), those it leaves undetermined against the BLEU margin on all of
+        them, each look at alpha / 2 (``head_effects.two_look_rows``). For the few configurations a
+        chapter reports, where one look on the decoded subset cannot place them; the ValueError
+        says when ``looks`` is None."""
+        if self.looks is None:
+            raise ValueError("bleu_in_looks needs the sweeps' looks (stop_when_decided): none are set")
+        first = course.subset_positions(len(pairs), self.decoded_examples)
+        first = None if len(first) == len(pairs) else first
+        return translation_effects(
+            run.model,
+            pairs,
+            list(configs),
+            beam=self.beam,
+            max_len_b=self.max_len_b,
+            looks=self.looks,
+            first_look=first,
+            cache_dir=course.sweeps_dir(self.settings, run.run_name),
+            progress=self.progress,
+            bootstrap=self.bootstrap,
+        )
+
     def label_log_probs(self, run: Run, examples: Sequence, configs: Sequence[Config]) -> Callable[[Config], list]:
         """A classifier's every label log-probability ``[N, labels]`` per example of ``examples``
         under ``UNMASKED`` and each of ``configs``: the outputs its effects are scored from, read

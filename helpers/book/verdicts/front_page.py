@@ -230,8 +230,9 @@ def language_model_line(profile: str, results_root: Path | None = None) -> str:
 
 def memory_line(profile: str, results_root: Path | None = None) -> str:
     """Chapter 14 in one sentence, from its tables: at half and at a quarter of the KV-cache
-    bytes, the method that keeps perplexity best and what removing KV groups costs there; "" before
-    it has run."""
+    bytes, the method that keeps perplexity best where the budget table calls it clear (its gap
+    to the runner-up above the fast passes' tolerance, the interval above 0; else that none is),
+    and what removing KV groups costs there; "" before it has run."""
     tables = Results(results_folder(profile, results_root))
     try:
         budgets, points = tables["14_budgets"].set_index("budget"), tables["14_points"]
@@ -250,16 +251,24 @@ def memory_line(profile: str, results_root: Path | None = None) -> str:
             if len(removed) and row["best"] != "KV groups removed"
             else ""
         )
+        lead = (
+            f"the best way to spend them is {row['best']}"
+            if row["clear"]
+            else f"no way is clearly best ({row['best']} and {row['runner-up']} within the interval or the "
+            "tolerance); the lowest is"
+            f" {row['best']}"
+        )
         parts.append(
-            f"at {budget:.0%} of the bytes the best way to spend them is {row['best']} ({row['best setting']}: "
-            f"perplexity x{best['perplexity ratio']:.2f} of the full cache's){cost}"
+            f"at {budget:.0%} of the bytes {lead} ({row['best setting']}: perplexity x{best['perplexity ratio']:.2f} "
+            f"of the full cache's){cost}"
         )
     if not parts:
         return ""
     return (
         "* *Chapter 14, what a byte of KV cache is worth*: "
         + "; ".join(parts)
-        + " (whole chapters read through each cache, every method at equal bytes)."
+        + " (whole chapters read through each cache; each method at its configuration with the most bytes within "
+        "the budget)."
     )
 
 

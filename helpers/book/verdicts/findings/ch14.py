@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ...experiments.memory_budget import (
-    CHECK_TOLERANCE,
     COMBINED,
+    EVICTED,
     QUANTIZED,
     QUANTIZING,
     REMOVED,
@@ -22,20 +22,25 @@ def setting_lines(profile: str) -> list[str]:
     points, checks = read(profile, "14_points"), read(profile, "14_checks")
     base = points[points["method"] == UNPRUNED].iloc[0]
     exact = int((checks["bytes, measured"] == checks["bytes, predicted"]).sum())
-    gap = (checks["perplexity, fast pass"] / checks["perplexity, real cache"] - 1).abs()
-    quantized = checks["method"].isin(QUANTIZING)  # by method: the plain "16-bit cache" holds no codes
-    largest = checks.loc[quantized, "largest log-prob gap, scored tokens"].max()
-    plain = checks.loc[~quantized, "largest log-prob gap, scored tokens"].max()
+    fast = checks[checks["method"] != EVICTED]  # heavy hitters are scored with their real cache
+    quantized = fast["method"].isin(QUANTIZING)  # by method: the plain "16-bit cache" holds no codes
+    tolerance = float(fast.loc[~quantized, "largest sequence gap, 16-bit"].max())  # memory_budget.fast_pass_tolerance
+    gaps = fast["largest sequence gap, float32"]
+    prompt = points["prompt bytes share"]
     return [
         f"**The setting:** {int(base['sequences'])} whole chapters, {int(base['scored tokens']):,} scored tokens; the "
         f"unpruned model's perplexity on them is {base['perplexity']:.2f} and it copies the repeated passage with "
         f"accuracy {base['copying accuracy']:.2f}. Its 16-bit cache holds {base['bytes per token']:,.0f} bytes per "
-        f"token. **Checked against the real caches** ({int(checks['sequences'].iloc[0])} chapter(s) read one position "
-        f"at a time): the bytes measured equal the arithmetic for {exact} of {len(checks)} configurations. In float32 "
-        f"the fast passes' perplexity differs from the real caches' by at most {gap.max():.2%} (the tolerance: "
-        f"{CHECK_TOLERANCE:.0%}); the caches that do not quantize agree to {plain:.0e} nats a token, the quantized "
-        f"ones less closely (up to {largest:.2f} nats on one token), where a key's last bit, computed in a matrix "
-        "product of another shape, crosses a code's boundary."
+        f"token. **Checked against the real caches** ({int(checks['sequences'].iloc[0])} chapters read one position "
+        f"at a time, {len(checks)} configurations): the bytes measured equal the arithmetic for {exact} of "
+        f"{len(checks)}. In 16 bits the two ways of the caches that hold 16-bit values differ by up to "
+        f"{tolerance:.4f} nats a chapter (rounding alone): the tolerance. In float32 every fast pass is within it "
+        "of its real cache: the caches "
+        f"that do not quantize to {gaps[~quantized].max():.0e} nats, the quantized ones to "
+        f"{gaps[quantized].max():.4f} (a key's last bit, computed in a matrix product of another shape, can cross "
+        f"a code's boundary). **While the prompt is read**, in one pass, every configuration holds its own KV "
+        f"heads' 16-bit keys and values for the whole prompt ({prompt.min():.0%} to {prompt.max():.0%} of the "
+        "plain cache's bytes); the bytes axis counts what each cache holds from the next position on."
     ]
 
 
@@ -43,13 +48,17 @@ def budget_lines(profile: str) -> list[str]:
     budgets = read(profile, "14_budgets")
     lines = []
     for row in budgets.to_dict("records"):
-        clear = "clear of zero" if row["gap low"] > 0 else "holding zero"
+        named = (
+            f"best {row['best']}"
+            if row["clear"]
+            else f"no clear best (the gap is within the tolerance of {row['tolerance']:.4f} nats or its interval "
+            f"holds 0): lowest {row['best']}"
+        )
         lines.append(
-            f"**{row['budget']:.0%} of the bytes:** best {row['best']} ({row['best setting']}, "
+            f"**{row['budget']:.0%} of the bytes:** {named} ({row['best setting']}, "
             f"{_pct(row['best share'])} of the bytes, perplexity {row['best perplexity']:.2f}); runner-up "
             f"{row['runner-up']} ({_pct(row['runner-up share'])}, {row['runner-up perplexity']:.2f}); gap "
-            f"{row['log-perplexity gap']:+.3f} nats per token [{row['gap low']:+.3f}, {row['gap high']:+.3f}], "
-            f"{clear}."
+            f"{row['log-perplexity gap']:+.3f} nats per token [{row['gap low']:+.3f}, {row['gap high']:+.3f}]."
         )
     return lines
 

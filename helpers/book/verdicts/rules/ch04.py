@@ -58,6 +58,9 @@ def _layers_down(part: pd.DataFrame, r: Results) -> tuple[int, int, str]:
     column = "undetermined" if r.measure else "unplaced"
     undecided = int(part[column].sum()) if column in part else 0
     beside = f", {undecided} undecided" if undecided else ""
+    if undecided and not r.measure and "examples_to_decide" in part:  # the power reached, and what it would take
+        reached, needed = int(part["examples"].max()), int(part["examples_to_decide"].max())
+        beside += f" on up to {reached:,} examples (about {needed:,} would place each)"
     if not r.measure:
         return significant, undecided, f"{significant}{beside}"
     beyond = int(part["harmful"].sum())
@@ -94,7 +97,11 @@ def _layers(r: Results, held_out: bool = False) -> pd.DataFrame:
     part = _keep_one(r, "translation", held_out=held_out)
     protocol, margin = part["protocol"].iloc[0], float(part["margin"].iloc[0]) if "margin" in part else 0.0
     rows = keep_one.per_layer(r[TRANSLATION], protocol, bool(r.measure), margin)
-    z = NormalDist().inv_cdf(1 - r.params.get("alpha", 0.01))
+    alpha = r.params.get("alpha", 0.01)
+    looked = rows["look"].notna() if "look" in rows else pd.Series(False, index=rows.index)
+    z = looked.map(
+        {True: NormalDist().inv_cdf(1 - alpha / 2), False: NormalDist().inv_cdf(1 - alpha)}
+    )  # a look: alpha/2
     se = (rows["delta_high"] - rows["delta_low"]) / (2 * z)
     scale = rows["base"].where(rows["base"] != 0) if not r.measure else 1.0
     return rows.assign(relative=rows["delta"] / scale, relative_se=se / scale)

@@ -56,10 +56,11 @@ def _r(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def _r_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Pearson r of each row of ``x`` with the same row of ``y`` (0 where a row does not vary)."""
+    """Pearson r of each row of ``x`` with the same row of ``y`` (NaN where a row does not vary:
+    r is undefined there, not 0)."""
     x, y = x - x.mean(1, keepdims=True), y - y.mean(1, keepdims=True)
     scale = np.sqrt((x * x).sum(1) * (y * y).sum(1))
-    return np.divide((x * y).sum(1), scale, out=np.zeros(len(x)), where=scale > 0)
+    return np.divide((x * y).sum(1), scale, out=np.full(len(x), np.nan), where=scale > 0)
 
 
 def cross_domain(r: Results) -> tuple[str, str]:
@@ -69,7 +70,11 @@ def cross_domain(r: Results) -> tuple[str, str]:
     parts, strong = [], []
     for model, heads in _pairs(r).items():
         r_all, draws, _ = pooled_r(heads)
-        low, high = np.quantile(draws, [LEVEL / 2, 1 - LEVEL / 2])
+        if np.isnan(r_all):  # some seed's heads change nothing in or out of domain
+            strong.append(False)
+            parts.append(f"{model} r undefined (no change to correlate)")
+            continue
+        low, high = np.nanquantile(draws, [LEVEL / 2, 1 - LEVEL / 2])
         strong.append(r_all >= STRONG_R and low > 0)
         parts.append(f"{model} r = {r_all:.2f} [{low:.2f}, {high:.2f}]")
     seeds = f" ({len(r.seeds)} seeds pooled)" if len(r.seeds) > 1 else ""

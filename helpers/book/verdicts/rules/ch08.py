@@ -50,7 +50,7 @@ def enc_dec_most_sensitive(r: Results) -> tuple[str, str]:
     """Enc-Dec keeps the smallest share of its BLEU at 80% pruned: its share less the smallest
     other kind's, pooled over the seeds, below 0 over the whole interval (above: refuted). An
     unpruned BLEU of 0 leaves no share to keep: cannot tell."""
-    means = {k: float(v["relative_80%"].mean()) for k, v in _kinds(r).items()}
+    means = {k: float(v["relative_80%"].mean(skipna=False)) for k, v in _kinds(r).items()}  # a NaN seed: NaN
     text = ", ".join(f"{k} {v:.0%}" for k, v in means.items()) + " of the BLEU left at 80% pruned"
     if any(v != v for v in means.values()):  # an unpruned BLEU of 0: no share of it to keep
         return text, CANNOT_TELL

@@ -170,7 +170,8 @@ CLAIMS = [
     Claim(
         "importance_beats_random_groups",
         "Beyond the paper, KV memory",
-        "KV groups removed by importance cost less than groups removed at random, at equal bytes",
+        "At half the KV-cache bytes, KV groups removed by importance cost less than groups removed at random "
+        "(the one budget the random band is drawn at)",
         "importance keeps the score far longer than random (§4.2)",
         f"reproduced: at {BAND_BUDGET:.0%} of the bytes, perplexity below that of every random order removing as "
         f"many groups (a rank test: 1 in 21 by chance with 20 orders); cannot tell: fewer than {MIN_BAND_ORDERS} "

@@ -1204,9 +1204,13 @@ LIKELIHOOD_TABLES = (
     "04_keep_one_translation",
     "05_cross_domain_classifier",
     "05_cross_domain_translation",
+    "06_prunable_shares",
     "06_pruning_curves",
     "08_pruning_by_kind",
+    "08_pruning_by_kind_summary",
+    "09_importance_dynamics",
     "10_appendix_pruning_curves",
+    "10_appendix_summary",
 )
 
 
@@ -1346,7 +1350,8 @@ def test_chapter_14_real_caches_hold_the_predicted_bytes(table):
         if p["method"] not in ("KV groups removed at random", "evicted (heavy hitters)")
     }
     assert cheap <= {(c["method"], c["setting"]) for c in checks}
-    assert all(c["sequences"] >= min(4, _param("14_memory_budget", "sequences")) for c in checks)
+    fast = [c for c in checks if c["method"] != "evicted (heavy hitters)"]  # heavy hitters: bytes on one
+    assert all(c["sequences"] >= min(4, _param("14_memory_budget", "sequences")) for c in fast)
     # the tolerance: the largest 16-bit gap of the caches that hold 16-bit values, recomputed here
     rounding = [c for c in checks if c["method"] not in (*QUANTIZING, "evicted (heavy hitters)")]
     tolerance = max(c["largest sequence gap, 16-bit"] for c in rounding)

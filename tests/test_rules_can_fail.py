@@ -911,3 +911,16 @@ def test_a_serving_speedup_below_the_cache_proportion_is_partly_and_one_within_t
     contended = lambda: _served({1 / 3: 0.6, 2 / 3: 1.5}, contended={1 / 3: -0.1, 2 / 3: 0.0})
     verdict, ours = _verdict(tmp_path / "contended", "served_speedup", "", contended)
     assert verdict == REPRODUCED and "1 thread (judged)" in ours and "2 threads: generation -10%" in ours, ours
+
+
+def test_an_undecided_keep_one_claim_says_the_power_reached_and_the_examples_that_would_decide_it(tmp_path):
+    # issue 67: a claim still undecided on the whole split says how many examples would place it
+    def unsure():
+        tables = _keep_one({"enc_dec": 1}, undecided={"enc_self": 4, "enc_dec": 3, "dec_self": 3})
+        for row in tables["04_keep_one_counts"]:
+            row.update(examples=400, examples_to_decide=1234 if row["unplaced"] else 0)
+        return tables
+
+    verdict, ours = _verdict(tmp_path / "a", "most_layers_one_head", "", unsure)
+    assert verdict == CANNOT_TELL
+    assert "10 undecided on up to 400 examples (about 1,234 would place each)" in ours

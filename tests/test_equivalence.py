@@ -82,30 +82,39 @@ def test_a_margin_is_positive_and_named():
         equivalence.margin("translation", "metric", {"BLUE": 1.0})
 
 
-def test_examples_to_decide_scale_the_unplaced_rows_half_width_down_to_their_room():
+def test_examples_to_decide_place_an_unplaced_row_at_the_stated_power():
+    import numpy as np
     import pandas as pd
 
     from helpers.heads.significance import equivalence_class
 
-    # change -0.3 BLEU with half-width 1.0 on 200 pairs, margin 1: placed within ±1 once the
-    # half-width is below 0.7 (room to the margin), i.e. on 200 (1 / 0.7)^2 = 408.2 pairs
-    rows = pd.DataFrame(
-        [
-            {"delta": -0.3, "delta_low": -1.3, "delta_high": 0.7, "significant": False, "examples": 200},
-            {"delta": 0.0, "delta_low": -0.5, "delta_high": 0.5, "significant": False, "examples": 200},  # placed
-            {"delta": -0.8, "delta_low": -1.6, "delta_high": 0.0, "significant": False, "examples": 100},
-        ]
+    # a change of -0.3 (margin 1) measured with a normal interval at alpha = 0.01 (its 1% and
+    # 99% quantiles) on 200 examples of spread 6: unplaced; on the examples found, 80% of fresh
+    # samples place it within ±1 (the larger room), more counting those that turn out significant
+    alpha, spread, d, n = 0.01, 6.0, -0.3, 200
+    z = 2.3263478740408408  # z(0.99)
+    half = z * spread / n**0.5
+    row = {"delta": d, "delta_low": d - half, "delta_high": d + half, "significant": False, "examples": n}
+    assert equivalence_class(row["delta_low"], row["delta_high"], 1.0) == "undetermined"
+    need = equivalence.examples_to_decide(pd.DataFrame([row]), 1.0, alpha)
+    rng = np.random.default_rng(0)
+    means = rng.normal(d, spread / need**0.5, size=4000)
+    width = z * spread / need**0.5
+    placed = [
+        equivalence_class(m - width, m + width, 1.0) != "undetermined" or m + width < 0 or m - width > 0 for m in means
+    ]
+    # at least the power (one way alone gives 80%: the other, significance, adds to it)
+    assert np.mean(placed) >= 0.78, (need, np.mean(placed))
+    within = [abs(m) + width < 1.0 for m in means]
+    assert 0.76 <= np.mean(within) <= 0.84, np.mean(within)
+    # at 50% power the old projection: the half-width shrunk to the room, n (w / r)^2
+    assert equivalence.examples_to_decide(pd.DataFrame([row]), 1.0, alpha, power=0.5) == int(
+        np.ceil(n * (half / 0.7) ** 2)
     )
-    # the third: room max(0.8, 0.2) = 0.8 for its half-width 0.8 on 100: 100 pairs; the first needs more
-    assert equivalence.examples_to_decide(rows, 1.0) == 409
-    assert equivalence.examples_to_decide(rows.iloc[[1]], 1.0) == 0
-    # the same interval, its half-width shrunk as 1 / sqrt(n) to the examples found, is placed
-    for _, r in rows.iterrows():
-        n = equivalence.examples_to_decide(pd.DataFrame([r]), 1.0)
-        if n:
-            half = (r["delta_high"] - r["delta_low"]) / 2 * (r["examples"] / n) ** 0.5
-            low, high = r["delta"] - half, r["delta"] + half
-            assert equivalence_class(low, high, 1.0) != "undetermined" or high <= 0, (r.to_dict(), n)
-    # a significant row with an undetermined interval is placed by its test: nothing to decide
-    significant = rows.iloc[[2]].assign(significant=True)
-    assert equivalence.examples_to_decide(significant, 1.0) == 0
+    # a row of two looks was tested at alpha / 2: its z is larger, so it needs fewer more
+    looked = pd.DataFrame([{**row, "look": 2}])
+    assert equivalence.examples_to_decide(looked, 1.0, alpha) < need
+    # placed rows, and significant ones, need nothing
+    placed_row = {**row, "delta_low": -0.5, "delta_high": 0.4}
+    assert equivalence.examples_to_decide(pd.DataFrame([placed_row]), 1.0, alpha) == 0
+    assert equivalence.examples_to_decide(pd.DataFrame([{**row, "significant": True}]), 1.0, alpha) == 0

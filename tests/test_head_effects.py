@@ -439,3 +439,22 @@ def test_a_bleu_first_look_at_given_positions_is_the_sweep_of_those_pairs(smoke,
     mine = alone[[c in configs_of(early) for c in configs_of(alone)]]
     assert early["delta"].tolist() == pytest.approx(mine["delta"].tolist())
     assert early["delta_low"].tolist() == pytest.approx(mine["delta_low"].tolist())
+
+
+def test_heads_chosen_on_the_first_looks_pairs_stop_there_only_when_harmful(smoke):
+    # review of issue 67: the same-set protocol's first look is the subset its heads were chosen
+    # on, which lifts their scores; a "negligible" there would carry that selection, so only a
+    # harmful layer stops at it
+    from helpers.book.experiments.head_effects import Looks
+
+    model = course.load_translation(smoke)
+    pairs = course.load_data(smoke, "translation")["test13"][:12]
+    configs = one_head_configs(model)[:3]
+    bootstrap = Bootstrap(n_resamples=50, min_units=2, alpha=0.1)
+    wide = Looks({"BLEU": 50.0})  # a margin every interval lies within: negligible at the first look
+    first = course.subset_positions(len(pairs), 6)
+    args = dict(beam=2, bootstrap=bootstrap, progress=False, looks=wide, first_look=first)
+    plain = translation_effects(model, pairs, configs, **args)
+    chosen = translation_effects(model, pairs, configs, chosen_here=True, **args)
+    assert (plain["look"] == 1).all()
+    assert (chosen["look"] == 2).all() and (chosen["examples"] == len(pairs)).all()

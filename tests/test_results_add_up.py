@@ -275,12 +275,17 @@ def test_chapter_04_counts_add_up(table, measure):
                 protocol,
             )
             layers = [r for r in chosen if r["kind"] == row["kind"]]
-            assert row["examples_to_decide"] == _to_decide(layers, row["margin"]), (source, protocol, row["kind"])
+            alpha = _param("04_keeping_one_head", "alpha")
+            want = _to_decide(layers, row["margin"], alpha)
+            assert row["examples_to_decide"] == want, (source, protocol, row["kind"])
 
 
-def _to_decide(rows: list[dict], margin: float) -> int:
-    """The most examples any layer that neither test places would need, its half-width shrinking
-    as 1 / sqrt(n) to the larger of its distances to 0 and to the margin."""
+def _to_decide(rows: list[dict], margin: float, alpha: float) -> int:
+    """The most examples any layer that neither test places would need to be placed at 80% power,
+    its half-width shrinking as 1 / sqrt(n) until it and the estimate's spread at 80% fit in the
+    larger of its distances to 0 and to the margin (a row of two looks tested at alpha / 2)."""
+    from statistics import NormalDist
+
     need = 0
     for r in rows:
         low, high, d = r["delta_low"], r["delta_high"], r["delta"]
@@ -288,7 +293,9 @@ def _to_decide(rows: list[dict], margin: float) -> int:
         if placed or r["significant"]:
             continue
         room = max(abs(d), margin - abs(d))
-        need = max(need, math.ceil(r["examples"] * ((high - low) / 2 / room) ** 2))
+        z = NormalDist().inv_cdf(1 - (alpha / 2 if r.get("look") is not None else alpha))
+        factor = (1 + NormalDist().inv_cdf(0.8) / z) ** 2
+        need = max(need, math.ceil(r["examples"] * ((high - low) / 2 / room) ** 2 * factor))
     return need
 
 

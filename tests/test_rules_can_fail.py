@@ -923,4 +923,18 @@ def test_an_undecided_keep_one_claim_says_the_power_reached_and_the_examples_tha
 
     verdict, ours = _verdict(tmp_path / "a", "most_layers_one_head", "", unsure)
     assert verdict == CANNOT_TELL
-    assert "10 undecided on up to 400 examples (about 1,234 would place each)" in ours
+    assert "10 undecided on up to 400 examples (about 1,234 would place each at 80% power)" in ours
+
+
+def test_few_significant_reads_its_count_over_every_count_the_unplaced_heads_allow(tmp_path):
+    # review of issue 67: 26 of 144 significant and 40 placed by neither test read "reproduced" (18%
+    # < 20%, and only 28% unplaced, under the old 50% gate), though the count could reach 66 of 144
+    unsure = lambda: {"03_one_head_counts": _counts(significant=26, negligible=78, undetermined=40)}
+    verdict, ours = _verdict(tmp_path / "a", "few_significant", "", unsure)
+    assert verdict == CANNOT_TELL and "26/144 (40 placed by neither test)" in ours
+    # 29 of 144 (20.1%) significant: refuted whatever the unplaced heads do
+    many = lambda: {"03_one_head_counts": _counts(significant=29, negligible=75, undetermined=40)}
+    assert _verdict(tmp_path / "b", "few_significant", "", many)[0] == NOT_REPRODUCED
+    # 20 significant and 8 unplaced: at most 28 (19.4%), so it holds however they turn out
+    sure = lambda: {"03_one_head_counts": _counts(significant=20, negligible=116, undetermined=8)}
+    assert _verdict(tmp_path / "c", "few_significant", "", sure)[0] == REPRODUCED

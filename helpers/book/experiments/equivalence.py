@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
@@ -68,13 +69,15 @@ def placement(effects: pd.DataFrame, delta: float) -> dict[str, int]:
     return {**{name: int(counts.get(name, 0)) for name in EQUIVALENCE_CLASSES}, "unplaced": int(unplaced.sum())}
 
 
-def examples_to_decide(effects: pd.DataFrame, delta: float) -> int:
-    """The examples that would place every row ``placement`` leaves unplaced, were its change to
-    stay where it is and its interval to narrow as 1 / sqrt(examples): a row resting on ``n``
-    examples with half-width ``w`` at change ``d`` is placed once the half-width is below the
-    larger of ``|d|`` (significant) and ``delta - |d|`` (within ±delta), so it needs about
-    ``n (w / that)^2``. The most any unplaced row needs (0 where none is unplaced; rows need
-    ``examples``); a change of exactly 0 on the margin's edge needs ``n (w / delta)^2``."""
+def examples_to_decide(effects: pd.DataFrame, delta: float, alpha: float, power: float = 0.8) -> int:
+    """The examples that would place, with probability ``power``, every row ``placement`` leaves
+    unplaced, were its change to stay where it is and its interval to narrow as 1 / sqrt(examples).
+    A row resting on ``n`` examples with half-width ``w`` at change ``d`` has room ``r``, the
+    larger of ``|d|`` (to be significant) and ``delta - |d|`` (to lie within ±delta); its interval
+    (the alpha and 1 - alpha quantiles, alpha / 2 for a row of two looks: ``look``) places it
+    when the half-width plus the estimate's own spread at ``power`` fit in the room, so it needs
+    ``n (w / r)^2 (1 + z(power) / z(1 - alpha))^2`` (at 50% power, ``n (w / r)^2``). The most any
+    unplaced row needs; 0 where none is unplaced; rows need ``examples``."""
     found = classes(effects, delta)
     open_ = effects[(found == "undetermined").to_numpy() & ~effects["significant"].astype(bool).to_numpy()]
     if open_.empty:
@@ -82,4 +85,7 @@ def examples_to_decide(effects: pd.DataFrame, delta: float) -> int:
     half = (open_["delta_high"] - open_["delta_low"]).to_numpy(float) / 2
     size = open_["delta"].abs().to_numpy(float)
     room = np.maximum(size, delta - size)
-    return int(np.ceil((open_["examples"].to_numpy(float) * (half / room) ** 2).max()))
+    looked = open_["look"].notna().to_numpy() if "look" in open_ else np.zeros(len(open_), bool)
+    z = np.where(looked, NormalDist().inv_cdf(1 - alpha / 2), NormalDist().inv_cdf(1 - alpha))
+    spread = (1 + NormalDist().inv_cdf(power) / z) ** 2
+    return int(np.ceil((open_["examples"].to_numpy(float) * (half / room) ** 2 * spread).max()))

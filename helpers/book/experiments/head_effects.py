@@ -38,6 +38,7 @@ from ...heads.significance import (
     accuracy_stats,
     bleu_from_stats,
     bleu_stats,
+    equivalence_class,
     log_likelihood,
     paired_bootstrap,
     require_units,
@@ -305,6 +306,7 @@ def translation_effects(
     positions: Sequence[int] | None = None,
     looks: Looks | None = None,
     first_look: Sequence[int] | None = None,
+    chosen_here: bool = False,
 ) -> pd.DataFrame:
     """Tokenised BLEU of a translation model under each configuration (beam search, stopping at
     source length + ``max_len_b`` tokens; up to ``configs_per_pass`` configurations per search,
@@ -313,7 +315,9 @@ def translation_effects(
     positions only, their hypotheses read from the search over all of ``pairs``; ``looks``: two
     looks at ``pairs`` (``two_look_rows``; the first at the positions ``first_look`` when given):
     a configuration is decoded on the rest of them only when the first look leaves it undetermined
-    against ``looks``' BLEU margin."""
+    against ``looks``' BLEU margin; ``chosen_here``: the configurations were chosen as the best on
+    the first look's pairs, which lifts their scores there, so the first look stops only those
+    it finds harmful (below -margin: what selection works against), and the rest go on."""
     _one_of(looks, positions)
     refs = [p.ref for p in pairs]
     sources = [p.src for p in pairs]
@@ -324,7 +328,8 @@ def translation_effects(
     search.update(configs_per_pass=configs_per_pass)
     if looks is not None:
         cache_of = lambda part: _cache(cache_dir, part, options)  # one look's sources
-        return _bleu_looks(model, pairs, configs, looks, bootstrap, cache_of, search, first_look)
+        stops = harmful_only if chosen_here else settled
+        return _bleu_looks(model, pairs, configs, looks, bootstrap, cache_of, search, first_look, stops)
     base, outs = translation_sweep(model, sources, configs, cache=_cache(cache_dir, sources, options), **search)
     at = range(len(pairs)) if positions is None else positions
     pick = lambda items: [items[i] for i in at]
@@ -337,6 +342,12 @@ def translation_effects(
     )
 
 
+def harmful_only(low: float, high: float, margin: float) -> bool:
+    """A first look's stop for configurations chosen on its own examples: only an interval wholly
+    below -``margin`` (the selection lifted the score, so a drop it still shows stands)."""
+    return equivalence_class(low, high, margin) == "harmful"
+
+
 def _bleu_looks(
     model,
     pairs: Sequence,
@@ -346,6 +357,7 @@ def _bleu_looks(
     cache_of: Callable[[list[str]], SweepCache],
     search: dict,
     first: Sequence[int] | None = None,
+    stops: Callable[[float, float, float], bool] = settled,
 ) -> pd.DataFrame:
     """``translation_effects`` in two looks: each look's sources decoded as one sweep (its own
     cache entry), BLEU's sentence statistics summed over the examples a row rests on."""
@@ -363,7 +375,7 @@ def _bleu_looks(
         bleu_from_stats,
         looks.margin("translation", "metric"),
     )
-    (table,) = two_look_rows(len(pairs), list(configs), outputs, [bleu], bootstrap, looks.first_share, first)
+    (table,) = two_look_rows(len(pairs), list(configs), outputs, [bleu], bootstrap, looks.first_share, first, stops)
     return table
 
 
@@ -710,10 +722,12 @@ def two_look_rows(
     bootstrap: Bootstrap,
     first_share: float = 0.5,
     first: Sequence[int] | None = None,
+    stops: Callable[[float, float, float], bool] = settled,
 ) -> list[pd.DataFrame]:
     """``effect_rows`` of every measure, each head evaluated in two looks (``sequential``): all of
     ``configs`` on ``first_share`` of the ``n`` examples (drawn with the bootstrap's seed; or at the
-    sorted positions ``first``, given: a subset already swept, read from its cache), then those
+    sorted positions ``first``, given: a subset already swept, read from its cache; ``stops(low,
+    high, margin)`` says which first-look intervals stop there, every placed one by default), then those
     not yet placed against every measure's margin on all of them, each look testing at alpha / 2.
     ``outputs(positions, configs)``: ``{config: [len(positions), ...] per-example outputs}`` for
     those example positions, ``UNMASKED`` included. Returns one table per measure, in
@@ -734,7 +748,7 @@ def two_look_rows(
         for m in measures
     ]
     placed = [
-        all(settled(t["delta_low"][i], t["delta_high"][i], m.margin) for t, m in zip(looked, measures))
+        all(stops(t["delta_low"][i], t["delta_high"][i], m.margin) for t, m in zip(looked, measures))
         for i in range(len(configs))
     ]
     later_configs = [c for c, done in zip(configs, placed) if not done]

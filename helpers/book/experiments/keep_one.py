@@ -80,13 +80,17 @@ def translation_run(
     ``chosen_on`` in one look, and the chosen ones are reported in two looks over the whole of each
     set (``HeadSweeps.bleu_in_looks``): on ``chosen_on`` too, as rows of set ``AGAIN`` (its name),
     which ``tables`` reports for the same-set protocol. A layer the subset's 1-BLEU resolution
-    leaves undecided is decoded on every pair of the split before it is called either way."""
+    leaves undecided is decoded on every pair of the split before it is called either way. On
+    ``chosen_on`` the first look is the subset the heads were chosen on, which lifts the chosen
+    head's score there: only a layer it finds harmful stops at it, every other one goes on to the
+    whole split (whose other half is new to the choice; the rows keep the selection of the
+    paper's same-set protocol, Table 2)."""
     chosen = run.effects(chosen_on, "all_but_one", measure)
     picked = configs_of(best_per_layer(chosen))
     if measure != "metric" or run.sweeps.looks is None or not run.sweeps.is_translation(run.name):
         reported = run.effects(reported_on, picked, measure)
         return pd.concat([chosen.assign(set=names[0]), reported.assign(set=names[1])])
-    again = run.sweeps.bleu_in_looks(run, chosen_on, picked).assign(set=AGAIN.format(names[0]))
+    again = run.sweeps.bleu_in_looks(run, chosen_on, picked, chosen_here=True).assign(set=AGAIN.format(names[0]))
     reported = run.sweeps.bleu_in_looks(run, reported_on, picked).assign(set=names[1])
     return pd.concat([chosen.assign(set=names[0]), reported, again])
 
@@ -263,6 +267,7 @@ class Protocols:
             ],
             likelihood,
             margins,
+            self.sweeps.bootstrap.alpha,
         )
 
 
@@ -273,6 +278,7 @@ def summary(
     likelihood: bool = False,
     heads_per_layer: int | None = None,
     margins: Mapping[str, float] | None = None,
+    alpha: float | None = None,
 ) -> list[dict]:
     """One row per attention kind of one table: ``layers``, ``heads_per_layer`` (read off the
     all-but-one configurations' masks unless given), ``significant``, ``significant_down`` and the
@@ -282,7 +288,9 @@ def summary(
     beyond +margin (``helpful``), across a margin (``undetermined``), and those neither test places
     (``unplaced``: not significant and undetermined), as ``equivalence.placement`` counts them.
     ``examples``, ``first_look_rows``, ``first_look_examples`` and ``resolution`` (in ``unit``)
-    as in ``head_effects.significance_counts``: a layer's row may rest on the first look only."""
+    as in ``head_effects.significance_counts``: a layer's row may rest on the first look only.
+    With ``margins`` and the tests' ``alpha`` too: ``examples_to_decide``, the examples that would
+    place every unplaced layer at 80% power (``equivalence.examples_to_decide``)."""
     out = []
     for kind, part in rows.groupby("kind", sort=False):
         per_layer = heads_per_layer or len(part["heads"].iloc[0]) + 1
@@ -313,8 +321,8 @@ def summary(
                 margin=delta,
                 **{name: placed[name] for name in ("harmful", "negligible", "helpful", "undetermined", "unplaced")},
             )
-            if "examples" in part:  # measured here: the examples that would place the unplaced layers
-                out[-1].update(examples_to_decide=equivalence.examples_to_decide(part, delta))
+            if "examples" in part and alpha is not None:  # measured here: what would place the unplaced layers
+                out[-1].update(examples_to_decide=equivalence.examples_to_decide(part, delta, alpha))
     return out
 
 
@@ -322,6 +330,7 @@ def counts(
     per_model: Sequence[tuple[str, dict, tuple[str, str]]],
     likelihood: bool = False,
     margins: Mapping[str, float] | None = None,
+    alpha: float | None = None,
 ) -> pd.DataFrame:
     """``summary`` of each model's ``tables`` on every seed: ``per_model`` holds (model name,
     its ``tables``, the protocols of its two tables); ``from_paper`` False."""
@@ -330,7 +339,7 @@ def counts(
         for name, by_seed, protocols in per_model
         for seed, pair in by_seed.items()
         for table, protocol in zip(pair, protocols)
-        for row in summary(table, name, protocol, likelihood, margins=margins)
+        for row in summary(table, name, protocol, likelihood, margins=margins, alpha=alpha)
     ]
     return pd.DataFrame(rows)
 

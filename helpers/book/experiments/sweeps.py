@@ -115,13 +115,16 @@ class HeadSweeps:
         (helpers/heads/removal.py) instead of zeroing them; ``positions``: as ``Run.effects``'s."""
         return self.over_runs(name, lambda run: run.effects(examples, configs, measure, removal, positions))
 
-    def bleu_in_looks(self, run: Run, pairs: Sequence, configs: Sequence[Config]) -> pd.DataFrame:
+    def bleu_in_looks(
+        self, run: Run, pairs: Sequence, configs: Sequence[Config], chosen_here: bool = False
+    ) -> pd.DataFrame:
         """BLEU effects of ``configs`` in two looks over all of ``pairs`` (not only the
         ``decoded_examples`` of them): every configuration on the pairs ``decoded`` draws (the
         sweeps' own subset, so its decodes come from the cache; ``looks.first_share`` of them when
         every pair is decoded), those it leaves undetermined against the BLEU margin on all of
         them, each look at alpha / 2 (``head_effects.two_look_rows``). For the few configurations a
-        chapter reports, where one look on the decoded subset cannot place them; the ValueError
+        chapter reports, where one look on the decoded subset cannot place them; ``chosen_here``:
+        they were chosen on that subset (``head_effects.translation_effects``). The ValueError
         says when ``looks`` is None."""
         if self.looks is None:
             raise ValueError("bleu_in_looks needs the sweeps' looks (stop_when_decided): none are set")
@@ -135,6 +138,7 @@ class HeadSweeps:
             max_len_b=self.max_len_b,
             looks=self.looks,
             first_look=first,
+            chosen_here=chosen_here,
             cache_dir=course.sweeps_dir(self.settings, run.run_name),
             progress=self.progress,
             bootstrap=self.bootstrap,

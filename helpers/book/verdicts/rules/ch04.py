@@ -60,7 +60,7 @@ def _layers_down(part: pd.DataFrame, r: Results) -> tuple[int, int, str]:
     beside = f", {undecided} undecided" if undecided else ""
     if undecided and not r.measure and "examples_to_decide" in part:  # the power reached, and what it would take
         reached, needed = int(part["examples"].max()), int(part["examples_to_decide"].max())
-        beside += f" on up to {reached:,} examples (about {needed:,} would place each)"
+        beside += f" on up to {reached:,} examples (about {needed:,} would place each at 80% power)"
     if not r.measure:
         return significant, undecided, f"{significant}{beside}"
     beyond = int(part["harmful"].sum())

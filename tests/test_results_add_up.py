@@ -592,15 +592,21 @@ def test_chapter_01_and_07_pruned_models_add_up(table):
 Z95 = 1.959963984540054  # the pooled values' 95% interval
 
 
-def _pooled(values: list[float], errors: list[float], clip: tuple | None = None) -> tuple[float, float, float]:
+def _pooled(
+    values: list[float], errors: list[float], clip: tuple | None = None, ranges: list | None = None
+) -> tuple[float, float, float]:
     """The mean of the seeds' values and its interval, the error the mean of theirs (the
-    scorecard's bound for seeds that share examples), clipped to ``clip``."""
+    scorecard's bound for seeds that share examples), widened to hold each seed's bootstrap range
+    ``(low, high)`` where given (a step statistic), clipped to ``clip``."""
     values = [math.nan if v is None else v for v in values]
     errors = [math.nan if e is None else e for e in errors]
     x, e = sum(values) / len(values), sum(errors) / len(errors)
     if not math.isfinite(e):  # an undefined error: the card shows no interval
         return x, None, None
     low, high = x - Z95 * e, x + Z95 * e
+    for lo, hi in ranges or []:
+        if lo is not None and hi is not None:
+            low, high = min(low, lo), max(high, hi)
     return (x, max(low, clip[0]), min(high, clip[1])) if clip else (x, low, high)
 
 
@@ -768,6 +774,10 @@ def _recomputed(table, seeds: list[int], likelihood: bool = False) -> dict[str, 
             [shares06[(track, model, s, "importance")] for s in seeds],
             [rows06[(model, s, "importance")]["share_se"] for s in seeds],
             (0.0, 1.0),
+            [
+                (rows06[(model, s, "importance")]["share_low"], rows06[(model, s, "importance")]["share_high"])
+                for s in seeds
+            ],
         )
         return [_pct(x), _pct(lo), _pct(hi)]
 
@@ -867,7 +877,8 @@ def _recomputed(table, seeds: list[int], likelihood: bool = False) -> dict[str, 
             steps = appendix[(model, s)]
             tol = math.log(1.01) if likelihood else 1.0 if steps[0]["metric"] == "BLEU" else 0.01
             found.append((_prunable(steps, tol), summary10[(model, s)]["share_se"]))
-        x, lo, hi = _pooled([v for v, _ in found], [e for _, e in found], (0.0, 1.0))
+        ranges = [(summary10[(model, s)].get("share_low"), summary10[(model, s)].get("share_high")) for s in seeds]
+        x, lo, hi = _pooled([v for v, _ in found], [e for _, e in found], (0.0, 1.0), ranges)
         return [_pct(x), _pct(lo), _pct(hi)]
 
     return {

@@ -76,6 +76,21 @@ def mean_over_seeds(values: Sequence[float], errors: Sequence[float], coverage: 
     return Pooled(mean, mean - half, mean + half, tuple(float(v) for v in x))
 
 
+def with_ranges(pooled: Pooled, lows: Sequence[float], highs: Sequence[float]) -> Pooled:
+    """``pooled``'s interval widened to hold every seed's own bootstrap range (``lows`` to
+    ``highs``). For a statistic read on a grid, such as a prunable share: its bootstrap error is
+    lumpy and its estimate biased where the curve crosses the tolerance between steps, so the
+    normal interval from the errors covered a true share of 0.4 in 72% of simulated pairs of seeds
+    at 95%, the union with the seeds' 5-95% ranges in 95% (tests/test_pooling.py). A missing range
+    leaves the interval as it is."""
+    ends = [(lo, hi) for lo, hi in zip(lows, highs) if lo is not None and hi is not None and lo == lo and hi == hi]
+    if not ends:
+        return pooled
+    low = min(pooled.low, *(lo for lo, _ in ends))
+    high = max(pooled.high, *(hi for _, hi in ends))
+    return Pooled(pooled.x, low, high, pooled.per_seed)
+
+
 def supported(verdicts: Iterable[str]) -> str:
     """The strongest verdict every one of ``verdicts`` (a rule read across an interval) supports:
     see the module's docstring."""

@@ -9,7 +9,7 @@ from ...paper import values as paper_values
 from .. import samples
 from ..between_seeds import Value, with_error
 from ..engine import SHARE_TOLERANCE, Claim, Results, present, three_way, within
-from ..pooling import Pooled, mean_over_seeds, over_interval
+from ..pooling import Pooled, mean_over_seeds, over_interval, with_ranges
 
 CHAPTER = "10_appendix_more_tasks"
 
@@ -20,14 +20,16 @@ def _paper_task(course_task: str) -> str:
 
 def flat_start(course_task: str) -> Callable[[Results], tuple[str, str]]:
     """The task's prunable share, pooled over the seeds with its interval (its bootstrap error
-    over examples, on the curve's grid; shares lie in [0, 1]); read over the
-    interval: within ``SHARE_TOLERANCE`` of where the paper's curve leaves flat is reproduced, above
-    0 partly."""
+    over examples, on the curve's grid, widened to hold each seed's bootstrap range:
+    ``pooling.with_ranges``; shares lie in [0, 1]); read over the interval: within
+    ``SHARE_TOLERANCE`` of where the paper's curve leaves flat is reproduced, above 0 partly."""
 
     def check(r: Results) -> tuple[str, str]:
         table = r["10_appendix_summary"]
         rows = present(table[table["paper_task"] == _paper_task(course_task)], f"10_appendix_summary: {course_task}")
         pooled = mean_over_seeds(rows["prunable_share"].to_numpy(), rows["share_se"].to_numpy())
+        if {"share_low", "share_high"} <= set(rows):  # a step statistic: the seeds' own ranges too
+            pooled = with_ranges(pooled, rows["share_low"].tolist(), rows["share_high"].tolist())
         pooled = Pooled(pooled.x, max(pooled.low, 0.0), min(pooled.high, 1.0), pooled.per_seed)
         paper = float(rows["paper_flat_until"].iloc[0])
         verdict = over_interval(lambda v: three_way(within(v, paper), v > 0), pooled)

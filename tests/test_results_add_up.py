@@ -838,7 +838,7 @@ def _recomputed(table, seeds: list[int], likelihood: bool = False) -> dict[str, 
             x, lo, hi = _pooled(margins08, [summary08[("enc_dec", s)]["enc_dec_relative_margin_se"] for s in seeds])
             sensitive += [_pct(x), _pct(lo), _pct(hi)]
     survives = []
-    for k in ("enc_self", "dec_self"):
+    for k in () if likelihood else ("enc_self", "dec_self"):  # a claim on BLEU only
         x, lo, hi = _pooled([value(k, s) for s in seeds], [summary08[(k, s)]["relative_80%_se"] for s in seeds])
         survives += [_pct(x), _pct(lo), _pct(hi)]
 

@@ -74,7 +74,11 @@ class Pairs:
     change in and out of domain). Seeds' correlations are compared by a permutation test over the
     units (``_pairs``): exact for alike seeds whatever the units' distribution, where Fisher's z
     with 1 / sqrt(n - 3), and a bootstrap's error too, called alike seeds with heavy-tailed heads
-    different far more often than the level (tests/test_between_seeds.py)."""
+    different far more often than the level (tests/test_between_seeds.py). The units carry the
+    examples' sampling error; the chapters score every seed on the same examples, so that error is
+    common to the seeds and the permutation holds its level (simulated, with each seed's heads
+    leaning their own way too); seeds scored on examples of their own would need a test over
+    examples instead."""
 
     x: tuple[float, ...]
     y: tuple[float, ...]

@@ -231,15 +231,9 @@ def subset(examples: Sequence, n: int, seed: int = 0) -> list:
     shares their cached sweeps), kept in their original order; all of them when ``n`` is 0 or
     at least their number. Not the first ``n``: generated splits are filled label by label, so a
     prefix is not representative (the first 300 of ``nli``'s matched split are 58% neutral)."""
-    return [examples[i] for i in subset_positions(len(examples), n, seed)]
-
-
-def subset_positions(total: int, n: int, seed: int = 0) -> list[int]:
-    """The positions ``subset`` draws from ``total`` examples, sorted (all of them when ``n`` is 0
-    or at least ``total``)."""
-    if not n or n >= total:
-        return list(range(total))
-    return sorted(random.Random(seed).sample(range(total), n))
+    if not n or n >= len(examples):
+        return list(examples)
+    return [examples[i] for i in sorted(random.Random(seed).sample(range(len(examples)), n))]
 
 
 def load_built(folder: Path, epoch: int | None = None) -> tuple[nn.Module, object]:

@@ -11,7 +11,7 @@ from ...base.devices import default_device
 from ...heads import ledger
 from ...zoo import model_cache
 from ...zoo.locations import sweeps_scope
-from ...zoo.model_cache import subset, subset_positions  # noqa: F401 (chapters draw their examples with course.subset)
+from ...zoo.model_cache import subset  # noqa: F401 (chapters draw their examples with course.subset)
 from ..profiles.profile import Profile
 from .building import build_one, ensure_built
 from .specs import model_dir, model_specs, resolve, seed_runs
@@ -70,3 +70,10 @@ def load_translation(settings: Profile, name: str = "translation", epoch: int | 
 def sweeps_dir(settings: Profile, name: str) -> Path:
     """Where the chapters cache model ``name``'s outputs under head masks (see sweep_cache)."""
     return sweeps_scope(model_dir(settings, name) / "sweeps")
+
+
+def subset_positions(total: int, n: int, seed: int = 0) -> list[int]:
+    """The positions ``subset`` draws from ``total`` examples, sorted (``subset`` of the positions
+    themselves: the same draw)."""
+    return subset(range(total), n, seed)
+

@@ -276,8 +276,8 @@ def test_chapter_04_counts_add_up(table, measure):
             )
             layers = [r for r in chosen if r["kind"] == row["kind"]]
             alpha = _param("04_keeping_one_head", "alpha")
-            want = _to_decide(layers, row["margin"], alpha)
-            assert row["examples_to_decide"] == want, (source, protocol, row["kind"])
+            need = _to_decide(layers, row["margin"], alpha)
+            assert row["examples_to_decide"] == need, (source, protocol, row["kind"])
 
 
 def _to_decide(rows: list[dict], margin: float, alpha: float) -> int:
@@ -785,8 +785,10 @@ def _recomputed(table, seeds: list[int], likelihood: bool = False) -> dict[str, 
     for track, model in models06:
         imp = [shares06[(track, model, s, "importance")] for s in seeds]
         abl = [shares06[(track, model, s, "ablation")] for s in seeds]
-        x, lo, hi = _pooled(
-            [a - b for a, b in zip(imp, abl)], [rows06[(model, s, "importance")]["minus_ablation_se"] for s in seeds]
+        x, lo, hi = _pooled(  # a gap of two shares lies in [-1, 1]
+            [a - b for a, b in zip(imp, abl)],
+            [rows06[(model, s, "importance")]["minus_ablation_se"] for s in seeds],
+            (-1.0, 1.0),
         )
         ablation += [_pct(sum(imp) / len(imp)), _pct(sum(abl) / len(abl)), _pct(x), _pct(lo), _pct(hi)]
         drawn = {

@@ -794,7 +794,7 @@ def looks_line(named: Sequence[tuple[str, pd.DataFrame]]) -> str:
 
     def part(name: str, t: pd.DataFrame) -> str:
         early, late = t[t["look"] == 1], t[t["look"] == 2]
-        text = f"{name}: {len(early)} of {len(t)} rows stopped at the first look"
+        text = f"{name}: {len(early)} of {int(t['look'].notna().sum())} rows stopped at the first look"
         text += f" (on {int(early['examples'].iloc[0])} examples)" if len(early) else ""
         return text + (f", {len(late)} went on to all {int(late['examples'].iloc[0])}" if len(late) else "")
 

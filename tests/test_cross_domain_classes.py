@@ -20,21 +20,29 @@ def _shifts(trade: bool, heads: int = 72, seed: int = 0) -> pd.DataFrame:
     for name, rate in (("matched", 1.3), ("mismatched", 0.7)):
         zero = push + noise()
         one = (-rate * push if trade else 0.5 * push) + noise()
-        for h in range(heads):
-            rec = (zero[h], one[h], 0.0)
-            rows.append(
-                {
-                    "training_seed": 0,
-                    "set": name,
-                    "kind": "self",
-                    "layer": h // 12,
-                    "head": h % 12,
-                    **{f"gold {k}": 1 / 3 for k in range(3)},
-                    **{f"recall change {k}": rec[k] for k in range(3)},
-                    "accuracy change": sum(rec) / 3,
-                }
-            )
+        rows += _rows(name, zero, one)
     return pd.DataFrame(rows)
+
+
+def _rows(name: str, zero: np.ndarray, one: np.ndarray) -> list[dict]:
+    """One domain's rows: head h changes label 0's recall by ``zero[h]``, label 1's by ``one[h]``,
+    label 2's not at all; three labels of equal weight."""
+    rows = []
+    for h in range(len(zero)):
+        rec = (zero[h], one[h], 0.0)
+        rows.append(
+            {
+                "training_seed": 0,
+                "set": name,
+                "kind": "self",
+                "layer": h // 12,
+                "head": h % 12,
+                **{f"gold {k}": 1 / 3 for k in range(3)},
+                **{f"recall change {k}": rec[k] for k in range(3)},
+                "accuracy change": sum(rec) / 3,
+            }
+        )
+    return rows
 
 
 def test_a_trade_between_labels_turns_the_accuracy_correlation_negative_while_classes_move_alike():
@@ -72,22 +80,7 @@ def test_heads_that_push_every_label_one_way_do_not_make_the_classes_move_alike(
     rng = np.random.default_rng(3)
     heads, rows = 144, []
     for name in ("matched", "mismatched"):
-        zero = -0.02 + rng.normal(0, 0.005, heads)
-        one = 0.02 + rng.normal(0, 0.005, heads)
-        for h in range(heads):
-            rec = (zero[h], one[h], 0.0)
-            rows.append(
-                {
-                    "training_seed": 0,
-                    "set": name,
-                    "kind": "self",
-                    "layer": h // 12,
-                    "head": h % 12,
-                    **{f"gold {k}": 1 / 3 for k in range(3)},
-                    **{f"recall change {k}": rec[k] for k in range(3)},
-                    "accuracy change": sum(rec) / 3,
-                }
-            )
+        rows += _rows(name, -0.02 + rng.normal(0, 0.005, heads), 0.02 + rng.normal(0, 0.005, heads))
     shifts = pd.DataFrame(rows)
     inside, outside = shifts[shifts["set"] == "matched"], shifts[shifts["set"] == "mismatched"]
     stacked = np.corrcoef(

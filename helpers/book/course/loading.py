@@ -76,4 +76,3 @@ def subset_positions(total: int, n: int, seed: int = 0) -> list[int]:
     """The positions ``subset`` draws from ``total`` examples, sorted (``subset`` of the positions
     themselves: the same draw)."""
     return subset(range(total), n, seed)
-

@@ -122,10 +122,10 @@ class HeadSweeps:
         ``decoded_examples`` of them): every configuration on the pairs ``decoded`` draws (the
         sweeps' own subset, so its decodes come from the cache), those it leaves undetermined
         against the BLEU margin on all of them, each look at alpha / 2
-        (``head_effects.two_look_rows``); where the subset is every pair, one look at alpha. For the few configurations a
-        chapter reports, where one look on the decoded subset cannot place them; ``chosen_here``:
-        they were chosen on that subset (``head_effects.translation_effects``). The ValueError
-        says when ``looks`` is None."""
+        (``head_effects.two_look_rows``); where the subset is every pair, one look at alpha. For
+        the few configurations a chapter reports, where one look on the decoded subset cannot
+        place them; ``chosen_here``: they were chosen on that subset
+        (``head_effects.translation_effects``). The ValueError says when ``looks`` is None."""
         if self.looks is None:
             raise ValueError("bleu_in_looks needs the sweeps' looks (stop_when_decided): none are set")
         first = course.subset_positions(len(pairs), self.decoded_examples)

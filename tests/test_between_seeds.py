@@ -283,8 +283,9 @@ def _judged(tmp_path, key: str, tables: dict[str, list[dict]]) -> list[dict]:
 def test_a_claim_is_judged_once_on_every_seeds_units_together(tmp_path):
     # seed 0: 26 of 144 significant (18%: few), seed 1: 30 (21%: not few). Before, the verdicts
     # differed, the between-seed test found no difference, and the answer was "cannot tell"; on
-    # both seeds' 288 heads together, 56 (19.4%) are significant: few
-    rows = _judged(tmp_path, "few_significant", {"03_one_head_counts": _counts(0, 26) + _counts(1, 30)})
+    # both seeds' 288 heads together, 56 (19.4%) are significant: few (every head placed by a test)
+    counts = _counts(0, 26, unplaced=0) + _counts(1, 30, unplaced=0)
+    rows = _judged(tmp_path, "few_significant", {"03_one_head_counts": counts})
     assert [r["verdict"] for r in rows[:-1]] == [REPRODUCED, NOT_REPRODUCED]
     answer = rows[-1]
     assert answer["training_seed"] == POOLED and answer["seeds"] == "0, 1"

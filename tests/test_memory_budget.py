@@ -158,6 +158,11 @@ def test_every_configuration_a_fast_pass_stands_in_for_is_checked_and_one_of_hea
     assert [c for c in checked if c.method != mb.EVICTED] == cheap
     assert [(c.method, c.target) for c in checked if c.method == mb.EVICTED] == [(mb.EVICTED, 0.5)]
     assert {mb.UNPRUNED, mb.REMOVED, mb.WINDOWED, mb.QUANTIZED, mb.COMBINED} <= {c.method for c in checked}
+    # float32 too: the plain cache, every quantized one, and one of each other fast pass at the budget
+    exact = mb.exact_checked(configs, 0.5)
+    want = {c.name for c in configs if c.method in (mb.UNPRUNED, mb.QUANTIZED)}
+    want |= {c.name for c in configs if c.method in (mb.REMOVED, mb.WINDOWED, mb.COMBINED) and c.target == 0.5}
+    assert exact == want and exact <= {c.name for c in checked}
 
 
 def _checks(**gaps) -> pd.DataFrame:

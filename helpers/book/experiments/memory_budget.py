@@ -294,6 +294,20 @@ def checked(configs: Sequence[Config], budget: float) -> list[Config]:
     return out + ([c for c in evicted if c.target == budget] or evicted)[:1]
 
 
+def exact_checked(configs: Sequence[Config], budget: float) -> set[str]:
+    """The names of the configurations ``check_table`` also reads in float32: one of each way a
+    fast pass is computed (the plain cache; KV groups removed, windowed heads and removal with 4
+    bits at ``budget``, or their first), and every quantized cache (each bit width is its own
+    backend or grouping). Float32 is where a fast pass shows that it computes what its cache
+    does; the others of a kind share that code and are read in 16 bits only (a float32 reading
+    of each quantized cache one position at a time costs as much as the rest together)."""
+    names = {c.name for c in configs if c.method in (UNPRUNED, QUANTIZED)}
+    for method in (REMOVED, WINDOWED, COMBINED):
+        mine = [c for c in configs if c.method == method]
+        names |= {c.name for c in ([c for c in mine if c.target == budget] or mine)[:1]}
+    return names
+
+
 def _scored_log_probs(model: nn.Module, hidden: torch.Tensor, ids: torch.Tensor, layout: Layout) -> torch.Tensor:
     """``[sequences, scored tokens]`` log-probabilities (float32) of the scored tokens, from the
     last hidden states of the positions after the prompt."""
@@ -310,15 +324,18 @@ def _chapter_gap(real: torch.Tensor, fast: torch.Tensor) -> float:
 
 
 @torch.no_grad()
-def check_table(model: nn.Module, configs: Sequence[Config], ids: torch.Tensor, layout: Layout) -> pd.DataFrame:
+def check_table(
+    model: nn.Module, configs: Sequence[Config], ids: torch.Tensor, layout: Layout, exact: set[str] | None = None
+) -> pd.DataFrame:
     """On ``ids`` (a few sequences), per configuration of ``configs``: the bytes its real cache
     held at most while the sequences were read one position at a time, in the model's dtype
     (measured), and the arithmetic's (predicted); then the fast pass the chapter scores with
     against that real cache, per sequence, as the gap in log-perplexity: in the model's dtype,
     where the two ways round differently (matrix products of other shapes), and in float32, where
     a fast pass computes what its cache does up to float32's rounding, or, for a quantized cache,
-    up to a code whose boundary a key's last bit crosses. ``fast_pass_tolerance`` reads the
-    plain cache's 16-bit gap; ``assert_fast_passes`` holds the float32 gaps to it. Heavy hitters
+    up to a code whose boundary a key's last bit crosses (the configurations named in ``exact``,
+    every one when None; the float32 columns are empty for the others). ``fast_pass_tolerance``
+    reads the 16-bit caches' 16-bit gaps; ``assert_fast_passes`` holds the float32 gaps to it. Heavy hitters
     are scored with the real cache itself: their gaps are 0 by construction, not measured, and
     their bytes are measured on the first sequence only (the costliest cache to read)."""
     rows = []
@@ -337,25 +354,27 @@ def check_table(model: nn.Module, configs: Sequence[Config], ids: torch.Tensor, 
         }
         if c.spec.kind != "evict":
             fast16 = fast_run(pruned, ids, prompt_pass(pruned, ids, layout.prompt), c.spec)
-            exact = copy.deepcopy(pruned).float()
-            real, fast = (
-                real_run(exact, ids, layout.prompt, c.spec)[0],
-                fast_run(exact, ids, prompt_pass(exact, ids, layout.prompt), c.spec),
-            )
-            logp = [_scored_log_probs(exact, h, ids, layout) for h in (real, fast)]
             logp16 = [_scored_log_probs(pruned, h, ids, layout) for h in (real16, fast16)]
-            row.update(
-                {
-                    "perplexity, real cache": math.exp(-float(logp[0].mean())),
-                    "perplexity, fast pass": math.exp(-float(logp[1].mean())),
-                    "largest sequence gap, float32": _chapter_gap(*logp),
-                    "largest sequence gap, 16-bit": _chapter_gap(*logp16),
-                    "largest log-prob gap, scored tokens": float((logp[0] - logp[1]).abs().max()),
-                }
-            )
-            del exact
+            row["largest sequence gap, 16-bit"] = _chapter_gap(*logp16)
+        if c.spec.kind != "evict" and (exact is None or c.name in exact):
+            row.update(_float32_check(pruned, c, ids, layout))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _float32_check(pruned: nn.Module, c: Config, ids: torch.Tensor, layout: Layout) -> dict:
+    """``c``'s real cache against its fast pass on a float32 copy of ``pruned``: both ways'
+    perplexity, their largest gap per sequence (log-perplexity) and on one token (nats)."""
+    exact = copy.deepcopy(pruned).float()
+    real = real_run(exact, ids, layout.prompt, c.spec)[0]
+    fast = fast_run(exact, ids, prompt_pass(exact, ids, layout.prompt), c.spec)
+    logp = [_scored_log_probs(exact, h, ids, layout) for h in (real, fast)]
+    return {
+        "perplexity, real cache": math.exp(-float(logp[0].mean())),
+        "perplexity, fast pass": math.exp(-float(logp[1].mean())),
+        "largest sequence gap, float32": _chapter_gap(*logp),
+        "largest log-prob gap, scored tokens": float((logp[0] - logp[1]).abs().max()),
+    }
 
 
 def fast_pass_tolerance(checks: pd.DataFrame) -> float:

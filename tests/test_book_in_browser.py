@@ -117,13 +117,24 @@ def _visible_text(driver, page: Path) -> str:
     return driver.execute_script("return document.querySelector('main, article, body').innerText;")
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS)
+LANDING = "19_the_answer"  # the front page: its parameters cell is removed, no code shows
+
+
+@pytest.mark.parametrize("chapter", [c for c in CHAPTERS if c != LANDING])
 def test_parameters_show_once_with_the_profiles_values(browser, smoke_book, chapter):
     # papermill runs the notebook's parameters cell, then injects the profile's values in a second
     # cell; the reader sees one cell, with the values in force (the runner folds the two)
     text = _visible_text(browser, smoke_book / "book" / "executed" / f"{chapter}.html")
     assert text.count("profile = ") == 1, f"{chapter}: {text.count('profile = ')} parameter cells visible"
     assert "profile = 'smoke'" in text and "Parameters of this run (smoke profile" in text
+
+
+def test_the_landing_page_shows_no_code(browser, smoke_book):
+    # issue 67: the front page answers in sentences; its parameters and its code are not shown
+    _open(browser, smoke_book / "book" / "executed" / f"{LANDING}.html")
+    cells = browser.execute_script("return document.querySelectorAll('div.cell_input, div.highlight').length;")
+    text = _visible_text(browser, smoke_book / "book" / "executed" / f"{LANDING}.html")
+    assert cells == 0 and "profile = " not in text and "Show code cell source" not in text
 
 
 def test_scorecard_leads_with_its_table_not_its_styling_code(browser, smoke_book):

@@ -69,7 +69,7 @@ def test_the_answer_and_the_grid_follow_a_changed_verdict(tmp_path):
     judged = int(((card["verdict"] != "not run") & ~card["section"].str.startswith("Beyond")).sum())
     assert judged >= 2 and f"of the paper's claims tested here ({judged})" in text
     assert "On the paper's own metric (BLEU, accuracy), " in text
-    assert re.search(rf"\({judged}\), \d hold, \d hold in part, \d do not", text)
+    assert re.search(rf"\({judged}\), \d holds?, \d holds? in part, \d (do|does) not", text)
     assert "On the likelihood of the same outputs, nothing has been judged yet." in text
 
 
@@ -160,6 +160,32 @@ def test_the_answer_says_in_a_sentence_what_to_believe():
         "most of the findings do not hold" in refuted
         and "4 do not (*claim 0*; *claim 1*; *claim 2*; and more)" in refuted
     )
+    # the verb agrees with its count
+    assert "(6), 5 hold, 1 holds in part, 0 do not and" in held and "(5), 1 holds, 0 hold in part, 4 do not" in refuted
+    one = front_page.believe(card(["not reproduced"] + ["reproduced"] * 3), "verdict", "On the metric")
+    assert "3 hold, 0 hold in part, 1 does not (*claim 0*)" in one
     unsure = front_page.believe(card(["cannot tell"] * 3 + ["reproduced"] * 2), "verdict", "On the metric")
     assert "cannot settle most of the findings" in unsure and "3 cannot be decided on this data" in unsure
     assert front_page.few_words("nli 56/288; translation 20/288") == "nli 56/288"
+
+
+def test_the_claims_beyond_the_paper_are_counted_as_the_sentence_above_counts_them(tmp_path):
+    """Chapter 12 asks two of the paper's claims again: the list beyond the paper shows them, and
+    its count, like the answer's sentence on the claims beyond the paper, leaves them out."""
+    rows = [
+        ("twelve", "§3.2, Table 1", "12_unimportant_or_unmeasured", "reproduced"),
+        ("fourteen a", f"{front_page.BEYOND}, KV memory", "14_memory_budget", "reproduced"),
+        ("fourteen b", f"{front_page.BEYOND}, KV memory", "14_memory_budget", "not reproduced"),
+    ]
+    card = pd.DataFrame(
+        [
+            {"claim": c, "section": s, "chapter": ch, "verdict": v, "likelihood verdict": "not measured", "ours": "x"}
+            for c, s, ch, v in rows
+        ]
+    ).assign(profile="p")
+    text = front_page.beyond(card, results_root=tmp_path)
+    assert text.startswith("Of the 2 claims beyond the paper, 1 is reproduced")
+    assert "the list also gives the 1 of the paper's claims that chapter 12 asks again:" in text
+    assert "*twelve*: x. **reproduced**" in text
+    sentence = front_page.believe(card[card["section"].str.startswith(front_page.BEYOND)], "verdict", "Beyond")
+    assert "(2), 1 holds, 0 hold in part, 1 does not" in sentence

@@ -180,10 +180,16 @@ def believe(claims: pd.DataFrame, column: str, measure: str, of: str = "the pape
     names = list(judged.loc[judged[column] == NOT_REPRODUCED, "claim"])
     shown = "; ".join(f"*{c}*" for c in names[:3]) + ("; and more" if len(names) > 3 else "")
     return (
-        f"{measure}, {lead}: of {of} ({n}), {held} hold, {part} hold in part, {refuted} do not"
+        f"{measure}, {lead}: of {of} ({n}), {held} {_verb(held, 'hold')}, {part} {_verb(part, 'hold')} in part, "
+        f"{refuted} {_verb(refuted, 'do')} not"
         + (f" ({shown})" if names else "")
         + f" and {open_} cannot be decided on this data."
     )
+
+
+def _verb(count: int, verb: str) -> str:
+    """``verb`` agreeing with ``count`` claims: "1 holds", "2 hold", "1 does not"."""
+    return verb if count != 1 else {"do": "does"}.get(verb, verb + "s")
 
 
 def few_words(text: str, limit: int = 90) -> str:
@@ -287,12 +293,17 @@ def beyond(card: pd.DataFrame, results_root: Path | None = None) -> str:
         )
         for _, r in rows.iterrows()
     ]
-    held = int((rows["verdict"] == REPRODUCED).sum())
+    own = rows[rows["section"].str.startswith(BEYOND)]
+    held = int((own["verdict"] == REPRODUCED).sum())
+    again = len(rows) - len(own)
     eleven = language_model_line(card["profile"].iloc[0], results_root)
     memory = memory_line(card["profile"].iloc[0], results_root)
     return (
-        f"Of the {len(rows)} claims the chapters beyond the paper judge, {held} are reproduced (on every seed's "
-        "evidence together where a model has several):\n\n" + "\n".join([x for x in (eleven, memory) if x] + lines)
+        f"Of the {len(own)} claims beyond the paper, {held} {'is' if held == 1 else 'are'} reproduced "
+        "(on every seed's evidence together where a model has several)"
+        + (f"; the list also gives the {again} of the paper's claims that chapter 12 asks again" if again else "")
+        + ":\n\n"
+        + "\n".join([x for x in (eleven, memory) if x] + lines)
     )
 
 

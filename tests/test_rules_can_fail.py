@@ -779,7 +779,11 @@ def test_a_byte_claim_held_at_one_budget_and_refuted_at_the_other_is_partly_and_
     assert _verdict(tmp_path / "d", "quantizing_beats_removal", "", unequal)[0] == CANNOT_TELL
     # removal wins clearly at half the bytes; a quarter cannot tell: the claim, made for both, fails
     lost = lambda: _pairs({0.5: ("KV groups removed", 0.05, 0.02), 0.25: ("quantized", 0.01, -0.02)})
-    assert _verdict(tmp_path / "e", "quantizing_beats_removal", "", lost)[0] == NOT_REPRODUCED
+    verdict, ours = _verdict(tmp_path / "e", "quantizing_beats_removal", "", lost)
+    assert verdict == NOT_REPRODUCED
+    # a gap the other way is said as a saving: "costs less", not "costs -0.050 more"
+    assert "KV groups removed costs 0.050 nats per token less than quantized [+0.020," in ours
+    assert "KV groups removed costs 0.010 nats per token more than quantized [-0.020," in ours
 
 
 def test_importance_against_a_band_of_few_random_orders_cannot_tell(tmp_path):

@@ -84,7 +84,8 @@ def some_gain(r: Results) -> tuple[str, str]:
         )
         parts.append(
             f"{model}: {int((z[part.index] > critical).sum())} of {len(part)} heads, the largest gain "
-            f"{top['delta']:+.4f} (z = {(top['delta'] - (top['margin'] if r.measure else 0.0)) / top['se']:.1f}); "
+            f"{top['delta']:+.4f} ({'z beyond +δ' if r.measure else 'z'} = "
+            f"{(top['delta'] - (top['margin'] if r.measure else 0.0)) / top['se']:.1f}); "
             f"a head gaining {power:.4f} is found with {GAIN_POWER:.0%} power"
         )
     what = "gains beyond +δ" if r.measure else "significant gains"

@@ -56,9 +56,12 @@ def _beats(r: Results, method: str, other: str) -> tuple[str, str]:
         gap, low, high = (sign * row[c] for c in ("log-perplexity gap", "gap low", "gap high"))
         low, high = sorted((low, high))
         mine, theirs = (row["better share"], row["worse share"])[::sign]
+        more = "more" if gap >= 0 else "less"
+        if gap < 0:  # said as a saving, its interval with it
+            gap, low, high = -gap, -high, -low
         parts.append(
             f"at {budget:.0%} of the bytes ({method} {mine:.1%}, {other} {theirs:.1%}), {other} costs "
-            f"{gap:+.3f} nats per token more than {method} [{low:+.3f}, {high:+.3f}]"
+            f"{gap:.3f} nats per token {more} than {method} [{low:+.3f}, {high:+.3f}]"
         )
     wins, losses = outcomes.count(method), outcomes.count(other)
     verdict = (

@@ -290,8 +290,13 @@ def checked(configs: Sequence[Config], budget: float) -> list[Config]:
     hitters (the one sized to ``budget``, or the first), whose scores come from the real cache
     itself: only its bytes need checking. The random orders are removals like importance's."""
     out = [c for c in configs if c.method not in (RANDOM, EVICTED)]
-    evicted = [c for c in configs if c.method == EVICTED]
-    return out + ([c for c in evicted if c.target == budget] or evicted)[:1]
+    return out + _at_budget_or_first(configs, EVICTED, budget)
+
+
+def _at_budget_or_first(configs: Sequence[Config], method: str, budget: float) -> list[Config]:
+    """``method``'s configuration sized to ``budget``, or its first; none if it has none."""
+    mine = [c for c in configs if c.method == method]
+    return ([c for c in mine if c.target == budget] or mine)[:1]
 
 
 def exact_checked(configs: Sequence[Config], budget: float) -> set[str]:
@@ -303,8 +308,7 @@ def exact_checked(configs: Sequence[Config], budget: float) -> set[str]:
     of each quantized cache one position at a time costs as much as the rest together)."""
     names = {c.name for c in configs if c.method in (UNPRUNED, QUANTIZED)}
     for method in (REMOVED, WINDOWED, COMBINED):
-        mine = [c for c in configs if c.method == method]
-        names |= {c.name for c in ([c for c in mine if c.target == budget] or mine)[:1]}
+        names |= {c.name for c in _at_budget_or_first(configs, method, budget)}
     return names
 
 
@@ -356,8 +360,8 @@ def check_table(
             fast16 = fast_run(pruned, ids, prompt_pass(pruned, ids, layout.prompt), c.spec)
             logp16 = [_scored_log_probs(pruned, h, ids, layout) for h in (real16, fast16)]
             row["largest sequence gap, 16-bit"] = _chapter_gap(*logp16)
-        if c.spec.kind != "evict" and (exact is None or c.name in exact):
-            row.update(_float32_check(pruned, c, ids, layout))
+            if exact is None or c.name in exact:
+                row.update(_float32_check(pruned, c, ids, layout))
         rows.append(row)
     return pd.DataFrame(rows)
 

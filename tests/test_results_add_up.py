@@ -724,8 +724,11 @@ def _recomputed(table, seeds: list[int], likelihood: bool = False) -> dict[str, 
     open_ = lambda r: undetermined(r) if likelihood else undetermined(r) and not r["significant"]
 
     def layers_lost(rows):
+        """Layers down; on the metric, the undecided ones and the most examples any row was read on
+        (the examples that would place them are in brackets, left out)."""
         lost, unsure = sum(down(r) for r in rows), sum(open_(r) for r in rows)
-        return [_int(lost)] + ([_int(unsure)] if unsure and not likelihood else [])
+        reached = [_int(max(int(r["examples"]) for r in rows))] if "examples" in rows[0] else []
+        return [_int(lost)] + ([_int(unsure), *reached] if unsure and not likelihood else [])
 
     pairs = {(r[SEED], r["kind"], r["layer"]): r for r in held}
     same = {(r[SEED], r["kind"], r["layer"]): r for r in reported}

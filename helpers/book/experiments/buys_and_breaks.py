@@ -73,11 +73,14 @@ MEMORY_SHOWN = [
 
 # ---- pruned variants ---------------------------------------------------------------------------
 def pruned_variants(
-    model: nn.Module, importance: Mapping[str, torch.Tensor], shares: Sequence[float] = LEVELS
+    model: nn.Module,
+    importance: Mapping[str, torch.Tensor],
+    shares: Sequence[float] = LEVELS,
+    units: Sequence[str] = UNITS,
 ) -> dict[tuple[str, float], nn.Module]:
     """``{(unit, share): model}``: copies of ``model`` with the least important ``share`` of its KV
-    groups (every query head of each) or of its query heads physically removed; share 0 is the
-    model itself, once, under the unit "unpruned"."""
+    groups (every query head of each) or of its query heads physically removed, for each of
+    ``units``; share 0 is the model itself, once, under the unit "unpruned"."""
     sites = attention_sites(model)
     groups, heads = kv_group_order(model, importance), order_by_importance(importance, heads_of(model))
     out: dict[tuple[str, float], nn.Module] = {}
@@ -91,6 +94,8 @@ def pruned_variants(
             for h in kv_group_heads(sites[layer], g)
         ]
         for unit, chosen in (("KV groups", by_groups), ("query heads", heads[: round(share * len(heads))])):
+            if unit not in units:
+                continue
             pruned = copy.deepcopy(model)
             prune_heads(pruned, spec_of(chosen))
             out[unit, share] = pruned

@@ -281,7 +281,7 @@ def memory_line(profile: str, results_root: Path | None = None) -> str:
 def beyond(card: pd.DataFrame, results_root: Path | None = None) -> str:
     """What the chapters beyond the paper found: chapter 11 in numbers, then each claim of
     chapters 12 and 13 with our numbers and its verdict."""
-    rows = card[card["chapter"].str.startswith(("12_", "13_", "13b_", "14_"))]
+    rows = card[card["chapter"].str.startswith(("12_", "13_", "13b_", "14_", "14b_"))]
     if rows.empty or not has_run(rows):
         return "The chapters beyond the paper have not run on this profile."
     lines = [

@@ -13,9 +13,9 @@ from pathlib import Path
 import pandas as pd
 
 from .engine import LIKELIHOOD, NOT_MEASURED, NOT_RUN, VERDICTS, Claim, judge, results_folder, sample_of
-from .rules import ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch12, ch13, ch13b, ch14
+from .rules import ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch12, ch13, ch13b, ch14, ch14b
 
-CHAPTER_RULES = (ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch12, ch13, ch13b, ch14)  # in book order
+CHAPTER_RULES = (ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch12, ch13, ch13b, ch14, ch14b)  # in book order
 CLAIMS: list[Claim] = [c for module in CHAPTER_RULES for c in module.CLAIMS]
 CLAIMS_BY_KEY = {c.key: c for c in CLAIMS}
 

@@ -1,0 +1,545 @@
+"""Chapter 14b: SmolLM2 served by llama.cpp at equal memory. Each setup is a GGUF file (weights
+in f16, ``q8_0`` or ``q4_0``; KV groups removed by I_h or not) run with a KV cache type (keys and
+values apart; llama.cpp's rotation allowed or not), all on one axis: the bytes llama.cpp
+allocates for the weights and the cache. Quality is read as llama.cpp's perplexity tool reads it:
+texts of ``text_tokens`` tokens (its default context, 512), the later half scored, perplexity and
+the KL divergence from the 16-bit reference over the whole vocabulary.
+
+    files = export_files(models, SETUPS, folder, tokenizer_gguf)      # one GGUF per (removed, weights)
+    with Served(files, SETUPS, cells=512, threads=2) as served:
+        scores = served.scores(texts)                                 # one row per setup and text
+        speed = served.speed(prompt, new_tokens=32, threads=[2], repeats=3)
+    memory = memory_table(files, SETUPS, cells=[2048, 8192])          # llama.cpp beside the arithmetic
+    quality = quality_table(scores, n_resamples=10_000)               # perplexity change [98%], KL
+
+Every setup reads each text in turn, so the reference's distribution over the vocabulary is
+compared while it is in memory and never stored.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from ...heads.gguf_export import GgufExport, export_gguf
+from ...heads.significance import resample_indices
+from ...serving.llama_api import MIB, Cache, LlamaApiError, LlamaModel, predicted_cache_bytes
+
+REFERENCE = "reference"
+LEVEL = 0.98  # every interval of the chapter: a paired bootstrap over texts
+Q8, Q4 = Cache("q8_0", "q8_0"), Cache("q4_0", "q4_0")
+
+
+@dataclass(frozen=True)
+class Setup:
+    """One way to serve the model: ``removed``, the share of KV groups removed by I_h;
+    ``weights``, the weight matrices' type; ``cache``, the KV cache's types and rotation."""
+
+    name: str
+    removed: float = 0.0
+    weights: str = "f16"
+    cache: Cache = field(default_factory=Cache)
+
+    @property
+    def file(self) -> tuple[float, str]:
+        return self.removed, self.weights
+
+    @property
+    def family(self) -> str:
+        """``reference``, ``removal`` (KV groups removed) or ``quantized`` (only quantized)."""
+        if self.removed > 0:
+            return "removal"
+        return REFERENCE if self.weights == "f16" and self.cache == Cache() else "quantized"
+
+    @property
+    def cache_only(self) -> bool:
+        """Quantizes the cache and nothing else (chapter 14's lever)."""
+        return self.family == "quantized" and self.weights == "f16"
+
+
+SETUPS = (
+    Setup(REFERENCE),
+    Setup("q8_0 cache", cache=Q8),
+    Setup("q4_0 cache", cache=Q4),
+    Setup("q4_0 cache without rotation", cache=Cache("q4_0", "q4_0", rotation=False)),
+    Setup("q8_0 keys + q4_0 values", cache=Cache("q8_0", "q4_0")),
+    Setup("q4_0 keys + q8_0 values", cache=Cache("q4_0", "q8_0")),
+    Setup("1/3 KV groups removed", removed=1 / 3),
+    Setup("2/3 KV groups removed", removed=2 / 3),
+    Setup("Q8_0 weights", weights="q8_0"),
+    Setup("Q4_0 weights", weights="q4_0"),
+    Setup("Q8_0 weights + q8_0 cache", weights="q8_0", cache=Q8),
+    Setup("Q4_0 weights + q8_0 cache", weights="q4_0", cache=Q8),
+)
+# combinations of removal with quantization, read where time allows (the ``extra_setups`` parameter):
+# on the course build the first was never near the frontier, and each costs a twelfth more time
+EXTRA_SETUPS = (
+    Setup("1/3 removed + Q8_0 weights", removed=1 / 3, weights="q8_0"),
+    Setup("1/3 removed + q8_0 cache", removed=1 / 3, cache=Q8),
+    Setup("1/3 removed + Q4_0 weights", removed=1 / 3, weights="q4_0"),
+)
+ROTATION = ("q4_0 cache", "q4_0 cache without rotation")  # (rotated, not): the rotation claim's pair
+KEYS_VALUES = (
+    "q4_0 keys + q8_0 values",
+    "q8_0 keys + q4_0 values",
+)  # (keys coarser, values coarser): the K/V claim's pair
+
+
+def chosen_setups(extra: Sequence[str] = ()) -> list[Setup]:
+    """``SETUPS`` and the ``EXTRA_SETUPS`` named in ``extra``."""
+    known = {s.name: s for s in EXTRA_SETUPS}
+    unknown = [name for name in extra if name not in known]
+    if unknown:
+        raise ValueError(f"no extra setup {unknown}: the extra setups are {', '.join(known)}")
+    return [*SETUPS, *(known[name] for name in extra)]
+
+
+# ---- the files --------------------------------------------------------------------------------------
+def file_name(removed: float, weights: str) -> str:
+    """``14b_KV_groups-0.333.q8_0.gguf``: the file of a share removed and a weight type."""
+    return f"14b_KV_groups-{removed:.3f}.{weights}.gguf"
+
+
+def export_files(
+    models: Mapping[float, nn.Module], setups: Sequence[Setup], folder: Path, tokenizer_gguf: Path
+) -> dict[tuple[float, str], GgufExport]:
+    """``{(removed, weights): export}``: each file the setups need, written once into ``folder``
+    (``models``: the model with each share of KV groups removed)."""
+    out = {}
+    for removed, weights in dict.fromkeys(s.file for s in setups):
+        path = Path(folder) / file_name(removed, weights)
+        out[removed, weights] = export_gguf(
+            models[removed], path, tokenizer_gguf=tokenizer_gguf, dtype=weights, pad_uneven=True
+        )
+    return out
+
+
+def keep_files(files: Mapping[tuple[float, str], GgufExport], table: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """Copy the files of the setups unbeaten at any context size (``table``: ``frontier``'s)
+    into ``out_dir``, for a reader to serve; the others stay where they were written."""
+    from ...base.atomic import atomic_path
+
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    unbeaten = table[table["unbeaten"].astype(bool)]
+    kept = []
+    for key in dict.fromkeys(zip(unbeaten["removed"], unbeaten["weights"], strict=True)):
+        source = files[key].path
+        with atomic_path(Path(out_dir) / source.name) as tmp:
+            shutil.copyfile(source, tmp)
+            tmp.chmod(0o644)
+        kept.append(Path(out_dir) / source.name)
+    return kept
+
+
+# ---- quality and speed: every setup open at once ---------------------------------------------------------
+def log_softmax(logits: np.ndarray) -> torch.Tensor:
+    """``[positions, vocab]`` float32 log-probabilities from llama.cpp's logits."""
+    return torch.log_softmax(torch.from_numpy(logits), dim=-1)
+
+
+def text_scores(reference: torch.Tensor, setup: torch.Tensor, targets: torch.Tensor) -> tuple[float, float]:
+    """``(nll, kl)`` in nats per scored token: the setup's negative log-likelihood of ``targets``
+    and ``KL(reference || setup)`` over the whole vocabulary (as llama.cpp's perplexity tool
+    defines it), from ``[positions, vocab]`` log-probabilities."""
+    nll = -setup.gather(1, targets[:, None]).double().mean()
+    kl = (reference.exp() * (reference - setup)).sum(-1).double().mean()
+    return float(nll), float(kl)
+
+
+class Served:
+    """Every setup's file loaded and a context of ``cells`` cells open for it; a context
+    manager. A setup llama.cpp refuses is listed in ``refused`` with llama.cpp's reason."""
+
+    def __init__(
+        self, files: Mapping[tuple[float, str], GgufExport], setups: Sequence[Setup], cells: int, threads: int
+    ):
+        self.files, self.setups, self.cells, self.threads = files, list(setups), cells, threads
+        self.refused: dict[str, str] = {}
+
+    def __enter__(self) -> Served:
+        self._stack = ExitStack()
+        models = {key: self._stack.enter_context(LlamaModel(f.path)) for key, f in self.files.items()}
+        self.contexts = {}
+        for s in self.setups:
+            try:
+                context = models[s.file].context(self.cells, s.cache, threads=self.threads)
+                self.contexts[s.name] = self._stack.enter_context(context)
+            except LlamaApiError as err:
+                self.refused[s.name] = str(err)
+        if REFERENCE not in self.contexts:
+            self._stack.close()
+            raise LlamaApiError(f"llama.cpp refused the reference: {self.refused.get(REFERENCE)}")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
+
+    def scores(self, texts: torch.Tensor, progress: bool = True) -> pd.DataFrame:
+        """One row per setup and text (``texts``: ``[n, tokens]`` ids): the later half scored
+        (tokens ``tokens // 2 ..``), its mean nll and KL from the reference in nats per token."""
+        first = texts.shape[1] // 2
+        rows = []
+        for i, ids in enumerate(tqdm(texts.tolist(), desc="texts, every setup", disable=not progress)):
+            targets = torch.tensor(ids[first:])
+            reference = log_softmax(self.contexts[REFERENCE].logits(ids, first_output=first - 1)[:-1])
+            for name, ctx in self.contexts.items():
+                lp = reference if name == REFERENCE else log_softmax(ctx.logits(ids, first_output=first - 1)[:-1])
+                nll, kl = text_scores(reference, lp, targets)
+                rows.append({"setup": name, "text": i, "tokens": len(targets), "nll": nll, "kl": kl})
+        return pd.DataFrame(rows)
+
+    def speed(self, prompt: Sequence[int], new_tokens: int, threads: Sequence[int], repeats: int) -> pd.DataFrame:
+        """Prompt and generated tokens per second: per thread count, every setup once to warm up,
+        then ``repeats`` rounds with the setups timed in turn (so that a slow moment of the
+        machine falls on all of them alike)."""
+        rows = []
+        for n in threads:
+            for ctx in self.contexts.values():
+                ctx.timed(prompt, new_tokens, threads=n)
+            for r in tqdm(range(repeats), desc=f"speed, {n} threads", leave=False):
+                for name, ctx in self.contexts.items():
+                    rows.append({"setup": name, "threads": n, "repeat": r, **ctx.timed(prompt, new_tokens, threads=n)})
+        return pd.DataFrame(rows)
+
+
+MEMORY_SHOWN = [
+    "setup",
+    "cells",
+    "K type",
+    "V type",
+    "K rotated",
+    "weight bytes",
+    "weight bytes, predicted",
+    "cache MiB",
+    "cache bytes, predicted",
+    "total MiB",
+]  # the columns the chapter shows
+
+
+# ---- memory --------------------------------------------------------------------------------------------
+def memory_table(
+    files: Mapping[tuple[float, str], GgufExport], setups: Sequence[Setup], cells: Sequence[int]
+) -> pd.DataFrame:
+    """Per setup and context size: the weights' bytes llama.cpp counts (``llama_model_size``)
+    and the arithmetic's, the KV cache llama.cpp logs (to 0.01 MiB) and the arithmetic's, its
+    types and whether llama.cpp rotates keys and values, and the total (llama.cpp's)."""
+    rows = []
+    for key, f in files.items():
+        with LlamaModel(f.path) as model:
+            for s in (s for s in setups if s.file == key):
+                for n in cells:
+                    try:
+                        with model.context(n, s.cache) as ctx:
+                            keys, values = predicted_cache_bytes(f.kv_heads, head_dim(f), n, s.cache)
+                            rows.append(
+                                {
+                                    "setup": s.name,
+                                    "order": setups.index(s),
+                                    "family": s.family,
+                                    "cells": n,
+                                    "weights": s.weights,
+                                    "removed": s.removed,
+                                    "K type": ctx.k_type,
+                                    "V type": ctx.v_type,
+                                    "K rotated": ctx.rotated["k"],
+                                    "V rotated": ctx.rotated["v"],
+                                    "weight bytes": model.weight_bytes,
+                                    "weight bytes, predicted": f.predicted_weight_bytes,
+                                    "cache MiB": ctx.cache_mib,
+                                    "cache bytes, predicted": keys + values,
+                                    "total MiB": model.weight_bytes / MIB + ctx.cache_mib,
+                                    "file": f.path.name,
+                                }
+                            )
+                    except LlamaApiError:
+                        continue  # Served lists the refusal with llama.cpp's reason
+    return pd.DataFrame(rows)
+
+
+def head_dim(export: GgufExport) -> int:
+    """The head size written to ``export``'s file (from a query weight's shape)."""
+    for name, shape, _ in export.tensors:
+        if name.endswith("attn_k.weight"):
+            return shape[0] // export.kv_heads[int(name.split(".")[1])]
+    raise ValueError(f"{export.path} has no attention layer")
+
+
+# ---- summaries: every one from the per-text rows ---------------------------------------------------------
+def per_text(scores: pd.DataFrame, column: str = "nll") -> pd.DataFrame:
+    """``[texts, setups]``: one column per setup, rows the texts (every setup read the same ones)."""
+    table = scores.pivot(index="text", columns="setup", values=column)
+    if table.isna().any().any():
+        raise ValueError("every setup must read the same texts: some setup lacks a text another read")
+    return table
+
+
+def bootstrap_means(differences: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """``[R]``: the mean of ``differences`` (one per text) in each resample of texts (``indices``)."""
+    return np.asarray(differences, dtype=np.float64)[indices].mean(1)
+
+
+def interval(means: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
+    """The two-sided percentile interval at ``level`` of bootstrap ``means``."""
+    tail = (1 - level) / 2
+    low, high = np.quantile(means, [tail, 1 - tail])
+    return float(low), float(high)
+
+
+def quality_table(
+    scores: pd.DataFrame, n_resamples: int, level: float = LEVEL, seed: int = 0, refused: Mapping[str, str] = {}
+) -> pd.DataFrame:
+    """Per setup: perplexity on the scored tokens, its change from the reference (``exp`` of the
+    mean nll difference, less 1) with a paired bootstrap interval over texts at ``level``, and the
+    mean KL from the reference in nats per token; a setup llama.cpp refused, with its reason."""
+    nll, kl = per_text(scores), per_text(scores, "kl")
+    indices = resample_indices(len(nll), n_resamples, seed)
+    rows = []
+    for name in nll.columns:
+        d = (nll[name] - nll[REFERENCE]).to_numpy()
+        low, high = interval(bootstrap_means(d, indices), level)
+        rows.append(
+            {
+                "setup": name,
+                "texts": len(d),
+                "perplexity": float(np.exp(nll[name].mean())),
+                "perplexity change": float(np.expm1(d.mean())),
+                "change low": float(np.expm1(low)),
+                "change high": float(np.expm1(high)),
+                "KL": float(kl[name].mean()),
+                "refused": "",
+            }
+        )
+    rows += [{"setup": name, "refused": why} for name, why in refused.items()]
+    return pd.DataFrame(rows)
+
+
+def frontier(memory: pd.DataFrame, quality: pd.DataFrame) -> pd.DataFrame:
+    """Per context size, the setups in order of total bytes, ``unbeaten`` where no other setup
+    holds at most as many bytes with a lower perplexity (the frontier of quality against memory)."""
+    table = memory.merge(quality[["setup", "perplexity", "perplexity change", "KL"]], on="setup")
+    out = []
+    for _, rows in table.groupby("cells"):
+        rows = rows.sort_values(["total MiB", "perplexity"]).copy()
+        rows["unbeaten"] = [
+            not ((rows["total MiB"] <= r["total MiB"]) & (rows["perplexity"] < r["perplexity"])).any()
+            for _, r in rows.iterrows()
+        ]
+        out.append(rows)
+    return pd.concat(out, ignore_index=True)
+
+
+def partners(memory: pd.DataFrame, axis: str) -> pd.DataFrame:
+    """Each removal setup paired, per context size, with the quantize-only setup holding the
+    most bytes within the removal's on ``axis`` (``"total"``: weights and cache, any
+    quantization; ``"cache"``: the cache alone, against setups that quantize the cache alone,
+    the removals that quantize nothing), chosen from the predicted bytes before any score is
+    read; ``within``: every quantize-only setup within the removal's bytes."""
+    table = memory.assign(
+        total=memory["weight bytes, predicted"] + memory["cache bytes, predicted"],
+        cache=memory["cache bytes, predicted"],
+    )
+    rows = []
+    for cells, at in table.groupby("cells"):
+        removals = at[at["family"] == "removal"]
+        rivals = at[at["family"] == "quantized"]
+        if axis == "cache":
+            removals = removals[
+                (removals["weights"] == "f16") & (removals["K type"] == "f16") & (removals["V type"] == "f16")
+            ]
+            rivals = rivals[(rivals["weights"] == "f16")]
+        for _, r in removals.iterrows():
+            # the most bytes first; among equals, the setup listed first (llama.cpp's default rotation)
+            within = rivals[rivals[axis] <= r[axis]].sort_values([axis, "order"], ascending=[False, True])
+            rows.append(
+                {
+                    "axis": axis,
+                    "cells": cells,
+                    "removal": r["setup"],
+                    "partner": within["setup"].iloc[0] if len(within) else "",
+                    "within": ", ".join(within["setup"]),
+                    "removal bytes": int(r[axis]),
+                    "partner bytes": int(within[axis].iloc[0]) if len(within) else 0,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def pair_table(
+    scores: pd.DataFrame, memory: pd.DataFrame, n_resamples: int, level: float = LEVEL, seed: int = 0
+) -> pd.DataFrame:
+    """``partners`` on both axes with the gap ``nll(partner) - nll(removal)`` in nats per token
+    (below 0: quantizing costs less) and its interval at ``level``; ``quantizing wins`` where the
+    interval lies below 0; ``removal wins`` where removal beats every quantize-only setup within
+    its bytes, each gap's interval above 0 at ``level`` shared among them (Bonferroni)."""
+    nll = per_text(scores)
+    indices = resample_indices(len(nll), n_resamples, seed)
+    pairs = pd.concat([partners(memory, "total"), partners(memory, "cache")], ignore_index=True)
+    rows = []
+    for _, p in pairs.iterrows():
+        row = p.to_dict()
+        if not p["partner"] or p["partner"] not in nll or p["removal"] not in nll:
+            rows.append({**row, "quantizing wins": False, "removal wins": False})
+            continue
+        d = (nll[p["partner"]] - nll[p["removal"]]).to_numpy()
+        low, high = interval(bootstrap_means(d, indices), level)
+        rivals = [r for r in p["within"].split(", ") if r in nll]
+        shared = 1 - (1 - level) / len(rivals)
+        beats_all = all(
+            interval(bootstrap_means((nll[r] - nll[p["removal"]]).to_numpy(), indices), shared)[0] > 0 for r in rivals
+        )
+        rows.append(
+            {
+                **row,
+                "gap": float(d.mean()),
+                "low": low,
+                "high": high,
+                "quantizing wins": high < 0,
+                "removal wins": beats_all,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def contrast_table(
+    scores: pd.DataFrame, pairs: Mapping[str, tuple[str, str]], n_resamples: int, level: float = LEVEL, seed: int = 0
+) -> pd.DataFrame:
+    """Per named contrast ``(a, b)``: the gap ``nll(a) - nll(b)`` in nats per token with its
+    interval at ``level``, and each setup's perplexity change; a contrast whose setup llama.cpp
+    refused has no gap."""
+    nll = per_text(scores)
+    indices = resample_indices(len(nll), n_resamples, seed)
+    rows = []
+    for name, (a, b) in pairs.items():
+        row = {"contrast": name, "a": a, "b": b}
+        if a in nll and b in nll:
+            d = (nll[a] - nll[b]).to_numpy()
+            low, high = interval(bootstrap_means(d, indices), level)
+            change = {
+                f"{k} change": float(np.expm1((nll[s] - nll[REFERENCE]).mean())) for k, s in (("a", a), ("b", b))
+            }
+            row |= {"gap": float(d.mean()), "low": low, "high": high, **change}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+CONTRASTS = {"rotation": ROTATION[::-1], "keys against values": KEYS_VALUES}  # gap > 0: the claim's way
+
+
+def budget_table(table: pd.DataFrame, budgets: Sequence[float]) -> pd.DataFrame:
+    """Per context size and budget (a share of the reference's total bytes): the setup of the
+    lowest perplexity within it, its bytes and its change (``table``: ``frontier``'s)."""
+    rows = []
+    for cells, at in table.groupby("cells"):
+        total = float(at.loc[at["setup"] == REFERENCE, "total MiB"].iloc[0])
+        for b in budgets:
+            fits = at[at["total MiB"] <= b * total + 1e-9]
+            best = fits.sort_values("perplexity").iloc[0] if len(fits) else None
+            rows.append(
+                {
+                    "cells": cells,
+                    "budget": b,
+                    "budget MiB": b * total,
+                    "best setup": best["setup"] if best is not None else "",
+                    "its MiB": best["total MiB"] if best is not None else np.nan,
+                    "its perplexity change": best["perplexity change"] if best is not None else np.nan,
+                    "setups within": len(fits),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def summaries(
+    scores: pd.DataFrame,
+    memory: pd.DataFrame,
+    refused: Mapping[str, str],
+    budgets: Sequence[float],
+    n_resamples: int,
+    seed: int = 0,
+) -> dict[str, pd.DataFrame]:
+    """Every table the chapter shows and its rules read, each from the per-text ``scores`` and
+    ``memory`` (``speed_summary`` aside, from the timings): ``14b_quality``, ``14b_frontier``,
+    ``14b_budgets``, ``14b_pairs`` and ``14b_contrasts``, at ``LEVEL``."""
+    stats = {"n_resamples": n_resamples, "seed": seed}
+    quality = quality_table(scores, refused=refused, **stats)
+    table = frontier(memory, quality)
+    return {
+        "14b_quality": quality,
+        "14b_frontier": table,
+        "14b_budgets": budget_table(table, budgets),
+        "14b_pairs": pair_table(scores, memory, **stats),
+        "14b_contrasts": contrast_table(scores, CONTRASTS, **stats),
+    }
+
+
+def speed_summary(speed: pd.DataFrame) -> pd.DataFrame:
+    """Per setup and thread count: the median speeds over repeats, and their ratio to the
+    reference's median at the same thread count."""
+    columns = ["prompt tokens per second", "generated tokens per second"]
+    med = speed.groupby(["setup", "threads"])[columns].median().reset_index()
+    ref = med[med["setup"] == REFERENCE].set_index("threads")[columns]
+    for c in columns:
+        med[c.replace(" tokens per second", " x reference")] = med[c] / med["threads"].map(ref[c])
+    return med
+
+
+# ---- texts and the figure ------------------------------------------------------------------------------
+def chapter_texts(tokenizer, texts: int, tokens: int, exclude, version: str = "web", seed: int = 0) -> torch.Tensor:
+    """``[texts, tokens]`` ids: the first ``tokens`` tokens of distinct Bible chapters of at least
+    that many, none in ``exclude``, drawn with ``seed``."""
+    import random
+
+    from ...zoo.long_texts import chapter_token_ids
+
+    long = {
+        k: ids
+        for k, ids in chapter_token_ids(tokenizer, version).items()
+        if len(ids) >= tokens and k not in set(exclude)
+    }
+    if texts > len(long):
+        raise ValueError(
+            f"{texts} texts of {tokens} tokens asked for, {len(long)} chapters have that many: "
+            "ask for fewer or shorter"
+        )
+    keys = random.Random(seed).sample(sorted(long), texts)
+    return torch.tensor([long[k][:tokens] for k in keys], dtype=torch.long)
+
+
+def figure(table: pd.DataFrame):
+    """Perplexity change (log scale) and KL against total MiB, one panel per context size, the
+    unbeaten setups ringed and joined."""
+    import matplotlib.pyplot as plt
+
+    sizes = sorted(table["cells"].unique())
+    fig, axes = plt.subplots(2, len(sizes), figsize=(5.2 * len(sizes), 7), squeeze=False, sharex="col")
+    colours = {"reference": "black", "quantized": "tab:blue", "removal": "tab:red"}
+    for col, cells in enumerate(sizes):
+        at = table[table["cells"] == cells].sort_values("total MiB")
+        for row, (column, label) in enumerate(
+            (("perplexity change", "perplexity change"), ("KL", "KL, nats per token"))
+        ):
+            ax = axes[row][col]
+            ax.scatter(at["total MiB"], at[column], c=at["family"].map(colours), s=28, zorder=3)
+            best = at[at["unbeaten"]]
+            ax.plot(best["total MiB"], best[column], color="grey", lw=1, zorder=2)
+            ax.scatter(best["total MiB"], best[column], s=90, facecolors="none", edgecolors="black", zorder=4)
+            for _, r in at.iterrows():
+                ax.annotate(
+                    r["setup"], (r["total MiB"], r[column]), fontsize=6, xytext=(3, 2), textcoords="offset points"
+                )
+            ax.set_yscale("symlog", linthresh=1e-4)  # the reference sits at 0; the rest spans 4 decades
+            ax.set_ylabel(label)
+            if row == 0:
+                ax.set_title(f"{cells:,} cells")
+            else:
+                ax.set_xlabel("weights + KV cache, MiB (llama.cpp)")
+    fig.tight_layout()
+    return fig

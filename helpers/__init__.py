@@ -1,10 +1,12 @@
 """sixteen-heads helpers: gate, score and prune attention heads (Michel, Levy & Neubig, 2019).
 
-Four parts, imported one way (book -> zoo -> heads -> base):
+Five parts, imported one way (book -> zoo and serving -> heads -> base):
 
 * ``helpers.base``: utilities with no tie to heads (atomic writes, code digests, devices, cores);
 * ``helpers.heads``: the head library (sites, gates, importance, pruning, sweeps, curves,
   throughput, significance, metrics); usable on its own, with ``helpers.base``;
+* ``helpers.serving``: GGUF files run in llama.cpp in this process (its server, and its C API
+  through ``ctypes``), imported only where a file is served;
 * ``helpers.zoo``: models and data (generated tasks, real corpora, training recipes, the
   paper's downloads, the model cache, and ``registry``: where every model comes from);
 * ``helpers.book``: the book's machinery (profiles, runner, results, sweep cache, sharding,

@@ -1,4 +1,4 @@
-"""helpers/ has four parts imported one way: book -> zoo -> heads -> base, with no import cycle; inside
+"""helpers/ has five parts imported one way: book -> zoo and serving -> heads -> base, with no import cycle; inside
 helpers/book, one folder per job, imported one way too: running -> verdicts -> experiments -> course
 -> profiles, store, paper.
 
@@ -16,7 +16,7 @@ import pytest
 from helpers.book.running.chapter_code import import_graph, module_name
 
 ROOT = Path(__file__).resolve().parent.parent
-PARTS = {"base": 0, "heads": 1, "zoo": 2, "book": 3}  # a part may import its own rank or lower
+PARTS = {"base": 0, "heads": 1, "serving": 2, "zoo": 2, "book": 3}  # a part may import its own rank or lower
 # helpers/book's folders by job, with the same rule: the folders of one rank share nothing
 BOOK_FOLDERS = {"profiles": 0, "store": 0, "paper": 0, "course": 1, "experiments": 2, "verdicts": 3, "running": 4}
 
@@ -71,7 +71,9 @@ def graph():
 
 def test_every_module_belongs_to_one_of_the_four_parts(graph):
     loose = [m for m in graph if m != "helpers" and part_of(m) not in PARTS]
-    assert not loose, f"modules outside helpers/base, helpers/heads, helpers/zoo, helpers/book: {loose}"
+    assert not loose, (
+        f"modules outside helpers/base, helpers/heads, helpers/serving, helpers/zoo, helpers/book: {loose}"
+    )
     assert all(part in {part_of(m) for m in graph} for part in PARTS)
 
 
@@ -223,7 +225,7 @@ def test_a_chapters_rule_reruns_that_chapter_and_the_pages_that_read_every_verdi
         nb.stem.split("_", 1)[0]: {p.relative_to(PACKAGE).as_posix() for p in chapter_modules(nb)} for nb in notebooks
     }
     rules = sorted((ROOT / "helpers" / "book" / "verdicts" / "rules").glob("ch*.py"))
-    assert len(rules) == 12
+    assert len(rules) == 13
     for path in rules:
         chapter = path.stem[2:]
         rerun = {n for n, modules in closure.items() if f"book/verdicts/rules/{path.name}" in modules}

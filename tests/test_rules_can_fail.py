@@ -942,3 +942,98 @@ def test_few_significant_reads_its_count_over_every_count_the_unplaced_heads_all
     # 20 significant and 8 unplaced: at most 28 (19.4%), so it holds however they turn out
     sure = lambda: {"03_one_head_counts": _counts(significant=20, negligible=116, undetermined=8)}
     assert _verdict(tmp_path / "c", "few_significant", "", sure)[0] == REPRODUCED
+
+
+# ---- chapter 14b: served at equal memory in llama.cpp ---------------------------------------------
+def _served_quality(change: float, low: float, high: float) -> dict:
+    """14b_quality: the q8_0 cache's perplexity change and its interval."""
+    row = {"setup": "q8_0 cache", "texts": 30, "perplexity": 10.0, "KL": 0.001, "refused": ""}
+    return {"14b_quality": [{**row, "perplexity change": change, "change low": low, "change high": high}]}
+
+
+def _served_pairs(outcomes: list[str], axis: str = "total") -> dict:
+    """14b_pairs of ``axis``: one pair per outcome, ``q`` (quantizing wins), ``r`` (removal beats
+    every quantize-only setup within its bytes) or ``u`` (undecided)."""
+    gaps = {"q": (-1.2, -1.5, -0.9), "r": (0.4, 0.2, 0.6), "u": (0.01, -0.05, 0.07)}
+    rows = [
+        {
+            "axis": axis,
+            "cells": 2048 * (1 + i % 2),
+            "removal": f"removal {i}",
+            "partner": f"quantized {i}",
+            "within": f"quantized {i}",
+            "gap": gaps[o][0],
+            "low": gaps[o][1],
+            "high": gaps[o][2],
+            "quantizing wins": o == "q",
+            "removal wins": o == "r",
+        }
+        for i, o in enumerate(outcomes)
+    ]
+    return {"14b_pairs": rows}
+
+
+def _served_contrast(name: str, gap: float, low: float, high: float, rotated: tuple = (True, False)) -> dict:
+    """14b_contrasts' row ``name`` (a minus b, nats per token) and 14b_memory's rotation state of
+    the rotated and the plain q4_0 caches as llama.cpp's log gave it."""
+    memory = [
+        {"setup": "q4_0 cache", "cells": 2048, "K rotated": rotated[0]},
+        {"setup": "q4_0 cache without rotation", "cells": 2048, "K rotated": rotated[1]},
+    ]
+    contrast = {"contrast": name, "a": "a", "b": "b", "gap": gap, "low": low, "high": high}
+    return {"14b_contrasts": [{**contrast, "a change": 0.1, "b change": 0.04}], "14b_memory": memory}
+
+
+CASES.update(
+    {
+        "served_q8_cache_cheap": _same(
+            lambda: _served_quality(0.0007, 0.0002, 0.0012),
+            lambda: _served_quality(0.03, 0.02, 0.04),  # +3%, the whole interval past the margin
+            likelihood=False,
+        ),
+        "served_quantizing_beats_removal": _same(
+            lambda: _served_pairs(["q", "q", "q", "q"]), lambda: _served_pairs(["r", "r", "u", "r"]), likelihood=False
+        ),
+        "served_ranking_holds": _same(
+            lambda: _served_pairs(["q", "q"], "cache"), lambda: _served_pairs(["r", "r"], "cache"), likelihood=False
+        ),
+        "served_rotation_helps": _same(
+            lambda: _served_contrast("rotation", 0.09, 0.06, 0.12),
+            lambda: _served_contrast("rotation", -0.05, -0.08, -0.02),  # the rotated cache costs more
+            likelihood=False,
+        ),
+        "served_keys_more_sensitive": _same(
+            lambda: _served_contrast("keys against values", 0.03, 0.01, 0.05),
+            lambda: _served_contrast("keys against values", -0.03, -0.05, -0.01),
+            likelihood=False,
+        ),
+    }
+)
+
+
+@pytest.mark.parametrize(
+    "case, expected",
+    [
+        (lambda: _served_quality(0.008, 0.004, 0.013), CANNOT_TELL),  # the interval holds the 1% margin
+        (lambda: _served_pairs(["q", "u"]), PARTLY),
+        (lambda: _served_pairs(["q", "r"]), PARTLY),
+        (lambda: _served_pairs(["u", "u"]), CANNOT_TELL),
+        (lambda: _served_contrast("rotation", 0.01, -0.01, 0.03), CANNOT_TELL),
+        (lambda: _served_contrast("rotation", 0.09, 0.06, 0.12, rotated=(False, False)), CANNOT_TELL),
+        (lambda: _served_contrast("keys against values", float("nan"), float("nan"), float("nan")), CANNOT_TELL),
+    ],
+)
+def test_served_claims_cannot_tell_or_say_partly_where_the_evidence_is_short_or_mixed(tmp_path, case, expected):
+    tables = case()
+    key = {
+        "14b_quality": "served_q8_cache_cheap",
+        "14b_pairs": "served_quantizing_beats_removal",
+    }.get(next(iter(tables)), "")
+    if not key:
+        key = (
+            "served_rotation_helps"
+            if tables["14b_contrasts"][0]["contrast"] == "rotation"
+            else "served_keys_more_sensitive"
+        )
+    verdict, ours = _verdict(tmp_path, key, "", lambda: tables)
+    assert verdict == expected, ours

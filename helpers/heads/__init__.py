@@ -29,10 +29,9 @@ or pruning uses these two packages alone.
 * kv_selective.py, kv_quantized.py, kv_budget.py: other ways to shrink the KV cache, as real
   caches and fast twins: windowed heads and heavy hitters (``SelectiveCache``), quantized caches
   (``quantized_cache``), the bytes any cache holds, and one configuration three ways (``CacheSpec``);
-* gguf_export.py, llama_cpp.py: a (pruned) Llama written as a GGUF file llama.cpp loads
-  (``export_gguf``; per-layer head counts through its ``deci`` architecture), and run there in
-  this process (``LlamaCpp``: greedy tokens, log-probabilities, speed, its KV cache); they import
-  ``gguf`` and ``xllamacpp`` only when called;
+* gguf_export.py: a (pruned) Llama written as a GGUF file llama.cpp loads (``export_gguf``;
+  per-layer head counts through its ``deci`` architecture; weights in f32, f16, q8_0 or q4_0);
+  it imports ``gguf`` only when called. Running the files is ``helpers.serving``'s;
 * induction.py: the repeated-random-tokens probe, induction scores and copying likelihood;
 * significance.py: the paired bootstrap test of a score change (§3.2);
 * metrics.py: accuracy, Matthews, F1 and tokenised BLEU;
@@ -72,7 +71,6 @@ from .kv_selective import (
     selective_attention,
     window_visibility,
 )
-from .llama_cpp import LlamaCpp, LlamaCppError, RuntimeSettings, predicted_kv_bytes
 from .pruning import (
     count_parameters,
     head_layout,
@@ -192,8 +190,4 @@ __all__ = [
     "GgufExport",
     "GgufExportError",
     "export_gguf",
-    "LlamaCpp",
-    "LlamaCppError",
-    "RuntimeSettings",
-    "predicted_kv_bytes",
 ]

@@ -1,5 +1,5 @@
 """Chapter 13's pruned models served by llama.cpp: each variant written as a GGUF file
-(``heads.gguf_export``) and run in llama.cpp (``heads.llama_cpp``), against transformers.
+(``heads.gguf_export``) and run in llama.cpp (``serving.llama_cpp``), against transformers.
 
     exact, speed = served(variants, tokenizer_gguf, prompt, new_tokens, verses, threads=(1, 2))
 
@@ -26,8 +26,8 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ...heads.gguf_export import export_gguf
-from ...heads.llama_cpp import LlamaCpp, RuntimeSettings, predicted_kv_bytes
 from ...heads.sites import attention_sites
+from ...serving.llama_cpp import LlamaCpp, RuntimeSettings, predicted_kv_bytes
 
 SPEED = ["prompt tokens per second", "generated tokens per second"]
 RUNTIME_SHOWN = [

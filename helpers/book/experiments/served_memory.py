@@ -239,13 +239,14 @@ def memory_table(
                 for n in cells:
                     try:
                         with model.context(n, s.cache) as ctx:
-                            keys, values = predicted_cache_bytes(f.kv_heads, head_dim(f), n, s.cache)
+                            # llama.cpp rounds a context up (to 256 cells): its log says how many
+                            keys, values = predicted_cache_bytes(f.kv_heads, head_dim(f), ctx.cells, s.cache)
                             rows.append(
                                 {
                                     "setup": s.name,
                                     "order": setups.index(s),
                                     "family": s.family,
-                                    "cells": n,
+                                    "cells": ctx.cells,
                                     "weights": s.weights,
                                     "removed": s.removed,
                                     "K type": ctx.k_type,

@@ -278,6 +278,28 @@ def memory_line(profile: str, results_root: Path | None = None) -> str:
     )
 
 
+def served_line(profile: str, results_root: Path | None = None) -> str:
+    """Chapter 14b in one sentence, from its frontier: the setups no other beats at the smallest
+    context size, and whether a removal of KV groups is among them; "" before it has run."""
+    tables = Results(results_folder(profile, results_root))
+    try:
+        table = tables["14b_frontier"]
+    except MissingResults:
+        return ""
+    cells = table["cells"].min()
+    best = table[(table["cells"] == cells) & table["unbeaten"].astype(bool)].sort_values("total MiB")
+    named = ", ".join(
+        f"{r['setup']} ({r['total MiB']:,.0f} MiB, {r['perplexity change']:+.1%})" for _, r in best.iterrows()
+    )
+    removal = (
+        "one with KV groups removed is among them" if best["family"].eq("removal").any() else "none removes KV groups"
+    )
+    return (
+        f"* *Chapter 14b, served at equal memory in llama.cpp*: at {int(cells):,} cells the setups no other beats on "
+        f"weights plus cache are {named}; {removal}."
+    )
+
+
 def beyond(card: pd.DataFrame, results_root: Path | None = None) -> str:
     """What the chapters beyond the paper found: chapter 11 in numbers, then each claim of
     chapters 12 and 13 with our numbers and its verdict."""
@@ -298,12 +320,13 @@ def beyond(card: pd.DataFrame, results_root: Path | None = None) -> str:
     again = len(rows) - len(own)
     eleven = language_model_line(card["profile"].iloc[0], results_root)
     memory = memory_line(card["profile"].iloc[0], results_root)
+    served = served_line(card["profile"].iloc[0], results_root)
     return (
         f"Of the {len(own)} claims beyond the paper, {held} {'is' if held == 1 else 'are'} reproduced "
         "(on every seed's evidence together where a model has several)"
         + (f"; the list also gives the {again} of the paper's claims that chapter 12 asks again" if again else "")
         + ":\n\n"
-        + "\n".join([x for x in (eleven, memory) if x] + lines)
+        + "\n".join([x for x in (eleven, memory, served) if x] + lines)
     )
 
 

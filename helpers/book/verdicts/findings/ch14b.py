@@ -77,7 +77,8 @@ def speed_lines(profile: str) -> list[str]:
     slow, fast = at.iloc[0], at.iloc[-1]
     return [
         f"**Speed at {_threads(int(at['threads'].iloc[0]))}.** "
-        f"Generation runs from {slow['generated x reference']:.2f}x the reference ({slow['setup']}) to {fast['generated x reference']:.2f}x ({fast['setup']}). "
+        f"Generation runs from {slow['generated x reference']:.2f}x the reference ({slow['setup']}) "
+        f"to {fast['generated x reference']:.2f}x ({fast['setup']}). "
         f"Prompts run from {at['prompt x reference'].min():.2f}x to {at['prompt x reference'].max():.2f}x."
     ]
 

@@ -120,7 +120,7 @@ def sample(r: Results) -> str:
 
 CLAIMS = [
     Claim(
-        "q8_cache_cheap",
+        "served_q8_cache_cheap",
         "Beyond the paper, served in llama.cpp",
         "A q8_0 KV cache costs under 1% perplexity",
         "+0.07% perplexity for a q8_0 K and V cache on an 8B model (llama.cpp's pull request adding quantized V "
@@ -134,7 +134,7 @@ CLAIMS = [
         sample=sample,
     ),
     Claim(
-        "quantizing_beats_removal",
+        "served_quantizing_beats_removal",
         "Beyond the paper, served in llama.cpp",
         "At equal memory (weights and cache), quantizing beats removing KV groups",
         "no published comparison on one axis; KV-cache methods report memory against their own baselines",
@@ -149,7 +149,7 @@ CLAIMS = [
         sample=sample,
     ),
     Claim(
-        "ranking_holds_in_llama_cpp",
+        "served_ranking_holds",
         "Beyond the paper, served in llama.cpp",
         "Chapter 14's ranking holds in llama.cpp: at equal cache bytes, quantizing the cache beats removing KV groups",
         "chapter 14 (transformers' caches): quantizing the cache costs less perplexity than removing KV groups",
@@ -161,7 +161,7 @@ CLAIMS = [
         sample=sample,
     ),
     Claim(
-        "rotation_helps_q4_0",
+        "served_rotation_helps",
         "Beyond the paper, served in llama.cpp",
         "Rotating queries and keys before a q4_0 cache lowers its cost",
         "+11% perplexity without rotation, +0.9% with, for a q4_0 cache on a 30B model (llama.cpp's pull request "
@@ -174,7 +174,7 @@ CLAIMS = [
         sample=sample,
     ),
     Claim(
-        "keys_more_sensitive",
+        "served_keys_more_sensitive",
         "Beyond the paper, served in llama.cpp",
         "Keys are more sensitive to quantization than values",
         "keys carry outliers per channel, values do not (KIVI); `-ctk q8_0 -ctv q4_0` is the setting users try",

@@ -221,13 +221,15 @@ def predicted_kv_bytes(
     kv_heads: Sequence[int], head_dim: int, cells: int, cache_type: str, flash_attention: bool
 ) -> tuple[int, int]:
     """``(key bytes, value bytes)`` of llama.cpp's KV cache: every layer's KV heads (``kv_heads``,
-    as written to the file), ``head_dim`` numbers each, for ``cells`` positions, in ``cache_type``
-    (``"f32"``: 4 bytes, ``"f16"``: 2). A layer with no KV head caches no key. Without flash
-    attention, layers of unequal widths get value caches as wide as the widest (llama.cpp's
-    padding), the layers with no head included."""
-    size = {"f32": 4, "f16": 2}[cache_type]
-    keys = sum(kv_heads) * head_dim * cells * size
-    values = (
-        keys if flash_attention or len(set(kv_heads)) <= 1 else len(kv_heads) * max(kv_heads) * head_dim * cells * size
-    )
+    as written to the file), ``head_dim`` numbers each, for ``cells`` positions, in
+    ``cache_type`` (``llama_api.CACHE_TYPES``; ``llama_api.predicted_cache_bytes`` does the
+    arithmetic). A layer with no KV head caches no key. Without flash attention, layers of
+    unequal widths get value caches as wide as the widest (llama.cpp's padding), the layers with
+    no head included."""
+    from .llama_api import Cache, predicted_cache_bytes
+
+    cache = Cache(cache_type, cache_type)
+    keys, values = predicted_cache_bytes(kv_heads, head_dim, cells, cache)
+    if not flash_attention and len(set(kv_heads)) > 1:
+        values = predicted_cache_bytes([max(kv_heads)] * len(kv_heads), head_dim, cells, cache)[1]
     return keys, values

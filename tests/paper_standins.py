@@ -279,6 +279,20 @@ def standin_profile(folder: Path, name: str = "paper-standin") -> str:
         n_resamples=100,
         batch_size=4,
     )
+    # chapter 14b exports SmolLM2 in 16 files' worth of settings and reads every text through each: few short texts
+    shrunk["notebooks"]["14b_served_at_equal_memory"].update(
+        select_verses=4,
+        report_verses=4,
+        texts=4,
+        text_tokens=64,
+        cells=[256],
+        speed_threads=[1],
+        prompt_tokens=16,
+        new_tokens=2,
+        repeats=1,
+        n_resamples=100,
+        batch_size=4,
+    )
     # torch.compile traces the models as on a GPU, without the minutes of C++ code generation per shape
     shrunk["notebooks"]["07_pruning_speed"].update(compile_backend="eager")
     (folder / f"{name}.yml").write_text(yaml.safe_dump(shrunk, sort_keys=False))

@@ -21,6 +21,7 @@ from helpers.book.verdicts.findings import (
     ch13,
     ch13b,
     ch14,
+    ch14b,
     ch15,
     text,
 )
@@ -1067,3 +1068,116 @@ def test_chapter_14_holds_the_plain_16_bit_cache_with_the_caches_that_do_not_qua
     # the tolerance: the 16-bit caches' rounding, not the quantized cache's 16-bit gap
     assert "differ by up to 0.0110 nats a chapter" in line
     assert "(44% to 44% of the plain cache's bytes)" in line
+
+
+def _served_tables(results, removal_unbeaten: bool):
+    frontier = [
+        {
+            "setup": "reference",
+            "family": "reference",
+            "cells": 2048,
+            "total MiB": 302.0,
+            "perplexity": 10.0,
+            "perplexity change": 0.0,
+            "unbeaten": True,
+        },
+        {
+            "setup": "Q8_0 weights",
+            "family": "quantized",
+            "cells": 2048,
+            "total MiB": 181.0,
+            "perplexity": 10.04,
+            "perplexity change": 0.004,
+            "unbeaten": True,
+        },
+        {
+            "setup": "1/3 KV groups removed",
+            "family": "removal",
+            "cells": 2048,
+            "total MiB": 170.0,
+            "perplexity": 37.0,
+            "perplexity change": 2.7,
+            "unbeaten": removal_unbeaten,
+        },
+    ]
+    results("14b_frontier", frontier)
+    memory = [
+        {
+            "setup": "reference",
+            "cells": 2048,
+            "K type": "f16",
+            "V type": "f16",
+            "K rotated": False,
+            "weight bytes": 269100288,
+            "weight bytes, predicted": 269100288,
+            "cache MiB": 45.0,
+            "cache bytes, predicted": 47185920,
+        },
+        {
+            "setup": "q4_0 cache",
+            "cells": 2048,
+            "K type": "q4_0",
+            "V type": "q4_0",
+            "K rotated": True,
+            "weight bytes": 269100288,
+            "weight bytes, predicted": 269100288,
+            "cache MiB": 12.66,
+            "cache bytes, predicted": 13271040,
+        },
+        {
+            "setup": "q4_0 cache without rotation",
+            "cells": 2048,
+            "K type": "q4_0",
+            "V type": "q4_0",
+            "K rotated": False,
+            "weight bytes": 269100288,
+            "weight bytes, predicted": 269100288,
+            "cache MiB": 12.66,
+            "cache bytes, predicted": 13271040,
+        },
+    ]
+    results("14b_memory", memory)
+    quality = [
+        {
+            "setup": "reference",
+            "texts": 30,
+            "perplexity": 10.0,
+            "perplexity change": 0.0,
+            "change low": 0.0,
+            "change high": 0.0,
+            "KL": 0.0,
+            "refused": "",
+        },
+        {
+            "setup": "q8_0 cache",
+            "texts": 30,
+            "perplexity": 10.007,
+            "perplexity change": 0.0007,
+            "change low": 0.0002,
+            "change high": 0.0012,
+            "KL": 0.00027,
+            "refused": "",
+        },
+        {"setup": "q4_0 keys + q8_0 values", "refused": "llama.cpp refused a context"},
+    ]
+    results("14b_quality", quality)
+    speed = [
+        {"setup": "reference", "threads": 2, "prompt x reference": 1.0, "generated x reference": 1.0},
+        {"setup": "Q4_0 weights", "threads": 2, "prompt x reference": 1.23, "generated x reference": 1.79},
+    ]
+    results("14b_speed_summary", speed)
+
+
+@pytest.mark.parametrize("removal_unbeaten", [False, True])
+def test_chapter_14b_says_what_its_tables_hold(results, removal_unbeaten):
+    _served_tables(results, removal_unbeaten)
+    found = ch14b.findings("p")
+    assert "weights equal the arithmetic to the byte in 3 of 3 rows" in found
+    assert "at most 0.004 MiB from the arithmetic" in found  # 12.66 MiB against 12.656 of the arithmetic
+    assert "q8_0 cache +0.07% [+0.02%, +0.12%], KL 0.0003" in found
+    assert "llama.cpp refused q4_0 keys + q8_0 values" in found
+    assert "rotates keys and values before q4_0 cache, and not before q4_0 cache without rotation" in found
+    assert "Generation runs from 1.00x the reference (reference) to 1.79x (Q4_0 weights)" in found
+    assert "Speed at 2 threads." in found
+    among = "A setup with KV groups removed is among them."
+    assert (among in found) == removal_unbeaten

@@ -1393,3 +1393,91 @@ def test_chapter_14_real_caches_hold_the_predicted_bytes(table):
     # the unpruned 16-bit cache: keys and values of every KV head, every position, 2 bytes each
     points = {p["method"]: p for p in table("14_points")}
     assert plain["bytes, measured"] == points["unpruned"]["bytes per token"] * plain["positions"] * plain["sequences"]
+
+
+# ---- chapter 14b: served at equal memory in llama.cpp ----------------------------------------------
+CH14B = "14b_served_at_equal_memory"
+
+
+def _nll_by_setup(rows: list[dict]) -> dict[str, list[float]]:
+    out: dict[str, dict[int, float]] = defaultdict(dict)
+    for r in rows:
+        out[r["setup"]][r["text"]] = r["nll"]
+    texts = sorted(out["reference"])
+    assert all(sorted(v) == texts for v in out.values()), "every setup reads the same texts"
+    return {name: [v[t] for t in texts] for name, v in out.items()}
+
+
+def test_chapter_14b_memory_is_llama_cpps_and_the_arithmetics(table):
+    memory = table("14b_memory")
+    assert memory and all(r["weight bytes"] == r["weight bytes, predicted"] for r in memory)
+    assert all(abs(r["cache MiB"] - r["cache bytes, predicted"] / 2**20) <= 0.005 + 1e-9 for r in memory)
+    for r in memory:
+        assert r["total MiB"] == pytest.approx(r["weight bytes"] / 2**20 + r["cache MiB"], **CLOSE)
+
+
+def test_chapter_14b_quality_adds_up_from_the_texts(table):
+    nll = _nll_by_setup(table("14b_scores"))
+    kl: dict[str, list[float]] = defaultdict(list)
+    for r in table("14b_scores"):
+        kl[r["setup"]].append(r["kl"])
+    ref = nll["reference"]
+    quality = {q["setup"]: q for q in table("14b_quality") if not q["refused"]}
+    assert set(quality) == set(nll)
+    for name, values in nll.items():
+        q = quality[name]
+        assert q["texts"] == len(values) == _param(CH14B, "texts")
+        mean = sum(values) / len(values)
+        diff = sum(a - b for a, b in zip(values, ref, strict=True)) / len(values)
+        assert q["perplexity"] == pytest.approx(math.exp(mean), rel=1e-9)
+        assert q["perplexity change"] == pytest.approx(math.expm1(diff), rel=1e-9, abs=1e-12)
+        assert q["change low"] <= q["perplexity change"] + 1e-12 <= q["change high"] + 2e-12
+        assert q["KL"] == pytest.approx(sum(kl[name]) / len(kl[name]), rel=1e-9, abs=1e-12)
+    assert all(r["tokens"] == _param(CH14B, "text_tokens") // 2 for r in table("14b_scores"))
+
+
+def test_chapter_14b_frontier_pairs_and_budgets_add_up(table):
+    nll = _nll_by_setup(table("14b_scores"))
+    frontier = table("14b_frontier")
+    for r in frontier:  # unbeaten: no setup at this context size with at most its bytes and a lower perplexity
+        rivals = [o for o in frontier if o["cells"] == r["cells"] and o["setup"] != r["setup"]]
+        beaten = any(o["total MiB"] <= r["total MiB"] and o["perplexity"] < r["perplexity"] for o in rivals)
+        assert r["unbeaten"] == (not beaten), r["setup"]
+    memory = table("14b_memory")
+    for p in table("14b_pairs"):
+        at = [m for m in memory if m["cells"] == p["cells"]]
+        removal = next(m for m in at if m["setup"] == p["removal"])
+
+        def size(m, total=p["axis"] == "total"):
+            return m["cache bytes, predicted"] + (m["weight bytes, predicted"] if total else 0)
+
+        rivals = [
+            m
+            for m in at
+            if m["family"] == "quantized"
+            and (p["axis"] == "total" or m["weights"] == "f16")
+            and size(m) <= size(removal)
+        ]
+        best = min(rivals, key=lambda m: (-size(m), m["order"]))
+        assert p["partner"] == best["setup"]
+        gap = sum(a - b for a, b in zip(nll[p["partner"]], nll[p["removal"]], strict=True)) / len(nll["reference"])
+        assert p["gap"] == pytest.approx(gap, rel=1e-9, abs=1e-12)
+        assert p["quantizing wins"] == (p["high"] < 0)
+        assert p["low"] <= p["gap"] + 1e-12 <= p["high"] + 2e-12
+    for b in table("14b_budgets"):
+        at = [f for f in frontier if f["cells"] == b["cells"]]
+        total = next(f["total MiB"] for f in at if f["setup"] == "reference")
+        fits = [f for f in at if f["total MiB"] <= b["budget"] * total + 1e-9]
+        assert b["setups within"] == len(fits)
+        assert b["best setup"] == (min(fits, key=lambda f: f["perplexity"])["setup"] if fits else None)
+
+
+def test_the_readmes_llama_cpp_file_is_unbeaten_in_the_course_build(table):
+    if PROFILE != "course":
+        pytest.skip("the README speaks of the course build")
+    text = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
+    named = re.findall(r"results/course/(14b_[\w.-]+\.gguf)", text)
+    assert named, "the README names a chapter 14b file to serve"
+    unbeaten = {f["file"] for f in table("14b_frontier") if f["unbeaten"]}
+    assert set(named) <= unbeaten
+    assert all((results.results_dir("course") / name).exists() for name in named)

@@ -2,8 +2,11 @@
 in f16, ``q8_0`` or ``q4_0``; KV groups removed by I_h or not) run with a KV cache type (keys and
 values apart; llama.cpp's rotation allowed or not), all on one axis: the bytes llama.cpp
 allocates for the weights and the cache. Quality is read as llama.cpp's perplexity tool reads it:
-texts of ``text_tokens`` tokens (its default context, 512), the later half scored, perplexity and
-the KL divergence from the 16-bit reference over the whole vocabulary.
+texts of ``text_tokens`` tokens (its default context, 512), the later half scored (its tool
+scores 255 of 512 after a BOS token; SmolLM2 adds none, and here the 256 tokens of the later half
+are scored), perplexity and the KL divergence from the 16-bit reference over the whole
+vocabulary (its terms summed in float32: about 1e-6 nats of rounding, against 2e-4 for the
+smallest KL a text gives here).
 
     files = export_files(models, SETUPS, folder, tokenizer_gguf)      # one GGUF per (removed, weights)
     with Served(files, SETUPS, cells=512, threads=2) as served:
@@ -326,7 +329,8 @@ def quality_table(
 def frontier(memory: pd.DataFrame, quality: pd.DataFrame) -> pd.DataFrame:
     """Per context size, the setups in order of total bytes, ``unbeaten`` where no other setup
     holds at most as many bytes with a lower perplexity (the frontier of quality against memory)."""
-    table = memory.merge(quality[["setup", "perplexity", "perplexity change", "KL"]], on="setup")
+    read = quality.dropna(subset=["perplexity"])  # a setup llama.cpp refused is on no frontier
+    table = memory.merge(read[["setup", "perplexity", "perplexity change", "KL"]], on="setup")
     out = []
     for _, rows in table.groupby("cells"):
         rows = rows.sort_values(["total MiB", "perplexity"]).copy()

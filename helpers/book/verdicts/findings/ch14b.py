@@ -60,7 +60,7 @@ def frontier_lines(profile: str) -> list[str]:
             [f"{r['setup']} ({_mib(r['total MiB'])}, {r['perplexity change']:+.2%})" for _, r in best.iterrows()]
         )
         lines.append(
-            f"**Unbeaten at {int(cells):,} cells:** {named}. "
+            f"**Unbeaten at {int(cells):,} cells** (by point estimates): {named}. "
             + (
                 "A setup with KV groups removed is among them."
                 if removal
@@ -87,8 +87,9 @@ def rotation_lines(profile: str) -> list[str]:
     """Whether llama.cpp rotated each quantized cache, as its log says."""
     memory = read(profile, "14b_memory").drop_duplicates("setup")
     quantized = memory[(memory["K type"] != "f16") | (memory["V type"] != "f16")]
-    on = quantized[quantized["K rotated"].astype(bool)]["setup"].tolist()
-    off = quantized[~quantized["K rotated"].astype(bool)]["setup"].tolist()
+    both = quantized["K rotated"].astype(bool) & quantized["V rotated"].astype(bool)
+    on = quantized[both]["setup"].tolist()
+    off = quantized[~both]["setup"].tolist()
     return [
         "**Rotation.** llama.cpp's log says it rotates keys and values before "
         + (words(on) if on else "no quantized cache")

@@ -1201,9 +1201,11 @@ def test_chapter_13_induction_ranks_add_up(table):
 
 
 def test_the_scorecards_values_are_computed_from_the_chapters_rows(table):
-    # chapters 12 to 14 judge their claims on tables of their own (recomputed above and in test_scorecard)
+    # chapters 12 to 14b judge their claims on tables of their own (recomputed above and in test_scorecard)
     card = [
-        r for r in table("15_scorecard") if r["chapter"] not in ("12_unimportant_or_unmeasured", CH13, CH13B, CH14)
+        r
+        for r in table("15_scorecard")
+        if r["chapter"] not in ("12_unimportant_or_unmeasured", CH13, CH13B, CH14, CH14B)
     ]
     assert all(r["verdict"] != "not run" for r in card), [
         (r["claim"], r["ours"]) for r in card if r["verdict"] == "not run"
@@ -1481,3 +1483,26 @@ def test_the_readmes_llama_cpp_file_is_unbeaten_in_the_course_build(table):
     unbeaten = {f["file"] for f in table("14b_frontier") if f["unbeaten"]}
     assert set(named) <= unbeaten
     assert all((results.results_dir("course") / name).exists() for name in named)
+
+
+def test_the_scorecards_14b_verdicts_follow_the_tables_they_read(table):
+    """Read here from the saved summaries by the claims' own thresholds (the rules' words)."""
+    card = {r["key"]: r for r in table("15_scorecard") if r["chapter"] == CH14B}
+    q8 = next(q for q in table("14b_quality") if q["setup"] == "q8_0 cache")
+    margin = _param(CH14B, "q8_0_margin")
+    expected = "reproduced" if q8["change high"] < margin else "not reproduced" if q8["change low"] > margin else None
+    if expected:
+        assert card["served_q8_cache_cheap"]["verdict"] == expected
+    for key, axis in (("served_quantizing_beats_removal", "total"), ("served_ranking_holds", "cache")):
+        pairs = [p for p in table("14b_pairs") if p["axis"] == axis]
+        if all(p["high"] is not None and p["high"] < 0 for p in pairs):
+            assert card[key]["verdict"] == "reproduced"
+        elif not any(p["high"] is not None and p["high"] < 0 for p in pairs) and any(p["removal wins"] for p in pairs):
+            assert card[key]["verdict"] == "not reproduced"
+    contrasts = {c["contrast"]: c for c in table("14b_contrasts")}
+    for key, name in (("served_keys_more_sensitive", "keys against values"),):
+        c = contrasts[name]
+        if c["low"] is not None and c["low"] > 0:
+            assert card[key]["verdict"] == "reproduced"
+        elif c["high"] is not None and c["high"] < 0:
+            assert card[key]["verdict"] == "not reproduced"

@@ -85,6 +85,7 @@ class GgufExport:
     kv_heads: list[int] = field(default_factory=list)
     padded_heads: int = 0
     tensors: list[tuple[str, tuple[int, ...], str]] = field(default_factory=list)  # (name, shape, type)
+    head_dim: int = 0  # numbers per head, as written (``attention.key_length``)
 
     @property
     def predicted_weight_bytes(self) -> int:
@@ -229,6 +230,7 @@ def export_gguf(
         [p.kv_heads for p in plans],
         padded,
         tensors.written,
+        head_dim,
     )
 
 

@@ -285,6 +285,13 @@ def _rotation(allowed: bool) -> Iterator[None]:
             os.environ[ROTATION_SWITCH] = saved
 
 
+def _free_quietly(function: str, handle: int) -> None:
+    """Call llama.cpp's ``function`` on ``handle`` with its log captured (it logs what it frees)."""
+    lib = library()
+    with captured_log(lib):
+        getattr(lib, function)(handle)
+
+
 # ---- a model and its contexts ---------------------------------------------------------------------
 class LlamaModel:
     """A GGUF file loaded by llama.cpp; a context manager. ``weight_bytes``: every tensor's bytes
@@ -310,9 +317,7 @@ class LlamaModel:
 
     def __exit__(self, *exc) -> None:
         if self._model:
-            lib = library()
-            with captured_log(lib):
-                lib.llama_model_free(self._model)
+            _free_quietly("llama_model_free", self._model)
             self._model = None
 
     def context(self, cells: int, cache: Cache = Cache(), threads: int = 1, batch: int | None = None) -> LlamaContext:
@@ -353,9 +358,7 @@ class LlamaContext:
 
     def __exit__(self, *exc) -> None:
         if self._ctx:
-            lib = library()
-            with captured_log(lib):
-                lib.llama_free(self._ctx)
+            _free_quietly("llama_free", self._ctx)
             self._ctx = None
 
     def _read_log(self) -> None:

@@ -63,11 +63,6 @@ class Setup:
             return "removal"
         return REFERENCE if self.weights == "f16" and self.cache == Cache() else "quantized"
 
-    @property
-    def cache_only(self) -> bool:
-        """Quantizes the cache and nothing else (chapter 14's lever)."""
-        return self.family == "quantized" and self.weights == "f16"
-
 
 SETUPS = (
     Setup(REFERENCE),
@@ -243,7 +238,7 @@ def memory_table(
                     try:
                         with model.context(n, s.cache) as ctx:
                             # llama.cpp rounds a context up (to 256 cells): its log says how many
-                            keys, values = predicted_cache_bytes(f.kv_heads, head_dim(f), ctx.cells, s.cache)
+                            keys, values = predicted_cache_bytes(f.kv_heads, f.head_dim, ctx.cells, s.cache)
                             rows.append(
                                 {
                                     "setup": s.name,
@@ -267,14 +262,6 @@ def memory_table(
                     except LlamaApiError:
                         continue  # Served lists the refusal with llama.cpp's reason
     return pd.DataFrame(rows)
-
-
-def head_dim(export: GgufExport) -> int:
-    """The head size written to ``export``'s file (from a query weight's shape)."""
-    for name, shape, _ in export.tensors:
-        if name.endswith("attn_k.weight"):
-            return shape[0] // export.kv_heads[int(name.split(".")[1])]
-    raise ValueError(f"{export.path} has no attention layer")
 
 
 # ---- summaries: every one from the per-text rows ---------------------------------------------------------

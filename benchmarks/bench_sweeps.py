@@ -1,4 +1,4 @@
-"""Sweep time of the course models' one-head ablations: the path before issue 19 against today's.
+"""Sweep time of the course models' one-head ablations: the path before configuration batches against today's.
 
 * Translation: the course translation model's 144 one-head configurations (3 kinds x 6 layers
   x 8 heads) plus the unmasked run on ``test13``, greedy, stopping 24 tokens beyond the source

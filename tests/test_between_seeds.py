@@ -59,7 +59,7 @@ def test_fisher_z_of_a_correlation():
 
 # ---- false alarms, simulated --------------------------------------------------------------------------
 def _old_sum(parts: list[dict[str, Share]]) -> bool:
-    """The test before issue 67: the components' chi-squares added up as if independent."""
+    """The earlier test: the components' chi-squares added up as if independent."""
     statistic, df = 0.0, 0
     for component in parts[0]:
         k = np.array([p[component].k for p in parts], float)
@@ -390,7 +390,7 @@ def _seed_counts_all_placed(rng, shift: np.ndarray, own_sd: float, heads: int = 
 
 
 def test_counts_with_every_unit_placed_hold_the_level_when_each_seed_reads_the_examples_its_own_way():
-    """Review of issue 67: the count test's ranges overlap whenever many units are undecided, so
+    """Review: the count test's ranges overlap whenever many units are undecided, so
     the other simulations never exercised its chi-square; here no unit is undecided, and each
     seed has an example component of its own as large as the shared one (t(4) effects)."""
     rng = np.random.default_rng(21)
@@ -404,7 +404,7 @@ def test_counts_with_every_unit_placed_hold_the_level_when_each_seed_reads_the_e
 
 @pytest.mark.parametrize("spread", [0.3, 1.0])
 def test_correlations_over_shared_examples_hold_the_level(spread):
-    """Review of issue 67: the heads' changes carry the examples' sampling error, shared by a
+    """Review: the heads' changes carry the examples' sampling error, shared by a
     seed's heads with loadings of their own. The chapters score every seed on the same examples
     (one draw per chapter), so that error is common to the seeds and the permutation of heads
     stays within the limit, also where each seed's heads lean their own way on average (a

@@ -130,7 +130,7 @@ def test_parameters_show_once_with_the_profiles_values(browser, smoke_book, chap
 
 
 def test_the_landing_page_shows_no_code(browser, smoke_book):
-    # issue 67: the front page answers in sentences; its parameters and its code are not shown
+    # the front page answers in sentences; its parameters and its code are not shown
     _open(browser, smoke_book / "book" / "executed" / f"{LANDING}.html")
     cells = browser.execute_script("return document.querySelectorAll('div.cell_input, div.highlight').length;")
     text = _visible_text(browser, smoke_book / "book" / "executed" / f"{LANDING}.html")

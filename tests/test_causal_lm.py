@@ -169,7 +169,7 @@ def test_smollm2_is_converted_once_to_the_same_weights_and_tokens(verses, tmp_pa
 
 
 def test_the_calibrated_grid_is_the_grid_at_the_level_its_null_draws_allow(tiny, tmp_path):
-    """Chapter 11 (issue 55): ``calibrated_grid`` keeps ``one_head_grid``'s p-values and tests them
+    """Chapter 11: ``calibrated_grid`` keeps ``one_head_grid``'s p-values and tests them
     at the level fitted on null draws (at most alpha), with its interval at that level; the table
     it returns is recomputed from ``null_p_values`` with the seeds it states."""
     from helpers.book.experiments import language_model as lm

@@ -1,4 +1,4 @@
-"""The competence rule (issue 55, item 1): a run below its model's floor is rejected and trained
+"""The competence rule: a run below its model's floor is rejected and trained
 again with the next seed, the record lists it, an interrupted retry resumes with the seed it was
 on, and a recipe that no seed rescues stops the build with a message that says so."""
 

@@ -125,7 +125,7 @@ def test_chapter_14s_sentence_names_a_best_way_to_spend_the_bytes_only_where_it_
     line = front_page.memory_line("p", tmp_path)
     assert "50% of the bytes the best way to spend them is quantized (fp8: perplexity x1.01" in line
     assert "removing KV groups by importance to fit costs x3.50" in line
-    # a gap within the tolerance or an interval holding 0 names no best (issue 67)
+    # a gap within the tolerance or an interval holding 0 names no best
     assert "25% of the bytes no way is clearly best (windowed heads and quantized" in line
     assert "the lowest is windowed heads (14 full" in line
     assert "every method at equal bytes" not in line

@@ -442,7 +442,7 @@ def test_a_bleu_first_look_at_given_positions_is_the_sweep_of_those_pairs(smoke,
 
 
 def test_heads_chosen_on_the_first_looks_pairs_stop_there_only_when_harmful(smoke):
-    # review of issue 67: the same-set protocol's first look is the subset its heads were chosen
+    # review: the same-set protocol's first look is the subset its heads were chosen
     # on, which lifts their scores; a "negligible" there would carry that selection, so only a
     # harmful layer stops at it
     from helpers.book.experiments.head_effects import Looks

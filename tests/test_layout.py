@@ -230,3 +230,20 @@ def test_a_chapters_rule_reruns_that_chapter_and_the_pages_that_read_every_verdi
         chapter = path.stem[2:]
         rerun = {n for n, modules in closure.items() if f"book/verdicts/rules/{path.name}" in modules}
         assert rerun == {chapter, "15", "19"} | ({"12"} if chapter == "03" else set()), (path.name, sorted(rerun))
+
+
+def test_no_issue_numbers_in_code_or_profiles():
+    """Code says why, not which ticket: an issue number means nothing to a reader of the file."""
+    import re
+
+    pattern = re.compile(r"\b[Ii]ssues? #?\d+")
+    places = [ROOT / "helpers", ROOT / "notebooks", ROOT / "profiles", ROOT / "benchmarks", ROOT / "tests"]
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for place in places
+        for path in sorted(place.rglob("*"))
+        if path.suffix in {".py", ".ipynb", ".yml"}
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert not found, f"issue numbers in: {found}"

@@ -143,7 +143,7 @@ def test_pairs_are_paired_over_sequences_and_signed_by_the_better_method():
 
 
 def test_every_configuration_a_fast_pass_stands_in_for_is_checked_and_one_of_heavy_hitters(model):
-    # the course used to check one configuration per method (issue 67): every cheap one now
+    # the course used to check one configuration per method: every cheap one now
     layout = Layout(chapter_tokens=48, repeat_tokens=8, passage_start=2)
     importance = {"self": torch.rand(4, 6, generator=torch.Generator().manual_seed(0))}
     scores = pd.DataFrame(

@@ -12,7 +12,7 @@ from helpers.book.verdicts.pooling import Pooled, mean_over_seeds, with_ranges
 def test_a_prunable_shares_pooled_interval_holds_the_seeds_ranges_and_covers_the_true_share():
     # two seeds' prunable shares of one classifier (true share 0.4, the steps' correctness
     # independent: the hardest case for a step statistic); 95% nominal. From the errors alone the
-    # interval misses the truth about one time in four (review of issue 67); with the seeds'
+    # interval misses the truth about one time in four (found in review); with the seeds'
     # bootstrap ranges held, it covers it at the stated rate
     rng = np.random.default_rng(7)
     alone, held = [], []

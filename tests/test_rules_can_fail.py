@@ -796,7 +796,7 @@ def test_importance_against_a_band_of_few_random_orders_cannot_tell(tmp_path):
     assert _verdict(tmp_path / "c", "importance_beats_random_groups", "", one_better)[0] == NOT_REPRODUCED
 
 
-# ---- rules that leaned toward "reproduced" (issue 55): each case the old rule called reproduced ------
+# ---- rules that leaned toward "reproduced": each case the old rule called reproduced ------
 @pytest.mark.parametrize("measure", ["", LIKELIHOOD])
 def test_layers_the_tests_cannot_place_can_make_a_keep_one_verdict_cannot_tell(tmp_path, measure):
     # 1 of 18 translation layers down, 10 placed by neither test: the old rule counted those 10 as
@@ -918,7 +918,7 @@ def test_a_serving_speedup_below_the_cache_proportion_is_partly_and_one_within_t
 
 
 def test_an_undecided_keep_one_claim_says_the_power_reached_and_the_examples_that_would_decide_it(tmp_path):
-    # issue 67: a claim still undecided on the whole split says how many examples would place it
+    # a claim still undecided on the whole split says how many examples would place it
     def unsure():
         tables = _keep_one({"enc_dec": 1}, undecided={"enc_self": 4, "enc_dec": 3, "dec_self": 3})
         for row in tables["04_keep_one_counts"]:
@@ -931,7 +931,7 @@ def test_an_undecided_keep_one_claim_says_the_power_reached_and_the_examples_tha
 
 
 def test_few_significant_reads_its_count_over_every_count_the_unplaced_heads_allow(tmp_path):
-    # review of issue 67: 26 of 144 significant and 40 placed by neither test read "reproduced" (18%
+    # review: 26 of 144 significant and 40 placed by neither test read "reproduced" (18%
     # < 20%, and only 28% unplaced, under the old 50% gate), though the count could reach 66 of 144
     unsure = lambda: {"03_one_head_counts": _counts(significant=26, negligible=78, undetermined=40)}
     verdict, ours = _verdict(tmp_path / "a", "few_significant", "", unsure)

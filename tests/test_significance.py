@@ -308,7 +308,7 @@ def test_the_null_rate_holds_on_symmetric_changes_and_shows_where_skew_breaks_a_
 
 
 def test_the_calibrated_level_gives_a_skewed_small_sample_back_its_rate_on_fresh_draws():
-    """Issue 55: the grid's bootstrap at its nominal level flags far more heads with no effect
+    """The grid's bootstrap at its nominal level flags far more heads with no effect
     than chance on 30 skewed verses (the old rule); the level calibrated on one set of null draws
     flags about chance's share on another set, and it never loosens a test that holds."""
     from helpers.heads.significance import calibrated_level, null_p_values

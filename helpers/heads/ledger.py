@@ -12,7 +12,7 @@ it covered, how many configurations it computed (the rest were read from a cache
 and its own seconds (less the entries nested in it, so that shares by category add up to the
 whole). With no listener an entry costs two clock readings. ``$SIXTEEN_HEADS_LEDGER`` names a
 JSON-lines file that every entry of the process is appended to (the book's runner sets it for
-each chapter, ``helpers/book/running/sweep_costs.py``).
+each chapter, ``helpers/book/store/sweep_costs.py``).
 """
 
 from __future__ import annotations

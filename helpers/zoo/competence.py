@@ -1,5 +1,5 @@
 """Is a trained model good enough to study? The competence rule a model's spec states, and the
-seeds its build tries (issue 55, item 1).
+seeds its build tries.
 
 A spec's ``competence`` section names the split the chapters score the model on and a floor:
 

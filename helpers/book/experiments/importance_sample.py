@@ -1,4 +1,4 @@
-"""How many examples does head importance need? (issue 55, item 5; the calibration size every
+"""How many examples does head importance need? (the calibration size every
 pruning method has to choose.)
 
 From per-example importance terms stored once (``heads.importance.importance_terms``), I_h of

@@ -491,7 +491,7 @@ def figure(curves: pd.DataFrame, panels: list[tuple[str, str, str]], suptitle: s
     return fig
 
 
-# ---- how many examples importance needs (issue 55, item 5) -----------------------------------------
+# ---- how many examples importance needs ---------------------------------------------------------------
 # chapter 11's defaults for its verse sets, where a profile does not set its own (a test holds them to the notebook's)
 LM_SETS = {
     "select_verses": 120,

@@ -1,4 +1,4 @@
-"""Do the training seeds differ on a claim beyond sampling noise? (issues 55 and 67)
+"""Do the training seeds differ on a claim beyond sampling noise?
 
 The verdict is read on every seed's evidence at once (``engine.judge``, ``pooling``); this test
 is the separate ``seeds differ`` column beside it, and never changes the verdict. It reads the
@@ -19,7 +19,7 @@ e.g. one share of heads per model):
 The components are tested one at a time, and the claim's seeds differ when some component does at
 ``SEED_LEVEL`` after a Bonferroni correction over the components: components share heads and
 examples (a model's three removal kinds, two protocols on the same layers), and adding their
-statistics as if independent inflated the rate (issue 67). The seeds are scored on the same
+statistics as if independent inflated the rate. The seeds are scored on the same
 examples, which correlates their numbers positively: treating them as independent overstates the
 noise of their difference, so each component's test errs toward "no".
 

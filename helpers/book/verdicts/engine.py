@@ -14,7 +14,7 @@ chapter's: ``chapter_verdicts`` records the values the chapter ran with under
 rerun with ``-p min_base_share=0.05`` changes the chapter and the scorecard alike.
 
 Where the chapters measured several training runs of a model (a ``training_seed`` column in
-their tables), each claim is judged once on every seed's evidence together (issue 67): ``check``
+their tables), each claim is judged once on every seed's evidence together: ``check``
 reads the tables of all those seeds at once (``Results.pooled``) and pools its statistic as the
 claim reads it (``pooling``: units added over seeds, values averaged with an interval that holds
 however the seeds' errors correlate), and its verdict is read from that pooled statistic and its
@@ -30,8 +30,9 @@ same rule unless the claim names one of its own (``likelihood_rule``); a claim w
 no likelihood tables is ``not measured`` there. A table's rows from the paper carry
 ``from_paper = True``.
 
+    from helpers.book.verdicts.engine import chapter_verdicts
     from helpers.book.verdicts.rules import ch09
-    ch09.verdicts("course", min_base_share=0.02)   # per claim and measure: each seed's row, then the pooled one
+    chapter_verdicts("course", ch09.CLAIMS, min_base_share=0.02)  # each seed's row, then the pooled one
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One answer per claim (issue 67): a claim's statistic over all its training seeds at once, with
+"""One answer per claim: a claim's statistic over all its training seeds at once, with
 an interval, and the verdict its rule gives over that whole interval.
 
 The book's claims are about models of a recipe, not about one trained artifact, so each claim is

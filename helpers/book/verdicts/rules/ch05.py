@@ -85,7 +85,7 @@ def correlation_statistic(r: Results) -> dict[str, Pairs]:
     """Each model's heads, their changes in and out of domain, for the between-seed test: a
     permutation of the heads between the seeds (``between_seeds.Pairs``). Fisher's z with its
     normal error 1 / sqrt(n - 3), and a bootstrap's error over the heads too, called alike seeds
-    with heavy-tailed heads different too often (issue 67; tests/test_between_seeds.py)."""
+    with heavy-tailed heads different too often (tests/test_between_seeds.py)."""
     return {
         model: Pairs(tuple(heads["delta_in"].astype(float)), tuple(heads["delta_out"].astype(float)))
         for model, heads in _pairs(r).items()

@@ -1,0 +1,132 @@
+"""Compare two results folders table by table: did a change leave the book's numbers alone?
+
+A refactor that should change no number is checked by building the book before and after it and
+comparing ``results/<profile>/`` of both builds. ``compare_folders`` reads every CSV of the first
+folder and its namesake in the second, and sorts each into
+
+* ``equal``: the same columns, rows and values (NaN equal to NaN);
+* ``rounding``: the same except numbers within ``rtol`` of each other (a reordered float32 sum);
+* ``timing``: a table of wall-clock times, or differing only in timing columns (never compared);
+* ``different``: anything else, with the columns that differ and the largest difference;
+* ``missing`` / ``added``: in one folder only.
+
+Run it as ``python -m helpers.book.store.compare BEFORE AFTER``; it prints one line per table
+that is not ``equal`` and exits 1 when any is ``different``, ``missing`` or ``added``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+# Wall-clock readings: they differ between any two runs, so they are listed, never compared.
+TIMING_TABLES = re.compile(r"(^run_times$|_speed($|_)|_timing|_costs?$|throughput)")
+TIMING_COLUMNS = re.compile(
+    r"(seconds|\bms\b|_ms$|_s$|\(s\)|minutes|per s\b|tok/s|tokens/s|tok_per|speed|time|finished|throughput|"
+    r"elapsed|wall)",
+    re.IGNORECASE,
+)
+FLOAT32_RTOL = 1e-5  # a few float32 ulps: what reordering a float32 sum can move
+
+
+@dataclass(frozen=True)
+class TableComparison:
+    """One table's outcome. ``columns``: the columns that differ; ``largest``: the largest
+    absolute difference among numbers that differ (0 where none)."""
+
+    name: str
+    outcome: str
+    columns: tuple[str, ...] = ()
+    largest: float = 0.0
+    detail: str = ""
+
+
+def compare_folders(before: Path, after: Path, rtol: float = FLOAT32_RTOL) -> list[TableComparison]:
+    """Every CSV under ``before`` (recursively) against the one at the same relative path under
+    ``after``, and the CSVs only ``after`` has; sorted by path."""
+    first = {p.relative_to(before).as_posix(): p for p in before.rglob("*.csv")}
+    second = {p.relative_to(after).as_posix(): p for p in after.rglob("*.csv")}
+    out = []
+    for name in sorted(first.keys() | second.keys()):
+        if name not in second:
+            out.append(TableComparison(name, "missing"))
+        elif name not in first:
+            out.append(TableComparison(name, "added"))
+        else:
+            out.append(compare_tables(name, pd.read_csv(first[name]), pd.read_csv(second[name]), rtol))
+    return out
+
+
+def compare_tables(name: str, a: pd.DataFrame, b: pd.DataFrame, rtol: float = FLOAT32_RTOL) -> TableComparison:
+    """The outcome for one table read twice (see the module's docstring)."""
+    stem = Path(name).stem
+    if TIMING_TABLES.search(stem):
+        return TableComparison(name, "timing")
+    if list(a.columns) != list(b.columns):
+        gone, new = sorted(set(a.columns) - set(b.columns)), sorted(set(b.columns) - set(a.columns))
+        return TableComparison(name, "different", detail=f"columns differ: only before {gone}, only after {new}")
+    if len(a) != len(b):
+        return TableComparison(name, "different", detail=f"{len(a)} rows before, {len(b)} after")
+    exact, rounded, largest = [], [], 0.0
+    for column in a.columns:
+        outcome, gap = _compare_column(a[column], b[column], rtol)
+        if outcome == "rounding":
+            rounded.append(column)
+            largest = max(largest, gap)
+        elif outcome == "different":
+            exact.append(column)
+            largest = max(largest, gap)
+    timing = [c for c in exact if TIMING_COLUMNS.search(str(c))]
+    real = [c for c in exact if c not in timing]
+    if real:
+        return TableComparison(name, "different", tuple(real), largest)
+    if rounded:
+        return TableComparison(name, "rounding", tuple(rounded), largest)
+    if timing:
+        return TableComparison(name, "timing", tuple(timing))
+    return TableComparison(name, "equal")
+
+
+def _compare_column(a: pd.Series, b: pd.Series, rtol: float) -> tuple[str, float]:
+    """("equal" | "rounding" | "different", the largest absolute gap among numbers)."""
+    both_na = a.isna().to_numpy() & b.isna().to_numpy()
+    if pd.api.types.is_numeric_dtype(a) and pd.api.types.is_numeric_dtype(b):
+        x, y = a.to_numpy(dtype=float), b.to_numpy(dtype=float)
+        same = (x == y) | both_na
+        if same.all():
+            return "equal", 0.0
+        gap = float(np.nanmax(np.abs(x - y)[~same])) if np.isfinite(x[~same]).all() else float("inf")
+        close = np.isclose(x, y, rtol=rtol, atol=0.0) | both_na
+        return ("rounding" if close.all() else "different"), gap
+    same = (a.astype(str).to_numpy() == b.astype(str).to_numpy()) | both_na
+    if same.all():
+        return "equal", 0.0
+    return "different", float("nan")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("before", type=Path)
+    parser.add_argument("after", type=Path)
+    parser.add_argument("--rtol", type=float, default=FLOAT32_RTOL, help="relative tolerance of 'rounding'")
+    args = parser.parse_args(argv)
+    results = compare_folders(args.before, args.after, args.rtol)
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.outcome] = counts.get(r.outcome, 0) + 1
+        if r.outcome != "equal":
+            cols = f" columns {list(r.columns)}" if r.columns else ""
+            gap = f" largest |difference| {r.largest:.3g}" if r.largest else ""
+            print(f"{r.outcome:9s} {r.name}{cols}{gap} {r.detail}".rstrip())
+    print(", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+    return 1 if {"different", "missing", "added"} & counts.keys() else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

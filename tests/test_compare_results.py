@@ -1,0 +1,54 @@
+"""The results comparison sorts tables by what changed, and fails on a real change."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from helpers.book.store.compare import compare_folders, compare_tables, main
+
+
+def _table(**columns) -> pd.DataFrame:
+    return pd.DataFrame(columns)
+
+
+def test_same_table_is_equal_nan_included():
+    a = _table(head=[1, 2], score=[0.5, float("nan")], kind=["self", "self"])
+    assert compare_tables("t.csv", a, a.copy()).outcome == "equal"
+
+
+def test_float32_rounding_is_told_apart_from_a_change():
+    a = _table(score=[1.0, 2.0])
+    rounded = compare_tables("t.csv", a, _table(score=[1.0 + 3e-7, 2.0]))
+    assert rounded.outcome == "rounding" and rounded.columns == ("score",)
+    assert 2e-7 < rounded.largest < 4e-7
+    changed = compare_tables("t.csv", a, _table(score=[1.001, 2.0]))
+    assert changed.outcome == "different" and changed.columns == ("score",)
+
+
+def test_a_changed_word_or_shape_is_different():
+    assert compare_tables("t.csv", _table(v=["reproduced"]), _table(v=["partly"])).outcome == "different"
+    assert compare_tables("t.csv", _table(v=[1]), _table(v=[1, 2])).outcome == "different"
+    assert compare_tables("t.csv", _table(v=[1]), _table(w=[1])).outcome == "different"
+
+
+def test_timing_is_listed_not_compared():
+    assert compare_tables("run_times.csv", _table(s=[1.0]), _table(s=[2.0])).outcome == "timing"
+    a = _table(setup=["ref"], **{"prompt tok/s": [240.0], "ppl": [19.8]})
+    b = _table(setup=["ref"], **{"prompt tok/s": [250.0], "ppl": [19.8]})
+    assert compare_tables("14b_quality.csv", a, b).outcome == "timing"
+    b2 = _table(setup=["ref"], **{"prompt tok/s": [250.0], "ppl": [19.9]})
+    assert compare_tables("14b_quality.csv", a, b2).outcome == "different"
+
+
+def test_folders_and_exit_code(tmp_path, capsys):
+    before, after = tmp_path / "before", tmp_path / "after"
+    for folder in (before, after):
+        folder.mkdir()
+        _table(x=[1, 2]).to_csv(folder / "same.csv", index=False)
+    _table(x=[1]).to_csv(before / "gone.csv", index=False)
+    outcomes = {r.name: r.outcome for r in compare_folders(before, after)}
+    assert outcomes == {"gone.csv": "missing", "same.csv": "equal"}
+    assert main([str(before), str(after)]) == 1
+    (before / "gone.csv").unlink()
+    assert main([str(before), str(after)]) == 0
+    assert capsys.readouterr().out.endswith("1 equal\n")

@@ -163,7 +163,7 @@ def check_profile(profile: Mapping[str, Any], path: Path, sources: Mapping[str, 
     unknown = [k for k in profile if k not in PROFILE_KEYS and not str(k).endswith("_recipe")]
     if unknown:
         raise SystemExit(f"{path}: unknown key(s) {unknown}; a profile has {sorted(PROFILE_KEYS)}")
-    _check_sections(profile, path)
+    check_sections(profile, path)
     chapters = profile.get("notebooks") or {}
     missing = [n for n in chapters if n not in sources]
     if missing:
@@ -185,7 +185,7 @@ def check_profile(profile: Mapping[str, Any], path: Path, sources: Mapping[str, 
             _check_value(path, f"notebooks: {chapter}: {name}", name, value, declared[chapter][name], chapter)
 
 
-def _check_sections(profile: Mapping[str, Any], path: Path) -> None:
+def check_sections(profile: Mapping[str, Any], path: Path) -> None:
     """``description`` is a string; ``defaults`` a mapping; ``notebooks`` and ``models`` map a
     name to a mapping (or to nothing, for a chapter with no parameters of its own)."""
     if not isinstance(profile.get("description") or "", str):

@@ -3,6 +3,11 @@ chapter that declares them), ``notebooks`` (per-chapter parameters, in book orde
 ``models`` (what ``helpers.book.course`` builds). ``load_profile`` reads it into a ``Profile``
 and checks it against the chapters' parameters cells before anything runs.
 
+A profile may start from another one with ``extends: <name>`` and then say only what changes
+(``extended``): its description replaces the other's, its defaults and each chapter's
+parameters are added to the other's, and each model's spec is merged key by key (a nested
+mapping merged too, a list or a value replaced). Profiles can extend profiles that extend others.
+
 A profile's *name* is ``profile`` everywhere (a string: the papermill parameter, the results
 folder); the loaded ``Profile`` is ``settings`` everywhere (the chapters and the library).
 """
@@ -17,7 +22,7 @@ from typing import Any
 import yaml
 
 from ...zoo.locations import REPO
-from .parameters import check_profile, checked_overrides, declared_parameters, parse_overrides
+from .parameters import check_profile, check_sections, checked_overrides, declared_parameters, parse_overrides
 
 PROFILES = REPO / "profiles"
 NOTEBOOKS = REPO / "notebooks"
@@ -85,11 +90,62 @@ def load_profile(name: str) -> Profile:
         raise SystemExit(
             f"unknown profile {name!r}: profiles are {known} (files in {', '.join(map(str, profile_folders()))})"
         )
-    raw = yaml.safe_load(path.read_text())
-    if not isinstance(raw, dict):
-        raise SystemExit(f"{path}: a profile is a mapping with keys description, defaults, notebooks, models")
+    raw = _read_extended(path, ())
     check_profile(raw, path, chapter_sources())
     return Profile.from_mapping(name, raw, path)
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
+    raw = yaml.safe_load(path.read_text())
+    if not isinstance(raw, dict):
+        raise SystemExit(f"{path}: a profile is a mapping with keys extends, description, defaults, notebooks, models")
+    return raw
+
+
+def _read_extended(path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
+    """The mapping of the profile at ``path`` with what it ``extends`` merged in (``extended``);
+    ``SystemExit`` for a base that is not a profile's name, unknown, or extends ``path`` again."""
+    raw = _read_mapping(path)
+    base_name = raw.pop("extends", None)
+    if base_name is None:
+        return raw
+    check_sections(raw, path)
+    if not isinstance(base_name, str):
+        raise SystemExit(f"{path}: extends: the name of another profile, not {base_name!r}")
+    base_path = profile_path(base_name)
+    if base_path is None:
+        known = sorted({p.stem for f in profile_folders() for p in f.glob("*.yml")})
+        raise SystemExit(f"{path}: extends: unknown profile {base_name!r}; profiles are {known}")
+    if base_path.resolve() in {p.resolve() for p in (*seen, path)}:
+        chain = " -> ".join(p.stem for p in (*seen, path, base_path))
+        raise SystemExit(f"{path}: extends: profiles extend one another in a circle ({chain})")
+    return extended(_read_extended(base_path, (*seen, path)), raw)
+
+
+def extended(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    """Profile mapping ``child`` on top of ``base``: ``description`` replaced where ``child`` has
+    one; ``defaults`` added to; each chapter's parameters in ``notebooks`` added to (a chapter new
+    in ``child`` comes last); each model in ``models`` merged by ``_merged``. Other keys (YAML
+    anchors named ``*_recipe``) are ``child``'s. Neither argument is changed."""
+    out = {k: v for k, v in base.items() if k not in ("defaults", "notebooks", "models")}
+    out |= {k: v for k, v in child.items() if k not in ("defaults", "notebooks", "models")}
+    out["defaults"] = {**(base.get("defaults") or {}), **(child.get("defaults") or {})}
+    chapters = dict(base.get("notebooks") or {})
+    for chapter, params in (child.get("notebooks") or {}).items():
+        chapters[chapter] = {**(chapters.get(chapter) or {}), **(params or {})}
+    out["notebooks"] = chapters
+    models = dict(base.get("models") or {})
+    for name, spec in (child.get("models") or {}).items():
+        models[name] = _merged(models.get(name) or {}, spec or {})
+    out["models"] = models
+    return out
+
+
+def _merged(base: Any, child: Any) -> Any:
+    """``child`` over ``base``: two mappings merged key by key, recursively; else ``child``."""
+    if isinstance(base, dict) and isinstance(child, dict):
+        return {**base, **{k: _merged(base.get(k), v) for k, v in child.items()}}
+    return child
 
 
 def parameters_for(settings: Profile, notebook: str, overrides: dict) -> dict:

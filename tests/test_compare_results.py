@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from helpers.book.store.compare import compare_folders, compare_tables, main
 
@@ -33,11 +34,17 @@ def test_a_changed_word_or_shape_is_different():
 
 def test_timing_is_listed_not_compared():
     assert compare_tables("run_times.csv", _table(s=[1.0]), _table(s=[2.0])).outcome == "timing"
-    a = _table(setup=["ref"], **{"prompt tok/s": [240.0], "ppl": [19.8]})
-    b = _table(setup=["ref"], **{"prompt tok/s": [250.0], "ppl": [19.8]})
-    assert compare_tables("14b_quality.csv", a, b).outcome == "timing"
-    b2 = _table(setup=["ref"], **{"prompt tok/s": [250.0], "ppl": [19.9]})
-    assert compare_tables("14b_quality.csv", a, b2).outcome == "different"
+    a = _table(setup=["ref"], **{"tokens per second": [240.0], "ppl": [19.8]})  # as in 13_memory
+    b = _table(setup=["ref"], **{"tokens per second": [250.0], "ppl": [19.8]})
+    assert compare_tables("13_memory.csv", a, b).outcome == "timing"
+    b2 = _table(setup=["ref"], **{"tokens per second": [250.0], "ppl": [19.9]})
+    assert compare_tables("13_memory.csv", a, b2).outcome == "different"
+    assert compare_tables("07_precision.csv", _table(median=[1.0]), _table(median=[1.1])).outcome == "timing"
+
+
+def test_a_value_gone_missing_is_an_infinite_difference():
+    gone = compare_tables("t.csv", _table(v=[1.0, 2.0]), _table(v=[1.0, float("nan")]))
+    assert gone.outcome == "different" and gone.largest == float("inf")
 
 
 def test_folders_and_exit_code(tmp_path, capsys):
@@ -52,3 +59,5 @@ def test_folders_and_exit_code(tmp_path, capsys):
     (before / "gone.csv").unlink()
     assert main([str(before), str(after)]) == 0
     assert capsys.readouterr().out.endswith("1 equal\n")
+    with pytest.raises(SystemExit, match="no such results folder"):
+        main([str(before), str(tmp_path / "corse")])

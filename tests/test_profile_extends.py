@@ -78,6 +78,8 @@ def test_the_extension_is_checked_like_any_profile(profiles):
         ({"bad": "extends: bad\n"}, r"in a circle \(bad -> bad\)"),
         ({"bad": "extends: loop\n", "loop": "extends: bad\n"}, r"in a circle \(bad -> loop -> bad\)"),
         ({"bad": "extends: smoke\ndefaults: [1]\n"}, r"bad\.yml: defaults: a mapping of name: value"),
+        ({"bad": "extends: base\n", "base": "defaults: [1]\n"}, r"base\.yml: defaults: a mapping of name: value"),
+        ({"bad": "extends: base\n", "base": "nosuch: 1\n"}, r"base\.yml: unknown key\(s\) \['nosuch'\]"),
     ],
 )
 def test_a_bad_extension_is_refused_naming_the_file(profiles, files, message):
@@ -108,3 +110,8 @@ def test_the_readmes_example_profile_loads(profiles):
     mine, course = load_profile("mine"), load_profile("course")
     assert mine.defaults["alpha"] == 0.05 and mine.models["nli"]["seeds"] == [0, 1, 2]
     assert mine.models["translation"] == course.models["translation"]
+
+
+def test_a_profile_can_extend_the_shipped_one_of_its_own_name(profiles):
+    profiles("smoke", "extends: smoke\ndefaults:\n  n_resamples: 207\n")
+    assert load_profile("smoke").defaults["n_resamples"] == 207

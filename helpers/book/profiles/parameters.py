@@ -160,10 +160,7 @@ def check_profile(profile: Mapping[str, Any], path: Path, sources: Mapping[str, 
     as ``*_recipe`` aside), a section of the wrong shape, a chapter that is not a notebook of
     ``sources``, or a parameter that no chapter declares or whose value has the wrong type or is
     out of range."""
-    unknown = [k for k in profile if k not in PROFILE_KEYS and not str(k).endswith("_recipe")]
-    if unknown:
-        raise SystemExit(f"{path}: unknown key(s) {unknown}; a profile has {sorted(PROFILE_KEYS)}")
-    check_sections(profile, path)
+    check_shape(profile, path)
     chapters = profile.get("notebooks") or {}
     missing = [n for n in chapters if n not in sources]
     if missing:
@@ -183,6 +180,15 @@ def check_profile(profile: Mapping[str, Any], path: Path, sources: Mapping[str, 
                     f"{', '.join(p for p in declared[chapter] if p != 'profile')}"
                 )
             _check_value(path, f"notebooks: {chapter}: {name}", name, value, declared[chapter][name], chapter)
+
+
+def check_shape(profile: Mapping[str, Any], path: Path) -> None:
+    """Refuse, naming the file, an unknown top-level key (anchors such as ``*_recipe`` aside) or a
+    section of the wrong shape (``check_sections``): what can be checked of one file alone."""
+    unknown = [k for k in profile if k not in PROFILE_KEYS and not str(k).endswith("_recipe")]
+    if unknown:
+        raise SystemExit(f"{path}: unknown key(s) {unknown}; a profile has {sorted(PROFILE_KEYS)}")
+    check_sections(profile, path)
 
 
 def check_sections(profile: Mapping[str, Any], path: Path) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from ...zoo.locations import REPO
-from .parameters import check_profile, check_sections, checked_overrides, declared_parameters, parse_overrides
+from .parameters import check_profile, check_shape, checked_overrides, declared_parameters, parse_overrides
 
 PROFILES = REPO / "profiles"
 NOTEBOOKS = REPO / "notebooks"
@@ -83,7 +83,8 @@ def chapter_sources() -> dict[str, Path]:
 def load_profile(name: str) -> Profile:
     """Profile ``name``, read and checked: an unknown key, a chapter that does not exist, a
     parameter that no chapter declares, or a value of the wrong type or out of its range is a
-    ``SystemExit`` that names the key and the file (``parameters.check_profile``)."""
+    ``SystemExit`` that names the key and the file (``parameters.check_profile``); so is a bad
+    ``extends`` (``_read_extended``)."""
     path = profile_path(name)
     if path is None:
         known = sorted({p.stem for f in profile_folders() for p in f.glob("*.yml")})
@@ -103,19 +104,23 @@ def _read_mapping(path: Path) -> dict[str, Any]:
 
 
 def _read_extended(path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
-    """The mapping of the profile at ``path`` with what it ``extends`` merged in (``extended``);
-    ``SystemExit`` for a base that is not a profile's name, unknown, or extends ``path`` again."""
+    """The mapping of the profile at ``path`` with what it ``extends`` merged in (``extended``).
+    Each file's keys and sections are checked before any merge, naming that file; ``SystemExit``
+    too for a base that is not a profile's name, is unknown, or leads back to ``path``. The base
+    is looked up as ``profile_path`` does, skipping ``path`` itself, so that a profile of the
+    same name in ``$SIXTEEN_HEADS_PROFILES`` can extend the shipped one."""
     raw = _read_mapping(path)
     base_name = raw.pop("extends", None)
+    check_shape(raw, path)
     if base_name is None:
         return raw
-    check_sections(raw, path)
     if not isinstance(base_name, str):
         raise SystemExit(f"{path}: extends: the name of another profile, not {base_name!r}")
-    base_path = profile_path(base_name)
-    if base_path is None:
+    found = [f / f"{base_name}.yml" for f in profile_folders() if (f / f"{base_name}.yml").exists()]
+    if not found:
         known = sorted({p.stem for f in profile_folders() for p in f.glob("*.yml")})
         raise SystemExit(f"{path}: extends: unknown profile {base_name!r}; profiles are {known}")
+    base_path = next((p for p in found if p.resolve() != path.resolve()), path)
     if base_path.resolve() in {p.resolve() for p in (*seen, path)}:
         chain = " -> ".join(p.stem for p in (*seen, path, base_path))
         raise SystemExit(f"{path}: extends: profiles extend one another in a circle ({chain})")
@@ -123,10 +128,13 @@ def _read_extended(path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
 
 
 def extended(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
-    """Profile mapping ``child`` on top of ``base``: ``description`` replaced where ``child`` has
-    one; ``defaults`` added to; each chapter's parameters in ``notebooks`` added to (a chapter new
-    in ``child`` comes last); each model in ``models`` merged by ``_merged``. Other keys (YAML
-    anchors named ``*_recipe``) are ``child``'s. Neither argument is changed."""
+    """Profile mapping ``child`` on top of ``base``, a new mapping (nested values may be shared
+    with the arguments, which are not changed): ``defaults`` added to; each chapter's parameters
+    in ``notebooks`` added to (a chapter new in ``child`` comes last); each model in ``models``
+    merged by ``_merged``; any other key (``description``) ``child``'s where it has one, else
+    ``base``'s. A chapter's own parameters still beat the defaults (``parameters_for``), so a
+    default the child sets does not reach a chapter whose entry in ``base`` sets that parameter.
+    A key cannot be removed, and YAML anchors (``*_recipe``) do not cross files."""
     out = {k: v for k, v in base.items() if k not in ("defaults", "notebooks", "models")}
     out |= {k: v for k, v in child.items() if k not in ("defaults", "notebooks", "models")}
     out["defaults"] = {**(base.get("defaults") or {}), **(child.get("defaults") or {})}

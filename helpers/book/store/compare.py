@@ -6,7 +6,8 @@ folder and its namesake in the second, and sorts each into
 
 * ``equal``: the same columns, rows and values (NaN equal to NaN);
 * ``rounding``: the same except numbers within ``rtol`` of each other (a reordered float32 sum);
-* ``timing``: a table of wall-clock times, or differing only in timing columns (never compared);
+* ``timing``: a table of wall-clock times (by its name: every column of it, FLOPs included, is
+  left uncompared), or a table differing only in timing columns;
 * ``different``: anything else, with the columns that differ and the largest difference;
 * ``missing`` / ``added``: in one folder only.
 
@@ -26,10 +27,10 @@ import numpy as np
 import pandas as pd
 
 # Wall-clock readings: they differ between any two runs, so they are listed, never compared.
-TIMING_TABLES = re.compile(r"(^run_times$|_speed($|_)|_timing|_costs?$|throughput)")
+TIMING_TABLES = re.compile(r"(^run_times$|_speed($|_)|_precision$|_timing|_costs?$|throughput)")
 TIMING_COLUMNS = re.compile(
-    r"(seconds|\bms\b|_ms$|_s$|\(s\)|minutes|per s\b|tok/s|tokens/s|tok_per|speed|time|finished|throughput|"
-    r"elapsed|wall)",
+    r"(seconds|\bms\b|_ms$|_s$|\(s\)|minutes|per s\b|per second|tok/s|tokens/s|tok_per|speed|time|finished|"
+    r"throughput|elapsed|wall|x reference)",
     re.IGNORECASE,
 )
 FLOAT32_RTOL = 1e-5  # a few float32 ulps: what reordering a float32 sum can move
@@ -50,6 +51,9 @@ class TableComparison:
 def compare_folders(before: Path, after: Path, rtol: float = FLOAT32_RTOL) -> list[TableComparison]:
     """Every CSV under ``before`` (recursively) against the one at the same relative path under
     ``after``, and the CSVs only ``after`` has; sorted by path."""
+    for folder in (before, after):
+        if not folder.is_dir() or not any(folder.rglob("*.csv")):
+            raise SystemExit(f"{folder}: no such results folder, or it holds no CSV table")
     first = {p.relative_to(before).as_posix(): p for p in before.rglob("*.csv")}
     second = {p.relative_to(after).as_posix(): p for p in after.rglob("*.csv")}
     out = []
@@ -101,7 +105,8 @@ def _compare_column(a: pd.Series, b: pd.Series, rtol: float) -> tuple[str, float
         same = (x == y) | both_na
         if same.all():
             return "equal", 0.0
-        gap = float(np.nanmax(np.abs(x - y)[~same])) if np.isfinite(x[~same]).all() else float("inf")
+        finite = np.isfinite(x[~same]).all() and np.isfinite(y[~same]).all()
+        gap = float(np.abs(x - y)[~same].max()) if finite else float("inf")
         close = np.isclose(x, y, rtol=rtol, atol=0.0) | both_na
         return ("rounding" if close.all() else "different"), gap
     same = (a.astype(str).to_numpy() == b.astype(str).to_numpy()) | both_na

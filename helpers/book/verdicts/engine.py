@@ -32,7 +32,7 @@ no likelihood tables is ``not measured`` there. A table's rows from the paper ca
 
     from helpers.book.verdicts.engine import chapter_verdicts
     from helpers.book.verdicts.rules import ch09
-    chapter_verdicts("course", ch09.CLAIMS, min_base_share=0.02)  # each seed's row, then the pooled one
+    chapter_verdicts("course", ch09.CLAIMS)  # each seed's row, then the pooled one
 """
 
 from __future__ import annotations

@@ -115,3 +115,12 @@ def test_the_readmes_example_profile_loads(profiles):
 def test_a_profile_can_extend_the_shipped_one_of_its_own_name(profiles):
     profiles("smoke", "extends: smoke\ndefaults:\n  n_resamples: 207\n")
     assert load_profile("smoke").defaults["n_resamples"] == 207
+
+
+def test_a_chapters_own_parameter_beats_a_default_of_the_extension(profiles):
+    from helpers.book.profiles import parameters_for
+
+    profiles("mine", "extends: course\ndefaults:\n  n_resamples: 500\n")
+    mine = load_profile("mine")
+    assert parameters_for(mine, "14b_served_at_equal_memory", {})["n_resamples"] == 10000  # course's own entry
+    assert parameters_for(mine, "03_ablating_one_head", {})["n_resamples"] == 500

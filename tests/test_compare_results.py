@@ -61,3 +61,10 @@ def test_folders_and_exit_code(tmp_path, capsys):
     assert capsys.readouterr().out.endswith("1 equal\n")
     with pytest.raises(SystemExit, match="no such results folder"):
         main([str(before), str(tmp_path / "corse")])
+
+
+def test_the_largest_difference_is_read_on_the_columns_named():
+    a = _table(ppl=[1.0], **{"tokens per second": [100.0]})
+    b = _table(ppl=[1.5], **{"tokens per second": [300.0]})
+    out = compare_tables("13_memory.csv", a, b)
+    assert out.outcome == "different" and out.columns == ("ppl",) and out.largest == 0.5

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,23 +78,15 @@ def compare_tables(name: str, a: pd.DataFrame, b: pd.DataFrame, rtol: float = FL
         return TableComparison(name, "different", detail=f"columns differ: only before {gone}, only after {new}")
     if len(a) != len(b):
         return TableComparison(name, "different", detail=f"{len(a)} rows before, {len(b)} after")
-    exact, rounded, largest = [], [], 0.0
-    for column in a.columns:
-        outcome, gap = _compare_column(a[column], b[column], rtol)
-        if outcome == "rounding":
-            rounded.append(column)
-            largest = max(largest, gap)
-        elif outcome == "different":
-            exact.append(column)
-            largest = max(largest, gap)
-    timing = [c for c in exact if TIMING_COLUMNS.search(str(c))]
-    real = [c for c in exact if c not in timing]
-    if real:
-        return TableComparison(name, "different", tuple(real), largest)
-    if rounded:
-        return TableComparison(name, "rounding", tuple(rounded), largest)
-    if timing:
-        return TableComparison(name, "timing", tuple(timing))
+    gaps = {column: _compare_column(a[column], b[column], rtol) for column in a.columns}
+    changed = [c for c, (outcome, _) in gaps.items() if outcome == "different"]
+    real = [c for c in changed if not TIMING_COLUMNS.search(str(c))]
+    rounded = [c for c, (outcome, _) in gaps.items() if outcome == "rounding"]
+    for outcome, columns in (("different", real), ("rounding", rounded)):
+        if columns:
+            return TableComparison(name, outcome, tuple(columns), max(gaps[c][1] for c in columns))
+    if changed:
+        return TableComparison(name, "timing", tuple(changed))
     return TableComparison(name, "equal")
 
 
@@ -122,9 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rtol", type=float, default=FLOAT32_RTOL, help="relative tolerance of 'rounding'")
     args = parser.parse_args(argv)
     results = compare_folders(args.before, args.after, args.rtol)
-    counts: dict[str, int] = {}
+    counts = Counter(r.outcome for r in results)
     for r in results:
-        counts[r.outcome] = counts.get(r.outcome, 0) + 1
         if r.outcome != "equal":
             cols = f" columns {list(r.columns)}" if r.columns else ""
             gap = f" largest |difference| {r.largest:.3g}" if r.largest else ""

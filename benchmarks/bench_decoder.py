@@ -20,10 +20,11 @@ import time
 # offline before transformers is first imported, which the helpers imports below do (E402)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from helpers.base.denormals import flush_denormals  # noqa: E402
 from helpers.book import course  # noqa: E402
 from helpers.book.profiles import load_profile  # noqa: E402
-from helpers.heads.ablation import UNMASKED, gated_passes, one_head_configs  # noqa: E402
-from helpers.heads.forked import sweep_processes  # noqa: E402
+from helpers.sweeps.ablation import UNMASKED, gated_passes, one_head_configs  # noqa: E402
+from helpers.sweeps.forked import sweep_processes  # noqa: E402
 from helpers.zoo.sweep_decoder import greedy_copies  # noqa: E402
 from helpers.zoo.translation_model import translate_copies  # noqa: E402
 
@@ -38,6 +39,7 @@ def sweep(model, sources, configs, per_pass: int, decoder: str) -> dict:
 
 
 def main() -> None:
+    flush_denormals()  # before torch starts its threads (helpers/base/denormals.py)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", default="course")
     parser.add_argument("--examples", type=int, default=200)

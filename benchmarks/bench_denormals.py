@@ -20,14 +20,19 @@ import os
 # offline before transformers is first imported, which the helpers imports below do (E402)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from helpers.base.denormals import (  # noqa: E402
+    count_denormals,
+    flush_denormals,  # noqa: E402
+    flushes_in_every_thread,
+)
 from helpers.book import course  # noqa: E402
 from helpers.book.profiles import load_profile  # noqa: E402
 from helpers.book.running.costs import denormal_costs  # noqa: E402
-from helpers.heads.denormals import count_denormals, flushes_in_every_thread  # noqa: E402
 from helpers.zoo import model_cache  # noqa: E402
 
 
 def main() -> None:
+    flush_denormals()  # before torch starts its threads (helpers/base/denormals.py)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", default="course")
     parser.add_argument("--repeats", type=int, default=3)

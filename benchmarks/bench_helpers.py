@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 import helpers
+from helpers.base.denormals import flush_denormals
 from helpers.zoo.shipped import minilm_dir
 
 
@@ -74,6 +75,7 @@ def alternate(variants: dict, rounds: int) -> dict[str, float]:
 
 
 def main() -> None:
+    flush_denormals()  # before torch starts its threads (helpers/base/denormals.py)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--batches", type=int, default=4)

@@ -30,10 +30,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch
 
 import helpers
+from helpers.base.denormals import flush_denormals
 from helpers.book.experiments.buys_and_breaks import LEVELS, pruned_variants
-from helpers.heads.kv_cache import cache_bytes, generate_cached, generation_seconds, kv_bytes, kv_bytes_per_token
 from helpers.heads.sites import attention_sites
-from helpers.heads.throughput import DTYPES, cast_copy, device_name
+from helpers.kv.cache import cache_bytes, generate_cached, generation_seconds, kv_bytes, kv_bytes_per_token
+from helpers.sweeps.throughput import DTYPES, cast_copy, device_name
 from helpers.zoo.causal_lm import lm_loss
 
 MB = 2**20
@@ -87,6 +88,7 @@ def peak_generation_mb(model: torch.nn.Module, ids: torch.Tensor, new_tokens: in
 
 
 def main() -> None:
+    flush_denormals()  # before torch starts its threads (helpers/base/denormals.py)
     parser = argparse.ArgumentParser()
     parser.add_argument("--weights", choices=["shipped", "random"], default="shipped")
     parser.add_argument("--dtype", nargs="+", default=["float32"], choices=sorted(DTYPES))

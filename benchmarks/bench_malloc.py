@@ -49,8 +49,8 @@ def _classifier(profile_name: str, examples: int):
     from helpers.book import course
     from helpers.book.experiments.head_effects import classifier_outputs
     from helpers.book.profiles import load_profile
-    from helpers.heads.ablation import one_head_configs
-    from helpers.heads.config_batches import UNMASKED
+    from helpers.sweeps.ablation import one_head_configs
+    from helpers.sweeps.config_batches import UNMASKED
 
     profile = load_profile(profile_name)
     model, tokenizer = course.load_classifier(profile, "nli")
@@ -66,7 +66,7 @@ def _classifier(profile_name: str, examples: int):
 
 def _language_model(_profile_name: str, _examples: int):
     from helpers.book.experiments.language_model import lm_sweep
-    from helpers.heads.ablation import one_head_configs
+    from helpers.sweeps.ablation import one_head_configs
     from helpers.zoo.causal_lm import lm_batches, load_causal_lm, verse_texts
 
     model, tokenizer = load_causal_lm("smollm2", seed=0)
@@ -125,6 +125,9 @@ def main() -> None:
     parser.add_argument("--child", choices=sorted(WORKLOADS), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
+        from helpers.base.denormals import flush_denormals
+
+        flush_denormals()  # before torch starts its threads, as in the book's kernels
         return child(args.child, args.profile, args.examples, args.rounds)
     tunables = os.environ.get(TUNABLES)
     if not tunables:

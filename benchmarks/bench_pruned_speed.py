@@ -28,9 +28,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch
 
 import helpers
+from helpers.base.denormals import flush_denormals
 from helpers.heads.pruning import count_parameters
-from helpers.heads.pruning_curves import heads_of, order_by_importance, spec_of
-from helpers.heads.throughput import DTYPES, EAGER, compare_speed, device_name, speed_gains
+from helpers.sweeps.pruning_curves import heads_of, order_by_importance, spec_of
+from helpers.sweeps.throughput import DTYPES, EAGER, compare_speed, device_name, speed_gains
 from helpers.zoo.classifier_training import batches, encode
 from helpers.zoo.nli_task import generate
 from helpers.zoo.registry import load_encoder
@@ -38,6 +39,7 @@ from helpers.zoo.scorers import classifier_loss, classifier_loss_batches
 
 
 def main() -> None:
+    flush_denormals()  # before torch starts its threads (helpers/base/denormals.py)
     parser = argparse.ArgumentParser()
     parser.add_argument("--examples", type=int, default=512, help="examples timed per batch size")
     parser.add_argument("--repeats", type=int, default=3)

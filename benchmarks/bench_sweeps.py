@@ -11,7 +11,7 @@
   at the first token only (``first_token_only``), as ``classifier_effects`` runs it.
 
 "Before" runs in this process on all of torch's threads. "Now" runs twice: in this process, and
-split over ``sweep_processes`` forked processes (``helpers/heads/forked.py``; on a CPU of 2 or
+split over ``sweep_processes`` forked processes (``helpers/sweeps/forked.py``; on a CPU of 2 or
 more cores, 2 processes of half the threads each), which is how the chapters run it. All on the
 first training seed's model; the script checks that every path gives the same hypotheses and
 predictions. It needs the course models (``make models``); it prints ratios, it asserts nothing
@@ -33,6 +33,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
 
+from helpers.base.denormals import flush_denormals
 from helpers.base.devices import device_of, to_device
 from helpers.book import course
 from helpers.book.experiments.head_effects import (
@@ -41,9 +42,9 @@ from helpers.book.experiments.head_effects import (
     translation_sweep,
 )
 from helpers.book.profiles import load_profile
-from helpers.heads.ablation import one_head_configs, single_layer_sweep
-from helpers.heads.forked import ENV as PROCESSES_ENV
-from helpers.heads.forked import sweep_processes
+from helpers.sweeps.ablation import one_head_configs, single_layer_sweep
+from helpers.sweeps.forked import ENV as PROCESSES_ENV
+from helpers.sweeps.forked import sweep_processes
 from helpers.zoo.classifier_training import batches, by_length, encode, in_order
 from helpers.zoo.first_token_only import first_token_only
 
@@ -170,6 +171,7 @@ def classifier(profile: dict, examples: int, per_pass: int, rounds: int) -> None
 
 
 def main() -> None:
+    flush_denormals()  # before torch starts its threads (helpers/base/denormals.py)
     parser = argparse.ArgumentParser()
     parser.add_argument("--profile", default="course")
     parser.add_argument("--examples", type=int, default=0, help="0: the whole split")

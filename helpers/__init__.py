@@ -1,12 +1,16 @@
 """sixteen-heads helpers: gate, score and prune attention heads (Michel, Levy & Neubig, 2019).
 
-Five parts, imported one way (book -> zoo and serving -> heads -> base):
+Parts, imported one way (book -> zoo -> serving, kv -> sweeps, probes -> heads -> base):
 
-* ``helpers.base``: utilities with no tie to heads (atomic writes, code digests, devices, cores);
-* ``helpers.heads``: the head library (sites, gates, importance, pruning, sweeps, curves,
-  throughput, significance, metrics); usable on its own, with ``helpers.base``;
-* ``helpers.serving``: GGUF files run in llama.cpp in this process (its server, and its C API
-  through ``ctypes``), imported only where a file is served;
+* ``helpers.base``: utilities with no tie to heads (atomic writes, code digests, devices, cores,
+  flush-to-zero, the ledger of timed work, a quiet fairseq import);
+* ``helpers.heads``: the head library (sites, gates, importance, pruning and KV groups, removal
+  kinds, significance, metrics); usable on its own, with ``helpers.base``;
+* ``helpers.sweeps``: ablation sweeps, pruning curves and throughput, on the head library;
+* ``helpers.probes``: the induction probe and L0-trained gates;
+* ``helpers.kv``: the KV cache's bytes, and caches that keep fewer positions or fewer bits;
+* ``helpers.serving``: GGUF export, and GGUF files run in llama.cpp in this process (its server,
+  and its C API through ``ctypes``), imported only where a file is served;
 * ``helpers.zoo``: models and data (generated tasks, real corpora, training recipes, the
   paper's downloads, the model cache, and ``registry``: where every model comes from);
 * ``helpers.book``: the book's machinery (profiles, runner, results, sweep cache, sharding,
@@ -21,7 +25,6 @@ The head library's main names are here too (see each module for shapes and units
 * ``save_pruned`` / ``load_pruned``: round-trip a pruned model (heads/pruning.py)
 * ``kv_group_importance`` / ``prune_kv_groups``: grouped-query attention's KV groups
   (heads/grouped_query.py)
-* ``export_gguf``: a (pruned) Llama as a GGUF file llama.cpp loads (heads/gguf_export.py)
 """
 
 from .heads import (
@@ -34,7 +37,6 @@ from .heads import (
     UnsupportedModelError,
     attention_sites,
     count_parameters,
-    export_gguf,
     family_of,
     head_importance,
     kept_heads,
@@ -57,7 +59,6 @@ __all__ = [
     "UnsupportedModelError",
     "attention_sites",
     "count_parameters",
-    "export_gguf",
     "family_of",
     "head_importance",
     "kept_heads",

@@ -28,6 +28,10 @@ if os.environ.get("SIXTEEN_HEADS_CHECK_PROFILE", "smoke") == "smoke":
 for _name, _folder in _ROOTS.items():
     os.environ.setdefault(_name, str(SESSION_ROOT / _folder))
 
+from helpers.base.denormals import flush_denormals  # noqa: E402
+
+flush_denormals()  # the test process computes as the book's kernels do (set before torch starts threads)
+
 
 def repository_state() -> str:
     """``git status`` of the repository, ignored files included, with this session's own

@@ -103,7 +103,7 @@ def _learn_bpe(texts: list[str], path: Path, merges: int = 200) -> None:
 
 def write_wmt(root: Path) -> None:
     """The archive and the sacrebleu test sets (raw text; the profile's Preprocessor tokenises)."""
-    from helpers.heads.fairseq_compat import import_fairseq
+    from helpers.base.fairseq_compat import import_fairseq
     from helpers.zoo.paper_sources import Preprocessor
     from helpers.zoo.translation_model import TranslationConfig, build_dictionary, fairseq_args, train
 

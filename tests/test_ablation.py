@@ -5,7 +5,13 @@ import torch
 from tiny_models import ALL_CASES
 
 import helpers
-from helpers.heads.ablation import UNMASKED, all_but_one_configs, gated_runs, one_head_configs, single_layer_sweep
+from helpers.sweeps.ablation import (
+    UNMASKED,
+    all_but_one_configs,
+    gated_runs,
+    one_head_configs,
+    single_layer_sweep,
+)
 
 
 @pytest.mark.parametrize("name", sorted(ALL_CASES))

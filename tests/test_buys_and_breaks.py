@@ -7,7 +7,7 @@ from tiny_models import llama
 
 import helpers
 from helpers.book.experiments import buys_and_breaks as bb
-from helpers.heads.induction import repeated_tokens
+from helpers.probes.induction import repeated_tokens
 
 
 def _importance(case):
@@ -75,8 +75,8 @@ def test_copying_curves_start_unmasked_and_end_fully_masked():
 def test_copying_scores_from_one_pass_equal_the_separate_measures():
     """The curves read the copying probe's perplexity and accuracy from one pass per step; each
     equals that step's heads masked and ``copying_nll`` and ``copying_accuracy`` run on their own."""
-    from helpers.heads.induction import copying_accuracy, copying_nll
-    from helpers.heads.pruning_curves import spec_of
+    from helpers.probes.induction import copying_accuracy, copying_nll
+    from helpers.sweeps.pruning_curves import spec_of
 
     case = llama()
     probe = [repeated_tokens(vocab_size=40, length=6, batch=3, seed=s, low=3) for s in range(2)]
@@ -94,7 +94,7 @@ def test_copying_scores_from_one_pass_equal_the_separate_measures():
     # and to the bit what the chapter computed before, in three passes per step (one per score)
     import numpy as np
 
-    from helpers.heads.pruning_curves import counts, score_specs
+    from helpers.sweeps.pruning_curves import counts, score_specs
     from helpers.zoo.causal_lm import PerplexityScorer
 
     steps = [spec_of(order[:c]) for order in orders.values() for c in counts(len(order), 0.25)]
@@ -107,7 +107,7 @@ def test_copying_scores_from_one_pass_equal_the_separate_measures():
 
 
 def test_published_models_are_read_as_their_configs_say():
-    from helpers.heads.kv_cache import published_kv_table
+    from helpers.kv.cache import published_kv_table
 
     table = published_kv_table(bb.PUBLISHED)
     smol = table.set_index("model").loc["SmolLM2-135M"]
@@ -139,9 +139,9 @@ def test_the_copying_kept_and_its_interval_over_sequences_equal_a_hand_computed_
     import numpy as np
 
     from helpers.heads.gates import HeadGates
-    from helpers.heads.induction import copying_stats
-    from helpers.heads.pruning_curves import spec_of
     from helpers.heads.significance import resample_indices
+    from helpers.probes.induction import copying_stats
+    from helpers.sweeps.pruning_curves import spec_of
 
     case = llama()
     probe = [repeated_tokens(vocab_size=40, length=6, batch=4, seed=s, low=3) for s in range(8)]  # 32 sequences

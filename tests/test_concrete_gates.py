@@ -1,11 +1,11 @@
-"""Hard-concrete L0 gates (heads/concrete_gates.py): the distribution's closed forms against
+"""Hard-concrete L0 gates (probes/l0_gates.py): the distribution's closed forms against
 sampling, and training that prunes more as the penalty grows, on a frozen tiny model."""
 
 import torch
 from tiny_models import bert
 
 import helpers
-from helpers.heads.concrete_gates import ConcreteGates, deterministic, expected_open, sample, train_concrete_gates
+from helpers.probes.l0_gates import ConcreteGates, deterministic, expected_open, sample, train_concrete_gates
 
 
 def test_expected_open_gates_match_sampling():

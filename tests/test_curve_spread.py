@@ -1,4 +1,4 @@
-"""A pruning curve's summaries under resampled examples (heads/curve_spread.py, experiments/pruning's
+"""A pruning curve's summaries under resampled examples (sweeps/curve_spread.py, experiments/pruning's
 share_spreads): against the one-curve functions, brute-force resampling, and the scorers' own scores."""
 
 import numpy as np
@@ -7,8 +7,6 @@ import pytest
 
 from helpers.book.experiments import pruning
 from helpers.heads import metrics
-from helpers.heads.curve_spread import Spread, prunable_shares, relative_scores, resampled_curves
-from helpers.heads.pruning_curves import prunable_share
 from helpers.heads.significance import (
     METRIC_STATS,
     accuracy_from_stats,
@@ -18,6 +16,8 @@ from helpers.heads.significance import (
     matthews_from_stats,
     resample_indices,
 )
+from helpers.sweeps.curve_spread import Spread, prunable_shares, relative_scores, resampled_curves
+from helpers.sweeps.pruning_curves import prunable_share
 
 
 def test_prunable_shares_of_many_curves_equal_the_one_curve_rule():
@@ -132,7 +132,7 @@ def test_share_spreads_are_brute_force_resampling_of_the_whole_curve():
 
 
 def test_orders_and_curves_carry_the_spread_and_summarise_keeps_it_only_at_its_tolerance():
-    from helpers.heads.pruning_curves import spec_of
+    from helpers.sweeps.pruning_curves import spec_of
 
     rows = []
     for order in ("importance", "ablation", "random 0"):
@@ -206,7 +206,7 @@ def test_a_translation_scorer_decodes_a_spec_once_for_scores_and_statistics(smok
 
 def test_step_errors_and_the_kinds_errors_at_80_percent_are_spreads_of_each_resample():
     from helpers.book.experiments.attention_kinds import MARGIN_ERRORS, at_80_errors
-    from helpers.heads.curve_spread import step_errors
+    from helpers.sweeps.curve_spread import step_errors
 
     rng = np.random.default_rng(4)
     shares = np.linspace(0, 1, 6)  # 0.8 is step 4

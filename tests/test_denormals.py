@@ -1,33 +1,68 @@
-"""No denormal arithmetic: flush-to-zero holds in every torch thread of a process that imports
-helpers, and a saved model holds no denormal weight."""
+"""No denormal arithmetic: flush-to-zero holds in every torch thread of a process that calls
+``flush_denormals`` first (the book's kernels, ``make models`` and its workers, the benchmarks, these
+tests), importing the library leaves a process's float mode alone, and a saved model holds no
+denormal weight."""
 
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import torch
 from tiny_models import ALL_CASES
 
 import helpers
-from helpers.heads.denormals import count_denormals, flushes_in_every_thread, plant_denormals_, zero_denormals_
+from helpers.base.denormals import count_denormals, flushes_in_every_thread, plant_denormals_, zero_denormals_
 
 
-def test_a_fresh_process_flushes_denormals_in_every_thread():
-    code = (
-        "import torch; torch.set_num_threads(2); import helpers; "
-        "from helpers.heads.denormals import flushes_in_every_thread; print(flushes_in_every_thread())"
+def _fresh_process(code: str, **env: str) -> str:
+    prelude = "import torch; torch.set_num_threads(2); from helpers.base.denormals import flushes_in_every_thread; "
+    out = subprocess.run(
+        [sys.executable, "-c", prelude + code], capture_output=True, text=True, check=True, env={**os.environ, **env}
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "True"
-    kept = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "SIXTEEN_HEADS_KEEP_DENORMALS": "1"},
-    )
-    assert kept.stdout.strip() == "False"  # the check can fail: without the mode a worker thread computes them
-    assert flushes_in_every_thread()  # and this test process flushes too (conftest imports helpers)
+    return out.stdout.strip()
+
+
+def test_a_process_that_calls_flush_denormals_flushes_in_every_thread():
+    flushed = "from helpers.base.denormals import flush_denormals; flush_denormals(); print(flushes_in_every_thread())"
+    assert _fresh_process(flushed) == "True"
+    # the check can fail: with the mode kept off a worker thread computes denormals
+    assert _fresh_process(flushed, SIXTEEN_HEADS_KEEP_DENORMALS="1") == "False"
+    assert flushes_in_every_thread()  # and this test process flushes too (conftest calls it)
+
+
+def test_importing_the_library_leaves_the_float_mode_alone():
+    assert _fresh_process("import helpers, helpers.heads; print(flushes_in_every_thread())") == "False"
+
+
+def test_the_books_kernels_flush_before_the_first_cell(tmp_path):
+    import nbformat
+    import papermill as pm
+
+    from helpers.book.running.runner import KERNEL_ARGUMENTS
+
+    check = "from helpers.base.denormals import flushes_in_every_thread\nprint(flushes_in_every_thread())"
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(check)])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(notebook, tmp_path / "check.ipynb")
+    outputs = {}
+    for name, arguments in (("book", KERNEL_ARGUMENTS), ("plain", [])):
+        done = pm.execute_notebook(
+            str(tmp_path / "check.ipynb"),
+            str(tmp_path / f"{name}.ipynb"),
+            kernel_name="python3",
+            extra_arguments=arguments,
+            progress_bar=False,
+        )
+        outputs[name] = done.cells[0].outputs[0]["text"].strip()
+    assert outputs == {"book": "True", "plain": "False"}
+
+
+def test_model_builds_and_their_workers_flush_first():
+    from helpers.book.course import building
+
+    source = Path(building.__file__).read_text()
+    assert "initializer=flush_denormals" in source and "    flush_denormals()" in source
 
 
 def test_denormal_weights_are_counted_planted_and_zeroed():

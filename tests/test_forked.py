@@ -7,8 +7,8 @@ import pytest
 import torch
 from tiny_models import ALL_CASES
 
-from helpers.heads import forked
-from helpers.heads.ablation import all_but_one_configs, gated_passes, one_head_configs, single_layer_sweep
+from helpers.sweeps import forked
+from helpers.sweeps.ablation import all_but_one_configs, gated_passes, one_head_configs, single_layer_sweep
 
 
 @pytest.mark.parametrize("name", sorted(ALL_CASES))

@@ -19,9 +19,9 @@ from helpers.book.experiments.head_effects import (
     translation_effects,
 )
 from helpers.book.store.sweep_cache import code_digest
-from helpers.heads import ablation
-from helpers.heads.ablation import all_but_one_configs, one_head_configs
 from helpers.heads.significance import Bootstrap
+from helpers.sweeps import ablation
+from helpers.sweeps.ablation import all_but_one_configs, one_head_configs
 
 
 def _no_sweep(*args, **kwargs):
@@ -374,7 +374,7 @@ def test_bleu_in_two_looks_is_each_looks_own_sweep_and_goes_on_only_where_undeci
     # chapter 04 reports its chosen heads in two looks over the whole split: look 1 on a random
     # half at alpha/2, look 2 on every pair at alpha/2 for the heads look 1 left undetermined
     from helpers.book.experiments.head_effects import Looks
-    from helpers.heads.sequential import look_split, settled
+    from helpers.sweeps.sequential import look_split, settled
 
     model = course.load_translation(smoke)
     pairs = course.load_data(smoke, "translation")["test13"][:12]

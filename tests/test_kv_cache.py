@@ -17,9 +17,9 @@ import torch
 from tiny_models import DECODER_ONLY_CASES, GQA_CASES
 
 import helpers
-from helpers.heads.induction import copying_accuracy, copying_nll, induction_scores, repeated_tokens
-from helpers.heads.kv_cache import PublishedModel, cache_bytes, kv_bytes, kv_bytes_per_token, published_kv_table
 from helpers.heads.pruning import LAYOUT_KEY, head_layout
+from helpers.kv.cache import PublishedModel, cache_bytes, kv_bytes, kv_bytes_per_token, published_kv_table
+from helpers.probes.induction import copying_accuracy, copying_nll, induction_scores, repeated_tokens
 
 REPO = Path(__file__).resolve().parents[1]
 # Layer 0 keeps head 3 alone (KV group 0 empties), layer 1 is uneven (group 0: head 0, group 1: 2 and 3).
@@ -201,7 +201,7 @@ def test_the_copying_probe_scores_pruning_specs_like_text():
 
 @pytest.mark.parametrize("name", ["llama", "gemma3"])
 def test_generation_leaves_the_predicted_cache(name):
-    from helpers.heads.kv_cache import generate_cached, generation_seconds
+    from helpers.kv.cache import generate_cached, generation_seconds
 
     case = GQA_CASES[name]()
     helpers.prune_heads(case.model, EMPTIES_A_GROUP)

@@ -14,16 +14,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from helpers.heads.kv_budget import CacheSpec, fast_run, predicted_peak_bytes, prompt_pass, pruned_copy, real_run
-from helpers.heads.kv_quantized import quantized_cache, stored_bytes
-from helpers.heads.kv_selective import (
-    HeadGroup,
-    HeavyHitters,
-    SelectiveCache,
-    SinkWindow,
-    selective_attention,
-)
 from helpers.heads.sites import UnsupportedModelError
+from helpers.kv.budget import CacheSpec, fast_run, predicted_peak_bytes, prompt_pass, pruned_copy, real_run
+from helpers.kv.quantized import quantized_cache, stored_bytes
+from helpers.kv.selective import HeadGroup, HeavyHitters, SelectiveCache, SinkWindow, selective_attention
 
 PROMPT, TOTAL, BATCH = 11, 37, 2
 
@@ -193,8 +187,8 @@ def test_stored_bytes_counts_every_part_of_a_quantized_cache(model, ids):
 
 
 def test_the_layers_a_removal_would_leave_are_counted_without_pruning(model):
-    from helpers.heads.kv_budget import entries_after
-    from helpers.heads.kv_cache import layer_entries
+    from helpers.kv.budget import entries_after
+    from helpers.kv.cache import layer_entries
 
     for removed in (
         [],
@@ -210,7 +204,7 @@ def test_setup_has_compiled_quantos_extension_where_it_looks_for_it():
     2-bit codes (4 a byte) into the numbers they pack."""
     from pathlib import Path
 
-    from helpers.heads.kv_quantized import build_backend
+    from helpers.kv.quantized import build_backend
 
     folder = Path(build_backend())
     assert (folder / "quanto_cpp.so").is_file()

@@ -1,4 +1,5 @@
-"""helpers/ has five parts imported one way: book -> zoo and serving -> heads -> base, with no import cycle; inside
+"""helpers/ has parts imported one way: book -> zoo -> serving and kv -> sweeps and probes -> heads -> base,
+with no import cycle; inside
 helpers/book, one folder per job, imported one way too: running -> verdicts -> experiments -> course
 -> profiles, store, paper.
 
@@ -16,7 +17,8 @@ import pytest
 from helpers.book.running.chapter_code import import_graph, module_name
 
 ROOT = Path(__file__).resolve().parent.parent
-PARTS = {"base": 0, "heads": 1, "serving": 2, "zoo": 2, "book": 3}  # a part may import its own rank or lower
+# a part may import its own rank or lower
+PARTS = {"base": 0, "heads": 1, "sweeps": 2, "probes": 2, "kv": 3, "serving": 3, "zoo": 4, "book": 5}
 # helpers/book's folders by job, with the same rule: the folders of one rank share nothing
 BOOK_FOLDERS = {"profiles": 0, "store": 0, "paper": 0, "course": 1, "experiments": 2, "verdicts": 3, "running": 4}
 
@@ -69,11 +71,9 @@ def graph():
     return import_graph(ROOT / "helpers")
 
 
-def test_every_module_belongs_to_one_of_the_four_parts(graph):
+def test_every_module_belongs_to_one_of_the_parts(graph):
     loose = [m for m in graph if m != "helpers" and part_of(m) not in PARTS]
-    assert not loose, (
-        f"modules outside helpers/base, helpers/heads, helpers/serving, helpers/zoo, helpers/book: {loose}"
-    )
+    assert not loose, f"modules outside the parts {sorted(PARTS)} of helpers/: {loose}"
     assert all(part in {part_of(m) for m in graph} for part in PARTS)
 
 
@@ -152,10 +152,59 @@ def _loaded_after(statement: str) -> set[str]:
 
 
 def test_the_head_library_loads_without_the_other_parts():
-    for statement in ("import helpers", "import helpers.heads", "from helpers.heads import pruning_curves"):
+    for statement in ("import helpers", "import helpers.heads", "from helpers.heads import pruning"):
         loaded = _loaded_after(statement)
         assert "helpers.heads.gates" in loaded
-        assert not {m for m in loaded if part_of(m) in ("zoo", "book")}, (statement, loaded)
+        assert {part_of(m) for m in loaded} <= {None, "heads", "base"}, (statement, loaded)
+
+
+def test_the_head_library_loads_no_serving_or_cache_code():
+    code = (
+        "import sys; import helpers, helpers.heads; "
+        "print(' '.join(m for m in sys.modules if m.split('.')[0] in ('gguf', 'xllamacpp', 'optimum') "
+        "or m.startswith(('helpers.kv', 'helpers.serving', 'helpers.sweeps', 'helpers.probes'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == []
+    # the check can fail: the book's chapter 14b loads them all
+    code = code.replace("import helpers, helpers.heads", "import helpers.book.experiments.served_memory")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert {"helpers.serving.gguf_export", "helpers.serving.llama_api"} <= set(out.stdout.split())
+
+
+def test_the_head_librarys_public_names_are_few_and_used_elsewhere():
+    """About thirty names, each used somewhere outside the module that defines it (and the
+    package's ``__init__``)."""
+    import ast
+    import re
+
+    from helpers import heads
+
+    assert len(heads.__all__) <= 32 and len(set(heads.__all__)) == len(heads.__all__), heads.__all__
+    package = ROOT / "helpers" / "heads"
+    home = {
+        alias.name: package / f"{node.module}.py"
+        for node in ast.parse((package / "__init__.py").read_text()).body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    places = [ROOT / "helpers", ROOT / "tests", ROOT / "benchmarks", ROOT / "notebooks"]
+    texts = {
+        p: p.read_text()
+        for place in places
+        for p in place.rglob("*")
+        if p.suffix in {".py", ".ipynb"} and p.name != "test_layout.py"  # this file's lists are no use
+    }
+    unused = [
+        name
+        for name in heads.__all__
+        if not any(
+            re.search(rf"\b{name}\b", text)
+            for p, text in texts.items()
+            if p not in (home[name], package / "__init__.py")
+        )
+    ]
+    assert unused == []
 
 
 def test_import_helpers_keeps_the_public_api():

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 import torch
 
+from helpers.base import ledger
 from helpers.book.store import sweep_costs
-from helpers.heads import ledger
 
 
 def test_nested_entries_count_once_and_carry_the_model_name():

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from helpers.heads import prune_heads, prune_kv_groups
-from helpers.heads.gguf_export import GgufExportError, export_gguf, layer_plan
 from helpers.heads.sites import UnsupportedModelError, attention_sites
+from helpers.serving.gguf_export import GgufExportError, export_gguf, layer_plan
 from helpers.serving.llama_cpp import LlamaCpp, RuntimeSettings, predicted_kv_bytes
 from helpers.zoo.causal_lm import smollm2_gguf
 

@@ -112,7 +112,7 @@ def test_chapter_modules_follow_imports_transitively_with_parent_packages():
         "book/verdicts/__init__.py",
         "book/experiments/head_effects.py",
         "book/verdicts/findings/ch03.py",
-        "heads/ablation.py",
+        "sweeps/ablation.py",
         "heads/gates.py",
         "heads/significance.py",
     } <= names

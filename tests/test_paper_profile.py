@@ -186,7 +186,7 @@ import json, os, sys
 import torch
 from helpers.book.experiments import head_effects
 from helpers.zoo import nli_task
-from helpers.heads.ablation import one_head_configs
+from helpers.sweeps.ablation import one_head_configs
 from helpers.book.experiments.head_effects import classifier_effects
 from helpers.heads.significance import Bootstrap
 from helpers.zoo.registry import load_encoder

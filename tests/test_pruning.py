@@ -178,7 +178,7 @@ def test_pruning_while_gates_are_installed():
 def test_a_pruned_copy_sharing_weights_equals_zero_gates_and_leaves_the_model_as_it_was(case, whole_layer):
     """``ablation.pruned_sharing_weights`` shares the model's weights and removes the spec's heads from the
     copy only: the copy computes what zero gates compute, the model what it computed before."""
-    from helpers.heads.ablation import pruned_sharing_weights
+    from helpers.sweeps.ablation import pruned_sharing_weights
 
     spec = spec_for(case.kinds, whole_layer)
     unpruned = case.run(case.model, case.batch)
@@ -196,7 +196,7 @@ def test_a_pruned_copy_sharing_weights_equals_zero_gates_and_leaves_the_model_as
 
 @pytest.mark.parametrize("processes", [1, 2])
 def test_pruned_passes_equal_gated_passes_in_order(processes):
-    from helpers.heads.ablation import gated_passes, pruned_passes
+    from helpers.sweeps.ablation import gated_passes, pruned_passes
 
     case = bert()
     specs = [{}, {"self": {0: [1]}}, {"self": {0: [0, 1, 2, 3], 1: [2]}}, {"self": {1: [0, 3]}}, {"self": {0: [3]}}]

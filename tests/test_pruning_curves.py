@@ -10,7 +10,7 @@ import torch
 from tiny_models import ALL_CASES, bert
 
 import helpers
-from helpers.heads.pruning_curves import (
+from helpers.sweeps.pruning_curves import (
     counts,
     heads_of,
     order_by_ablation,

@@ -91,7 +91,7 @@ def test_classifier_scores_of_many_head_specs_equal_one_at_a_time(monkeypatch, p
 
 
 def test_scorers_that_share_passes_give_each_scorers_own_values_and_compute_a_spec_once(monkeypatch):
-    from helpers.heads import ablation
+    from helpers.sweeps import ablation
     from helpers.zoo.scorers import classifier_scorers
 
     model, examples = _tiny_bert_and_examples()

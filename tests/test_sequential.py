@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from helpers.book.experiments.head_effects import Measure, effect_rows, two_look_rows
-from helpers.heads.ablation import UNMASKED
-from helpers.heads.sequential import look_split
 from helpers.heads.significance import Bootstrap, equivalence_class, log_likelihood
+from helpers.sweeps.ablation import UNMASKED
+from helpers.sweeps.sequential import look_split
 
 DELTA = np.log(1.01)  # 1% of perplexity, the book's likelihood margin
 N, ALPHA, RESAMPLES = 200, 0.05, 400

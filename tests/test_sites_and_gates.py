@@ -188,7 +188,7 @@ def test_unsupported_model_names_the_supported_families():
 
 def test_row_gates_give_each_example_its_own_heads():
     """Row r of a batch under row gates equals that example alone under the same gates."""
-    from helpers.heads.config_batches import repeat_rows
+    from helpers.sweeps.config_batches import repeat_rows
 
     case = ALL_CASES["bert"]()
     model, batch = case.model, case.batch
@@ -211,7 +211,7 @@ def test_row_gates_give_each_example_its_own_heads():
 
 
 def test_row_gates_reject_bad_shapes_and_batches():
-    from helpers.heads.config_batches import config_row_gates
+    from helpers.sweeps.config_batches import config_row_gates
 
     case = ALL_CASES["bert"]()
     with helpers.HeadGates(case.model) as gates:

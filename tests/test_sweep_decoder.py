@@ -6,7 +6,7 @@ over processes."""
 import pytest
 import torch
 
-from helpers.heads.ablation import gated_passes, one_head_configs
+from helpers.sweeps.ablation import gated_passes, one_head_configs
 from helpers.zoo.sweep_decoder import decode_copies, greedy_copies
 from helpers.zoo.translation_model import TranslationConfig, model_for, train, translate, translate_copies
 from helpers.zoo.translation_task import generate

@@ -5,7 +5,7 @@ import torch
 from tiny_models import bert, gpt2, llama
 
 import helpers
-from helpers.heads.throughput import forward_flops, median_iqr, throughput
+from helpers.sweeps.throughput import forward_flops, median_iqr, throughput
 
 
 def _bert_flops(batch, seq, layers, hidden, heads, head_dim, ffn, labels, kept):
@@ -87,7 +87,7 @@ def test_one_disturbed_run_barely_moves_the_median():
 def test_compare_speed_measures_three_variants_and_counts_fewer_flops_when_pruned():
     import copy
 
-    from helpers.heads.throughput import compare_speed
+    from helpers.sweeps.throughput import compare_speed
 
     case = bert(layers=2, heads=4, hidden=16)
     spec = {"self": {0: [0, 1], 1: [2, 3]}}
@@ -113,7 +113,7 @@ def test_compare_speed_measures_three_variants_and_counts_fewer_flops_when_prune
 def test_compare_speed_times_copies_in_another_dtype_and_leaves_the_models_alone(dtype):
     import copy
 
-    from helpers.heads.throughput import compare_speed
+    from helpers.sweeps.throughput import compare_speed
 
     case = bert(layers=2, heads=4, hidden=16)
     spec = {"self": {0: [1], 1: [0, 3]}}
@@ -129,7 +129,7 @@ def test_compare_speed_times_copies_in_another_dtype_and_leaves_the_models_alone
 def test_a_compiled_gated_model_computes_the_eager_gated_function():
     """The gate hooks are traced by torch.compile (backend "eager": dynamo without code generation,
     quick on a CPU); after the gates change, the compiled model follows them."""
-    from helpers.heads.throughput import compiled
+    from helpers.sweeps.throughput import compiled
 
     case = bert(layers=2, heads=4, hidden=16)
     with torch.inference_mode(), helpers.HeadGates(case.model) as gates:
@@ -147,7 +147,7 @@ def test_a_compiled_gated_model_computes_the_eager_gated_function():
 def test_speed_gains_recomputed_from_rates_and_flops():
     import pandas as pd
 
-    from helpers.heads.throughput import speed_gains
+    from helpers.sweeps.throughput import speed_gains
 
     rows = [
         dict(dtype="float16", compile_mode="eager", batch_size=64, variant=v, median=m, flops=f)
@@ -160,7 +160,7 @@ def test_speed_gains_recomputed_from_rates_and_flops():
 
 
 def test_an_unknown_dtype_is_a_clear_error():
-    from helpers.heads.throughput import dtype_of
+    from helpers.sweeps.throughput import dtype_of
 
     with pytest.raises(ValueError, match="unknown dtype 'half'.*bfloat16"):
         dtype_of("half")

@@ -70,7 +70,7 @@ def test_importing_fairseq_through_helpers_leaves_logging_alone():
         ).stdout.split()
 
     assert run("import fairseq") != ["30", "0"]  # what fairseq 0.12 does on its own
-    assert run("from helpers.heads.fairseq_compat import import_fairseq; import_fairseq()") == ["30", "0"]
+    assert run("from helpers.base.fairseq_compat import import_fairseq; import_fairseq()") == ["30", "0"]
     # and its import-time INFO lines do not reach a notebook that logs at INFO
     chatty = "import logging; logging.basicConfig(level=logging.INFO); "
 
@@ -84,7 +84,7 @@ def test_importing_fairseq_through_helpers_leaves_logging_alone():
         ).stderr
 
     assert "INFO:fairseq" in stderr("import fairseq")
-    assert "INFO:fairseq" not in stderr("from helpers.heads.fairseq_compat import import_fairseq; import_fairseq()")
+    assert "INFO:fairseq" not in stderr("from helpers.base.fairseq_compat import import_fairseq; import_fairseq()")
 
 
 def test_uniform_dropout_draws_the_same_distribution_and_is_restored():

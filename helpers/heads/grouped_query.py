@@ -94,7 +94,7 @@ def kv_group_order(model: nn.Module, scores: Mapping[str, torch.Tensor], kind: s
 # ---- routing query heads to key/value heads after pruning --------------------------------------
 class _RoutedConfig:
     """A view of the model's config that differs only in the attention implementation, so one
-    layer uses ``implementation`` (``UNEVEN_GQA``, or kv_selective's) while the rest of the model
+    layer uses ``implementation`` (``UNEVEN_GQA``, or kv.selective's) while the rest of the model
     (and its masks) keep the model's own."""
 
     def __init__(self, base, implementation: str = UNEVEN_GQA):

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from . import ledger
+from ..base import ledger
 from .gates import HeadGates
 from .sites import layout
 

@@ -31,8 +31,8 @@ import torch
 from torch import nn
 
 from ..base.atomic import atomic_path
-from .denormals import zero_denormals_
-from .fairseq_compat import import_fairseq
+from ..base.denormals import zero_denormals_
+from ..base.fairseq_compat import import_fairseq
 from .gates import HeadSpec
 from .grouped_query import kv_groups_to_heads, route_query_heads
 from .sites import AttentionSite, HeadSpecError, attention_sites, check_head, family_of, mark_heads, resolve
@@ -218,7 +218,7 @@ PHANTOM_WIDTH = 1  # the head width of an emptied layer's cache entry
 def _phantom_cache_entry(cache, hidden_states: torch.Tensor, layer_idx: int) -> None:
     """Keep a decoder cache's length right when a layer has no head left: transformers reads a
     layer's key length to place new positions, so cache one all-zero head of width 1 that nothing
-    attends with (2 numbers per token for keys and values: ``kv_cache.kv_bytes`` counts them)."""
+    attends with (2 numbers per token for keys and values: ``kv.cache.kv_bytes`` counts them)."""
     from transformers.cache_utils import EncoderDecoderCache
 
     if isinstance(cache, EncoderDecoderCache):

@@ -1,7 +1,10 @@
 """Serving a (pruned) model in llama.cpp, in this process, on the library the PyPI package
-``xllamacpp`` ships; the files come from ``helpers.heads.gguf_export``. Imported only where a
-chapter or test serves a file (``import helpers.heads`` loads none of it).
+``xllamacpp`` ships. Imported only where a chapter or test writes or serves a file
+(``import helpers.heads`` loads none of it).
 
+* gguf_export.py: a (pruned) Llama written as a GGUF file llama.cpp loads (``export_gguf``;
+  per-layer head counts through its ``deci`` architecture; weights in f32, f16, q8_0 or q4_0);
+  it imports ``gguf`` only when called;
 * llama_cpp.py: llama.cpp's server (``LlamaCpp``): greedy tokens, forced-token
   log-probabilities, speed, the KV cache it allocates (chapter 13);
 * llama_api.py: llama.cpp's C API through ``ctypes`` (``LlamaModel``, ``LlamaContext``): every

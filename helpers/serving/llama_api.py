@@ -300,7 +300,9 @@ class LlamaModel:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         if not self.path.exists():
-            raise FileNotFoundError(f"{self.path} does not exist: write it with helpers.heads.gguf_export.export_gguf")
+            raise FileNotFoundError(
+                f"{self.path} does not exist: write it with helpers.serving.gguf_export.export_gguf"
+            )
         self._model = None
 
     def __enter__(self) -> LlamaModel:

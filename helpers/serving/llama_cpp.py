@@ -86,7 +86,9 @@ class LlamaCpp:
     def __init__(self, path: str | os.PathLike, settings: RuntimeSettings = RuntimeSettings()):
         self.path, self.settings = Path(path), settings
         if not self.path.exists():
-            raise FileNotFoundError(f"{self.path} does not exist: write it with helpers.heads.gguf_export.export_gguf")
+            raise FileNotFoundError(
+                f"{self.path} does not exist: write it with helpers.serving.gguf_export.export_gguf"
+            )
         self.server = None
         self.log = ""
 

@@ -36,9 +36,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..heads import ledger
-from ..heads.config_batches import repeat_rows
+from ..base import ledger
 from ..heads.significance import log_likelihood  # noqa: F401 (the score of token_nll rows; chapter 11 imports it here)
+from ..sweeps.config_batches import repeat_rows
 from . import bible, paper_sources
 from .locations import MissingDownloadError, cache_root, converted_root, sweeps_scope
 
@@ -78,7 +78,7 @@ def smollm2_gguf() -> Path:
 
 
 def tokenizer_gguf(reference: str) -> Path:
-    """A GGUF file holding ``reference``'s tokenizer, for ``heads.gguf_export.export_gguf`` to
+    """A GGUF file holding ``reference``'s tokenizer, for ``serving.gguf_export.export_gguf`` to
     copy: SmolLM2's shipped file for ``"smollm2"`` and ``"tiny-llama"`` (which uses its
     tokenizer); for a hub model or folder, the one ``*.gguf`` file in its folder."""
     if reference in ("smollm2", *TINY_LLAMAS):
@@ -345,6 +345,6 @@ class PerplexityScorer:
                     per_copy[k].append(out[k * rows : (k + 1) * rows])
             return [torch.cat(p) for p in per_copy]
 
-        from ..heads.ablation import masked_passes  # one per pass on a CPU: on the physically pruned model
+        from ..sweeps.ablation import masked_passes  # one per pass on a CPU: on the physically pruned model
 
         return [r for _, r in masked_passes(model, specs, run, self.configs_per_pass, "pruning curve", self.progress)]

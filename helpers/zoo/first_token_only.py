@@ -13,7 +13,7 @@ below (ablation.py) about a quarter of the sweep.
 Head gates and pruning work as before: the gates act on the output projection's input, which
 is now ``[B, 1, heads x head_dim]``. That input comes from a call of the last layer's
 ``attention.self`` module (its forward swapped too), so hooks on that module see it and a sweep
-can replay it (``helpers.heads.ablation``).
+can replay it (``helpers.sweeps.ablation``).
 """
 
 from __future__ import annotations

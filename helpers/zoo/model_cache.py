@@ -59,7 +59,7 @@ _SOURCES = (
     "heads/metrics.py",
 )
 # how the arithmetic of training runs, beside the code: models trained before flush-to-zero
-# (heads/denormals.py, set when helpers is imported) computed on denormal floats and are rebuilt
+# (base/denormals.py, set where the book starts) computed on denormal floats and are rebuilt
 NUMERICS = "flush-to-zero"
 
 

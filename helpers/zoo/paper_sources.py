@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..base.atomic import atomic_path
-from ..heads.fairseq_compat import import_fairseq
+from ..base.fairseq_compat import import_fairseq
 from . import appendix_tasks, nli_task, translation_task
 from .locations import data_root, local_path
 

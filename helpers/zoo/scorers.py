@@ -26,11 +26,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..base import ledger
 from ..base.devices import to_device
-from ..heads import ledger
-from ..heads.config_batches import repeat_rows
 from ..heads.metrics import METRICS, bleu
 from ..heads.significance import METRIC_STATS, bleu_from_stats, bleu_stats, log_likelihood
+from ..sweeps.config_batches import repeat_rows
 from .classifier_training import batches, by_length, encode, in_order, labels_of
 from .first_token_only import first_token_only
 from .translation_model import MAX_LEN_B
@@ -95,7 +95,7 @@ def classifier_scorers(
         return METRICS[metric](lp.argmax(-1), gold)
 
     def many_log_probs(model: nn.Module, specs: Sequence[dict]) -> list[torch.Tensor]:
-        from ..heads.ablation import masked_passes
+        from ..sweeps.ablation import masked_passes
 
         with ledger.entry("classifier scoring", "classifier scores", model, len(examples), len(specs)) as timed:
             return _kept_outputs(
@@ -201,7 +201,7 @@ def _kept_outputs(
     """Each spec's outputs, from ``kept`` (per model object and set of masked heads) or computed
     by ``compute(missing specs)`` (one output per spec, in order) and kept: a scorer's ``many``
     and ``stats`` then share one pass (a model's weights must not change between the calls)."""
-    from ..heads.pruning_curves import heads_in
+    from ..sweeps.pruning_curves import heads_in
 
     known = kept.setdefault(model, {})
     missing = list({heads_in(s): s for s in specs if heads_in(s) not in known}.items())
@@ -225,7 +225,7 @@ def masked_translations(
     ``configs``, ``configs_per_pass`` of them per search (``gated_passes`` with
     ``sweep_decoder.decode_copies``: greedy for one beam, fairseq's beam search for more;
     ``decoding``: its beam, lenpen, batch_size, max_len_b)."""
-    from ..heads.ablation import gated_passes
+    from ..sweeps.ablation import gated_passes
     from .sweep_decoder import decode_copies
 
     def decode(m: nn.Module, copies: int, gated):
@@ -311,7 +311,7 @@ def masked_translation_nll(
     physically removed (``ablation.masked_passes``). On 2 CPU cores one configuration per pass is fastest: 20 pruning
     steps of the course model on 400 verses took 9.5 s, against 12.0 s with 4 per pass and 15.8 s
     with 12 (the repeated batch's logits over the 4k-word vocabulary outgrow the caches)."""
-    from ..heads.ablation import masked_passes
+    from ..sweeps.ablation import masked_passes
 
     indexed = _indexed_loss_batches(model, pairs, max_tokens)
     return masked_passes(
@@ -333,8 +333,8 @@ def single_layer_translation_nll(
     kind), with the same rows. Yields ``(config, rows)``, ``UNMASKED`` too when it is in
     ``configs``, in the order of ``configs``. ``removal``: a ``HeadRemoval`` other than zero
     (mean, resample); the sources are then right-padded so that positions line up."""
-    from ..heads.ablation import single_layer_sweep
-    from ..heads.config_batches import UNMASKED
+    from ..sweeps.ablation import single_layer_sweep
+    from ..sweeps.config_batches import UNMASKED
 
     indexed = _indexed_loss_batches(model, pairs, max_tokens, left_pad_source=removal is None)
     pad = model.decoder.dictionary.pad()

@@ -14,7 +14,7 @@ dropped only when their sentence has ended. Its output equals ``translate_copies
 token for token (tests/test_sweep_decoder.py, on every configuration kind).
 
 Like ``translate_copies``, it decodes ``copies`` copies of each batch in one search inside
-``gated(rows)`` (row gates per configuration, ``helpers.heads.ablation.gated_passes``): rows it
+``gated(rows)`` (row gates per configuration, ``helpers.sweeps.ablation.gated_passes``): rows it
 drops go through ``model.encoder.reorder_encoder_out``, which the gates follow, and when no
 configuration gates an encoder head the encoder runs once per batch (``fairseq_rows``).
 """
@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from ..base.devices import to_device
-from ..heads.fairseq_compat import import_fairseq
+from ..base.fairseq_compat import import_fairseq
 from .translation_model import MAX_LEN_B
 
 DECODER_ENV = "SIXTEEN_HEADS_DECODER"

@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 
 from ..base.atomic import atomic_path
 from ..base.devices import to_device
-from ..heads.fairseq_compat import import_fairseq
+from ..base.fairseq_compat import import_fairseq
 
 SCHEDULES = ("inverse_sqrt", "cosine")  # the learning rate after the warm-up (``learning_rate``)
 MAX_LEN_B = 200  # decoding stops at source length + this many tokens (the authors' setting, REFERENCE.md §1.1)
@@ -417,7 +417,7 @@ def translate_copies(
     """``translate`` of ``copies`` copies of ``sources`` in one beam search per batch: the batch
     of b sources is repeated, rows ``[k * b, (k + 1) * b)`` being copy k, and the search runs
     inside ``gated(copies * b)`` (e.g. row gates that give each copy its own heads; see
-    ``helpers.heads.ablation.gated_passes``). Returns one list of translations per copy. Batches
+    ``helpers.sweeps.ablation.gated_passes``). Returns one list of translations per copy. Batches
     and decoding limits are those of ``translate``, so with equal gates every copy equals it."""
     import_fairseq()
     from fairseq.data import data_utils

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from ...base.atomic import atomic_path
+from ...base.denormals import flush_denormals
 from ...base.devices import default_device
 from ...zoo import model_cache
 from ...zoo.locations import cache_root
@@ -113,7 +114,8 @@ def _build_in_processes(
 
     specs = model_specs(settings)
     order = sorted(names, key=lambda n: _cost(specs[n]), reverse=True)
-    with ProcessPoolExecutor(max_workers=processes, mp_context=get_context("spawn")) as pool:
+    context = get_context("spawn")  # a spawned worker starts with the CPU's default float mode: set it first
+    with ProcessPoolExecutor(max_workers=processes, mp_context=context, initializer=flush_denormals) as pool:
         futures = {pool.submit(_build_in_worker, settings, name, force, progress): name for name in order}
         if shipped:
             futures[pool.submit(_prepare_in_worker, settings, progress)] = None
@@ -257,6 +259,7 @@ def main(argv: list[str] | None = None) -> None:
         "--prune", action="store_true", help="delete cached models that no profile uses any more, then exit"
     )
     args = parser.parse_args(argv)
+    flush_denormals()  # training from scratch makes denormal weights (helpers/base/denormals.py)
     if args.prune:
         stale = stale_folders([load_profile(p.stem) for p in sorted(PROFILES.glob("*.yml"))])
         size = sum(f.stat().st_size for d in stale for f in d.rglob("*") if f.is_file())

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ...base import ledger
 from ...base.devices import default_device
-from ...heads import ledger
 from ...zoo import model_cache
 from ...zoo.locations import sweeps_scope
 from ...zoo.model_cache import subset  # noqa: F401 (chapters draw their examples with course.subset)

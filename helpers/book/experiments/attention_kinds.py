@@ -9,9 +9,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from ...heads.curve_spread import Spread, relative_scores
-from ...heads.pruning_curves import heads_of, order_by_importance, prunable_share, pruning_curves
 from ...heads.significance import Bootstrap
+from ...sweeps.curve_spread import Spread, relative_scores
+from ...sweeps.pruning_curves import heads_of, order_by_importance, prunable_share, pruning_curves
 from ...zoo.scorers import translation_importance
 from .. import course
 from ..paper import values as paper_values

@@ -23,8 +23,10 @@ import torch
 from torch import nn
 
 from ...heads.grouped_query import kv_group_heads, kv_group_order
-from ...heads.induction import copying_stats, induction_scores, repeated_tokens
-from ...heads.kv_cache import (
+from ...heads.pruning import count_parameters, prune_heads
+from ...heads.significance import MIN_UNITS, log_likelihood, resample_indices, resampled_sums
+from ...heads.sites import attention_sites
+from ...kv.cache import (
     PublishedModel,
     cache_bytes,
     generate_cached,
@@ -33,10 +35,16 @@ from ...heads.kv_cache import (
     kv_bytes_per_token,
     published_kv_table,
 )
-from ...heads.pruning import count_parameters, prune_heads
-from ...heads.pruning_curves import counts, heads_in, heads_of, order_by_importance, random_order, score_specs, spec_of
-from ...heads.significance import MIN_UNITS, log_likelihood, resample_indices, resampled_sums
-from ...heads.sites import attention_sites
+from ...probes.induction import copying_stats, induction_scores, repeated_tokens
+from ...sweeps.pruning_curves import (
+    counts,
+    heads_in,
+    heads_of,
+    order_by_importance,
+    random_order,
+    score_specs,
+    spec_of,
+)
 from ...zoo.causal_lm import PerplexityScorer
 from ..store.columns import (
     BAND,
@@ -136,7 +144,7 @@ def memory_and_speed(
     perplexity on ``report_batches`` (float32) and how many verses they hold."""
     from tqdm.auto import tqdm
 
-    from ...heads.throughput import cast_copy
+    from ...sweeps.throughput import cast_copy
 
     rows, verses = [], sum(len(b["input_ids"]) for b in report_batches)
     for (unit, share), model in tqdm(variants.items(), desc="pruned variants", disable=not progress):
@@ -337,7 +345,7 @@ def importances(
     """``{"I_h on verses": ..., "I_h on copying": ...}``: I_h on the verses' LM loss, and on the
     loss of the second copy on ``copying_probe`` (a probe the curves do not score)."""
     from ...heads.importance import head_importance
-    from ...heads.induction import copying_nll
+    from ...probes.induction import copying_nll
     from ...zoo.causal_lm import lm_loss
 
     return {
@@ -660,7 +668,7 @@ PUBLISHED = (
 
 
 def published() -> pd.DataFrame:
-    """The KV cache of each ``PUBLISHED`` configuration (``kv_cache.published_kv_table``)."""
+    """The KV cache of each ``PUBLISHED`` configuration (``kv.cache.published_kv_table``)."""
     return published_kv_table(PUBLISHED)
 
 

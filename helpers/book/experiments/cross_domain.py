@@ -102,7 +102,7 @@ def label_shifts(
     (``gold <label>``) and the unmasked model's predicted shares (``predicted <label>``). A head
     that pushes predictions toward a label gains where that label is common and loses where it
     is rare, whatever it knows of either domain."""
-    from ...heads.ablation import UNMASKED, one_head_configs
+    from ...sweeps.ablation import UNMASKED, one_head_configs
 
     rows = []
     for run in sweeps.runs(name):

@@ -8,9 +8,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from ...heads.curve_spread import step_errors
-from ...heads.pruning_curves import heads_of, order_by_importance, pruning_curve
 from ...heads.significance import Bootstrap
+from ...sweeps.curve_spread import step_errors
+from ...sweeps.pruning_curves import heads_of, order_by_importance, pruning_curve
 from ...zoo.scorers import translation_importance
 from .. import course
 from ..paper import values as paper_values

@@ -27,11 +27,9 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ...base import ledger
 from ...base.devices import to_device
-from ...heads import ledger
-from ...heads.ablation import UNMASKED, Config, single_layer_sweep
 from ...heads.removal import HeadRemoval, reference_outputs
-from ...heads.sequential import look_alpha, look_split, settled
 from ...heads.significance import (
     Bootstrap,
     accuracy_from_stats,
@@ -46,6 +44,8 @@ from ...heads.significance import (
     resampled_sums,
 )
 from ...heads.sites import ENCODER_ONLY_KINDS, SEQ2SEQ_KINDS
+from ...sweeps.ablation import UNMASKED, Config, single_layer_sweep
+from ...sweeps.sequential import look_alpha, look_split, settled
 from ...zoo import translation_model
 from ...zoo.classifier_training import batches, by_length, encode, in_order
 from ...zoo.first_token_only import first_token_only, supports_first_token_only
@@ -56,7 +56,7 @@ from ..store.sweep_cache import SweepCache, sweep_key
 # bound by arithmetic (72 configurations of 256 NLI examples: 47.8 s one at a time, 46.9 s four
 # per pass, 52.5 s twelve), while greedy decoding of the course translation model is bound by
 # fairseq's per-step work (0.57 of the time with 4 to 24 per search); a GPU gains on both. On a
-# CPU both sweeps split their passes over two forked processes (helpers/heads/forked.py).
+# CPU both sweeps split their passes over two forked processes (helpers/sweeps/forked.py).
 CLASSIFIER_CONFIGS_PER_PASS = 1
 Removal = tuple[str, Sequence]  # (removal kind, reference examples): heads removed by mean or resample ablation
 TRANSLATION_CONFIGS_PER_PASS = 12
@@ -669,7 +669,7 @@ def correlation(paired: pd.DataFrame, x: str = "score_in", y: str = "score_out")
     return float(result.statistic), float(result.pvalue)
 
 
-# ---- stop when decided: two looks at the examples (helpers/heads/sequential.py) -----------------
+# ---- stop when decided: two looks at the examples (helpers/sweeps/sequential.py) -----------------
 @dataclass(frozen=True)
 class Measure:
     """One score of a sweep's per-example outputs: ``stats(outputs, positions)`` (``[N, k]``

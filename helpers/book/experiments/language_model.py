@@ -19,12 +19,15 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ...heads import ledger
-from ...heads.ablation import UNMASKED, one_head_configs, single_layer_sweep
+from ...base import ledger
 from ...heads.gates import HeadGates
 from ...heads.grouped_query import kv_group_heads, kv_group_importance
 from ...heads.pruning import count_parameters, prune_heads
-from ...heads.pruning_curves import (
+from ...heads.removal import removal_digest
+from ...heads.significance import Bootstrap, chance_flag_rate, log_likelihood
+from ...heads.sites import attention_sites
+from ...sweeps.ablation import UNMASKED, one_head_configs, single_layer_sweep
+from ...sweeps.pruning_curves import (
     counts,
     heads_of,
     order_by_importance,
@@ -33,10 +36,7 @@ from ...heads.pruning_curves import (
     score_specs,
     spec_of,
 )
-from ...heads.removal import removal_digest
-from ...heads.significance import Bootstrap, chance_flag_rate, log_likelihood
-from ...heads.sites import attention_sites
-from ...heads.throughput import compare_speed, device_name, speed_gains
+from ...sweeps.throughput import compare_speed, device_name, speed_gains
 from ...zoo.causal_lm import PerplexityScorer, lm_batches, perplexity, token_nll
 from ..store.sweep_cache import SweepCache, sweep_key
 from . import equivalence

@@ -26,7 +26,8 @@ import torch
 from torch import nn
 
 from ...heads.grouped_query import kv_group_heads, kv_group_order
-from ...heads.kv_budget import (
+from ...heads.sites import attention_sites
+from ...kv.budget import (
     SCORE_BYTES,
     CacheSpec,
     bytes_after,
@@ -38,7 +39,6 @@ from ...heads.kv_budget import (
     pruned_copy,
     real_run,
 )
-from ...heads.sites import attention_sites
 from ...zoo.long_texts import Layout
 
 UNPRUNED = "unpruned"
@@ -192,7 +192,7 @@ def window_scores(model: nn.Module, ids: torch.Tensor, layout: Layout, sinks: in
     after the prompt, on positions a window of ``sinks`` + ``window`` would have dropped (mean over
     those positions, the group's query heads and the sequences ``ids``): how much that group reads
     beyond the window."""
-    from ...heads.induction import eager_attention
+    from ...probes.induction import eager_attention
 
     with eager_attention(model):
         attentions = model(input_ids=ids, output_attentions=True).attentions  # per layer [B, heads, T, T]

@@ -7,8 +7,8 @@ import math
 
 import pandas as pd
 
-from ...heads.pruning_curves import heads_of, order_by_importance, prunable_share, pruning_curve
 from ...heads.significance import Bootstrap
+from ...sweeps.pruning_curves import heads_of, order_by_importance, prunable_share, pruning_curve
 from ...zoo.recipes import CLASSIFIER_TASKS
 from ...zoo.scorers import (
     classifier_importance,

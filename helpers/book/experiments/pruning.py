@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ...heads.curve_spread import Spread, prunable_shares, resampled_curves
-from ...heads.pruning_curves import (
+from ...heads.significance import Bootstrap, resample_indices
+from ...sweeps.curve_spread import Spread, prunable_shares, resampled_curves
+from ...sweeps.pruning_curves import (
     counts,
     heads_of,
     order_by_ablation,
@@ -36,7 +37,6 @@ from ...heads.pruning_curves import (
     reestimated_curve,
     spec_of,
 )
-from ...heads.significance import Bootstrap, resample_indices
 from ...zoo.scorers import (
     classifier_importance,
     classifier_scorers,
@@ -558,7 +558,7 @@ def language_model_sample(
     query heads masked in the order of that I_h, for each share (chapter 11's importance curve at
     those shares when I_h is the whole select set's)."""
     from ...heads.importance import importance_terms
-    from ...heads.pruning_curves import score_specs, spec_of
+    from ...sweeps.pruning_curves import score_specs, spec_of
     from ...zoo.causal_lm import PerplexityScorer, lm_batches, lm_loss, load_causal_lm, verse_texts
     from .importance_sample import rise_column
 

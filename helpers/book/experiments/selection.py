@@ -1,5 +1,5 @@
 """Four ways to choose which heads go (chapter 12): I_h, one-head ablation, chance, and
-hard-concrete gates trained with an L0 penalty (Voita et al. 2019; heads/concrete_gates.py).
+hard-concrete gates trained with an L0 penalty (Voita et al. 2019; probes/l0_gates.py).
 
 Chapter 06 draws the first three curves and saves them (``06_pruning_curves``, both measures);
 this module adds the fourth on the same models, sets and scorers (``PruningRuns``), and
@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ...heads.concrete_gates import ConcreteGates, train_concrete_gates
-from ...heads.pruning_curves import counts, heads_of, score_specs, spec_of
+from ...probes.l0_gates import ConcreteGates, train_concrete_gates
+from ...sweeps.pruning_curves import counts, heads_of, score_specs, spec_of
 from ...zoo.classifier_training import batches as classifier_batches
 from ...zoo.classifier_training import encode, labels_of
 from ...zoo.scorers import translation_loss, translation_loss_batches

@@ -1,5 +1,5 @@
 """Chapter 13's pruned models served by llama.cpp: each variant written as a GGUF file
-(``heads.gguf_export``) and run in llama.cpp (``serving.llama_cpp``), against transformers.
+(``serving.gguf_export``) and run in llama.cpp (``serving.llama_cpp``), against transformers.
 
     exact, speed = served(variants, tokenizer_gguf, prompt, new_tokens, verses, threads=(1, 2))
 
@@ -25,8 +25,8 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from ...heads.gguf_export import export_gguf
 from ...heads.sites import attention_sites
+from ...serving.gguf_export import export_gguf
 from ...serving.llama_cpp import LlamaCpp, RuntimeSettings, predicted_kv_bytes
 
 SPEED = ["prompt tokens per second", "generated tokens per second"]

@@ -33,8 +33,8 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from ...heads.gguf_export import GgufExport, export_gguf
 from ...heads.significance import resample_indices
+from ...serving.gguf_export import GgufExport, export_gguf
 from ...serving.llama_api import MIB, Cache, LlamaApiError, LlamaModel, predicted_cache_bytes
 
 REFERENCE = "reference"

@@ -1,6 +1,6 @@
 """§4.3, what removing heads buys in speed (Table 4): a classifier pruned by importance, timed
 against the original and the gated model at several batch sizes (medians of timed passes after
-warm-up, ``heads.throughput.compare_speed``), beside the FLOP prediction and the paper."""
+warm-up, ``sweeps.throughput.compare_speed``), beside the FLOP prediction and the paper."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pandas as pd
 
 from ...heads.gates import HeadGates
 from ...heads.pruning import count_parameters, prune_heads
-from ...heads.pruning_curves import heads_of, order_by_importance, spec_of
 from ...heads.sites import attention_sites
-from ...heads.throughput import compare_speed, device_name, speed_gains
+from ...sweeps.pruning_curves import heads_of, order_by_importance, spec_of
+from ...sweeps.throughput import compare_speed, device_name, speed_gains
 from ..paper import values as paper_values
 
 

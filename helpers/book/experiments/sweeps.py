@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ...heads.ablation import Config, all_but_one_configs, one_head_configs
 from ...heads.significance import Bootstrap  # noqa: F401 (the chapters take it here, beside HeadSweeps)
+from ...sweeps.ablation import Config, all_but_one_configs, one_head_configs
 from .. import course
 from ..profiles import Profile
 from .head_effects import (

@@ -160,7 +160,7 @@ def denormal_costs(
     model trained without the mode holds them), each with the mode off and on."""
     import copy
 
-    from ...heads.denormals import count_denormals, matmul_penalty, plant_denormals_, timed
+    from ...base.denormals import count_denormals, matmul_penalty, plant_denormals_, timed
     from ...zoo.scorers import translation_nll
     from ...zoo.sweep_decoder import greedy_copies
     from .. import course

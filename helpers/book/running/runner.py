@@ -23,7 +23,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from ...heads.ledger import ENV as LEDGER_ENV
+from ...base.ledger import ENV as LEDGER_ENV
 from ...zoo.locations import CHAPTER_ENV
 from ...zoo.locations import REPO as ROOT
 from ..profiles.parameters import parse_overrides
@@ -38,6 +38,12 @@ EXECUTED = ROOT / "book" / "executed"
 
 class NotebookFailed(RuntimeError):
     pass
+
+
+# Each chapter's kernel sets flush-to-zero before its first line runs, before torch starts its
+# worker threads (they copy the mode from the thread that starts them); helpers/base/denormals.py
+# says what denormal arithmetic costs on some CPUs, and why the library itself leaves the mode alone.
+KERNEL_ARGUMENTS = ["--IPKernelApp.exec_lines=from helpers.base.denormals import flush_denormals; flush_denormals()"]
 
 
 def fingerprint(source: Path, params: dict, models: str = "") -> str:
@@ -289,7 +295,7 @@ def run_notebook(
     # the kernel inherits it: transformers' loading and saving bars stay out of the chapter and the log
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     ledger = running_ledger(params["profile"], notebook) if "profile" in params and shards.rank() == 0 else None
-    if ledger is not None:  # the kernel appends every timed block of the chapter to it (helpers/heads/ledger.py)
+    if ledger is not None:  # the kernel appends every timed block of the chapter to it (helpers/base/ledger.py)
         os.environ[LEDGER_ENV] = str(ledger)
     os.environ[CHAPTER_ENV] = notebook
     start = time.perf_counter()
@@ -300,6 +306,7 @@ def run_notebook(
             parameters=params,
             cwd=str(ROOT),
             kernel_name="python3",
+            extra_arguments=KERNEL_ARGUMENTS,
             progress_bar=False,
             **({"kernel_manager_class": manager} if manager else {}),
         )

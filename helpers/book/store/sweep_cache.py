@@ -27,15 +27,15 @@ from typing import Any
 
 from ...base.atomic import atomic_path
 from ...base.code_digest import recipe_digest
-from ...heads.ablation import UNMASKED, Config
+from ...sweeps.ablation import UNMASKED, Config
 from . import shards
 
 # the source that computes sweep outputs, relative to helpers/
 _CODE = (
     "heads/gates.py",
     "heads/sites.py",
-    "heads/ablation.py",
-    "heads/config_batches.py",
+    "sweeps/ablation.py",
+    "sweeps/config_batches.py",
     "heads/removal.py",
     "zoo/causal_lm.py",
     "zoo/translation_model.py",

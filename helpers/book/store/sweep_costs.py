@@ -1,4 +1,4 @@
-"""What each chapter's sweeps cost: the ledger entries (``helpers/heads/ledger.py``) of its last
+"""What each chapter's sweeps cost: the ledger entries (``helpers/base/ledger.py``) of its last
 complete run, one row per timed block, in ``results/<profile>/sweep_costs.csv``.
 
 While a chapter runs, its kernel appends every entry to ``results/<profile>/sweep_costs/<chapter>.jsonl``
@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from ...base.atomic import atomic_path
-from ...heads.ledger import CATEGORIES, CONTAINER
+from ...base.ledger import CATEGORIES, CONTAINER
 from .results import results_dir
 
 FILE = "sweep_costs.csv"

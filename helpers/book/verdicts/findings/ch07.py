@@ -9,7 +9,7 @@ def findings(profile: str) -> str:
     """Chapter 07's findings: the measured speed-ups (ratios of median rates) at each batch size
     against the FLOP prediction and the paper's, the gated model against the timing noise, and
     the precision table's rows."""
-    from ....heads.throughput import speed_gains
+    from ....sweeps.throughput import speed_gains
     from ...paper.values import TABLE4_SPEEDUP
 
     speed = read(profile, "07_speed")

@@ -59,7 +59,7 @@ def findings(profile: str, alpha: float, speed_share: float = 0.5) -> str:
     """Chapter 11's findings (one language model, one draw of verses): the one-head grid against
     chance, the layers that keep their perplexity with one head, the prunable shares and the
     speed-up against the FLOP prediction, with ``speed_share`` of the query heads removed."""
-    from ....heads.throughput import speed_gains
+    from ....sweeps.throughput import speed_gains
 
     sets = read(profile, "11_sets").set_index("set")
     grid = read(profile, "11_one_head_grid")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .significance import Scorer, resampled_sums, score_rows
+from ..heads.significance import Scorer, resampled_sums, score_rows
 
 
 @dataclass(frozen=True)

@@ -30,11 +30,19 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..base.devices import device_of
-from .config_batches import UNMASKED, Config, as_spec, config_row_gates, fairseq_rows, gates_encoder, repeat_rows
+from ..heads.gates import HeadGates, HeadSpec
+from ..heads.removal import HeadRemoval
+from ..heads.sites import attention_sites, family_of, sites_by_kind
+from .config_batches import (
+    UNMASKED,
+    Config,
+    as_spec,
+    config_row_gates,
+    fairseq_rows,
+    gates_encoder,
+    repeat_rows,
+)
 from .forked import in_order, run_forked, strided_shares, sweep_processes
-from .gates import HeadGates, HeadSpec
-from .removal import HeadRemoval
-from .sites import attention_sites, family_of, sites_by_kind
 
 DECODER_KINDS = ("enc_dec", "dec_self")
 
@@ -358,12 +366,12 @@ def pruned_sharing_weights(model: nn.Module, spec: Config | HeadSpec) -> nn.Modu
     pruning replaces the sliced projections' parameters with new ones (it never writes into a
     tensor), so ``model`` is left as it was. For forward passes: converting the copy in place
     (``.to``, ``.float()``) would write into the shared tensors, so deep-copy it first (or use
-    ``kv_budget.pruned_copy``, which copies every weight). ``model`` itself where ``spec`` removes
+    ``kv.budget.pruned_copy``, which copies every weight). ``model`` itself where ``spec`` removes
     nothing."""
     import copy
     from itertools import chain
 
-    from .pruning import prune_heads
+    from ..heads.pruning import prune_heads
 
     spec = as_spec(spec)
     if not any(heads for layers in spec.values() for heads in layers.values()):

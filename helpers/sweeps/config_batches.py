@@ -21,8 +21,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from .gates import HeadGates, HeadSpec
-from .sites import HeadSpecError, resolve
+from ..heads.gates import HeadGates, HeadSpec
+from ..heads.sites import HeadSpecError, resolve
 
 Config = tuple[str, int, tuple[int, ...]]  # (kind, layer, heads masked), 0-based
 UNMASKED: Config = ("none", -1, ())  # the configuration that masks nothing

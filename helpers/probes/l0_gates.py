@@ -35,9 +35,9 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from . import ledger
-from .gates import HeadGates, HeadSpec
-from .sites import attention_sites, sites_by_kind
+from ..base import ledger
+from ..heads.gates import HeadGates, HeadSpec
+from ..heads.sites import attention_sites, sites_by_kind
 
 # Louizos et al.'s (2018) temperature 2/3 and stretch (-0.1, 1.1). Voita et al. (2019) keep the stretch
 # but their code uses temperature 0.33: a sharper gate in training. We keep Louizos et al.'s value.

@@ -5,7 +5,7 @@ and as a fast teacher-forced pass (``fast_run``) that gives the same log-probabi
 A configuration (``CacheSpec``) is applied to a model, pruned or not, after a *prompt* the
 model reads in full: the plain cache keeps everything; ``window`` keeps full context in the KV
 heads ``full[layer][kv head]`` and sinks + a window in the others; ``evict`` keeps heavy hitters
-and recent positions (kv_selective); ``quanto`` and ``fp8`` quantize (kv_quantized).
+and recent positions (kv.selective); ``quanto`` and ``fp8`` quantize (kv.quantized).
 
     spec = CacheSpec("window", sinks=4, window=28, full=((True, False, False),) * 30)
     hidden, peak = real_run(model, ids, prompt=127, spec=spec)     # [B, T - prompt, hidden], bytes
@@ -27,9 +27,9 @@ import torch
 from torch import nn
 from transformers import DynamicCache
 
-from .kv_cache import layer_entries
-from .kv_quantized import FP8_BITS, cached_chunks, prefilled, prompt_states, quantized_cache, stored_bytes
-from .kv_selective import (
+from .cache import layer_entries
+from .quantized import FP8_BITS, cached_chunks, prefilled, prompt_states, quantized_cache, stored_bytes
+from .selective import (
     HeavyHitters,
     KeepAll,
     SelectiveCache,
@@ -72,11 +72,11 @@ def _quanto_bytes(groups: int, bits: int, group_size: int, element: int) -> int:
 
 
 def entries_after(model: nn.Module, removed: Sequence[tuple[str, int, int]] = ()) -> list[tuple[int, int]]:
-    """``kv_cache.layer_entries`` of ``model`` with query heads ``removed`` (``(kind, layer, head)``),
+    """``kv.cache.layer_entries`` of ``model`` with query heads ``removed`` (``(kind, layer, head)``),
     without pruning a copy: per layer, the KV groups that keep a query head and the head size, or
     the phantom entry ``(1, PHANTOM_WIDTH)`` of a layer left with none."""
-    from .pruning import PHANTOM_WIDTH
-    from .sites import attention_sites
+    from ..heads.pruning import PHANTOM_WIDTH
+    from ..heads.sites import attention_sites
 
     gone = {(layer, head) for _, layer, head in removed}
     out = []
@@ -228,8 +228,8 @@ def fast_run(model: nn.Module, input_ids: torch.Tensor, prompt_cache: DynamicCac
 
 def pruned_copy(model: nn.Module, heads: Sequence[tuple[str, int, int]]) -> nn.Module:
     """A copy of ``model`` with query ``heads`` (``(kind, layer, head)``) physically removed."""
-    from .pruning import prune_heads
-    from .pruning_curves import spec_of
+    from ..heads.pruning import prune_heads
+    from ..sweeps.pruning_curves import spec_of
 
     pruned = copy.deepcopy(model)
     if heads:

@@ -22,10 +22,10 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from ..base import ledger
 from ..base.devices import default_device, to_device
-from . import ledger
-from .gates import HeadGates
-from .sites import attention_sites
+from ..heads.gates import HeadGates
+from ..heads.sites import attention_sites
 
 Forward = Callable[[nn.Module, dict], object]
 

@@ -17,7 +17,7 @@ gives (each chunk sees the history quantized and itself in full precision, then 
 quantized history), which tests/test_kv_policies.py checks token for token.
 
 ``stored_bytes(cache)`` counts what a cache object holds: keys and values, codes, scales, zero
-points, residuals, and the heavy hitters' scores (kv_selective), whatever the cache type.
+points, residuals, and the heavy hitters' scores (kv.selective), whatever the cache type.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def quantized_cache(model: nn.Module, bits: int, residual_length: int = 32, q_gr
     (one phantom entry of width 1, ``pruning.PHANTOM_WIDTH``) get a plain layer: nothing to quantize."""
     from transformers import QuantizedCache
 
-    from .kv_cache import layer_entries
+    from .cache import layer_entries
 
     config = model.config
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads

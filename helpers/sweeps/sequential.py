@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .significance import equivalence_class
+from ..heads.significance import equivalence_class
 
 LOOK_ALPHA_SHARE = 0.5  # of alpha, per look (two looks)
 

@@ -29,9 +29,9 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from . import ledger
-from .gates import HeadGates, HeadSpec
-from .sites import attention_sites
+from ..base import ledger
+from ..heads.gates import HeadGates, HeadSpec
+from ..heads.sites import attention_sites
 
 Head = tuple[str, int, int]  # (kind, layer, head), 0-based
 Evaluate = Callable[[nn.Module], float]

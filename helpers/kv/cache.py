@@ -22,9 +22,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from . import ledger
-from .pruning import PHANTOM_WIDTH
-from .sites import attention_sites
+from ..base import ledger
+from ..heads.pruning import PHANTOM_WIDTH
+from ..heads.sites import attention_sites
 
 
 def _element_bytes(model: nn.Module, dtype: torch.dtype | None) -> int:

@@ -33,8 +33,8 @@ import torch
 from torch import nn
 from transformers.cache_utils import Cache, DynamicLayer
 
-from .grouped_query import _RoutedConfig
-from .sites import UnsupportedModelError, attention_sites
+from ..heads.grouped_query import _RoutedConfig
+from ..heads.sites import UnsupportedModelError, attention_sites
 
 SELECTIVE = "sixteen_heads_selective"
 MASKED = "sixteen_heads_masked"

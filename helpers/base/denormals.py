@@ -13,9 +13,12 @@ Two CPU modes remove the penalty: *flush to zero* (FTZ: a denormal result is wri
 *denormals are zero* (DAZ: a denormal operand is read as 0); ``torch.set_flush_denormal(True)``
 sets both. They live in a per-thread register (MXCSR), and a new thread copies the register of
 the thread that starts it, so torch's worker threads get the mode only if it is set before the
-first parallel operation starts them. ``flush_denormals`` is therefore called once, when
-``helpers`` is imported (``helpers/__init__.py``), and checks that every thread flushes
-(``flushes_in_every_thread``); forked and spawned processes inherit or re-import it.
+first parallel operation starts them. ``flush_denormals`` is therefore called first thing where
+this project's processes start work: every chapter's kernel (the runner starts it with
+``KERNEL_ARGUMENTS``), ``make models`` and its spawned workers, the benchmarks and the tests; it
+checks that every thread flushes (``flushes_in_every_thread``), and forked processes inherit it.
+Importing the library does not set it: a process that imports ``helpers.heads`` keeps its own
+float mode (run a chapter by hand in Jupyter and call it in the first cell to time it as the book does).
 ``$SIXTEEN_HEADS_KEEP_DENORMALS=1`` keeps IEEE denormals (to measure the penalty).
 
 ``zero_denormals_`` sets denormal weights to zero, so that a saved model is fast in any process,
@@ -50,8 +53,8 @@ def flush_denormals() -> bool:
         return True
     warnings.warn(
         "flush-to-zero holds in this thread but not in all of torch's worker threads, which were "
-        "started before it was set: import helpers before running any torch operation (or call "
-        "torch.set_flush_denormal(True) first thing), else arithmetic on denormal floats runs up to "
+        "started before it was set: call helpers.base.denormals.flush_denormals() before running any "
+        "torch operation, else arithmetic on denormal floats runs up to "
         "150 times slower on the CPU",
         RuntimeWarning,
         stacklevel=2,

@@ -40,7 +40,7 @@ import torch
 from torch import nn
 
 from ..base.atomic import atomic_path
-from .sites import AttentionSite, UnsupportedModelError, attention_sites
+from ..heads.sites import AttentionSite, UnsupportedModelError, attention_sites
 
 ARCHITECTURE = "deci"
 EXPORTABLE_TYPES = ("llama", "mistral")

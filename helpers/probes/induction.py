@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .sites import attention_sites
+from ..heads.sites import attention_sites
 
 
 def repeated_tokens(vocab_size: int, length: int, batch: int, seed: int, low: int = 0, bos: int | None = None) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ...store.columns import CHOSEN, IN_SAMPLE, MIN_BAND_ORDERS, RANDOM_HIGH, RANDOM_LOW
-from ..rules.ch12 import by_removal
+from ..rules.ch12 import verdicts_by_removal
 from .text import read, words
 
 CHAPTER = "12_unimportant_or_unmeasured"
@@ -139,7 +139,7 @@ def selection_lines(profile: str) -> list[str]:
 
 def changed_verdicts(profile: str) -> str:
     """The scorecard's verdicts on chapter 03's two rules that change with the way a head is removed."""
-    table = by_removal(profile)
+    table = verdicts_by_removal(profile)
     changed = []
     for (key, measure, seed), part in table.groupby(["key", "measure", "training_seed"], sort=False, dropna=False):
         if part["verdict"].nunique() > 1:

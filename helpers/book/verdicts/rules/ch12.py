@@ -1,6 +1,6 @@
 """Chapter 12's claims: chapter 03's verdicts (few heads matter alone, most are negligible alone)
 under every way of removing a head (zero, mean, resample). The rules are chapter 03's, read on
-``12_removal_counts`` one removal kind at a time (``by_removal``)."""
+``12_removal_counts`` one removal kind at a time (``verdicts_by_removal``)."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def every_removal_statistic(statistic):
     return per_kind
 
 
-def by_removal(profile: str, results_root: Path | None = None) -> pd.DataFrame:
+def verdicts_by_removal(profile: str, results_root: Path | None = None) -> pd.DataFrame:
     """Chapter 03's two rules under each way of removing a head, one row per rule, measure, training
     seed and removal kind (zero, mean, resample), from ``12_removal_counts``: which verdicts change
     with the kind. Columns: key, measure, training_seed, removal, ours, verdict."""
@@ -110,9 +110,9 @@ def by_removal(profile: str, results_root: Path | None = None) -> pd.DataFrame:
 
 
 def removal_table(profile: str, results_root: Path | None = None) -> pd.DataFrame:
-    """``by_removal`` laid out to read: one row per rule, measure and training seed, one verdict
+    """``verdicts_by_removal`` laid out to read: one row per rule, measure and training seed, one verdict
     column per removal kind."""
-    table = by_removal(profile, results_root)
+    table = verdicts_by_removal(profile, results_root)
     if table.empty:
         return table
     kinds = list(dict.fromkeys(table["removal"]))

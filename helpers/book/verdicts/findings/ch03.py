@@ -9,7 +9,7 @@ from ..engine import ours
 from .text import (
     MEASURES,
     beyond_chance,
-    by_model,
+    rows_by_model,
     heads_per_layer_line,
     paper_model,
     r_text,
@@ -28,14 +28,14 @@ def findings(profile: str, alpha: float) -> str:
         heads_per_layer_line(
             [
                 (name, int(part["heads"].iloc[0] // part["layers"].iloc[0]), paper_model(part["kind"]))
-                for name, part in by_model(first)
+                for name, part in rows_by_model(first)
             ]
         )
     ]
     for suffix, measure in MEASURES:
         counts = ours(read(profile, f"03_one_head_counts{suffix}"))
         effects = {track: read(profile, f"03_one_head_{track}{suffix}") for track in ("classifier", "translation")}
-        for name, part in by_model(counts):
+        for name, part in rows_by_model(counts):
             per_seed = part.groupby("training_seed", sort=True)
             heads = int(per_seed["heads"].sum().iloc[0])
             sig = {int(s): int(p["significant"].sum()) for s, p in per_seed}

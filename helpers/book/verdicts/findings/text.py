@@ -52,7 +52,7 @@ def beyond_chance(count: int, heads: int, alpha: float, level: float = 0.01) -> 
     return bool(binom.sf(count - 1, heads, chance_flag_rate(alpha)) < level)
 
 
-def by_model(counts: pd.DataFrame) -> Iterable[tuple[str, pd.DataFrame]]:
+def rows_by_model(counts: pd.DataFrame) -> Iterable[tuple[str, pd.DataFrame]]:
     for model, part in counts.groupby("model", sort=False):
         yield str(model), part
 

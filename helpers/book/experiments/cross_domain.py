@@ -22,7 +22,7 @@ from .sweeps import HeadSweeps
 
 TRACKS = {"translation": "translation", "classifier": "classifier"}  # paper_values.CROSS_DOMAIN_R's keys
 UNITS = {"translation": "BLEU", "classifier": "accuracy"}  # each track's metric, as Figure 2 labels it
-MEASURES = ("metric", "likelihood")
+SCORED_ON = ("metric", "likelihood")  # the measures each sweep is scored on
 
 
 def sets(sweeps: HeadSweeps, name: str, splits: tuple[str, str], sizes: tuple[int, int]) -> tuple[list, list]:
@@ -332,5 +332,5 @@ def study(
     masked alone on both, on every training run, on the paper's metric and on the likelihood
     (the likelihood reads the metric sweep's cache where it can)."""
     drawn = {t: sets(sweeps, name, splits[t], sizes) for t, name in names.items()}
-    found = {(t, m): effects(sweeps, names[t], drawn[t], m) for m in MEASURES for t in names}
+    found = {(t, m): effects(sweeps, names[t], drawn[t], m) for m in SCORED_ON for t in names}
     return Study(sweeps, dict(names), {t: tuple(splits[t]) for t in names}, drawn, found)

@@ -84,7 +84,7 @@ def language_model_effects(grid: pd.DataFrame, removal: str, examples: int | Non
     )
 
 
-def counts(
+def counts_by_removal(
     models: Sequence[tuple[str, pd.DataFrame]],
     margins: Mapping[str, float],
     measure: str,
@@ -167,7 +167,7 @@ def save_counts(
         suffix = "_likelihood" if measure == "likelihood" else ""
         models = [(name, effects) for name, effects in models if not effects.empty]  # not measured: no rows
         save_table(effect_table(models, seedless), profile, f"12_removal_effects{suffix}")
-        out[measure] = counts(models, margins, measure, seedless)
+        out[measure] = counts_by_removal(models, margins, measure, seedless)
         save_table(out[measure], profile, f"12_removal_counts{suffix}")
     return out
 

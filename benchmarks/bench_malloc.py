@@ -65,7 +65,7 @@ def _classifier(profile_name: str, examples: int):
 
 
 def _language_model(_profile_name: str, _examples: int):
-    from helpers.book.experiments.language_model import lm_sweep
+    from helpers.book.chapters.ch11_nine_heads import lm_sweep
     from helpers.sweeps.ablation import one_head_configs
     from helpers.zoo.causal_lm import lm_batches, load_causal_lm, verse_texts
 

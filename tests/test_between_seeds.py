@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 from scipy.stats import chi2, chi2_contingency
 
+from helpers.book.scorecard.card import CLAIMS_BY_KEY
 from helpers.book.verdicts.between_seeds import SEED_LEVEL, Share, Value, fisher_z, seeds_differ
 from helpers.book.verdicts.engine import CANNOT_TELL, NOT_REPRODUCED, PARTLY, POOLED, REPRODUCED, judge
 from helpers.book.verdicts.pooling import Pooled, mean_over_seeds, over_counts, over_interval, supported
-from helpers.book.verdicts.scorecard import CLAIMS_BY_KEY
 
 RATE_LIMIT = 1.5 * SEED_LEVEL  # a between-seed test may call alike seeds different at most this often
 
@@ -210,7 +210,7 @@ def test_two_seeds_of_one_model_are_rarely_called_different():
 
 
 def test_the_bands_top_has_the_spread_of_its_percentile_over_resampled_orders():
-    from helpers.book.experiments.pruning import quantile_error
+    from helpers.book.experiments.pruning_runs import quantile_error
 
     shares = np.array([0.0, 0.1, 0.1, 0.2, 0.3, 0.5] * 3 + [0.6, 0.7])
     draws = np.random.default_rng(0).integers(0, 20, (1000, 20))

@@ -172,7 +172,7 @@ def test_the_calibrated_grid_is_the_grid_at_the_level_its_null_draws_allow(tiny,
     """Chapter 11: ``calibrated_grid`` keeps ``one_head_grid``'s p-values and tests them
     at the level fitted on null draws (at most alpha), with its interval at that level; the table
     it returns is recomputed from ``null_p_values`` with the seeds it states."""
-    from helpers.book.experiments import language_model as lm
+    from helpers.book.chapters import ch11_nine_heads as lm
     from helpers.heads.significance import Bootstrap, calibrated_level, null_p_values
 
     model, tokenizer = tiny

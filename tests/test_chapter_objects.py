@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 import pytest
 import torch
 
+from helpers.book.chapters import ch11_nine_heads as lm
+from helpers.book.chapters import ch14_memory_budget as mb
 from helpers.book.experiments import buys_and_breaks as bb
-from helpers.book.experiments import language_model as lm
-from helpers.book.experiments import memory_budget as mb
 from helpers.book.profiles import from_parameters
 from helpers.book.profiles.parameters import parameter_meanings
 from helpers.heads.significance import Bootstrap

@@ -129,7 +129,7 @@ def test_retries_never_reuse_another_runs_seed():
 
 
 def test_chapter_02_lists_each_runs_rule_score_and_the_runs_it_replaced():
-    from helpers.book.experiments import models_table
+    from helpers.book.chapters import ch02_course_models as models_table
 
     def record(seed, score, rejected=()):
         return {

@@ -1,4 +1,4 @@
-"""Chapter 05's class-by-class reading (experiments/cross_domain.py): where heads trade one
+"""Chapter 05's class-by-class reading (chapters/ch05_cross_domain.py): where heads trade one
 label's recall for another's, the accuracy correlation across domains can be negative while
 every class moves alike; remove the trade and the negative correlation goes."""
 
@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers.book.experiments.cross_domain import class_by_class, lowest_seed, recall_sum_gap
+from helpers.book.chapters.ch05_cross_domain import class_by_class, lowest_seed, recall_sum_gap
 
 
 def _shifts(trade: bool, heads: int = 72, seed: int = 0) -> pd.DataFrame:

@@ -1,11 +1,11 @@
-"""A pruning curve's summaries under resampled examples (sweeps/curve_spread.py, experiments/pruning's
+"""A pruning curve's summaries under resampled examples (sweeps/curve_spread.py, experiments/pruning_runs'
 share_spreads): against the one-curve functions, brute-force resampling, and the scorers' own scores."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from helpers.book.experiments import pruning
+from helpers.book.experiments import pruning_runs as pruning
 from helpers.heads import metrics
 from helpers.heads.significance import (
     METRIC_STATS,
@@ -205,7 +205,7 @@ def test_a_translation_scorer_decodes_a_spec_once_for_scores_and_statistics(smok
 
 
 def test_step_errors_and_the_kinds_errors_at_80_percent_are_spreads_of_each_resample():
-    from helpers.book.experiments.attention_kinds import MARGIN_ERRORS, at_80_errors
+    from helpers.book.chapters.ch08_attention_kinds import MARGIN_ERRORS, at_80_errors
     from helpers.sweeps.curve_spread import step_errors
 
     rng = np.random.default_rng(4)
@@ -228,7 +228,7 @@ def test_step_errors_and_the_kinds_errors_at_80_percent_are_spreads_of_each_resa
 
 
 def test_more_tasks_summaries_keep_each_curves_share_error():
-    from helpers.book.experiments import more_tasks
+    from helpers.book.chapters import ch10_appendix_more_tasks as more_tasks
 
     curve = pd.DataFrame(
         {

@@ -7,7 +7,25 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers.book.experiments import attention_kinds, cross_domain, dynamics, keep_one, more_tasks, one_head, pruning
+from helpers.book.chapters import (
+    ch03_ablating_one_head as one_head,
+)
+from helpers.book.chapters import (
+    ch04_keeping_one_head as keep_one,
+)
+from helpers.book.chapters import (
+    ch05_cross_domain as cross_domain,
+)
+from helpers.book.chapters import (
+    ch08_attention_kinds as attention_kinds,
+)
+from helpers.book.chapters import (
+    ch09_training_dynamics as dynamics,
+)
+from helpers.book.chapters import (
+    ch10_appendix_more_tasks as more_tasks,
+)
+from helpers.book.experiments import pruning_runs as pruning
 
 
 def _effects(kind_deltas: dict, significant: set, seed: int = 0, base: float = 10.0) -> pd.DataFrame:
@@ -308,7 +326,7 @@ def _removal_effects(deltas: dict, seed: int = 0) -> pd.DataFrame:
 def test_removal_agreement_is_spearman_and_the_shared_most_important_heads():
     from scipy.stats import spearmanr
 
-    from helpers.book.experiments import removal_kinds
+    from helpers.book.chapters import ch12_unimportant_or_unmeasured as removal_kinds
 
     rng = np.random.default_rng(0)
     zero = rng.normal(size=24)
@@ -324,10 +342,12 @@ def test_removal_agreement_is_spearman_and_the_shared_most_important_heads():
 
 
 def test_removal_counts_classify_each_kind_and_leave_a_seedless_model_without_seed():
-    from helpers.book.experiments import removal_kinds
+    from helpers.book.chapters import ch12_unimportant_or_unmeasured as removal_kinds
 
     effects = _removal_effects({"zero": [0.0, 0.0, -0.5, 0.3, 0.0, 0.0, 0.08, 0.0], "mean": [0.0] * 8})
-    counts = removal_kinds.counts([("m", effects), ("lm", effects)], {"accuracy": 0.1}, "metric", seedless=["lm"])
+    counts = removal_kinds.counts_by_removal(
+        [("m", effects), ("lm", effects)], {"accuracy": 0.1}, "metric", seedless=["lm"]
+    )
     table = removal_kinds.class_table(counts[counts["model"] == "m"]).set_index("removal")
     # zero: |delta| + 0.05 within 0.1 for 6 heads; -0.5 harmful; +0.3 helpful; 0.08 straddles +0.1
     assert table.loc["zero", ["negligible", "harmful", "helpful", "undetermined", "significant"]].tolist() == [
@@ -343,7 +363,7 @@ def test_removal_counts_classify_each_kind_and_leave_a_seedless_model_without_se
 
 
 def test_a_language_model_grid_becomes_effects_in_nats():
-    from helpers.book.experiments import removal_kinds
+    from helpers.book.chapters import ch12_unimportant_or_unmeasured as removal_kinds
 
     grid = pd.DataFrame(
         {
@@ -362,7 +382,7 @@ def test_a_language_model_grid_becomes_effects_in_nats():
 
 
 def test_selection_summary_reads_share_and_area_per_method():
-    from helpers.book.experiments import selection
+    from helpers.book.chapters import ch12_unimportant_or_unmeasured as selection
 
     curves = pd.concat(
         [
@@ -423,7 +443,7 @@ def test_the_ablation_order_and_the_curves_use_disjoint_halves_of_the_split():
 def test_a_grid_at_a_calibrated_level_of_0_shows_no_head_beyond_a_margin():
     # at level 0 no p-value is small enough, so no head is significant; the old counts still
     # called a head whose interval (the resamples' whole range) lay beyond -δ harmful
-    from helpers.book.experiments import language_model as lm
+    from helpers.book.chapters import ch11_nine_heads as lm
 
     heads = [
         {"layer": 0, "head": 0, "change_pct": 5.0, "p_value": 0.0, "delta_low": -0.08, "delta_high": -0.03},

@@ -6,25 +6,51 @@ import re
 import pandas as pd
 import pytest
 
-from helpers.book.store.results import results_dir
-from helpers.book.verdicts.findings import (
-    ch03,
-    ch04,
-    ch05,
-    ch06,
-    ch07,
-    ch08,
-    ch09,
-    ch10,
-    ch11,
-    ch12,
-    ch13,
-    ch13b,
-    ch14,
-    ch14b,
-    ch15,
-    text,
+from helpers.book.chapters import (
+    ch03_ablating_one_head as ch03,
 )
+from helpers.book.chapters import (
+    ch04_keeping_one_head as ch04,
+)
+from helpers.book.chapters import (
+    ch05_cross_domain as ch05,
+)
+from helpers.book.chapters import (
+    ch06_pruning_curves as ch06,
+)
+from helpers.book.chapters import (
+    ch07_pruning_speed as ch07,
+)
+from helpers.book.chapters import (
+    ch08_attention_kinds as ch08,
+)
+from helpers.book.chapters import (
+    ch09_training_dynamics as ch09,
+)
+from helpers.book.chapters import (
+    ch10_appendix_more_tasks as ch10,
+)
+from helpers.book.chapters import (
+    ch11_nine_heads as ch11,
+)
+from helpers.book.chapters import (
+    ch12_unimportant_or_unmeasured as ch12,
+)
+from helpers.book.chapters import (
+    ch13_what_removing_heads_buys as ch13,
+)
+from helpers.book.chapters import (
+    ch13b_what_removing_heads_breaks as ch13b,
+)
+from helpers.book.chapters import (
+    ch14_memory_budget as ch14,
+)
+from helpers.book.chapters import (
+    ch14b_served_at_equal_memory as ch14b,
+)
+from helpers.book.scorecard import ch15_scorecard as ch15
+from helpers.book.store.results import results_dir
+from helpers.book.verdicts import text
 
 
 @pytest.fixture
@@ -656,7 +682,7 @@ def test_chapter_11_follows_its_tables(results):
 
 # ---- one judge: a chapter's verdict table and the scorecard give the same verdict -------------
 def _scorecard_verdict(claim_key: str, column: str = "verdict") -> str:
-    from helpers.book.verdicts.scorecard import CLAIMS_BY_KEY, scorecard
+    from helpers.book.scorecard.card import CLAIMS_BY_KEY, scorecard
 
     card = scorecard("p")
     return card.loc[card["claim"] == CLAIMS_BY_KEY[claim_key].claim, column].iloc[0]
@@ -667,8 +693,8 @@ def test_chapter_03_says_what_the_scorecard_says_between_the_old_thresholds(resu
     """At 30% of the heads significant, the old chapter text (a minority below 50%) said "as in
     the paper" while the scorecard (below 20%) said otherwise; now the chapter's verdict table is
     the scorecard's, and its text judges nothing."""
+    from helpers.book.chapters import ch03_ablating_one_head as rules
     from helpers.book.verdicts.engine import LIKELIHOOD_NAME, METRIC, chapter_verdicts, verdict_of
-    from helpers.book.verdicts.rules import ch03 as rules
 
     _chapter_03_tables(results, {0: significant, 1: significant})
     text = ch03.findings("p", 0.01)
@@ -684,8 +710,8 @@ def test_chapter_03_says_what_the_scorecard_says_between_the_old_thresholds(resu
 @pytest.mark.parametrize("r", [0.35, 0.45, 0.55])
 def test_chapter_05_says_what_the_scorecard_says_between_the_old_thresholds(results, r):
     """At r = 0.45 the old chapter (r > 0.5) and the scorecard (r >= 0.4) disagreed."""
+    from helpers.book.chapters import ch05_cross_domain as rules
     from helpers.book.verdicts.engine import chapter_verdicts, verdict_of
-    from helpers.book.verdicts.rules import ch05 as rules
 
     for suffix in ("", "_likelihood"):
         results(
@@ -714,8 +740,8 @@ def test_chapter_05_says_what_the_scorecard_says_between_the_old_thresholds(resu
 
 def test_chapter_09_and_the_scorecard_read_the_chapters_min_base_share(results):
     """A rerun of chapter 09 with another min_base_share changes the chapter and the scorecard alike."""
+    from helpers.book.chapters import ch09_training_dynamics as rules
     from helpers.book.verdicts.engine import chapter_verdicts, verdict_of
-    from helpers.book.verdicts.rules import ch09 as rules
 
     steps = [(e, share) for e in (1, 2, 16) for share in (0.0, 0.4)]
     bleu = {1: 0.5, 2: 3.0, 16: 20.0}  # epoch 1's BLEU is 2.5% of the last one's
@@ -969,9 +995,9 @@ def _chapter_13_tables(write, kept_accuracy: float, measured_offset: int = 0):
 
 
 def test_chapters_13_and_13b_follow_the_memory_induction_and_copying_tables(results):
+    from helpers.book.chapters import ch13_what_removing_heads_buys as rules
+    from helpers.book.chapters import ch13b_what_removing_heads_breaks as rules_b
     from helpers.book.verdicts.engine import chapter_verdicts, verdict_table
-    from helpers.book.verdicts.rules import ch13 as rules
-    from helpers.book.verdicts.rules import ch13b as rules_b
 
     _chapter_13_tables(results, kept_accuracy=0.2)
     found = ch13.findings("p") + "\n\n" + ch13b.findings("p")

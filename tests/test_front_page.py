@@ -8,9 +8,9 @@ from html import escape
 import pandas as pd
 
 from helpers.book.profiles.profile import load_profile
-from helpers.book.verdicts import front_page
-from helpers.book.verdicts.card_html import COLOURS
-from helpers.book.verdicts.scorecard import CLAIMS, scorecard
+from helpers.book.scorecard import front_page
+from helpers.book.scorecard.card import CLAIMS, scorecard
+from helpers.book.scorecard.card_html import COLOURS
 
 TRANSLATION = "A share of the translation model's heads can be pruned with no noticeable loss"
 

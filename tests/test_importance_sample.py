@@ -74,7 +74,7 @@ def test_chapter_06_draws_chapter_11s_verses_with_chapter_11s_defaults():
 
     import papermill as pm
 
-    from helpers.book.experiments.pruning import LM_SETS
+    from helpers.book.experiments.pruning_runs import LM_SETS
 
     declared = pm.inspect_notebook(str(Path(__file__).parents[1] / "notebooks" / "11_nine_heads.ipynb"))
     assert LM_SETS == {name: ast.literal_eval(declared[name]["default"]) for name in LM_SETS}

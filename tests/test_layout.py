@@ -1,7 +1,7 @@
 """helpers/ has parts imported one way: book -> zoo -> serving and kv -> sweeps and probes -> heads -> base,
 with no import cycle; inside
-helpers/book, one folder per job, imported one way too: running -> verdicts -> experiments -> course
--> profiles, store, paper.
+helpers/book, one folder per job, imported one way too: running -> scorecard -> chapters -> verdicts ->
+experiments -> course -> profiles, store, paper.
 
 The graph is read from the source (every ``import`` statement, at module level or inside a
 function), so a lazy import that would close a cycle counts as much as a top-level one.
@@ -20,7 +20,17 @@ ROOT = Path(__file__).resolve().parent.parent
 # a part may import its own rank or lower
 PARTS = {"base": 0, "heads": 1, "sweeps": 2, "probes": 2, "kv": 3, "serving": 3, "zoo": 4, "book": 5}
 # helpers/book's folders by job, with the same rule: the folders of one rank share nothing
-BOOK_FOLDERS = {"profiles": 0, "store": 0, "paper": 0, "course": 1, "experiments": 2, "verdicts": 3, "running": 4}
+BOOK_FOLDERS = {
+    "profiles": 0,
+    "store": 0,
+    "paper": 0,
+    "course": 1,
+    "experiments": 2,
+    "verdicts": 3,
+    "chapters": 4,
+    "scorecard": 5,
+    "running": 6,
+}
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -115,12 +125,12 @@ def test_imports_go_one_way_between_the_books_folders(graph):
     assert wrong_way_in_book(graph) == []
     fake = {
         "helpers.book.store.results": {"helpers.book.experiments.sweeps"},
-        "helpers.book.experiments.pruning": {"helpers.book.verdicts.scorecard"},
-        "helpers.book.verdicts.rules.ch09": {"helpers.book.experiments.dynamics"},
+        "helpers.book.experiments.pruning_runs": {"helpers.book.scorecard.card"},
+        "helpers.book.chapters.ch09_training_dynamics": {"helpers.book.experiments.pruning_runs"},
         "helpers.book.running.runner": {"helpers.book.course"},
     }
     assert wrong_way_in_book(fake) == [
-        ("helpers.book.experiments.pruning", "helpers.book.verdicts.scorecard"),
+        ("helpers.book.experiments.pruning_runs", "helpers.book.scorecard.card"),
         ("helpers.book.store.results", "helpers.book.experiments.sweeps"),
     ]
 
@@ -167,7 +177,7 @@ def test_the_head_library_loads_no_serving_or_cache_code():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.split() == []
     # the check can fail: the book's chapter 14b loads them all
-    code = code.replace("import helpers, helpers.heads", "import helpers.book.experiments.served_memory")
+    code = code.replace("import helpers, helpers.heads", "import helpers.book.chapters.ch14b_served_at_equal_memory")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert {"helpers.serving.gguf_export", "helpers.serving.llama_api"} <= set(out.stdout.split())
 
@@ -264,21 +274,31 @@ def test_the_api_page_lists_every_public_name_with_its_current_signature():
             assert f"`{name}`" in page, f"book/api.md does not mention {name}"
 
 
-def test_a_chapters_rule_reruns_that_chapter_and_the_pages_that_read_every_verdict():
-    """A chapter's rules (``verdicts/rules/chNN.py``) are in the import closure (the cache key) of
-    that chapter, the scorecard and the front page only; chapter 12 also applies chapter 03's."""
+def test_a_chapters_module_reruns_that_chapter_and_the_pages_that_read_every_verdict():
+    """A chapter's module (``chapters/chNN_*.py``: its experiment, rules and findings) is in the
+    import closure (the cache key) of that chapter, the scorecard and the front page only; chapter
+    12 also applies chapter 03's rules and reads chapter 11's grid."""
     from helpers.book.running.chapter_code import PACKAGE, chapter_modules
 
     notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
     closure = {
         nb.stem.split("_", 1)[0]: {p.relative_to(PACKAGE).as_posix() for p in chapter_modules(nb)} for nb in notebooks
     }
-    rules = sorted((ROOT / "helpers" / "book" / "verdicts" / "rules").glob("ch*.py"))
-    assert len(rules) == 13
-    for path in rules:
-        chapter = path.stem[2:]
-        rerun = {n for n, modules in closure.items() if f"book/verdicts/rules/{path.name}" in modules}
-        assert rerun == {chapter, "15", "19"} | ({"12"} if chapter == "03" else set()), (path.name, sorted(rerun))
+    modules = sorted((ROOT / "helpers" / "book" / "chapters").glob("ch*.py"))
+    assert [p.stem for p in modules] == sorted(
+        nb.stem for nb in notebooks if (PACKAGE / "book" / "chapters" / f"ch{nb.stem}.py").exists()
+    )
+    for path in modules:
+        chapter = path.stem[2:].split("_", 1)[0]
+        rerun = {n for n, found in closure.items() if f"book/chapters/{path.name}" in found}
+        also = {"12"} if chapter in ("03", "11") else set()
+        assert rerun == {chapter, "15", "19"} | also, (path.name, sorted(rerun))
+
+
+def test_every_chapter_module_is_named_like_its_notebook():
+    notebooks = {nb.stem for nb in (ROOT / "notebooks").glob("*.ipynb")}
+    modules = {p.stem.removeprefix("ch") for p in (ROOT / "helpers" / "book" / "chapters").glob("ch*.py")}
+    assert modules <= notebooks, modules - notebooks
 
 
 def test_no_issue_numbers_in_code_or_profiles():

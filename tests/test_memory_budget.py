@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-from helpers.book.experiments import memory_budget as mb
+from helpers.book.chapters import ch14_memory_budget as mb
 from helpers.zoo import long_texts
 from helpers.zoo.long_texts import Layout
 

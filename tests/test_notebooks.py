@@ -111,14 +111,14 @@ def test_chapter_modules_follow_imports_transitively_with_parent_packages():
         "book/__init__.py",
         "book/verdicts/__init__.py",
         "book/experiments/head_effects.py",
-        "book/verdicts/findings/ch03.py",
+        "book/chapters/ch03_ablating_one_head.py",
         "sweeps/ablation.py",
         "heads/gates.py",
         "heads/significance.py",
     } <= names
     assert "book/running/runner.py" not in names  # the chapter never runs the runner
     assert (
-        "book/verdicts/findings/ch04.py" not in names
+        "book/chapters/ch04_keeping_one_head.py" not in names
     )  # nor another chapter's findings: editing them reruns only chapter 04
     intro = {p.relative_to(PACKAGE).as_posix() for p in chapter_modules(ROOT / "notebooks" / "16_rerunning.ipynb")}
     assert "book/experiments/head_effects.py" not in intro
@@ -309,8 +309,8 @@ def test_every_chapter_prints_the_scorecards_verdicts(smoke_executed):
     """Each chapter that tests a claim of the paper shows, in its verdict table, the verdict the
     scorecard gives that claim, on both measures, with every cell whole; its findings text does
     not say the verdicts again."""
+    from helpers.book.scorecard.card import CLAIMS, scorecard
     from helpers.book.verdicts.engine import LIKELIHOOD_NAME, METRIC, NOT_MEASURED
-    from helpers.book.verdicts.scorecard import CLAIMS, scorecard
 
     card = scorecard("smoke").set_index("claim")
     chapters = sorted({c.chapter for c in CLAIMS})
@@ -347,7 +347,7 @@ def test_a_rules_parameters_default_to_its_chapters():
     """A claim whose rule reads a chapter parameter uses the chapter's default when no run recorded one."""
     import papermill as pm
 
-    from helpers.book.verdicts.scorecard import CLAIMS
+    from helpers.book.scorecard.card import CLAIMS
 
     for claim in (c for c in CLAIMS if c.parameters):
         declared = pm.inspect_notebook(str(ROOT / "notebooks" / f"{claim.chapter}.ipynb"))

@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from helpers.book.experiments import language_model as lm
-from helpers.book.experiments.memory_budget import QUANTIZING
+from helpers.book.chapters import ch11_nine_heads as lm
+from helpers.book.chapters.ch14_memory_budget import QUANTIZING
 from helpers.book.paper import values as paper_values
 from helpers.book.running import runner
 from helpers.book.store import results
@@ -365,7 +365,7 @@ def test_chapter_05_label_shifts_add_up_to_the_accuracy_changes_the_sweeps_measu
     of its recall changes; the class-by-class table recomputed by hand."""
     import pandas as pd
 
-    from helpers.book.experiments.cross_domain import class_by_class
+    from helpers.book.chapters.ch05_cross_domain import class_by_class
 
     shifts = table("05_label_shifts")
     pairs = {(p[SEED], p["kind"], p["layer"], p["head"]): p for p in table("05_cross_domain_classifier")}

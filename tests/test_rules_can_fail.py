@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 from helpers.book.paper import values as paper_values
+from helpers.book.scorecard.card import CLAIMS, CLAIMS_BY_KEY
 from helpers.book.verdicts.engine import CANNOT_TELL, LIKELIHOOD, NOT_REPRODUCED, PARTLY, REPRODUCED, judge
-from helpers.book.verdicts.scorecard import CLAIMS, CLAIMS_BY_KEY
 
 Tables = dict[str, list[dict]]
 Case = Callable[[], Tables]
@@ -733,7 +733,7 @@ def test_the_gain_rule_holds_its_family_wise_level_when_the_heads_tests_are_corr
     import numpy as np
     from scipy.stats import binom
 
-    from helpers.book.verdicts.rules.ch03 import GAIN_LEVEL, GAIN_POWER, _critical
+    from helpers.book.chapters.ch03_ablating_one_head import GAIN_LEVEL, GAIN_POWER, _critical
 
     heads, draws, rng = 288, 4000, np.random.default_rng(0)
     critical = _critical(heads)

@@ -4,6 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from helpers.book.chapters.ch12_unimportant_or_unmeasured import removal_table
+from helpers.book.scorecard.card import CLAIMS, disagreements, scorecard, verdict_counts
 from helpers.book.verdicts.engine import (
     CANNOT_TELL,
     NOT_MEASURED,
@@ -12,8 +14,6 @@ from helpers.book.verdicts.engine import (
     PARTLY,
     REPRODUCED,
 )
-from helpers.book.verdicts.rules.ch12 import removal_table
-from helpers.book.verdicts.scorecard import CLAIMS, disagreements, scorecard, verdict_counts
 
 
 def _write(folder, name, rows):
@@ -531,7 +531,7 @@ def test_the_rank_permutation_test_holds_its_level_and_finds_a_real_shift():
 
 
 def test_the_card_shows_its_rules_folded_under_each_claim():
-    from helpers.book.verdicts.card_html import card_table
+    from helpers.book.scorecard.card_html import card_table
 
     card = pd.DataFrame(
         [
@@ -558,7 +558,7 @@ def test_the_card_shows_its_rules_folded_under_each_claim():
 
 
 def test_the_card_shows_the_sample_and_resolution_each_one_head_verdict_rests_on(tmp_path):
-    from helpers.book.verdicts.card_html import card_table
+    from helpers.book.scorecard.card_html import card_table
 
     rows = [
         {

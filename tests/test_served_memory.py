@@ -1,4 +1,4 @@
-"""Chapter 14b's experiment (``experiments/served_memory.py``): its scores against float64
+"""Chapter 14b's experiment (``chapters/ch14b_served_at_equal_memory.py``): its scores against float64
 arithmetic written here, its summaries recomputed from their rows by other code, its pairs
 against a search written here, and the whole chain served on the tiny Llama."""
 
@@ -12,8 +12,9 @@ import pandas as pd
 import pytest
 import torch
 
-from helpers.book.experiments import buys_and_breaks, served_memory
-from helpers.book.experiments.served_memory import REFERENCE, SETUPS
+from helpers.book.chapters import ch14b_served_at_equal_memory as served_memory
+from helpers.book.chapters.ch14b_served_at_equal_memory import REFERENCE, SETUPS
+from helpers.book.experiments import buys_and_breaks
 from helpers.serving.llama_api import Cache
 from helpers.zoo.causal_lm import load_causal_lm, smollm2_gguf
 

@@ -171,7 +171,7 @@ def load_causal_lm(reference: str, seed: int = 0) -> tuple[nn.Module, object]:
 
 def sweeps_dir(reference: str, seed: int = 0) -> Path:
     """Where the chapters cache language model ``reference``'s outputs under head masks
-    (``language_model.lm_sweep``): beside SmolLM2's converted folder; for the seeded
+    (``ch11_nine_heads.lm_sweep``): beside SmolLM2's converted folder; for the seeded
     ``tiny-llama``, a folder per seed under ``converted_root()``; for a hub model or folder, one
     under ``cache_root()`` named by its resolved path and configuration."""
     if reference == "smollm2":

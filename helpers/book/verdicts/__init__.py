@@ -1,4 +1,4 @@
-"""Our results against the paper's, all read from the result tables a run saved: the engine that
-judges a claim (``engine``), each chapter's claims and rules (``rules/chNN``), the registry of
-every claim and the scorecard (``scorecard``), and each chapter's generated "What this run shows"
-text (``findings/chNN``)."""
+"""The machinery that turns a chapter's rule and a run's result tables into a verdict, and knows no
+claim: the engine (``engine``), pooling over training seeds (``pooling``, ``between_seeds``), what a
+verdict rests on (``samples``) and the words findings share (``text``). Each chapter's claims live
+in its module under ``helpers.book.chapters``; the scorecard gathers them (``helpers.book.scorecard``)."""

@@ -211,7 +211,7 @@ def seeds_differ(per_seed: Mapping[object, Mapping[str, Estimate]]) -> SeedTest 
 def fisher_z(r: float, n: int) -> Value:
     """A Pearson r over ``n`` units as Fisher's z with its standard error 1 / sqrt(n - 3). The
     error assumes normal units; the claims' between-seed tests use a bootstrap over the heads
-    instead (``rules.ch05``)."""
+    instead (``chapters.ch05_cross_domain``)."""
     return Value(math.atanh(max(min(r, 0.999999), -0.999999)), 1 / math.sqrt(n - 3)) if n > 3 else Value(r, math.inf)
 
 

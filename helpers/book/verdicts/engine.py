@@ -1,6 +1,6 @@
 """The engine that judges the paper's claims: the one place that turns a claim's rule and a run's
 result tables into a verdict. The claims and their rules live with the chapter they judge
-(``rules/chNN.py``); ``scorecard`` gathers them all. This module knows no claim.
+(``helpers/book/chapters/chNN_*.py``); ``helpers.book.scorecard`` gathers them all. This module knows no claim.
 
 Every claim states the paper's value (../shared/paper/REFERENCE.md), reads ours from the CSV
 tables the chapters saved (results/<profile>/), and applies its rule, which gives one of
@@ -31,8 +31,8 @@ no likelihood tables is ``not measured`` there. A table's rows from the paper ca
 ``from_paper = True``.
 
     from helpers.book.verdicts.engine import chapter_verdicts
-    from helpers.book.verdicts.rules import ch09
-    chapter_verdicts("course", ch09.CLAIMS)  # each seed's row, then the pooled one
+    from helpers.book.chapters.ch09_training_dynamics import CLAIMS
+    chapter_verdicts("course", CLAIMS)  # each seed's row, then the pooled one
 """
 
 from __future__ import annotations

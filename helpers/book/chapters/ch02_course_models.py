@@ -1,0 +1,263 @@
+"""Chapter 02, course models: its experiment.
+
+Chapter 02, the models we study: examples of each task, every run's scores against its
+baselines, the spread over seeds, the NLI model's accuracy by the edit behind each hypothesis,
+and the translation models' learning curves, all read from the model cache's records.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from ...zoo.classifier_training import predict
+from ...zoo.nli_task import LABELS
+from ...zoo.recipes import machine_info
+from .. import course
+from ..profiles import Profile
+from ..store.results import results_dir
+
+
+def examples(settings: Profile, models: list[str], per_split: int) -> pd.DataFrame:
+    """The first ``per_split`` examples of every split of every model: model, split, input, target."""
+    rows = []
+    for name in models:
+        for split, items in course.load_data(settings, name).items():
+            for ex in items[:per_split]:
+                if hasattr(ex, "src"):  # a translation pair (subword units)
+                    rows.append((name, split, ex.src, ex.ref))
+                elif hasattr(ex, "premise"):
+                    rows.append((name, split, f"{ex.premise} / {ex.hypothesis}", LABELS[ex.label]))
+                else:
+                    rows.append(
+                        (name, split, ex.text if ex.text_pair is None else f"{ex.text} / {ex.text_pair}", ex.label)
+                    )
+    return pd.DataFrame(rows, columns=["model", "split", "input", "target"])
+
+
+def run_of(runs: dict[str, list[tuple[int, str]]]) -> dict[str, tuple[str, int]]:
+    """``{run name: (model name, training seed)}`` of ``course.seed_runs`` for every model."""
+    return {run: (name, seed) for name, rs in runs.items() for seed, run in rs}
+
+
+def scores(records: dict[str, dict], runs: dict[str, list[tuple[int, str]]]) -> pd.DataFrame:
+    """One row per run and split: the metric's score, greedy BLEU, the baseline, the second
+    translator's BLEU, the training minutes; and whether the score is well above chance (a third
+    of the way from the baseline to the ceiling: 1, or the oracle BLEU) and not saturated."""
+    seed_of = run_of(runs)
+    table = []
+    for run, r in records.items():
+        name, seed = seed_of[run]
+        for split, s in r["scores"].items():
+            table.append(
+                {
+                    "model": name,
+                    "training_seed": seed,
+                    "task": r["task"],
+                    "split": split,
+                    "metric": r["metric"],
+                    "score": s[r["metric"]],
+                    "greedy": s.get("bleu_greedy"),
+                    "baseline": s["baseline"],
+                    "oracle": s.get("oracle_bleu"),
+                    "train_minutes": r["train_seconds"] / 60,
+                }
+            )
+    return pd.DataFrame(table)
+
+
+def reach(table: pd.DataFrame) -> pd.DataFrame:
+    """``scores`` with ``well_above_chance`` and ``not_saturated``."""
+    ceiling = table["oracle"].fillna(1.0)
+    share = (table["score"] - table["baseline"]) / (ceiling - table["baseline"])
+    return table.assign(well_above_chance=share >= 1 / 3, not_saturated=share <= 0.98)
+
+
+def competence(records: dict[str, dict], runs: dict[str, list[tuple[int, str]]]) -> pd.DataFrame:
+    """One row per run: its model's competence rule (``helpers.zoo.competence``), the run's score
+    on the rule's split against the floor, whether it passes, the seed it trained with, and the
+    runs the build rejected before it (``seed score`` each, and their training minutes)."""
+    from ...zoo.competence import judge, rule_of
+
+    seed_of, rows = run_of(runs), []
+    for run, r in records.items():
+        name, seed = seed_of[run]
+        rule = rule_of(r["spec"])
+        judged = judge(rule, r, r.get("trained_seed", seed)) if rule else None
+        rejected = r.get("rejected", [])
+        rows.append(
+            {
+                "model": name,
+                "training_seed": seed,
+                "trained_with_seed": r.get("trained_seed", seed),
+                "rule": rule.text() if rule else "none (kept whatever it scores)",
+                "score": judged.score if judged else None,
+                "floor": judged.floor if judged else None,
+                "passes": judged.passed if judged else None,
+                "rejected_runs": "; ".join(f"seed {x['seed']} {x['score']:.3f}" for x in rejected),
+                "rejected_minutes": sum(x["train_seconds"] for x in rejected) / 60,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def competence_line(table: pd.DataFrame) -> str:
+    """How many runs pass their rule, and which runs were retrained."""
+    ruled = table[table["passes"].notna()]
+    retrained = table[table["rejected_runs"] != ""]
+    if ruled.empty:
+        return f"no run of this profile has a competence rule ({len(table)} runs, each kept whatever it scores)"
+    text = f"{int(ruled['passes'].sum())} of {len(ruled)} runs with a rule pass it"
+    if len(ruled) < len(table):
+        text += f" ({len(table) - len(ruled)} runs have none)"
+    if retrained.empty:
+        return text + "; no run was rejected"
+    return (
+        text
+        + "; rejected and trained again with a new seed: "
+        + "; ".join(
+            f"{r.model} seed {r.training_seed} (rejected: {r.rejected_runs}; kept: seed {r.trained_with_seed}, "
+            f"{r.score:.3f})"
+            for r in retrained.itertuples()
+        )
+    )
+
+
+def spread(table: pd.DataFrame) -> pd.DataFrame:
+    """Per model, split and metric: the number of seeds and the mean, lowest and highest score."""
+    return (
+        table.groupby(["model", "split", "metric"], sort=False)["score"]
+        .agg(["count", "mean", "min", "max"])
+        .rename(columns={"count": "seeds"})
+    )
+
+
+def training_machine(profile: str) -> dict:
+    """The machine that trained the models (``models.json``, written by ``make models``), else this one."""
+    summary = results_dir(profile) / "models.json"
+    recorded = json.loads(summary.read_text()).get("machine") if summary.exists() else None
+    return recorded or machine_info()
+
+
+def machine_lines(records: dict[str, dict], machine: dict) -> str:
+    """The BLEU signature, the machine and the summed training time."""
+    lines = sorted({f"BLEU signature: {r['bleu_signature']}" for r in records.values() if r["task"] == "translation"})
+    lines.append(
+        f"trained on: {machine['cpu_model']}, {machine['cpus']} CPUs, {machine['torch_threads']} torch threads; "
+        f"torch {machine['torch']}, transformers {machine['transformers']}, fairseq {machine['fairseq']}"
+    )
+    rejected = [x for r in records.values() for x in r.get("rejected", [])]
+    kept = sum(r["train_seconds"] for r in records.values()) / 60
+    lines.append(
+        f"training time of all {len(records)} runs, summed: {kept:.1f} min"
+        + (
+            f", and {sum(x['train_seconds'] for x in rejected) / 60:.1f} min more on the {len(rejected)} "
+            "rejected runs they replaced"
+            if rejected
+            else ""
+        )
+    )
+    return "\n".join(lines)
+
+
+def baselines(records: dict[str, dict]) -> str:
+    """Each translation run's BLEU beside copying the source, the most frequent reference and a
+    second translator."""
+    lines = []
+    for run, r in records.items():
+        for split, s in r["scores"].items():
+            if "copy_bleu" in s:
+                human = "" if s.get("oracle_bleu") is None else f", a second translator {s['oracle_bleu']:.2f}"
+                lines.append(
+                    f"{run} {split}: BLEU {s['bleu']:.2f}, copying the source {s['copy_bleu']:.2f}, "
+                    f"the most frequent training reference {s['frequent_bleu']:.2f}{human}"
+                )
+    return "\n".join(lines)
+
+
+def nli_by_edit(settings: Profile, runs: list[tuple[int, str]]) -> pd.DataFrame | None:
+    """The NLI model's accuracy (over every seed's predictions) and count by gold label and by the
+    edit that made each hypothesis, in both domains; None for data that records no edit (MNLI)."""
+    data = course.load_data(settings, "nli")
+    if not {e.edit for e in data["matched"]} - {""}:
+        return None
+    max_length = settings.max_length("nli")
+    rows = []
+    for seed, run in runs:
+        model, tokenizer = course.load_classifier(settings, run)
+        for split in ("matched", "mismatched"):
+            pred = predict(model, tokenizer, data[split], max_length=max_length).tolist()
+            rows += [
+                {
+                    "training_seed": seed,
+                    "split": split,
+                    "edit": e.edit,
+                    "gold label": LABELS[e.label],
+                    "correct": p == e.label,
+                }
+                for e, p in zip(data[split], pred)
+            ]
+    by_edit = pd.DataFrame(rows).pivot_table(
+        index=["gold label", "edit"], columns="split", values="correct", aggfunc=["mean", "size"]
+    )
+    by_edit.columns = [f"{'accuracy' if stat == 'mean' else 'n'} {split}" for stat, split in by_edit.columns]
+    return by_edit
+
+
+def epochs(records: dict[str, dict], runs: dict[str, list[tuple[int, str]]]) -> pd.DataFrame | None:
+    """Every trained translation run's per-epoch record, with the training minutes so far; None
+    where no translation model was trained here (a published one has no epochs)."""
+    seed_of = run_of(runs)
+    trained = {run: r for run, r in records.items() if r["task"] == "translation" and r["epochs"]}
+    if not trained:
+        return None
+    table = pd.concat(
+        [
+            pd.DataFrame(r["epochs"]).assign(model=seed_of[run][0], training_seed=seed_of[run][1])
+            for run, r in trained.items()
+        ],
+        ignore_index=True,
+    )
+    table["minutes"] = table.groupby(["model", "training_seed"])["seconds"].cumsum() / 60  # training only
+    return table
+
+
+def learning_curves(table: pd.DataFrame, machine: dict, profile: str):
+    """Greedy validation BLEU and validation loss against training minutes, per model and seed."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    curve = [c for c in ("valid_bleu_greedy", "valid_loss") if c in table]
+    fig, axes = plt.subplots(1, len(curve), figsize=(6 * len(curve), 4), squeeze=False)
+    labels = {"valid_bleu_greedy": "greedy BLEU on valid", "valid_loss": "valid loss (nats per token)"}
+    for ax, column in zip(axes[0], curve):
+        sns.lineplot(data=table, x="minutes", y=column, hue="model", style="training_seed", marker="o", ax=ax)
+        ax.set(xlabel=f"training minutes ({machine['cpus']} CPUs)", ylabel=labels[column])
+    fig.suptitle(f"translation learning curves, every model and seed ({profile} profile)")
+    fig.tight_layout()
+    return fig
+
+
+def last_epochs(table: pd.DataFrame) -> pd.DataFrame:
+    """Each run's last epoch: minutes, validation loss and greedy BLEU."""
+    last = table.sort_values("epoch").groupby(["model", "training_seed"]).tail(1)
+    return last[
+        ["model", "training_seed", "epoch", "minutes", "valid_loss"]
+        + (["valid_bleu_greedy"] if "valid_bleu_greedy" in last else [])
+    ]
+
+
+def domains(records: dict[str, dict], runs: dict[str, list[tuple[int, str]]]) -> str:
+    """Per run of the NLI and the translation model: the in-domain score against the
+    out-of-domain one (no verdict: a fact about our models)."""
+    in_domain = {"nli": ("matched", "mismatched"), "translation": ("test13", "mtnt")}
+    lines = []
+    for name, (split, other) in in_domain.items():
+        for seed, run in runs.get(name, []):
+            s = {k: v[records[run]["metric"]] for k, v in records[run]["scores"].items()}
+            lines.append(
+                f"{name} seed {seed}: {split} {s[split]:.3f} vs {other} {s[other]:.3f} -> "
+                f"{'out of domain is lower' if s[other] < s[split] else 'out of domain is NOT lower'}"
+            )
+    return "\n".join(lines)

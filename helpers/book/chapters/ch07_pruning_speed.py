@@ -1,0 +1,272 @@
+"""Chapter 07, pruning speed: its experiment, the rules that judge its claims and its findings in words.
+
+§4.3, what removing heads buys in speed (Table 4): a classifier pruned by importance, timed
+against the original and the gated model at several batch sizes (medians of timed passes after
+warm-up, ``sweeps.throughput.compare_speed``), beside the FLOP prediction and the paper.
+
+Chapter 07's claims (§4.3, Table 4): removing half the heads speeds inference up at large
+batches, hardly at batch 1. The rules read ``07_speed``.
+
+``findings``: chapter 07's "What this run shows" paragraph.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pandas as pd
+
+from ...heads.gates import HeadGates
+from ...heads.pruning import count_parameters, prune_heads
+from ...heads.sites import attention_sites
+from ...sweeps.pruning_curves import heads_of, order_by_importance, spec_of
+from ...sweeps.throughput import compare_speed, device_name, speed_gains
+from ..paper import values as paper_values
+from ..verdicts import samples
+from ..verdicts.engine import Claim, Results, three_way
+from ..verdicts.text import read, words
+
+
+def prune_least_important(model, importance, share: float):
+    """``(pruned copy, removed spec)``: the ``share`` of all heads with the lowest I_h removed."""
+    pool = heads_of(model)
+    removed = spec_of(order_by_importance(importance, pool)[: round(share * len(pool))])
+    pruned = copy.deepcopy(model)
+    prune_heads(pruned, removed)
+    return pruned, removed
+
+
+def sizes(model, pruned, removed, score) -> pd.DataFrame:
+    """Heads, parameters and ``score`` of the original, the pruned and the gated model."""
+    with HeadGates(model) as gates:
+        gates.mask(removed)
+        gated = score(model)
+    heads = len(heads_of(model))
+    return pd.DataFrame(
+        [
+            {"model": "original", "heads": heads, "parameters": count_parameters(model), "accuracy": score(model)},
+            {
+                "model": "pruned",
+                "heads": sum(s.num_heads for s in attention_sites(pruned)),
+                "parameters": count_parameters(pruned),
+                "accuracy": score(pruned),
+            },
+            {"model": "gated", "heads": heads, "parameters": count_parameters(model), "accuracy": gated},
+        ]
+    )
+
+
+def rates_table(speed: pd.DataFrame) -> pd.DataFrame:
+    """Examples per second by batch size: the median of the timed passes with its interquartile
+    range, each variant's gain over the original, and the gain the removed FLOPs predict."""
+    table = {}
+    for size, part in speed.groupby("batch_size"):
+        base = part.loc[part["variant"] == "original", "median"].iloc[0]
+        table[size] = {
+            row["variant"]: f"{row['median']:.1f} (IQR {row['iqr']:.1f})"
+            + ("" if row["variant"] == "original" else f" ({row['median'] / base - 1:+.1%})")
+            for _, row in part.iterrows()
+        }
+        flops = part.set_index("variant")["flops"]
+        table[size]["predicted by FLOPs"] = f"{flops['original'] / flops['pruned'] - 1:+.1%}"
+    return pd.DataFrame(table).rename_axis(columns="batch size")
+
+
+def paper_table() -> pd.DataFrame:
+    """The paper's Table 4: examples per second, original and with 50% of the heads pruned."""
+    paper = paper_values.TABLE4_THROUGHPUT
+    return pd.DataFrame(
+        {
+            size: [
+                f"{paper['original'][size][0]:.1f} ± {paper['original'][size][1]:.1f}",
+                f"{paper['pruned'][size][0]:.1f} ± {paper['pruned'][size][1]:.1f} ({gain:+.1%})",
+            ]
+            for size, gain in paper_values.TABLE4_SPEEDUP.items()
+        },
+        index=["original", "pruned (50%)"],
+    ).rename_axis(columns="batch size")
+
+
+def gains_table(speed: pd.DataFrame, batch_sizes: list[int]) -> pd.DataFrame:
+    """The speed-ups (ratios of median rates) measured and predicted, with the paper's, by batch size."""
+    gains = speed_gains(speed).set_index("batch_size")
+    return pd.DataFrame(
+        {
+            "pruned, measured": gains["pruned"],
+            "gated, measured": gains["gated"],
+            "pruned, predicted by FLOPs": gains["predicted"],
+            "paper, measured": pd.Series(paper_values.TABLE4_SPEEDUP),
+        }
+    ).reindex(batch_sizes)
+
+
+def precision_table(precision: pd.DataFrame) -> pd.DataFrame:
+    """The speed-ups by dtype, compile mode and batch size, with the original's rate."""
+    rates = precision.pivot_table(
+        index=["dtype", "compile_mode", "batch_size"], columns="variant", values="median", sort=False
+    )
+    by_dtype = speed_gains(precision).set_index(["dtype", "compile_mode", "batch_size"])
+    by_dtype.insert(0, "original ex/s", rates["original"])
+    return by_dtype
+
+
+def precision_timings(
+    model,
+    pruned,
+    removed,
+    batches_by_size: dict,
+    dtypes: list[str],
+    compile_modes: list[str],
+    backend: str,
+    repeats: int,
+) -> pd.DataFrame:
+    """``compare_speed`` of the three variants at each dtype and compile mode (``batches_by_size``:
+    ``{batch size: [encoded batch, ...]}``), stacked, with the device's name."""
+    from tqdm.auto import tqdm
+
+    timings = [
+        compare_speed(
+            model,
+            pruned,
+            removed,
+            batches_by_size,
+            lambda m, b: m(**b).logits,
+            repeats=repeats,
+            dtype=dtype,
+            compile_mode=mode,
+            backend=backend,
+            progress=False,
+        )
+        for mode in compile_modes
+        for dtype in tqdm(dtypes, desc=f"dtypes ({mode})")
+    ]
+    return pd.concat(timings, ignore_index=True).assign(device=device_name())
+
+
+def styled_precision_table(precision: pd.DataFrame):
+    """``precision_table`` with rates to one decimal and gains as signed percentages."""
+    return precision_table(precision).style.format(
+        {
+            "original ex/s": "{:.1f}",
+            "pruned": "{:+.1%}",
+            "gated": "{:+.1%}",
+            "predicted": "{:+.1%}",
+            "share_of_predicted": "{:.0%}",
+        }
+    )
+
+
+def gains_figure(gains: pd.DataFrame, batch_sizes: list[int], title: str):
+    """The speed-ups of ``gains_table`` in percent against the batch size (log scale). Returns the axes."""
+    ax = (gains * 100).plot(marker="o", figsize=(7, 4))
+    ax.axhline(0, color="grey", linewidth=1)
+    ax.set(
+        xscale="log",
+        xticks=batch_sizes,
+        xticklabels=batch_sizes,
+        xlabel="batch size",
+        ylabel="speed-up over the original (%)",
+        title=title,
+    )
+    return ax
+
+
+CHAPTER = "07_pruning_speed"
+
+
+def speedups(r: Results) -> pd.Series:
+    speed = r["07_speed"].pivot(index="batch_size", columns="variant", values="median")
+    return speed["pruned"] / speed["original"] - 1
+
+
+def speedup_large(r: Results) -> tuple[str, str]:
+    gains = speedups(r)
+    paper, gain = paper_values.TABLE4_SPEEDUP[64], gains.iloc[-1]
+    return (
+        f"{gain:+.1%} at batch {gains.index[-1]} ({r['07_speed']['device'].iloc[0]})",
+        three_way(abs(gain - paper) <= paper / 2, gain > 0),
+    )
+
+
+def speedup_small(r: Results) -> tuple[str, str]:
+    gains = speedups(r)
+    return (
+        f"{gains.iloc[0]:+.1%} at batch {gains.index[0]}, {gains.iloc[-1]:+.1%} at {gains.index[-1]}",
+        three_way(
+            gains.iloc[0] < gains.iloc[-1] and gains.iloc[0] < paper_values.TABLE4_SPEEDUP[64] / 2,
+            gains.iloc[0] < gains.iloc[-1],
+        ),
+    )
+
+
+def speed_sample(r: Results) -> str:
+    return samples.timing(r["07_speed"])
+
+
+CLAIMS = [
+    Claim(
+        "speedup_large",
+        "§4.3, Table 4",
+        "Removing half the heads speeds inference up at large batches",
+        f"{paper_values.TABLE4_SPEEDUP[64]:+.1%} at batch 64 (GTX 1080Ti)",
+        "reproduced: within half of the paper's gain either way; partly: faster",
+        CHAPTER,
+        speedup_large,
+        sample=speed_sample,
+    ),
+    Claim(
+        "speedup_small",
+        "§4.3, Table 4",
+        "At batch size 1 there is almost no gain",
+        f"{paper_values.TABLE4_SPEEDUP[1]:+.1%} at batch 1",
+        "reproduced: batch 1 gains less than the largest "
+        "batch and under half the paper's large-batch gain; partly: less than the largest batch",
+        CHAPTER,
+        speedup_small,
+        sample=speed_sample,
+    ),
+]
+
+
+def findings(profile: str) -> str:
+    """Chapter 07's findings: the measured speed-ups (ratios of median rates) at each batch size
+    against the FLOP prediction and the paper's, the gated model against the timing noise, and
+    the precision table's rows."""
+    from ...sweeps.throughput import speed_gains
+    from ..paper.values import TABLE4_SPEEDUP
+
+    speed = read(profile, "07_speed")
+    gains = speed_gains(speed).set_index("batch_size")
+    sizes = list(gains.index)
+    small, large = sizes[0], sizes[-1]
+    at_large = speed[speed["batch_size"] == large].set_index("variant")
+    noise = max(at_large.loc[v, "iqr"] / at_large.loc[v, "median"] for v in ("original", "gated"))
+    g = gains.loc[large]
+    text = (
+        f"On {speed['device'].iloc[0]}, removing the heads made the classifier {g['pruned']:+.1%} faster at batch "
+        f"{large} (median of the timed passes), against {g['predicted']:+.1%} predicted by the removed FLOPs "
+        f"({g['share_of_predicted']:.0%} of the prediction realised) and the paper's {TABLE4_SPEEDUP[64]:+.1%} at 64 "
+        f"on a GPU. At batch {small} it gained {gains.loc[small, 'pruned']:+.1%} (the paper: "
+        f"{TABLE4_SPEEDUP[1]:+.1%} at batch 1), "
+        + (
+            "less than at the largest batch (point estimates). "
+            if gains.loc[small, "pruned"] < g["pruned"]
+            else "no less than at the largest batch. "
+        )
+        + f"The gated model ran {g['gated']:+.1%} against the original at batch {large}, with a timing noise "
+        f"(interquartile range over median) of {noise:.1%}: "
+        + (
+            "masking saves nothing beyond the noise, as masking should."
+            if g["gated"] <= noise
+            else "faster than the noise alone explains, which the timing should be checked for."
+        )
+    )
+    try:
+        precision = speed_gains(read(profile, "07_precision"))
+    except FileNotFoundError:
+        return text
+    rows = [
+        f"{r.dtype} {r.compile_mode} at batch {r.batch_size}: {r.pruned:+.1%} (predicted {r.predicted:+.1%})"
+        for r in precision.itertuples()
+    ]
+    return text + " In the precision table, the pruned model's speed-up was " + words(rows) + "."

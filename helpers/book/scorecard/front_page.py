@@ -1,0 +1,365 @@
+"""The book's front page, generated: our answer to the paper's question in a few sentences, one
+grid of every claim's one answer per measure (linked to its chapter), what the
+chapters beyond the paper found, and the models each profile studies. Every word that carries a
+number or a verdict comes from the registry (``scorecard``) and the tables of the build that
+renders the page; where no chapter has run, the page says so.
+
+    grid = verdict_grid("course")      # one row per claim and measure: its one answer
+    HTML(grid_html(grid))              # the figure: claims x measures, coloured by verdict
+    Markdown(answer(scorecard("course")))
+"""
+
+from __future__ import annotations
+
+import math
+from html import escape
+from pathlib import Path
+
+import pandas as pd
+
+from ..chapters.ch14_memory_budget import CLAIMED_BUDGETS, FIT, REMOVED
+from ..profiles.profile import load_profile, profile_folders
+from ..verdicts.engine import (
+    CANNOT_TELL,
+    MEASURES,
+    NOT_MEASURED,
+    NOT_REPRODUCED,
+    NOT_RUN,
+    PARTLY,
+    REPRODUCED,
+    MissingResults,
+    Results,
+    judge,
+    results_folder,
+)
+from .card import CLAIMS
+from .card_html import COLOURS
+
+BEYOND = "Beyond the paper"
+# the claims the answer opens with: the paper's abstract in four findings (one head, one layer,
+# pruning, when unimportant heads appear)
+HEADLINES = (
+    "most_negligible",
+    "most_layers_one_head",
+    "prunable_translation",
+    "prunable_classifier",
+    "enc_dec_most_sensitive",
+    "late_survives",
+)
+SHORT = {"the paper's metric": "metric", "the likelihood": "likelihood"}
+
+
+def part_of(section: str) -> str:
+    """The part of the book a claim belongs to: its paper section (``§3.2``, ``App. B``) or
+    ``BEYOND`` for the claims no earlier work states this way."""
+    return BEYOND if section.startswith(BEYOND) else section.split(",")[0]
+
+
+def verdict_grid(profile: str, results_root: Path | None = None) -> pd.DataFrame:
+    """One row per claim and measure: key, part, claim, chapter, measure (``SHORT``), verdict (the
+    claim's one answer, on every seed's evidence together) and ``seeds differ`` (True where the
+    between-seed test finds the seeds' numbers apart). Measures a claim's chapter does not
+    measure are left out."""
+    folder = results_folder(profile, results_root)
+    rows = []
+    for c in CLAIMS:
+        for measure, name in MEASURES.items():
+            answer = judge(c, folder, measure)[-1]
+            if answer["verdict"] == NOT_MEASURED:
+                continue
+            rows.append(
+                {
+                    "key": c.key,
+                    "part": part_of(c.section),
+                    "claim": c.claim,
+                    "chapter": c.chapter,
+                    "measure": SHORT[name],
+                    "verdict": answer["verdict"],
+                    "seeds differ": str(answer.get("seeds differ", "")).startswith("yes"),
+                }
+            )
+    return pd.DataFrame(rows, columns=["key", "part", "claim", "chapter", "measure", "verdict", "seeds differ"])
+
+
+DIFFER_MARK = "†"  # beside a verdict whose seeds differ beyond sampling noise
+
+
+def _cell(verdict: str, differ: bool = False) -> str:
+    mark = f' <span title="the seeds differ beyond sampling noise">{DIFFER_MARK}</span>' if differ else ""
+    return f'<td style="background-color: {COLOURS.get(verdict, "#ffffff")}">{escape(verdict)}{mark}</td>'
+
+
+def grid_html(grid: pd.DataFrame) -> str:
+    """The verdict grid as an HTML table: a row per claim, grouped by part (each claim linking to
+    its chapter's page), a column per measure, each cell coloured by the claim's one answer and
+    naming it (``DIFFER_MARK`` where the seeds differ); a legend of the colours under it."""
+    measures = [m for m in ("metric", "likelihood") if (grid["measure"] == m).any()]
+    cells = grid.set_index(["key", "measure"])
+    head = "".join(f"<th>{escape(m)}</th>" for m in measures)
+    body = []
+    for part, rows in grid.drop_duplicates("key").groupby("part", sort=False):
+        body.append(f'<tr class="part"><th colspan="{len(measures) + 1}">{escape(part)}</th></tr>')
+        for row in rows.itertuples():
+            tds = [
+                _cell(cells.loc[(row.key, m), "verdict"], bool(cells.loc[(row.key, m), "seeds differ"]))
+                if (row.key, m) in cells.index
+                else "<td></td>"
+                for m in measures
+            ]
+            link = f'<a href="{escape(row.chapter)}.html">{escape(row.claim)}</a>'
+            body.append(f'<tr><td class="claim">{link}</td>{"".join(tds)}</tr>')
+    legend = " ".join(
+        f'<span style="background-color: {COLOURS[v]}; padding: 0 0.4em">{escape(v)}</span>'
+        for v in COLOURS
+        if v in set(grid["verdict"])
+    )
+    if grid["seeds differ"].any():
+        legend += f" {DIFFER_MARK} the seeds' numbers differ beyond sampling noise (the scorecard says on what)"
+    return (
+        f'<table class="verdict-grid"><thead><tr><th>claim (its chapter)</th>{head}</tr></thead>'
+        f'<tbody>{"".join(body)}</tbody></table><p class="legend">{legend}</p>'
+    )
+
+
+def has_run(card: pd.DataFrame) -> bool:
+    return bool((card["verdict"] != NOT_RUN).any())
+
+
+def answer(card: pd.DataFrame) -> str:
+    """Our answer, from the scorecard ``card``: one plain sentence per measure on what to believe
+    about the paper's claims on these models (``believe``), one on what the chapters beyond the
+    paper found, then the headline claims, each its one answer in a few words."""
+    if not has_run(card):
+        return (
+            f"**No chapter has run on the {card['profile'].iloc[0]} profile yet**, so this page has no answer to "
+            "give: build the book (`make book`) and it will open with one."
+        )
+    paper = card[~card["section"].str.startswith(BEYOND)]
+    beyond_paper = card[card["section"].str.startswith(BEYOND)]
+    lines = [
+        f"**Our answer, on the {card['profile'].iloc[0]} profile.** "
+        + " ".join(
+            believe(paper, column, measure)
+            for column, measure in (
+                ("verdict", "On the paper's own metric (BLEU, accuracy)"),
+                ("likelihood verdict", "On the likelihood of the same outputs"),
+            )
+        )
+        + " "
+        + believe(beyond_paper, "verdict", "Beyond the paper", of="the claims the later chapters test")
+    ]
+    by_key = card.set_index("key")
+    for key in HEADLINES:
+        row = by_key.loc[key]
+        likely = row["likelihood verdict"]
+        lines.append(
+            f"* *{row['claim']}*: **{row['verdict']}**"
+            + (f" (likelihood: **{likely}**)" if likely not in (NOT_MEASURED, NOT_RUN) else "")
+            + f"; ours {few_words(row['ours'])}, the paper {row['paper']}."
+        )
+    return "\n".join(lines[:1] + [""] + lines[1:])
+
+
+def believe(claims: pd.DataFrame, column: str, measure: str, of: str = "the paper's claims tested here") -> str:
+    """One sentence on ``claims``' one answers in ``column``: what a reader should take from them
+    (the findings hold, mostly hold, or mostly do not), then how many hold, hold in part, do not
+    (named) and cannot be decided on this data."""
+    judged = claims[~claims[column].isin([NOT_MEASURED, NOT_RUN])]
+    if judged.empty:
+        return f"{measure}, nothing has been judged yet."
+    count = judged[column].value_counts()
+    held, part, refuted, open_ = (int(count.get(v, 0)) for v in (REPRODUCED, PARTLY, NOT_REPRODUCED, CANNOT_TELL))
+    n = len(judged)
+    if refuted == 0 and held + part >= 2 * n / 3:
+        lead = "the findings hold on these models"
+    elif held + part > refuted + open_:
+        lead = "most of the findings hold on these models"
+    elif refuted > held + part:
+        lead = "most of the findings do not hold on these models"
+    else:
+        lead = "these models cannot settle most of the findings"
+    names = list(judged.loc[judged[column] == NOT_REPRODUCED, "claim"])
+    shown = "; ".join(f"*{c}*" for c in names[:3]) + ("; and more" if len(names) > 3 else "")
+    return (
+        f"{measure}, {lead}: of {of} ({n}), {held} {_verb(held, 'hold')}, {part} {_verb(part, 'hold')} in part, "
+        f"{refuted} {_verb(refuted, 'do')} not"
+        + (f" ({shown})" if names else "")
+        + f" and {open_} cannot be decided on this data."
+    )
+
+
+def _verb(count: int, verb: str) -> str:
+    """``verb`` agreeing with ``count`` claims: "1 holds", "2 hold", "1 does not"."""
+    return verb if count != 1 else {"do": "does"}.get(verb, verb + "s")
+
+
+def few_words(text: str, limit: int = 90) -> str:
+    """A claim's pooled value in a few words: its first clause, cut at ``limit`` characters (the
+    scorecard, a click away, has it whole)."""
+    first = str(text).split("; ")[0]
+    return first if len(first) <= limit else first[: limit - 1].rstrip() + "…"
+
+
+def language_model_line(profile: str, results_root: Path | None = None) -> str:
+    """Chapter 11 in one sentence, from its tables: the query heads whose masking alone changes
+    the perplexity significantly (beside chance) and the share prunable by importance within 1%
+    and 10% of the perplexity, by query head and by KV group; "" before it has run."""
+    tables = Results(results_folder(profile, results_root))
+    try:
+        counts, shares = (
+            tables["11_one_head_counts"].iloc[0],
+            tables["11_prunable_shares"].set_index(["unit", "order"]),
+        )
+    except MissingResults:
+        return ""
+    pruned = "; ".join(
+        f"by {unit}, {shares.loc[(unit, 'importance'), 'prunable within 1%']:.0%} within 1% of the "
+        f"perplexity and {shares.loc[(unit, 'importance'), 'prunable within 10%']:.0%} within 10%"
+        for unit in dict.fromkeys(shares.index.get_level_values("unit"))
+    )
+    level = counts.get("level", math.nan)
+    tested = (
+        " (tested at a calibrated level of 0: these verses are too few for the test to call any head significant)"
+        if level == 0
+        else f" at the calibrated p < {level:.3g}"
+        if level == level
+        else ""
+    )
+    return (
+        f"* *Chapter 11, the paper's questions asked of a current language model*: masking one query head alone "
+        "changes the perplexity significantly for "
+        f"{int(counts['significantly worse']) + int(counts['significantly better'])} "
+        f"of {int(counts['heads'])} heads{tested} ({counts['expected by chance']:.1f} expected by chance); pruned "
+        "by importance, "
+        f"{pruned}."
+    )
+
+
+def memory_line(profile: str, results_root: Path | None = None) -> str:
+    """Chapter 14 in one sentence, from its tables: at half and at a quarter of the KV-cache
+    bytes, the method that keeps perplexity best where the budget table calls it clear (its gap
+    to the runner-up above the fast passes' tolerance, the interval above 0; else that none is),
+    and what removing KV groups costs there; "" before it has run."""
+    tables = Results(results_folder(profile, results_root))
+    try:
+        budgets, points = tables["14_budgets"].set_index("budget"), tables["14_points"]
+    except MissingResults:
+        return ""
+    parts = []
+    for budget in CLAIMED_BUDGETS:
+        if budget not in budgets.index:
+            continue
+        row = budgets.loc[budget]
+        best = points[(points["method"] == row["best"]) & (points["setting"] == row["best setting"])].iloc[0]
+        removed = points[(points["method"] == REMOVED) & (points["bytes share"] <= budget + FIT)]
+        cost = (
+            "; removing KV groups by importance to fit costs "
+            f"x{removed.sort_values('bytes share')['perplexity ratio'].iloc[-1]:.2f}"
+            if len(removed) and row["best"] != REMOVED
+            else ""
+        )
+        lead = (
+            f"the best way to spend them is {row['best']}"
+            if row["clear"]
+            else f"no way is clearly best ({row['best']} and {row['runner-up']} within the interval or the "
+            "tolerance); the lowest is"
+            f" {row['best']}"
+        )
+        parts.append(
+            f"at {budget:.0%} of the bytes {lead} ({row['best setting']}: perplexity x{best['perplexity ratio']:.2f} "
+            f"of the full cache's){cost}"
+        )
+    if not parts:
+        return ""
+    return (
+        "* *Chapter 14, what a byte of KV cache is worth*: "
+        + "; ".join(parts)
+        + " (whole chapters read through each cache; each method at its configuration with the most bytes within "
+        "the budget)."
+    )
+
+
+def served_line(profile: str, results_root: Path | None = None) -> str:
+    """Chapter 14b in one sentence, from its frontier: the setups no other beats at the smallest
+    context size, and whether a removal of KV groups is among them; "" before it has run."""
+    tables = Results(results_folder(profile, results_root))
+    try:
+        table = tables["14b_frontier"]
+    except MissingResults:
+        return ""
+    cells = table["cells"].min()
+    best = table[(table["cells"] == cells) & table["unbeaten"].astype(bool)].sort_values("total MiB")
+    named = ", ".join(
+        f"{r['setup']} ({r['total MiB']:,.0f} MiB, {r['perplexity change']:+.1%})" for _, r in best.iterrows()
+    )
+    removal = (
+        "one with KV groups removed is among them" if best["family"].eq("removal").any() else "none removes KV groups"
+    )
+    return (
+        f"* *Chapter 14b, served at equal memory in llama.cpp*: at {int(cells):,} cells the setups no other beats on "
+        f"weights plus cache are {named}; {removal}."
+    )
+
+
+def beyond(card: pd.DataFrame, results_root: Path | None = None) -> str:
+    """What the chapters beyond the paper found: chapter 11 in numbers, then each claim of
+    chapters 12 and 13 with our numbers and its verdict."""
+    rows = card[card["chapter"].str.startswith(("12_", "13_", "13b_", "14_", "14b_"))]
+    if rows.empty or not has_run(rows):
+        return "The chapters beyond the paper have not run on this profile."
+    lines = [
+        f"* *{r['claim']}*: {r['ours']}. **{r['verdict']}**"
+        + (
+            f" (likelihood: **{r['likelihood verdict']}**)"
+            if r["likelihood verdict"] not in (NOT_MEASURED, NOT_RUN)
+            else ""
+        )
+        for _, r in rows.iterrows()
+    ]
+    own = rows[rows["section"].str.startswith(BEYOND)]
+    held = int((own["verdict"] == REPRODUCED).sum())
+    again = len(rows) - len(own)
+    eleven = language_model_line(card["profile"].iloc[0], results_root)
+    memory = memory_line(card["profile"].iloc[0], results_root)
+    served = served_line(card["profile"].iloc[0], results_root)
+    return (
+        f"Of the {len(own)} claims beyond the paper, {held} {'is' if held == 1 else 'are'} reproduced "
+        "(on every seed's evidence together where a model has several)"
+        + (f"; the list also gives the {again} of the paper's claims that chapter 12 asks again" if again else "")
+        + ":\n\n"
+        + "\n".join([x for x in (eleven, memory, served) if x] + lines)
+    )
+
+
+def _model_line(name: str, spec: dict) -> str:
+    what = (
+        spec.get("checkpoint")
+        or spec.get("archive")
+        or spec.get("encoder")
+        or (
+            "{layers}+{layers} layers x {heads} heads, trained here".format(**spec["train"]) if "train" in spec else ""
+        )
+    )
+    data = spec.get("corpus") or ("generated" if spec.get("encoder") and "data" not in spec else "downloaded")
+    seeds = len(spec.get("seeds", [0]))
+    task = "" if spec.get("task") == name else f" ({spec.get('task')})"
+    return f"{name}{task}: {what}, {data} data, {seeds} seed{'s' * (seeds > 1)}"
+
+
+def profile_table() -> pd.DataFrame:
+    """One row per profile under ``profiles/``: its description, the models its chapters 03-10
+    study (from its ``models``) and the language model of chapters 11-13 (its ``model_name``)."""
+    rows = []
+    for path in sorted({p for folder in profile_folders() for p in folder.glob("*.yml")}, key=lambda p: p.stem):
+        settings = load_profile(path.stem)
+        lm = settings.notebooks.get("11_nine_heads", {}).get("model_name", "")
+        studied = [_model_line(n, s) for n, s in settings.models.items() if s.get("task")]
+        rows.append(
+            {
+                "profile": settings.name,
+                "description": settings.description,
+                "models of chapters 02-10": "; ".join(studied),
+                "language model of chapters 11-13": lm,
+            }
+        )
+    return pd.DataFrame(rows)

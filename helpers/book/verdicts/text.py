@@ -1,0 +1,79 @@
+"""What the chapters' findings share: reading a table, lists in words, the verdicts paragraph."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+import pandas as pd
+
+from ..store.results import results_dir
+from .engine import MEASURES as MEASURE_NAMES
+
+MEASURES = tuple(MEASURE_NAMES.items())  # (table suffix, the measure's one name)
+
+
+def read(profile: str, name: str) -> pd.DataFrame:
+    """``results/<profile>/<name>.csv``; a clear error when the chapter has not saved it yet."""
+    path = results_dir(profile) / f"{name}.csv"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: run the chapter that saves {name!r} on profile {profile!r} first")
+    return pd.read_csv(path)
+
+
+def words(items: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    items = [str(i) for i in items]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def r_text(value: float) -> str:
+    return "undefined" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.2f}"
+
+
+def split_half_r(effects: pd.DataFrame) -> dict[int, float]:
+    """Training seed -> Pearson r between the masked scores on the even and the odd examples."""
+    out = {}
+    for seed, part in effects.groupby("training_seed"):
+        a, b = part["score_even"].astype(float), part["score_odd"].astype(float)
+        out[int(seed)] = float("nan") if len(part) < 3 or a.std() == 0 or b.std() == 0 else float(a.corr(b))
+    return out
+
+
+def beyond_chance(count: int, heads: int, alpha: float, level: float = 0.01) -> bool:
+    """Whether ``count`` significant heads of ``heads`` are more than the paired bootstrap at
+    ``alpha`` flags by chance alone, in either direction: P(Binomial(heads, 2·alpha) >= count) <
+    ``level`` (``significance.chance_flag_rate``). The binomial takes the heads' tests as
+    independent; they share examples and resamples, so the p-value is optimistic."""
+    from scipy.stats import binom
+
+    from ...heads.significance import chance_flag_rate
+
+    return bool(binom.sf(count - 1, heads, chance_flag_rate(alpha)) < level)
+
+
+def rows_by_model(counts: pd.DataFrame) -> Iterable[tuple[str, pd.DataFrame]]:
+    for model, part in counts.groupby("model", sort=False):
+        yield str(model), part
+
+
+def percents(values: Iterable[float]) -> str:
+    return words([f"{v:.0%}" for v in values])
+
+
+def heads_per_layer_line(models: Sequence[tuple[str, int, str]]) -> str:
+    """``models``: (our model, its heads per layer, the paper's model it stands for). The line that
+    says how large one head's share of its layer is, here and in the paper."""
+    from ..paper.values import HEADS_PER_LAYER
+
+    parts = [
+        f"{name} has {n} heads per layer, so one head is 1/{n} of its layer's attention (the paper's {paper}: "
+        f"1/{HEADS_PER_LAYER[paper]})"
+        for name, n, paper in models
+    ]
+    return "**The models:** " + "; ".join(parts) + "."
+
+
+def paper_model(kinds: Iterable[str]) -> str:
+    """The paper's model a model of ours stands for: BERT for an encoder (kind ``self``), else WMT."""
+    return "BERT" if set(kinds) == {"self"} else "WMT"

@@ -827,9 +827,10 @@ def windows_beat_removal(r: Results) -> tuple[str, str]:
 
 def importance_beats_random_groups(r: Results) -> tuple[str, str]:
     """KV groups removed by importance at the chapter's ``band_budget`` (the budget its random
-    orders were drawn at, as recorded by the chapter), against as many removed in random orders: reproduced when its perplexity is below every random order's (with 20 orders, chance
-    gives that 1 time in 21), not reproduced otherwise; cannot tell with fewer than
-    ``MIN_BAND_ORDERS`` orders, or when the orders' bytes are not importance's (within 1 point)."""
+    orders were drawn at, as the chapter recorded it), against as many removed in random orders:
+    reproduced when its perplexity is below every random order's (with 20 orders, chance gives
+    that 1 time in 21), not reproduced otherwise; cannot tell with fewer than ``MIN_BAND_ORDERS``
+    orders, or when the orders' bytes are not importance's (within 1 point)."""
     points = present(r["14_points"], "14_points")
     band = points[points["method"] == RANDOM]
     band_budget = float(r.params.get("band_budget", Plan.band_budget))

@@ -12,8 +12,8 @@ from test_importance import EPS, fd_token, scaled_losses
 from tiny_models import DECODER_ONLY_CASES, GQA_CASES, llama
 
 import helpers
-from helpers.heads.grouped_query import UNEVEN_GQA, kv_groups_to_heads
-from helpers.heads.sites import HeadSpecError
+from helpers.heads.grouped_query import kv_groups_to_heads
+from helpers.heads.sites import UNEVEN_GQA, HeadSpecError
 
 DECODER_ONLY = sorted(DECODER_ONLY_CASES)
 GQA = sorted(GQA_CASES)

@@ -20,11 +20,15 @@ configuration and give each copy that configuration's gates. They multiply the s
 
 ``HeadGates(model, removal=...)`` removes a head by putting another output in its place instead
 of zero (mean or resample ablation, removal.py): a gate g then gives ``g * c + (1 - g) * r``.
+
+The pieces: ``gate_heads`` is the arithmetic (a pure function); ``RowGates`` holds per-example
+gates; ``HeadGates`` installs the hooks, keeps the gate tensors and records what W_o saw. What each
+family needs (fairseq's kernel switch) comes from the family table (``sites.FAMILIES``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -33,10 +37,66 @@ from torch import nn
 
 from ..base.devices import device_of
 from .removal import HeadRemoval
-from .sites import AttentionSite, HeadSpecError, attention_sites, check_head, resolve, sites_by_kind
+from .sites import FAMILIES, AttentionSite, HeadSpecError, attention_sites, check_head, resolve, sites_by_kind
 
 HeadSpec = Mapping[str, Mapping[int, Sequence[int]]]
 """``{kind: {layer: [head, ...]}}`` with 0-based layers and original head indices."""
+
+
+def gate_heads(
+    context: torch.Tensor, gates: torch.Tensor, head_dim: int, replacement: torch.Tensor | None = None
+) -> torch.Tensor:
+    """xi_h * Att_h(x) for every head at once (paper Eq. 1, §2.3): W_o's input with head h's
+    slice scaled by its gate.
+
+    context: W_o's input ``[..., heads * head_dim]``, the heads' context vectors side by side;
+    gates: ``[heads, 1]``, or with leading axes that broadcast over ``context``'s (row gates);
+    replacement: None (a closed gate zeroes its head: the paper's mask), or ``[..., heads,
+    head_dim]``, what a closed gate puts in the head's place (mean or resample ablation).
+    Returns a tensor of ``context``'s shape and dtype."""
+    shape = context.shape  # [..., H * d]
+    per_head = context.reshape(*shape[:-1], -1, head_dim)  # [..., H, d]: one row per head
+    if replacement is None:
+        gated = per_head * gates  # [..., H, d] * [..., H, 1]
+    else:
+        gated = per_head * gates + (1 - gates) * replacement  # g * c + (1 - g) * r
+    return gated.reshape(shape)  # [..., H * d], as W_o reads it
+
+
+class RowGates:
+    """Per-example gates: row ``r`` of every batch gated by ``gates[kind][r]`` as well
+    (``[rows, n_layers, n_heads]`` per kind, kinds left out: ones). ``period``: the rows of one
+    copy of a repeated batch (resample ablation gives row ``r`` the donor of row ``r mod period``)."""
+
+    def __init__(self, gates: Mapping[str, torch.Tensor], period: int | None = None):
+        self.gates = dict(gates)
+        self.period = period
+        self._refresh()
+
+    def reorder(self, new_order: torch.Tensor) -> None:
+        """Row ``i`` becomes the old row ``new_order[i]`` (a beam search's reordering)."""
+        self.gates = {k: g.index_select(0, new_order.to(g.device)) for k, g in self.gates.items()}
+        self._refresh()
+
+    def _refresh(self) -> None:
+        # per kind and layer: does some row gate differ from one (else the layer needs no gating)
+        self._gated = {k: (g != 1.0).any(dim=2).any(dim=0).tolist() for k, g in self.gates.items()}
+
+    def gate_layer(self, site: AttentionSite) -> bool:
+        return site.kind in self._gated and self._gated[site.kind][site.layer]
+
+    def for_site(self, site: AttentionSite, shape: torch.Size, kept: torch.Tensor) -> torch.Tensor:
+        """This site's row gates for its ``kept`` heads, shaped to broadcast over W_o's input
+        (``shape``) viewed as ``[..., heads, head_dim]``."""
+        rows = self.gates[site.kind][:, site.layer].index_select(1, kept)  # [rows, heads]
+        if shape[site.batch_dim] != rows.shape[0]:
+            raise HeadSpecError(
+                f"{site.kind} layer {site.layer} got a batch of {shape[site.batch_dim]} examples "
+                f"but the row gates have {rows.shape[0]} rows; repeat the batch once per configuration"
+            )
+        view = [1] * (len(shape) - 1) + [rows.shape[1], 1]
+        view[site.batch_dim] = rows.shape[0]
+        return rows.reshape(view)
 
 
 @dataclass
@@ -63,12 +123,18 @@ class HeadGates:
         with HeadGates(model) as gates:
             gates.tensor("self")[3, 7] = 0.0     # mask head 7 of layer 3
             logits = model(**batch).logits
+
+    What it changes on the model, and only while installed: a forward pre-hook on every block's
+    W_o (and, on fairseq blocks, one on the block that switches its fused kernel off while gates
+    act). Hooks are state of the model, not of this object: two ``HeadGates`` installed on one
+    model at once multiply their gates. Leaving the ``with`` block removes every hook and
+    restores fairseq's kernel flag; nothing else is touched (pruning, not gating, rebinds
+    forwards: ``prune_heads``).
     """
 
     def __init__(self, model: nn.Module, *, requires_grad: bool = False, removal: HeadRemoval | None = None):
         self.model = model
         self.removal = None if removal is None or removal.zero else removal
-        self._row_period: int | None = None
         self.sites = attention_sites(model)
         device = device_of(model)
         self._tensors: dict[str, torch.Tensor] = {}
@@ -82,9 +148,8 @@ class HeadGates:
         self._index_cache: dict[int, tuple[tuple[int, ...], torch.Tensor]] = {}
         self._gate_cache: dict[int, tuple[tuple, torch.Tensor]] = {}  # site -> (key, gates [heads, 1])
         self._records: list[GateRecord] | None = None
-        self._fairseq_skip: dict[int, bool] = {}
-        self._rows: dict[str, torch.Tensor] = {}  # kind -> [rows, n_layers, n_heads]
-        self._rows_gated: dict[str, list[bool]] = {}  # kind -> per layer: some row gate is not one
+        self._undo: list[Callable[[], None]] = []  # the families' switches, undone on exit
+        self._rows: RowGates | None = None
 
     # ---- public API ------------------------------------------------------------------
     @property
@@ -129,7 +194,7 @@ class HeadGates:
         """
         if not self.active:
             raise RuntimeError("HeadGates.rows() needs the gates installed: use it inside `with HeadGates(model)`")
-        if self._rows:
+        if self._rows is not None:
             raise RuntimeError("row gates are already set; HeadGates.rows() blocks do not nest")
         n_rows = set()
         for kind, g in gates.items():
@@ -142,21 +207,16 @@ class HeadGates:
             n_rows.add(g.shape[0])
         if len(n_rows) > 1:
             raise HeadSpecError(f"row gates of different kinds have different numbers of rows: {sorted(n_rows)}")
-        self._rows = {k: g.detach().to(self.tensor(k).device) for k, g in gates.items()}
-        self._row_period = period
-        self._refresh_rows()
+        self._rows = RowGates({k: g.detach().to(self.tensor(k).device) for k, g in gates.items()}, period)
         try:
             yield
         finally:
-            self._rows, self._rows_gated, self._row_period = {}, {}, None
+            self._rows = None
 
     def reorder_rows(self, new_order: torch.Tensor) -> None:
         """Row ``i`` becomes the old row ``new_order[i]`` (fairseq's ``reorder_encoder_out`` order)."""
-        self._rows = {k: g.index_select(0, new_order.to(g.device)) for k, g in self._rows.items()}
-        self._refresh_rows()
-
-    def _refresh_rows(self) -> None:
-        self._rows_gated = {k: (g != 1.0).any(dim=2).any(dim=0).tolist() for k, g in self._rows.items()}
+        if self._rows is not None:
+            self._rows.reorder(new_order)
 
     @contextmanager
     def recording(self) -> Iterator[list[GateRecord]]:
@@ -177,20 +237,18 @@ class HeadGates:
             raise RuntimeError("these HeadGates are already installed")
         for site in self.sites:
             self._handles.append(site.output.register_forward_pre_hook(self._make_hook(site)))
-            if site.family == "fairseq":
-                self._fairseq_skip[id(site.module)] = site.module.skip_embed_dim_check
-                self._handles.append(site.module.register_forward_pre_hook(self._make_fairseq_hook(site)))
+            switch = FAMILIES[site.family].gate_switch
+            if switch is not None:
+                self._undo.append(switch(site, lambda site=site: self._must_gate(site)))
         return self
 
     def __exit__(self, *exc) -> None:
         for h in self._handles:
             h.remove()
         self._handles.clear()
-        for site in self.sites:
-            if site.family == "fairseq":
-                # a block pruned while the gates were on must stay off the fused kernel
-                pruned = site.num_heads != site.total_heads
-                site.module.skip_embed_dim_check = self._fairseq_skip.pop(id(site.module)) or pruned
+        for undo in self._undo:
+            undo()
+        self._undo.clear()
 
     # ---- hooks -------------------------------------------------------------------------
     def _must_gate(self, site: AttentionSite) -> bool:
@@ -201,8 +259,7 @@ class HeadGates:
             # compiled: gate every layer (a gate of one is exact), so that the traced graph reads
             # the gate tensors as inputs and follows their edits instead of specialising on them
             return True
-        rows_gated = self._rows_gated.get(site.kind)
-        if rows_gated is not None and rows_gated[site.layer]:
+        if self._rows is not None and self._rows.gate_layer(site):
             return True
         t = self._tensors[site.kind]
         if t.requires_grad:
@@ -242,41 +299,20 @@ class HeadGates:
         def hook(module: nn.Module, args: tuple) -> tuple | None:
             if not self._must_gate(site) or site.num_heads == 0:
                 return None
-            (context,) = args
-            gate = self._site_gates(site, context.dtype)  # [heads, 1]
-            shape = context.shape
-            per_head = context.reshape(*shape[:-1], site.num_heads, site.head_dim)
-            if site.kind in self._rows:
-                gate = gate * self._row_gate(site, shape).to(context.dtype)
-            if self.removal is None:
-                gated = (per_head * gate).reshape(shape)
-            else:
-                replacement = self.removal.replacement(site, per_head, self._row_period)
-                gated = (per_head * gate + (1 - gate) * replacement).reshape(shape)
+            (context,) = args  # W_o's input [..., H * d]
+            gate = self._site_gates(site, context.dtype)  # [H, 1]
+            if self._rows is not None and site.kind in self._rows.gates:
+                gate = gate * self._rows.for_site(site, context.shape, self._kept_index(site)).to(context.dtype)
+            replacement = None
+            if self.removal is not None:
+                per_head = context.reshape(*context.shape[:-1], site.num_heads, site.head_dim)  # [..., H, d]
+                period = self._rows.period if self._rows is not None else None
+                replacement = self.removal.replacement(site, per_head, period)
+            gated = gate_heads(context, gate, site.head_dim, replacement)
             if self._records is not None:
                 if not gated.requires_grad:
                     gated.requires_grad_()
                 self._records.append(GateRecord(site, context.detach(), gated))
             return (gated,)
-
-        return hook
-
-    def _row_gate(self, site: AttentionSite, shape: torch.Size) -> torch.Tensor:
-        """This site's row gates shaped to broadcast over W_o's input viewed as [..., heads, head_dim]."""
-        rows = self._rows[site.kind][:, site.layer].index_select(1, self._kept_index(site))  # [rows, heads]
-        if shape[site.batch_dim] != rows.shape[0]:
-            raise HeadSpecError(
-                f"{site.kind} layer {site.layer} got a batch of {shape[site.batch_dim]} examples "
-                f"but the row gates have {rows.shape[0]} rows; repeat the batch once per configuration"
-            )
-        view = [1] * (len(shape) - 1) + [rows.shape[1], 1]
-        view[site.batch_dim] = rows.shape[0]
-        return rows.reshape(view)
-
-    def _make_fairseq_hook(self, site: AttentionSite):
-        original = self._fairseq_skip[id(site.module)]
-
-        def hook(module: nn.Module, args: tuple) -> None:
-            module.skip_embed_dim_check = original or self._must_gate(site)
 
         return hook

@@ -12,25 +12,22 @@ query heads' context vectors (the input of W_o). On top of that:
 
 After pruning, the kept query heads of a layer may be spread unevenly over the kept KV groups
 (two heads of group 0, one of group 2). ``repeat_kv`` cannot express that, so such a layer
-routes its attention through ``UNEVEN_GQA``, a registered transformers attention function that
-gathers one key/value head per stored query head and then calls the model's own attention
-implementation (sdpa, eager, ...) with ``num_key_value_groups = 1``. Layers whose kept groups
-all keep the same number of query heads stay on the stock path with that number as
-``num_key_value_groups``. The KV cache always holds one entry per *kept KV group*.
+routes its attention through ``UNEVEN_GQA`` (sites.py, beside the Llama family's other
+adapters), a registered transformers attention function that gathers one key/value head per
+stored query head and then calls the model's own attention implementation (sdpa, eager, ...)
+with ``num_key_value_groups = 1``. Layers whose kept groups all keep the same number of query
+heads stay on the stock path with that number as ``num_key_value_groups``. The KV cache always
+holds one entry per *kept KV group*.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping, Sequence
 
 import torch
 from torch import nn
 
 from .sites import AttentionSite, HeadSpecError, attention_sites, resolve, sites_by_kind
-
-UNEVEN_GQA = "sixteen_heads_uneven_gqa"
-_KV_INDEX_ATTR = "_sixteen_heads_kv_index"
 
 
 def kv_group_heads(site: AttentionSite, group: int) -> list[int]:
@@ -89,65 +86,3 @@ def kv_group_order(model: nn.Module, scores: Mapping[str, torch.Tensor], kind: s
         ((layer, g) for layer in range(groups.shape[0]) for g in range(groups.shape[1])),
         key=lambda lg: float(groups[lg]),
     )
-
-
-# ---- routing query heads to key/value heads after pruning --------------------------------------
-class _RoutedConfig:
-    """A view of the model's config that differs only in the attention implementation, so one
-    layer uses ``implementation`` (``UNEVEN_GQA``, or kv.selective's) while the rest of the model
-    (and its masks) keep the model's own."""
-
-    def __init__(self, base, implementation: str = UNEVEN_GQA):
-        object.__setattr__(self, "_base", base)
-        object.__setattr__(self, "_implementation", implementation)
-
-    def __getattr__(self, name):
-        if name in ("_base", "_implementation"):
-            raise AttributeError(name)
-        return getattr(self._base, name)
-
-    @property
-    def _attn_implementation(self) -> str:
-        return self._implementation
-
-
-def _uneven_attention(module: nn.Module, query, key, value, attention_mask, **kwargs):
-    """Attention for a layer whose query heads are spread unevenly over its KV heads.
-
-    query ``[batch, n_query, q_len, head_dim]``; key, value ``[batch, n_kv, kv_len, head_dim]``.
-    """
-    index = getattr(module, _KV_INDEX_ATTR).to(key.device)
-    key, value = key.index_select(1, index), value.index_select(1, index)
-    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-
-    family_eager = sys.modules[type(module).__module__].eager_attention_forward
-    inner = ALL_ATTENTION_FUNCTIONS.get_interface(module.config._base._attn_implementation, family_eager)
-    return inner(module, query, key, value, attention_mask, **kwargs)
-
-
-def _register() -> None:
-    from transformers import AttentionInterface
-    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-
-    if UNEVEN_GQA not in ALL_ATTENTION_FUNCTIONS:
-        AttentionInterface.register(UNEVEN_GQA, _uneven_attention)
-
-
-def route_query_heads(site: AttentionSite) -> None:
-    """Point each stored query head of a (pruned) GQA layer at its stored key/value head."""
-    module, heads, groups = site.module, site.heads, site.kv_groups
-    per_group = {sum(site.kv_group(h) == g for h in heads) for g in groups}
-    if len(per_group) <= 1:  # even (or empty): repeat_kv with that count is exact
-        module.num_key_value_groups = per_group.pop() if per_group else site.group_size
-        if isinstance(module.config, _RoutedConfig):
-            module.config = module.config._base
-        if hasattr(module, _KV_INDEX_ATTR):
-            delattr(module, _KV_INDEX_ATTR)
-        return
-    _register()
-    position = {g: i for i, g in enumerate(groups)}
-    device = site.query.weight.device
-    setattr(module, _KV_INDEX_ATTR, torch.tensor([position[site.kv_group(h)] for h in heads], device=device))
-    module.num_key_value_groups = 1
-    if not isinstance(module.config, _RoutedConfig):
-        module.config = _RoutedConfig(module.config)

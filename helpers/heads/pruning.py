@@ -34,8 +34,8 @@ from ..base.atomic import atomic_path
 from ..base.denormals import zero_denormals_
 from ..base.fairseq_compat import import_fairseq
 from .gates import HeadSpec
-from .grouped_query import kv_groups_to_heads, route_query_heads
-from .sites import AttentionSite, HeadSpecError, attention_sites, check_head, family_of, mark_heads, resolve
+from .grouped_query import kv_groups_to_heads
+from .sites import FAMILIES, AttentionSite, HeadSpecError, attention_sites, check_head, family_of, mark_heads, resolve
 
 PRUNED_HEADS_FILE = "pruned_heads.json"
 
@@ -135,9 +135,10 @@ def _remove(site: AttentionSite, remove: set[int]) -> None:
         _keep_outputs(site.value, kv_rows)
     _keep_inputs(site.output, q_rows)
     mark_heads(site.module, keep, total)
-    _SET_HEAD_COUNT[site.family](site, len(keep), d)
-    if not keep:
-        site.module.forward = types.MethodType(_EMPTY_FORWARD[site.family], site.module)
+    family = FAMILIES[site.family]
+    family.set_head_count(site, len(keep), d)
+    if not keep:  # rebinds the block's forward (an instance attribute): only W_o's bias is left
+        site.module.forward = types.MethodType(family.empty_forward, site.module)
 
 
 def _head_rows(positions: list[int], head_dim: int, device: torch.device) -> torch.Tensor:
@@ -170,106 +171,6 @@ def _keep_inputs(proj: nn.Module, idx: torch.Tensor) -> None:
         proj.in_features = len(idx)
     else:
         proj.nx = len(idx)
-
-
-# ---- what each family's block records as its head count ------------------------------------
-def _count_bert(site, n, d):
-    site.module.num_attention_heads, site.module.all_head_size = n, n * d
-
-
-def _count_distilbert(site, n, d):
-    site.module.n_heads = n
-
-
-def _count_bart(site, n, d):
-    site.module.num_heads = n
-
-
-def _count_gpt2(site, n, d):
-    # GPT-2 splits c_attn's output into query, key and value of split_size each.
-    site.module.num_heads, site.module.split_size = n, n * d
-
-
-def _count_llama(site, n, d):
-    route_query_heads(site)
-
-
-def _count_fairseq(site, n, d):
-    # fairseq reads embed_dim in its reshapes; its fused kernel assumes the full width.
-    m = site.module
-    m.num_heads, m.embed_dim = n, n * d
-    m._set_skip_embed_dim_check()
-
-
-_SET_HEAD_COUNT = {
-    "bert": _count_bert,
-    "distilbert": _count_distilbert,
-    "bart": _count_bart,
-    "gpt2": _count_gpt2,
-    "llama": _count_llama,
-    "fairseq": _count_fairseq,
-}
-
-
-# ---- forwards of a block with no head left: only W_o's bias reaches the residual stream ----
-PHANTOM_WIDTH = 1  # the head width of an emptied layer's cache entry
-
-
-def _phantom_cache_entry(cache, hidden_states: torch.Tensor, layer_idx: int) -> None:
-    """Keep a decoder cache's length right when a layer has no head left: transformers reads a
-    layer's key length to place new positions, so cache one all-zero head of width 1 that nothing
-    attends with (2 numbers per token for keys and values: ``kv.cache.kv_bytes`` counts them)."""
-    from transformers.cache_utils import EncoderDecoderCache
-
-    if isinstance(cache, EncoderDecoderCache):
-        cache = cache.self_attention_cache
-    b, t = hidden_states.shape[:2]
-    phantom = hidden_states.new_zeros(b, 1, t, PHANTOM_WIDTH)
-    cache.update(phantom, phantom, layer_idx)
-
-
-def _empty_bert(self, hidden_states, *args, **kwargs):
-    # BertSelfAttention returns the concatenated heads; BertSelfOutput applies W_o after it.
-    return hidden_states.new_zeros(*hidden_states.shape[:-1], 0), None
-
-
-def _empty_distilbert(self, hidden_states, *args, **kwargs):
-    return self.out_lin(hidden_states.new_zeros(*hidden_states.shape[:-1], 0)), None
-
-
-def _empty_bart(self, hidden_states, key_value_states=None, past_key_values=None, attention_mask=None, **kwargs):
-    if past_key_values is not None and key_value_states is None:
-        _phantom_cache_entry(past_key_values, hidden_states, self.layer_idx)
-    return self.out_proj(hidden_states.new_zeros(*hidden_states.shape[:-1], 0)), None
-
-
-def _empty_gpt2(self, hidden_states, past_key_values=None, *args, **kwargs):
-    if past_key_values is not None:
-        _phantom_cache_entry(past_key_values, hidden_states, self.layer_idx)
-    # Conv1D cannot take a 0-wide input; with no head left it would return its bias, as here.
-    out = hidden_states.new_zeros(*hidden_states.shape[:-1], self.c_proj.nf) + self.c_proj.bias
-    return self.resid_dropout(out), None
-
-
-def _empty_llama(self, hidden_states, position_embeddings=None, attention_mask=None, past_key_values=None, **kwargs):
-    if past_key_values is not None:
-        _phantom_cache_entry(past_key_values, hidden_states, self.layer_idx)
-    return self.o_proj(hidden_states.new_zeros(*hidden_states.shape[:-1], 0)), None
-
-
-def _empty_fairseq(self, query, key=None, value=None, *args, **kwargs):
-    t, b = query.shape[:2]
-    return self.out_proj(query.new_zeros(t, b, 0)), None
-
-
-_EMPTY_FORWARD = {
-    "bert": _empty_bert,
-    "distilbert": _empty_distilbert,
-    "bart": _empty_bart,
-    "gpt2": _empty_gpt2,
-    "llama": _empty_llama,
-    "fairseq": _empty_fairseq,
-}
 
 
 # ---- saving and loading a pruned model --------------------------------------------------------

@@ -75,8 +75,7 @@ def entries_after(model: nn.Module, removed: Sequence[tuple[str, int, int]] = ()
     """``kv.cache.layer_entries`` of ``model`` with query heads ``removed`` (``(kind, layer, head)``),
     without pruning a copy: per layer, the KV groups that keep a query head and the head size, or
     the phantom entry ``(1, PHANTOM_WIDTH)`` of a layer left with none."""
-    from ..heads.pruning import PHANTOM_WIDTH
-    from ..heads.sites import attention_sites
+    from ..heads.sites import PHANTOM_WIDTH, attention_sites
 
     gone = {(layer, head) for _, layer, head in removed}
     out = []

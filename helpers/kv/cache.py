@@ -4,7 +4,7 @@ from the cache tensors a forward pass or ``generate`` leaves.
 Under grouped-query attention a layer caches one key and one value vector per *kept KV group*
 (``AttentionSite.kv_groups``), whatever number of query heads reads it: pruning query heads
 saves no cache until a group loses its last head. A layer with no head left caches one phantom
-entry of width 1 (``pruning.PHANTOM_WIDTH``), which keeps positions right. A sliding-window layer
+entry of width 1 (``sites.PHANTOM_WIDTH``), which keeps positions right. A sliding-window layer
 (Mistral, Gemma 3's local layers) keeps at most ``sliding_window - 1`` past positions.
 
     per_token = kv_bytes_per_token(model)                      # bytes per position, whole batch of 1
@@ -23,8 +23,7 @@ import torch
 from torch import nn
 
 from ..base import ledger
-from ..heads.pruning import PHANTOM_WIDTH
-from ..heads.sites import attention_sites
+from ..heads.sites import PHANTOM_WIDTH, attention_sites
 
 
 def _element_bytes(model: nn.Module, dtype: torch.dtype | None) -> int:

@@ -33,8 +33,7 @@ import torch
 from torch import nn
 from transformers.cache_utils import Cache, DynamicLayer
 
-from ..heads.grouped_query import _RoutedConfig
-from ..heads.sites import UnsupportedModelError, attention_sites
+from ..heads.sites import RoutedConfig, UnsupportedModelError, attention_sites
 
 SELECTIVE = "sixteen_heads_selective"
 MASKED = "sixteen_heads_masked"
@@ -260,7 +259,7 @@ def _self_sites(model: nn.Module):
             f"states from its cache; got {type(model).__name__}"
         )
     for site in sites:
-        if isinstance(site.module.config, _RoutedConfig):
+        if isinstance(site.module.config, RoutedConfig):
             raise UnsupportedModelError(
                 f"layer {site.layer} spreads its query heads unevenly over its KV heads "
                 "(pruned): selective caches need every kept KV head to keep its group whole"
@@ -276,12 +275,12 @@ def _routed(model: nn.Module, name: str, attributes: Mapping[int, object], attr:
     sites = _self_sites(model)
     try:
         for site in sites:
-            site.module.config = _RoutedConfig(site.module.config, name)
+            site.module.config = RoutedConfig(site.module.config, name)
             setattr(site.module, attr, attributes[site.layer])
         yield model
     finally:
         for site in sites:
-            if isinstance(site.module.config, _RoutedConfig):
+            if isinstance(site.module.config, RoutedConfig):
                 site.module.config = site.module.config._base
             if hasattr(site.module, attr):
                 delattr(site.module, attr)

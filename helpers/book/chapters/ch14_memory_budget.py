@@ -113,7 +113,7 @@ def _groups(model: nn.Module) -> list[tuple[int, int]]:
 
 def kept_within(model: nn.Module, order: Sequence[tuple[int, int]], budget: float, layout: Layout) -> int:
     """The most KV groups (the last of ``order``) whose cache fits ``budget`` (+``FIT``): a layer
-    left with no group still caches a phantom entry (``pruning.PHANTOM_WIDTH``)."""
+    left with no group still caches a phantom entry (``sites.PHANTOM_WIDTH``)."""
     n = len(order)
     for kept in range(math.floor(budget * n + 1e-9), -1, -1):
         c = Config(REMOVED, "", budget, heads_of_groups(model, order[: n - kept]))

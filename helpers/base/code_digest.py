@@ -21,9 +21,9 @@ import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 
-LOGGING_CALLS = frozenset({"print", "log", "log_line", "say"})
-LOGGING_METHODS = frozenset({("tqdm", "write"), ("stderr", "write"), ("stdout", "write")})
-LOGGER_NAMES = frozenset({"logger", "logging", "log"})
+_LOGGING_CALLS = frozenset({"print", "log", "log_line", "say"})
+_LOGGING_METHODS = frozenset({("tqdm", "write"), ("stderr", "write"), ("stdout", "write")})
+_LOGGER_NAMES = frozenset({"logger", "logging", "log"})
 
 
 def _is_logging_call(node: ast.AST) -> bool:
@@ -31,13 +31,13 @@ def _is_logging_call(node: ast.AST) -> bool:
         return False
     func = node.func
     if isinstance(func, ast.Name):
-        return func.id in LOGGING_CALLS
+        return func.id in _LOGGING_CALLS
     if isinstance(func, ast.Attribute):
         owner = func.value
         owner_name = (
             owner.id if isinstance(owner, ast.Name) else owner.attr if isinstance(owner, ast.Attribute) else ""
         )
-        return (owner_name, func.attr) in LOGGING_METHODS or owner_name in LOGGER_NAMES
+        return (owner_name, func.attr) in _LOGGING_METHODS or owner_name in _LOGGER_NAMES
     return False
 
 
@@ -66,7 +66,7 @@ class _WithoutProse(ast.NodeTransformer):
             return True
         if isinstance(statement, ast.Expr) and _is_logging_call(statement.value):
             return True
-        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) and statement.name in LOGGING_CALLS:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) and statement.name in _LOGGING_CALLS:
             return True
         return (
             isinstance(statement, ast.If)

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable
 import torch
 from torch import nn
 
-KEEP_ENV = "SIXTEEN_HEADS_KEEP_DENORMALS"
+_KEEP_ENV = "SIXTEEN_HEADS_KEEP_DENORMALS"
 _ELEMENTS_PER_THREAD = 1 << 17  # above torch's grain size (32,768), so an elementwise op reaches every thread
 
 
@@ -45,7 +45,7 @@ def flush_denormals() -> bool:
     worker threads, for them; warn when a worker thread still computes denormals. Returns
     whether every thread flushes (False also where the CPU has no such mode, or where
     ``$SIXTEEN_HEADS_KEEP_DENORMALS`` is set to 1)."""
-    if os.environ.get(KEEP_ENV) == "1":
+    if os.environ.get(_KEEP_ENV) == "1":
         return False
     if not torch.set_flush_denormal(True):  # a CPU without FTZ/DAZ (not x86 with SSE3): nothing to do
         return False
@@ -129,7 +129,7 @@ def timed(run: Callable[[], object], flush: bool, repeats: int = 5) -> float:
             run()
             times.append(time.perf_counter() - start)
     finally:
-        torch.set_flush_denormal(os.environ.get(KEEP_ENV) != "1")
+        torch.set_flush_denormal(os.environ.get(_KEEP_ENV) != "1")
         torch.set_num_threads(threads)
     return statistics.median(times)
 
@@ -140,7 +140,7 @@ def matmul_penalty(size: int = 512, repeats: int = 5, seed: int = 0) -> dict[str
     flush-to-zero off, seconds with it on)}``."""
     g = torch.Generator().manual_seed(seed)
     a, b = torch.randn(size, size, generator=g), torch.randn(size, size, generator=g)
-    small = denormals_like(a, g)
+    small = _denormals_like(a, g)
     return {
         name: (
             timed(lambda x=x: x @ b, flush=False, repeats=repeats),
@@ -167,12 +167,12 @@ def plant_denormals_(model: nn.Module, share: float, seed: int = 0) -> int:
     planted = 0
     for p in weights:
         chosen = (p.abs() <= threshold) & (p != 0)
-        p.copy_(torch.where(chosen, denormals_like(p.detach().float(), g).to(p.dtype), p))
+        p.copy_(torch.where(chosen, _denormals_like(p.detach().float(), g).to(p.dtype), p))
         planted += int(chosen.sum())
     return planted
 
 
-def denormals_like(x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+def _denormals_like(x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
     """A float32 tensor of ``x``'s shape and signs whose every value is denormal, made from bit
     patterns (zero exponent, random nonzero mantissa): arithmetic would not do, because under
     flush-to-zero a product that lands in the denormal range is written as zero."""

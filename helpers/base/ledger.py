@@ -6,7 +6,7 @@ an importance estimate, gate training, a timing run) open an ``entry``:
     with ledger.entry("decoding", "one-head sweep", model, examples=200, configs=145) as e:
         ...                       # compute; e.computed(k) when only k configurations were new
 
-and when the block ends, every listener receives one ``Entry``: its category (``CATEGORIES``),
+and when the block ends, every listener receives one ``_Entry``: its category (``CATEGORIES``),
 what it was, the model's name (``name_model``; else its class), the examples and configurations
 it covered, how many configurations it computed (the rest were read from a cache), its seconds,
 and its own seconds (less the entries nested in it, so that shares by category add up to the
@@ -32,12 +32,12 @@ CONTAINER = "container"  # an entry that only groups others (a pruning curve's s
 ENV = "SIXTEEN_HEADS_LEDGER"
 
 _names: weakref.WeakKeyDictionary[nn.Module, str] = weakref.WeakKeyDictionary()
-_listeners: list[Callable[[Entry], None]] = []
-_open: list[Entry] = []
+_listeners: list[Callable[[_Entry], None]] = []
+_open: list[_Entry] = []
 
 
 @dataclass
-class Entry:
+class _Entry:
     """One timed block: ``seconds`` in all, ``own_seconds`` outside the entries nested in it;
     ``computed``: the configurations it computed (``configs`` minus those read from a cache)."""
 
@@ -77,12 +77,12 @@ def model_name(model: nn.Module | str | None) -> str:
 @contextmanager
 def entry(
     category: str, what: str, model: nn.Module | str | None = None, examples: int = 0, configs: int = 1
-) -> Iterator[Entry]:
-    """Time the block inside as one ``Entry`` (see the module docstring); ``category`` is one of
+) -> Iterator[_Entry]:
+    """Time the block inside as one ``_Entry`` (see the module docstring); ``category`` is one of
     ``CATEGORIES`` or ``CONTAINER``."""
     if category not in (*CATEGORIES, CONTAINER):
         raise ValueError(f"unknown ledger category {category!r}; use one of {(*CATEGORIES, CONTAINER)}")
-    e = Entry(category, what, model_name(model), int(examples), int(configs), int(configs), len(_open))
+    e = _Entry(category, what, model_name(model), int(examples), int(configs), int(configs), len(_open))
     _open.append(e)
     start = time.perf_counter()
     try:
@@ -96,13 +96,13 @@ def entry(
         _publish(e)
 
 
-def listen(callback: Callable[[Entry], None]) -> Callable[[], None]:
+def listen(callback: Callable[[_Entry], None]) -> Callable[[], None]:
     """Call ``callback(entry)`` for every finished entry; returns a function that stops it."""
     _listeners.append(callback)
     return lambda: _listeners.remove(callback) if callback in _listeners else None
 
 
-def _publish(e: Entry) -> None:
+def _publish(e: _Entry) -> None:
     for callback in list(_listeners):
         callback(e)
     path = os.environ.get(ENV)

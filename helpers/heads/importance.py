@@ -29,13 +29,13 @@ from ..base import ledger
 from .gates import HeadGates
 from .sites import layout
 
-LossFn = Callable[[nn.Module, Any], torch.Tensor]
+_LossFn = Callable[[nn.Module, Any], torch.Tensor]
 
 
 def head_importance(
     model: nn.Module,
     batches: Iterable[Any],
-    loss_fn: LossFn,
+    loss_fn: _LossFn,
     *,
     normalize: str | None = "layer",
     abs_per: str = "example",
@@ -93,7 +93,7 @@ def head_importance(
 
 
 def importance_terms(
-    model: nn.Module, batches: Iterable[Any], loss_fn: LossFn, *, abs_per: str = "example", progress: bool = True
+    model: nn.Module, batches: Iterable[Any], loss_fn: _LossFn, *, abs_per: str = "example", progress: bool = True
 ) -> dict[str, torch.Tensor]:
     """The terms ``head_importance`` averages, one per example: ``{kind: [examples, n_layers,
     n_heads]}`` (float64, CPU), |dL(x)/d xi_h| per example x (``abs_per`` as there). Their mean
@@ -146,7 +146,7 @@ def from_terms(
 
 
 def _accumulate(
-    model, gates: HeadGates, batch, loss_fn: LossFn, abs_per: str, totals, per_example: bool = False
+    model, gates: HeadGates, batch, loss_fn: _LossFn, abs_per: str, totals, per_example: bool = False
 ) -> int:
     """One forward + backward on ``batch``; adds per-head sums into ``totals`` (with
     ``per_example``: appends each site's ``(layer, heads, [batch, heads] terms)`` to

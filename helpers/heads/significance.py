@@ -69,7 +69,7 @@ class Bootstrap:
 
 
 @dataclass(frozen=True)
-class PairedResult:
+class _PairedResult:
     delta: float  # score(b) - score(a) on the full set
     p_value: float
     significant: bool
@@ -136,7 +136,7 @@ def paired_bootstrap(
     indices: np.ndarray | None = None,
     alpha: float = 0.01,
     resampled_a: np.ndarray | None = None,
-) -> PairedResult:
+) -> _PairedResult:
     """Is system b's score different from system a's? ``stats_*``: [N, k] per-example statistics.
     ``resampled_a``: system a's summed statistics in each resample of ``indices`` (``resampled_sums``),
     when many systems b are compared with one a (a sweep), so that they are summed once."""
@@ -148,14 +148,14 @@ def paired_bootstrap(
     indices = resample_indices(len(stats_a)) if indices is None else indices
     delta = score(stats_b.sum(0)) - score(stats_a.sum(0))
     if delta == 0 and np.array_equal(stats_a, stats_b):
-        return PairedResult(0.0, 1.0, False)  # the same outputs on every example: no difference in any resample
+        return _PairedResult(0.0, 1.0, False)  # the same outputs on every example: no difference in any resample
     sums_a = resampled_sums(stats_a, indices) if resampled_a is None else resampled_a
     deltas = score_rows(score, resampled_sums(stats_b, indices)) - score_rows(score, sums_a)
     low, high = np.quantile(deltas, [alpha, 1 - alpha])
     if delta == 0:
-        return PairedResult(0.0, 1.0, False, float(low), float(high))
+        return _PairedResult(0.0, 1.0, False, float(low), float(high))
     p = float(np.mean(np.sign(deltas) != np.sign(delta)))
-    return PairedResult(float(delta), p, p < alpha, float(low), float(high))
+    return _PairedResult(float(delta), p, p < alpha, float(low), float(high))
 
 
 def resampled_sums(stats: np.ndarray, indices: np.ndarray) -> np.ndarray:
@@ -165,11 +165,11 @@ def resampled_sums(stats: np.ndarray, indices: np.ndarray) -> np.ndarray:
     stats = np.asarray(stats, dtype=np.float64)
     stats = stats if stats.ndim == 2 else stats[:, None]
     if np.array_equal(stats, np.round(stats)) and np.abs(stats).max(initial=0) * stats.shape[0] < 2**52:
-        return draw_counts(indices, stats.shape[0]) @ stats
+        return _draw_counts(indices, stats.shape[0]) @ stats
     return stats[indices].sum(1)
 
 
-def draw_counts(indices: np.ndarray, n: int) -> np.ndarray:
+def _draw_counts(indices: np.ndarray, n: int) -> np.ndarray:
     """[R, n]: how many times each resample of ``indices`` [R, N] draws each example."""
     rows = len(indices)
     return (
@@ -180,9 +180,9 @@ def draw_counts(indices: np.ndarray, n: int) -> np.ndarray:
 
 
 def score_rows(score: Scorer, sums: np.ndarray) -> np.ndarray:
-    """``score`` of each row of ``sums`` [R, k]: by its array form where it has one (``ARRAY_FORMS``,
+    """``score`` of each row of ``sums`` [R, k]: by its array form where it has one (``_ARRAY_FORMS``,
     the same arithmetic on every row, so the same floats), else row by row."""
-    whole = ARRAY_FORMS.get(score)
+    whole = _ARRAY_FORMS.get(score)
     return whole(sums) if whole is not None else np.array([score(row) for row in sums])
 
 
@@ -235,7 +235,7 @@ METRIC_STATS: dict[str, tuple[Callable[[Sequence[int], Sequence[int]], np.ndarra
 
 # scores whose arithmetic is one division, written for rows [R, k] of sums: each row gets the
 # float its scalar form gives (tests/test_significance.py)
-ARRAY_FORMS: dict[Scorer, Callable[[np.ndarray], np.ndarray]] = {
+_ARRAY_FORMS: dict[Scorer, Callable[[np.ndarray], np.ndarray]] = {
     log_likelihood: lambda sums: -(sums[:, 0] / sums[:, 1]),
     accuracy_from_stats: lambda sums: sums[:, 0] / sums[:, 1],
 }

@@ -38,19 +38,19 @@ ENCODER_ONLY_KINDS = ("self",)
 SEQ2SEQ_KINDS = ("enc_self", "enc_dec", "dec_self")
 
 # model_type values (transformers' config.model_type) of the families tested in tests/.
-BERT_LIKE_TYPES = ("bert", "roberta", "electra", "xlm-roberta")
-DISTILBERT_TYPES = ("distilbert",)
-BART_LIKE_TYPES = ("bart", "marian")
-GPT2_TYPES = ("gpt2",)
-LLAMA_LIKE_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma3_text")
+_BERT_LIKE_TYPES = ("bert", "roberta", "electra", "xlm-roberta")
+_DISTILBERT_TYPES = ("distilbert",)
+_BART_LIKE_TYPES = ("bart", "marian")
+_GPT2_TYPES = ("gpt2",)
+_LLAMA_LIKE_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma3_text")
 
 SUPPORTED_FAMILIES = (
     "transformers BERT-like encoders (model_type in "
-    + ", ".join(BERT_LIKE_TYPES + DISTILBERT_TYPES)
+    + ", ".join(_BERT_LIKE_TYPES + _DISTILBERT_TYPES)
     + "; MiniLM checkpoints are model_type 'bert'), "
-    "transformers encoder-decoders (model_type in " + ", ".join(BART_LIKE_TYPES) + "), "
+    "transformers encoder-decoders (model_type in " + ", ".join(_BART_LIKE_TYPES) + "), "
     "transformers decoder-only LMs (model_type in "
-    + ", ".join(GPT2_TYPES + LLAMA_LIKE_TYPES)
+    + ", ".join(_GPT2_TYPES + _LLAMA_LIKE_TYPES)
     + "; grouped-query attention included), "
     "and fairseq's TransformerModel (fairseq.models.transformer)"
 )
@@ -157,7 +157,7 @@ def attention_sites(model: nn.Module) -> list[AttentionSite]:
         UnsupportedModelError: the model is not in one of the supported families.
     """
     order = {k: i for i, k in enumerate(ENCODER_ONLY_KINDS + SEQ2SEQ_KINDS)}
-    return sorted(family_entry(model).find(model), key=lambda s: (order[s.kind], s.layer))
+    return sorted(_family_entry(model).find(model), key=lambda s: (order[s.kind], s.layer))
 
 
 def family_of(model: nn.Module) -> str:
@@ -353,7 +353,7 @@ def _is_fairseq_transformer(model: nn.Module) -> bool:
     return isinstance(model, TransformerModelBase)
 
 
-def family_entry(model: nn.Module) -> Family:
+def _family_entry(model: nn.Module) -> Family:
     """The ``FAMILIES`` entry of ``model``'s family; ``UnsupportedModelError`` outside them."""
     return FAMILIES[_family_name(model)]
 
@@ -363,20 +363,20 @@ def _family_name(model: nn.Module) -> str:
         return "fairseq"
     config = getattr(model, "config", None)
     model_type = getattr(config, "model_type", None)
-    if model_type in BERT_LIKE_TYPES and not getattr(config, "is_decoder", False):
+    if model_type in _BERT_LIKE_TYPES and not getattr(config, "is_decoder", False):
         return "bert"
-    if model_type in DISTILBERT_TYPES:
+    if model_type in _DISTILBERT_TYPES:
         return "distilbert"
-    if model_type in BART_LIKE_TYPES:
+    if model_type in _BART_LIKE_TYPES:
         return "bart"
-    if model_type in GPT2_TYPES:
+    if model_type in _GPT2_TYPES:
         if getattr(config, "add_cross_attention", False):
             raise UnsupportedModelError(
                 "GPT-2 with cross-attention (add_cross_attention=True) is not supported; "
                 f"helpers supports {SUPPORTED_FAMILIES}."
             )
         return "gpt2"
-    if model_type in LLAMA_LIKE_TYPES:
+    if model_type in _LLAMA_LIKE_TYPES:
         return "llama"
     raise UnsupportedModelError(
         f"{type(model).__name__} (model_type={model_type!r}) is not supported. helpers supports {SUPPORTED_FAMILIES}."
@@ -401,7 +401,7 @@ def _count_gpt2(site, n, d):
 
 
 def _count_llama(site, n, d):
-    route_query_heads(site)  # uneven groups need their own routing to stay exact
+    _route_query_heads(site)  # uneven groups need their own routing to stay exact
 
 
 def _count_fairseq(site, n, d):
@@ -522,7 +522,7 @@ def _register() -> None:
         AttentionInterface.register(UNEVEN_GQA, _uneven_attention)
 
 
-def route_query_heads(site: AttentionSite) -> None:
+def _route_query_heads(site: AttentionSite) -> None:
     """Point each stored query head of a (pruned) GQA layer at its stored key/value head."""
     module, heads, groups = site.module, site.heads, site.kv_groups
     per_group = {sum(site.kv_group(h) == g for h in heads) for g in groups}

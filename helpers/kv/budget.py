@@ -112,7 +112,7 @@ def bytes_after(
         elif spec.kind == "fp8":
             total += 2 * heads * dim * positions * batch + 2 * 4  # one float32 scale for keys, one for values
         else:
-            quantized, residual = quanto_split(positions, prompt, spec.residual)
+            quantized, residual = _quanto_split(positions, prompt, spec.residual)
             total += 2 * (
                 _quanto_bytes(batch * heads * quantized, spec.bits, dim, element)
                 + batch * heads * residual * dim * element
@@ -120,7 +120,7 @@ def bytes_after(
     return total
 
 
-def quanto_split(positions: int, prompt: int, residual: int) -> tuple[int, int]:
+def _quanto_split(positions: int, prompt: int, residual: int) -> tuple[int, int]:
     """(quantized, full-precision residual) positions of a quanto cache after ``positions``: the
     prompt is quantized at once; the residual empties into the quantized part when it reaches
     ``residual`` (``QuantizedLayer.update``)."""
@@ -154,7 +154,7 @@ def _policies(model: nn.Module, spec: CacheSpec):
     return [[HeavyHitters(spec.budget, spec.recent)] * h for h in heads]
 
 
-def make_cache(model: nn.Module, spec: CacheSpec):
+def _make_cache(model: nn.Module, spec: CacheSpec):
     """An empty cache object for ``spec``."""
     if spec.kind == "plain":
         return DynamicCache()
@@ -175,7 +175,7 @@ def real_run(model: nn.Module, input_ids: torch.Tensor, prompt: int, spec: Cache
     rest one position at a time through ``spec``'s real cache. Returns the last hidden states of
     the positions after the prompt ``[batch, T - prompt, hidden]`` and the most bytes the cache
     held between positions (``stored_bytes``)."""
-    cache = make_cache(model, spec)
+    cache = _make_cache(model, spec)
     out, peak = [], 0
     with _context(model, spec, cache):
         model.base_model(input_ids=input_ids[:, :prompt], past_key_values=cache, use_cache=True)
@@ -221,7 +221,7 @@ def fast_run(model: nn.Module, input_ids: torch.Tensor, prompt_cache: DynamicCac
             return model.base_model(input_ids=rest, past_key_values=_copy(prompt_cache), use_cache=True)[0]
     if spec.kind == "evict":
         return real_run(model, input_ids, prompt, spec)[0]
-    cache = prefilled(make_cache(model, spec), prompt_states(prompt_cache))
+    cache = prefilled(_make_cache(model, spec), prompt_states(prompt_cache))
     return cached_chunks(model, rest, cache, spec.residual if spec.kind == "quanto" else rest.shape[1])
 
 

@@ -31,7 +31,7 @@ def _element_bytes(model: nn.Module, dtype: torch.dtype | None) -> int:
     return torch.empty((), dtype=dtype).element_size()
 
 
-def layer_windows(config) -> list[int | None]:
+def _layer_windows(config) -> list[int | None]:
     """Per decoder layer, the sliding window (positions) or None for full attention: from
     ``config.layer_types`` where the family has it (Gemma 3, Qwen3), else every layer slides when
     ``config.sliding_window`` is set (Mistral)."""
@@ -59,7 +59,7 @@ def kv_bytes(model: nn.Module, tokens: int, batch: int = 1, dtype: torch.dtype |
     of every layer's cached heads (``layer_entries``), a sliding layer capped at its window - 1,
     in ``dtype`` (default: the model's)."""
     size = _element_bytes(model, dtype)
-    windows = layer_windows(model.config)
+    windows = _layer_windows(model.config)
     total = 0
     for (heads, width), window in zip(layer_entries(model), windows, strict=True):
         kept = tokens if window is None else min(tokens, window - 1)

@@ -28,9 +28,9 @@ import torch
 from torch import nn
 from transformers.cache_utils import BaseQuantizedLayer, Cache, DynamicCache, DynamicLayer
 
-QUANTO_BITS = (2, 4)
+_QUANTO_BITS = (2, 4)
 FP8_BITS = 8
-BACKEND_PIN = "optimum-quanto==0.2.7"
+_BACKEND_PIN = "optimum-quanto==0.2.7"
 
 
 def quantized_cache(model: nn.Module, bits: int, residual_length: int = 32, q_group_size: int | None = None) -> Cache:
@@ -45,7 +45,7 @@ def quantized_cache(model: nn.Module, bits: int, residual_length: int = 32, q_gr
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     if bits == FP8_BITS:
         cache = QuantizedCache("fp8", config)
-    elif bits in QUANTO_BITS:
+    elif bits in _QUANTO_BITS:
         _require_quanto()
         cache = QuantizedCache(
             "quanto",
@@ -69,7 +69,7 @@ def _require_quanto() -> None:
 
     if importlib.util.find_spec("optimum.quanto") is None:
         raise ImportError(
-            f"the 2- and 4-bit KV caches use the quanto backend: `pip install {BACKEND_PIN}` "
+            f"the 2- and 4-bit KV caches use the quanto backend: `pip install {_BACKEND_PIN}` "
             "(`make setup` installs it)"
         )
 
@@ -136,7 +136,7 @@ def tensor_bytes(t) -> int:
     raise TypeError(f"cannot count the bytes of a {type(t).__name__}")
 
 
-def layer_bytes(layer) -> int:
+def _layer_bytes(layer) -> int:
     """Bytes one cache layer holds: a selective layer's kept entries (and scores), a quantized
     layer's codes, scales and zero points and its full-precision residual, a plain layer's keys
     and values."""
@@ -149,5 +149,5 @@ def layer_bytes(layer) -> int:
 
 
 def stored_bytes(cache: Cache) -> int:
-    """Bytes every layer of ``cache`` holds (``layer_bytes``)."""
-    return sum(layer_bytes(layer) for layer in cache.layers)
+    """Bytes every layer of ``cache`` holds (``_layer_bytes``)."""
+    return sum(_layer_bytes(layer) for layer in cache.layers)

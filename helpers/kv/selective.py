@@ -35,11 +35,11 @@ from transformers.cache_utils import Cache, DynamicLayer
 
 from ..heads.sites import RoutedConfig, UnsupportedModelError, attention_sites
 
-SELECTIVE = "sixteen_heads_selective"
-MASKED = "sixteen_heads_masked"
+_SELECTIVE = "sixteen_heads_selective"
+_MASKED = "sixteen_heads_masked"
 _LAYER_ATTR = "_sixteen_heads_kv_layer"
 _VISIBLE_ATTR = "_sixteen_heads_visible"
-SCORE_DTYPE = torch.float32  # heavy hitters' accumulated attention, one number per kept entry
+_SCORE_DTYPE = torch.float32  # heavy hitters' accumulated attention, one number per kept entry
 
 
 # ---- what each KV head keeps ------------------------------------------------------------------
@@ -82,7 +82,7 @@ class HeavyHitters:
         return min(entries, self.budget)
 
 
-Policy = KeepAll | SinkWindow | HeavyHitters
+_Policy = KeepAll | SinkWindow | HeavyHitters
 
 
 @dataclass
@@ -92,7 +92,7 @@ class HeadGroup:
     hitters the attention each entry has received ``[batch, len(heads), entries]``."""
 
     heads: list[int]
-    policy: Policy
+    policy: _Policy
     keys: torch.Tensor | None = None
     values: torch.Tensor | None = None
     scores: torch.Tensor | None = None
@@ -102,7 +102,7 @@ class HeadGroup:
         self.keys = k if self.keys is None else torch.cat([self.keys, k], 2)
         self.values = v if self.values is None else torch.cat([self.values, v], 2)
         if isinstance(self.policy, HeavyHitters):
-            fresh = torch.zeros(k.shape[:3], dtype=SCORE_DTYPE, device=k.device)
+            fresh = torch.zeros(k.shape[:3], dtype=_SCORE_DTYPE, device=k.device)
             self.scores = fresh if self.scores is None else torch.cat([self.scores, fresh], 2)
 
     def observe(self, probs: torch.Tensor, group_size: int) -> None:
@@ -141,13 +141,13 @@ def _rows(states: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return states.reshape(b * h * n, d).index_select(0, flat).view(b, h, index.shape[-1], d)
 
 
-class SelectiveLayer(DynamicLayer):
+class _SelectiveLayer(DynamicLayer):
     """One decoder layer's cache: its KV heads in ``HeadGroup``s by policy. ``update`` only
     stores; ``selective_attention``'s attention function reads the groups, then ``trim``s them."""
 
-    def __init__(self, policies: Sequence[Policy]):
+    def __init__(self, policies: Sequence[_Policy]):
         super().__init__()
-        by_policy: dict[Policy, list[int]] = {}
+        by_policy: dict[_Policy, list[int]] = {}
         for head, policy in enumerate(policies):
             by_policy.setdefault(policy, []).append(head)
         self.groups = [HeadGroup(heads, policy) for policy, heads in by_policy.items()]
@@ -178,10 +178,10 @@ class SelectiveLayer(DynamicLayer):
 
 
 class SelectiveCache(Cache):
-    """A cache of ``SelectiveLayer``s: ``policies[layer]`` lists one policy per KV head."""
+    """A cache of ``_SelectiveLayer``s: ``policies[layer]`` lists one policy per KV head."""
 
-    def __init__(self, policies: Sequence[Sequence[Policy]]):
-        super().__init__(layers=[SelectiveLayer(p) for p in policies])
+    def __init__(self, policies: Sequence[Sequence[_Policy]]):
+        super().__init__(layers=[_SelectiveLayer(p) for p in policies])
 
 
 # ---- attention over what each head keeps ------------------------------------------------------
@@ -212,7 +212,7 @@ def _selective_attention(
 ):
     """query ``[batch, n_query, q_len, head_dim]``. Reading a prompt (the layer's first call) is
     causal over it; afterwards each new position sees every entry its head kept and itself."""
-    layer: SelectiveLayer = getattr(module, _LAYER_ATTR)
+    layer: _SelectiveLayer = getattr(module, _LAYER_ATTR)
     g, q_len = module.num_key_value_groups, query.shape[2]
     prompt = layer.seen == q_len
     out = torch.empty_like(query)
@@ -245,7 +245,7 @@ def _register() -> None:
     from transformers import AttentionInterface
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-    for name, function in ((SELECTIVE, _selective_attention), (MASKED, _masked_attention)):
+    for name, function in ((_SELECTIVE, _selective_attention), (_MASKED, _masked_attention)):
         if name not in ALL_ATTENTION_FUNCTIONS:
             AttentionInterface.register(name, function)
 
@@ -289,12 +289,12 @@ def _routed(model: nn.Module, name: str, attributes: Mapping[int, object], attr:
 def selective_attention(model: nn.Module, cache: SelectiveCache):
     """Context: ``model``'s self-attention reads and trims ``cache`` (its layer ``i`` for decoder
     layer ``i``)."""
-    return _routed(model, SELECTIVE, dict(enumerate(cache.layers)), _LAYER_ATTR)
+    return _routed(model, _SELECTIVE, dict(enumerate(cache.layers)), _LAYER_ATTR)
 
 
 def masked_heads(model: nn.Module, visible: Mapping[int, torch.Tensor]):
     """Context: decoder layer ``i`` attends with visibility ``visible[i]`` ``[n_query, q_len, kv_len]``."""
-    return _routed(model, MASKED, visible, _VISIBLE_ATTR)
+    return _routed(model, _MASKED, visible, _VISIBLE_ATTR)
 
 
 def window_visibility(

@@ -39,7 +39,7 @@ def repeated_tokens(vocab_size: int, length: int, batch: int, seed: int, low: in
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
 
 
-def copy_length(batch: dict) -> int:
+def _copy_length(batch: dict) -> int:
     """L of a ``repeated_tokens`` batch of width 1 + 2L."""
     width = batch["input_ids"].shape[1]
     if width < 5 or width % 2 == 0:
@@ -55,7 +55,7 @@ def copying_stats(model: nn.Module, batch: dict) -> torch.Tensor:
     """``[B, 3]`` from one forward pass: the summed negative log-likelihood (nats) of the second
     copy's tokens 2..L (each predictable from the first copy), their number L - 1, and how many of
     them the model's top prediction gets right. The first two columns are ``copying_nll``."""
-    length = copy_length(batch)
+    length = _copy_length(batch)
     logits = model(**_model_inputs(batch)).logits  # [B, 1 + 2L, vocab]
     # position p predicts p + 1; the second copy's tokens 2..L sit at L + 2 .. 2L
     predict = logits[:, length + 1 : 2 * length]  # [B, L - 1, vocab]
@@ -95,7 +95,7 @@ def induction_scores(model: nn.Module, batch: dict) -> torch.Tensor:
     position of the second copy whose next token is in the probe (tokens 1..L-1) to the token
     after that token's occurrence in the first copy, averaged over positions and examples; 1 is a
     perfect induction head, about 1/position a uniform one. Pruned heads are NaN."""
-    length = copy_length(batch)
+    length = _copy_length(batch)
     sites = [s for s in attention_sites(model) if s.kind == "self"]
     out = torch.full((len(sites), sites[0].total_heads), float("nan"))
     with eager_attention(model), torch.no_grad():

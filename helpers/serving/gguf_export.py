@@ -42,14 +42,14 @@ from torch import nn
 from ..base.atomic import atomic_path
 from ..heads.sites import AttentionSite, UnsupportedModelError, attention_sites
 
-ARCHITECTURE = "deci"
-EXPORTABLE_TYPES = ("llama", "mistral")
+_ARCHITECTURE = "deci"
+_EXPORTABLE_TYPES = ("llama", "mistral")
 DTYPES = ("f32", "f16", "q8_0", "q4_0")  # the weight matrices' types; norms stay float32
-BLOCK_NUMBERS = 32  # numbers a q8_0 or q4_0 block holds (one scale each)
-WEIGHT_BYTES = {"f32": (1, 4), "f16": (1, 2), "q8_0": (32, 34), "q4_0": (32, 18)}  # (numbers, bytes) a block
+_BLOCK_NUMBERS = 32  # numbers a q8_0 or q4_0 block holds (one scale each)
+_WEIGHT_BYTES = {"f32": (1, 4), "f16": (1, 2), "q8_0": (32, 34), "q4_0": (32, 18)}  # (numbers, bytes) a block
 # the tied embedding and output matrix in a q4_0 file: llama.cpp's quantize tool would choose Q6_K
 # for the output matrix, which gguf cannot write in numpy; Q8_0 is the next type up it can
-EMBEDDING_TYPE = {"f32": "f32", "f16": "f16", "q8_0": "q8_0", "q4_0": "q8_0"}
+_EMBEDDING_TYPE = {"f32": "f32", "f16": "f16", "q8_0": "q8_0", "q4_0": "q8_0"}
 
 
 class GgufExportError(ValueError):
@@ -57,7 +57,7 @@ class GgufExportError(ValueError):
 
 
 @dataclass
-class LayerPlan:
+class _LayerPlan:
     """One layer as it is written: ``rows``, per written query head, the stored head it copies
     (None: a zero head); ``kv_rows``, per written KV head, the stored KV head (None: zero)."""
 
@@ -89,32 +89,32 @@ class GgufExport:
 
     @property
     def predicted_weight_bytes(self) -> int:
-        """Every tensor's bytes by the arithmetic of its type (``WEIGHT_BYTES``): what llama.cpp's
+        """Every tensor's bytes by the arithmetic of its type (``_WEIGHT_BYTES``): what llama.cpp's
         ``llama_model_size`` should report for this file."""
         return sum(tensor_bytes(shape, kind) for _, shape, kind in self.tensors)
 
 
 def tensor_bytes(shape: Sequence[int], kind: str) -> int:
-    """Bytes of a tensor of ``shape`` (rows last: ``[..., row]``) in ``kind`` (``WEIGHT_BYTES``)."""
-    numbers, nbytes = WEIGHT_BYTES[kind]
+    """Bytes of a tensor of ``shape`` (rows last: ``[..., row]``) in ``kind`` (``_WEIGHT_BYTES``)."""
+    numbers, nbytes = _WEIGHT_BYTES[kind]
     return int(np.prod(shape)) // numbers * nbytes
 
 
-def layer_plan(site: AttentionSite, pad_uneven: bool = False, first: bool = False) -> LayerPlan:
+def layer_plan(site: AttentionSite, pad_uneven: bool = False, first: bool = False) -> _LayerPlan:
     """How ``site``'s stored query and KV heads are written for llama.cpp (see the module doc)."""
     groups = site.kv_groups
     members = {g: [i for i, h in enumerate(site.heads) if site.kv_group(h) == g] for g in groups}
     counts = sorted({len(m) for m in members.values()})
     if not site.heads:
         if not first:
-            return LayerPlan([], [])
+            return _LayerPlan([], [])
         if not pad_uneven:
             raise GgufExportError(
                 f"layer {site.layer} has no head left and is the first layer: llama.cpp reads the head size from "
                 "layer 0. Pass pad_uneven=True to write it as one zero query head over one zero KV head "
                 "(exact; it caches one KV head), or keep a head in layer 0"
             )
-        return LayerPlan([None], [None])
+        return _LayerPlan([None], [None])
     if len(counts) > 1 and not pad_uneven:
         shown = ", ".join(f"group {g}: {len(m)}" for g, m in members.items())
         raise GgufExportError(
@@ -130,7 +130,7 @@ def layer_plan(site: AttentionSite, pad_uneven: bool = False, first: bool = Fals
     rows: list[int | None] = []
     for g in groups:
         rows += members[g] + [None] * (width - len(members[g]))
-    return LayerPlan(rows, list(range(len(groups))))
+    return _LayerPlan(rows, list(range(len(groups))))
 
 
 def _rotary_interleave(rows: torch.Tensor, heads: int) -> torch.Tensor:
@@ -153,8 +153,8 @@ def _check_exportable(model: nn.Module) -> None:
     config = model.config
     kind = getattr(config, "model_type", None)
     problems = []
-    if kind not in EXPORTABLE_TYPES:
-        problems.append(f"model_type {kind!r} (exportable: {', '.join(EXPORTABLE_TYPES)})")
+    if kind not in _EXPORTABLE_TYPES:
+        problems.append(f"model_type {kind!r} (exportable: {', '.join(_EXPORTABLE_TYPES)})")
     if getattr(config, "attention_bias", False) or getattr(config, "mlp_bias", False):
         problems.append("attention or MLP biases")
     if getattr(config, "sliding_window", None):
@@ -166,7 +166,7 @@ def _check_exportable(model: nn.Module) -> None:
         problems.append(f"hidden_act {config.hidden_act!r}")
     if problems:
         raise UnsupportedModelError(
-            f"{type(model).__name__} cannot be written as llama.cpp's {ARCHITECTURE!r} architecture: "
+            f"{type(model).__name__} cannot be written as llama.cpp's {_ARCHITECTURE!r} architecture: "
             + "; ".join(problems)
             + ". An unpruned model of another family converts with llama.cpp's own "
             "convert_hf_to_gguf.py; a pruned one needs per-layer head counts, which only 'deci' reads here"
@@ -187,7 +187,7 @@ def export_gguf(
     Args:
         dtype: the weight matrices' type: ``"f32"``, ``"f16"``, or llama.cpp's blocks of 32
             numbers with one scale, ``"q8_0"`` (8 bits a number) or ``"q4_0"`` (4 bits; the tied
-            embedding is then ``q8_0``, ``EMBEDDING_TYPE``). Norms stay float32, as llama.cpp expects.
+            embedding is then ``q8_0``, ``_EMBEDDING_TYPE``). Norms stay float32, as llama.cpp expects.
         tokenizer_gguf: a GGUF file of the source model whose ``tokenizer.*`` fields are copied
             (llama.cpp loads no file without a vocabulary). SmolLM2 ships as one
             (``helpers.zoo.causal_lm.smollm2_gguf``); for a hub model, convert the unpruned model
@@ -211,7 +211,7 @@ def export_gguf(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
-        writer = gguf.GGUFWriter(str(tmp), ARCHITECTURE)
+        writer = gguf.GGUFWriter(str(tmp), _ARCHITECTURE)
         _write_header(writer, config, plans, head_dim, dtype, name)
         _copy_tokenizer(writer, Path(tokenizer_gguf))
         tensors = _TensorWriter(writer, dtype)
@@ -234,7 +234,7 @@ def export_gguf(
     )
 
 
-def _write_header(writer, config, plans: list[LayerPlan], head_dim: int, dtype: str, name: str) -> None:
+def _write_header(writer, config, plans: list[_LayerPlan], head_dim: int, dtype: str, name: str) -> None:
     import gguf
 
     rope = getattr(config, "rope_parameters", None) or {}
@@ -282,7 +282,7 @@ def _tokenizer_fields(source: str, size: int, mtime_ns: int) -> tuple:
 
 class _TensorWriter:
     """Adds tensors to a ``GGUFWriter`` in one weight type (norms in float32, the embedding in
-    ``EMBEDDING_TYPE``), and lists what it wrote."""
+    ``_EMBEDDING_TYPE``), and lists what it wrote."""
 
     def __init__(self, writer, dtype: str):
         self.writer, self.dtype = writer, dtype
@@ -296,9 +296,9 @@ class _TensorWriter:
         if kind in ("f32", "f16"):
             self.writer.add_tensor(name, array.astype(np.float32 if kind == "f32" else np.float16, copy=False))
         else:
-            if array.shape[-1] % BLOCK_NUMBERS:
+            if array.shape[-1] % _BLOCK_NUMBERS:
                 raise GgufExportError(
-                    f"{name} has rows of {array.shape[-1]} numbers: {kind} stores blocks of {BLOCK_NUMBERS}; "
+                    f"{name} has rows of {array.shape[-1]} numbers: {kind} stores blocks of {_BLOCK_NUMBERS}; "
                     "write this model in f16 or f32"
                 )
             qtype = getattr(gguf.GGMLQuantizationType, kind.upper())
@@ -310,15 +310,15 @@ class _TensorWriter:
 
 
 def _write_tensors(
-    out: _TensorWriter, model, sites: list[AttentionSite], plans: list[LayerPlan], head_dim: int
+    out: _TensorWriter, model, sites: list[AttentionSite], plans: list[_LayerPlan], head_dim: int
 ) -> None:
     base = model.model
     embed = base.embed_tokens.weight
-    out.add("token_embd.weight", embed, EMBEDDING_TYPE[out.dtype])
+    out.add("token_embd.weight", embed, _EMBEDDING_TYPE[out.dtype])
     out.norm("output_norm.weight", base.norm.weight)
     head = model.get_output_embeddings().weight
     if head.data_ptr() != embed.data_ptr():
-        out.add("output.weight", head, EMBEDDING_TYPE[out.dtype])
+        out.add("output.weight", head, _EMBEDDING_TYPE[out.dtype])
     for i, (layer, site, plan) in enumerate(zip(base.layers, sites, plans, strict=True)):
         blk = f"blk.{i}"
         if plan.heads:  # a layer with no head has no attention norm either (llama.cpp skips both)

@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 CACHE_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 8}  # ggml_type
-BLOCKS = {"f32": (1, 4), "f16": (1, 2), "q8_0": (32, 34), "q4_0": (32, 18)}  # (numbers, bytes) a block
+_BLOCKS = {"f32": (1, 4), "f16": (1, 2), "q8_0": (32, 34), "q4_0": (32, 18)}  # (numbers, bytes) a block
 FLASH_ON = 1  # llama_flash_attn_type: -1 auto, 0 off, 1 on
 ROTATION_SWITCH = "LLAMA_ATTN_ROT_DISABLE"
 LOG_DEBUG, LOG_CONT = 1, 5  # ggml_log_level: debug lines are dropped, a CONT line continues the last
@@ -51,7 +51,7 @@ KV_LINE = re.compile(
     r"llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells,.*"
     r"K \((\w+)\):\s*([\d.]+) MiB, V \((\w+)\):\s*([\d.]+) MiB"
 )
-ROT_LINE = re.compile(r"llama_kv_cache: n_rot_([kv]) = (\d+)")
+_ROT_LINE = re.compile(r"llama_kv_cache: n_rot_([kv]) = (\d+)")
 
 
 class LlamaApiError(RuntimeError):
@@ -84,7 +84,7 @@ def predicted_cache_bytes(kv_heads: Sequence[int], head_dim: int, cells: int, ca
     the cache's types (a block of 32 numbers is 34 bytes in q8_0 and 18 in q4_0)."""
 
     def size(kind: str) -> int:
-        numbers, nbytes = BLOCKS[kind]
+        numbers, nbytes = _BLOCKS[kind]
         return sum(kv_heads) * head_dim * cells // numbers * nbytes
 
     return size(cache.key), size(cache.value)
@@ -155,7 +155,7 @@ class _Batch(ctypes.Structure):
 
 
 _LOG_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
-HEADER_DEFAULTS = {
+_HEADER_DEFAULTS = {
     "n_ctx": 512,
     "n_batch": 2048,
     "n_ubatch": 512,
@@ -220,21 +220,21 @@ def library() -> ctypes.CDLL:
         fn = getattr(lib, name)
         fn.argtypes, fn.restype = args, result
     check_layout(lib)
-    with captured_log(lib):
+    with _captured_log(lib):
         lib.llama_backend_init()
     return lib
 
 
 def check_layout(lib: ctypes.CDLL) -> None:
     """Raise ``LlamaApiError`` unless llama.cpp's default context parameters, read through
-    ``_ContextParams``, are the header's defaults (``HEADER_DEFAULTS``): a field out of place
+    ``_ContextParams``, are the header's defaults (``_HEADER_DEFAULTS``): a field out of place
     reads another field's value."""
     params = lib.llama_context_default_params()
-    wrong = {name: getattr(params, name) for name, value in HEADER_DEFAULTS.items() if getattr(params, name) != value}
+    wrong = {name: getattr(params, name) for name, value in _HEADER_DEFAULTS.items() if getattr(params, name) != value}
     if wrong:
         raise LlamaApiError(
             f"llama.cpp's context parameters are not laid out as helpers/serving/llama_api.py expects (read {wrong}, "
-            f"expected { ({k: HEADER_DEFAULTS[k] for k in wrong}) }): the xllamacpp wheel is not the pinned one"
+            f"expected { ({k: _HEADER_DEFAULTS[k] for k in wrong}) }): the xllamacpp wheel is not the pinned one"
         )
 
 
@@ -255,7 +255,7 @@ class _Log:
 
 
 @contextmanager
-def captured_log(lib: ctypes.CDLL) -> Iterator[_Log]:
+def _captured_log(lib: ctypes.CDLL) -> Iterator[_Log]:
     """llama.cpp's log lines (debug dropped) while the block runs; the logger before it is
     restored after (llama.cpp has one logger a process)."""
     previous, user = ctypes.c_void_p(), ctypes.c_void_p()
@@ -288,7 +288,7 @@ def _rotation(allowed: bool) -> Iterator[None]:
 def _free_quietly(function: str, handle: int) -> None:
     """Call llama.cpp's ``function`` on ``handle`` with its log captured (it logs what it frees)."""
     lib = library()
-    with captured_log(lib):
+    with _captured_log(lib):
         getattr(lib, function)(handle)
 
 
@@ -307,7 +307,7 @@ class LlamaModel:
 
     def __enter__(self) -> LlamaModel:
         lib = library()
-        with captured_log(lib) as log:
+        with _captured_log(lib) as log:
             self._model = lib.llama_model_load_from_file(str(self.path).encode(), lib.llama_model_default_params())
         self.log = log.text
         if not self._model:
@@ -347,7 +347,7 @@ class LlamaContext:
         params.n_threads = params.n_threads_batch = self.threads
         params.flash_attn_type = FLASH_ON
         params.type_k, params.type_v = CACHE_TYPES[self.cache.key], CACHE_TYPES[self.cache.value]
-        with _rotation(self.cache.rotation), captured_log(lib) as log:
+        with _rotation(self.cache.rotation), _captured_log(lib) as log:
             self._ctx = lib.llama_init_from_model(self.model._model, params)
         self.log = log.text
         if not self._ctx:
@@ -370,7 +370,7 @@ class LlamaContext:
         total, cells, k_type, k, v_type, v = found.groups()
         self.cache_mib, self.k_mib, self.v_mib = float(total), float(k), float(v)
         self.cells, self.k_type, self.v_type = int(cells), k_type, v_type
-        rot = {kind: int(n) for kind, n in ROT_LINE.findall(self.log)}
+        rot = {kind: int(n) for kind, n in _ROT_LINE.findall(self.log)}
         if set(rot) != {"k", "v"}:
             raise LlamaApiError(
                 f"llama.cpp's log does not say whether it rotates keys and values:\n{self.log[-2000:]}"
@@ -388,7 +388,7 @@ class LlamaContext:
                 batch.seq_id[i][0] = 0
                 batch.logits[i] = 1 if i >= first_output else 0
             batch.n_tokens = n
-            with captured_log(lib) as log:
+            with _captured_log(lib) as log:
                 status = lib.llama_decode(self._ctx, batch)
         finally:
             lib.llama_batch_free(batch)
@@ -421,7 +421,7 @@ class LlamaContext:
         (wall time around llama.cpp's calls, the argmax included)."""
         lib = library()
         n = threads or self.threads
-        with captured_log(lib):
+        with _captured_log(lib):
             lib.llama_set_n_threads(self._ctx, n, n)
         self._clear()
         start = time.perf_counter()
@@ -432,7 +432,7 @@ class LlamaContext:
             last = np.ctypeslib.as_array(lib.llama_get_logits_ith(self._ctx, -1), shape=(self.model.n_vocab,))
             self._decode([int(last.argmax())], len(prompt) + i, first_output=0)
         generated_seconds = time.perf_counter() - start
-        with captured_log(lib):
+        with _captured_log(lib):
             lib.llama_set_n_threads(self._ctx, self.threads, self.threads)
         return {
             "prompt tokens per second": len(prompt) / prompt_seconds,

@@ -48,10 +48,10 @@ KV_LINE = re.compile(
     r"llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers.*"
     r"K \((\w+)\):\s*([\d.]+) MiB, V \((\w+)\):\s*([\d.]+) MiB"
 )
-LOADED_LINE = "init: model loaded"  # logged after the cache and the attention kernels are chosen
+_LOADED_LINE = "init: model loaded"  # logged after the cache and the attention kernels are chosen
 FLASH_ON = "Flash Attention enabled"
-FORCE = 1.0e4  # a logit bias no competing logit overcomes
-LOG_VERBOSITY = 4  # llama.cpp's model and cache lines are logged from this level
+_FORCE = 1.0e4  # a logit bias no competing logit overcomes
+_LOG_VERBOSITY = 4  # llama.cpp's model and cache lines are logged from this level
 
 
 class LlamaCppError(RuntimeError):
@@ -68,7 +68,7 @@ class RuntimeSettings:
     exact: bool = True
 
 
-def require_xllamacpp():
+def _require_xllamacpp():
     try:
         import xllamacpp
     except ImportError as err:  # pragma: no cover - installed by `make setup`
@@ -93,14 +93,14 @@ class LlamaCpp:
         self.log = ""
 
     def __enter__(self) -> LlamaCpp:
-        x = require_xllamacpp()
+        x = _require_xllamacpp()
         params = x.CommonParams()
         params.model.path = str(self.path)
         params.n_ctx, params.n_parallel, params.warmup, params.verbosity = (
             self.settings.context,
             1,
             False,
-            LOG_VERBOSITY,
+            _LOG_VERBOSITY,
         )
         params.cpuparams.n_threads = params.cpuparams_batch.n_threads = self.settings.threads
         cache = x.ggml_type.GGML_TYPE_F32 if self.settings.exact else x.ggml_type.GGML_TYPE_F16
@@ -146,7 +146,7 @@ class LlamaCpp:
         while True:
             text = Path(self._log_file.name).read_text(errors="replace")
             found = KV_LINE.search(text)
-            if found and LOADED_LINE in text:
+            if found and _LOADED_LINE in text:
                 total, cells, _, kind, k, _, v = found.groups()
                 self.kv_mib, self.k_mib, self.v_mib = float(total), float(k), float(v)
                 self.cells, self.cache_type, self.flash_attention = int(cells), kind, FLASH_ON in text
@@ -188,7 +188,7 @@ class LlamaCpp:
                     "n_predict": 1,
                     "temperature": 0.0,
                     "n_probs": 1,
-                    "logit_bias": [[ids[t], FORCE]],
+                    "logit_bias": [[ids[t], _FORCE]],
                     "cache_prompt": True,
                 }
             )

@@ -44,7 +44,7 @@ from .config_batches import (
 )
 from .forked import in_order, run_forked, strided_shares, sweep_processes
 
-DECODER_KINDS = ("enc_dec", "dec_self")
+_DECODER_KINDS = ("enc_dec", "dec_self")
 
 
 def one_head_configs(model: nn.Module, kinds: Sequence[str] | None = None) -> list[Config]:
@@ -113,7 +113,7 @@ def _replaying(outputs: dict[nn.Module, Any]) -> Iterator[None]:
 def _replayed(blocks: dict[str, list[nn.Module]], kind: str, layer: int) -> list[nn.Module]:
     """Blocks whose output a mask in (kind, layer) cannot change, in no particular order."""
     stack = blocks[kind][:layer]
-    if kind in DECODER_KINDS and "enc_self" in blocks:
+    if kind in _DECODER_KINDS and "enc_self" in blocks:
         stack = stack + blocks["enc_self"]
     return list(dict.fromkeys(stack))  # enc_dec and dec_self share blocks
 
@@ -157,7 +157,7 @@ def single_layer_sweep(
     unmasked outputs and ``{config: outputs}``, concatenated over batches [N, ...].
     """
     model.eval()
-    order = sorted(configs, key=lambda c: (c[0] in DECODER_KINDS, c[1]))
+    order = sorted(configs, key=lambda c: (c[0] in _DECODER_KINDS, c[1]))
     passes = _passes(order, configs_per_pass)
     batches = list(batches)
     processes = sweep_processes(model) if processes is None else processes

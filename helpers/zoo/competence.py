@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SEED_STRIDE = 1000  # a retry of seed s trains with s + 1000, then s + 2000: never another run's seed
+_SEED_STRIDE = 1000  # a retry of seed s trains with s + 1000, then s + 2000: never another run's seed
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class Competence:
 
 
 @dataclass(frozen=True)
-class Judgement:
+class _Judgement:
     """One run against its rule: its ``seed``, ``score`` and ``floor`` on ``split``."""
 
     seed: int
@@ -95,17 +95,17 @@ def rule_of(spec: dict) -> Competence | None:
     return rule
 
 
-def judge(rule: Competence, built: dict, seed: int) -> Judgement:
+def judge(rule: Competence, built: dict, seed: int) -> _Judgement:
     """``built`` (a build's record fields: ``metric`` and ``scores``) against ``rule``."""
     if rule.split not in built["scores"]:
         raise ValueError(f"competence split {rule.split!r} is not scored; the model has {sorted(built['scores'])}")
     scores = built["scores"][rule.split]
-    return Judgement(seed, rule.split, float(scores[built["metric"]]), float(rule.floor(scores, built["metric"])))
+    return _Judgement(seed, rule.split, float(scores[built["metric"]]), float(rule.floor(scores, built["metric"])))
 
 
 def retry_seeds(seed: int, tries: int) -> list[int]:
     """The seeds a build tries, in order: ``seed``, then ``seed + 1000``, ``seed + 2000``..."""
-    return [seed + k * SEED_STRIDE for k in range(tries)]
+    return [seed + k * _SEED_STRIDE for k in range(tries)]
 
 
 class IncompetentModel(RuntimeError):

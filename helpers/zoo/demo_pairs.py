@@ -14,7 +14,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-AGENTS = [
+_AGENTS = [
     "the teacher",
     "a doctor",
     "the old farmer",
@@ -24,7 +24,7 @@ AGENTS = [
     "the baker",
     "our neighbour",
 ]
-OBJECTS = [
+_OBJECTS = [
     "the letter",
     "a small boat",
     "the red car",
@@ -42,7 +42,7 @@ VERBS = [
     ("cleaned", "was cleaned"),
     ("described", "was described"),
 ]
-TIMES = ["yesterday", "last week", "on monday", "this morning", "after lunch"]
+_TIMES = ["yesterday", "last week", "on monday", "this morning", "after lunch"]
 
 
 def paraphrase_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
@@ -51,10 +51,10 @@ def paraphrase_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
     pairs = []
     for _ in range(n):
         agent, obj, (active, passive), time = (
-            rng.choice(AGENTS),
-            rng.choice(OBJECTS),
+            rng.choice(_AGENTS),
+            rng.choice(_OBJECTS),
             rng.choice(VERBS),
-            rng.choice(TIMES),
+            rng.choice(_TIMES),
         )
         a = f"{agent} {active} {obj} {time}."
         b = rng.choice([f"{obj} {passive} by {agent} {time}.", f"{time}, {agent} {active} {obj}."])

@@ -15,7 +15,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 DATA_ENV = "SIXTEEN_HEADS_DATA"
-CACHE_ENV = "SIXTEEN_HEADS_CACHE"
+_CACHE_ENV = "SIXTEEN_HEADS_CACHE"
 CONVERTED_ENV = "SIXTEEN_HEADS_CONVERTED"
 
 
@@ -41,10 +41,10 @@ def converted_root() -> Path:
 
 def cache_root() -> Path:
     """``$SIXTEEN_HEADS_CACHE`` or ``<repo>/.cache/models``."""
-    return Path(os.environ.get(CACHE_ENV, REPO / ".cache" / "models"))
+    return Path(os.environ.get(_CACHE_ENV, REPO / ".cache" / "models"))
 
 
-PRIVATE_SWEEPS_ENV = "SIXTEEN_HEADS_PRIVATE_SWEEPS"
+_PRIVATE_SWEEPS_ENV = "SIXTEEN_HEADS_PRIVATE_SWEEPS"
 CHAPTER_ENV = "SIXTEEN_HEADS_CHAPTER"
 
 
@@ -53,6 +53,6 @@ def sweeps_scope(folder: Path) -> Path:
     for the chapter running (``$SIXTEEN_HEADS_CHAPTER``, which the runner sets): no chapter then
     reads another's sweeps, so a build computes every evaluation wherever it is asked for. For
     checking that sharing changes no result; the book shares."""
-    if os.environ.get(PRIVATE_SWEEPS_ENV) == "1":
+    if os.environ.get(_PRIVATE_SWEEPS_ENV) == "1":
         return folder / os.environ.get(CHAPTER_ENV, "outside-a-chapter")
     return folder

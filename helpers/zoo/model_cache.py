@@ -60,28 +60,28 @@ _SOURCES = (
 )
 # how the arithmetic of training runs, beside the code: models trained before flush-to-zero
 # (base/denormals.py, set where the book starts) computed on denormal floats and are rebuilt
-NUMERICS = "flush-to-zero"
+_NUMERICS = "flush-to-zero"
 
 
 @functools.lru_cache(maxsize=1)
-def recipe_code_digest() -> str:
+def _recipe_code_digest() -> str:
     """Digest of what the code that generates and trains the models computes, read once per
     process (``code_digest.recipe_digest`` of ``_SOURCES``)."""
     root = Path(__file__).resolve().parents[1]
     return recipe_digest([root / source for source in _SOURCES], root)
 
 
-def spec_hash(name: str, spec: dict) -> str:
+def _spec_hash(name: str, spec: dict) -> str:
     """12 hex digits over the model's recipe: its settings and the code that builds it."""
     h = hashlib.sha256(json.dumps({"name": name, "spec": spec}, sort_keys=True).encode())
-    h.update(recipe_code_digest().encode())
-    h.update(NUMERICS.encode())
+    h.update(_recipe_code_digest().encode())
+    h.update(_NUMERICS.encode())
     return h.hexdigest()[:12]
 
 
 def folder_of(name: str, spec: dict) -> Path:
     """``<cache_root()>/<name>-<spec_hash>``: where model ``name`` with settings ``spec`` lives."""
-    return cache_root() / f"{name}-{spec_hash(name, spec)}"
+    return cache_root() / f"{name}-{_spec_hash(name, spec)}"
 
 
 def is_built(folder: Path) -> bool:
@@ -138,7 +138,7 @@ def build_into(spec: dict, name: str, final: Path, progress: Progress = True) ->
     rejected_file = partial / "rejected.json"
     rejected = json.loads(rejected_file.read_text()) if rejected_file.exists() else []
     for seed in seeds[len(rejected) :]:
-        built = _train(with_training_seed(spec, seed), data, partial, progress, log)
+        built = _train(_with_training_seed(spec, seed), data, partial, progress, log)
         if rule is None or seed is None:
             break
         judged = competence.judge(rule, built, seed)
@@ -205,7 +205,7 @@ def training_seed(spec: dict) -> int | None:
     return int(spec.get(_seed_section(spec), {}).get("seed", 0))
 
 
-def with_training_seed(spec: dict, seed: int | None) -> dict:
+def _with_training_seed(spec: dict, seed: int | None) -> dict:
     """``spec`` training with ``seed`` (unchanged where ``seed`` is None)."""
     if seed is None:
         return spec

@@ -20,11 +20,11 @@ from . import registry
 from .locations import DATA_ENV, MissingDownloadError, data_root, local_path
 from .paper_sources import ARCHIVE_URLS, GLUE, in_hub_cache, resolve_model, test_set_files, write_glue
 
-DOWNLOAD = "python -m helpers.book.running.downloads --profile {profile} download"  # the command that fetches
+_DOWNLOAD = "python -m helpers.book.running.downloads --profile {profile} download"  # the command that fetches
 
 
 @dataclass(frozen=True)
-class Need:
+class _Need:
     model: str  # the profile's model that needs it
     what: str  # in words
     path: Path  # where it is expected
@@ -35,7 +35,7 @@ class Need:
         return self.path.exists()
 
 
-def _glue_need(model: str, task: str, folder: str) -> Need:
+def _glue_need(model: str, task: str, folder: str) -> _Need:
     spec, path = GLUE[task], local_path(folder)
 
     def fetch() -> None:
@@ -44,7 +44,7 @@ def _glue_need(model: str, task: str, folder: str) -> Need:
         ds = load_dataset("nyu-mll/glue", spec.hub_config)
         write_glue(task, {ours: list(ds[theirs]) for ours, theirs in spec.hub_splits.items()}, path)
 
-    return Need(
+    return _Need(
         model,
         f"GLUE {spec.folder} ({', '.join(spec.files.values())})",
         path / spec.files["train"],
@@ -53,7 +53,7 @@ def _glue_need(model: str, task: str, folder: str) -> Need:
     )
 
 
-def _test_set_need(model: str, folder: str, test_set: str, langpair: str) -> Need:
+def _test_set_need(model: str, folder: str, test_set: str, langpair: str) -> _Need:
     src_path, ref_path = test_set_files(folder, test_set, langpair)
 
     def fetch() -> None:
@@ -63,7 +63,7 @@ def _test_set_need(model: str, folder: str, test_set: str, langpair: str) -> Nee
         shutil.copyfile(get_source_file(test_set, langpair), src_path)
         shutil.copyfile(get_reference_files(test_set, langpair)[0], ref_path)
 
-    return Need(
+    return _Need(
         model,
         f"test set {test_set} {langpair} (sacrebleu)",
         ref_path,
@@ -72,7 +72,7 @@ def _test_set_need(model: str, folder: str, test_set: str, langpair: str) -> Nee
     )
 
 
-def _archive_need(model: str, folder: str) -> Need:
+def _archive_need(model: str, folder: str) -> _Need:
     path = local_path(folder)
     url = ARCHIVE_URLS.get(path.name)
 
@@ -85,10 +85,10 @@ def _archive_need(model: str, folder: str) -> Need:
         archive.unlink()
 
     how = f"download and unpack {url}" if url else "a fairseq archive folder (model.pt, dict.*.txt, bpecodes)"
-    return Need(model, f"fairseq model archive {path.name}", path / "model.pt", how, fetch if url else None)
+    return _Need(model, f"fairseq model archive {path.name}", path / "model.pt", how, fetch if url else None)
 
 
-def _hub_need(model: str, name: str) -> Need | None:
+def _hub_need(model: str, name: str) -> _Need | None:
     resolved = resolve_model(name)
     if resolved != name or Path(name).is_absolute() or in_hub_cache(name):
         return None
@@ -99,7 +99,7 @@ def _hub_need(model: str, name: str) -> Need | None:
 
         snapshot_download(repo_id=name, local_dir=target)
 
-    return Need(
+    return _Need(
         model,
         f"Hugging Face model {name}",
         target / "config.json",
@@ -108,10 +108,10 @@ def _hub_need(model: str, name: str) -> Need | None:
     )
 
 
-def needs(models: Mapping[str, dict]) -> list[Need]:
+def needs(models: Mapping[str, dict]) -> list[_Need]:
     """Everything the external models among ``models`` (a profile's ``models``: name -> spec) read
     (models with a ``data`` or ``archive`` section, or a hub encoder), in profile order."""
-    out: list[Need] = []
+    out: list[_Need] = []
     for name, spec in models.items():
         data = spec.get("data") or {}
         if "glue" in data:
@@ -121,7 +121,7 @@ def needs(models: Mapping[str, dict]) -> list[Need]:
         if "prepared" in data:
             folder = local_path(data["prepared"])
             out.append(
-                Need(
+                _Need(
                     name,
                     f"corpus {folder.name} prepared by fairseq's prepare-iwslt14.sh",
                     folder / f"train.{data['langpair'].split('-')[0]}",
@@ -150,13 +150,13 @@ def check_local(profile: str, models: Mapping[str, dict]) -> None:
         f"profile {profile!r} reads {len(missing)} item(s) that are not on this machine, and the book "
         f"never downloads while it runs:\n"
         + "\n".join(lines)
-        + f"\nOn a machine with internet, `{DOWNLOAD.format(profile=profile)}` fetches them into "
+        + f"\nOn a machine with internet, `{_DOWNLOAD.format(profile=profile)}` fetches them into "
         f"{data_root()} (${DATA_ENV}); copy that folder here. Or point the profile's path parameters "
         f"(models.<name>.data / archive / encoder / checkpoint) at your own copies."
     )
 
 
-def download(models: Mapping[str, dict]) -> list[Need]:
+def download(models: Mapping[str, dict]) -> list[_Need]:
     """Fetch every missing item of ``models`` that can be fetched; returns those left to do by hand."""
     from tqdm.auto import tqdm
 

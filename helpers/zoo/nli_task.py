@@ -31,7 +31,7 @@ from .splits import draw_splits
 
 LABELS = ("entailment", "neutral", "contradiction")
 SPLITS = ("train", "matched", "mismatched")
-QUANTIFIERS = ("the", "a", "some", "every", "no")
+_QUANTIFIERS = ("the", "a", "some", "every", "no")
 
 
 @dataclass(frozen=True)
@@ -53,18 +53,18 @@ class Clause:
 
 
 @dataclass(frozen=True)
-class Field:
+class _Field:
     subjects: list[Noun]
     objects: list[Noun]
     verbs: list[Verb]
     templates: tuple[str, ...]
 
 
-FIELDS = {
-    "everyday": Field(
+_FIELDS = {
+    "everyday": _Field(
         field_nouns("animals", "home"), field_nouns("animals", "home"), field_verbs("everyday"), ("plain", "place")
     ),
-    "work": Field(
+    "work": _Field(
         [n for n in field_nouns("work") if is_hyponym(n.en, "worker")],
         field_nouns("work"),
         field_verbs("work"),
@@ -99,7 +99,7 @@ def _predicate(c: Clause) -> list[str]:
     return words
 
 
-def realise(c: Clause, template: str) -> str:
+def _realise(c: Clause, template: str) -> str:
     """English text of ``c`` in one of the templates: plain, place, relative, cleft, fronted."""
     if template == "cleft" and c.q == "the":
         words = ["it", "is"] + _subject(c, template) + ["that"] + _predicate(c)
@@ -113,11 +113,11 @@ def realise(c: Clause, template: str) -> str:
 
 
 # ---- monotonicity ----------------------------------------------------------------------------
-def subject_upward(q: str) -> bool:
+def _subject_upward(q: str) -> bool:
     return q in ("the", "a", "some")
 
 
-def predicate_upward(c: Clause) -> bool:
+def _predicate_upward(c: Clause) -> bool:
     return (c.q != "no") != c.negated
 
 
@@ -139,28 +139,28 @@ def _related(n: Noun, pool: list[Noun], rng: random.Random, general: bool) -> No
     return rng.choice(kids) if kids else None
 
 
-def _edit_subject_noun(c: Clause, f: Field, rng: random.Random, general: bool):
+def _edit_subject_noun(c: Clause, f: _Field, rng: random.Random, general: bool):
     new = _related(c.subj, f.subjects, rng, general)
     if new is None:
         return None
-    return replace(c, subj=new), _entails_if(subject_upward(c.q), general)
+    return replace(c, subj=new), _entails_if(_subject_upward(c.q), general)
 
 
-def _edit_adjective(c: Clause, f: Field, rng: random.Random, general: bool):
+def _edit_adjective(c: Clause, f: _Field, rng: random.Random, general: bool):
     if general == (c.adj is None):  # drop needs an adjective, add needs none
         return None
     new = None if general else rng.choice(ADJECTIVES).en
-    return replace(c, adj=new), _entails_if(subject_upward(c.q), general)
+    return replace(c, adj=new), _entails_if(_subject_upward(c.q), general)
 
 
-def _edit_object(c: Clause, f: Field, rng: random.Random, general: bool):
+def _edit_object(c: Clause, f: _Field, rng: random.Random, general: bool):
     new = _related(c.obj, f.objects, rng, general) if c.obj is not None else None
     if new is None:
         return None
-    return replace(c, obj=new), _entails_if(predicate_upward(c), general)
+    return replace(c, obj=new), _entails_if(_predicate_upward(c), general)
 
 
-def _edit_verb(c: Clause, f: Field, rng: random.Random, general: bool):
+def _edit_verb(c: Clause, f: _Field, rng: random.Random, general: bool):
     if general:
         parents = [v for v in f.verbs if v.en_base == c.verb.hypernym]
         if not parents:
@@ -171,30 +171,30 @@ def _edit_verb(c: Clause, f: Field, rng: random.Random, general: bool):
         if not kids:
             return None
         new = rng.choice(kids)
-    return replace(c, verb=new), _entails_if(predicate_upward(c), general)
+    return replace(c, verb=new), _entails_if(_predicate_upward(c), general)
 
 
-def _edit_sibling(c: Clause, f: Field, rng: random.Random):
+def _edit_sibling(c: Clause, f: _Field, rng: random.Random):
     others = [n for n in f.subjects if n.hypernym == c.subj.hypernym and n != c.subj and n.hypernym]
     if not others:
         return None
     return replace(c, subj=rng.choice(others)), LABELS.index("neutral")
 
 
-def _edit_swap(c: Clause, f: Field, rng: random.Random):
+def _edit_swap(c: Clause, f: _Field, rng: random.Random):
     if c.q != "the" or c.obj is None or c.obj == c.subj or c.obj not in f.subjects:
         return None
     return replace(c, subj=c.obj, obj=c.subj), LABELS.index("neutral")
 
 
-def _edit_negate(c: Clause, f: Field, rng: random.Random):
+def _edit_negate(c: Clause, f: _Field, rng: random.Random):
     if c.q not in ("the", "a", "some"):
         return None
     label = "contradiction" if c.q == "the" else "neutral"
     return replace(c, negated=not c.negated), LABELS.index(label)
 
 
-def _edit_quantifier(c: Clause, f: Field, rng: random.Random):
+def _edit_quantifier(c: Clause, f: _Field, rng: random.Random):
     if c.negated or c.q == "the":
         return None
     if c.q == "every":
@@ -212,7 +212,7 @@ def _edit_quantifier(c: Clause, f: Field, rng: random.Random):
     return replace(c, q=new), LABELS.index(label)
 
 
-EDITS = {
+_EDITS = {
     "subject-general": lambda c, f, r: _edit_subject_noun(c, f, r, True),
     "subject-specific": lambda c, f, r: _edit_subject_noun(c, f, r, False),
     "drop-adjective": lambda c, f, r: _edit_adjective(c, f, r, True),
@@ -229,8 +229,8 @@ EDITS = {
 
 
 # ---- sampling --------------------------------------------------------------------------------
-def _premise(f: Field, rng: random.Random) -> Clause:
-    q = rng.choice(QUANTIFIERS)
+def _premise(f: _Field, rng: random.Random) -> Clause:
+    q = rng.choice(_QUANTIFIERS)
     verb = rng.choice(f.verbs)
     obj = rng.choice(f.objects) if verb.transitive else None
     negated = q in ("the", "a", "some") and rng.random() < 0.25
@@ -238,16 +238,16 @@ def _premise(f: Field, rng: random.Random) -> Clause:
     return Clause(q, rng.choice(f.subjects), adj, verb, obj, negated)
 
 
-def _draw(f: Field, rng: random.Random) -> Example:
+def _draw(f: _Field, rng: random.Random) -> Example:
     while True:
         c = _premise(f, rng)
-        name = rng.choice(list(EDITS))
-        edited = EDITS[name](c, f, rng)
+        name = rng.choice(list(_EDITS))
+        edited = _EDITS[name](c, f, rng)
         if edited is None:
             continue
         h, label = edited
         template = rng.choice(f.templates)
-        return Example(realise(c, template), realise(h, template), label, name)
+        return Example(_realise(c, template), _realise(h, template), label, name)
 
 
 def generate(sizes: dict[str, int], seed: int = 0) -> dict[str, list[Example]]:
@@ -256,7 +256,7 @@ def generate(sizes: dict[str, int], seed: int = 0) -> dict[str, list[Example]]:
     rng = random.Random(seed)
 
     def draw(split: str) -> Example:
-        return _draw(FIELDS["work" if split == "mismatched" else "everyday"], rng)
+        return _draw(_FIELDS["work" if split == "mismatched" else "everyday"], rng)
 
     return draw_splits(
         sizes,

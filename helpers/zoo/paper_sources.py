@@ -54,7 +54,7 @@ ARCHIVE_URLS = {  # REFERENCE.md §1.1 (the fairseq README link, now on dl.fbaip
 
 # ---- GLUE ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class GlueTask:
+class _GlueTask:
     folder: str  # GLUE's folder name
     files: dict[str, str]  # our split name -> GLUE file
     hub_splits: dict[str, str]  # our split name -> split of nyu-mll/glue in `datasets`
@@ -62,19 +62,19 @@ class GlueTask:
 
 
 GLUE = {
-    "nli": GlueTask(
+    "nli": _GlueTask(
         "MNLI",
         {"train": "train.tsv", "matched": "dev_matched.tsv", "mismatched": "dev_mismatched.tsv"},
         {"train": "train", "matched": "validation_matched", "mismatched": "validation_mismatched"},
         "mnli",
     ),
-    "sentiment": GlueTask(
+    "sentiment": _GlueTask(
         "SST-2", {"train": "train.tsv", "valid": "dev.tsv"}, {"train": "train", "valid": "validation"}, "sst2"
     ),
-    "acceptability": GlueTask(
+    "acceptability": _GlueTask(
         "CoLA", {"train": "train.tsv", "valid": "dev.tsv"}, {"train": "train", "valid": "validation"}, "cola"
     ),
-    "paraphrase": GlueTask(
+    "paraphrase": _GlueTask(
         "MRPC", {"train": "train.tsv", "valid": "dev.tsv"}, {"train": "train", "valid": "validation"}, "mrpc"
     ),
 }
@@ -158,7 +158,7 @@ def _lines(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").rstrip("\n").split("\n")
 
 
-def read_test_sets(folder: str | os.PathLike, sets: list[str], langpair: str) -> list[tuple[str, str]]:
+def _read_test_sets(folder: str | os.PathLike, sets: list[str], langpair: str) -> list[tuple[str, str]]:
     """Raw (source, reference) sentence pairs of ``sets`` in order, concatenated."""
     pairs = []
     for test_set in sets:
@@ -194,7 +194,7 @@ class Preprocessor:
         return self._bpe.encode(self._tok[self.tgt].encode(text.strip()))
 
 
-def read_prepared(folder: str | os.PathLike, langpair: str, splits=("train", "valid", "test")) -> dict[str, list]:
+def _read_prepared(folder: str | os.PathLike, langpair: str, splits=("train", "valid", "test")) -> dict[str, list]:
     """``{split: [Pair]}`` of a corpus prepared by fairseq's prepare-iwslt14.sh, as it is."""
     src, tgt = langpair.split("-")
     folder = local_path(folder)
@@ -215,13 +215,13 @@ def load_splits(spec: dict) -> dict[str, list]:
     if "glue" in data:
         return read_glue(spec["task"], data["glue"])
     if "prepared" in data:
-        return read_prepared(data["prepared"], data["langpair"])
+        return _read_prepared(data["prepared"], data["langpair"])
     codes = local_path(data.get("bpe_codes") or Path(spec["archive"]) / "bpecodes")
     prep = Preprocessor(data["langpair"], codes)
     return {
         split: [
             translation_task.Pair(prep.source(s), prep.target(r))
-            for s, r in read_test_sets(data["folder"], sets, data["langpair"])
+            for s, r in _read_test_sets(data["folder"], sets, data["langpair"])
         ]
         for split, sets in data["splits"].items()
     }

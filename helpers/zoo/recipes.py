@@ -22,7 +22,7 @@ TASKS = (*CLASSIFIER_TASKS, "translation")
 
 
 # label id -> name, as GLUE names them (our generated tasks use the same ids)
-LABEL_NAMES = {
+_LABEL_NAMES = {
     "nli": nli_task.LABELS,
     "sentiment": ("negative", "positive"),
     "acceptability": ("unacceptable", "acceptable"),
@@ -30,9 +30,9 @@ LABEL_NAMES = {
 }
 
 
-def label_names(spec: dict) -> tuple[str, ...]:
+def _label_names(spec: dict) -> tuple[str, ...]:
     """Our label order for a classifier task (index = label id in the data)."""
-    return LABEL_NAMES[spec["task"]]
+    return _LABEL_NAMES[spec["task"]]
 
 
 # ---- data ------------------------------------------------------------------------------------
@@ -126,7 +126,7 @@ def build_classifier(spec: dict, data: dict, directory: Path, progress: bool) ->
     model, tokenizer = load_encoder(checkpoint or spec["encoder"], num_labels=labels, seed=config.seed)
     model.to(default_device())
     if checkpoint:
-        align_labels(model, label_names(spec), spec.get("checkpoint_labels"))
+        align_labels(model, _label_names(spec), spec.get("checkpoint_labels"))
         losses, seconds = [], 0.0
     else:
         t0 = time.perf_counter()
@@ -148,7 +148,7 @@ def build_classifier(spec: dict, data: dict, directory: Path, progress: bool) ->
     return {"metric": metric, "train_seconds": seconds, "train_loss_by_epoch": losses, "scores": scores}
 
 
-CURVE_MAX_LEN_B = 24  # the learning curve decodes as the chapters' sweeps do: greedy, 24 tokens past the source
+_CURVE_MAX_LEN_B = 24  # the learning curve decodes as the chapters' sweeps do: greedy, 24 tokens past the source
 
 
 def _curve_point(valid: list):
@@ -157,7 +157,7 @@ def _curve_point(valid: list):
     from .translation_model import translate
 
     def evaluate(model) -> dict:
-        hyps = translate(model, [p.src for p in valid], beam=1, max_len_b=CURVE_MAX_LEN_B)
+        hyps = translate(model, [p.src for p in valid], beam=1, max_len_b=_CURVE_MAX_LEN_B)
         return {"valid_bleu_greedy": bleu(hyps, [p.ref for p in valid])[0]}
 
     return evaluate

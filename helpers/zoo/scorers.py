@@ -35,7 +35,7 @@ from .classifier_training import batches, by_length, encode, in_order, labels_of
 from .first_token_only import first_token_only
 from .translation_model import MAX_LEN_B
 
-LOG_LIKELIHOOD = "log_likelihood"  # a classifier_scorer metric: the gold label's mean log-probability (nats)
+_LOG_LIKELIHOOD = "log_likelihood"  # a classifier_scorer metric: the gold label's mean log-probability (nats)
 
 
 def classifier_scorer(
@@ -67,9 +67,9 @@ def classifier_scorers(
     kept per model object and set of masked heads, so a spec one of them has scored on a model is
     not computed again by another (a model's weights must not change between the calls)."""
     for metric in metrics:
-        if metric not in METRICS and metric != LOG_LIKELIHOOD:
+        if metric not in METRICS and metric != _LOG_LIKELIHOOD:
             raise ValueError(
-                f"unknown metric {metric!r}; the classifier metrics are {sorted([*METRICS, LOG_LIKELIHOOD])}"
+                f"unknown metric {metric!r}; the classifier metrics are {sorted([*METRICS, _LOG_LIKELIHOOD])}"
             )
     gold = [e.label for e in examples]
     encoded = encode(tokenizer, examples, max_length)
@@ -90,7 +90,7 @@ def classifier_scorers(
         return [in_order(lp, order) for lp in torch.cat(log_probs, 1)]  # each [N, labels]
 
     def value(metric: str, lp: torch.Tensor) -> float:
-        if metric == LOG_LIKELIHOOD:
+        if metric == _LOG_LIKELIHOOD:
             return float(lp[torch.arange(len(gold)), torch.tensor(gold)].double().mean())
         return METRICS[metric](lp.argmax(-1), gold)
 
@@ -112,7 +112,7 @@ def classifier_scorers(
             )
 
     def stats(metric: str, lp: torch.Tensor) -> np.ndarray:
-        if metric == LOG_LIKELIHOOD:  # (negative log-probability of the gold label, 1) per example
+        if metric == _LOG_LIKELIHOOD:  # (negative log-probability of the gold label, 1) per example
             nll = -lp[torch.arange(len(gold)), torch.tensor(gold)].double().numpy()
             return np.stack([nll, np.ones_like(nll)], 1)
         return METRIC_STATS[metric][0](lp.argmax(-1).numpy(), gold)
@@ -124,7 +124,7 @@ def classifier_scorers(
 
         score.many = lambda model, specs: [value(metric, lp) for lp in many_log_probs(model, specs)]
         score.stats = lambda model, specs: [stats(metric, lp) for lp in many_log_probs(model, specs)]
-        score.from_stats = log_likelihood if metric == LOG_LIKELIHOOD else METRIC_STATS[metric][1]
+        score.from_stats = log_likelihood if metric == _LOG_LIKELIHOOD else METRIC_STATS[metric][1]
         score.examples = len(examples)
         return score
 

@@ -61,7 +61,7 @@ def greedy_copies(
         lengths = torch.tensor([len(encoded[i]) for i in idx])
         net_input = to_device({"src_tokens": src.repeat(copies, 1), "src_lengths": lengths.repeat(copies)}, model)
         with gated(copies * len(idx)) if gated else contextlib.nullcontext():
-            hypotheses = greedy_search(model, net_input, max_len_b)
+            hypotheses = _greedy_search(model, net_input, max_len_b)
         for row, tokens in enumerate(hypotheses):
             out[row // len(idx)][idx[row % len(idx)]] = tgt_dict.string(tokens)
     return out
@@ -90,7 +90,7 @@ def decode_copies(
     )
 
 
-def greedy_search(model: nn.Module, net_input: dict, max_len_b: int = MAX_LEN_B) -> list[torch.Tensor]:
+def _greedy_search(model: nn.Module, net_input: dict, max_len_b: int = MAX_LEN_B) -> list[torch.Tensor]:
     """The greedy hypothesis of each row of ``net_input`` (``src_tokens`` [B, S], left-padded,
     and ``src_lengths`` [B]): its target tokens, ``</s>`` included, as ``SequenceGenerator``
     with ``beam_size=1, max_len_a=1.0, min_len=1`` returns them (``hypos[0]["tokens"]``)."""

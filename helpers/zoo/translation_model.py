@@ -32,7 +32,7 @@ from ..base.atomic import atomic_path
 from ..base.devices import to_device
 from ..base.fairseq_compat import import_fairseq
 
-SCHEDULES = ("inverse_sqrt", "cosine")  # the learning rate after the warm-up (``learning_rate``)
+_SCHEDULES = ("inverse_sqrt", "cosine")  # the learning rate after the warm-up (``learning_rate``)
 MAX_LEN_B = 200  # decoding stops at source length + this many tokens (the authors' setting, REFERENCE.md §1.1)
 
 
@@ -60,8 +60,8 @@ class TranslationConfig:
     seed: int = 0
 
     def __post_init__(self):
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"unknown schedule {self.schedule!r} in the translation recipe; use one of {SCHEDULES}")
+        if self.schedule not in _SCHEDULES:
+            raise ValueError(f"unknown schedule {self.schedule!r} in the translation recipe; use one of {_SCHEDULES}")
 
 
 def fairseq_args(arch: str = "transformer", **overrides) -> argparse.Namespace:
@@ -217,7 +217,7 @@ def learning_rate(step: int, config: TranslationConfig, total_updates: int) -> f
     return config.lr * 0.5 * (1 + math.cos(math.pi * min(done, 1.0)))
 
 
-def epoch_dir(directory: str | os.PathLike, epoch: int) -> Path:
+def _epoch_dir(directory: str | os.PathLike, epoch: int) -> Path:
     return Path(directory) / f"checkpoint{epoch}"
 
 
@@ -289,7 +289,7 @@ def train(
                 f"epoch {epoch}/{config.epochs}: train loss {record['train_loss']:.3f}, valid loss "
                 f"{record['valid_loss']:.3f}{extra} ({record['seconds']:.0f} s)"
             )
-        save_pruned(model.eval(), epoch_dir(directory, epoch))
+        save_pruned(model.eval(), _epoch_dir(directory, epoch))
         with atomic_path(last) as tmp:
             torch.save(
                 {

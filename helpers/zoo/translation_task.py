@@ -26,11 +26,11 @@ from .lexicon import ADJECTIVES, PLACES, Adjective, Noun, Verb, field_nouns, fie
 from .splits import draw_splits
 
 NOUNS = field_nouns("animals", "home")
-TRANSITIVE = field_verbs("everyday", transitive=True)
-INTRANSITIVE = field_verbs("everyday", transitive=False)
-DETERMINERS = ["the", "a", "my", "the_pl", "some_pl", "two_pl"]
-PREPOSITIONS = {"in": "dans", "near": "près de", "behind": "derrière", "with": "avec"}
-CONJUNCTIONS = {"because": "parce que", "when": "quand", "while": "pendant que"}
+_TRANSITIVE = field_verbs("everyday", transitive=True)
+_INTRANSITIVE = field_verbs("everyday", transitive=False)
+_DETERMINERS = ["the", "a", "my", "the_pl", "some_pl", "two_pl"]
+_PREPOSITIONS = {"in": "dans", "near": "près de", "behind": "derrière", "with": "avec"}
+_CONJUNCTIONS = {"because": "parce que", "when": "quand", "while": "pendant que"}
 SPLITS = ("train", "valid", "test13", "test14", "mtnt")
 
 
@@ -40,7 +40,7 @@ def held_out(adj: Adjective, n: Noun) -> bool:
 
 
 @dataclass
-class NP:
+class _NP:
     det: str
     noun: Noun
     adj: Adjective | None = None
@@ -54,21 +54,21 @@ class NP:
 
 @dataclass
 class Clause:
-    subj: NP | None  # None: the gap of a subject relative clause
+    subj: _NP | None  # None: the gap of a subject relative clause
     verb: Verb
-    obj: NP | None = None
+    obj: _NP | None = None
     negated: bool = False
 
 
 @dataclass
 class Sentence:
     main: Clause
-    pp: tuple[str, NP] | None = None
+    pp: tuple[str, _NP] | None = None
     sub: tuple[str, Clause] | None = None
 
 
 # ---- English ---------------------------------------------------------------------------------
-def english_np(np: NP) -> list[str]:
+def english_np(np: _NP) -> list[str]:
     """Words of a noun phrase, relative clause included."""
     det = {"the": "the", "a": "a", "my": "my", "the_pl": "the", "some_pl": "some", "two_pl": "two"}[np.det]
     if det == "a" and (np.adj.en if np.adj else np.noun.en)[0] in "aeiou":
@@ -110,7 +110,7 @@ def _fr_adj(adj: Adjective, n: Noun, plural: bool) -> str:
     return adj.fr[(2 if plural else 0) + (1 if n.gender == "f" else 0)]
 
 
-def _fr_np(np: NP, negated_object: bool = False) -> list[str]:
+def _fr_np(np: _NP, negated_object: bool = False) -> list[str]:
     """``negated_object``: the NP is the object of a negated verb, so an indefinite article
     becomes ``de`` (``il ne voit pas de chien``)."""
     n, plural = np.noun, np.plural
@@ -142,7 +142,7 @@ def _fr_vp(verb: Verb, plural: bool, negated: bool) -> list[str]:
     return [form]
 
 
-def _fr_relative(np: NP) -> list[str]:
+def _fr_relative(np: _NP) -> list[str]:
     c = np.rel
     if np.rel_object:  # "le chien que le chat voit": the relative's subject precedes its verb
         subj = _fr_np(c.subj)
@@ -157,10 +157,10 @@ def _fr_clause(c: Clause) -> list[str]:
     return _fr_np(c.subj) + _fr_vp(c.verb, c.subj.plural, c.negated) + obj
 
 
-def _fr_pp(prep: str, np: NP) -> list[str]:
+def _fr_pp(prep: str, np: _NP) -> list[str]:
     words = _fr_np(np)
     if prep != "near":
-        return [PREPOSITIONS[prep]] + words
+        return [_PREPOSITIONS[prep]] + words
     if words[0] == "le":
         return ["près", "du"] + words[1:]
     if words[0] == "les":
@@ -195,20 +195,20 @@ FREE_CHOICES = {
 }
 
 
-def french(s: Sentence, rng: random.Random | None = None) -> str:
+def _french(s: Sentence, rng: random.Random | None = None) -> str:
     """The French reference of ``s``; with ``rng``, words in FREE_CHOICES take either form."""
-    words = french_words(s)
+    words = _french_words(s)
     if rng is not None:
         words = [FREE_CHOICES[w] if w in FREE_CHOICES and rng.random() < 0.5 else w for w in words]
     return " ".join(words)
 
 
-def french_words(s: Sentence) -> list[str]:
+def _french_words(s: Sentence) -> list[str]:
     words = _fr_clause(s.main)
     if s.pp:
         words += _fr_pp(*s.pp)
     if s.sub:
-        conj = CONJUNCTIONS[s.sub[0]]
+        conj = _CONJUNCTIONS[s.sub[0]]
         clause = _fr_clause(s.sub[1])
         if conj.endswith("que") and _vowel(clause[0]):
             conj = conj[:-1] + "'"
@@ -223,20 +223,20 @@ class Grammar:
     def __init__(self, rng: random.Random, out_of_domain: bool = False):
         self.rng, self.ood = rng, out_of_domain
 
-    def np(self, depth: int, nouns: list[Noun] = NOUNS, allow_rel: bool = True) -> NP:
+    def np(self, depth: int, nouns: list[Noun] = NOUNS, allow_rel: bool = True) -> _NP:
         r = self.rng
         n = r.choice(nouns)
-        det = r.choice(DETERMINERS)
+        det = r.choice(_DETERMINERS)
         adj = None
         if r.random() < (0.6 if self.ood else 0.35):
             pool = [a for a in ADJECTIVES if held_out(a, n) == self.ood] or None
             if pool:
                 adj = r.choice(pool)
-        np = NP(det, n, adj)
+        np = _NP(det, n, adj)
         if allow_rel and depth == 0 and r.random() < (0.3 if self.ood else 0.15):
             if r.random() < 0.5:
                 np.rel, np.rel_object = (
-                    Clause(self.np(1, allow_rel=False), r.choice(TRANSITIVE), None, r.random() < 0.15),
+                    Clause(self.np(1, allow_rel=False), r.choice(_TRANSITIVE), None, r.random() < 0.15),
                     True,
                 )
             else:
@@ -248,17 +248,17 @@ class Grammar:
         subj = self.np(depth) if with_subject else None
         if r.random() < 0.7:
             return Clause(
-                subj, r.choice(TRANSITIVE), self.np(depth + 1 if not with_subject else depth), r.random() < 0.2
+                subj, r.choice(_TRANSITIVE), self.np(depth + 1 if not with_subject else depth), r.random() < 0.2
             )
-        return Clause(subj, r.choice(INTRANSITIVE), None, r.random() < 0.2)
+        return Clause(subj, r.choice(_INTRANSITIVE), None, r.random() < 0.2)
 
     def sentence(self) -> Sentence:
         r = self.rng
         s = Sentence(self.clause(0))
         if r.random() < 0.3:
-            s.pp = (r.choice(list(PREPOSITIONS)), NP(r.choice(["the", "the_pl", "a", "my"]), r.choice(PLACES)))
+            s.pp = (r.choice(list(_PREPOSITIONS)), _NP(r.choice(["the", "the_pl", "a", "my"]), r.choice(PLACES)))
         if r.random() < (0.4 if self.ood else 0.2):
-            s.sub = (r.choice(list(CONJUNCTIONS)), self.clause(1))
+            s.sub = (r.choice(list(_CONJUNCTIONS)), self.clause(1))
         if self.ood and not _uses_held_out(s):
             return self.sentence()
         return s
@@ -285,7 +285,7 @@ def _uses_held_out(s: Sentence) -> bool:
 
 
 # ---- noise for the MTNT role -------------------------------------------------------------------
-def add_noise(sentence: str, rng: random.Random) -> str:
+def _add_noise(sentence: str, rng: random.Random) -> str:
     """Typos (swap, drop or double a letter), casing, informal punctuation; words keep their order."""
     words = sentence.split()[:-1]  # without the final "."
     for i, w in enumerate(words):
@@ -325,7 +325,7 @@ def generate(sizes: dict[str, int], seed: int = 0) -> dict[str, list[Pair]]:
     def draw(split: str) -> Pair:
         tree = grammars[split == "mtnt"].sentence()
         src = english(tree)
-        pair = Pair(add_noise(src, rng) if split == "mtnt" else src, french(tree, rng), french(tree, rng))
+        pair = Pair(_add_noise(src, rng) if split == "mtnt" else src, _french(tree, rng), _french(tree, rng))
         clean[pair] = src
         return pair
 

@@ -39,9 +39,9 @@ from .translation_task import Pair
 
 SOURCE, REFERENCE, SHIFTED, SECOND_FRENCH = "web", "segond", "basic", "ostervald"
 OUT_OF_DOMAIN = "kjv"  # the source of ``mtnt``
-OLD_ENGLISH = ("kjv", "kjv2000")  # KJV 2000 revises the KJV's words: it never trains when the KJV is out of domain
-TRANSLATION_SPLITS = ("train", "valid", "test13", "test14", "mtnt")
-PARAPHRASE_SPLITS = ("train", "valid")
+_OLD_ENGLISH = ("kjv", "kjv2000")  # KJV 2000 revises the KJV's words: it never trains when the KJV is out of domain
+_TRANSLATION_SPLITS = ("train", "valid", "test13", "test14", "mtnt")
+_PARAPHRASE_SPLITS = ("train", "valid")
 
 
 def _check(sizes: Mapping[str, int], names: Sequence[str]) -> None:
@@ -101,7 +101,7 @@ def translation_splits(
     train_sources: Sequence[str] = (SOURCE,),
     train_references: Sequence[str] = (REFERENCE,),
 ) -> dict[str, list[Pair]]:
-    """``{split: [Pair]}`` for the splits in ``sizes`` (names in ``TRANSLATION_SPLITS``), with
+    """``{split: [Pair]}`` for the splits in ``sizes`` (names in ``_TRANSLATION_SPLITS``), with
     ``src``, ``ref`` and ``oracle`` as BPE-encoded Moses tokens; deterministic by ``seed``.
 
     The held-out splits take verses of at most ``max_words`` words in every version they read.
@@ -110,7 +110,7 @@ def translation_splits(
     instead: every verse of at most ``train_max_words`` words in the chapters no held-out split
     took, one pair per verse for each version in ``train_sources`` times each in
     ``train_references`` (size 0: every such verse; otherwise that many verses)."""
-    _check(sizes, TRANSLATION_SPLITS)
+    _check(sizes, _TRANSLATION_SPLITS)
     expanded = (
         train_max_words is not None or tuple(train_sources) != (SOURCE,) or tuple(train_references) != (REFERENCE,)
     )
@@ -153,12 +153,12 @@ def _training_verses(
 ) -> list[bible.Verse]:
     """Verses of at most ``max_words`` words in each of ``sources`` and ``references``. The
     out-of-domain source (with its revision, for the KJV) and the second translator never train."""
-    banned = {shifted, SECOND_FRENCH, *(OLD_ENGLISH if shifted in OLD_ENGLISH else ())}
+    banned = {shifted, SECOND_FRENCH, *(_OLD_ENGLISH if shifted in _OLD_ENGLISH else ())}
     used = list(dict.fromkeys([*sources, *references]))
     if banned & set(used):
         raise ValueError(
             f"training versions {sorted(banned & set(used))} are held out: the out-of-domain source "
-            f"({shifted}{' and its revision' if shifted in OLD_ENGLISH else ''}) and the second "
+            f"({shifted}{' and its revision' if shifted in _OLD_ENGLISH else ''}) and the second "
             f"translator ({SECOND_FRENCH}) never train; pick from {sorted(set(bible.VERSIONS) - banned)}"
         )
     return _short(bible.read_verses(used), max_words)
@@ -167,7 +167,7 @@ def _training_verses(
 def paraphrase_splits(sizes: Mapping[str, int], seed: int = 0, max_words: int = 30) -> dict[str, list[Example]]:
     """``{split: [Example]}`` (``text``, ``text_pair``, ``label``; ``kind`` is ``same-verse`` or
     ``nearby-verse``), half of each split paraphrases; deterministic by ``seed``."""
-    _check(sizes, PARAPHRASE_SPLITS)
+    _check(sizes, _PARAPHRASE_SPLITS)
     verses = _distinct(_short(bible.read_verses([SOURCE, SHIFTED]), max_words))
     by_key = {v.key: v for v in verses}
     splits = bible.chapter_splits(verses, sizes, seed)

@@ -36,7 +36,7 @@ def examples(settings: Profile, models: list[str], per_split: int) -> pd.DataFra
     return pd.DataFrame(rows, columns=["model", "split", "input", "target"])
 
 
-def run_of(runs: dict[str, list[tuple[int, str]]]) -> dict[str, tuple[str, int]]:
+def _run_of(runs: dict[str, list[tuple[int, str]]]) -> dict[str, tuple[str, int]]:
     """``{run name: (model name, training seed)}`` of ``course.seed_runs`` for every model."""
     return {run: (name, seed) for name, rs in runs.items() for seed, run in rs}
 
@@ -45,7 +45,7 @@ def scores(records: dict[str, dict], runs: dict[str, list[tuple[int, str]]]) -> 
     """One row per run and split: the metric's score, greedy BLEU, the baseline, the second
     translator's BLEU, the training minutes; and whether the score is well above chance (a third
     of the way from the baseline to the ceiling: 1, or the oracle BLEU) and not saturated."""
-    seed_of = run_of(runs)
+    seed_of = _run_of(runs)
     table = []
     for run, r in records.items():
         name, seed = seed_of[run]
@@ -80,7 +80,7 @@ def competence(records: dict[str, dict], runs: dict[str, list[tuple[int, str]]])
     runs the build rejected before it (``seed score`` each, and their training minutes)."""
     from ...zoo.competence import judge, rule_of
 
-    seed_of, rows = run_of(runs), []
+    seed_of, rows = _run_of(runs), []
     for run, r in records.items():
         name, seed = seed_of[run]
         rule = rule_of(r["spec"])
@@ -208,7 +208,7 @@ def nli_by_edit(settings: Profile, runs: list[tuple[int, str]]) -> pd.DataFrame 
 def epochs(records: dict[str, dict], runs: dict[str, list[tuple[int, str]]]) -> pd.DataFrame | None:
     """Every trained translation run's per-epoch record, with the training minutes so far; None
     where no translation model was trained here (a published one has no epochs)."""
-    seed_of = run_of(runs)
+    seed_of = _run_of(runs)
     trained = {run: r for run, r in records.items() if r["task"] == "translation" and r["epochs"]}
     if not trained:
         return None

@@ -79,7 +79,7 @@ def counts(
     return out[["model", "training_seed", *out.columns.drop(["model", "training_seed"])]]
 
 
-def paper_row() -> dict:
+def _paper_row() -> dict:
     """The paper's count for WMT's encoder self-attention (Table 1: 8 of 96, 4 of them gains)."""
     table1 = paper_values.table(1)
     return {
@@ -97,7 +97,7 @@ def paper_row() -> dict:
 
 def with_paper(ours: pd.DataFrame) -> pd.DataFrame:
     """``ours`` (from ``counts``) with the paper's row below."""
-    return pd.concat([ours, pd.DataFrame([paper_row()])], ignore_index=True)
+    return pd.concat([ours, pd.DataFrame([_paper_row()])], ignore_index=True)
 
 
 def by_seed(table: pd.DataFrame) -> pd.DataFrame:
@@ -291,7 +291,7 @@ def shares_of(column: str, undecided: str = "", per_model: bool = True):
     return statistic
 
 
-def gains_statistic(r: Results) -> dict[str, Share]:
+def _gains_statistic(r: Results) -> dict[str, Share]:
     """``some_gain``'s statistic: the heads whose gain passes the Bonferroni-corrected test (on the
     likelihood, beyond +δ), among all the heads of the seed."""
     heads = _head_tests(r)
@@ -346,7 +346,7 @@ CLAIMS = [
         likelihood=True,
         sample=counts_sample,
         parameters={"alpha": 0.01},
-        seed_statistic=gains_statistic,
+        seed_statistic=_gains_statistic,
         likelihood_rule="the same rule, a gain counting only beyond +δ (chapter 03's margins)",
     ),
 ]

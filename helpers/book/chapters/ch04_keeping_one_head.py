@@ -4,7 +4,7 @@
 
 For each layer the head kept is the one whose all-but-one configuration scores best on the set
 it is chosen on; the layer is then reported on the same set (Tables 2 and 3) or on another
-(Tables 5 and 6). ``translation_run`` / ``classifier_run`` sweep one training run on both sets,
+(Tables 5 and 6). ``_translation_run`` / ``_classifier_run`` sweep one training run on both sets,
 ``tables`` picks the heads per seed, ``counts`` summarises each table per kind (the layers that
 drop significantly, the worst layer) and ``paper_counts`` does the same for the paper's tables.
 
@@ -55,21 +55,21 @@ from ..verdicts.engine import (
 from ..verdicts.pooling import mean_over_seeds, over_counts, supported
 from ..verdicts.text import MEASURES, heads_per_layer_line, paper_model, read, words
 
-AGAIN = "{} again"  # a set's rows of the chosen heads, reported in two looks over the whole set
-SAME_SET = "chosen and reported on {}"  # Tables 2 and 3: a protocol's name in the counts
-OTHER_SET = "chosen on {}, reported on {}"  # Tables 5 and 6
+_AGAIN = "{} again"  # a set's rows of the chosen heads, reported in two looks over the whole set
+_SAME_SET = "chosen and reported on {}"  # Tables 2 and 3: a protocol's name in the counts
+_OTHER_SET = "chosen on {}, reported on {}"  # Tables 5 and 6
 
 
-def protocol_sets(protocol: str) -> tuple[str, str]:
+def _protocol_sets(protocol: str) -> tuple[str, str]:
     """``(chosen on, reported on)``: the sets of a protocol named as ``Protocols.counts`` names it
-    (``SAME_SET``, ``OTHER_SET``); a ValueError for any other name."""
-    same = re.fullmatch(SAME_SET.format(r"(\S+)"), protocol)
+    (``_SAME_SET``, ``_OTHER_SET``); a ValueError for any other name."""
+    same = re.fullmatch(_SAME_SET.format(r"(\S+)"), protocol)
     if same:
         return same[1], same[1]
-    other = re.fullmatch(OTHER_SET.format(r"(\S+)", r"(\S+)"), protocol)
+    other = re.fullmatch(_OTHER_SET.format(r"(\S+)", r"(\S+)"), protocol)
     if other:
         return other[1], other[2]
-    raise ValueError(f"{protocol!r} is not a protocol's name: {SAME_SET!r} or {OTHER_SET!r}")
+    raise ValueError(f"{protocol!r} is not a protocol's name: {_SAME_SET!r} or {_OTHER_SET!r}")
 
 
 def per_layer(effects: pd.DataFrame, protocol: str, likelihood: bool, margin: float) -> pd.DataFrame:
@@ -82,7 +82,7 @@ def per_layer(effects: pd.DataFrame, protocol: str, likelihood: bool, margin: fl
     effects = effects.assign(heads=[_heads(h) for h in effects["heads"]])
     if "training_seed" not in effects:  # a model measured once
         effects = effects.assign(training_seed=0)
-    chosen, reported = protocol_sets(protocol)
+    chosen, reported = _protocol_sets(protocol)
     rows = []
     for seed, (same, held) in tables(effects, chosen, chosen, reported).items():
         table = same if chosen == reported else held
@@ -102,7 +102,7 @@ def _heads(heads) -> tuple[int, ...]:
     return tuple(int(h) for h in (ast.literal_eval(heads) if isinstance(heads, str) else heads))
 
 
-def translation_run(
+def _translation_run(
     run: Run, chosen_on: Sequence, reported_on: Sequence, names: tuple[str, str], measure: str = "metric"
 ) -> pd.DataFrame:
     """Every all-but-one configuration on ``chosen_on``, then the best one per layer on
@@ -110,7 +110,7 @@ def translation_run(
 
     BLEU with looks (``HeadSweeps.looks``): the heads are chosen on the decoded subset of
     ``chosen_on`` in one look, and the chosen ones are reported in two looks over the whole of each
-    set (``HeadSweeps.bleu_in_looks``): on ``chosen_on`` too, as rows of set ``AGAIN`` (its name),
+    set (``HeadSweeps.bleu_in_looks``): on ``chosen_on`` too, as rows of set ``_AGAIN`` (its name),
     which ``tables`` reports for the same-set protocol. A layer the subset's 1-BLEU resolution
     leaves undecided is decoded on every pair of the split before it is called either way. On
     ``chosen_on`` the first look is the subset the heads were chosen on, which lifts the chosen
@@ -122,12 +122,12 @@ def translation_run(
     if measure != "metric" or run.sweeps.looks is None or not run.sweeps.is_translation(run.name):
         reported = run.effects(reported_on, picked, measure)
         return pd.concat([chosen.assign(set=names[0]), reported.assign(set=names[1])])
-    again = run.sweeps.bleu_in_looks(run, chosen_on, picked, chosen_here=True).assign(set=AGAIN.format(names[0]))
+    again = run.sweeps.bleu_in_looks(run, chosen_on, picked, chosen_here=True).assign(set=_AGAIN.format(names[0]))
     reported = run.sweeps.bleu_in_looks(run, reported_on, picked).assign(set=names[1])
     return pd.concat([chosen.assign(set=names[0]), reported, again])
 
 
-def classifier_run(
+def _classifier_run(
     run: Run, reported_on: Sequence, chosen_on: Sequence, names: tuple[str, str], measure: str = "metric"
 ) -> pd.DataFrame:
     """Every all-but-one configuration on both sets (a classifier sweep is cheap); stacked with
@@ -148,15 +148,15 @@ def tables(
     Tables 3 and 6 with ``same`` = ``reported``."""
     out = {}
     for seed, part in effects.groupby("training_seed"):
-        rows = {name: part[part["set"] == name] for name in (same, chosen, reported, AGAIN.format(same))}
+        rows = {name: part[part["set"] == name] for name in (same, chosen, reported, _AGAIN.format(same))}
         same_table = best_per_layer(rows[same])
-        if len(rows[AGAIN.format(same)]):  # the chosen heads reported again, in two looks
-            same_table = held_out(same_table, rows[AGAIN.format(same)])
+        if len(rows[_AGAIN.format(same)]):  # the chosen heads reported again, in two looks
+            same_table = held_out(same_table, rows[_AGAIN.format(same)])
         out[int(seed)] = (same_table, held_out(best_per_layer(rows[chosen]), rows[reported]))
     return out
 
 
-class ClassifierSets(NamedTuple):
+class _ClassifierSets(NamedTuple):
     """The classifier's two sets: the layers are reported on ``reported`` (``classifier_split``)
     and, in the held-out protocol, chosen on ``selection`` (``selection_split``)."""
 
@@ -164,7 +164,7 @@ class ClassifierSets(NamedTuple):
     selection: list
 
 
-class TranslationSets(NamedTuple):
+class _TranslationSets(NamedTuple):
     """The translation model's two sets: the layers are chosen (and reported) on ``chosen_on``
     (``translation_split``) and reported again on ``heldout`` (``heldout_split``)."""
 
@@ -186,49 +186,49 @@ class Protocols:
     classifier_split: str
     selection_split: str
 
-    def translation_effects(self, sets: TranslationSets, measure: str = "metric") -> pd.DataFrame:
-        """``translation_run`` on every training run: chosen on ``sets.chosen_on``
+    def translation_effects(self, sets: _TranslationSets, measure: str = "metric") -> pd.DataFrame:
+        """``_translation_run`` on every training run: chosen on ``sets.chosen_on``
         (``translation_split``), reported there and on ``sets.heldout`` (``heldout_split``)."""
         names = (self.translation_split, self.heldout_split)
         return self.sweeps.over_runs(
-            self.translation, lambda run: translation_run(run, sets.chosen_on, sets.heldout, names, measure)
+            self.translation, lambda run: _translation_run(run, sets.chosen_on, sets.heldout, names, measure)
         )
 
-    def classifier_effects(self, sets: ClassifierSets, measure: str = "metric") -> pd.DataFrame:
-        """``classifier_run`` on every training run: reported on ``sets.reported``
+    def classifier_effects(self, sets: _ClassifierSets, measure: str = "metric") -> pd.DataFrame:
+        """``_classifier_run`` on every training run: reported on ``sets.reported``
         (``classifier_split``), chosen on ``sets.selection`` (``selection_split``)."""
         names = (self.classifier_split, self.selection_split)
         return self.sweeps.over_runs(
-            self.classifier, lambda run: classifier_run(run, sets.reported, sets.selection, names, measure)
+            self.classifier, lambda run: _classifier_run(run, sets.reported, sets.selection, names, measure)
         )
 
-    def classifier_sets(self, max_examples: int, selection_examples: int) -> ClassifierSets:
+    def classifier_sets(self, max_examples: int, selection_examples: int) -> _ClassifierSets:
         """``max_examples`` of ``classifier_split`` (0: all) and ``selection_examples`` of
         ``selection_split``, drawn at random (every training run shares them)."""
         data = self.sweeps.data(self.classifier)
-        return ClassifierSets(
+        return _ClassifierSets(
             course.subset(data[self.classifier_split], max_examples),
             course.subset(data[self.selection_split], selection_examples),
         )
 
-    def translation_sets(self, max_examples: int) -> TranslationSets:
+    def translation_sets(self, max_examples: int) -> _TranslationSets:
         """``max_examples`` of ``translation_split`` and of ``heldout_split`` (0: all)."""
         data = self.sweeps.data(self.translation)
-        return TranslationSets(
+        return _TranslationSets(
             *(course.subset(data[s], max_examples) for s in (self.translation_split, self.heldout_split))
         )
 
-    def classifier_line(self, effects: pd.DataFrame, sets: ClassifierSets) -> str:
+    def classifier_line(self, effects: pd.DataFrame, sets: _ClassifierSets) -> str:
         """The classifier's unmasked accuracy per training run, and the sets it rests on."""
         return (
             f"{self.classifier}: accuracy unmasked by training seed {unmasked(effects, [self.classifier_split], 4)} "
             f"({len(sets.reported)} examples); heads chosen on {len(sets.selection)} {self.selection_split} examples"
         )
 
-    def translation_line(self, effects: pd.DataFrame, sets: TranslationSets) -> str:
+    def translation_line(self, effects: pd.DataFrame, sets: _TranslationSets) -> str:
         """The translation model's unmasked BLEU per training run on both splits, and what it rests on."""
         decoded = len(self.sweeps.decoded(sets.chosen_on))
-        again = effects[effects["set"] == AGAIN.format(self.translation_split)]
+        again = effects[effects["set"] == _AGAIN.format(self.translation_split)]
         shown = [self.translation_split, self.heldout_split] if again.empty else [self.heldout_split]
         looked = (
             f"; the chosen heads reported in two looks over all {len(sets.chosen_on)} and {len(sets.heldout)} "
@@ -283,7 +283,7 @@ class Protocols:
         margins: Mapping[str, float] | None = None,
     ) -> pd.DataFrame:
         """``counts`` of both models' stacked effects (the translation model first)."""
-        same, other = SAME_SET.format, OTHER_SET.format
+        same, other = _SAME_SET.format, _OTHER_SET.format
         return counts(
             [
                 (
@@ -464,7 +464,7 @@ def classifier_side_by_side(same: pd.DataFrame, other: pd.DataFrame, chosen: str
     )
 
 
-def change_strip(ax, effects: pd.DataFrame, scale: float, title: str, ylabel: str) -> None:
+def _change_strip(ax, effects: pd.DataFrame, scale: float, title: str, ylabel: str) -> None:
     """Every all-but-one configuration's change (``delta * scale``) by layer, one dot each, on ``ax``."""
     import seaborn as sns
 
@@ -508,8 +508,8 @@ def figure(translation: pd.DataFrame, classifier: pd.DataFrame, titles: tuple[st
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    change_strip(axes[0], translation, 1, titles[0], "BLEU change")
-    change_strip(axes[1], classifier, 100, titles[1], "accuracy change (pts)")
+    _change_strip(axes[0], translation, 1, titles[0], "BLEU change")
+    _change_strip(axes[1], classifier, 100, titles[1], "accuracy change (pts)")
     fig.suptitle(suptitle)
     fig.tight_layout()
     return fig
@@ -518,13 +518,13 @@ def figure(translation: pd.DataFrame, classifier: pd.DataFrame, titles: tuple[st
 CHAPTER = "04_keeping_one_head"
 COUNTS = "04_keep_one_counts"
 TRANSLATION = "04_keep_one_translation"
-HELD_OUT_LEVEL = 0.05  # "more layers down held out": McNemar's one-sided exact p below this
-QUARTER = 0.25  # "the last Enc-Dec layer needs its heads": it loses at least this share of the BLEU
-BEYOND_MARGIN_RULE = (
+_HELD_OUT_LEVEL = 0.05  # "more layers down held out": McNemar's one-sided exact p below this
+_QUARTER = 0.25  # "the last Enc-Dec layer needs its heads": it loses at least this share of the BLEU
+_BEYOND_MARGIN_RULE = (
     "the same rule, counting the layers whose change lies wholly below -δ (chapter 04's margins) "
     "instead of the significant drops, and as undecided those whose interval straddles a margin"
 )
-UNDECIDED = (
+_UNDECIDED = (
     "; read over every count the undecided layers allow (neither test places them: not significant, not shown "
     "within ±δ): partly where it holds at least in part over all of them, cannot tell where they could refute it"
 )
@@ -606,7 +606,7 @@ def _pooled_layers(rows: pd.DataFrame) -> dict[tuple[str, int], object]:
     }
 
 
-def could_be_worst(pooled: dict) -> list:
+def _could_be_worst(pooled: dict) -> list:
     """The layers whose interval reaches below the highest end of every other's: any of them may
     truly be the worst (near-ties are not broken by point estimates)."""
     ceiling = min(p.high for p in pooled.values())
@@ -615,8 +615,8 @@ def could_be_worst(pooled: dict) -> list:
 
 def last_enc_dec(r: Results) -> tuple[str, str]:
     """The claim names the last Enc-Dec layer: it must be the worst Enc-Dec layer (the only one
-    whose interval could be the worst: ``could_be_worst``) and lose a quarter of the BLEU itself
-    (its own interval wholly below -``QUARTER``); partly: one of the two. Read over every state
+    whose interval could be the worst: ``_could_be_worst``) and lose a quarter of the BLEU itself
+    (its own interval wholly below -``_QUARTER``); partly: one of the two. Read over every state
     the intervals allow (``supported``): a near-tie for the worst, or an interval across a quarter,
     leaves both possibilities open."""
     rows = _layers(r)
@@ -625,10 +625,10 @@ def last_enc_dec(r: Results) -> tuple[str, str]:
     enc_dec = rows[rows["kind"] == "enc_dec"]
     pooled = _pooled_layers(enc_dec)
     last = max(pooled)
-    candidates = could_be_worst(pooled)
+    candidates = _could_be_worst(pooled)
     own = pooled[last]
     worst = {c == last for c in candidates}
-    quarter = {v for v, holds in ((True, own.low <= -QUARTER), (False, own.high > -QUARTER)) if holds}
+    quarter = {v for v, holds in ((True, own.low <= -_QUARTER), (False, own.high > -_QUARTER)) if holds}
     verdict = supported(three_way(w and q, w or q) for w in worst for q in quarter)
     others = [layer + 1 for kind, layer in candidates if (kind, layer) != last]
     text = (
@@ -639,12 +639,12 @@ def last_enc_dec(r: Results) -> tuple[str, str]:
     return text, verdict
 
 
-def last_enc_dec_likelihood(r: Results) -> tuple[str, str]:
+def _last_enc_dec_likelihood(r: Results) -> tuple[str, str]:
     """On the likelihood: the worst layer of all kinds must be the last Enc-Dec layer; partly: an
-    Enc-Dec layer; read over every layer that could be the worst (``could_be_worst``)."""
+    Enc-Dec layer; read over every layer that could be the worst (``_could_be_worst``)."""
     pooled = _pooled_layers(_layers(r))
     last = ("enc_dec", max(layer for kind, layer in pooled if kind == "enc_dec"))
-    candidates = could_be_worst(pooled)
+    candidates = _could_be_worst(pooled)
     verdict = supported(three_way(c == last, c[0] == "enc_dec") for c in candidates)
     shown = ", ".join(f"{k} {layer + 1} ({pooled[(k, layer)].x * 1000:+.1f} millinats)" for k, layer in candidates)
     return f"the worst layer could be: {shown}{_of_seeds(r)}", verdict
@@ -654,9 +654,9 @@ def last_enc_dec_likelihood(r: Results) -> tuple[str, str]:
 def held_out_worse(r: Results) -> tuple[str, str]:
     """More layers down held out than chosen on the reported set. The layers are paired (the same
     layer of the same model under two protocols), so the test is McNemar's on the discordant
-    layers: one-sided exact p < ``HELD_OUT_LEVEL`` for "reproduced". "Not reproduced" needs the
+    layers: one-sided exact p < ``_HELD_OUT_LEVEL`` for "reproduced". "Not reproduced" needs the
     data to exclude the paper's effect: the upper 95% bound on the share of layers held out costs
-    beyond the reported set (``excess_bound``) below the paper's (Table 5's layers down less
+    beyond the reported set (``_excess_bound``) below the paper's (Table 5's layers down less
     Table 2's, ``_paper_effect``).
     Read over every way the undecided layers could fall (``supported``)."""
     held, same = _layers(r, held_out=True), _layers(r, held_out=False)
@@ -669,9 +669,9 @@ def held_out_worse(r: Results) -> tuple[str, str]:
         ("undecided against", pairs["down_held"], pairs["down_same"] | pairs["undecided_same"]),
     ):
         b, c = int((held_down & ~same_down).sum()), int((same_down & ~held_down).sum())
-        states[name] = (b, c, mcnemar_p(b, c), excess_bound(b, c, layers))
+        states[name] = (b, c, _mcnemar_p(b, c), _excess_bound(b, c, layers))
     verdicts = {
-        REPRODUCED if p < HELD_OUT_LEVEL else NOT_REPRODUCED if bound < effect else CANNOT_TELL
+        REPRODUCED if p < _HELD_OUT_LEVEL else NOT_REPRODUCED if bound < effect else CANNOT_TELL
         for b, c, p, bound in states.values()
     }
     b, c, p, bound = states["as seen"]
@@ -683,7 +683,7 @@ def held_out_worse(r: Results) -> tuple[str, str]:
     return text, supported(verdicts)
 
 
-def mcnemar_p(b: int, c: int) -> float:
+def _mcnemar_p(b: int, c: int) -> float:
     """McNemar's exact one-sided p that ``b`` (layers down only held out) exceeds ``c`` (down only
     on the reported set) by more than chance: P(Binomial(b + c, 1/2) >= b); 1 with no discordant layer."""
     from scipy.stats import binom
@@ -691,7 +691,7 @@ def mcnemar_p(b: int, c: int) -> float:
     return float(binom.sf(b - 1, b + c, 0.5)) if b + c else 1.0
 
 
-def excess_bound(b: int, c: int, layers: int, level: float = 0.05) -> float:
+def _excess_bound(b: int, c: int, layers: int, level: float = 0.05) -> float:
     """A one-sided upper ``1 - level`` bound on the share of layers that held out costs beyond the
     reported set: the Clopper-Pearson bound on ``b`` (layers down only held out) of ``layers``.
     The excess is b - c over the layers, at most b's share, so the bound holds whatever ``c`` is
@@ -712,7 +712,7 @@ def _paper_effect(r: Results) -> float:
 
 
 # ---- between seeds --------------------------------------------------------------------------------
-def layers_down_statistic(track: str, held_out: bool = False):
+def _layers_down_statistic(track: str, held_out: bool = False):
     """A claim's statistic for the between-seed test: the layers down (as ``_layers_down`` counts
     them on the measure) of ``track``'s table chosen on the reported set, and held out too, with
     the undecided layers beside them."""
@@ -730,7 +730,7 @@ def layers_down_statistic(track: str, held_out: bool = False):
     return statistic
 
 
-def last_layer_statistic(r: Results) -> dict[str, Value]:
+def _last_layer_statistic(r: Results) -> dict[str, Value]:
     """``last_enc_dec``'s statistic: the last Enc-Dec layer's relative change with its error (on
     the likelihood, the worst layer's change)."""
     rows = _layers(r)
@@ -752,13 +752,13 @@ CLAIMS = [
         "§3.3, Table 2",
         "Most layers can be reduced to one head (head chosen on the reported set)",
         "5 of 18 WMT layers drop significantly",
-        "reproduced: at most half the layers drop significantly; not reproduced: more than half" + UNDECIDED,
+        "reproduced: at most half the layers drop significantly; not reproduced: more than half" + _UNDECIDED,
         CHAPTER,
         most_layers_one_head,
         likelihood=True,
-        likelihood_rule=BEYOND_MARGIN_RULE,
+        likelihood_rule=_BEYOND_MARGIN_RULE,
         sample=counts_sample,
-        seed_statistic=layers_down_statistic("translation"),
+        seed_statistic=_layers_down_statistic("translation"),
     ),
     Claim(
         "last_enc_dec",
@@ -766,29 +766,29 @@ CLAIMS = [
         "The last Enc-Dec layer is the exception: it needs its heads",
         "-13.56 BLEU of 36.05 with one head",
         f"reproduced: the last Enc-Dec layer is the worst of its kind (no other's interval reaches its) and itself "
-        f"loses at least {QUARTER:.0%} of the BLEU (its whole interval); partly: one of the two; read over every "
+        f"loses at least {_QUARTER:.0%} of the BLEU (its whole interval); partly: one of the two; read over every "
         "state the intervals leave open",
         CHAPTER,
         last_enc_dec,
-        likelihood=last_enc_dec_likelihood,
+        likelihood=_last_enc_dec_likelihood,
         likelihood_rule="reproduced: the worst layer of all kinds is the last Enc-Dec layer; partly: an Enc-Dec "
         "layer; read over every layer whose interval could make it the worst",
         parameters={"alpha": 0.01},
         sample=counts_sample,
-        seed_statistic=last_layer_statistic,
+        seed_statistic=_last_layer_statistic,
     ),
     Claim(
         "bert_layers_one_head",
         "§3.3, Table 3",
         "No BERT layer needs more than one head",
         "0 of 12 layers drop significantly",
-        "reproduced: no layer drops significantly; partly: at most a quarter" + UNDECIDED,
+        "reproduced: no layer drops significantly; partly: at most a quarter" + _UNDECIDED,
         CHAPTER,
         bert_layers_one_head,
         likelihood=True,
-        likelihood_rule=BEYOND_MARGIN_RULE,
+        likelihood_rule=_BEYOND_MARGIN_RULE,
         sample=counts_sample,
-        seed_statistic=layers_down_statistic("nli"),
+        seed_statistic=_layers_down_statistic("nli"),
     ),
     Claim(
         "held_out_worse",
@@ -796,16 +796,16 @@ CLAIMS = [
         "Choosing the head on other data than the reported set costs more layers",
         "9 of 18 WMT layers (5 when chosen on the reported set)",
         "reproduced: more layers drop held out than chosen on the reported set, by McNemar's one-sided exact test "
-        f"on the paired layers (p < {HELD_OUT_LEVEL}); not reproduced: the 95% upper bound on the extra share of "
+        f"on the paired layers (p < {_HELD_OUT_LEVEL}); not reproduced: the 95% upper bound on the extra share of "
         "layers down held out is below the paper's (Table 5's layers down less Table 2's); cannot tell: neither; "
         "read over every way the undecided layers could fall",
         CHAPTER,
         held_out_worse,
         likelihood=True,
-        likelihood_rule=BEYOND_MARGIN_RULE,
+        likelihood_rule=_BEYOND_MARGIN_RULE,
         parameters={"alpha": 0.01},
         sample=counts_sample,
-        seed_statistic=layers_down_statistic("translation", held_out=True),
+        seed_statistic=_layers_down_statistic("translation", held_out=True),
     ),
 ]
 

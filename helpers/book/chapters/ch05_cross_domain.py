@@ -33,9 +33,9 @@ from ..verdicts.between_seeds import Pairs
 from ..verdicts.engine import Claim, Results, three_way
 from ..verdicts.text import MEASURES, r_text, read, words
 
-TRACKS = {"translation": "translation", "classifier": "classifier"}  # paper_values.CROSS_DOMAIN_R's keys
+_TRACKS = {"translation": "translation", "classifier": "classifier"}  # paper_values.CROSS_DOMAIN_R's keys
 UNITS = {"translation": "BLEU", "classifier": "accuracy"}  # each track's metric, as Figure 2 labels it
-SCORED_ON = ("metric", "likelihood")  # the measures each sweep is scored on
+_SCORED_ON = ("metric", "likelihood")  # the measures each sweep is scored on
 
 
 def sets(sweeps: HeadSweeps, name: str, splits: tuple[str, str], sizes: tuple[int, int]) -> tuple[list, list]:
@@ -91,7 +91,7 @@ def correlations(models: Sequence[tuple[str, str, dict]]) -> pd.DataFrame:
     ``models``: (name, track: "translation" or "classifier", ``effects``' result)."""
     rows = []
     for name, track, by_seed in models:
-        paper_r = paper_values.CROSS_DOMAIN_R[TRACKS[track]]
+        paper_r = paper_values.CROSS_DOMAIN_R[_TRACKS[track]]
         for seed, (inside, outside) in by_seed.items():
             paired = paired_scores(inside, outside)
             if track == "classifier":
@@ -153,14 +153,14 @@ def label_shifts(
     return pd.DataFrame(rows)
 
 
-ALIKE_LEVEL = 0.01  # a class "moves alike" in both domains when its own r is positive with p below this
+_ALIKE_LEVEL = 0.01  # a class "moves alike" in both domains when its own r is positive with p below this
 
 
 def class_by_class(shifts: pd.DataFrame) -> pd.DataFrame:
     """Per training seed (``label_shifts`` of two sets, the first in domain): Pearson r across
     domains of the heads' accuracy changes, and class by class of their recall changes: one r per
     label that moves in both domains (``class r (<label>)``, ``class p (<label>)``), each over the
-    heads (n = ``heads``); ``classes alike``: every such r positive with p < ``ALIKE_LEVEL``
+    heads (n = ``heads``); ``classes alike``: every such r positive with p < ``_ALIKE_LEVEL``
     (``weakest class r`` and its p beside it); the r between the two labels whose recall the
     heads trade most (in domain), and which labels those are. An accuracy change is the
     gold-share-weighted sum of the recall changes (``recall_sum_gap`` checks it); where heads
@@ -186,7 +186,7 @@ def class_by_class(shifts: pd.DataFrame) -> pd.DataFrame:
                 "accuracy r": accuracy[0],
                 "accuracy p": accuracy[1],
                 "classes": len(recalls),
-                "classes alike": bool(per_class) and all(r > 0 and p < ALIKE_LEVEL for r, p in per_class.values()),
+                "classes alike": bool(per_class) and all(r > 0 and p < _ALIKE_LEVEL for r, p in per_class.values()),
                 "weakest class r": per_class[weakest][0] if weakest is not None else np.nan,
                 "weakest class p": per_class[weakest][1] if weakest is not None else np.nan,
                 "traded labels": " and ".join(c.removeprefix("recall change ") for c in traded),
@@ -288,7 +288,7 @@ def scatter(ax, paired: pd.DataFrame, title: str, unit: str) -> None:
 
 
 @dataclass(frozen=True)
-class Study:
+class _Study:
     """The chapter's sweeps: for each track (``"translation"``, ``"classifier"``), its model
     ``names[track]`` with every head masked alone on an in-domain and an out-of-domain set
     (``sets[track]``, drawn from ``splits[track]``), on every training run and on both measures:
@@ -339,20 +339,20 @@ class Study:
 
 def study(
     sweeps: HeadSweeps, names: Mapping[str, str], splits: Mapping[str, tuple[str, str]], sizes: tuple[int, int]
-) -> Study:
-    """Run the chapter's sweeps (``Study``): for each track of ``names`` (``{"classifier": model,
+) -> _Study:
+    """Run the chapter's sweeps (``_Study``): for each track of ``names`` (``{"classifier": model,
     "translation": model}``), ``sets`` of ``sizes`` drawn from ``splits[track]``, and every head
     masked alone on both, on every training run, on the paper's metric and on the likelihood
     (the likelihood reads the metric sweep's cache where it can)."""
     drawn = {t: sets(sweeps, name, splits[t], sizes) for t, name in names.items()}
-    found = {(t, m): effects(sweeps, names[t], drawn[t], m) for m in SCORED_ON for t in names}
-    return Study(sweeps, dict(names), {t: tuple(splits[t]) for t in names}, drawn, found)
+    found = {(t, m): effects(sweeps, names[t], drawn[t], m) for m in _SCORED_ON for t in names}
+    return _Study(sweeps, dict(names), {t: tuple(splits[t]) for t in names}, drawn, found)
 
 
 CHAPTER = "05_cross_domain"
-STRONG_R = 0.40  # "effects in domain predict effects out of domain": Pearson r at least this
+_STRONG_R = 0.40  # "effects in domain predict effects out of domain": Pearson r at least this
 LEVEL = 0.01  # ... with its interval (1 - LEVEL, over the heads) above 0
-DRAWS = 2000  # bootstrap resamples of the heads
+_DRAWS = 2000  # bootstrap resamples of the heads
 PER_HEAD = {"translation": "05_cross_domain_translation", "classifier": "05_cross_domain_classifier"}
 
 
@@ -368,7 +368,7 @@ def _pairs(r: Results) -> dict[str, pd.DataFrame]:
     return out
 
 
-def pooled_r(heads: pd.DataFrame, draws: int = DRAWS, seed: int = 0) -> tuple[float, np.ndarray, dict]:
+def _pooled_r(heads: pd.DataFrame, draws: int = _DRAWS, seed: int = 0) -> tuple[float, np.ndarray, dict]:
     """``(r, draws of r, {training seed: r})``: Pearson r of the heads' changes in and out of
     domain per seed, pooled as the mean of Fisher's z over the seeds (seeds' heads are different
     units: stacking them would add the gap between the seeds' means to r), and its bootstrap
@@ -402,23 +402,23 @@ def _r_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def cross_domain(r: Results) -> tuple[str, str]:
     """Per model: r pooled over the seeds with its (1 - ``LEVEL``) bootstrap interval over the
-    heads; strong where r >= ``STRONG_R`` and the interval lies above 0. Reproduced: strong for
+    heads; strong where r >= ``_STRONG_R`` and the interval lies above 0. Reproduced: strong for
     every model; partly: for some."""
     parts, strong = [], []
     for model, heads in _pairs(r).items():
-        r_all, draws, _ = pooled_r(heads)
+        r_all, draws, _ = _pooled_r(heads)
         if np.isnan(r_all):  # some seed's heads change nothing in or out of domain
             strong.append(False)
             parts.append(f"{model} r undefined (no change to correlate)")
             continue
         low, high = np.nanquantile(draws, [LEVEL / 2, 1 - LEVEL / 2])
-        strong.append(r_all >= STRONG_R and low > 0)
+        strong.append(r_all >= _STRONG_R and low > 0)
         parts.append(f"{model} r = {r_all:.2f} [{low:.2f}, {high:.2f}]")
     seeds = f" ({len(r.seeds)} seeds pooled)" if len(r.seeds) > 1 else ""
     return "; ".join(parts) + seeds, three_way(all(strong), any(strong))
 
 
-def correlation_statistic(r: Results) -> dict[str, Pairs]:
+def _correlation_statistic(r: Results) -> dict[str, Pairs]:
     """Each model's heads, their changes in and out of domain, for the between-seed test: a
     permutation of the heads between the seeds (``between_seeds.Pairs``). Fisher's z with its
     normal error 1 / sqrt(n - 3), and a bootstrap's error over the heads too, called alike seeds
@@ -435,13 +435,13 @@ CLAIMS = [
         "§3.4, Figure 2",
         "A head's effect in domain predicts its effect out of domain",
         f"r = {paper_values.CROSS_DOMAIN_R['translation']} (WMT), {paper_values.CROSS_DOMAIN_R['classifier']} (BERT)",
-        f"reproduced: r >= {STRONG_R} for every model, with its {1 - LEVEL:.0%} bootstrap interval over the heads "
+        f"reproduced: r >= {_STRONG_R} for every model, with its {1 - LEVEL:.0%} bootstrap interval over the heads "
         "above 0 (r pooled over the seeds as the mean of Fisher's z); partly: for one",
         CHAPTER,
         cross_domain,
         likelihood=True,
         sample=lambda r: samples.correlation(r["05_cross_domain_r"], LEVEL),
-        seed_statistic=correlation_statistic,
+        seed_statistic=_correlation_statistic,
     ),
 ]
 
@@ -472,10 +472,10 @@ def findings(profile: str) -> str:
                 f"{part['paper_r'].iloc[0]:.2f}). The split-half r, in-domain/out-of-domain: {words(halves)}. "
                 f"Out of domain the scores after masking spread {words(spreads)}."
             )
-    return "\n\n".join(lines + class_lines(profile))
+    return "\n\n".join(lines + _class_lines(profile))
 
 
-def class_lines(profile: str) -> list[str]:
+def _class_lines(profile: str) -> list[str]:
     """The classifier's correlation read class by class (``05_label_shifts``): whether its heads
     act alike in both domains once a label's gain is not netted against another's loss; none for
     a run from before the table existed."""
@@ -500,7 +500,7 @@ def class_lines(profile: str) -> list[str]:
         line += (
             f" For seed{'s' * (len(explained) > 1)} {words([str(int(s)) for s in explained['training_seed']])} the "
             "net takes opposite signs in the two domains, and the accuracy correlation turns significantly negative "
-            f"while every class's own r is positive (p < {ALIKE_LEVEL} each): a property of where this model's "
+            f"while every class's own r is positive (p < {_ALIKE_LEVEL} each): a property of where this model's "
             "decisions sit between two labels on each set, not of heads that matter in one domain and not in the "
             "other."
         )
@@ -509,7 +509,7 @@ def class_lines(profile: str) -> list[str]:
         line += (
             f" For seed{'s' * (len(unexplained) > 1)} {words([str(int(s)) for s in unexplained['training_seed']])} "
             "the accuracy correlation is significantly negative and the classes do not move alike either (not every "
-            f"class's own r is positive with p < {ALIKE_LEVEL}): this run does not explain it."
+            f"class's own r is positive with p < {_ALIKE_LEVEL}): this run does not explain it."
         )
     return [line]
 

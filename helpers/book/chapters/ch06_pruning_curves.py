@@ -35,7 +35,7 @@ from ..verdicts.pooling import Pooled, mean_over_seeds, over_interval, with_rang
 from ..verdicts.text import MEASURES, percents, read, words
 
 CHAPTER = "06_pruning_curves"
-SHARES = "06_prunable_shares"
+_SHARES = "06_prunable_shares"
 
 
 def _error(row: pd.Series, se: str) -> float:
@@ -61,8 +61,8 @@ def prunable(track: str) -> Callable[[Results], tuple[str, str]]:
     reproduced, above 0 partly."""
 
     def check(r: Results) -> tuple[str, str]:
-        table = r[SHARES]
-        rows = present(table[(table["track"] == track) & (table["order"] == "importance")], f"{SHARES}: {track}")
+        table = r[_SHARES]
+        rows = present(table[(table["track"] == track) & (table["order"] == "importance")], f"{_SHARES}: {track}")
         pooled = mean_over_seeds(rows["prunable_share"], [_error(row, "share_se") for _, row in rows.iterrows()])
         if {"share_low", "share_high"} <= set(rows):  # a step statistic: the seeds' own ranges too
             pooled = with_ranges(pooled, rows["share_low"].tolist(), rows["share_high"].tolist())
@@ -92,7 +92,7 @@ def importance_beats_ablation(r: Results) -> tuple[str, str]:
     bootstrap's error of the difference); "at least as
     well" holds where the whole interval lies above -``SHARE_TOLERANCE`` (the shares' tolerance)
     and fails where it lies below it; for every model (partly: some)."""
-    shares = r[SHARES]
+    shares = r[_SHARES]
     on = shares.loc[shares["order"] == "ablation", "selected_on"] if "selected_on" in shares else pd.Series([None])
     verdicts, parts = [], []
     for model, part in shares[shares["order"].isin(["importance", "ablation"])].groupby("model"):  # by name
@@ -122,7 +122,7 @@ def importance_beats_random(r: Results) -> tuple[str, str]:
     bootstrap error over examples and the percentile's over the orders);
     above 0 over the whole interval is a win, below it over the whole interval a loss; for every
     model (partly: some). A model whose band has too few orders on some seed is undecided."""
-    shares = r[SHARES]
+    shares = r[_SHARES]
     if RANDOM_HIGH not in set(shares["order"]):
         return "(no band of random orders)", NOT_RUN
     verdicts, parts = [], []
@@ -154,8 +154,8 @@ def share_statistic(track: str) -> Callable[[Results], dict[str, Value]]:
     the rounding error of the curve's step and its 5-95% bootstrap range (``between_seeds.Value``)."""
 
     def statistic(r: Results) -> dict[str, Value]:
-        table = r[SHARES]
-        row = present(table[(table["track"] == track) & (table["order"] == "importance")], f"{SHARES}: {track}").iloc[
+        table = r[_SHARES]
+        row = present(table[(table["track"] == track) & (table["order"] == "importance")], f"{_SHARES}: {track}").iloc[
             0
         ]
         return {track: with_error(row["prunable_share"], row, "share_se", track, grain=_step(row), ranged=True)}
@@ -170,11 +170,11 @@ def _step(row: pd.Series) -> float:
     return float(row["step"])
 
 
-def ablation_statistic(r: Results) -> dict[str, Value]:
+def _ablation_statistic(r: Results) -> dict[str, Value]:
     """``importance_beats_ablation``'s statistic: per model, importance's prunable share less the
     ablation order's, with the paired bootstrap's standard error of that difference and the
     rounding error of two values on the step's grid (a grain of step * sqrt 2)."""
-    shares = r[SHARES]
+    shares = r[_SHARES]
     out = {}
     for model, part in shares[shares["order"].isin(["importance", "ablation"])].groupby("model", sort=False):
         by_order = part.set_index("order")
@@ -189,7 +189,7 @@ def ablation_statistic(r: Results) -> dict[str, Value]:
     return out
 
 
-def band_statistic(r: Results) -> dict[str, Value]:
+def _band_statistic(r: Results) -> dict[str, Value]:
     """``importance_beats_random``'s statistic: per model, importance's prunable share less the top
     of the random band (95th percentile), with the standard errors of both combined as independent:
     the share's over the scored examples (``share_se``), the percentile's over the random orders
@@ -197,7 +197,7 @@ def band_statistic(r: Results) -> dict[str, Value]:
     sampling error over examples is left out (the band is about orders); a bootstrap of the 95th
     percentile of 20 orders understates its uncertainty, which the grid's rounding error bounds from
     below. A model whose band has too few orders is left out, as the rule leaves it undecided."""
-    shares = r[SHARES]
+    shares = r[_SHARES]
     out = {}
     for model, part in shares.groupby("model", sort=False):
         by_order = part.set_index("order")
@@ -216,8 +216,8 @@ def band_statistic(r: Results) -> dict[str, Value]:
     return out
 
 
-def shares_sample(r: Results) -> str:
-    return samples.curves(r[SHARES])
+def _shares_sample(r: Results) -> str:
+    return samples.curves(r[_SHARES])
 
 
 CLAIMS = [
@@ -231,7 +231,7 @@ CLAIMS = [
         CHAPTER,
         prunable("translation"),
         likelihood=True,
-        sample=shares_sample,
+        sample=_shares_sample,
         seed_statistic=share_statistic("translation"),
     ),
     Claim(
@@ -244,7 +244,7 @@ CLAIMS = [
         CHAPTER,
         prunable("classifier"),
         likelihood=True,
-        sample=shares_sample,
+        sample=_shares_sample,
         seed_statistic=share_statistic("classifier"),
     ),
     Claim(
@@ -259,8 +259,8 @@ CLAIMS = [
         CHAPTER,
         importance_beats_ablation,
         likelihood=True,
-        sample=shares_sample,
-        seed_statistic=ablation_statistic,
+        sample=_shares_sample,
+        seed_statistic=_ablation_statistic,
     ),
     Claim(
         "importance_beats_random",
@@ -273,8 +273,8 @@ CLAIMS = [
         CHAPTER,
         importance_beats_random,
         likelihood=True,
-        sample=shares_sample,
-        seed_statistic=band_statistic,
+        sample=_shares_sample,
+        seed_statistic=_band_statistic,
     ),
 ]
 
@@ -310,16 +310,16 @@ def findings(profile: str) -> str:
                 f"{words([f'{v:.3g}' for v in imp['unpruned']])} "
                 "unpruned."
             )
-    return "\n\n".join(lines + sample_lines(profile))
+    return "\n\n".join(lines + _sample_lines(profile))
 
 
-SETTLED = 0.9  # a median Spearman with I_h of every example at or above this counts as a settled ranking
+_SETTLED = 0.9  # a median Spearman with I_h of every example at or above this counts as a settled ranking
 
 
-def sample_lines(profile: str) -> list[str]:
+def _sample_lines(profile: str) -> list[str]:
     """How many examples each model's I_h needs (``06_importance_sample``): the agreement with I_h
     of all the examples at the largest sample below them, and the smallest sample whose median
-    Spearman reaches ``SETTLED``; none for a run from before the table existed."""
+    Spearman reaches ``_SETTLED``; none for a run from before the table existed."""
     from ..store.results import saved_table
 
     table = saved_table(profile, "06_importance_sample")
@@ -335,13 +335,13 @@ def sample_lines(profile: str) -> list[str]:
             continue
         n = max(below)
         settled = [
-            int(k) for k in below if q.loc[k, ("spearman", 0.5)] >= SETTLED
+            int(k) for k in below if q.loc[k, ("spearman", 0.5)] >= _SETTLED
         ]  # all of them agree with themselves
         parts.append(
             f"{model}: from {n} of its {used} examples, Spearman {q.loc[n, ('spearman', 0.5)]:.2f} (5-95%: "
             f"{q.loc[n, ('spearman', 0.05)]:.2f} to {q.loc[n, ('spearman', 0.95)]:.2f}) and "
             f"{q.loc[n, ('bottom overlap', 0.5)]:.0%} of the least important tenth found; a median Spearman of "
-            f"{SETTLED} " + (f"from {min(settled)} examples" if settled else "at no size below all of them")
+            f"{_SETTLED} " + (f"from {min(settled)} examples" if settled else "at no size below all of them")
         )
     draws = int(table.groupby(["model", "examples"]).size().max())
     return (
@@ -352,12 +352,12 @@ def sample_lines(profile: str) -> list[str]:
             "of "
             "the share drawn), and agreement with the whole says nothing about whether the whole itself is enough."
         ]
-        + curve_lines(table)
-        + rise_lines(table)
+        + _curve_lines(table)
+        + _rise_lines(table)
     )
 
 
-def curve_lines(table: pd.DataFrame) -> list[str]:
+def _curve_lines(table: pd.DataFrame) -> list[str]:
     """What pruning by I_h from n examples does to the share prunable on the likelihood: per model,
     its range over the drawn curves at each size, beside the share with every example."""
     if "prunable_share" not in table or table["prunable_share"].isna().all():
@@ -382,7 +382,7 @@ def curve_lines(table: pd.DataFrame) -> list[str]:
     ]
 
 
-def rise_lines(table: pd.DataFrame) -> list[str]:
+def _rise_lines(table: pd.DataFrame) -> list[str]:
     """What pruning a language model by I_h from n examples does to its perplexity at the shares
     of its query heads the table has columns for (``importance_sample.RISE``): per model and
     share, the range over the drawn curves at each size, beside the rise with every example."""

@@ -100,7 +100,7 @@ def gains_table(speed: pd.DataFrame, batch_sizes: list[int]) -> pd.DataFrame:
     ).reindex(batch_sizes)
 
 
-def precision_table(precision: pd.DataFrame) -> pd.DataFrame:
+def _precision_table(precision: pd.DataFrame) -> pd.DataFrame:
     """The speed-ups by dtype, compile mode and batch size, with the original's rate."""
     rates = precision.pivot_table(
         index=["dtype", "compile_mode", "batch_size"], columns="variant", values="median", sort=False
@@ -144,8 +144,8 @@ def precision_timings(
 
 
 def styled_precision_table(precision: pd.DataFrame):
-    """``precision_table`` with rates to one decimal and gains as signed percentages."""
-    return precision_table(precision).style.format(
+    """``_precision_table`` with rates to one decimal and gains as signed percentages."""
+    return _precision_table(precision).style.format(
         {
             "original ex/s": "{:.1f}",
             "pruned": "{:+.1%}",
@@ -174,13 +174,13 @@ def gains_figure(gains: pd.DataFrame, batch_sizes: list[int], title: str):
 CHAPTER = "07_pruning_speed"
 
 
-def speedups(r: Results) -> pd.Series:
+def _speedups(r: Results) -> pd.Series:
     speed = r["07_speed"].pivot(index="batch_size", columns="variant", values="median")
     return speed["pruned"] / speed["original"] - 1
 
 
 def speedup_large(r: Results) -> tuple[str, str]:
-    gains = speedups(r)
+    gains = _speedups(r)
     paper, gain = paper_values.TABLE4_SPEEDUP[64], gains.iloc[-1]
     return (
         f"{gain:+.1%} at batch {gains.index[-1]} ({r['07_speed']['device'].iloc[0]})",
@@ -189,7 +189,7 @@ def speedup_large(r: Results) -> tuple[str, str]:
 
 
 def speedup_small(r: Results) -> tuple[str, str]:
-    gains = speedups(r)
+    gains = _speedups(r)
     return (
         f"{gains.iloc[0]:+.1%} at batch {gains.index[0]}, {gains.iloc[-1]:+.1%} at {gains.index[-1]}",
         three_way(
@@ -199,7 +199,7 @@ def speedup_small(r: Results) -> tuple[str, str]:
     )
 
 
-def speed_sample(r: Results) -> str:
+def _speed_sample(r: Results) -> str:
     return samples.timing(r["07_speed"])
 
 
@@ -212,7 +212,7 @@ CLAIMS = [
         "reproduced: within half of the paper's gain either way; partly: faster",
         CHAPTER,
         speedup_large,
-        sample=speed_sample,
+        sample=_speed_sample,
     ),
     Claim(
         "speedup_small",
@@ -223,7 +223,7 @@ CLAIMS = [
         "batch and under half the paper's large-batch gain; partly: less than the largest batch",
         CHAPTER,
         speedup_small,
-        sample=speed_sample,
+        sample=_speed_sample,
     ),
 ]
 

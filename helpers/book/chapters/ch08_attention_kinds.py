@@ -158,12 +158,12 @@ def by_seed(table: pd.DataFrame, column: str, label: str) -> pd.DataFrame:
 
 
 CHAPTER = "08_attention_kinds"
-SUMMARY = "08_pruning_by_kind_summary"
+_SUMMARY = "08_pruning_by_kind_summary"
 
 
 def _kinds(r: Results) -> dict[str, pd.DataFrame]:
     """The summary's rows per attention kind, one per seed (indexed by seed)."""
-    table = r[SUMMARY]
+    table = r[_SUMMARY]
     seed = table["training_seed"] if "training_seed" in table else pd.Series(0, index=table.index)
     return {k: part.set_index(seed[part.index]) for k, part in table.groupby("kind", sort=False)}
 
@@ -182,7 +182,7 @@ def _margin(r: Results, column: str, error: str, pick) -> Pooled:
     return mean_over_seeds((enc_dec[column] - extreme).to_numpy(), enc_dec[error].to_numpy())
 
 
-def enc_dec_most_sensitive_likelihood(r: Results) -> tuple[str, str]:
+def _enc_dec_most_sensitive_likelihood(r: Results) -> tuple[str, str]:
     """Enc-Dec's perplexity rises the most at 80% of its heads pruned: its ratio less the largest
     other kind's, pooled over the seeds, above 0 over the whole interval (below: refuted)."""
     means = {k: float(v["perplexity_ratio_80%"].mean()) for k, v in _kinds(r).items()}
@@ -222,11 +222,11 @@ def self_attention_survives(r: Results) -> tuple[str, str]:
     return ", ".join(parts) + _seeds(r), for_every(verdicts)
 
 
-def margin_statistic(r: Results) -> dict[str, Value]:
+def _margin_statistic(r: Results) -> dict[str, Value]:
     """``enc_dec_most_sensitive``'s statistic for the between-seed test: Enc-Dec's margin over the
     other kinds at 80% pruned (its share of the BLEU left less the smallest other kind's; on the
     likelihood, its perplexity ratio less the largest other's), with the paired bootstrap's error."""
-    table = r[SUMMARY].set_index("kind")
+    table = r[_SUMMARY].set_index("kind")
     column, margin, pick = (
         ("perplexity_ratio_80%", "enc_dec_ratio_margin_se", max)
         if r.measure
@@ -240,10 +240,10 @@ def margin_statistic(r: Results) -> dict[str, Value]:
     }
 
 
-def survives_statistic(r: Results) -> dict[str, Value]:
+def _survives_statistic(r: Results) -> dict[str, Value]:
     """``self_attention_survives``'s statistic: each self-attention kind's share of the BLEU left at
     80% pruned, with its bootstrap error."""
-    table = r[SUMMARY].set_index("kind").drop("enc_dec")
+    table = r[_SUMMARY].set_index("kind").drop("enc_dec")
     return {kind: with_error(row["relative_80%"], row, "relative_80%_se", kind) for kind, row in table.iterrows()}
 
 
@@ -262,11 +262,11 @@ CLAIMS = [
         "over it; cannot tell: otherwise, or no unpruned BLEU to keep a share of",
         CHAPTER,
         enc_dec_most_sensitive,
-        likelihood=enc_dec_most_sensitive_likelihood,
+        likelihood=_enc_dec_most_sensitive_likelihood,
         likelihood_rule="reproduced: Enc-Dec's perplexity rises the most at 80% of its heads pruned (its ratio less "
         "the largest other kind's above 0 over its whole 95% interval); not reproduced: below 0 over it",
         sample=curves_sample,
-        seed_statistic=margin_statistic,
+        seed_statistic=_margin_statistic,
     ),
     Claim(
         "self_attention_survives",
@@ -279,7 +279,7 @@ CLAIMS = [
         CHAPTER,
         self_attention_survives,
         sample=curves_sample,
-        seed_statistic=survives_statistic,
+        seed_statistic=_survives_statistic,
     ),
 ]
 

@@ -32,10 +32,10 @@ from ..verdicts.engine import CANNOT_TELL, Claim, Results, three_way
 from ..verdicts.pooling import Pooled, mean_over_seeds, over_interval, supported
 from ..verdicts.text import read, words
 
-MIN_BASE_SHARE = 0.02  # the default: epochs whose unpruned BLEU is below this share of the last one's are skipped
+_MIN_BASE_SHARE = 0.02  # the default: epochs whose unpruned BLEU is below this share of the last one's are skipped
 
 
-def usable_epochs(run: pd.DataFrame, min_base_share: float = MIN_BASE_SHARE) -> list[int]:
+def usable_epochs(run: pd.DataFrame, min_base_share: float = _MIN_BASE_SHARE) -> list[int]:
     """The epochs of one training run's chapter-09 table whose unpruned BLEU is above 0 and at
     least ``min_base_share`` of the last epoch's: those a share of the BLEU kept means something."""
     bases = run.drop_duplicates("epoch").set_index("epoch")["unpruned"].sort_index()
@@ -166,16 +166,16 @@ def figure(dynamics: pd.DataFrame, right_panel_epochs: list[int], suptitle: str)
 
 
 CHAPTER = "09_training_dynamics"
-CURVES = "09_importance_dynamics"
+_CURVES = "09_importance_dynamics"
 
 
-class NoUsableBLEU(ValueError):
+class _NoUsableBLEU(ValueError):
     """A claim on BLEU's share kept, where no checkpoint has a BLEU to keep a share of."""
 
 
 def _runs(r: Results) -> list[pd.DataFrame]:
     """The curves of each training run (seed) in ``r``."""
-    d = r[CURVES]
+    d = r[_CURVES]
     if "training_seed" not in d:
         return [d]
     return [part for _, part in d.groupby("training_seed", sort=True)]
@@ -194,9 +194,9 @@ def _relative(r: Results, which: int) -> tuple[Pooled, list[int]]:
     epoch with a usable BLEU (``usable_epochs``), pooled over the runs; and those epochs."""
     found, epochs = [], []
     for run in _runs(r):
-        usable = usable_epochs(run, r.params.get("min_base_share", MIN_BASE_SHARE))
+        usable = usable_epochs(run, r.params.get("min_base_share", _MIN_BASE_SHARE))
         if not usable:
-            raise NoUsableBLEU("no checkpoint has a usable BLEU")
+            raise _NoUsableBLEU("no checkpoint has a usable BLEU")
         epochs.append(usable[which])
         found.append(_at_40(run, "relative", usable[which]))
     return mean_over_seeds([v for v, _ in found], [e for _, e in found]), epochs
@@ -215,7 +215,7 @@ def early_hurts(r: Results) -> tuple[str, str]:
     seeds and read over its interval. No usable BLEU: cannot tell."""
     try:
         rel, epochs = _relative(r, 0)
-    except NoUsableBLEU as none:
+    except _NoUsableBLEU as none:
         return f"({none})", CANNOT_TELL
     low = paper_values.FIGURE5_KEPT_AT_40[0]
     verdict = over_interval(lambda v: three_way(v < low, v < 0.95), rel)
@@ -227,7 +227,7 @@ def late_survives(r: Results) -> tuple[str, str]:
     read over its interval. No usable BLEU: cannot tell."""
     try:
         rel, epochs = _relative(r, -1)
-    except NoUsableBLEU as none:
+    except _NoUsableBLEU as none:
         return f"({none})", CANNOT_TELL
     low = paper_values.FIGURE5_KEPT_AT_40[0]
     verdict = over_interval(lambda v: three_way(v >= low, v >= low - 0.1), rel)
@@ -249,7 +249,7 @@ def _ratios(r: Results) -> tuple[Pooled, Pooled, Pooled]:
     return pool(first), pool(last), pool(gap)
 
 
-def early_hurts_likelihood(r: Results) -> tuple[str, str]:
+def _early_hurts_likelihood(r: Results) -> tuple[str, str]:
     """Pruning 40% raises the perplexity more at the first epoch than at the last (the gap's
     interval above 0) and by over 10% (the first ratio's interval above 1.10): reproduced; only
     the first: partly; read over every state the two intervals allow."""
@@ -264,7 +264,7 @@ def early_hurts_likelihood(r: Results) -> tuple[str, str]:
     return text, verdict
 
 
-def late_survives_likelihood(r: Results) -> tuple[str, str]:
+def _late_survives_likelihood(r: Results) -> tuple[str, str]:
     _, last, _ = _ratios(r)
     verdict = over_interval(lambda v: three_way(v <= 1.10, v <= 1.25), last)
     return f"perplexity x{last.text()} at the last epoch{_seeds(r)}", verdict
@@ -278,15 +278,15 @@ def _possible(surely: bool, surely_not: bool) -> set[bool]:
 def _perplexity_at_40(r: Results) -> pd.Series:
     """The perplexity with 40% pruned relative to the unpruned checkpoint's, by epoch (likelihood;
     one run)."""
-    return at_share_by_epoch(r[CURVES], "perplexity_ratio")
+    return at_share_by_epoch(r[_CURVES], "perplexity_ratio")
 
 
 def _relative_at_40(r: Results) -> pd.Series:
     """Relative BLEU with 40% pruned, by epoch, for the epochs with a usable BLEU (one run)."""
-    d = r[CURVES]
-    usable = usable_epochs(d, r.params.get("min_base_share", MIN_BASE_SHARE))
+    d = r[_CURVES]
+    usable = usable_epochs(d, r.params.get("min_base_share", _MIN_BASE_SHARE))
     if not usable:
-        raise NoUsableBLEU("no checkpoint has a usable BLEU")
+        raise _NoUsableBLEU("no checkpoint has a usable BLEU")
     return at_share_by_epoch(d, "relative").loc[usable]
 
 
@@ -294,7 +294,7 @@ def _at_40_with_error(r: Results, column: str, epochs: dict[str, int]) -> dict[s
     """``column`` with 40% pruned at each of ``epochs`` (``{role: epoch}``, e.g. the first usable
     one, compared between seeds by role), with its bootstrap standard error (``<column>_se``,
     ``checkpoint_curves``), as the between-seed test's components."""
-    table = r[CURVES]
+    table = r[_CURVES]
     if f"{column}_se" not in table:
         raise LookupError(f"{column}_se")
     value, error = at_share_by_epoch(table, column), at_share_by_epoch(table, f"{column}_se")
@@ -309,7 +309,7 @@ def seed_statistic(which: str):
     def statistic(r: Results) -> dict[str, Value]:
         try:
             return _statistic(r)
-        except NoUsableBLEU as none:
+        except _NoUsableBLEU as none:
             raise NotTestable(f"{none} on one seed") from None
 
     def _statistic(r: Results) -> dict[str, Value]:
@@ -324,7 +324,7 @@ def seed_statistic(which: str):
 
 
 def curves_sample(r: Results) -> str:
-    d = r[CURVES]
+    d = r[_CURVES]
     epochs = ", ".join(str(int(e)) for e in sorted(d["epoch"].unique()))
     return samples.curves(d) + f"; checkpoints at epochs {epochs}" if samples.curves(d) else ""
 
@@ -340,8 +340,8 @@ CLAIMS = [
         "usable BLEU)",
         CHAPTER,
         early_hurts,
-        likelihood=early_hurts_likelihood,
-        parameters={"min_base_share": MIN_BASE_SHARE},
+        likelihood=_early_hurts_likelihood,
+        parameters={"min_base_share": _MIN_BASE_SHARE},
         likelihood_rule="reproduced: 40% pruned raises the perplexity more at the first epoch than at the last, and "
         "by over 10%; partly: more at the first; each read over its 95% interval pooled over the seeds",
         sample=curves_sample,
@@ -356,8 +356,8 @@ CLAIMS = [
         "share pooled over the seeds (cannot tell: no usable BLEU)",
         CHAPTER,
         late_survives,
-        likelihood=late_survives_likelihood,
-        parameters={"min_base_share": MIN_BASE_SHARE},
+        likelihood=_late_survives_likelihood,
+        parameters={"min_base_share": _MIN_BASE_SHARE},
         likelihood_rule="reproduced: at the last epoch, 40% pruned raises the perplexity by at most 10%; partly: 25%; "
         "read over the 95% interval of the ratio pooled over the seeds",
         sample=curves_sample,
@@ -366,7 +366,7 @@ CLAIMS = [
 ]
 
 
-def findings(profile: str, min_base_share: float = MIN_BASE_SHARE) -> str:
+def findings(profile: str, min_base_share: float = _MIN_BASE_SHARE) -> str:
     """Chapter 09's findings: per seed, what pruning 40% costs at the first and the last analysed
     epoch, as a share of the BLEU kept (over the epochs whose unpruned BLEU is at least
     ``min_base_share`` of the last one's, as the chapter's verdict; the others are named) and as the

@@ -68,7 +68,7 @@ def classifier_curves(
         )
         scorers = classifier_scorers(tokenizer, scored, [metric, "log_likelihood"], max_length)
         likelihood.append(
-            with_spread(
+            _with_spread(
                 pruning_curve(model, order, scorers["log_likelihood"], step=step, progress=False).assign(
                     model=name,
                     task=spec["task"],
@@ -82,7 +82,7 @@ def classifier_curves(
                 scorers["log_likelihood"],
             )
         )
-        return with_spread(
+        return _with_spread(
             pruning_curve(model, order, scorers[metric], step=step, desc=f"{run}").assign(
                 model=name, task=spec["task"], metric=metric, examples=len(scored), step=step
             ),
@@ -119,7 +119,7 @@ def translation_curves(
         model = course.load_translation(settings, run)
         order = order_by_importance(translation_importance(model, importance_set), heads_of(model))
         likelihood.append(
-            with_spread(
+            _with_spread(
                 pruning_curve(model, order, nll, step=step, progress=False).assign(
                     model=name,
                     task="translation",
@@ -133,7 +133,7 @@ def translation_curves(
                 nll,
             )
         )
-        return with_spread(
+        return _with_spread(
             pruning_curve(model, order, bleu, step=step, desc=run).assign(
                 model=name, task="translation", metric="BLEU", examples=bleu.examples, step=step
             ),
@@ -145,16 +145,16 @@ def translation_curves(
     return course.over_seeds(settings, name, measure, training_seeds), pd.concat(likelihood, ignore_index=True)
 
 
-def tolerance_of(metric: str) -> float:
+def _tolerance_of(metric: str) -> float:
     """What a prunable share may lose on ``metric``: 1 BLEU, perplexity +1%, else 0.01 of the metric."""
     return TOLERANCE.get(metric, 0.01)
 
 
-def with_spread(curve: pd.DataFrame, model, order, score, bootstrap: Bootstrap = Bootstrap()) -> pd.DataFrame:
+def _with_spread(curve: pd.DataFrame, model, order, score, bootstrap: Bootstrap = Bootstrap()) -> pd.DataFrame:
     """``curve`` (one model's, by ``order``, its ``metric`` and ``step`` in columns) with its prunable
     share's sampling error over the scored examples (``pruning_runs.share_spreads``), read from ``score``'s
     kept passes."""
-    tolerance = tolerance_of(curve["metric"].iloc[0])
+    tolerance = _tolerance_of(curve["metric"].iloc[0])
     spread = share_spreads(model, {"importance": order}, score, tolerance, curve["step"].iloc[0], bootstrap)
     return curve.assign(**spread["importance"])
 
@@ -177,9 +177,9 @@ def summarise(curves: pd.DataFrame) -> pd.DataFrame:
                 "course_task": task,
                 "metric": part["metric"].iloc[0],
                 "unpruned": base,
-                "prunable_share": prunable_share(part, tolerance_of(part["metric"].iloc[0])),
+                "prunable_share": prunable_share(part, _tolerance_of(part["metric"].iloc[0])),
                 "score_90%_pruned": at90,
-                **spread_of(part, tolerance_of(part["metric"].iloc[0])),
+                **spread_of(part, _tolerance_of(part["metric"].iloc[0])),
             }
         )
     return pd.DataFrame(rows).merge(paper, on="course_task", how="left").drop(columns="course_task")
@@ -217,7 +217,7 @@ def _paper_task(course_task: str) -> str:
     return paper_values.FIGURE6.set_index("course_task").loc[course_task, "task"]
 
 
-def flat_start(course_task: str) -> Callable[[Results], tuple[str, str]]:
+def _flat_start(course_task: str) -> Callable[[Results], tuple[str, str]]:
     """The task's prunable share, pooled over the seeds with its interval (its bootstrap error
     over examples, on the curve's grid, widened to hold each seed's bootstrap range:
     ``pooling.with_ranges``; shares lie in [0, 1]); read over the interval: within
@@ -249,8 +249,8 @@ def _step(r: Results, course_task: str) -> float:
 
 
 def share_statistic(course_task: str) -> Callable[[Results], dict[str, Value]]:
-    """``flat_start``'s statistic for the between-seed test: the prunable share with its bootstrap
-    standard error over the scored examples (``with_spread``), the rounding error of the
+    """``_flat_start``'s statistic for the between-seed test: the prunable share with its bootstrap
+    standard error over the scored examples (``_with_spread``), the rounding error of the
     curve's step and its 5-95% bootstrap range (``between_seeds.Value``)."""
 
     def statistic(r: Results) -> dict[str, Value]:
@@ -281,7 +281,7 @@ CLAIMS = [
         f"reproduced: prunable share within {SHARE_TOLERANCE:.0%} of the paper's; partly: above 0; read over the 95% "
         "interval of the share pooled over the seeds",
         CHAPTER,
-        flat_start(row.course_task),
+        _flat_start(row.course_task),
         likelihood=True,
         sample=curves_sample(row.course_task),
         seed_statistic=share_statistic(row.course_task),

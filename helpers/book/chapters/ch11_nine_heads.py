@@ -506,7 +506,7 @@ def small_sample(sets) -> str:
     )
 
 
-def null_rate_line(profile: str) -> list[str]:
+def _null_rate_line(profile: str) -> list[str]:
     """Why the grid is tested at its calibrated level (``11_grid_null_rate``, ``calibrated_grid``):
     the share of no-effect heads the bootstrap flags at its nominal level and at the calibrated
     one, on fresh null draws; none for a run from before the table existed."""
@@ -577,7 +577,7 @@ def findings(profile: str, alpha: float, speed_share: float = 0.5) -> str:
             if "negligible" in counts
             else ""
         ),
-        *null_rate_line(profile),
+        *_null_rate_line(profile),
         f"**One head kept:** {len(kept)} of {len(keep)} layers show no significant loss with a single query head; "
         f"the median layer changes the perplexity by {keep['change_pct'].median():+.0f}% and the worst by "
         f"{keep['change_pct'].max():+.0f}% (layer {int(keep.loc[keep['change_pct'].idxmax(), 'layer'])}).",

@@ -27,7 +27,7 @@ curve at chapter 06's steps, comparable with the other orders.
 
 Chapter 12's claims: chapter 03's verdicts (few heads matter alone, most are negligible alone)
 under every way of removing a head (zero, mean, resample). The rules are chapter 03's, read on
-``12_removal_counts`` one removal kind at a time (``verdicts_by_removal``).
+``12_removal_counts`` one removal kind at a time (``_verdicts_by_removal``).
 
 ``findings``: chapter 12's "What this run shows" paragraph.
 """
@@ -75,11 +75,11 @@ from ..verdicts.engine import (
 from ..verdicts.text import read, words
 from . import ch03_ablating_one_head as ch03
 
-TOP = 10  # "the 10 most important heads": those whose removal lowers the score most
+_TOP = 10  # "the 10 most important heads": those whose removal lowers the score most
 
 
 def by_removal(
-    sweeps: HeadSweeps, scored: RemovalSet, measure: str, kinds: Sequence[str] = REMOVAL_KINDS
+    sweeps: HeadSweeps, scored: _RemovalSet, measure: str, kinds: Sequence[str] = REMOVAL_KINDS
 ) -> pd.DataFrame:
     """One-head effects of every training run of ``scored.name`` on the examples of ``scored`` under each
     removal kind, stacked with ``removal`` and ``training_seed`` (``head_effects``' columns). Zero
@@ -97,7 +97,7 @@ def by_removal(
 
 
 @dataclass(frozen=True)
-class RemovalSet:
+class _RemovalSet:
     """The examples chapter 12 scores model ``name`` on under every removal kind: those at
     ``positions`` of ``within`` (the set another chapter sweeps, whose zero-ablation outputs it
     reuses), and the ``reference`` set that mean and resample ablation draw on (never scored)."""
@@ -156,7 +156,7 @@ def counts_by_removal(
     return table
 
 
-EFFECT_COLUMNS = [
+_EFFECT_COLUMNS = [
     "model",
     "training_seed",
     "removal",
@@ -172,16 +172,16 @@ EFFECT_COLUMNS = [
 ]
 
 
-def effect_table(models: Sequence[tuple[str, pd.DataFrame]], seedless: Sequence[str] = ()) -> pd.DataFrame:
+def _effect_table(models: Sequence[tuple[str, pd.DataFrame]], seedless: Sequence[str] = ()) -> pd.DataFrame:
     """The per-head rows ``counts`` and ``agreement`` summarise, one table for the results folder:
-    one row per model, seed, removal kind and head (``EFFECT_COLUMNS``; ``delta`` and its interval
+    one row per model, seed, removal kind and head (``_EFFECT_COLUMNS``; ``delta`` and its interval
     in the score's units), seedless models without a training seed as in ``counts``."""
-    table = pd.concat([effects.assign(model=name) for name, effects in models], ignore_index=True)[EFFECT_COLUMNS]
+    table = pd.concat([effects.assign(model=name) for name, effects in models], ignore_index=True)[_EFFECT_COLUMNS]
     table["training_seed"] = table["training_seed"].astype("Int64").mask(table["model"].isin(seedless))
     return table
 
 
-SAMPLE_COLUMNS = ["measure", "model", "units", "unit", "min_units", "measured", "reason"]
+_SAMPLE_COLUMNS = ["measure", "model", "units", "unit", "min_units", "measured", "reason"]
 
 
 def save_counts(
@@ -212,11 +212,11 @@ def save_counts(
         for name, effects in models
         if "units" in effects.attrs
     ]
-    save_table(pd.DataFrame(samples, columns=SAMPLE_COLUMNS), profile, "12_removal_samples")
+    save_table(pd.DataFrame(samples, columns=_SAMPLE_COLUMNS), profile, "12_removal_samples")
     for measure, models in by_measure.items():
         suffix = "_likelihood" if measure == "likelihood" else ""
         models = [(name, effects) for name, effects in models if not effects.empty]  # not measured: no rows
-        save_table(effect_table(models, seedless), profile, f"12_removal_effects{suffix}")
+        save_table(_effect_table(models, seedless), profile, f"12_removal_effects{suffix}")
         out[measure] = counts_by_removal(models, margins, measure, seedless)
         save_table(out[measure], profile, f"12_removal_counts{suffix}")
     return out
@@ -224,7 +224,7 @@ def save_counts(
 
 def example_sets(
     sweeps: HeadSweeps, scored: Mapping[str, tuple[str, int, int]], reference: tuple[str, int], seed: int
-) -> dict[str, RemovalSet]:
+) -> dict[str, _RemovalSet]:
     """``{model: RemovalSet}``: ``scored[model] = (split, m, n)``: within the m examples of that
     split that chapter 03 sweeps (0: all; ``course.subset`` draws them as it does), n of them drawn
     at random (0: all); the reference set: ``reference = (split, examples)``, that many examples
@@ -236,14 +236,14 @@ def example_sets(
     for name, (split, m, n) in scored.items():
         within = course.subset(sweeps.data(name)[split], m)
         positions = course.subset(list(range(len(within))), n, seed)
-        out[name] = RemovalSet(
+        out[name] = _RemovalSet(
             name, within, positions, course.subset(sweeps.data(name)[reference_split], reference_examples, seed + 1)
         )
     return out
 
 
-CHAPTER_11 = "11_nine_heads"
-CHAPTER_11_VERSES = (
+_CHAPTER_11 = "11_nine_heads"
+_CHAPTER_11_VERSES = (
     "model_name",
     "version",
     "max_words",
@@ -262,8 +262,8 @@ def chapter_11_verses(settings) -> dict:
     from ..profiles.parameters import declared_parameters
     from ..profiles.profile import NOTEBOOKS, parameters_for
 
-    p = {**declared_parameters(NOTEBOOKS / f"{CHAPTER_11}.ipynb"), **parameters_for(settings, CHAPTER_11, {})}
-    return {name: p[name] for name in CHAPTER_11_VERSES}
+    p = {**declared_parameters(NOTEBOOKS / f"{_CHAPTER_11}.ipynb"), **parameters_for(settings, _CHAPTER_11, {})}
+    return {name: p[name] for name in _CHAPTER_11_VERSES}
 
 
 def language_model_by_removal(
@@ -310,7 +310,7 @@ def language_model_by_removal(
     )
     sample = {"units": len(chosen), "unit": "verses", "min_units": min_units, "reason": reason}
     if reason:
-        empty = pd.DataFrame(columns=[c for c in EFFECT_COLUMNS if c != "model"])
+        empty = pd.DataFrame(columns=[c for c in _EFFECT_COLUMNS if c != "model"])
         empty.attrs.update(sample)
         return empty
     model, tokenizer = load_causal_lm(lm_name, seed=eleven["seed"])
@@ -346,7 +346,7 @@ def language_model_by_removal(
     return effects
 
 
-def agreement(models: Sequence[tuple[str, pd.DataFrame]], top: int = TOP) -> pd.DataFrame:
+def agreement(models: Sequence[tuple[str, pd.DataFrame]], top: int = _TOP) -> pd.DataFrame:
     """Per model, training seed and pair of removal kinds: the Spearman correlation of the heads'
     changes, and how many of the ``top`` heads whose removal lowers the score most are the same."""
     rows = []
@@ -407,23 +407,23 @@ def class_table(counts_table: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-L0_ORDER = "L0 gates"
-GATE_BATCH = 16  # classifier examples per gate-training step
-GATE_MAX_TOKENS = 500  # translation: padded tokens per gate-training step (about 20 verses)
-METHODS = ("importance", "ablation", RANDOM_MEAN, RANDOM_LOW, RANDOM_HIGH, L0_ORDER)
+_L0_ORDER = "L0 gates"
+_GATE_BATCH = 16  # classifier examples per gate-training step
+_GATE_MAX_TOKENS = 500  # translation: padded tokens per gate-training step (about 20 verses)
+METHODS = ("importance", "ablation", RANDOM_MEAN, RANDOM_LOW, RANDOM_HIGH, _L0_ORDER)
 
 
-def gate_training_batches(runs: PruningRuns, name: str, model, tokenizer, examples: int, seed: int) -> list:
+def _gate_training_batches(runs: PruningRuns, name: str, model, tokenizer, examples: int, seed: int) -> list:
     """Batches of ``examples`` examples of the importance split (drawn with ``seed``) for the gates."""
     data = course.subset(runs.sweeps.data(name)[runs.importance_split], examples, seed)
     if tokenizer is None:
-        return translation_loss_batches(model, data, max_tokens=GATE_MAX_TOKENS)
+        return translation_loss_batches(model, data, max_tokens=_GATE_MAX_TOKENS)
     encoded = encode(tokenizer, data, runs.sweeps.settings.max_length(name))
     encoded["labels"] = labels_of(data)
-    return list(classifier_batches(encoded, GATE_BATCH))
+    return list(classifier_batches(encoded, _GATE_BATCH))
 
 
-def task_loss(tokenizer):
+def _task_loss(tokenizer):
     """The scalar loss the gates learn against: mean cross-entropy of the gold label, or of the
     reference per target token (nats)."""
     if tokenizer is None:
@@ -442,7 +442,7 @@ def task_loss(tokenizer):
     return loss
 
 
-def l0_curves(
+def _l0_curves(
     runs: PruningRuns,
     name: str,
     measure: str,
@@ -475,7 +475,7 @@ def l0_curves(
                     "pruned": steps_,
                     "share": [c / len(pool) for c in steps_],
                     "score": scores[: len(steps_)],
-                    "order": L0_ORDER,
+                    "order": _L0_ORDER,
                     "model": name,
                     "training_seed": training_seed,
                     "track": track,
@@ -516,12 +516,12 @@ def _trained_gates(
     loaded run in ``runs``, so the second measure reuses them)."""
     key = ("L0 gates", run, tuple(penalties), steps, examples, seed)
     if key not in runs._loaded:
-        data = gate_training_batches(runs, name, model, tokenizer, examples, seed)
+        data = _gate_training_batches(runs, name, model, tokenizer, examples, seed)
         trained = []
         for penalty in penalties:
             start = time.perf_counter()
             gates = train_concrete_gates(
-                model, data, task_loss(tokenizer), penalty, steps, seed=seed, progress=progress
+                model, data, _task_loss(tokenizer), penalty, steps, seed=seed, progress=progress
             )
             trained.append((gates, time.perf_counter() - start))
         runs._loaded[key] = trained
@@ -557,7 +557,7 @@ def spread(table: pd.DataFrame) -> pd.DataFrame:
     return out.rename(columns={"prunable_share": "prunable share (mean)", "area": "area (mean)"}).reset_index()
 
 
-CHAPTER_06 = "06_pruning_curves"
+_CHAPTER_06 = "06_pruning_curves"
 
 
 def chapter_06_runs(settings, progress: bool = False) -> PruningRuns:
@@ -567,7 +567,7 @@ def chapter_06_runs(settings, progress: bool = False) -> PruningRuns:
     from ..profiles.parameters import declared_parameters
     from ..profiles.profile import NOTEBOOKS, parameters_for
 
-    p = {**declared_parameters(NOTEBOOKS / f"{CHAPTER_06}.ipynb"), **parameters_for(settings, CHAPTER_06, {})}
+    p = {**declared_parameters(NOTEBOOKS / f"{_CHAPTER_06}.ipynb"), **parameters_for(settings, _CHAPTER_06, {})}
     sweeps = HeadSweeps(
         settings,
         training_seeds=p["training_seeds"],
@@ -599,27 +599,27 @@ def chapter_06_runs(settings, progress: bool = False) -> PruningRuns:
     )
 
 
-def chapter_06_curves(profile: str, measure: str) -> pd.DataFrame:
+def _chapter_06_curves(profile: str, measure: str) -> pd.DataFrame:
     """Chapter 06's saved curves (importance, ablation and random orders) of ``measure``."""
     from ..store.results import results_dir
 
-    path = results_dir(profile) / f"{CHAPTER_06}{'_likelihood' if measure == 'likelihood' else ''}.csv"
+    path = results_dir(profile) / f"{_CHAPTER_06}{'_likelihood' if measure == 'likelihood' else ''}.csv"
     if not path.exists():
         raise FileNotFoundError(
             f"{path} is missing: this chapter compares with chapter 06's curves; run "
-            f"`python -m helpers.book.running.runner --profile {profile} --only {CHAPTER_06}` first"
+            f"`python -m helpers.book.running.runner --profile {profile} --only {_CHAPTER_06}` first"
         )
     return pd.read_csv(path)
 
 
-def four_methods(
+def _four_methods(
     runs: PruningRuns, profile: str, measure: str, penalties: Sequence[float], steps: int, examples: int, seed: int
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Chapter 06's curves of ``measure`` with the L0 gates' curve added, for both of its models,
     and the gates' points. The unpruned score of each run must equal chapter 06's: else the sets differ."""
-    saved = chapter_06_curves(profile, measure)
+    saved = _chapter_06_curves(profile, measure)
     found = [
-        l0_curves(runs, name, measure, penalties, steps, examples, seed)
+        _l0_curves(runs, name, measure, penalties, steps, examples, seed)
         for name in (runs.classifier, runs.translation)
     ]
     l0 = pd.concat([c for c, _ in found], ignore_index=True)
@@ -639,9 +639,9 @@ def four_methods(
 def both_measures(
     runs: PruningRuns, profile: str, penalties: Sequence[float], steps: int, examples: int, seed: int
 ) -> tuple[dict[str, pd.DataFrame], pd.DataFrame]:
-    """``four_methods`` on the paper's metric and on the likelihood (the gates trained once per run):
+    """``_four_methods`` on the paper's metric and on the likelihood (the gates trained once per run):
     ``({measure: curves}, the gates' points of both measures)``."""
-    found = {m: four_methods(runs, profile, m, penalties, steps, examples, seed) for m in ("metric", "likelihood")}
+    found = {m: _four_methods(runs, profile, m, penalties, steps, examples, seed) for m in ("metric", "likelihood")}
     return {m: c for m, (c, _) in found.items()}, pd.concat([p for _, p in found.values()], ignore_index=True)
 
 
@@ -662,10 +662,10 @@ def figure(curves: dict[str, pd.DataFrame], panels: Sequence[tuple[str, str]], p
 
 CHAPTER = "12_unimportant_or_unmeasured"
 COUNTS = "12_removal_counts"
-REMOVAL_RULES = {"few_significant": ch03.few_significant, "most_negligible": ch03.most_negligible}
+_REMOVAL_RULES = {"few_significant": ch03.few_significant, "most_negligible": ch03.most_negligible}
 
 
-class OneRemoval(Results):
+class _OneRemoval(Results):
     """``r`` as chapter 03's tables would read if heads were removed by ``removal`` (zero, mean or
     resample): ``03_one_head_counts`` is chapter 12's ``12_removal_counts`` rows of that kind."""
 
@@ -680,14 +680,14 @@ class OneRemoval(Results):
         return present(table[table["removal"] == self.removal], f"{COUNTS}: {self.removal}")
 
 
-def every_removal(check: Callable[[Results], tuple[str, str]]) -> Callable[[Results], tuple[str, str]]:
+def _every_removal(check: Callable[[Results], tuple[str, str]]) -> Callable[[Results], tuple[str, str]]:
     """Chapter 03's ``check`` applied to the counts of each way of removing a head: reproduced
     when it is reproduced under every one, partly when under some (or partly under any); where it
     holds under none, not reproduced if any kind refutes it (the others' "cannot tell" does not
     hide a refutation), else cannot tell."""
 
     def judged(r: Results) -> tuple[str, str]:
-        found = {kind: check(OneRemoval(r, kind)) for kind in dict.fromkeys(r[COUNTS]["removal"])}
+        found = {kind: check(_OneRemoval(r, kind)) for kind in dict.fromkeys(r[COUNTS]["removal"])}
         verdicts = [v for _, v in found.values()]
         text = "; ".join(f"{kind}: {t} ({v})" for kind, (t, v) in found.items())
         if any(v in (REPRODUCED, PARTLY) for v in verdicts):
@@ -697,7 +697,7 @@ def every_removal(check: Callable[[Results], tuple[str, str]]) -> Callable[[Resu
     return judged
 
 
-def every_removal_statistic(statistic):
+def _every_removal_statistic(statistic):
     """Chapter 03's between-seed ``statistic`` under each way of removing a head, one component
     per removal kind and model."""
 
@@ -705,13 +705,13 @@ def every_removal_statistic(statistic):
         return {
             f"{kind}, {name}": value
             for kind in dict.fromkeys(r[COUNTS]["removal"])
-            for name, value in statistic(OneRemoval(r, kind)).items()
+            for name, value in statistic(_OneRemoval(r, kind)).items()
         }
 
     return per_kind
 
 
-def verdicts_by_removal(profile: str, results_root: Path | None = None) -> pd.DataFrame:
+def _verdicts_by_removal(profile: str, results_root: Path | None = None) -> pd.DataFrame:
     """Chapter 03's two rules under each way of removing a head, one row per rule, measure, training
     seed and removal kind (zero, mean, resample), from ``12_removal_counts``: which verdicts change
     with the kind. Columns: key, measure, training_seed, removal, ours, verdict."""
@@ -723,10 +723,10 @@ def verdicts_by_removal(profile: str, results_root: Path | None = None) -> pd.Da
             kinds = list(dict.fromkeys(results[COUNTS]["removal"]))
         except MissingResults:
             continue
-        for key, check in REMOVAL_RULES.items():
+        for key, check in _REMOVAL_RULES.items():
             for kind in kinds:
                 try:
-                    found = per_seed(CHAPTER, lambda r, check=check, kind=kind: check(OneRemoval(r, kind)), results)
+                    found = per_seed(CHAPTER, lambda r, check=check, kind=kind: check(_OneRemoval(r, kind)), results)
                 except MissingResults:  # no seed with every model (a profile that trains none)
                     continue
                 rows += [
@@ -744,9 +744,9 @@ def verdicts_by_removal(profile: str, results_root: Path | None = None) -> pd.Da
 
 
 def removal_table(profile: str, results_root: Path | None = None) -> pd.DataFrame:
-    """``verdicts_by_removal`` laid out to read: one row per rule, measure and training seed, one verdict
+    """``_verdicts_by_removal`` laid out to read: one row per rule, measure and training seed, one verdict
     column per removal kind."""
-    table = verdicts_by_removal(profile, results_root)
+    table = _verdicts_by_removal(profile, results_root)
     if table.empty:
         return table
     kinds = list(dict.fromkeys(table["removal"]))
@@ -769,10 +769,10 @@ CLAIMS = [
         "way of "
         "removing a head; partly: under some",
         CHAPTER,
-        every_removal(ch03.few_significant),
+        _every_removal(ch03.few_significant),
         likelihood=True,
         sample=counts_sample,
-        seed_statistic=every_removal_statistic(ch03.shares_of("significant", "unplaced")),
+        seed_statistic=_every_removal_statistic(ch03.shares_of("significant", "unplaced")),
     ),
     Claim(
         "most_negligible_every_removal",
@@ -783,10 +783,10 @@ CLAIMS = [
         "way of "
         "removing a head; partly: under some",
         CHAPTER,
-        every_removal(ch03.most_negligible),
+        _every_removal(ch03.most_negligible),
         likelihood=True,
         sample=counts_sample,
-        seed_statistic=every_removal_statistic(ch03.shares_of("negligible", "undetermined")),
+        seed_statistic=_every_removal_statistic(ch03.shares_of("negligible", "undetermined")),
     ),
 ]
 
@@ -795,7 +795,7 @@ def _seed(value) -> str:
     return "no training seed" if pd.isna(value) else f"seed {int(value)}"
 
 
-def not_measured_lines(profile: str) -> list[str]:
+def _not_measured_lines(profile: str) -> list[str]:
     """The models whose sample was below a bootstrap's minimum, so that no removal was tested on them."""
     try:
         samples = read(profile, "12_removal_samples")
@@ -815,7 +815,7 @@ def not_measured_lines(profile: str) -> list[str]:
     ]
 
 
-def removal_lines(profile: str) -> list[str]:
+def _removal_lines(profile: str) -> list[str]:
     """Per measure and model: negligible, harmful and undetermined heads under each removal kind."""
     lines = []
     for suffix, measure in (("", "the paper's metric"), ("_likelihood", "the likelihood")):
@@ -838,7 +838,7 @@ def removal_lines(profile: str) -> list[str]:
     return lines
 
 
-def agreement_lines(profile: str) -> list[str]:
+def _agreement_lines(profile: str) -> list[str]:
     """The Spearman correlations between kinds and the shared most important heads, per model."""
     table = read(profile, "12_removal_agreement")
     top = next(c for c in table.columns if c.startswith("top "))
@@ -879,7 +879,7 @@ def _band_text(part: pd.DataFrame) -> str:
     )
 
 
-def selection_lines(profile: str) -> list[str]:
+def _selection_lines(profile: str) -> list[str]:
     """Per measure and model: each method's prunable share, which of the methods that choose heads
     out of sample keep the score longest (ties named as ties), and each against the random band."""
     lines = []
@@ -917,9 +917,9 @@ def selection_lines(profile: str) -> list[str]:
     return lines
 
 
-def changed_verdicts(profile: str) -> str:
+def _changed_verdicts(profile: str) -> str:
     """The scorecard's verdicts on chapter 03's two rules that change with the way a head is removed."""
-    table = verdicts_by_removal(profile)
+    table = _verdicts_by_removal(profile)
     changed = []
     for (key, measure, seed), part in table.groupby(["key", "measure", "training_seed"], sort=False, dropna=False):
         if part["verdict"].nunique() > 1:
@@ -943,9 +943,9 @@ def changed_verdicts(profile: str) -> str:
 def findings(profile: str) -> str:
     """Chapter 12's findings from its saved tables."""
     return "\n\n".join(
-        removal_lines(profile)
-        + not_measured_lines(profile)
-        + [changed_verdicts(profile)]
-        + agreement_lines(profile)
-        + selection_lines(profile)
+        _removal_lines(profile)
+        + _not_measured_lines(profile)
+        + [_changed_verdicts(profile)]
+        + _agreement_lines(profile)
+        + _selection_lines(profile)
     )

@@ -25,9 +25,9 @@ from ..verdicts.engine import (
 from ..verdicts.text import read, words
 
 CHAPTER = "13_what_removing_heads_buys"
-PERPLEXITY_COST = 0.10  # "at a small perplexity cost": at most 10% above the unpruned model's
-PROPORTION_SHARE = 0.5  # "in proportion": at least half the speedup a cache-proportional time would give
-GENERATED = "generated tokens per second"  # the speed the serving claim reads (served.speed_summary's column)
+_PERPLEXITY_COST = 0.10  # "at a small perplexity cost": at most 10% above the unpruned model's
+_PROPORTION_SHARE = 0.5  # "in proportion": at least half the speedup a cache-proportional time would give
+_GENERATED = "generated tokens per second"  # the speed the serving claim reads (served.speed_summary's column)
 
 
 def kv_groups_buy_memory(r: Results) -> tuple[str, str]:
@@ -51,36 +51,36 @@ def kv_groups_buy_memory(r: Results) -> tuple[str, str]:
         f"{'as predicted' if as_predicted else 'not the predicted bytes'}; perplexity {cost:+.0%}"
     )
     follows = as_predicted and bool((saved >= share - 0.05).all())
-    return text, REPRODUCED if follows and cost <= PERPLEXITY_COST else PARTLY if follows else NOT_REPRODUCED
+    return text, REPRODUCED if follows and cost <= _PERPLEXITY_COST else PARTLY if follows else NOT_REPRODUCED
 
 
-def served_gains(summary: pd.DataFrame, unit: str) -> pd.DataFrame:
+def _served_gains(summary: pd.DataFrame, unit: str) -> pd.DataFrame:
     """Per share of ``unit`` and thread count, from ``served.speed_summary``: llama.cpp's median
     generation speed against the unpruned file's (``gain``, as a fraction), the larger timing
     spread of the two (IQR / median over the repeats), and the gain a time proportional to the
     cache left would give, 1 / (1 - share) - 1."""
     base = present(summary[summary["unit"] == "unpruned"], "13_runtime_speed: unpruned").set_index("threads")
     rows = summary[summary["unit"] == unit].copy()
-    rows["gain"] = rows[f"{GENERATED}, ratio"] - 1
+    rows["gain"] = rows[f"{_GENERATED}, ratio"] - 1
     rows["noise"] = [
-        max(spread, base.loc[t, f"{GENERATED}, spread"])
-        for spread, t in zip(rows[f"{GENERATED}, spread"], rows["threads"])
+        max(spread, base.loc[t, f"{_GENERATED}, spread"])
+        for spread, t in zip(rows[f"{_GENERATED}, spread"], rows["threads"])
     ]
     rows["proportional"] = 1 / (1 - rows["share"]) - 1
     return rows[["share", "threads", "gain", "noise", "proportional"]]
 
 
-def serving_threads(summary: pd.DataFrame) -> int:
+def _serving_threads(summary: pd.DataFrame) -> int:
     """The thread count a server of the unpruned file would be run with: the one at which it
     generates fastest (more threads than free cores slow generation down)."""
-    return int(summary[summary["unit"] == "unpruned"].set_index("threads")[GENERATED].idxmax())
+    return int(summary[summary["unit"] == "unpruned"].set_index("threads")[_GENERATED].idxmax())
 
 
 def served_speedup(r: Results) -> tuple[str, str]:
-    """At the thread count a server would use (``serving_threads``; the others are shown, not
+    """At the thread count a server would use (``_serving_threads``; the others are shown, not
     judged), every share of KV groups removed must generate faster than the unpruned file beyond
     the timing noise; "reproduced" when each gain is also at least
-    ``PROPORTION_SHARE`` of the cache-proportional gain, "partly" when it is not. Where a gain is
+    ``_PROPORTION_SHARE`` of the cache-proportional gain, "partly" when it is not. Where a gain is
     not beyond the noise: "not reproduced" if some share is slower beyond the noise, else "cannot
     tell". The same share of query heads removed (which keeps more of the cache) is shown beside
     each gain: what removing heads buys without shrinking the cache as much."""
@@ -88,9 +88,9 @@ def served_speedup(r: Results) -> tuple[str, str]:
 
     summary = speed_summary(r["13_runtime_speed"])
     present(summary[summary["unit"] == "KV groups"], "13_runtime_speed: KV groups")
-    every = served_gains(summary, "KV groups")
-    control = served_gains(summary, "query heads").set_index(["share", "threads"])["gain"]
-    judged = serving_threads(summary)
+    every = _served_gains(summary, "KV groups")
+    control = _served_gains(summary, "query heads").set_index(["share", "threads"])["gain"]
+    judged = _serving_threads(summary)
     text = "; ".join(
         f"{share:.0%} of the KV groups, {int(t)} thread{'s' if t > 1 else ''}"
         f"{' (judged)' if t == judged else ''}: generation {gain:+.0%} "
@@ -102,10 +102,10 @@ def served_speedup(r: Results) -> tuple[str, str]:
     faster = bool((gains["gain"] > gains["noise"]).all())
     if not faster:  # slower beyond the noise somewhere refutes the claim; a change within it is undetermined
         return text, NOT_REPRODUCED if bool((gains["gain"] < -gains["noise"]).any()) else CANNOT_TELL
-    return text, three_way(bool((gains["gain"] >= PROPORTION_SHARE * gains["proportional"]).all()), True)
+    return text, three_way(bool((gains["gain"] >= _PROPORTION_SHARE * gains["proportional"]).all()), True)
 
 
-def served_sample(r: Results) -> str:
+def _served_sample(r: Results) -> str:
     speed = r["13_runtime_speed"]
     runs = speed.groupby(["unit", "share", "threads"]).size().min()
     return (
@@ -114,7 +114,7 @@ def served_sample(r: Results) -> str:
     )
 
 
-def memory_sample(r: Results) -> str:
+def _memory_sample(r: Results) -> str:
     table = r["13_memory"]
     batches = ", ".join(str(int(b)) for b in sorted(table["batch"].unique()))
     verses = f"perplexity on {int(table['perplexity verses'].iloc[0])} verses" if "perplexity verses" in table else ""
@@ -129,12 +129,12 @@ CLAIMS = [
         "1.67x less memory for GQA models (DuoAttention), heads chosen for it",
         f"reproduced: at the smallest share of KV groups removed, the cache generation leaves (measured, "
         f"at every batch size) holds the predicted bytes and shrinks by at least that share (less 5 points), "
-        f"with perplexity at most {PERPLEXITY_COST:.0%} higher; partly: the cache shrinks so, perplexity rises "
+        f"with perplexity at most {_PERPLEXITY_COST:.0%} higher; partly: the cache shrinks so, perplexity rises "
         "more; not reproduced: it shrinks less, or not as predicted",
         CHAPTER,
         kv_groups_buy_memory,
         measured_on="KV bytes and perplexity on verses",
-        sample=memory_sample,
+        sample=_memory_sample,
     ),
     Claim(
         "served_speedup",
@@ -145,13 +145,13 @@ CLAIMS = [
         f"reproduced: at every share of KV groups removed, at the thread count where the unpruned file generates "
         "fastest (the others shown), llama.cpp generates faster than the unpruned file beyond the timing noise (the "
         "larger IQR / median of the two), by at least "
-        f"{PROPORTION_SHARE:.0%} of the gain a time proportional to the cache left would give (1 / (1 - share) - 1); "
+        f"{_PROPORTION_SHARE:.0%} of the gain a time proportional to the cache left would give (1 / (1 - share) - 1); "
         "partly: faster beyond the noise, by less; not reproduced: slower beyond the noise somewhere; cannot tell: "
         "a change within the noise",
         CHAPTER,
         served_speedup,
         measured_on="generation speed in llama.cpp",
-        sample=served_sample,
+        sample=_served_sample,
     ),
 ]
 
@@ -192,7 +192,7 @@ def memory_lines(profile: str) -> list[str]:
     return lines
 
 
-def kept_lines(profile: str) -> list[str]:
+def _kept_lines(profile: str) -> list[str]:
     """The pruned model saved, rebuilt in a fresh process and generating."""
     row = read(profile, "13_kept_model").iloc[0]
     same = "the same tokens" if bool(row["same tokens"]) else "**different tokens**"
@@ -203,7 +203,7 @@ def kept_lines(profile: str) -> list[str]:
     ]
 
 
-def runtime_lines(profile: str) -> list[str]:
+def _runtime_lines(profile: str) -> list[str]:
     """What llama.cpp computed, allocated and how fast it ran, against transformers and the arithmetic."""
     from ..experiments.served import speed_summary
 
@@ -277,4 +277,4 @@ def runtime_lines(profile: str) -> list[str]:
 
 
 def findings(profile: str) -> str:
-    return "\n\n".join(memory_lines(profile) + kept_lines(profile) + runtime_lines(profile))
+    return "\n\n".join(memory_lines(profile) + _kept_lines(profile) + _runtime_lines(profile))

@@ -42,11 +42,11 @@ from ..verdicts.engine import (
 from ..verdicts.text import read, words
 
 CHAPTER = "13b_what_removing_heads_breaks"
-COPYING_DENTED = 0.90  # copying "breaks" below COPYING_FLOOR of its accuracy, and is dented below this
-COPYING_PERPLEXITY = (
+_COPYING_DENTED = 0.90  # copying "breaks" below COPYING_FLOOR of its accuracy, and is dented below this
+_COPYING_PERPLEXITY = (
     0.10  # "pruning that keeps perplexity": within 10% of the unpruned (chapter 11's looser tolerance)
 )
-INDUCTION_ALPHA = 0.01  # the permutation test's level
+_INDUCTION_ALPHA = 0.01  # the permutation test's level
 
 
 def copying_breaks(r: Results) -> tuple[str, str]:
@@ -54,12 +54,12 @@ def copying_breaks(r: Results) -> tuple[str, str]:
     accuracy kept under ``COPYING_FLOOR`` with the whole interval over the verdict probe's
     sequences below it, and lose more than random orders of the same share do (below the random
     band's 5th percentile, on the curves' probe) for "reproduced"; a dent (the interval below
-    ``COPYING_DENTED``), or a break that random pruning matches, is "partly"; the interval wholly
-    above ``COPYING_DENTED`` is "not reproduced". Where it straddles ``COPYING_DENTED``, or no
+    ``_COPYING_DENTED``), or a break that random pruning matches, is "partly"; the interval wholly
+    above ``_COPYING_DENTED`` is "not reproduced". Where it straddles ``_COPYING_DENTED``, or no
     interval or band was drawn, "cannot tell"."""
     summary = r["13b_copying_summary"].set_index("order")
     row = present(summary.loc[summary.index == BAND_ORDER], f"13b_copying_summary: {BAND_ORDER}").iloc[0]
-    t = COPYING_PERPLEXITY
+    t = _COPYING_PERPLEXITY
     share, base = row[prunable_within(t)], row[UNPRUNED_COPYING]
     if not base > 0:  # nothing to break is no evidence either way, not a refutation
         return "(the unpruned model does not copy: there is nothing for pruning to break)", CANNOT_TELL
@@ -89,12 +89,15 @@ def copying_breaks(r: Results) -> tuple[str, str]:
         if not banded:
             return text + " (too few random orders to tell it from random pruning)", CANNOT_TELL
         return text, REPRODUCED if ours < low else PARTLY
-    if hi < COPYING_DENTED:
+    if hi < _COPYING_DENTED:
         return text, PARTLY
-    return text, CANNOT_TELL if lo < COPYING_DENTED else NOT_REPRODUCED
+    return text, CANNOT_TELL if lo < _COPYING_DENTED else NOT_REPRODUCED
 
 
-RANK_COLUMNS = {"I_h on verses": "rank by I_h on verses", "their one-head effect": "rank by one-head effect on verses"}
+_RANK_COLUMNS = {
+    "I_h on verses": "rank by I_h on verses",
+    "their one-head effect": "rank by one-head effect on verses",
+}
 
 
 def induction_heads_underrated(r: Results) -> tuple[str, str]:
@@ -105,7 +108,7 @@ def induction_heads_underrated(r: Results) -> tuple[str, str]:
 
     ranks = r["13b_induction"]
     top = ranks.nsmallest(INDUCTION_TOP, "induction rank")
-    by = {label: column for label, column in RANK_COLUMNS.items() if column in top}
+    by = {label: column for label, column in _RANK_COLUMNS.items() if column in top}
     p = {label: mean_rank_p(top[column].astype(int), len(ranks)) for label, column in by.items()}
     text = "; ".join(
         f"by {label}: ranks {', '.join(str(int(x)) for x in sorted(top[by[label]]))} of {len(ranks)}, "
@@ -114,13 +117,13 @@ def induction_heads_underrated(r: Results) -> tuple[str, str]:
     )
     return (
         f"the {INDUCTION_TOP} strongest induction heads {text}",
-        three_way(p["I_h on verses"] < INDUCTION_ALPHA, p.get("their one-head effect", 1.0) < INDUCTION_ALPHA),
+        three_way(p["I_h on verses"] < _INDUCTION_ALPHA, p.get("their one-head effect", 1.0) < _INDUCTION_ALPHA),
     )
 
 
-def copying_sample(r: Results) -> str:
+def _copying_sample(r: Results) -> str:
     row = r["13b_copying_summary"].set_index("order").loc[BAND_ORDER]
-    orders = row.get(random_orders_at(COPYING_PERPLEXITY), 0)
+    orders = row.get(random_orders_at(_COPYING_PERPLEXITY), 0)
     curves = r["13b_copying_curves"]
     sequences = (
         f"{int(curves['copying sequences'].iloc[0])} copying sequences" if "copying sequences" in curves else ""
@@ -135,15 +138,15 @@ def copying_sample(r: Results) -> str:
         for part in (
             sequences,
             f"{int(orders) if not pd.isna(orders) else 0} random orders at "
-            f"{row[prunable_within(COPYING_PERPLEXITY)]:.0%} pruned",
+            f"{row[prunable_within(_COPYING_PERPLEXITY)]:.0%} pruned",
             verdict,
         )
         if part
     )
 
 
-def induction_sample(r: Results) -> str:
-    return samples.mean_rank(INDUCTION_TOP, len(r["13b_induction"]), INDUCTION_ALPHA)
+def _induction_sample(r: Results) -> str:
+    return samples.mean_rank(INDUCTION_TOP, len(r["13b_induction"]), _INDUCTION_ALPHA)
 
 
 CLAIMS = [
@@ -152,17 +155,17 @@ CLAIMS = [
         "Beyond the paper, retrieval heads",
         "Pruning that keeps perplexity can break in-context copying",
         "removing the retrieval heads (under 5%) breaks retrieval; random heads do not",
-        f"reproduced: at the share pruned by I_h on verses with perplexity within {COPYING_PERPLEXITY:.0%}, copying "
+        f"reproduced: at the share pruned by I_h on verses with perplexity within {_COPYING_PERPLEXITY:.0%}, copying "
         "keeps under "
         f"{COPYING_FLOOR:.0%} of its accuracy (the whole interval over a probe's sequences, calibrated to cover "
         f"{KEPT_LEVEL:.0%}) and "
         "less than "
-        f"the 5th percentile of random orders pruning the same share; partly: under {COPYING_DENTED:.0%}, or broken "
-        f"as much by random orders; cannot tell: the interval straddles {COPYING_DENTED:.0%}",
+        f"the 5th percentile of random orders pruning the same share; partly: under {_COPYING_DENTED:.0%}, or broken "
+        f"as much by random orders; cannot tell: the interval straddles {_COPYING_DENTED:.0%}",
         CHAPTER,
         copying_breaks,
         measured_on="copying accuracy and perplexity on verses",
-        sample=copying_sample,
+        sample=_copying_sample,
     ),
     Claim(
         "induction_heads_underrated",
@@ -170,12 +173,12 @@ CLAIMS = [
         "Importance on ordinary text can call the heads that copy unimportant",
         "induction heads carry in-context copying",
         f"reproduced: the {INDUCTION_TOP} strongest induction heads rank further down by I_h on verses than "
-        f"{INDUCTION_TOP} heads drawn at random (permutation test on their mean rank, p < {INDUCTION_ALPHA}); partly: "
-        "only by their one-head effect",
+        f"{INDUCTION_TOP} heads drawn at random (permutation test on their mean rank, p < {_INDUCTION_ALPHA}); "
+        "partly: only by their one-head effect",
         CHAPTER,
         induction_heads_underrated,
         measured_on="induction scores and importance on verses",
-        sample=induction_sample,
+        sample=_induction_sample,
     ),
 ]
 
@@ -184,7 +187,7 @@ def _share(x: float) -> str:
     return f"{x:.0%}"
 
 
-def induction_lines(profile: str) -> list[str]:
+def _induction_lines(profile: str) -> list[str]:
     """Where the strongest induction heads rank by each importance."""
     ranks = read(profile, "13b_induction")
     top = ranks.nsmallest(INDUCTION_TOP, "induction rank")
@@ -216,7 +219,7 @@ def copying_lines(profile: str) -> list[str]:
         )
         lines.append(f"**{order}:** {allowed} (unpruned {row[UNPRUNED_COPYING]:.2f}); copying accuracy {fall}.")
     if BAND_ORDER in summary.index and summary.loc[BAND_ORDER, UNPRUNED_COPYING] > 0:
-        row, t = summary.loc[BAND_ORDER], COPYING_PERPLEXITY  # the tolerance the copying rule reads
+        row, t = summary.loc[BAND_ORDER], _COPYING_PERPLEXITY  # the tolerance the copying rule reads
         base = row[UNPRUNED_COPYING]
         low, high = (row.get(random_copying_at(t, q)) for q in ("5%", "95%"))
         band = (
@@ -243,4 +246,4 @@ def copying_lines(profile: str) -> list[str]:
 
 
 def findings(profile: str) -> str:
-    return "\n\n".join(induction_lines(profile) + copying_lines(profile))
+    return "\n\n".join(_induction_lines(profile) + copying_lines(profile))

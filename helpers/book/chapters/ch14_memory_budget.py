@@ -64,7 +64,7 @@ COMBINED = "KV groups removed + 4-bit"
 METHODS = (REMOVED, WINDOWED, QUANTIZED, EVICTED, COMBINED)  # compared at each budget (the band is not a method)
 QUANTIZING = (QUANTIZED, COMBINED)  # the methods whose cache holds codes, not 16-bit values
 FIT = 0.001  # a configuration fits a budget when its share of the bytes exceeds it by at most 0.1 point
-STATS = ["nll", "tokens", "copied", "copy tokens", "copy nll"]
+_STATS = ["nll", "tokens", "copied", "copy tokens", "copy nll"]
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ def _groups(model: nn.Module) -> list[tuple[int, int]]:
     return [(s.layer, g) for s in attention_sites(model) for g in s.kv_groups]
 
 
-def kept_within(model: nn.Module, order: Sequence[tuple[int, int]], budget: float, layout: Layout) -> int:
+def _kept_within(model: nn.Module, order: Sequence[tuple[int, int]], budget: float, layout: Layout) -> int:
     """The most KV groups (the last of ``order``) whose cache fits ``budget`` (+``FIT``): a layer
     left with no group still caches a phantom entry (``sites.PHANTOM_WIDTH``)."""
     n = len(order)
@@ -133,7 +133,7 @@ def plan(
     order, n = kv_group_order(model, importance), len(_groups(model))
     configs = [Config(UNPRUNED, "16-bit cache", 1.0)]
     for b in p.budgets:
-        kept = kept_within(model, order, b, layout)
+        kept = _kept_within(model, order, b, layout)
         configs.append(Config(REMOVED, f"{kept} of {n} groups kept", b, heads_of_groups(model, order[: n - kept])))
     rng = np.random.default_rng(p.seed + 1000)
     kept = math.floor(p.band_budget * n + 1e-9)
@@ -367,7 +367,7 @@ def check_table(
             "positions": layout.total,
             "bytes, measured": measured,
             "bytes, predicted": predicted_peak_bytes(pruned, c.spec, layout.prompt, layout.total, len(mine)),
-            "fast pass": fast_kind(c.spec),
+            "fast pass": _fast_kind(c.spec),
         }
         if c.spec.kind != "evict":
             fast16 = fast_run(pruned, ids, prompt_pass(pruned, ids, layout.prompt), c.spec)
@@ -424,7 +424,7 @@ def assert_fast_passes(checks: pd.DataFrame) -> float:
     return tolerance
 
 
-def fast_kind(spec: CacheSpec) -> str:
+def _fast_kind(spec: CacheSpec) -> str:
     return {
         "plain": "one pass after the prompt",
         "window": "one pass, per-head visibility mask",
@@ -442,7 +442,7 @@ def bytes_share(model: nn.Module, c: Config, layout: Layout) -> tuple[int, float
     return peak // layout.total if peak % layout.total == 0 else peak / layout.total, peak / base
 
 
-def prompt_share(model: nn.Module, c: Config, layout: Layout) -> float:
+def _prompt_share(model: nn.Module, c: Config, layout: Layout) -> float:
     """The bytes every configuration holds while it reads the prompt in one pass (its model's own
     KV heads, every position of the prompt, 16 bits: windows, codes and evictions apply from the
     first position after it), as a share of the unpruned 16-bit cache's most."""
@@ -488,7 +488,7 @@ def point_table(
                 "budget": c.target,
                 "bytes per token": per_token,
                 "bytes share": share,
-                "prompt bytes share": prompt_share(model, c, layout),
+                "prompt bytes share": _prompt_share(model, c, layout),
                 "perplexity": math.exp(s[:, 0].sum() / s[:, 1].sum()),
                 "perplexity ratio": math.exp(s[:, 0].sum() / s[:, 1].sum() - base[:, 0].sum() / base[:, 1].sum()),
                 "ratio low": np.percentile(ratio, lo),
@@ -599,7 +599,7 @@ def budget_table(
 
 
 # ---- figures --------------------------------------------------------------------------------------------
-COLORS = {
+_COLORS = {
     REMOVED: "tab:red",
     WINDOWED: "tab:green",
     QUANTIZED: "tab:blue",
@@ -623,7 +623,7 @@ def tradeoff_figure(points: pd.DataFrame, floor: float | None = None):
             ("copying accuracy", "copying low", "copying high", "copying accuracy"),
         ),
     ):
-        for method, color in COLORS.items():
+        for method, color in _COLORS.items():
             part = (
                 pd.concat([base, points[points["method"] == method]])
                 if method != COMBINED
@@ -740,32 +740,32 @@ def configuration(configs: Sequence[Config], method: str, target: float) -> Conf
 def sequence_table(configs: Sequence[Config], rows: Mapping[str, np.ndarray]) -> pd.DataFrame:
     """The raw rows every summary here is computed from: one per configuration and sequence."""
     frames = [
-        pd.DataFrame(rows[c.name], columns=STATS).assign(
+        pd.DataFrame(rows[c.name], columns=_STATS).assign(
             method=c.method, setting=c.setting, sequence=np.arange(len(rows[c.name]))
         )
         for c in configs
     ]
-    return pd.concat(frames, ignore_index=True)[["method", "setting", "sequence", *STATS]]
+    return pd.concat(frames, ignore_index=True)[["method", "setting", "sequence", *_STATS]]
 
 
 CHAPTER = "14_memory_budget"
 CLAIMED_BUDGETS = (0.5, 0.25)  # "at half and at a quarter of the bytes"
 
 
-SHARE_GAP = 0.02  # two methods are "at equal bytes" when their shares of the cache differ by at most 2 points
+_SHARE_GAP = 0.02  # two methods are "at equal bytes" when their shares of the cache differ by at most 2 points
 
 
 def versus(pairs: pd.DataFrame, budget: float, method: str, other: str) -> str | None:
     """At ``budget``: ``method`` if its perplexity is lower than ``other``'s beyond the interval
     (the log-perplexity gap's lower end above 0), ``other`` if the reverse, ``"neither"`` when the
-    interval holds 0 or their shares of the bytes differ by more than ``SHARE_GAP`` (not equal
+    interval holds 0 or their shares of the bytes differ by more than ``_SHARE_GAP`` (not equal
     bytes), None when one of them has no configuration within the budget."""
     at = pairs[(pairs["budget"] - budget).abs() < 1e-9]
     row = at[((at["better"] == method) & (at["worse"] == other)) | ((at["better"] == other) & (at["worse"] == method))]
     if row.empty:
         return None
     row = row.iloc[0]
-    if abs(row["better share"] - row["worse share"]) > SHARE_GAP:
+    if abs(row["better share"] - row["worse share"]) > _SHARE_GAP:
         return "neither"
     return row["better"] if row["gap low"] > 0 else "neither"
 
@@ -959,7 +959,7 @@ def setting_lines(profile: str) -> list[str]:
     ]
 
 
-def budget_lines(profile: str) -> list[str]:
+def _budget_lines(profile: str) -> list[str]:
     budgets = read(profile, "14_budgets")
     lines = []
     for row in budgets.to_dict("records"):
@@ -996,7 +996,7 @@ def copying_lines(profile: str) -> list[str]:
     ]
 
 
-def composition_lines(profile: str) -> list[str]:
+def _composition_lines(profile: str) -> list[str]:
     """Whether removing groups and quantizing compose: the combined perplexity ratio against the
     product of the two alone."""
     points = read(profile, "14_points")
@@ -1015,7 +1015,7 @@ def composition_lines(profile: str) -> list[str]:
     return [f"**Do they compose?** {words(out)}."] if out else []
 
 
-def window_lines(profile: str) -> list[str]:
+def _window_lines(profile: str) -> list[str]:
     scores = read(profile, "14_window_groups").sort_values("rank")
     top = [
         f"{int(r['layer'])}.{int(r['group'])} ({r['beyond window']:.2f})" for r in scores.head(5).to_dict("records")
@@ -1030,8 +1030,8 @@ def window_lines(profile: str) -> list[str]:
 def findings(profile: str) -> str:
     return "\n\n".join(
         setting_lines(profile)
-        + budget_lines(profile)
+        + _budget_lines(profile)
         + copying_lines(profile)
-        + composition_lines(profile)
-        + window_lines(profile)
+        + _composition_lines(profile)
+        + _window_lines(profile)
     )

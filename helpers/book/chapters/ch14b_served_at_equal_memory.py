@@ -57,7 +57,7 @@ Q8, Q4 = Cache("q8_0", "q8_0"), Cache("q4_0", "q4_0")
 
 
 @dataclass(frozen=True)
-class Setup:
+class _Setup:
     """One way to serve the model: ``removed``, the share of KV groups removed by I_h;
     ``weights``, the weight matrices' type; ``cache``, the KV cache's types and rotation."""
 
@@ -79,34 +79,34 @@ class Setup:
 
 
 SETUPS = (
-    Setup(REFERENCE),
-    Setup("q8_0 cache", cache=Q8),
-    Setup("q4_0 cache", cache=Q4),
-    Setup("q4_0 cache without rotation", cache=Cache("q4_0", "q4_0", rotation=False)),
-    Setup("q8_0 keys + q4_0 values", cache=Cache("q8_0", "q4_0")),
-    Setup("q4_0 keys + q8_0 values", cache=Cache("q4_0", "q8_0")),
-    Setup("1/3 KV groups removed", removed=1 / 3),
-    Setup("2/3 KV groups removed", removed=2 / 3),
-    Setup("Q8_0 weights", weights="q8_0"),
-    Setup("Q4_0 weights", weights="q4_0"),
-    Setup("Q8_0 weights + q8_0 cache", weights="q8_0", cache=Q8),
-    Setup("Q4_0 weights + q8_0 cache", weights="q4_0", cache=Q8),
+    _Setup(REFERENCE),
+    _Setup("q8_0 cache", cache=Q8),
+    _Setup("q4_0 cache", cache=Q4),
+    _Setup("q4_0 cache without rotation", cache=Cache("q4_0", "q4_0", rotation=False)),
+    _Setup("q8_0 keys + q4_0 values", cache=Cache("q8_0", "q4_0")),
+    _Setup("q4_0 keys + q8_0 values", cache=Cache("q4_0", "q8_0")),
+    _Setup("1/3 KV groups removed", removed=1 / 3),
+    _Setup("2/3 KV groups removed", removed=2 / 3),
+    _Setup("Q8_0 weights", weights="q8_0"),
+    _Setup("Q4_0 weights", weights="q4_0"),
+    _Setup("Q8_0 weights + q8_0 cache", weights="q8_0", cache=Q8),
+    _Setup("Q4_0 weights + q8_0 cache", weights="q4_0", cache=Q8),
 )
 # combinations of removal with quantization, read where time allows (the ``extra_setups`` parameter):
 # on the course build the first was never near the frontier, and each costs a twelfth more time
 EXTRA_SETUPS = (
-    Setup("1/3 removed + Q8_0 weights", removed=1 / 3, weights="q8_0"),
-    Setup("1/3 removed + q8_0 cache", removed=1 / 3, cache=Q8),
-    Setup("1/3 removed + Q4_0 weights", removed=1 / 3, weights="q4_0"),
+    _Setup("1/3 removed + Q8_0 weights", removed=1 / 3, weights="q8_0"),
+    _Setup("1/3 removed + q8_0 cache", removed=1 / 3, cache=Q8),
+    _Setup("1/3 removed + Q4_0 weights", removed=1 / 3, weights="q4_0"),
 )
-ROTATION = ("q4_0 cache", "q4_0 cache without rotation")  # (rotated, not): the rotation claim's pair
-KEYS_VALUES = (
+_ROTATION = ("q4_0 cache", "q4_0 cache without rotation")  # (rotated, not): the rotation claim's pair
+_KEYS_VALUES = (
     "q4_0 keys + q8_0 values",
     "q8_0 keys + q4_0 values",
 )  # (keys coarser, values coarser): the K/V claim's pair
 
 
-def chosen_setups(extra: Sequence[str] = ()) -> list[Setup]:
+def chosen_setups(extra: Sequence[str] = ()) -> list[_Setup]:
     """``SETUPS`` and the ``EXTRA_SETUPS`` named in ``extra``."""
     known = {s.name: s for s in EXTRA_SETUPS}
     unknown = [name for name in extra if name not in known]
@@ -116,19 +116,19 @@ def chosen_setups(extra: Sequence[str] = ()) -> list[Setup]:
 
 
 # ---- the files --------------------------------------------------------------------------------------
-def file_name(removed: float, weights: str) -> str:
+def _file_name(removed: float, weights: str) -> str:
     """``14b_KV_groups-0.333.q8_0.gguf``: the file of a share removed and a weight type."""
     return f"14b_KV_groups-{removed:.3f}.{weights}.gguf"
 
 
 def export_files(
-    models: Mapping[float, nn.Module], setups: Sequence[Setup], folder: Path, tokenizer_gguf: Path
+    models: Mapping[float, nn.Module], setups: Sequence[_Setup], folder: Path, tokenizer_gguf: Path
 ) -> dict[tuple[float, str], GgufExport]:
     """``{(removed, weights): export}``: each file the setups need, written once into ``folder``
     (``models``: the model with each share of KV groups removed)."""
     out = {}
     for removed, weights in dict.fromkeys(s.file for s in setups):
-        path = Path(folder) / file_name(removed, weights)
+        path = Path(folder) / _file_name(removed, weights)
         out[removed, weights] = export_gguf(
             models[removed], path, tokenizer_gguf=tokenizer_gguf, dtype=weights, pad_uneven=True
         )
@@ -172,7 +172,7 @@ class Served:
     manager. A setup llama.cpp refuses is listed in ``refused`` with llama.cpp's reason."""
 
     def __init__(
-        self, files: Mapping[tuple[float, str], GgufExport], setups: Sequence[Setup], cells: int, threads: int
+        self, files: Mapping[tuple[float, str], GgufExport], setups: Sequence[_Setup], cells: int, threads: int
     ):
         self.files, self.setups, self.cells, self.threads = files, list(setups), cells, threads
         self.refused: dict[str, str] = {}
@@ -239,7 +239,7 @@ MEMORY_SHOWN = [
 
 # ---- memory --------------------------------------------------------------------------------------------
 def memory_table(
-    files: Mapping[tuple[float, str], GgufExport], setups: Sequence[Setup], cells: Sequence[int]
+    files: Mapping[tuple[float, str], GgufExport], setups: Sequence[_Setup], cells: Sequence[int]
 ) -> pd.DataFrame:
     """Per setup and context size: the weights' bytes llama.cpp counts (``llama_model_size``)
     and the arithmetic's, the KV cache llama.cpp logs (to 0.01 MiB) and the arithmetic's, its
@@ -279,7 +279,7 @@ def memory_table(
 
 
 # ---- summaries: every one from the per-text rows ---------------------------------------------------------
-def per_text(scores: pd.DataFrame, column: str = "nll") -> pd.DataFrame:
+def _per_text(scores: pd.DataFrame, column: str = "nll") -> pd.DataFrame:
     """``[texts, setups]``: one column per setup, rows the texts (every setup read the same ones)."""
     table = scores.pivot(index="text", columns="setup", values=column)
     if table.isna().any().any():
@@ -287,7 +287,7 @@ def per_text(scores: pd.DataFrame, column: str = "nll") -> pd.DataFrame:
     return table
 
 
-def bootstrap_means(differences: np.ndarray, indices: np.ndarray) -> np.ndarray:
+def _bootstrap_means(differences: np.ndarray, indices: np.ndarray) -> np.ndarray:
     """``[R]``: the mean of ``differences`` (one per text) in each resample of texts (``indices``)."""
     return np.asarray(differences, dtype=np.float64)[indices].mean(1)
 
@@ -305,12 +305,12 @@ def quality_table(
     """Per setup: perplexity on the scored tokens, its change from the reference (``exp`` of the
     mean nll difference, less 1) with a paired bootstrap interval over texts at ``level``, and the
     mean KL from the reference in nats per token; a setup llama.cpp refused, with its reason."""
-    nll, kl = per_text(scores), per_text(scores, "kl")
+    nll, kl = _per_text(scores), _per_text(scores, "kl")
     indices = resample_indices(len(nll), n_resamples, seed)
     rows = []
     for name in nll.columns:
         d = (nll[name] - nll[REFERENCE]).to_numpy()
-        low, high = interval(bootstrap_means(d, indices), level)
+        low, high = interval(_bootstrap_means(d, indices), level)
         rows.append(
             {
                 "setup": name,
@@ -386,7 +386,7 @@ def pair_table(
     (below 0: quantizing costs less) and its interval at ``level``; ``quantizing wins`` where the
     interval lies below 0; ``removal wins`` where removal beats every quantize-only setup within
     its bytes, each gap's interval above 0 at ``level`` shared among them (Bonferroni)."""
-    nll = per_text(scores)
+    nll = _per_text(scores)
     indices = resample_indices(len(nll), n_resamples, seed)
     pairs = pd.concat([partners(memory, "total"), partners(memory, "cache")], ignore_index=True)
     rows = []
@@ -396,11 +396,11 @@ def pair_table(
             rows.append({**row, "quantizing wins": False, "removal wins": False})
             continue
         d = (nll[p["partner"]] - nll[p["removal"]]).to_numpy()
-        low, high = interval(bootstrap_means(d, indices), level)
+        low, high = interval(_bootstrap_means(d, indices), level)
         rivals = [r for r in p["within"].split(", ") if r in nll]
         shared = 1 - (1 - level) / len(rivals)
         beats_all = all(
-            interval(bootstrap_means((nll[r] - nll[p["removal"]]).to_numpy(), indices), shared)[0] > 0 for r in rivals
+            interval(_bootstrap_means((nll[r] - nll[p["removal"]]).to_numpy(), indices), shared)[0] > 0 for r in rivals
         )
         rows.append(
             {
@@ -415,20 +415,20 @@ def pair_table(
     return pd.DataFrame(rows)
 
 
-def contrast_table(
+def _contrast_table(
     scores: pd.DataFrame, pairs: Mapping[str, tuple[str, str]], n_resamples: int, level: float = LEVEL, seed: int = 0
 ) -> pd.DataFrame:
     """Per named contrast ``(a, b)``: the gap ``nll(a) - nll(b)`` in nats per token with its
     interval at ``level``, and each setup's perplexity change; a contrast whose setup llama.cpp
     refused has no gap."""
-    nll = per_text(scores)
+    nll = _per_text(scores)
     indices = resample_indices(len(nll), n_resamples, seed)
     rows = []
     for name, (a, b) in pairs.items():
         row = {"contrast": name, "a": a, "b": b}
         if a in nll and b in nll:
             d = (nll[a] - nll[b]).to_numpy()
-            low, high = interval(bootstrap_means(d, indices), level)
+            low, high = interval(_bootstrap_means(d, indices), level)
             change = {
                 f"{k} change": float(np.expm1((nll[s] - nll[REFERENCE]).mean())) for k, s in (("a", a), ("b", b))
             }
@@ -437,7 +437,7 @@ def contrast_table(
     return pd.DataFrame(rows)
 
 
-CONTRASTS = {"rotation": ROTATION[::-1], "keys against values": KEYS_VALUES}  # gap > 0: the claim's way
+_CONTRASTS = {"rotation": _ROTATION[::-1], "keys against values": _KEYS_VALUES}  # gap > 0: the claim's way
 
 
 def budget_table(table: pd.DataFrame, budgets: Sequence[float]) -> pd.DataFrame:
@@ -482,7 +482,7 @@ def summaries(
         "14b_frontier": table,
         "14b_budgets": budget_table(table, budgets),
         "14b_pairs": pair_table(scores, memory, **stats),
-        "14b_contrasts": contrast_table(scores, CONTRASTS, **stats),
+        "14b_contrasts": _contrast_table(scores, _CONTRASTS, **stats),
     }
 
 
@@ -552,18 +552,18 @@ def figure(table: pd.DataFrame):
 
 
 CHAPTER = "14b_served_at_equal_memory"
-Q8_MARGIN = 0.01  # "under 1% perplexity": the whole interval of the change below +1%
-AXES = {"total": "weights and cache", "cache": "the cache alone"}
+_Q8_MARGIN = 0.01  # "under 1% perplexity": the whole interval of the change below +1%
+_AXES = {"total": "weights and cache", "cache": "the cache alone"}
 
 
 def _change(row: pd.Series) -> str:
     return f"{row['perplexity change']:+.2%} [{row['change low']:+.2%}, {row['change high']:+.2%}]"
 
 
-def q8_cache_cheap(r: Results) -> tuple[str, str]:
+def _q8_cache_cheap(r: Results) -> tuple[str, str]:
     """Non-inferiority: the q8_0 cache's perplexity change from the reference, its interval at
     ``LEVEL`` wholly below ``q8_0_margin`` for reproduced, wholly above it for not reproduced."""
-    margin = r.params.get("q8_0_margin", Q8_MARGIN)
+    margin = r.params.get("q8_0_margin", _Q8_MARGIN)
     quality = r["14b_quality"].set_index("setup")
     row = present(quality.loc[quality.index == "q8_0 cache"], "14b_quality: q8_0 cache").iloc[0]
     text = f"perplexity {_change(row)}, KL {row['KL']:.5f} nats per token (margin {margin:.0%})"
@@ -581,10 +581,10 @@ def _pairs_text(pairs: pd.DataFrame, axis: str) -> str:
     read = pairs.dropna(subset=["gap"]) if "gap" in pairs else pairs.iloc[:0]
     ratios = np.exp(-read["gap"].to_numpy(dtype=float))
     size = f"; the removal's perplexity {ratios.min():.2f}x to {ratios.max():.2f}x its partner's" if len(read) else ""
-    return f"on {AXES[axis]}, quantizing wins {q} of {len(pairs)} pairs ({distinct} distinct) and removal {rem}{size}"
+    return f"on {_AXES[axis]}, quantizing wins {q} of {len(pairs)} pairs ({distinct} distinct) and removal {rem}{size}"
 
 
-def pairs_verdict(pairs: pd.DataFrame) -> str:
+def _pairs_verdict(pairs: pd.DataFrame) -> str:
     """Quantizing wins every pair: reproduced; removal wins every pair: not reproduced; removal
     wins some and quantizing none: not reproduced; quantizing wins some and the rest are
     undecided or removal's: partly; nothing decided: cannot tell."""
@@ -599,18 +599,18 @@ def pairs_verdict(pairs: pd.DataFrame) -> str:
 def _pairs(r: Results, axis: str) -> tuple[str, str]:
     table = r["14b_pairs"]
     pairs = present(table[table["axis"] == axis], f"14b_pairs: {axis}")
-    return _pairs_text(pairs, axis), pairs_verdict(pairs)
+    return _pairs_text(pairs, axis), _pairs_verdict(pairs)
 
 
 def quantizing_beats_removal(r: Results) -> tuple[str, str]:
     """Each removal against the quantize-only setup holding the most bytes (weights and cache)
-    within the removal's, at each context size (``pairs_verdict``)."""
+    within the removal's, at each context size (``_pairs_verdict``)."""
     return _pairs(r, "total")
 
 
-def ranking_holds(r: Results) -> tuple[str, str]:
+def _ranking_holds(r: Results) -> tuple[str, str]:
     """Chapter 14's ranking in llama.cpp: each removal that quantizes nothing against the
-    cache-only quantization holding the most cache bytes within its (``pairs_verdict``)."""
+    cache-only quantization holding the most cache bytes within its (``_pairs_verdict``)."""
     return _pairs(r, "cache")
 
 
@@ -628,12 +628,12 @@ def _contrast(r: Results, name: str, what: str) -> tuple[str, str]:
     return text, NOT_REPRODUCED if row["high"] < 0 else CANNOT_TELL
 
 
-def rotation_helps(r: Results) -> tuple[str, str]:
+def _rotation_helps(r: Results) -> tuple[str, str]:
     """The unrotated q4_0 cache's nll less the rotated one's: its interval above 0 for
     reproduced, below 0 for not reproduced; cannot tell where llama.cpp's log says it did not
     rotate the rotated setup's keys (a head size it does not rotate), or rotated the other's."""
     memory = r["14b_memory"].drop_duplicates("setup").set_index("setup")
-    rotated, plain = ROTATION
+    rotated, plain = _ROTATION
     if rotated in memory.index and plain in memory.index:
         if not memory.loc[rotated, "K rotated"] or memory.loc[plain, "K rotated"]:
             return (
@@ -643,7 +643,7 @@ def rotation_helps(r: Results) -> tuple[str, str]:
     return _contrast(r, "rotation", "rotation saves")
 
 
-def keys_more_sensitive(r: Results) -> tuple[str, str]:
+def _keys_more_sensitive(r: Results) -> tuple[str, str]:
     """q4_0 keys with q8_0 values against q8_0 keys with q4_0 values (the same bytes): the nll
     gap's interval above 0 (coarse keys cost more) for reproduced, below 0 for not reproduced."""
     return _contrast(r, "keys against values", "coarse keys cost")
@@ -662,11 +662,11 @@ CLAIMS = [
         "A q8_0 KV cache costs under 1% perplexity",
         "+0.07% perplexity for a q8_0 K and V cache on an 8B model (llama.cpp's pull request adding quantized V "
         "caches with flash attention)",
-        f"reproduced: the {LEVEL:.0%} interval of the perplexity change wholly below +{Q8_MARGIN:.0%} "
+        f"reproduced: the {LEVEL:.0%} interval of the perplexity change wholly below +{_Q8_MARGIN:.0%} "
         "(`q8_0_margin`); not reproduced: wholly above it; cannot tell: it holds the margin",
         CHAPTER,
-        q8_cache_cheap,
-        parameters={"q8_0_margin": Q8_MARGIN},
+        _q8_cache_cheap,
+        parameters={"q8_0_margin": _Q8_MARGIN},
         measured_on="perplexity in llama.cpp",
         sample=sample,
     ),
@@ -693,7 +693,7 @@ CLAIMS = [
         "as the claim above, on the cache's bytes alone, each removal that quantizes nothing against the cache-only "
         "quantization with the most cache bytes within its own",
         CHAPTER,
-        ranking_holds,
+        _ranking_holds,
         measured_on="perplexity and KV bytes in llama.cpp",
         sample=sample,
     ),
@@ -706,7 +706,7 @@ CLAIMS = [
         f"reproduced: the unrotated q4_0 cache's nll less the rotated one's, its {LEVEL:.0%} interval above 0; "
         "not reproduced: below 0; cannot tell: it holds 0",
         CHAPTER,
-        rotation_helps,
+        _rotation_helps,
         measured_on="perplexity in llama.cpp",
         sample=sample,
     ),
@@ -719,7 +719,7 @@ CLAIMS = [
         f"nll gap's {LEVEL:.0%} interval above 0; not reproduced: below 0; cannot tell: it holds 0, or llama.cpp "
         "refuses one of them",
         CHAPTER,
-        keys_more_sensitive,
+        _keys_more_sensitive,
         measured_on="perplexity in llama.cpp",
         sample=sample,
     ),
@@ -748,7 +748,7 @@ def memory_lines(profile: str) -> list[str]:
     ]
 
 
-def quality_lines(profile: str) -> list[str]:
+def _quality_lines(profile: str) -> list[str]:
     """Each setup's perplexity change and KL, cheapest first; refusals with their reason."""
     quality = read(profile, "14b_quality")
     read_ = quality[quality["refused"].fillna("") == ""].sort_values("perplexity change")
@@ -768,7 +768,7 @@ def quality_lines(profile: str) -> list[str]:
     return lines
 
 
-def frontier_lines(profile: str) -> list[str]:
+def _frontier_lines(profile: str) -> list[str]:
     """The unbeaten setups per context size, and whether a removal is among them."""
     table = read(profile, "14b_frontier")
     lines = []
@@ -789,7 +789,7 @@ def frontier_lines(profile: str) -> list[str]:
     return lines
 
 
-def speed_lines(profile: str) -> list[str]:
+def _speed_lines(profile: str) -> list[str]:
     """Generation and prompt speed against the reference, at the most threads timed."""
     speed = read(profile, "14b_speed_summary")
     at = speed[speed["threads"] == speed["threads"].max()].sort_values("generated x reference")
@@ -802,7 +802,7 @@ def speed_lines(profile: str) -> list[str]:
     ]
 
 
-def rotation_lines(profile: str) -> list[str]:
+def _rotation_lines(profile: str) -> list[str]:
     """Whether llama.cpp rotated each quantized cache, as its log says."""
     memory = read(profile, "14b_memory").drop_duplicates("setup")
     quantized = memory[(memory["K type"] != "f16") | (memory["V type"] != "f16")]
@@ -818,5 +818,5 @@ def rotation_lines(profile: str) -> list[str]:
 
 
 def findings(profile: str) -> str:
-    parts = memory_lines(profile) + quality_lines(profile) + rotation_lines(profile)
-    return "\n\n".join(parts + frontier_lines(profile) + speed_lines(profile))
+    parts = memory_lines(profile) + _quality_lines(profile) + _rotation_lines(profile)
+    return "\n\n".join(parts + _frontier_lines(profile) + _speed_lines(profile))

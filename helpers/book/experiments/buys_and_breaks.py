@@ -289,10 +289,10 @@ def copying_curves(
     (perplexity) and on the copying probe (perplexity of the second copy, and the share of its
     tokens predicted right)."""
     steps = [(label, len(order), c) for label, order in orders.items() for c in counts(len(order), step)]
-    return copying_points(model, orders, steps, verse_batches, probe, configs_per_pass)
+    return _copying_points(model, orders, steps, verse_batches, probe, configs_per_pass)
 
 
-def copying_points(
+def _copying_points(
     model: nn.Module,
     orders: Mapping[str, Sequence],
     steps: Sequence[tuple[str, int, int]],
@@ -370,15 +370,15 @@ def copying_study(
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """``(curves, band, summary)``: each importance's curve and ``random_orders`` random curves
     (``copying_curves``), ``band_orders`` further random orders at the shares the verdict reads
-    (``random_band``), and the summary of every order with the band beside it (``band_at``) and,
+    (``_random_band``), and the summary of every order with the band beside it (``_band_at``) and,
     given a ``verdict_probe``, the copying kept at those shares with its interval over that
-    probe's sequences (``kept_at``)."""
+    probe's sequences (``_kept_at``)."""
     orders = orders_for(model, importance, random_orders, seed)
     curves = copying_curves(model, orders, verses, probe, step, configs_per_pass)
-    band = random_band(model, copying_summary(curves, orders), band_orders, seed, verses, probe, configs_per_pass)
-    summary = band_at(copying_summary(curves, orders), band)
+    band = _random_band(model, copying_summary(curves, orders), band_orders, seed, verses, probe, configs_per_pass)
+    summary = _band_at(copying_summary(curves, orders), band)
     if verdict_probe is not None:
-        summary = kept_at(model, summary, orders[BAND_ORDER], verdict_probe, n_resamples, seed, configs_per_pass)
+        summary = _kept_at(model, summary, orders[BAND_ORDER], verdict_probe, n_resamples, seed, configs_per_pass)
     return curves, band, summary
 
 
@@ -430,7 +430,7 @@ def copying_kept(
 
 
 CALIBRATION_LEVELS = (0.99, 0.995, 0.998, 0.999, 1.0)  # the percentile levels calibration may widen to
-CALIBRATION_DRAWS = 200  # samples drawn to measure each level's coverage
+_CALIBRATION_DRAWS = 200  # samples drawn to measure each level's coverage
 
 
 def _kept_ratio(base: np.ndarray, cut: np.ndarray) -> np.ndarray:
@@ -446,7 +446,7 @@ def calibrated_interval(
     coverage: float,
     n_resamples: int = 1000,
     seed: int = 0,
-    draws: int = CALIBRATION_DRAWS,
+    draws: int = _CALIBRATION_DRAWS,
 ) -> tuple[float, float, float]:
     """``(low, high, level)``: a percentile interval of the kept ratio from a paired bootstrap over
     sequences (``base``, ``cut``: [sequences, 2] right and tokens), at the smallest of
@@ -472,7 +472,7 @@ def calibrated_interval(
     return float(low), float(high), float(level)
 
 
-def kept_at(
+def _kept_at(
     model: nn.Module,
     summary: pd.DataFrame,
     order: Sequence,
@@ -485,7 +485,7 @@ def kept_at(
     order prunes within it (``COPYING_KEPT``, ``copying_kept_interval``) and the sequences."""
     out = summary.copy()
     row = out["order"] == BAND_ORDER
-    for t in TOLERANCES:
+    for t in _TOLERANCES:
         pruned = round(float(out.loc[row, prunable_within(t)].iloc[0]) * len(order))
         kept, low, high, sequences, level = copying_kept(
             model, order, pruned, probe, n_resamples, seed, configs_per_pass
@@ -509,12 +509,12 @@ def orders_for(
     return orders
 
 
-TOLERANCES = COPYING_TOLERANCES
+_TOLERANCES = COPYING_TOLERANCES
 COPYING_FLOOR = 0.5  # copying "breaks" below half of the unpruned model's accuracy
 BAND_ORDER = "I_h on verses"  # the order whose decisions the random band is drawn at
 
 
-def random_band(
+def _random_band(
     model: nn.Module,
     summary: pd.DataFrame,
     orders: int,
@@ -525,27 +525,27 @@ def random_band(
 ) -> pd.DataFrame:
     """``orders`` random orders (seeds ``seed + 1000``, ...; apart from the curves' own), each
     pruned to the shares where ``BAND_ORDER`` stops within each tolerance (``copying_summary``;
-    shares of 0 skipped), scored as ``copying_points``: rows ``copying_curves``' columns, one
+    shares of 0 skipped), scored as ``_copying_points``: rows ``copying_curves``' columns, one
     per order and share. Pruning curves of SmolLM2 cost too much for 20 whole random curves
     on a CPU; the band is drawn where the verdict is read."""
     pool = heads_of(model)
     row = summary.set_index("order").loc[BAND_ORDER]
-    shares = sorted({float(row[prunable_within(t)]) for t in TOLERANCES} - {0.0})
+    shares = sorted({float(row[prunable_within(t)]) for t in _TOLERANCES} - {0.0})
     drawn = {f"random {seed + 1000 + r}": random_order(pool, seed + 1000 + r) for r in range(orders)}
     steps = [(label, len(pool), round(share * len(pool))) for share in shares for label in drawn]
     if not steps:
         return pd.DataFrame(
             columns=["order", "pruned", "share", "verse perplexity", "copying perplexity", "copying accuracy"]
         )
-    return copying_points(model, drawn, steps, verse_batches, probe, configs_per_pass)
+    return _copying_points(model, drawn, steps, verse_batches, probe, configs_per_pass)
 
 
-def band_at(summary: pd.DataFrame, band: pd.DataFrame) -> pd.DataFrame:
+def _band_at(summary: pd.DataFrame, band: pd.DataFrame) -> pd.DataFrame:
     """``summary`` with, per tolerance, the random band's 5th and 95th percentile of copying
     accuracy at ``BAND_ORDER``'s share (on that order's row; NaN where no band was drawn) and
     how many random orders it holds."""
     out = summary.copy()
-    for t in TOLERANCES:
+    for t in _TOLERANCES:
         share = out.loc[out["order"] == BAND_ORDER, prunable_within(t)]
         at = band[np.isclose(band["share"], share.iloc[0])] if len(band) and len(share) else band
         for q, name in zip(BAND, ("5%", "95%")):
@@ -557,7 +557,7 @@ def band_at(summary: pd.DataFrame, band: pd.DataFrame) -> pd.DataFrame:
 
 
 def broken_at(
-    curves: pd.DataFrame, order: str, tolerances: Sequence[float] = TOLERANCES, floor: float = COPYING_FLOOR
+    curves: pd.DataFrame, order: str, tolerances: Sequence[float] = _TOLERANCES, floor: float = COPYING_FLOOR
 ) -> dict:
     """For one order: per tolerance, the share prunable before the verse perplexity first rises
     more than it above the unpruned one (as chapter 11 reads its curves) and the copying accuracy
@@ -620,7 +620,7 @@ def memory_figure(table: pd.DataFrame, batch: int):
 
 def copying_figure(curves: pd.DataFrame, band: pd.DataFrame | None = None):
     """Verse perplexity and copying accuracy against the share of query heads pruned, per order:
-    the curves' random orders as a band (their range), and ``random_band``'s 5-95% interval as a
+    the curves' random orders as a band (their range), and ``_random_band``'s 5-95% interval as a
     bar at each share it was drawn at."""
     import matplotlib.pyplot as plt
 

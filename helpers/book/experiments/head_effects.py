@@ -163,7 +163,7 @@ def classifier_effects(
             looks.margin("classifier", "metric") if looks else 0.0,
         ),
         "likelihood": Measure(
-            lambda lp, at: gold_nll_stats(lp, gold[at]),
+            lambda lp, at: _gold_nll_stats(lp, gold[at]),
             log_likelihood,
             looks.margin("classifier", "likelihood") if looks else 0.0,
         ),
@@ -224,7 +224,7 @@ def classifier_outputs(
     options = {"max_length": max_length, "batch_size": batch_size, "by_length": True, "outputs": "log_probs"}
     if supports_first_token_only(model):
         options["first_token_only"] = True
-    options.update(removal_options(removal, _text_of))
+    options.update(_removal_options(removal, _text_of))
     cache = _cache(cache_dir, inputs, options)
     everything = [UNMASKED, *configs]
     todo = cache.share(everything)
@@ -236,7 +236,7 @@ def classifier_outputs(
             order = by_length(encoded)
             data = list(batches(encoded, batch_size, order))
             todo = [c for c in todo if c != UNMASKED]
-            removed = classifier_reference(model, tokenizer, removal, max_length)
+            removed = _classifier_reference(model, tokenizer, removal, max_length)
             with first_token_only(model):
                 base, outs = single_layer_sweep(
                     model,
@@ -254,7 +254,7 @@ def classifier_outputs(
     return cache.get
 
 
-def removal_options(removal: Removal | None, text_of) -> dict:
+def _removal_options(removal: Removal | None, text_of) -> dict:
     """The cache options of a removal: none for zero (the keys of earlier sweeps stay), else its
     kind and the reference examples' texts."""
     if removal is None or removal[0] == "zero":
@@ -263,7 +263,7 @@ def removal_options(removal: Removal | None, text_of) -> dict:
     return {"removal": kind, "reference": [text_of(e) for e in reference]}
 
 
-def classifier_reference(model, tokenizer, removal: Removal | None, max_length: int) -> HeadRemoval | None:
+def _classifier_reference(model, tokenizer, removal: Removal | None, max_length: int) -> HeadRemoval | None:
     """The ``HeadRemoval`` of ``removal`` (kind, reference examples) for a classifier, or None for zero."""
     if removal is None or removal[0] == "zero":
         return None
@@ -277,7 +277,7 @@ def _label_log_probs(model, batch) -> torch.Tensor:
     return torch.log_softmax(model(**to_device(batch, model)).logits.float(), -1)
 
 
-def gold_nll_stats(log_probs: np.ndarray, gold: Sequence[int]) -> np.ndarray:
+def _gold_nll_stats(log_probs: np.ndarray, gold: Sequence[int]) -> np.ndarray:
     """``[N, 2]`` rows (negative log-probability of the gold label, 1) from label log-probabilities
     ``[N, labels]``: ``log_likelihood`` of their sum is the mean gold log-probability."""
     nll = -np.asarray(log_probs, dtype=np.float64)[np.arange(len(gold)), np.asarray(gold)]
@@ -328,7 +328,7 @@ def translation_effects(
     search.update(configs_per_pass=configs_per_pass)
     if looks is not None:
         cache_of = lambda part: _cache(cache_dir, part, options)  # one look's sources
-        stops = harmful_only if chosen_here else settled
+        stops = _harmful_only if chosen_here else settled
         return _bleu_looks(model, pairs, configs, looks, bootstrap, cache_of, search, first_look, stops)
     base, outs = translation_sweep(model, sources, configs, cache=_cache(cache_dir, sources, options), **search)
     at = range(len(pairs)) if positions is None else positions
@@ -342,7 +342,7 @@ def translation_effects(
     )
 
 
-def harmful_only(low: float, high: float, margin: float) -> bool:
+def _harmful_only(low: float, high: float, margin: float) -> bool:
     """A first look's stop for configurations chosen on its own examples: only an interval wholly
     below -``margin`` (the selection lifted the score, so a drop it still shows stands)."""
     return equivalence_class(low, high, margin) == "harmful"
@@ -400,7 +400,7 @@ def translation_likelihood_effects(
     ``looks`` and ``positions`` as in ``classifier_effects``."""
 
     def outputs(part: Sequence, wanted: Sequence[Config]) -> Callable[[Config], np.ndarray]:
-        get = translation_nll_outputs(
+        get = _translation_nll_outputs(
             model, part, [c for c in wanted if c != UNMASKED], max_tokens, progress, cache_dir, removal
         )
         return lambda c: np.asarray(get(c))
@@ -412,7 +412,7 @@ def translation_likelihood_effects(
     return _measured_rows(pairs, configs, outputs, [measure], 0, looks, positions, bootstrap)
 
 
-def translation_nll_outputs(
+def _translation_nll_outputs(
     model,
     pairs: Sequence,
     configs: Sequence[Config],
@@ -426,7 +426,7 @@ def translation_nll_outputs(
     options = {
         "measure": "teacher_forced_nll",
         "max_tokens": max_tokens,
-        **removal_options(removal, lambda p: [p.src, p.ref]),
+        **_removal_options(removal, lambda p: [p.src, p.ref]),
     }
     cache = _cache(cache_dir, [[p.src, p.ref] for p in pairs], options)
     everything = [UNMASKED, *configs]

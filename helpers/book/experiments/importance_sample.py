@@ -4,7 +4,7 @@ pruning method has to choose.)
 From per-example importance terms stored once (``heads.importance.importance_terms``), I_h of
 ``n`` examples drawn at random is read without another pass (``from_terms``) and compared with
 I_h of all of them: Spearman's rank correlation over the heads, and the overlap of the most and
-of the least important ``EDGE`` share of the heads (pruning reads the least important).
+of the least important ``_EDGE`` share of the heads (pruning reads the least important).
 
     terms = importance_terms(model, batches, loss_fn)
     table = agreement_table(terms, sizes=(4, 16, 64, 256), draws=20, seed=0)
@@ -21,16 +21,16 @@ import torch
 
 from ...heads.importance import from_terms
 
-EDGE = 0.10  # the top and bottom share of the heads whose overlap is read
+_EDGE = 0.10  # the top and bottom share of the heads whose overlap is read
 RISE = "perplexity rise at"  # curve-point columns of a language model (``rise_column``)
 
 
-def flat_scores(scores: Mapping[str, torch.Tensor]) -> np.ndarray:
+def _flat_scores(scores: Mapping[str, torch.Tensor]) -> np.ndarray:
     """Every head's score, kinds in their order, as one vector (heads that were never there: none)."""
     return np.concatenate([t.flatten().numpy() for t in scores.values()])
 
 
-def edge_overlap(a: np.ndarray, b: np.ndarray, share: float = EDGE, top: bool = False) -> float:
+def edge_overlap(a: np.ndarray, b: np.ndarray, share: float = _EDGE, top: bool = False) -> float:
     """The share of ``a``'s least (``top``: most) important ``share`` of the heads that ``b`` also
     puts there; ties broken by position, as ``argsort`` is stable."""
     k = max(1, int(round(share * len(a))))
@@ -53,7 +53,7 @@ def agreement_table(
     sizes: Sequence[int],
     draws: int,
     seed: int = 0,
-    share: float = EDGE,
+    share: float = _EDGE,
     prunable: Callable[[dict[str, torch.Tensor]], float] | None = None,
     curve_draws: int = 0,
     curve_points: Callable[[dict[str, torch.Tensor]], Mapping[str, float]] | None = None,
@@ -69,14 +69,14 @@ def agreement_table(
     from scipy.stats import spearmanr
 
     total = len(next(iter(terms.values())))
-    whole = flat_scores(from_terms(terms))
+    whole = _flat_scores(from_terms(terms))
     rng = np.random.default_rng(seed)
     rows = []
     for n in sorted({min(int(s), total) for s in sizes}):
         for draw in range(1 if n == total else draws):
             picked = np.sort(rng.choice(total, size=n, replace=False))
             scores = from_terms(terms, picked.tolist())
-            part = flat_scores(scores)
+            part = _flat_scores(scores)
             rows.append(
                 {
                     "examples": n,
@@ -137,7 +137,7 @@ def figure(table: pd.DataFrame, used: Mapping[str, int] | None = None):
             xscale="log",
             xlabel="examples importance is estimated on",
             ylim=(0, 1.02),
-            ylabel=measure if measure == "spearman" else f"least important {EDGE:.0%}: share also found",
+            ylabel=measure if measure == "spearman" else f"least important {_EDGE:.0%}: share also found",
             title=f"{measure} with I_h of every example",
         )
     axes[0].legend(fontsize=8)

@@ -51,11 +51,11 @@ from .sweeps import HeadSweeps, Run
 
 TOLERANCE = {"classifier": 0.01, "translation": 1.0}  # the paper's "no noticeable loss": 1% accuracy, 1 BLEU
 # the likelihood: perplexity at most 1% above the unpruned model's (chapter 11 too)
-LIKELIHOOD_TOLERANCE = math.log(1.01)
-LIKELIHOOD_TOLERANCES = {"classifier": LIKELIHOOD_TOLERANCE, "translation": LIKELIHOOD_TOLERANCE}
+_LIKELIHOOD_TOLERANCE = math.log(1.01)
+LIKELIHOOD_TOLERANCES = {"classifier": _LIKELIHOOD_TOLERANCE, "translation": _LIKELIHOOD_TOLERANCE}
 
 
-def orders_and_curves(
+def _orders_and_curves(
     name: str,
     model,
     score: Callable,
@@ -87,12 +87,12 @@ def orders_and_curves(
     if tolerance is None or getattr(score, "stats", None) is None:
         return curves
     spreads = share_spreads(model, chosen, score, tolerance, step, bootstrap)
-    for column in SPREAD_COLUMNS:
+    for column in _SPREAD_COLUMNS:
         curves[column] = curves["order"].map({o: row.get(column, math.nan) for o, row in spreads.items()})
     return curves
 
 
-SPREAD_COLUMNS = ("share_se", "share_low", "share_high", "share_resamples", "minus_ablation_se", "spread_tolerance")
+_SPREAD_COLUMNS = ("share_se", "share_low", "share_high", "share_resamples", "minus_ablation_se", "spread_tolerance")
 
 
 def share_spreads(
@@ -289,7 +289,7 @@ class PruningRuns:
 
     def prunable_by(self, name: str) -> Callable[[dict], float]:
         """``share(I_h)``: the share of model ``name``'s heads (first training run) pruned in the
-        order of that I_h with the likelihood of the scored set within ``LIKELIHOOD_TOLERANCE``
+        order of that I_h with the likelihood of the scored set within ``_LIKELIHOOD_TOLERANCE``
         (the chapter's likelihood curves, one order at a time; a step another order masks alike is
         read from the scorer's kept passes)."""
         _, run = course.seed_runs(self.sweeps.settings, name, self.sweeps.training_seeds)[0]
@@ -300,7 +300,7 @@ class PruningRuns:
             curve = pruning_curves(
                 model, {"sample": order_by_importance(importance, pool)}, score, step=self.step, progress=False
             )
-            return prunable_share(curve, LIKELIHOOD_TOLERANCE)
+            return prunable_share(curve, _LIKELIHOOD_TOLERANCE)
 
         return share
 
@@ -318,9 +318,11 @@ class PruningRuns:
                 ablation_set, "one_head", measure, positions=positions
             )
             score = self.scored_run(name, run, measure)[2]
-            tolerance = TOLERANCE[track] if measure == "metric" else LIKELIHOOD_TOLERANCE  # as the chapter's summaries
+            tolerance = (
+                TOLERANCE[track] if measure == "metric" else _LIKELIHOOD_TOLERANCE
+            )  # as the chapter's summaries
             out.append(
-                orders_and_curves(
+                _orders_and_curves(
                     name,
                     model,
                     score,
@@ -438,7 +440,7 @@ def spread_of(curve: pd.DataFrame, tolerance: float) -> dict[str, float]:
     if "spread_tolerance" not in curve or not np.isclose(curve["spread_tolerance"].iloc[0], tolerance):
         return {}
     return {
-        column: curve[column].iloc[0] for column in SPREAD_COLUMNS if column != "spread_tolerance" and column in curve
+        column: curve[column].iloc[0] for column in _SPREAD_COLUMNS if column != "spread_tolerance" and column in curve
     }
 
 
@@ -509,7 +511,7 @@ LM_SETS = {
 }
 
 
-LM_CURVE_SHARES = (0.1, 0.3)  # the language model's curve is read at these shares of its query heads
+_LM_CURVE_SHARES = (0.1, 0.3)  # the language model's curve is read at these shares of its query heads
 
 
 def importance_sample(
@@ -524,7 +526,7 @@ def importance_sample(
     classifier and the translation model give ``prunable_share`` on the likelihood
     (``PruningRuns.prunable_by``); the language model, whose perplexity already rises past 1% at
     its curve's first step (chapter 11), gives the perplexity rise on chapter 11's report set at
-    each share of ``LM_CURVE_SHARES`` (``language_model_sample``)."""
+    each share of ``_LM_CURVE_SHARES`` (``_language_model_sample``)."""
     from ..profiles.profile import parameters_for
     from .importance_sample import agreement_table
 
@@ -536,7 +538,7 @@ def importance_sample(
             **LM_SETS,
             **{k: v for k, v in parameters_for(runs.sweeps.settings, "11_nine_heads", {}).items() if k in LM_SETS},
         }  # the profile's defaults too: the sets chapter 11 draws
-        terms[language_model], points[language_model] = language_model_sample(language_model, chapter_11)
+        terms[language_model], points[language_model] = _language_model_sample(language_model, chapter_11)
     return pd.concat(
         [
             agreement_table(
@@ -554,8 +556,8 @@ def importance_sample(
     )
 
 
-def language_model_sample(
-    model_name: str, sets: Mapping[str, object], shares: Sequence[float] = LM_CURVE_SHARES
+def _language_model_sample(
+    model_name: str, sets: Mapping[str, object], shares: Sequence[float] = _LM_CURVE_SHARES
 ) -> tuple[dict, Callable[[dict], dict[str, float]]]:
     """A causal LM's per-verse importance terms on chapter 11's select set, drawn as there
     (``sets``: ``LM_SETS``' keys): the examples its I_h is estimated on; and ``points(I_h)``: the

@@ -9,7 +9,7 @@
   and its greedy tokens in llama.cpp's default settings.
 * ``speed`` (one row per variant, thread count and repeat): prompt and generation tokens per
   second of the float16 file in the default settings, as llama.cpp times them, the files timed
-  in turn within each repeat (``serve_in_turn``).
+  in turn within each repeat (``_serve_in_turn``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from ...heads.sites import attention_sites
 from ...serving.gguf_export import export_gguf
 from ...serving.llama_cpp import LlamaCpp, RuntimeSettings, predicted_kv_bytes
 
-SPEED = ["prompt tokens per second", "generated tokens per second"]
+_SPEED = ["prompt tokens per second", "generated tokens per second"]
 RUNTIME_SHOWN = [
     "unit",
     "share",
@@ -47,7 +47,7 @@ RUNTIME_SHOWN = [
 ]
 
 
-def transformers_reference(
+def _transformers_reference(
     model: nn.Module, prompt: Sequence[int], new_tokens: int, verses: Sequence[Sequence[int]]
 ) -> tuple[list[int], np.ndarray]:
     """Greedy tokens after ``prompt`` and the log-probabilities of every verse token after the
@@ -71,7 +71,7 @@ def transformers_reference(
     return out[0, len(prompt) :].tolist(), torch.cat(logprobs).numpy()
 
 
-def equal_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+def _equal_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     """How many tokens ``a`` and ``b`` share before they first differ."""
     n = 0
     for x, y in zip(a, b):
@@ -93,7 +93,7 @@ def _cache_columns(run: LlamaCpp, kv_heads: Sequence[int], head_dim: int, tag: s
     }
 
 
-def serve_exactly(
+def _serve_exactly(
     model: nn.Module,
     folder: Path,
     name: str,
@@ -105,7 +105,7 @@ def serve_exactly(
 ) -> tuple[dict, list[int], object]:
     """One variant in the exact settings: its row (module doc), transformers' greedy tokens, and
     its float16 export (``GgufExport``) for the default settings."""
-    tokens, reference = transformers_reference(model, prompt, new_tokens, verses)
+    tokens, reference = _transformers_reference(model, prompt, new_tokens, verses)
     head_dim = attention_sites(model)[0].head_dim
     exact_file = export_gguf(model, folder / f"{name}.f32.gguf", tokenizer_gguf=tokenizer_gguf, pad_uneven=True)
     served = export_gguf(
@@ -125,7 +125,7 @@ def serve_exactly(
             "file MiB (f32)": exact_file.file_bytes / 2**20,
             "file MiB (f16)": served.file_bytes / 2**20,
             "file": served.path.name,
-            "greedy tokens equal (exact)": equal_prefix(exact_tokens, tokens),
+            "greedy tokens equal (exact)": _equal_prefix(exact_tokens, tokens),
             "new tokens": new_tokens,
             "perplexity, llama.cpp": float(np.exp(-logprobs.mean())),
             "perplexity, transformers": float(np.exp(-reference.mean())),
@@ -137,7 +137,7 @@ def serve_exactly(
     return row, tokens, served
 
 
-def serve_in_turn(
+def _serve_in_turn(
     files: Mapping[tuple[str, float], object],
     rows: Mapping[tuple[str, float], dict],
     tokens: Mapping[tuple[str, float], list[int]],
@@ -161,7 +161,7 @@ def serve_in_turn(
             }
             for key, run in runs.items():
                 if n == min(threads):
-                    rows[key]["greedy tokens equal (default)"] = equal_prefix(
+                    rows[key]["greedy tokens equal (default)"] = _equal_prefix(
                         run.greedy(prompt, new_tokens), tokens[key]
                     )
                     rows[key].update(_cache_columns(run, files[key].kv_heads, rows[key]["head dim"], "f16"))
@@ -196,11 +196,11 @@ def served(
     with tempfile.TemporaryDirectory() as tmp:
         for (unit, share), model in tqdm(variants.items(), desc="served by llama.cpp", disable=not progress):
             name = f"{unit.replace(' ', '_')}-{share:.3f}"
-            row, tokens[unit, share], files[unit, share] = serve_exactly(
+            row, tokens[unit, share], files[unit, share] = _serve_exactly(
                 model, Path(tmp), name, tokenizer_gguf, prompt, new_tokens, verses, min(threads)
             )
             rows[unit, share] = {"unit": unit, "share": share, **row}
-        timed = serve_in_turn(files, rows, tokens, prompt, new_tokens, threads, repeats)
+        timed = _serve_in_turn(files, rows, tokens, prompt, new_tokens, threads, repeats)
         for key, row in rows.items():
             if key == keep and out_dir is not None:
                 Path(out_dir).mkdir(parents=True, exist_ok=True)
@@ -214,19 +214,19 @@ def served(
 def speed_summary(speed: pd.DataFrame) -> pd.DataFrame:
     """Per variant and thread count: the median of each speed over the repeats, its spread
     (interquartile range / median) and the ratio to the unpruned model's median."""
-    grouped = speed.groupby(["unit", "share", "threads"], sort=False)[SPEED]
+    grouped = speed.groupby(["unit", "share", "threads"], sort=False)[_SPEED]
     median = grouped.median()
     spread = (grouped.quantile(0.75) - grouped.quantile(0.25)) / median
     out = median.join(spread, rsuffix=", spread")
     base = median.xs("unpruned", level="unit").droplevel("share")
-    for column in SPEED:
+    for column in _SPEED:
         out[f"{column}, ratio"] = (
             median[column] / base[column].reindex(median.index.get_level_values("threads")).to_numpy()
         )
     return out.reset_index()
 
 
-RUNTIME_VERSES = 6  # verses whose tokens llama.cpp scores one forced token at a time (about 30 ms a token)
+_RUNTIME_VERSES = 6  # verses whose tokens llama.cpp scores one forced token at a time (about 30 ms a token)
 
 
 def served_by_llama_cpp(
@@ -240,13 +240,13 @@ def served_by_llama_cpp(
     profile: str,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Chapter 13's call: ``served`` on the first sequence of the smallest batch's prompts, the
-    first ``RUNTIME_VERSES`` of ``texts``, one thread and every core this process has; the float16
+    first ``_RUNTIME_VERSES`` of ``texts``, one thread and every core this process has; the float16
     file of the smallest share of KV groups removed is kept in ``results/<profile>/``."""
     from ...base.cores import usable_cores
     from ...zoo.causal_lm import tokenizer_gguf
     from ..store.results import results_dir
 
-    verses = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts[:RUNTIME_VERSES]]  # as lm_batches
+    verses = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts[:_RUNTIME_VERSES]]  # as lm_batches
     keep = ("KV groups", min(share for unit, share in variants if unit == "KV groups"))
     prompt = prompts[min(prompts)][0].tolist()
     return served(

@@ -34,9 +34,9 @@ from .head_effects import (
     translation_likelihood_effects,
 )
 
-CONFIGS: dict[str, Callable] = {"one_head": one_head_configs, "all_but_one": all_but_one_configs}
+_CONFIGS: dict[str, Callable] = {"one_head": one_head_configs, "all_but_one": all_but_one_configs}
 # a name in CONFIGS, a function of the model, or a list
-Configs = str | Callable[..., Sequence[Config]] | Sequence[Config]
+_Configs = str | Callable[..., Sequence[Config]] | Sequence[Config]
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class Run:
     def effects(
         self,
         examples: Sequence,
-        configs: Configs,
+        configs: _Configs,
         measure: str = "metric",
         removal: Removal | None = None,
         positions: Sequence[int] | None = None,
@@ -105,7 +105,7 @@ class HeadSweeps:
         self,
         name: str,
         examples: Sequence,
-        configs: Configs,
+        configs: _Configs,
         measure: str = "metric",
         removal: Removal | None = None,
         positions: Sequence[int] | None = None,
@@ -167,7 +167,7 @@ class HeadSweeps:
         self,
         run: Run,
         examples: Sequence,
-        configs: Configs,
+        configs: _Configs,
         measure: str,
         removal: Removal | None = None,
         positions: Sequence[int] | None = None,
@@ -181,7 +181,7 @@ class HeadSweeps:
                 "search (one position per step) cannot do: score the translation model by likelihood"
             )
         chosen = (
-            CONFIGS[configs](run.model)
+            _CONFIGS[configs](run.model)
             if isinstance(configs, str)
             else configs(run.model)
             if callable(configs)

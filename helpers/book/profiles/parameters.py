@@ -46,7 +46,7 @@ def _declared(source: str, mtime_ns: int) -> tuple[tuple[str, Any], ...]:
     return tuple(out.items())
 
 
-def coerce(name: str, value: Any, default: Any, notebook: str) -> Any:
+def _coerce(name: str, value: Any, default: Any, notebook: str) -> Any:
     """``value`` as the type of ``default``, or a ``SystemExit`` that names the type expected."""
     if default is None or value is None:
         return value
@@ -63,7 +63,7 @@ def coerce(name: str, value: Any, default: Any, notebook: str) -> Any:
 
 # counts that must be at least 1 (elsewhere a whole-number parameter counts something, or is 0
 # for "all of them", and must be at least 0)
-AT_LEAST_ONE = frozenset(
+_AT_LEAST_ONE = frozenset(
     {
         "batch_size",
         "beam",
@@ -83,7 +83,7 @@ AT_LEAST_ONE = frozenset(
 def range_problem(name: str, value: Any) -> str | None:
     """What is wrong with ``value`` for parameter ``name`` (already of its default's type), or
     None: an alpha outside (0, 1), a margin that is not positive, a share outside [0, 1], a step
-    outside (0, 1], a negative count (or a count below 1 where 0 means nothing: ``AT_LEAST_ONE``),
+    outside (0, 1], a negative count (or a count below 1 where 0 means nothing: ``_AT_LEAST_ONE``),
     a list of batch sizes or epochs with an entry below 1."""
     if isinstance(value, bool) or value is None:
         return None
@@ -101,7 +101,7 @@ def range_problem(name: str, value: Any) -> str | None:
     if name.endswith("share") and isinstance(value, (int, float)):
         return None if 0 <= value <= 1 else "a share, between 0 and 1"
     if isinstance(value, int):
-        low = 1 if name in AT_LEAST_ONE else 0
+        low = 1 if name in _AT_LEAST_ONE else 0
         return None if value >= low else f"a count, a whole number >= {low}"
     if isinstance(value, list) and (name.endswith("batch_sizes") or name.endswith("epochs")):
         return (
@@ -112,7 +112,7 @@ def range_problem(name: str, value: Any) -> str | None:
     return None
 
 
-def check_range(name: str, value: Any, default: Any, where: str) -> Any:
+def _check_range(name: str, value: Any, default: Any, where: str) -> Any:
     """``value``, or a ``SystemExit`` that names the parameter, ``where`` it was given and the range."""
     problem = range_problem(name, value)
     if problem:
@@ -139,9 +139,9 @@ def checked_overrides(sources: Mapping[str, Path], overrides: Mapping[str, Any])
         )
     return {
         notebook: {
-            name: check_range(
+            name: _check_range(
                 name,
-                coerce(name, value, params[name], notebook),
+                _coerce(name, value, params[name], notebook),
                 params[name],
                 f"-p {name}=... for chapter {notebook}",
             )
@@ -152,7 +152,7 @@ def checked_overrides(sources: Mapping[str, Path], overrides: Mapping[str, Any])
     }
 
 
-PROFILE_KEYS = frozenset({"description", "defaults", "notebooks", "models"})
+_PROFILE_KEYS = frozenset({"description", "defaults", "notebooks", "models"})
 
 
 def check_profile(profile: Mapping[str, Any], path: Path, sources: Mapping[str, Path]) -> None:
@@ -184,14 +184,14 @@ def check_profile(profile: Mapping[str, Any], path: Path, sources: Mapping[str, 
 
 def check_shape(profile: Mapping[str, Any], path: Path) -> None:
     """Refuse, naming the file, an unknown top-level key (anchors such as ``*_recipe`` aside) or a
-    section of the wrong shape (``check_sections``): what can be checked of one file alone."""
-    unknown = [k for k in profile if k not in PROFILE_KEYS and not str(k).endswith("_recipe")]
+    section of the wrong shape (``_check_sections``): what can be checked of one file alone."""
+    unknown = [k for k in profile if k not in _PROFILE_KEYS and not str(k).endswith("_recipe")]
     if unknown:
-        raise SystemExit(f"{path}: unknown key(s) {unknown}; a profile has {sorted(PROFILE_KEYS)}")
-    check_sections(profile, path)
+        raise SystemExit(f"{path}: unknown key(s) {unknown}; a profile has {sorted(_PROFILE_KEYS)}")
+    _check_sections(profile, path)
 
 
-def check_sections(profile: Mapping[str, Any], path: Path) -> None:
+def _check_sections(profile: Mapping[str, Any], path: Path) -> None:
     """``description`` is a string; ``defaults`` a mapping; ``notebooks`` and ``models`` map a
     name to a mapping (or to nothing, for a chapter with no parameters of its own)."""
     if not isinstance(profile.get("description") or "", str):
@@ -209,10 +209,10 @@ def check_sections(profile: Mapping[str, Any], path: Path) -> None:
 
 def _check_value(path: Path, key: str, name: str, value: Any, default: Any, chapter: str) -> None:
     try:
-        value = coerce(name, value, default, chapter)
+        value = _coerce(name, value, default, chapter)
     except SystemExit as err:
         raise SystemExit(f"{path}: {key}: {err}") from None
-    check_range(name, value, default, f"{path}: {key}")
+    _check_range(name, value, default, f"{path}: {key}")
 
 
 def from_parameters(kind: type, parameters: Mapping[str, Any], **given: Any):

@@ -80,7 +80,7 @@ def _known_profiles() -> list[str]:
     return sorted({p.stem for f in profile_folders() for p in f.glob("*.yml")})
 
 
-def chapter_sources() -> dict[str, Path]:
+def _chapter_sources() -> dict[str, Path]:
     """``{chapter: notebook path}`` of every chapter in ``notebooks/``."""
     return {p.stem: p for p in sorted(NOTEBOOKS.glob("*.ipynb"))}
 
@@ -95,7 +95,7 @@ def load_profile(name: str) -> Profile:
         folders = ", ".join(map(str, profile_folders()))
         raise SystemExit(f"unknown profile {name!r}: profiles are {_known_profiles()} (files in {folders})")
     raw = _read_extended(path, ())
-    check_profile(raw, path, chapter_sources())
+    check_profile(raw, path, _chapter_sources())
     return Profile.from_mapping(name, raw, path)
 
 

@@ -35,7 +35,7 @@ def _resolve(node: ast.ImportFrom, module: str, is_package: bool) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def imports_of(tree: ast.AST, module: str, is_package: bool, known: set[str]) -> set[str]:
+def _imports_of(tree: ast.AST, module: str, is_package: bool, known: set[str]) -> set[str]:
     """The modules among ``known`` that ``tree`` (the source of ``module``) imports anywhere."""
     targets: set[str] = set()
     for node in ast.walk(tree):
@@ -48,21 +48,21 @@ def imports_of(tree: ast.AST, module: str, is_package: bool, known: set[str]) ->
     return {t for t in targets if t in known and t != module}
 
 
-def module_files(root: Path = PACKAGE) -> dict[str, Path]:
+def _module_files(root: Path = PACKAGE) -> dict[str, Path]:
     """``{module name: file}`` of every module of the package at ``root``."""
     return {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
 
 
 def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
     """``{module: modules of the package under root that it imports}``."""
-    files = module_files(root)
+    files = _module_files(root)
     return {
-        m: imports_of(ast.parse(p.read_text(), str(p)), m, p.name == "__init__.py", set(files))
+        m: _imports_of(ast.parse(p.read_text(), str(p)), m, p.name == "__init__.py", set(files))
         for m, p in files.items()
     }
 
 
-def notebook_code(notebook: Path) -> str:
+def _notebook_code(notebook: Path) -> str:
     """The code cells of ``notebook``, IPython's ``%`` and ``!`` lines left out."""
     cells = json.loads(notebook.read_text()).get("cells", [])
     lines = [
@@ -77,9 +77,9 @@ def notebook_code(notebook: Path) -> str:
 
 def chapter_modules(notebook: Path, root: Path = PACKAGE) -> list[Path]:
     """The files of every ``helpers`` module the chapter at ``notebook`` runs, sorted."""
-    files = module_files(root)
+    files = _module_files(root)
     graph = import_graph(root)
-    todo = list(imports_of(ast.parse(notebook_code(notebook)), "__main__", False, set(files)))
+    todo = list(_imports_of(ast.parse(_notebook_code(notebook)), "__main__", False, set(files)))
     seen: set[str] = set()
     while todo:
         module = todo.pop()

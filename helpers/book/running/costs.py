@@ -39,7 +39,7 @@ def model_times(summary: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["model", "task", "train_minutes", "trained_on", "built", "reused_from_cache"])
 
 
-def folder_bytes(folder: Path) -> int:
+def _folder_bytes(folder: Path) -> int:
     """Bytes of every file under ``folder`` (0 if it does not exist); links are not followed."""
     folder = Path(folder)
     if not folder.exists():
@@ -54,11 +54,11 @@ def cache_sizes(summary: dict, converted_root: Path) -> pd.DataFrame:
     rows = []
     for name, m in summary.get("models", {}).items():
         folder = Path(m["path"])
-        sweeps = folder_bytes(folder / "sweeps")
-        rows.append({"what": name, "model_mb": (folder_bytes(folder) - sweeps) / MB, "sweeps_mb": sweeps / MB})
+        sweeps = _folder_bytes(folder / "sweeps")
+        rows.append({"what": name, "model_mb": (_folder_bytes(folder) - sweeps) / MB, "sweeps_mb": sweeps / MB})
     root = Path(converted_root)
     for folder in sorted(p for p in root.iterdir() if p.is_dir()) if root.exists() else []:
-        rows.append({"what": f"converted: {folder.name}", "model_mb": folder_bytes(folder) / MB, "sweeps_mb": 0.0})
+        rows.append({"what": f"converted: {folder.name}", "model_mb": _folder_bytes(folder) / MB, "sweeps_mb": 0.0})
     return pd.DataFrame(rows, columns=["what", "model_mb", "sweeps_mb"])
 
 
@@ -147,7 +147,7 @@ def sweep_cost_tables(profile: str, times: pd.DataFrame) -> dict[str, pd.DataFra
     }
 
 
-DENORMAL_SHARE = 0.0047  # of the weights: what the course translation model held after 9 epochs without flush-to-zero
+_DENORMAL_SHARE = 0.0047  # of the weights: what the course translation model held after 9 epochs without flush-to-zero
 
 
 def denormal_costs(
@@ -156,7 +156,7 @@ def denormal_costs(
     """What flush-to-zero saves, measured now on this machine (one thread, median of ``repeats``):
     the 512 x 512 matmul with and without denormal operands, and on ``model_name``'s first run a
     teacher-forced pass over ``sentences`` test13 pairs and greedy decoding of ``decoded`` of them,
-    as saved (no denormal weights) and with ``DENORMAL_SHARE`` of its weights made denormal (as a
+    as saved (no denormal weights) and with ``_DENORMAL_SHARE`` of its weights made denormal (as a
     model trained without the mode holds them), each with the mode off and on."""
     import copy
 
@@ -172,7 +172,7 @@ def denormal_costs(
     model = course.load_translation(settings, model_name)
     pairs = course.load_data(settings, model_name)["test13"][:sentences]
     planted = copy.deepcopy(model)
-    share = plant_denormals_(planted, DENORMAL_SHARE) / sum(p.numel() for p in planted.parameters())
+    share = plant_denormals_(planted, _DENORMAL_SHARE) / sum(p.numel() for p in planted.parameters())
     for label, m in (
         (f"{model_name} as saved ({count_denormals(model)} denormal weights)", model),
         (f"{model_name} with {share:.2%} of its weights denormal", planted),

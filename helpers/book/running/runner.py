@@ -33,7 +33,7 @@ from ..store.progress import estimate_left, progress_line, recorded_chapter_seco
 from ..store.sweep_costs import record_sweep_costs, running_ledger
 from .chapter_code import chapter_code_digest
 
-EXECUTED = ROOT / "book" / "executed"
+_EXECUTED = ROOT / "book" / "executed"
 
 
 class NotebookFailed(RuntimeError):
@@ -68,7 +68,7 @@ def _cached(output: Path, key: str) -> bool:
     return meta.get("fingerprint") == key and meta.get("status") == "ok"
 
 
-def is_current(notebook: str, params: dict, output_dir: Path = EXECUTED, models: str = "") -> bool:
+def _is_current(notebook: str, params: dict, output_dir: Path = _EXECUTED, models: str = "") -> bool:
     """Whether ``run_notebook`` would reuse the executed copy instead of running ``notebook``."""
     source = NOTEBOOKS / f"{notebook}.ipynb"
     return source.exists() and _cached(output_dir / f"{notebook}.ipynb", fingerprint(source, params, models))
@@ -99,10 +99,10 @@ def launch_links(notebook: str, profile: str, repo: tuple[str, str] | None = Non
     )
 
 
-DATA_FOLDER = "data"  # next to the executed notebooks: the CSV tables each chapter links
+_DATA_FOLDER = "data"  # next to the executed notebooks: the CSV tables each chapter links
 
 
-def chapter_tables(notebook: str, profile: str) -> list[Path]:
+def _chapter_tables(notebook: str, profile: str) -> list[Path]:
     """The CSV tables ``notebook`` saved under ``results/<profile>/``: those named with its
     number (``03_...``); the scorecard's page, which reads them all, gets every table."""
     from ..store.results import results_dir
@@ -113,24 +113,24 @@ def chapter_tables(notebook: str, profile: str) -> list[Path]:
 
 
 def data_links(notebook: str, profile: str, output_dir: Path) -> str | None:
-    """Copy ``chapter_tables`` next to the executed notebooks (``<output_dir>/data/<profile>/``)
+    """Copy ``_chapter_tables`` next to the executed notebooks (``<output_dir>/data/<profile>/``)
     and return the Markdown that links them (the book copies linked files into the site), or
     None when the chapter saved none."""
     import shutil
 
-    tables = chapter_tables(notebook, profile)
+    tables = _chapter_tables(notebook, profile)
     if not tables:
         return None
-    target = output_dir / DATA_FOLDER / profile
+    target = output_dir / _DATA_FOLDER / profile
     target.mkdir(parents=True, exist_ok=True)
     for table in tables:
         shutil.copyfile(table, target / table.name)
-    links = " · ".join(f"{{download}}`{t.name} <{DATA_FOLDER}/{profile}/{t.name}>`" for t in tables)
+    links = " · ".join(f"{{download}}`{t.name} <{_DATA_FOLDER}/{profile}/{t.name}>`" for t in tables)
     what = "every table the chapters saved" if notebook.endswith("_scorecard") else "the tables this chapter saved"
     return f"**The data behind this page** ({what} on this run, CSV): {links}"
 
 
-WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+_WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 def drop_progress_widgets(nb) -> int:
@@ -143,7 +143,7 @@ def drop_progress_widgets(nb) -> int:
         outputs = cell.get("outputs")
         if not outputs:
             continue
-        kept = [o for o in outputs if WIDGET_VIEW not in o.get("data", {})]
+        kept = [o for o in outputs if _WIDGET_VIEW not in o.get("data", {})]
         dropped += len(outputs) - len(kept)
         cell["outputs"] = kept
     nb.metadata.pop("widgets", None)
@@ -162,7 +162,7 @@ def _comment_lines(text: str, width: int) -> list[str]:
     return ["# " + line for line in textwrap.wrap(text, width - 2, break_on_hyphens=False, break_long_words=False)]
 
 
-def folded_assignment(name: str, value, default: str, comment: str, width: int) -> list[str]:
+def _folded_assignment(name: str, value, default: str, comment: str, width: int) -> list[str]:
     """``name = value`` as the folded parameters cell shows it: the meaning (``comment``) and the
     notebook's ``default`` beside it where the line fits in ``width``, else in comment lines above
     it; a value too long for one line is laid out over several, still valid Python."""
@@ -187,7 +187,7 @@ def fold_parameters(nb, params: dict, width: int | None = None) -> None:
     """Show the parameters of an executed notebook once: papermill runs the ``parameters`` cell
     (defaults, each with its meaning) and then an ``injected-parameters`` cell (the profile's
     values). Rewrite the first to show the values that were in force, each overridden one with
-    its default named in a comment (``folded_assignment``: no line over ``width``, the notebooks'
+    its default named in a comment (``_folded_assignment``: no line over ``width``, the notebooks'
     line length), and tag the second ``remove-cell`` so the book does not render it (it stays
     in the notebook, for a rerun). Statements that are not ``name = literal`` stay as they are."""
     import ast
@@ -233,7 +233,7 @@ def fold_parameters(nb, params: dict, width: int | None = None) -> None:
         value = params.get(name, default)
         if name in params and (value != default or type(value) is not type(default)):
             shown = segment if "\n" not in segment else repr(default)
-            out += folded_assignment(name, value, shown, comments.get(end, ""), width)
+            out += _folded_assignment(name, value, shown, comments.get(end, ""), width)
         else:
             out += lines[i : end + 1]
         i = end + 1
@@ -244,7 +244,7 @@ def fold_parameters(nb, params: dict, width: int | None = None) -> None:
 
 
 @functools.lru_cache(maxsize=1)
-def ipc_kernel_manager() -> type | None:
+def _ipc_kernel_manager() -> type | None:
     """A kernel manager whose kernel talks over local socket files (ZeroMQ's IPC transport)
     instead of TCP ports: nothing listens on the network, and the kernel does not warn that it
     runs over TCP without encryption. The files live in Jupyter's runtime folder under a
@@ -275,7 +275,7 @@ def ipc_kernel_manager() -> type | None:
 
 
 def run_notebook(
-    notebook: str, params: dict, output_dir: Path = EXECUTED, force: bool = False, models: str = ""
+    notebook: str, params: dict, output_dir: Path = _EXECUTED, force: bool = False, models: str = ""
 ) -> tuple[Path, float, bool]:
     """Execute one notebook; returns (executed path, seconds, reused from cache). ``models``
     identifies the trained models it reads (``course.models_key``): new models rerun it."""
@@ -291,7 +291,7 @@ def run_notebook(
         return output, 0.0, True
     output_dir.mkdir(parents=True, exist_ok=True)
     partial = output.with_suffix(".running.ipynb")
-    manager = ipc_kernel_manager()
+    manager = _ipc_kernel_manager()
     # the kernel inherits it: transformers' loading and saving bars stay out of the chapter and the log
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     ledger = running_ledger(params["profile"], notebook) if "profile" in params and shards.rank() == 0 else None
@@ -352,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="course", help="smoke, course or paper (profiles/*.yml)")
     parser.add_argument("--only", action="append", default=[], help="run only this notebook (repeatable)")
     parser.add_argument("-p", "--param", action="append", default=[], help="override: name=value (repeatable)")
-    parser.add_argument("--output-dir", type=Path, default=EXECUTED)
+    parser.add_argument("--output-dir", type=Path, default=_EXECUTED)
     parser.add_argument("--force", action="store_true", help="rerun even if cached")
     args = parser.parse_args(argv)
 
@@ -382,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     models = models_key(settings)
     params = {name: parameters_for(settings, name, per_chapter.get(name, {})) for name in names}
-    pending = [n for n in names if args.force or not is_current(n, params[n], args.output_dir, models)]
+    pending = [n for n in names if args.force or not _is_current(n, params[n], args.output_dir, models)]
     recorded = recorded_chapter_seconds(args.profile)
     total = time.perf_counter()
     for i, name in enumerate(names, 1):

@@ -62,8 +62,8 @@ from ..verdicts.engine import (
     sample_of,
 )
 
-CHAPTER_RULES = (ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch12, ch13, ch13b, ch14, ch14b)  # in book order
-CLAIMS: list[Claim] = [c for module in CHAPTER_RULES for c in module.CLAIMS]
+_CHAPTER_RULES = (ch03, ch04, ch05, ch06, ch07, ch08, ch09, ch10, ch12, ch13, ch13b, ch14, ch14b)  # in book order
+CLAIMS: list[Claim] = [c for module in _CHAPTER_RULES for c in module.CLAIMS]
 CLAIMS_BY_KEY = {c.key: c for c in CLAIMS}
 
 

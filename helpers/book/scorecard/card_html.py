@@ -21,9 +21,9 @@ COLOURS = {
     "not run": "#e6e6e6",
     "not measured": "#f4f4f4",
 }
-SHOWN = ("section", "claim", "paper", "ours", "verdict", "likelihood", "likelihood verdict")
-SAMPLES = {"ours": "sample", "likelihood": "likelihood sample"}  # shown under the value, where a claim has one
-SEEDS = {"ours": ("each seed", "seeds differ"), "likelihood": ("likelihood each seed", "likelihood seeds differ")}
+_SHOWN = ("section", "claim", "paper", "ours", "verdict", "likelihood", "likelihood verdict")
+_SAMPLES = {"ours": "sample", "likelihood": "likelihood sample"}  # shown under the value, where a claim has one
+_SEEDS = {"ours": ("each seed", "seeds differ"), "likelihood": ("likelihood each seed", "likelihood seeds differ")}
 
 
 def _rule(row: pd.Series) -> str:
@@ -43,18 +43,18 @@ def _cell(row: pd.Series, column: str) -> str:
     if column in ("verdict", "likelihood verdict"):
         return f'<td style="background-color: {COLOURS.get(value, "#ffffff")}">{escape(value)}</td>'
     under = []
-    sample = row.get(SAMPLES.get(column, ""), "")
+    sample = row.get(_SAMPLES.get(column, ""), "")
     if isinstance(sample, str) and sample:  # what the one-head tests rest on, under the value they gave
         under.append(f'<small class="sample">tested on {escape(sample)}</small>')
-    each, differ = (row.get(c, "") for c in SEEDS.get(column, ("", "")))
+    each, differ = (row.get(c, "") for c in _SEEDS.get(column, ("", "")))
     if isinstance(each, str) and each:  # the pooled answer's seeds, each on its own, and whether they differ
         under.append(f'<small class="seeds">each seed: {escape(each)}; seeds differ: {escape(str(differ))}</small>')
     return f"<td>{'<br>'.join([escape(value), *under])}</td>"
 
 
 def card_table(card: pd.DataFrame) -> str:
-    """HTML: one row per claim with the ``SHOWN`` columns, verdicts coloured, each claim's rule in
+    """HTML: one row per claim with the ``_SHOWN`` columns, verdicts coloured, each claim's rule in
     a ``<details>`` under it (closed)."""
-    head = "".join(f"<th>{escape(c)}</th>" for c in SHOWN)
-    rows = "".join("<tr>" + "".join(_cell(row, c) for c in SHOWN) + "</tr>" for _, row in card.iterrows())
+    head = "".join(f"<th>{escape(c)}</th>" for c in _SHOWN)
+    rows = "".join("<tr>" + "".join(_cell(row, c) for c in _SHOWN) + "</tr>" for _, row in card.iterrows())
     return f'<table class="scorecard"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'

@@ -38,7 +38,7 @@ from .card_html import COLOURS
 BEYOND = "Beyond the paper"
 # the claims the answer opens with: the paper's abstract in four findings (one head, one layer,
 # pruning, when unimportant heads appear)
-HEADLINES = (
+_HEADLINES = (
     "most_negligible",
     "most_layers_one_head",
     "prunable_translation",
@@ -46,7 +46,7 @@ HEADLINES = (
     "enc_dec_most_sensitive",
     "late_survives",
 )
-SHORT = {"the paper's metric": "metric", "the likelihood": "likelihood"}
+_SHORT = {"the paper's metric": "metric", "the likelihood": "likelihood"}
 
 
 def part_of(section: str) -> str:
@@ -56,7 +56,7 @@ def part_of(section: str) -> str:
 
 
 def verdict_grid(profile: str, results_root: Path | None = None) -> pd.DataFrame:
-    """One row per claim and measure: key, part, claim, chapter, measure (``SHORT``), verdict (the
+    """One row per claim and measure: key, part, claim, chapter, measure (``_SHORT``), verdict (the
     claim's one answer, on every seed's evidence together) and ``seeds differ`` (True where the
     between-seed test finds the seeds' numbers apart). Measures a claim's chapter does not
     measure are left out."""
@@ -73,7 +73,7 @@ def verdict_grid(profile: str, results_root: Path | None = None) -> pd.DataFrame
                     "part": part_of(c.section),
                     "claim": c.claim,
                     "chapter": c.chapter,
-                    "measure": SHORT[name],
+                    "measure": _SHORT[name],
                     "verdict": answer["verdict"],
                     "seeds differ": str(answer.get("seeds differ", "")).startswith("yes"),
                 }
@@ -81,18 +81,18 @@ def verdict_grid(profile: str, results_root: Path | None = None) -> pd.DataFrame
     return pd.DataFrame(rows, columns=["key", "part", "claim", "chapter", "measure", "verdict", "seeds differ"])
 
 
-DIFFER_MARK = "†"  # beside a verdict whose seeds differ beyond sampling noise
+_DIFFER_MARK = "†"  # beside a verdict whose seeds differ beyond sampling noise
 
 
 def _cell(verdict: str, differ: bool = False) -> str:
-    mark = f' <span title="the seeds differ beyond sampling noise">{DIFFER_MARK}</span>' if differ else ""
+    mark = f' <span title="the seeds differ beyond sampling noise">{_DIFFER_MARK}</span>' if differ else ""
     return f'<td style="background-color: {COLOURS.get(verdict, "#ffffff")}">{escape(verdict)}{mark}</td>'
 
 
 def grid_html(grid: pd.DataFrame) -> str:
     """The verdict grid as an HTML table: a row per claim, grouped by part (each claim linking to
     its chapter's page), a column per measure, each cell coloured by the claim's one answer and
-    naming it (``DIFFER_MARK`` where the seeds differ); a legend of the colours under it."""
+    naming it (``_DIFFER_MARK`` where the seeds differ); a legend of the colours under it."""
     measures = [m for m in ("metric", "likelihood") if (grid["measure"] == m).any()]
     cells = grid.set_index(["key", "measure"])
     head = "".join(f"<th>{escape(m)}</th>" for m in measures)
@@ -114,14 +114,14 @@ def grid_html(grid: pd.DataFrame) -> str:
         if v in set(grid["verdict"])
     )
     if grid["seeds differ"].any():
-        legend += f" {DIFFER_MARK} the seeds' numbers differ beyond sampling noise (the scorecard says on what)"
+        legend += f" {_DIFFER_MARK} the seeds' numbers differ beyond sampling noise (the scorecard says on what)"
     return (
         f'<table class="verdict-grid"><thead><tr><th>claim (its chapter)</th>{head}</tr></thead>'
         f'<tbody>{"".join(body)}</tbody></table><p class="legend">{legend}</p>'
     )
 
 
-def has_run(card: pd.DataFrame) -> bool:
+def _has_run(card: pd.DataFrame) -> bool:
     return bool((card["verdict"] != NOT_RUN).any())
 
 
@@ -129,7 +129,7 @@ def answer(card: pd.DataFrame) -> str:
     """Our answer, from the scorecard ``card``: one plain sentence per measure on what to believe
     about the paper's claims on these models (``believe``), one on what the chapters beyond the
     paper found, then the headline claims, each its one answer in a few words."""
-    if not has_run(card):
+    if not _has_run(card):
         return (
             f"**No chapter has run on the {card['profile'].iloc[0]} profile yet**, so this page has no answer to "
             "give: build the book (`make book`) and it will open with one."
@@ -149,7 +149,7 @@ def answer(card: pd.DataFrame) -> str:
         + believe(beyond_paper, "verdict", "Beyond the paper", of="the claims the later chapters test")
     ]
     by_key = card.set_index("key")
-    for key in HEADLINES:
+    for key in _HEADLINES:
         row = by_key.loc[key]
         likely = row["likelihood verdict"]
         lines.append(
@@ -279,7 +279,7 @@ def memory_line(profile: str, results_root: Path | None = None) -> str:
     )
 
 
-def served_line(profile: str, results_root: Path | None = None) -> str:
+def _served_line(profile: str, results_root: Path | None = None) -> str:
     """Chapter 14b in one sentence, from its frontier: the setups no other beats at the smallest
     context size, and whether a removal of KV groups is among them; "" before it has run."""
     tables = Results(results_folder(profile, results_root))
@@ -305,7 +305,7 @@ def beyond(card: pd.DataFrame, results_root: Path | None = None) -> str:
     """What the chapters beyond the paper found: chapter 11 in numbers, then each claim of
     chapters 12 and 13 with our numbers and its verdict."""
     rows = card[card["chapter"].str.startswith(("12_", "13_", "13b_", "14_", "14b_"))]
-    if rows.empty or not has_run(rows):
+    if rows.empty or not _has_run(rows):
         return "The chapters beyond the paper have not run on this profile."
     lines = [
         f"* *{r['claim']}*: {r['ours']}. **{r['verdict']}**"
@@ -321,7 +321,7 @@ def beyond(card: pd.DataFrame, results_root: Path | None = None) -> str:
     again = len(rows) - len(own)
     eleven = language_model_line(card["profile"].iloc[0], results_root)
     memory = memory_line(card["profile"].iloc[0], results_root)
-    served = served_line(card["profile"].iloc[0], results_root)
+    served = _served_line(card["profile"].iloc[0], results_root)
     return (
         f"Of the {len(own)} claims beyond the paper, {held} {'is' if held == 1 else 'are'} reproduced "
         "(on every seed's evidence together where a model has several)"

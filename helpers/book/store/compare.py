@@ -28,17 +28,17 @@ import numpy as np
 import pandas as pd
 
 # Wall-clock readings: they differ between any two runs, so they are listed, never compared.
-TIMING_TABLES = re.compile(r"(^run_times$|_speed($|_)|_precision$|_timing|_costs?$|throughput)")
-TIMING_COLUMNS = re.compile(
+_TIMING_TABLES = re.compile(r"(^run_times$|_speed($|_)|_precision$|_timing|_costs?$|throughput)")
+_TIMING_COLUMNS = re.compile(
     r"(seconds|\bms\b|_ms$|_s$|\(s\)|minutes|per s\b|per second|tok/s|tokens/s|tok_per|speed|time|finished|"
     r"throughput|elapsed|wall|x reference)",
     re.IGNORECASE,
 )
-FLOAT32_RTOL = 1e-5  # a few float32 ulps: what reordering a float32 sum can move
+_FLOAT32_RTOL = 1e-5  # a few float32 ulps: what reordering a float32 sum can move
 
 
 @dataclass(frozen=True)
-class TableComparison:
+class _TableComparison:
     """One table's outcome. ``columns``: the columns that differ; ``largest``: the largest
     absolute difference among numbers that differ (0 where none)."""
 
@@ -49,7 +49,7 @@ class TableComparison:
     detail: str = ""
 
 
-def compare_folders(before: Path, after: Path, rtol: float = FLOAT32_RTOL) -> list[TableComparison]:
+def compare_folders(before: Path, after: Path, rtol: float = _FLOAT32_RTOL) -> list[_TableComparison]:
     """Every CSV under ``before`` (recursively) against the one at the same relative path under
     ``after``, and the CSVs only ``after`` has; sorted by path."""
     for folder in (before, after):
@@ -60,34 +60,34 @@ def compare_folders(before: Path, after: Path, rtol: float = FLOAT32_RTOL) -> li
     out = []
     for name in sorted(first.keys() | second.keys()):
         if name not in second:
-            out.append(TableComparison(name, "missing"))
+            out.append(_TableComparison(name, "missing"))
         elif name not in first:
-            out.append(TableComparison(name, "added"))
+            out.append(_TableComparison(name, "added"))
         else:
             out.append(compare_tables(name, pd.read_csv(first[name]), pd.read_csv(second[name]), rtol))
     return out
 
 
-def compare_tables(name: str, a: pd.DataFrame, b: pd.DataFrame, rtol: float = FLOAT32_RTOL) -> TableComparison:
+def compare_tables(name: str, a: pd.DataFrame, b: pd.DataFrame, rtol: float = _FLOAT32_RTOL) -> _TableComparison:
     """The outcome for one table read twice (see the module's docstring)."""
     stem = Path(name).stem
-    if TIMING_TABLES.search(stem):
-        return TableComparison(name, "timing")
+    if _TIMING_TABLES.search(stem):
+        return _TableComparison(name, "timing")
     if list(a.columns) != list(b.columns):
         gone, new = sorted(set(a.columns) - set(b.columns)), sorted(set(b.columns) - set(a.columns))
-        return TableComparison(name, "different", detail=f"columns differ: only before {gone}, only after {new}")
+        return _TableComparison(name, "different", detail=f"columns differ: only before {gone}, only after {new}")
     if len(a) != len(b):
-        return TableComparison(name, "different", detail=f"{len(a)} rows before, {len(b)} after")
+        return _TableComparison(name, "different", detail=f"{len(a)} rows before, {len(b)} after")
     gaps = {column: _compare_column(a[column], b[column], rtol) for column in a.columns}
     changed = [c for c, (outcome, _) in gaps.items() if outcome == "different"]
-    real = [c for c in changed if not TIMING_COLUMNS.search(str(c))]
+    real = [c for c in changed if not _TIMING_COLUMNS.search(str(c))]
     rounded = [c for c, (outcome, _) in gaps.items() if outcome == "rounding"]
     for outcome, columns in (("different", real), ("rounding", rounded)):
         if columns:
-            return TableComparison(name, outcome, tuple(columns), max(gaps[c][1] for c in columns))
+            return _TableComparison(name, outcome, tuple(columns), max(gaps[c][1] for c in columns))
     if changed:
-        return TableComparison(name, "timing", tuple(changed))
-    return TableComparison(name, "equal")
+        return _TableComparison(name, "timing", tuple(changed))
+    return _TableComparison(name, "equal")
 
 
 def _compare_column(a: pd.Series, b: pd.Series, rtol: float) -> tuple[str, float]:
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path)
-    parser.add_argument("--rtol", type=float, default=FLOAT32_RTOL, help="relative tolerance of 'rounding'")
+    parser.add_argument("--rtol", type=float, default=_FLOAT32_RTOL, help="relative tolerance of 'rounding'")
     args = parser.parse_args(argv)
     results = compare_folders(args.before, args.after, args.rtol)
     counts = Counter(r.outcome for r in results)

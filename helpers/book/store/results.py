@@ -27,12 +27,12 @@ def results_dir(profile: str) -> Path:
 def save_table(df: pd.DataFrame, profile: str, name: str) -> pd.DataFrame:
     """Write ``df`` to ``results/<profile>/<name>.csv`` atomically (a crash leaves the old file);
     return ``df``, so a chapter saves a table where it computes it."""
-    with atomic_path(table_path(profile, name)) as tmp:
+    with atomic_path(_table_path(profile, name)) as tmp:
         df.to_csv(tmp, index=False)
     return df
 
 
-def table_path(profile: str, name: str) -> Path:
+def _table_path(profile: str, name: str) -> Path:
     """``results/<profile>/<name>.csv`` (the folder created)."""
     return results_dir(profile) / f"{name}.csv"
 
@@ -41,7 +41,7 @@ def save_tables(profile: str, tables: Mapping[str, pd.DataFrame]) -> list[Path]:
     """``save_table`` of each ``{name: table}``, in order; the files written."""
     for name, table in tables.items():
         save_table(table, profile, name)
-    return [table_path(profile, name) for name in tables]
+    return [_table_path(profile, name) for name in tables]
 
 
 def saved_table(profile: str, name: str) -> pd.DataFrame | None:

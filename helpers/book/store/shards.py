@@ -40,7 +40,7 @@ from tqdm.auto import tqdm
 from ...base.cores import usable_cores
 
 T = TypeVar("T")
-POLL_SECONDS = 2.0
+_POLL_SECONDS = 2.0
 JOB_STARTED = "SIXTEEN_HEADS_JOB_STARTED"  # epoch seconds; the runner sets it, its notebooks inherit it
 _IMPORTED = time.time()
 
@@ -62,7 +62,7 @@ def timeout() -> float:
     return float(os.environ.get("SIXTEEN_HEADS_SHARD_TIMEOUT", 2 * 24 * 3600))
 
 
-def local_world_size() -> int:
+def _local_world_size() -> int:
     """Processes of this job on this machine: ``LOCAL_WORLD_SIZE`` (torchrun sets it), else
     ``WORLD_SIZE`` (the safe guess when a launcher says nothing)."""
     return int(os.environ.get("LOCAL_WORLD_SIZE", world_size()))
@@ -85,14 +85,14 @@ def cap_threads() -> int:
     Without it, three processes of 16 threads each on 16 cores slow each other by far more than 3x."""
     import torch
 
-    if local_world_size() > 1:
-        share = max(1, usable_cores() // local_world_size())
+    if _local_world_size() > 1:
+        share = max(1, usable_cores() // _local_world_size())
         if torch.get_num_threads() > share:
             torch.set_num_threads(share)
     return torch.get_num_threads()
 
 
-def job_started() -> float:
+def _job_started() -> float:
     """When this job started (``$SIXTEEN_HEADS_JOB_STARTED``, set by the runner), else when this
     process imported this module. Status files older than that are left over from an earlier job."""
     return float(os.environ.get(JOB_STARTED, _IMPORTED))
@@ -133,7 +133,7 @@ class RankLog:
         out = {}
         for r in range(world_size()):
             path = self._path(r)
-            if r == rank() or not path.exists() or path.stat().st_mtime < job_started() - 1:
+            if r == rank() or not path.exists() or path.stat().st_mtime < _job_started() - 1:
                 continue
             try:
                 out[r] = json.loads(path.read_text())
@@ -201,7 +201,7 @@ def wait_until(done: Callable[[], int], total: int, what: str, check: Callable[[
                     f"rank {rank()} waited {timeout():.0f} s for {what}: {n} of {total} arrived. "
                     f"Did another process fail? Rerun the same command: finished work is cached."
                 )
-            time.sleep(POLL_SECONDS)
+            time.sleep(_POLL_SECONDS)
 
 
 def wait_for_file(path: Path, what: str, log: RankLog | None = None) -> None:

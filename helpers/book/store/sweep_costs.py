@@ -23,8 +23,8 @@ from ...base.atomic import atomic_path
 from ...base.ledger import CATEGORIES, CONTAINER
 from .results import results_dir
 
-FILE = "sweep_costs.csv"
-COLUMNS = [
+_FILE = "sweep_costs.csv"
+_COLUMNS = [
     "notebook",
     "category",
     "what",
@@ -49,8 +49,8 @@ def running_ledger(profile: str, notebook: str) -> Path:
     return path
 
 
-def entries_table(path: Path, notebook: str) -> pd.DataFrame:
-    """The ledger entries in ``path`` as rows (``COLUMNS``); a model run's name ``nli@1`` is split
+def _entries_table(path: Path, notebook: str) -> pd.DataFrame:
+    """The ledger entries in ``path`` as rows (``_COLUMNS``); a model run's name ``nli@1`` is split
     into the model (``nli``) and its training seed (1)."""
     lines = path.read_text().splitlines() if path.exists() else []
     rows = []
@@ -75,20 +75,20 @@ def entries_table(path: Path, notebook: str) -> pd.DataFrame:
                 "seconds_per_config_example": e["seconds"] / work if work else None,
             }
         )
-    return pd.DataFrame(rows, columns=COLUMNS).astype({"seed": "Int64"})
+    return pd.DataFrame(rows, columns=_COLUMNS).astype({"seed": "Int64"})
 
 
 def record_sweep_costs(profile: str, notebook: str, ledger: Path) -> Path:
     """Replace ``notebook``'s rows of ``sweep_costs.csv`` by the entries in ``ledger`` (its last
     complete run), then delete ``ledger``."""
     table = read_sweep_costs(profile)
-    new = entries_table(ledger, notebook)
+    new = _entries_table(ledger, notebook)
     table = (
         pd.concat([t for t in (table[table["notebook"] != notebook], new) if len(t)], ignore_index=True)
         if len(table) or len(new)
         else table
     )
-    path = results_dir(profile) / FILE
+    path = results_dir(profile) / _FILE
     with atomic_path(path) as tmp:
         table.sort_values("notebook", kind="stable").to_csv(tmp, index=False)
     ledger.unlink(missing_ok=True)
@@ -97,8 +97,8 @@ def record_sweep_costs(profile: str, notebook: str, ledger: Path) -> Path:
 
 def read_sweep_costs(profile: str) -> pd.DataFrame:
     """``sweep_costs.csv`` of ``profile`` (no rows before the first chapter ran)."""
-    path = results_dir(profile) / FILE
-    return pd.read_csv(path) if path.exists() else pd.DataFrame(columns=COLUMNS)
+    path = results_dir(profile) / _FILE
+    return pd.read_csv(path) if path.exists() else pd.DataFrame(columns=_COLUMNS)
 
 
 def category_shares(costs: pd.DataFrame, total_seconds: float | None = None) -> pd.DataFrame:

@@ -84,12 +84,12 @@ class Pairs:
     y: tuple[float, ...]
 
 
-Estimate = Share | Value | Pairs
-PERMUTATIONS = 2000  # of the units between seeds, for a correlation's test
+_Estimate = Share | Value | Pairs
+_PERMUTATIONS = 2000  # of the units between seeds, for a correlation's test
 
 
 @dataclass(frozen=True)
-class SeedTest:
+class _SeedTest:
     """The seeds' homogeneity, component by component: the ``component`` with the smallest
     ``p`` (before correction), the number of components tested, and whether any component
     ``differ``\\ s at ``SEED_LEVEL`` after the Bonferroni correction (and its range condition)."""
@@ -154,7 +154,7 @@ def _correlations(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.divide((x * y).sum(-1), scale, out=np.zeros(scale.shape), where=scale > 0)
 
 
-def _pairs(parts: list[Pairs], permutations: int = PERMUTATIONS, seed: int = 0) -> tuple[float, bool] | None:
+def _pairs(parts: list[Pairs], permutations: int = _PERMUTATIONS, seed: int = 0) -> tuple[float, bool] | None:
     """A permutation test that the seeds' correlations are alike: the spread of their Fisher z
     (the variance over seeds, each seed's units kept in number) against its spread when the
     units are dealt to the seeds at random; p with the observed deal counted among the deals.
@@ -179,7 +179,7 @@ def _pairs(parts: list[Pairs], permutations: int = PERMUTATIONS, seed: int = 0) 
     return float((1 + (dealt >= observed - 1e-12).sum()) / (1 + permutations)), True
 
 
-def seeds_differ(per_seed: Mapping[object, Mapping[str, Estimate]]) -> SeedTest | None:
+def seeds_differ(per_seed: Mapping[object, Mapping[str, _Estimate]]) -> _SeedTest | None:
     """The homogeneity test over the seeds of ``per_seed`` (``{seed: {component: estimate}}``),
     on the components every seed has, one at a time with a Bonferroni correction; None where
     fewer than two seeds or nothing to test."""
@@ -205,7 +205,7 @@ def seeds_differ(per_seed: Mapping[object, Mapping[str, Estimate]]) -> SeedTest 
     m = len(tested)
     differing = [c for c, (p, apart) in tested.items() if p * m < SEED_LEVEL and apart]
     component = min(differing or tested, key=lambda c: tested[c][0])
-    return SeedTest(component, tested[component][0], m, bool(differing))
+    return _SeedTest(component, tested[component][0], m, bool(differing))
 
 
 def fisher_z(r: float, n: int) -> Value:

@@ -53,7 +53,7 @@ NOT_MEASURED = "not measured"  # the likelihood verdict of a claim whose chapter
 LIKELIHOOD = "_likelihood"  # the suffix of a chapter's likelihood tables
 METRIC, LIKELIHOOD_NAME = "the paper's metric", "the likelihood"
 MEASURES = {"": METRIC, LIKELIHOOD: LIKELIHOOD_NAME}  # table suffix -> the measure's one name
-FROM_PAPER = "from_paper"  # the column that marks a table's rows from the paper
+_FROM_PAPER = "from_paper"  # the column that marks a table's rows from the paper
 CANNOT_TELL = "cannot tell"  # the data lack the power to decide: too few heads placed by the tests
 VERDICTS = (REPRODUCED, PARTLY, CANNOT_TELL, NOT_REPRODUCED, NOT_RUN)
 POOLED = "all"  # the training_seed of a claim's one answer, on every seed's evidence together
@@ -66,7 +66,7 @@ class MissingResults(LookupError):
     pass
 
 
-class SeedNotRun(LookupError):
+class _SeedNotRun(LookupError):
     """A table has rows for other training seeds but none for this one (e.g. a model trained
     with fewer seeds than another)."""
 
@@ -108,11 +108,11 @@ class Results:
         for seed in self.seeds:
             mine = table[SEED] == seed
             if seeded.any() and not mine.any():
-                raise SeedNotRun(name)
+                raise _SeedNotRun(name)
             # a seed counts only where it has every model the table has (e.g. a classifier's third
             # seed, in a table that also holds a translation model trained with two seeds, does not)
             if model and set(table.loc[seeded, model]) - set(table.loc[mine, model]):
-                raise SeedNotRun(name)
+                raise _SeedNotRun(name)
             kept |= mine
         return table[kept].reset_index(drop=True)
 
@@ -133,7 +133,7 @@ class Results:
         return Results(self.folder, tuple(int(s) for s in seeds), self.measure, self.params)
 
 
-Check = Callable[[Results], tuple[str, str]]  # -> (ours, verdict)
+_Check = Callable[[Results], tuple[str, str]]  # -> (ours, verdict)
 
 
 @dataclass(frozen=True)
@@ -144,10 +144,10 @@ class Claim:
     paper: str
     rule: str
     chapter: str
-    check: Check
+    check: _Check
     # on the likelihood tables: True: ``check`` itself; a function: its own check (and
     # ``likelihood_rule``); False: the chapter does not measure the likelihood
-    likelihood: bool | Check = False
+    likelihood: bool | _Check = False
     likelihood_rule: str = "the same rule"
     # the rule's parameters that are also the chapter's, with the chapter's defaults (a test
     # keeps them equal to the notebook's parameters cell)
@@ -171,15 +171,15 @@ class Claim:
 # ---- what rules share -------------------------------------------------------------------------
 def ours(table: pd.DataFrame) -> pd.DataFrame:
     """Our rows of a table that also holds the paper's (``from_paper`` True on the paper's rows)."""
-    if FROM_PAPER not in table:
+    if _FROM_PAPER not in table:
         return table
-    return table[~table[FROM_PAPER].fillna(False).astype(bool)]
+    return table[~table[_FROM_PAPER].fillna(False).astype(bool)]
 
 
 def present(rows: pd.DataFrame, what: str) -> pd.DataFrame:
-    """``rows``, or ``SeedNotRun`` when there are none: the seed has no run of that model."""
+    """``rows``, or ``_SeedNotRun`` when there are none: the seed has no run of that model."""
     if rows.empty:
-        raise SeedNotRun(what)
+        raise _SeedNotRun(what)
     return rows
 
 
@@ -224,7 +224,7 @@ def _parameters_file(folder: Path, chapter: str) -> Path:
     return folder / "parameters" / f"{chapter}.json"
 
 
-def record_parameters(folder: Path, claims: Sequence[Claim], params: dict[str, Any]) -> None:
+def _record_parameters(folder: Path, claims: Sequence[Claim], params: dict[str, Any]) -> None:
     """Keep the rule parameters the claims' chapter ran with, for the scorecard to judge its
     claims alike; a parameter that none of ``claims`` reads is refused (a typo would change nothing)."""
     known = {name for c in claims for name in c.parameters}
@@ -240,7 +240,7 @@ def record_parameters(folder: Path, claims: Sequence[Claim], params: dict[str, A
         tmp.write_text(json.dumps(params, sort_keys=True))
 
 
-def claim_parameters(claim: Claim, folder: Path) -> dict[str, Any]:
+def _claim_parameters(claim: Claim, folder: Path) -> dict[str, Any]:
     """The claim's rule parameters: the values its chapter last recorded, else the defaults."""
     path = _parameters_file(folder, claim.chapter)
     recorded = json.loads(path.read_text()) if path.exists() else {}
@@ -260,7 +260,7 @@ def judge(claim: Claim, folder: Path, measure: str = "") -> list[dict[str, Any]]
         return [{**base, **answer, "ours": "", "verdict": NOT_MEASURED, "rule": ""}]
     check = claim.check if not measure or claim.likelihood is True else claim.likelihood
     rule = claim.rule if not measure else claim.likelihood_rule
-    results = Results(folder, measure=measure, params=claim_parameters(claim, folder))
+    results = Results(folder, measure=measure, params=_claim_parameters(claim, folder))
     try:
         found = per_seed(claim.chapter, check, results)
         seeds = [s for s in found if s is not None]
@@ -280,7 +280,7 @@ def judge(claim: Claim, folder: Path, measure: str = "") -> list[dict[str, Any]]
             "training_seed": POOLED,
             "seeds": ", ".join(str(s) for s in seeds),
             "each seed": "; ".join(f"seed {s}: {t} ({v})" for s, (t, v) in found.items()),
-            "seeds differ": seed_difference(claim, results, seeds),
+            "seeds differ": _seed_difference(claim, results, seeds),
         }
     else:
         answer = {**answer, "seeds": ", ".join(str(s) for s in seeds)}
@@ -288,7 +288,7 @@ def judge(claim: Claim, folder: Path, measure: str = "") -> list[dict[str, Any]]
     return rows
 
 
-def seed_difference(claim: Claim, results: Results, seeds: Sequence[int]) -> str:
+def _seed_difference(claim: Claim, results: Results, seeds: Sequence[int]) -> str:
     """Whether the seeds' numbers on ``claim`` differ beyond sampling noise, on the claim's own
     statistic (``between_seeds.seeds_differ``), in words that start "yes", "no" or "not tested".
     It stands beside the pooled verdict and never changes it."""
@@ -307,20 +307,20 @@ def seed_difference(claim: Claim, results: Results, seeds: Sequence[int]) -> str
     return test.text()
 
 
-def per_seed(chapter: str, check: Check, results: Results) -> dict[int | None, tuple[str, str]]:
+def per_seed(chapter: str, check: _Check, results: Results) -> dict[int | None, tuple[str, str]]:
     """``{training seed: (ours, verdict)}``: ``check`` on each seed's rows (``{None: ...}`` where
     the tables have no seeds); ``MissingResults`` naming ``chapter`` where no seed has every model."""
     seeds = results.training_seeds()
     if not seeds:
         try:
             return {None: check(results)}
-        except SeedNotRun as missing:
+        except _SeedNotRun as missing:
             raise MissingResults(missing.args[0]) from None
     found: dict[int | None, tuple[str, str]] = {}
     for seed in seeds:
         try:
             found[seed] = check(results.for_seed(seed))
-        except SeedNotRun:
+        except _SeedNotRun:
             continue
     if not found:
         raise MissingResults(f"{chapter} (no training seed)")
@@ -333,7 +333,7 @@ def sample_of(claim: Claim, folder: Path, measure: str = "") -> str:
     if claim.sample is None:
         return ""
     try:
-        return claim.sample(Results(folder, measure=measure, params=claim_parameters(claim, folder)))
+        return claim.sample(Results(folder, measure=measure, params=_claim_parameters(claim, folder)))
     except (MissingResults, KeyError):
         return ""
 
@@ -350,7 +350,7 @@ def chapter_verdicts(
         raise ValueError("no claims to judge")
     folder = results_folder(profile, results_root)
     if params:
-        record_parameters(folder, claims, params)
+        _record_parameters(folder, claims, params)
     rows = [{"claim": c.claim, **row} for c in claims for measure in MEASURES for row in judge(c, folder, measure)]
     table = pd.DataFrame(rows).assign(profile=profile)
     columns = ["key", "claim", "measure", "shown measure", "training_seed", "ours", "verdict", "rule"]

@@ -33,14 +33,14 @@ import numpy as np
 
 from .engine import CANNOT_TELL, PARTLY, REPRODUCED
 
-INTERVAL = 0.95  # the two-sided coverage of a pooled value's interval
-GRID_POINTS = 201  # where a rule is read inside an interval (besides its ends and the estimate)
+_INTERVAL = 0.95  # the two-sided coverage of a pooled value's interval
+_GRID_POINTS = 201  # where a rule is read inside an interval (besides its ends and the estimate)
 
 
 @dataclass(frozen=True)
 class Pooled:
     """A value pooled over seeds: ``x`` (the mean), its interval ``low`` to ``high`` at
-    ``INTERVAL`` and each seed's value (``per_seed``, in the seeds' order)."""
+    ``_INTERVAL`` and each seed's value (``per_seed``, in the seeds' order)."""
 
     x: float
     low: float
@@ -55,12 +55,12 @@ class Pooled:
         return f"{fmt.format(self.x)} [{fmt.format(self.low)}, {fmt.format(self.high)}]"
 
 
-def z_of(coverage: float = INTERVAL) -> float:
+def _z_of(coverage: float = _INTERVAL) -> float:
     """The normal quantile of a two-sided interval of ``coverage``."""
     return NormalDist().inv_cdf(0.5 + coverage / 2)
 
 
-def mean_over_seeds(values: Sequence[float], errors: Sequence[float], coverage: float = INTERVAL) -> Pooled:
+def mean_over_seeds(values: Sequence[float], errors: Sequence[float], coverage: float = _INTERVAL) -> Pooled:
     """The mean of the seeds' ``values`` with an interval from their standard ``errors``: the
     mean's error bounded by the mean of theirs (the seeds share their examples: see the module's
     docstring). One seed: its value and its own interval. An undefined error gives an interval of
@@ -72,7 +72,7 @@ def mean_over_seeds(values: Sequence[float], errors: Sequence[float], coverage: 
     mean, error = float(x.mean()), float(se.mean())
     if not math.isfinite(error):
         return Pooled(mean, -math.inf, math.inf, tuple(float(v) for v in x))
-    half = z_of(coverage) * error
+    half = _z_of(coverage) * error
     return Pooled(mean, mean - half, mean + half, tuple(float(v) for v in x))
 
 
@@ -106,13 +106,13 @@ def supported(verdicts: Iterable[str]) -> str:
 
 def over_interval(rule: Callable[[float], str], pooled: Pooled) -> str:
     """``rule`` (value -> verdict) read across ``pooled``'s interval (``supported``): at its ends,
-    its estimate and ``GRID_POINTS`` points between, so a rule that changes inside the interval
+    its estimate and ``_GRID_POINTS`` points between, so a rule that changes inside the interval
     (a tolerance band) is read where it changes. An unbounded interval reads as ``cannot tell``
     unless the rule gives one verdict at its estimate and at both infinities."""
     if math.isinf(pooled.low) or math.isinf(pooled.high):
         points = [pooled.low, pooled.x, pooled.high]
     else:
-        points = [*np.linspace(pooled.low, pooled.high, GRID_POINTS), pooled.x]
+        points = [*np.linspace(pooled.low, pooled.high, _GRID_POINTS), pooled.x]
     return supported(rule(float(v)) for v in points)
 
 

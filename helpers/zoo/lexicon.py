@@ -21,10 +21,6 @@ class Noun:
     field: str
     hypernym: str | None = None  # English singular of the parent noun, if any
 
-    @property
-    def fr_vowel(self) -> bool:
-        return self.fr[0] in "aeéiouh"
-
 
 @dataclass(frozen=True)
 class Adjective:
@@ -42,10 +38,6 @@ class Verb:
     transitive: bool
     field: str
     hypernym: str | None = None  # en_base of a more general verb
-
-    @property
-    def fr_vowel(self) -> bool:
-        return self.fr[0] in "aeéiouh"
 
 
 def _nouns(field: str, rows: str) -> list[Noun]:

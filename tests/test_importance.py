@@ -168,13 +168,13 @@ def test_per_example_terms_give_the_importance_of_any_subset(build, abs_per):
     ``head_importance``, and over a subset it is ``head_importance`` run on that subset alone
     (raw and layer-normalized); each example's terms are its own finite-difference importance."""
     from helpers.heads.importance import from_terms, importance_terms
-    from helpers.heads.sites import layout
+    from helpers.heads.sites import head_grid
 
     case = _double(build())
     n = next(iter(case.batch.values())).shape[0]
     terms = importance_terms(case.model, _split(case.batch, [1, n - 1]), case.loss, abs_per=abs_per, progress=False)
     assert {kind: tuple(t.shape) for kind, t in terms.items()} == {
-        kind: (n, *shape) for kind, shape in layout(case.model).items()
+        kind: (n, *shape) for kind, shape in head_grid(case.model).items()
     }
     for normalize in (None, "layer"):
         whole = helpers.head_importance(

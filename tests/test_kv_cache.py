@@ -17,7 +17,7 @@ import torch
 from tiny_models import DECODER_ONLY_CASES, GQA_CASES
 
 import helpers
-from helpers.heads.pruning import LAYOUT_KEY, head_layout
+from helpers.heads.pruning import LAYOUT_KEY, kept_head_counts
 from helpers.kv.cache import PublishedModel, cache_bytes, kv_bytes, kv_bytes_per_token, published_kv_table
 from helpers.probes.induction import copying_accuracy, copying_nll, induction_scores, repeated_tokens
 
@@ -55,7 +55,7 @@ def test_pruning_query_heads_saves_no_cache_until_a_group_empties(name):
     assert kv_bytes_per_token(case.model) == full
     helpers.prune_heads(case.model, {"self": {0: [1]}})  # group 0 of layer 0 empties: a quarter of the cache
     assert kv_bytes_per_token(case.model) == full * 3 // 4
-    assert head_layout(case.model) == {"self": {"num_attention_heads": [2, 3], "num_key_value_heads": [1, 2]}}
+    assert kept_head_counts(case.model) == {"self": {"num_attention_heads": [2, 3], "num_key_value_heads": [1, 2]}}
 
 
 def test_cache_bytes_follow_the_dtype():

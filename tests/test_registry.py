@@ -63,7 +63,7 @@ def _without_tokenizer(folder):
 def test_the_shipped_encoder_is_minilm_with_a_seeded_classifier_head():
     model, tokenizer = registry.load_encoder("minilm", num_labels=3, seed=0)
     again, _ = registry.load_encoder("minilm", num_labels=3, seed=0)
-    assert helpers.layout(model) == {"self": (6, 12)}
+    assert helpers.head_grid(model) == {"self": (6, 12)}
     assert torch.equal(_logits(model, tokenizer), _logits(again, tokenizer))
 
 

@@ -31,7 +31,7 @@ def test_sites_cover_every_layer_and_kind(case):
             assert s.key.out_features == s.value.out_features == len(s.kv_groups) * s.head_dim
         assert s.group_size == (2 if case.name in GQA_CASES else 1)
         assert s.kv_groups == list(range(4 // s.group_size))
-    assert helpers.layout(case.model) == {k: (2, 4) for k in case.kinds}
+    assert helpers.head_grid(case.model) == {k: (2, 4) for k in case.kinds}
 
 
 def test_gates_of_ones_are_bit_identical(case):

@@ -46,7 +46,7 @@ from .sites import (
     UnsupportedModelError,
     attention_sites,
     family_of,
-    layout,
+    head_grid,
 )
 
 __all__ = [
@@ -55,7 +55,7 @@ __all__ = [
     "SUPPORTED_FAMILIES",
     "attention_sites",
     "family_of",
-    "layout",
+    "head_grid",
     "HeadSpecError",
     "UnsupportedModelError",
     # gates xi_h and the sets of heads they close

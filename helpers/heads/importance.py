@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from ..base import ledger
 from .gates import HeadGates
-from .sites import layout
+from .sites import head_grid
 
 _LossFn = Callable[[nn.Module, Any], torch.Tensor]
 
@@ -69,7 +69,7 @@ def head_importance(
     if gates is not None and not gates.active:
         raise RuntimeError("pass gates that are installed (inside `with HeadGates(model) as gates:`)")
 
-    totals = {kind: torch.zeros(shape, dtype=torch.float64) for kind, shape in layout(model).items()}
+    totals = {kind: torch.zeros(shape, dtype=torch.float64) for kind, shape in head_grid(model).items()}
     n_examples = 0
     was_training = model.training
     model.eval()
@@ -104,7 +104,7 @@ def importance_terms(
         raise ValueError(
             f"abs_per must be 'example' (the paper's Eq. 2) or 'token' (the authors' code), got {abs_per!r}"
         )
-    shapes = layout(model)
+    shapes = head_grid(model)
     parts: dict[str, list[torch.Tensor]] = {kind: [] for kind in shapes}
     was_training = model.training
     model.eval()

@@ -103,7 +103,7 @@ def pruned_heads(model: nn.Module) -> dict[str, dict[int, list[int]]]:
 LAYOUT_KEY = "pruned_head_layout"  # the key save_pruned adds to config.json
 
 
-def head_layout(model: nn.Module) -> dict[str, dict[str, list[int]]]:
+def kept_head_counts(model: nn.Module) -> dict[str, dict[str, list[int]]]:
     """Per attention kind, the heads each layer holds now: ``{kind: {"num_attention_heads":
     [per layer], "num_key_value_heads": [per layer]}}`` (key/value heads: the kept KV groups
     under grouped-query attention, else equal to the query heads)."""
@@ -179,7 +179,7 @@ def save_pruned(model: nn.Module, directory: str | os.PathLike) -> Path:
 
     transformers: ``save_pretrained`` files. fairseq: ``model.pt`` (args and state dict) and
     the dictionaries. Both: ``pruned_heads.json`` with the removed heads, original numbering,
-    and the ``head_layout`` (per kind and layer, the query and key/value heads kept), which
+    and the ``kept_head_counts`` (per kind and layer, the query and key/value heads kept), which
     transformers models also record in ``config.json`` under ``"pruned_head_layout"``.
     Denormal weights (below float32's normal range) are set to zero first, in ``model`` too
     (``denormals.zero_denormals_``), so the saved model never computes on denormals.
@@ -188,7 +188,7 @@ def save_pruned(model: nn.Module, directory: str | os.PathLike) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     family = family_of(model)
     zero_denormals_(model)
-    layout = head_layout(model)
+    layout = kept_head_counts(model)
     if family == "fairseq":
         _save_fairseq(model, directory)
     else:  # config.json records the per-layer head counts (and so does the model's config from now on)
@@ -224,9 +224,9 @@ def load_pruned(directory: str | os.PathLike, model: nn.Module | None = None) ->
     elif family_of(model) != family:
         raise ValueError(f"{directory} holds a {family} model but a {family_of(model)} model was given")
     prune_heads(model, {k: {int(layer): hs for layer, hs in v.items()} for k, v in record["pruned"].items()})
-    if "layout" in record and head_layout(model) != record["layout"]:
+    if "layout" in record and kept_head_counts(model) != record["layout"]:
         raise ValueError(
-            f"{directory}: the model rebuilt from {PRUNED_HEADS_FILE} holds {head_layout(model)} heads, "
+            f"{directory}: the model rebuilt from {PRUNED_HEADS_FILE} holds {kept_head_counts(model)} heads, "
             f"the saved layout says {record['layout']}: the folder was edited or written by another version"
         )
     if family == "fairseq":

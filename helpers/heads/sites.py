@@ -175,7 +175,7 @@ def sites_by_kind(sites: list[AttentionSite]) -> dict[str, list[AttentionSite]]:
     return grouped
 
 
-def layout(model: nn.Module) -> dict[str, tuple[int, int]]:
+def head_grid(model: nn.Module) -> dict[str, tuple[int, int]]:
     """``{kind: (n_layers, n_heads)}`` with ``n_heads`` counted before any pruning."""
     return {
         kind: (len(group), max(s.total_heads for s in group))

@@ -6,7 +6,7 @@ Nemotron models) reads ``attention.head_count`` and ``attention.head_count_kv`` 
 per layer, computes the rest of a layer as ``llama`` does, and accepts a layer with no heads.
 So an unevenly pruned model is written as ``deci``:
 
-* per layer, the kept query heads and the kept KV groups (``head_layout``); a layer with no
+* per layer, the kept query heads and the kept KV groups (``kept_head_counts``); a layer with no
   head left has no attention tensors and caches nothing;
 * query and key rows permuted per head from transformers' rotary layout (halves) to
   llama.cpp's (interleaved pairs), as llama.cpp's own converter does for ``llama``;

@@ -208,9 +208,8 @@ def most_negligible(r: Results) -> tuple[str, str]:
 def some_gain(r: Results) -> tuple[str, str]:
     """Masking a head can help: some head's gain is significant with a Bonferroni correction over
     every head tested (``GAIN_LEVEL`` family-wise). The heads are scored on the same examples, so
-    their tests are correlated and a count of significant gains against a binomial's chance is
-    optimistic (with a correlation of 0.1 between the heads' flags it called "reproduced" 9.4% of
-    the time at a nominal 5%); Bonferroni holds its level under any correlation. A head's test
+    their tests are correlated; Bonferroni holds its level under any correlation (a count against
+    a binomial's chance would not: tests/test_rules_can_fail.py simulates both). A head's test
     reads its bootstrap interval (``significance.paired_bootstrap``: the alpha and 1 - alpha
     quantiles) as a normal one: its standard error is the interval's width over 2 z(1 - alpha), so
     p-values far below the bootstrap's 1 / resamples can be read.

@@ -29,8 +29,9 @@ import torch
 
 import helpers
 from helpers.base.denormals import flush_denormals
+from helpers.heads.gates import heads_of, spec_of
 from helpers.heads.pruning import count_parameters
-from helpers.sweeps.pruning_curves import heads_of, order_by_importance, spec_of
+from helpers.sweeps.pruning_curves import order_by_importance
 from helpers.sweeps.throughput import DTYPES, EAGER, compare_speed, device_name, speed_gains
 from helpers.zoo.classifier_training import batches, encode
 from helpers.zoo.nli_task import generate

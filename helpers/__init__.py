@@ -30,7 +30,6 @@ The head library's main names are here too (see each module for shapes and units
 from .heads import (
     SUPPORTED_FAMILIES,
     AttentionSite,
-    GateRecord,
     HeadGates,
     HeadSpec,
     HeadSpecError,
@@ -51,7 +50,6 @@ from .heads import (
 
 __all__ = [
     "AttentionSite",
-    "GateRecord",
     "HeadGates",
     "HeadSpec",
     "HeadSpecError",

@@ -75,8 +75,8 @@ def test_copying_curves_start_unmasked_and_end_fully_masked():
 def test_copying_scores_from_one_pass_equal_the_separate_measures():
     """The curves read the copying probe's perplexity and accuracy from one pass per step; each
     equals that step's heads masked and ``copying_nll`` and ``copying_accuracy`` run on their own."""
+    from helpers.heads.gates import spec_of
     from helpers.probes.induction import copying_accuracy, copying_nll
-    from helpers.sweeps.pruning_curves import spec_of
 
     case = llama()
     probe = [repeated_tokens(vocab_size=40, length=6, batch=3, seed=s, low=3) for s in range(2)]
@@ -138,10 +138,9 @@ def test_the_copying_kept_and_its_interval_over_sequences_equal_a_hand_computed_
     model's own ``copying_stats``) resampled by hand with the same draws; nothing pruned keeps all."""
     import numpy as np
 
-    from helpers.heads.gates import HeadGates
+    from helpers.heads.gates import HeadGates, spec_of
     from helpers.heads.significance import resample_indices
     from helpers.probes.induction import copying_stats
-    from helpers.sweeps.pruning_curves import spec_of
 
     case = llama()
     probe = [repeated_tokens(vocab_size=40, length=6, batch=4, seed=s, low=3) for s in range(8)]  # 32 sequences

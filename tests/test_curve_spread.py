@@ -132,7 +132,7 @@ def test_share_spreads_are_brute_force_resampling_of_the_whole_curve():
 
 
 def test_orders_and_curves_carry_the_spread_and_summarise_keeps_it_only_at_its_tolerance():
-    from helpers.sweeps.pruning_curves import spec_of
+    from helpers.heads.gates import spec_of
 
     rows = []
     for order in ("importance", "ablation", "random 0"):

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import torch
 
+from helpers.heads.gates import spec_of
 from helpers.heads.grouped_query import kv_group_heads, kv_group_order
 from helpers.heads.pruning import prune_heads
 from helpers.heads.sites import attention_sites
 from helpers.serving import llama_api
 from helpers.serving.gguf_export import DTYPES, export_gguf, tensor_bytes
 from helpers.serving.llama_api import Cache, LlamaApiError, LlamaModel, predicted_cache_bytes
-from helpers.sweeps.pruning_curves import spec_of
 from helpers.zoo.causal_lm import load_causal_lm, smollm2_gguf
 
 

@@ -10,9 +10,9 @@ import torch
 from tiny_models import ALL_CASES, bert
 
 import helpers
+from helpers.heads.gates import heads_of, spec_of
 from helpers.sweeps.pruning_curves import (
     counts,
-    heads_of,
     order_by_ablation,
     order_by_importance,
     prunable_share,
@@ -21,7 +21,6 @@ from helpers.sweeps.pruning_curves import (
     random_order,
     reestimated_curve,
     score_specs,
-    spec_of,
 )
 
 

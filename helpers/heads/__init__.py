@@ -25,9 +25,9 @@ pruning curves, throughput), ``helpers.kv`` (KV-cache sizes and caches), ``helpe
 (the induction probe, L0 gates), ``helpers.serving`` (GGUF export and llama.cpp).
 """
 
-from .gates import GateRecord, HeadGates, HeadSpec
+from .gates import Head, HeadGates, HeadSpec, heads_of, spec_of
 from .grouped_query import kv_group_heads, kv_group_importance
-from .importance import from_terms, head_importance, importance_terms
+from .importance import head_importance, importance_terms
 from .pruning import (
     count_parameters,
     kept_heads,
@@ -58,17 +58,19 @@ __all__ = [
     "head_grid",
     "HeadSpecError",
     "UnsupportedModelError",
-    # gates xi_h and the sets of heads they close
-    "HeadGates",
+    # naming heads: a set of heads is a HeadSpec {kind: {layer: [head]}}; one head a Head tuple
     "HeadSpec",
-    "GateRecord",
+    "Head",
+    "heads_of",
+    "spec_of",
+    # gates xi_h
+    "HeadGates",
     "HeadRemoval",
     "REMOVAL_KINDS",
     "reference_outputs",
     # importance I_h
     "head_importance",
     "importance_terms",
-    "from_terms",
     "kv_group_importance",
     "kv_group_heads",
     # physical pruning

@@ -41,6 +41,30 @@ from .sites import FAMILIES, AttentionSite, HeadSpecError, attention_sites, chec
 
 HeadSpec = Mapping[str, Mapping[int, Sequence[int]]]
 """``{kind: {layer: [head, ...]}}`` with 0-based layers and original head indices."""
+Head = tuple[str, int, int]
+"""One head, ``(kind, layer, head)``: an element of a ``HeadSpec``, and what orders of heads
+(least important first, ...) are lists of."""
+
+
+def heads_of(model: nn.Module, kinds: Sequence[str] | None = None) -> list[Head]:
+    """Every head of ``model`` (of ``kinds`` only, if given) as ``Head`` tuples, in (kind, layer,
+    head) order."""
+    return [(s.kind, s.layer, h) for s in attention_sites(model) if kinds is None or s.kind in kinds for h in s.heads]
+
+
+def spec_of(heads: Sequence[Head]) -> dict[str, dict[int, list[int]]]:
+    """The ``HeadSpec`` of ``heads`` (``Head`` tuples), for ``HeadGates.mask`` or ``prune_heads``."""
+    spec: dict[str, dict[int, list[int]]] = {}
+    for kind, layer, head in heads:
+        spec.setdefault(kind, {}).setdefault(layer, []).append(head)
+    return spec
+
+
+def heads_in(spec: HeadSpec) -> frozenset:
+    """The set of ``(kind, layer, head)`` a head spec masks: equal for specs that mask the same heads."""
+    return frozenset(
+        (kind, int(layer), int(h)) for kind, layers in spec.items() for layer, heads in layers.items() for h in heads
+    )
 
 
 def gate_heads(

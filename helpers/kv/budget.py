@@ -227,8 +227,8 @@ def fast_run(model: nn.Module, input_ids: torch.Tensor, prompt_cache: DynamicCac
 
 def pruned_copy(model: nn.Module, heads: Sequence[tuple[str, int, int]]) -> nn.Module:
     """A copy of ``model`` with query ``heads`` (``(kind, layer, head)``) physically removed."""
+    from ..heads.gates import spec_of
     from ..heads.pruning import prune_heads
-    from ..sweeps.pruning_curves import spec_of
 
     pruned = copy.deepcopy(model)
     if heads:

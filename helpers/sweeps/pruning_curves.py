@@ -30,16 +30,9 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..base import ledger
-from ..heads.gates import HeadGates, HeadSpec
-from ..heads.sites import attention_sites
+from ..heads.gates import Head, HeadGates, HeadSpec, heads_in, spec_of
 
-Head = tuple[str, int, int]  # (kind, layer, head), 0-based
 Evaluate = Callable[[nn.Module], float]
-
-
-def heads_of(model: nn.Module, kinds: Sequence[str] | None = None) -> list[Head]:
-    """Every head of ``model`` (of ``kinds`` only, if given), in (kind, layer, head) order."""
-    return [(s.kind, s.layer, h) for s in attention_sites(model) if kinds is None or s.kind in kinds for h in s.heads]
 
 
 def order_by_importance(scores: dict[str, torch.Tensor], pool: Sequence[Head]) -> list[Head]:
@@ -74,14 +67,6 @@ def counts(n: int, step: float = 0.1) -> list[int]:
     """Heads masked at each step: round(k * step * n) for k = 0, 1, ... up to all ``n``."""
     steps = round(1 / step)
     return sorted({round(k * n / steps) for k in range(steps + 1)})
-
-
-def spec_of(heads: Sequence[Head]) -> dict[str, dict[int, list[int]]]:
-    """``{kind: {layer: [heads]}}`` for ``HeadGates.mask`` or ``prune_heads``."""
-    spec: dict[str, dict[int, list[int]]] = {}
-    for kind, layer, head in heads:
-        spec.setdefault(kind, {}).setdefault(layer, []).append(head)
-    return spec
 
 
 def pruning_curve(
@@ -151,13 +136,6 @@ def score_specs(
                     scores.append(float(evaluate(model)))
     by_heads = dict(zip(firsts, scores))
     return [by_heads[heads_in(spec)] for spec in specs]
-
-
-def heads_in(spec: HeadSpec) -> frozenset:
-    """The set of ``(kind, layer, head)`` a head spec masks: equal for specs that mask the same heads."""
-    return frozenset(
-        (kind, int(layer), int(h)) for kind, layers in spec.items() for layer, heads in layers.items() for h in heads
-    )
 
 
 def reestimated_curve(

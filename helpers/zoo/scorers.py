@@ -201,7 +201,7 @@ def _kept_outputs(
     """Each spec's outputs, from ``kept`` (per model object and set of masked heads) or computed
     by ``compute(missing specs)`` (one output per spec, in order) and kept: a scorer's ``many``
     and ``stats`` then share one pass (a model's weights must not change between the calls)."""
-    from ..sweeps.pruning_curves import heads_in
+    from ..heads.gates import heads_in
 
     known = kept.setdefault(model, {})
     missing = list({heads_in(s): s for s in specs if heads_in(s) not in known}.items())

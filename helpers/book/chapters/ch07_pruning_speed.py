@@ -16,10 +16,10 @@ import copy
 
 import pandas as pd
 
-from ...heads.gates import HeadGates
+from ...heads.gates import HeadGates, heads_of, spec_of
 from ...heads.pruning import count_parameters, prune_heads
 from ...heads.sites import attention_sites
-from ...sweeps.pruning_curves import heads_of, order_by_importance, spec_of
+from ...sweeps.pruning_curves import order_by_importance
 from ...sweeps.throughput import compare_speed, device_name, speed_gains
 from ..paper import values as paper_values
 from ..verdicts import samples

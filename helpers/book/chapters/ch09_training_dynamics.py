@@ -18,9 +18,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from ...heads.gates import heads_of
 from ...heads.significance import Bootstrap
 from ...sweeps.curve_spread import step_errors
-from ...sweeps.pruning_curves import heads_of, order_by_importance, pruning_curve
+from ...sweeps.pruning_curves import order_by_importance, pruning_curve
 from ...zoo.scorers import translation_importance
 from .. import course
 from ..experiments.pruning_runs import resampled_steps

@@ -16,8 +16,9 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from ...heads.gates import heads_of
 from ...heads.significance import Bootstrap
-from ...sweeps.pruning_curves import heads_of, order_by_importance, prunable_share, pruning_curve
+from ...sweeps.pruning_curves import order_by_importance, prunable_share, pruning_curve
 from ...zoo.recipes import CLASSIFIER_TASKS
 from ...zoo.scorers import (
     classifier_importance,

@@ -25,22 +25,14 @@ import pandas as pd
 import torch
 
 from ...base import ledger
-from ...heads.gates import HeadGates
+from ...heads.gates import HeadGates, heads_of, spec_of
 from ...heads.grouped_query import kv_group_heads, kv_group_importance
 from ...heads.pruning import count_parameters, prune_heads
 from ...heads.removal import removal_digest
 from ...heads.significance import MIN_UNITS, Bootstrap, chance_flag_rate, log_likelihood
 from ...heads.sites import attention_sites
 from ...sweeps.ablation import UNMASKED, one_head_configs, single_layer_sweep
-from ...sweeps.pruning_curves import (
-    counts,
-    heads_of,
-    order_by_importance,
-    prunable_share,
-    random_order,
-    score_specs,
-    spec_of,
-)
+from ...sweeps.pruning_curves import counts, order_by_importance, prunable_share, random_order, score_specs
 from ...sweeps.throughput import compare_speed, device_name, speed_gains
 from ...zoo.causal_lm import PerplexityScorer, lm_batches, perplexity, token_nll
 from ..experiments import equivalence

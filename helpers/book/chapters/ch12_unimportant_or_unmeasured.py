@@ -45,10 +45,11 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ...heads.gates import heads_of, spec_of
 from ...heads.removal import REMOVAL_KINDS
 from ...heads.significance import Bootstrap
 from ...probes.l0_gates import ConcreteGates, train_concrete_gates
-from ...sweeps.pruning_curves import counts, heads_of, score_specs, spec_of
+from ...sweeps.pruning_curves import counts, score_specs
 from ...zoo.classifier_training import batches as classifier_batches
 from ...zoo.classifier_training import encode, labels_of
 from ...zoo.scorers import translation_loss, translation_loss_batches

@@ -22,6 +22,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from ...heads.gates import heads_in, heads_of, spec_of
 from ...heads.grouped_query import kv_group_heads, kv_group_order
 from ...heads.pruning import count_parameters, prune_heads
 from ...heads.significance import MIN_UNITS, log_likelihood, resample_indices, resampled_sums
@@ -36,15 +37,7 @@ from ...kv.cache import (
     published_kv_table,
 )
 from ...probes.induction import copying_stats, induction_scores, repeated_tokens
-from ...sweeps.pruning_curves import (
-    counts,
-    heads_in,
-    heads_of,
-    order_by_importance,
-    random_order,
-    score_specs,
-    spec_of,
-)
+from ...sweeps.pruning_curves import counts, order_by_importance, random_order, score_specs
 from ...zoo.causal_lm import PerplexityScorer
 from ..store.columns import (
     BAND,

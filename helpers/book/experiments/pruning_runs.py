@@ -24,18 +24,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ...heads.gates import heads_of, spec_of
 from ...heads.significance import Bootstrap, resample_indices
 from ...sweeps.curve_spread import Spread, prunable_shares, resampled_curves
 from ...sweeps.pruning_curves import (
     counts,
-    heads_of,
     order_by_ablation,
     order_by_importance,
     prunable_share,
     pruning_curves,
     random_order,
     reestimated_curve,
-    spec_of,
 )
 from ...zoo.scorers import (
     classifier_importance,
@@ -564,8 +563,9 @@ def _language_model_sample(
     perplexity rise (%) on chapter 11's report set with the least important ``share`` of the
     query heads masked in the order of that I_h, for each share (chapter 11's importance curve at
     those shares when I_h is the whole select set's)."""
+    from ...heads.gates import spec_of
     from ...heads.importance import importance_terms
-    from ...sweeps.pruning_curves import score_specs, spec_of
+    from ...sweeps.pruning_curves import score_specs
     from ...zoo.causal_lm import PerplexityScorer, lm_batches, lm_loss, load_causal_lm, verse_texts
     from .importance_sample import rise_column
 

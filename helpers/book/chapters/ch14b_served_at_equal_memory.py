@@ -26,8 +26,8 @@ and on the cache's bytes as chapter 14 ranks them); rotating before a ``q4_0`` c
 cost; keys are more sensitive to quantization than values. The rules read ``14b_quality``,
 ``14b_pairs`` and ``14b_contrasts`` (``chapters/ch14b_served_at_equal_memory.py``).
 
-Chapter 14b's "What this run shows" paragraphs: SmolLM2 served by llama.cpp at equal memory
-(see ``helpers.book.verdicts.findings``).
+``findings``: chapter 14b's "What this run shows" paragraphs: SmolLM2 served by llama.cpp at
+equal memory.
 """
 
 from __future__ import annotations

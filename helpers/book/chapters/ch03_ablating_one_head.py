@@ -87,7 +87,7 @@ def _paper_row() -> dict:
         "from_paper": True,
         "kind": "enc_self",
         "heads": 96,
-        "layers": 96 // paper_values.HEADS_PER_LAYER["WMT"],
+        "layers": paper_values.HEADS_PER_KIND["WMT"] // paper_values.HEADS_PER_LAYER["WMT"],
         "significant": paper_values.SIGNIFICANT_ENC_SELF,
         "significant_up": paper_values.SIGNIFICANT_ENC_SELF_UP,
         "largest_drop": table1["delta"].min(),
@@ -169,6 +169,7 @@ FEW_SHARE = 0.20  # "few heads matter alone": under this share of a model's head
 GAIN_LEVEL = 0.05  # the family-wise level of "some head's gain is significant" (Bonferroni over the heads)
 GAIN_POWER = 0.80  # the power the gain verdict's text is stated at
 COUNTS = "03_one_head_counts"
+PAPER_COUNT = f"{paper_values.SIGNIFICANT_ENC_SELF} of {paper_values.HEADS_PER_KIND['WMT']}"  # Table 1's Enc-Enc
 
 
 def few_significant(r: Results) -> tuple[str, str]:
@@ -308,7 +309,7 @@ CLAIMS = [
         "few_significant",
         "§3.2, Table 1",
         "Few heads matter alone: masking one changes the score significantly for a minority",
-        f"{paper_values.SIGNIFICANT_ENC_SELF} of 96 WMT Enc-Enc heads",
+        f"{paper_values.SIGNIFICANT_ENC_SELF} of {paper_values.HEADS_PER_KIND['WMT']} WMT Enc-Enc heads",
         f"reproduced: under {FEW_SHARE:.0%} of the heads significant in every model, however many of the heads "
         "placed by neither test (not significant, interval across the margin) turn out significant; partly: in "
         "some; cannot tell: where those heads could decide it either way",
@@ -322,7 +323,7 @@ CLAIMS = [
         "most_negligible",
         "§3.2, Table 1",
         "Most heads can go alone: masking one is shown to change the score by less than a noticeable margin",
-        "8 of 96 significant (the paper tests no equivalence)",
+        f"{PAPER_COUNT} significant (the paper tests no equivalence)",
         f"reproduced: over {1 - FEW_SHARE:.0%} of the heads negligible (their interval within ±δ, chapter 03's "
         "margins) in every model; partly: in some; cannot tell: in none, but the undetermined heads could make it so",
         CHAPTER,
@@ -386,7 +387,7 @@ def findings(profile: str, alpha: float) -> str:
             kinds = sorted({k for s in seeds for k in where[s]})
             if len(kinds) > 1 or (kinds and kinds != ["self"]):
                 text += f" (in {words(kinds)})"
-            text += f" ({words([f'{sig[s] / heads:.0%}' for s in seeds])} of the heads; the paper: 8 of 96)"
+            text += f" ({words([f'{sig[s] / heads:.0%}' for s in seeds])} of the heads; the paper: {PAPER_COUNT})"
             if not above:
                 text += (
                     "; on no seed more than chance alone would flag (binomial test, p < 0.01, taking the heads' "
@@ -404,7 +405,8 @@ def findings(profile: str, alpha: float) -> str:
                 )
             gains = [s for s in seeds if up[s] > 0]
             text += (
-                ". Significant gains from removing a head (the paper: 4 of its 8): "
+                f". Significant gains from removing a head (the paper: {paper_values.SIGNIFICANT_ENC_SELF_UP} of its "
+                f"{paper_values.SIGNIFICANT_ENC_SELF}): "
                 + ("none" if not gains else "; ".join(f"{up[s]} on seed {s}" for s in gains))
                 + f", against {chance_flag_rate(alpha, one_direction=True) * heads:.1f} expected by chance in that "
                 "direction."

@@ -779,7 +779,7 @@ CLAIMS = [
         "most_negligible_every_removal",
         "§3.2, Table 1",
         "Most heads are shown negligible alone, whichever way a head is removed",
-        "8 of 96 significant, masking only (the paper tests no equivalence)",
+        f"{ch03.PAPER_COUNT} significant, masking only (the paper tests no equivalence)",
         f"reproduced: chapter 03's rule (over {1 - ch03.FEW_SHARE:.0%} negligible in every model) holds under every "
         "way of "
         "removing a head; partly: under some",

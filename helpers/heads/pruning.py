@@ -45,6 +45,15 @@ def prune_heads(model: nn.Module, heads: HeadSpec) -> dict[str, dict[int, list[i
 
     Everything is validated before any weight changes, so a bad request changes nothing.
 
+    What changes on the model, for good: the query, key, value and W_o weights of each block
+    lose the heads' rows and columns (new ``nn.Parameter`` objects: an optimizer built before
+    holds the old ones); the block records its head count where its family reads it and keeps
+    the original numbers of its kept heads in attributes (``_sixteen_heads_kept``,
+    ``_sixteen_heads_total``); a block left with no head gets its ``forward`` rebound to one that
+    returns W_o's bias alone; an unevenly pruned grouped-query layer is routed through its own
+    attention function. Nothing undoes it: prune a copy (``copy.deepcopy``), or reload the
+    model; ``save_pruned``/``load_pruned`` round-trip the result.
+
     Returns:
         ``{kind: {layer: [heads still present]}}`` for every block of the model.
 

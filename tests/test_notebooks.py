@@ -1,6 +1,7 @@
 """Every notebook runs end to end on the smoke profile; profiles and notebooks stay in step."""
 
 import json
+import re
 from pathlib import Path
 
 import nbformat
@@ -364,8 +365,24 @@ def notebook_line_length() -> int:
 
 
 def code_lines(source: str) -> list[str]:
-    """The lines of a code cell that count toward a chapter's budget: not blank, not comments."""
-    return [line for line in source.splitlines() if line.strip() and not line.strip().startswith("#")]
+    """The lines of a code cell that count toward a chapter's budget: not blank, not comments, and
+    an import statement once however many lines the formatter spreads its names over (one name a
+    line past the notebooks' width): what the chapter imports is one line of work, not twenty."""
+    import ast
+
+    lines = source.splitlines()
+    clean = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in lines)
+    continued = {
+        number
+        for node in ast.parse(clean).body
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for number in range(node.lineno + 1, node.end_lineno + 1)
+    }
+    return [
+        line
+        for number, line in enumerate(lines, 1)
+        if line.strip() and not line.strip().startswith("#") and number not in continued
+    ]
 
 
 def positional_calls(source: str, most: int = POSITIONAL) -> list[str]:
@@ -388,6 +405,11 @@ def test_the_positional_check_finds_what_it_should():
         "    x",
         ")",
     ]
+    assert code_lines("from m import (\n    a,\n    b,\n)\nimport os\nz = 2") == [
+        "from m import (",
+        "import os",
+        "z = 2",
+    ]
 
 
 def test_each_chapter_says_its_findings_once_and_within_its_code_budget():
@@ -399,7 +421,7 @@ def test_each_chapter_says_its_findings_once_and_within_its_code_budget():
     width = notebook_line_length()
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
         code = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
-        assert sum(".findings(" in c for c in code) <= 1, path.name
+        assert sum(len(re.findall(r"\bfindings\(", c)) for c in code) <= 1, path.name
         assert not any(".facts(" in c for c in code), path.name
         lines = [line for c in code for line in code_lines(c)]
         assert len(lines) <= CODE_LINES, f"{path.name}: {len(lines)} code lines (the budget is {CODE_LINES})"

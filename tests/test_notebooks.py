@@ -429,6 +429,9 @@ def test_each_chapter_says_its_findings_once_and_within_its_code_budget():
         assert not long, f"{path.name}: lines over {width} characters: {long}"
         calls = [call for c in code for call in positional_calls(c)]
         assert not calls, f"{path.name}: calls with more than {POSITIONAL} positional arguments: {calls}"
-    for module in (ROOT / "helpers" / "book" / "experiments").glob("*.py"):
+    for module in [
+        *(ROOT / "helpers" / "book").glob("experiments/*.py"),
+        *(ROOT / "helpers" / "book").glob("chapters/*.py"),
+    ]:
         defined = {n.name for n in ast.parse(module.read_text()).body if isinstance(n, ast.FunctionDef)}
         assert "facts" not in defined, f"{module.name}: a chapter's facts belong in its findings"

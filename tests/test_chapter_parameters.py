@@ -71,13 +71,16 @@ def _rule_names(tree: ast.Module) -> set[str]:
 
 
 def _shadowing(module: Path, parameters: set[str], read: set[str]) -> list[str]:
-    """Constants a rule of ``module`` reads that spell one of its chapter's parameters, where no
-    claim of the chapter reads that parameter from the chapter's run (``Claim.parameters``)."""
+    """Numeric constants (thresholds) a rule of ``module`` reads that spell one of its chapter's
+    parameters, where no claim of the chapter reads that parameter from the chapter's run
+    (``Claim.parameters``)."""
     tree = ast.parse(module.read_text())
     constants = {
         target.id
         for node in tree.body
         if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, int | float)
         for target in node.targets
         if isinstance(target, ast.Name) and target.id.isupper()
     }
@@ -101,5 +104,5 @@ def test_the_shadowing_check_can_fail(tmp_path):
     module.write_text(
         "BAND_BUDGET = 0.5\ndef rule(r: Results):\n    return BAND_BUDGET\ndef helper(table):\n    return OTHER\n"
     )
-    assert _shadowing(module, {"band_budget", "other"}, read=set()) == ["BAND_BUDGET"]
+    assert _shadowing(module, {"band_budget", "other", "translation"}, read=set()) == ["BAND_BUDGET"]
     assert _shadowing(module, {"band_budget"}, read={"band_budget"}) == []

@@ -10,8 +10,8 @@ import torch
 from tiny_models import ALL_CASES, bert
 
 import helpers
-from helpers import heads
 from helpers.heads.removal import REMOVAL_KINDS, HeadRemoval, reference_outputs
+from helpers.sweeps import ablation
 
 CASES = sorted(ALL_CASES)
 ATOL = 1e-5  # fairseq leaves its fused kernel once a gate is not one: float rounding only
@@ -114,8 +114,8 @@ def test_resample_donors_follow_the_row_within_each_copy():
 def test_a_sweep_under_another_removal_equals_one_configuration_at_a_time(kind):
     case = bert()
     removal = reference_outputs(case.model, [row(case.batch, i) for i in (2, 3)], case.run, kind=kind)
-    configs = heads.one_head_configs(case.model)
-    base, outs = heads.single_layer_sweep(
+    configs = ablation.one_head_configs(case.model)
+    base, outs = ablation.single_layer_sweep(
         case.model, [case.batch], case.run, configs, progress=False, configs_per_pass=4, processes=1, removal=removal
     )
     for config in configs[:3] + configs[-3:]:

@@ -299,7 +299,8 @@ def test_smoke_model_build_and_runner_log_is_clean(tmp_path):
         "SIXTEEN_HEADS_BUILD_PROCESSES": "2",
     }
     log = _run(["-m", "helpers.book.course", "--profile", "smoke"], env)
-    assert re.search(r"^\[1/\d+\] \[\S+\] built in \d+ s: \d+ s so far", log, re.M), log[-2000:]
+    # "12 s so far", or "1.1 min so far" past a minute (a slow or busy machine)
+    assert re.search(r"^\[1/\d+\] \[\S+\] built in \d+ s: (\d+ s|\d+\.\d min) so far", log, re.M), log[-2000:]
     # two processes train side by side: each says when it starts and, per translation epoch, where it
     # is, every line led by its model's name; no bar of ours or of transformers
     for seed in (0, 1):

@@ -7,24 +7,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers.book.chapters import (
-    ch03_ablating_one_head as one_head,
-)
-from helpers.book.chapters import (
-    ch04_keeping_one_head as keep_one,
-)
-from helpers.book.chapters import (
-    ch05_cross_domain as cross_domain,
-)
-from helpers.book.chapters import (
-    ch08_attention_kinds as attention_kinds,
-)
-from helpers.book.chapters import (
-    ch09_training_dynamics as dynamics,
-)
-from helpers.book.chapters import (
-    ch10_appendix_more_tasks as more_tasks,
-)
+from helpers.book.chapters import ch03_ablating_one_head as one_head
+from helpers.book.chapters import ch04_keeping_one_head as keep_one
+from helpers.book.chapters import ch05_cross_domain as cross_domain
+from helpers.book.chapters import ch08_attention_kinds as attention_kinds
+from helpers.book.chapters import ch09_training_dynamics as dynamics
+from helpers.book.chapters import ch10_appendix_more_tasks as more_tasks
 from helpers.book.experiments import pruning_runs as pruning
 
 

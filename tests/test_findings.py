@@ -6,48 +6,20 @@ import re
 import pandas as pd
 import pytest
 
-from helpers.book.chapters import (
-    ch03_ablating_one_head as ch03,
-)
-from helpers.book.chapters import (
-    ch04_keeping_one_head as ch04,
-)
-from helpers.book.chapters import (
-    ch05_cross_domain as ch05,
-)
-from helpers.book.chapters import (
-    ch06_pruning_curves as ch06,
-)
-from helpers.book.chapters import (
-    ch07_pruning_speed as ch07,
-)
-from helpers.book.chapters import (
-    ch08_attention_kinds as ch08,
-)
-from helpers.book.chapters import (
-    ch09_training_dynamics as ch09,
-)
-from helpers.book.chapters import (
-    ch10_appendix_more_tasks as ch10,
-)
-from helpers.book.chapters import (
-    ch11_nine_heads as ch11,
-)
-from helpers.book.chapters import (
-    ch12_unimportant_or_unmeasured as ch12,
-)
-from helpers.book.chapters import (
-    ch13_what_removing_heads_buys as ch13,
-)
-from helpers.book.chapters import (
-    ch13b_what_removing_heads_breaks as ch13b,
-)
-from helpers.book.chapters import (
-    ch14_memory_budget as ch14,
-)
-from helpers.book.chapters import (
-    ch14b_served_at_equal_memory as ch14b,
-)
+from helpers.book.chapters import ch03_ablating_one_head as ch03
+from helpers.book.chapters import ch04_keeping_one_head as ch04
+from helpers.book.chapters import ch05_cross_domain as ch05
+from helpers.book.chapters import ch06_pruning_curves as ch06
+from helpers.book.chapters import ch07_pruning_speed as ch07
+from helpers.book.chapters import ch08_attention_kinds as ch08
+from helpers.book.chapters import ch09_training_dynamics as ch09
+from helpers.book.chapters import ch10_appendix_more_tasks as ch10
+from helpers.book.chapters import ch11_nine_heads as ch11
+from helpers.book.chapters import ch12_unimportant_or_unmeasured as ch12
+from helpers.book.chapters import ch13_what_removing_heads_buys as ch13
+from helpers.book.chapters import ch13b_what_removing_heads_breaks as ch13b
+from helpers.book.chapters import ch14_memory_budget as ch14
+from helpers.book.chapters import ch14b_served_at_equal_memory as ch14b
 from helpers.book.scorecard import ch15_scorecard as ch15
 from helpers.book.store.results import results_dir
 from helpers.book.verdicts import text

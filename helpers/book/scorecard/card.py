@@ -12,45 +12,19 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..chapters import (
-    ch03_ablating_one_head as ch03,
-)
-from ..chapters import (
-    ch04_keeping_one_head as ch04,
-)
-from ..chapters import (
-    ch05_cross_domain as ch05,
-)
-from ..chapters import (
-    ch06_pruning_curves as ch06,
-)
-from ..chapters import (
-    ch07_pruning_speed as ch07,
-)
-from ..chapters import (
-    ch08_attention_kinds as ch08,
-)
-from ..chapters import (
-    ch09_training_dynamics as ch09,
-)
-from ..chapters import (
-    ch10_appendix_more_tasks as ch10,
-)
-from ..chapters import (
-    ch12_unimportant_or_unmeasured as ch12,
-)
-from ..chapters import (
-    ch13_what_removing_heads_buys as ch13,
-)
-from ..chapters import (
-    ch13b_what_removing_heads_breaks as ch13b,
-)
-from ..chapters import (
-    ch14_memory_budget as ch14,
-)
-from ..chapters import (
-    ch14b_served_at_equal_memory as ch14b,
-)
+from ..chapters import ch03_ablating_one_head as ch03
+from ..chapters import ch04_keeping_one_head as ch04
+from ..chapters import ch05_cross_domain as ch05
+from ..chapters import ch06_pruning_curves as ch06
+from ..chapters import ch07_pruning_speed as ch07
+from ..chapters import ch08_attention_kinds as ch08
+from ..chapters import ch09_training_dynamics as ch09
+from ..chapters import ch10_appendix_more_tasks as ch10
+from ..chapters import ch12_unimportant_or_unmeasured as ch12
+from ..chapters import ch13_what_removing_heads_buys as ch13
+from ..chapters import ch13b_what_removing_heads_breaks as ch13b
+from ..chapters import ch14_memory_budget as ch14
+from ..chapters import ch14b_served_at_equal_memory as ch14b
 from ..verdicts.engine import (
     LIKELIHOOD,
     NOT_MEASURED,

@@ -47,13 +47,18 @@ def fd_example(case):
     return out
 
 
-def scaled_losses(case, site, head, scale, position=None):
+def scaled_losses(case, site, head, scale, position=None, call=None):
     """Per-example losses with head ``head``'s context vector scaled at one query position (every
-    position when None), by a W_o pre-hook written here (not helpers' gates)."""
+    position when None), by a W_o pre-hook written here (not helpers' gates); with ``call``, only
+    in that call of the site (0-based) where the loss runs the model more than once."""
     d = site.head_dim
+    seen = [0]
 
     def hook(module, args):
         (x,) = args
+        seen[0] += 1
+        if call is not None and seen[0] - 1 != call:
+            return None
         x = x.clone()
         index = [slice(None)] * x.dim()
         if position is not None:
@@ -70,8 +75,9 @@ def scaled_losses(case, site, head, scale, position=None):
         handle.remove()
 
 
-def fd_token(case):
-    """E_x sum_t |dL(x)/dxi_{h,t}| by central differences, one query position at a time."""
+def fd_token(case, calls=1):
+    """E_x sum_t |dL(x)/dxi_{h,t}| by central differences, one query position at a time (of each
+    of the ``calls`` the loss makes to the model)."""
     for s in helpers.attention_sites(case.model):  # fairseq: use the path that calls W_o
         if s.family == "fairseq":
             s.module.skip_embed_dim_check = True
@@ -82,9 +88,10 @@ def fd_token(case):
         for h in range(site.num_heads):
             total = 0
             for t in range(length):
-                plus = scaled_losses(case, site, h, 1 + EPS, position=t)
-                minus = scaled_losses(case, site, h, 1 - EPS, position=t)
-                total = total + ((plus - minus) / (2 * EPS)).abs()
+                for call in range(calls) if calls > 1 else [None]:
+                    plus = scaled_losses(case, site, h, 1 + EPS, position=t, call=call)
+                    minus = scaled_losses(case, site, h, 1 - EPS, position=t, call=call)
+                    total = total + ((plus - minus) / (2 * EPS)).abs()
             row[site.layer, h] = total.mean()
     for s in helpers.attention_sites(case.model):
         if s.family == "fairseq":
@@ -123,6 +130,24 @@ def test_example_mode_equals_finite_differences(name):
     for kind in case.kinds:
         assert (want[kind] > 1e-6).all()  # every head matters a little on random weights
         torch.testing.assert_close(got[kind], want[kind], rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("abs_per", ["example", "token"])
+def test_a_loss_that_runs_the_model_twice_per_example(abs_per):
+    """A sentence pair's loss encodes each sentence in its own call (chapter 01's paraphrase
+    task). Eq. 2's absolute value is of the whole derivative of each example's loss, so the two
+    calls' contributions add before it; per token, the two calls' positions are all the example's."""
+    case = _double(bert())
+    single = case.loss
+
+    def pair_loss(model, batch):  # one loss per example, from two forward passes
+        flipped = {**batch, "input_ids": batch["input_ids"].flip(1), "attention_mask": batch["attention_mask"].flip(1)}
+        return single(model, batch) * single(model, flipped)
+
+    case.loss = pair_loss
+    got = helpers.head_importance(case.model, [case.batch], pair_loss, normalize=None, abs_per=abs_per, progress=False)
+    want = fd_example(case) if abs_per == "example" else fd_token(case, calls=2)
+    torch.testing.assert_close(got["self"], want["self"], rtol=1e-6, atol=1e-9)
 
 
 @pytest.mark.parametrize("name", ["bert", "fairseq-wmt"])

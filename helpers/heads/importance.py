@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from ..base import ledger
 from .gates import HeadGates
-from .sites import head_grid
+from .sites import AttentionSite, head_grid
 
 _LossFn = Callable[[nn.Module, Any], torch.Tensor]
 
@@ -160,6 +160,10 @@ def _accumulate(
         )
     grads = torch.autograd.grad(losses.sum(), [r.gated for r in records], allow_unused=True)
     batch_size = losses.shape[0]
+    # a loss may run the model more than once per example (a sentence pair encoded in two calls):
+    # each call's positions are some of the example's, so a site's calls are joined before the
+    # absolute value, which Eq. 2 takes of the whole derivative
+    calls: dict[tuple[str, int], tuple[AttentionSite, list[torch.Tensor]]] = {}
     for record, grad in zip(records, grads):
         if grad is None:  # this block does not reach the loss
             continue
@@ -172,6 +176,9 @@ def _accumulate(
         # per-position dot products <Att_h(x)_t, dL/dAtt_h(x)_t>: [batch, positions, heads]
         dots = (record.context * grad).movedim(site.batch_dim, 0)
         dots = dots.reshape(batch_size, -1, site.num_heads, site.head_dim).sum(-1).double()
+        calls.setdefault((site.kind, site.layer), (site, []))[1].append(dots)
+    for site, parts in calls.values():
+        dots = torch.cat(parts, dim=1)  # [batch, every call's positions, heads]
         terms = dots.sum(1).abs() if abs_per == "example" else dots.abs().sum(1)  # [batch, heads]
         if per_example:
             totals.setdefault(site.kind, []).append((site.layer, site.heads, terms.cpu()))

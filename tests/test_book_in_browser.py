@@ -263,3 +263,38 @@ def test_no_code_line_of_a_chapter_scrolls_sideways(browser, smoke_book):
     assert notebook_line_length() <= min(holds), (
         f"notebooks/ruff.toml allows {notebook_line_length()} characters; a code cell shows {min(holds)}"
     )
+
+
+def test_every_verdict_table_has_its_rules_above_and_the_legend_under(browser, smoke_book):
+    """Each chapter that judges claims shows, around its verdict table, each claim's rule in one
+    sentence (as the chapter ran it) and the meaning of every verdict word; so does the front page."""
+    from helpers.book.scorecard.card import CLAIMS
+    from helpers.book.verdicts.engine import VERDICT_MEANINGS, sentence_of
+
+    chapters = sorted({c.chapter for c in CLAIMS})
+    for chapter in chapters:
+        text = _visible_text(browser, smoke_book / "book" / "executed" / f"{chapter}.html")
+        table = text.index("What the verdicts mean")
+        for claim in (c for c in CLAIMS if c.chapter == chapter):
+            assert sentence_of(claim) in text[:table], (chapter, claim.key)  # the smoke run keeps the defaults
+        for word, meaning in VERDICT_MEANINGS.items():
+            assert f"{word}: {meaning}" in text[table:], (chapter, word)
+    front = _visible_text(browser, smoke_book / "book" / "executed" / f"{LANDING}.html")
+    for word, meaning in VERDICT_MEANINGS.items():
+        assert f"{word}: {meaning}" in front, word
+
+
+METHODS = {  # the chapter that teaches each of the paper's four computations, and a line of its code
+    "01_gates_and_pruning": ("def gate_heads(", "def gated_by(", "def importance_by_hand(", "torch.autograd.grad"),
+    "01b_pruning_by_importance": ("for pruned in counts(", "assert library["),
+    "03_ablating_one_head": ("def paired_bootstrap(", "np.quantile(deltas"),
+}
+
+
+@pytest.mark.parametrize("chapter", sorted(METHODS))
+def test_the_method_is_on_the_page_as_code(browser, smoke_book, chapter):
+    """The gate, I_h, the pruning loop and the paired bootstrap are on their chapters' pages as
+    code a reader sees without opening anything; the checks against the library ran (no error)."""
+    text = _visible_text(browser, smoke_book / "book" / "executed" / f"{chapter}.html")
+    for line in METHODS[chapter]:
+        assert line in text, (chapter, line)

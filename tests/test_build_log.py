@@ -228,11 +228,11 @@ def test_the_books_profiles_pass_the_check():
 def test_an_override_goes_only_to_the_chapters_that_declare_it():
     from helpers.book.profiles.parameters import checked_overrides
 
-    sources = {n: runner.NOTEBOOKS / f"{n}.ipynb" for n in ("01_gates_and_pruning", "03_ablating_one_head")}
+    sources = {n: runner.NOTEBOOKS / f"{n}.ipynb" for n in ("01b_pruning_by_importance", "03_ablating_one_head")}
     checked = checked_overrides(sources, {"beam": 3, "prune_share": 1})
-    assert checked == {"01_gates_and_pruning": {"prune_share": 1.0}, "03_ablating_one_head": {"beam": 3}}
+    assert checked == {"01b_pruning_by_importance": {"prune_share": 1.0}, "03_ablating_one_head": {"beam": 3}}
     assert isinstance(
-        checked["01_gates_and_pruning"]["prune_share"], float
+        checked["01b_pruning_by_importance"]["prune_share"], float
     )  # an int is taken where a float is expected
     with pytest.raises(SystemExit, match="no chapter run here declares it"):
         checked_overrides(sources, {"nosuch": 1})

@@ -106,3 +106,29 @@ def test_the_shadowing_check_can_fail(tmp_path):
     )
     assert _shadowing(module, {"band_budget", "other", "translation"}, read=set()) == ["BAND_BUDGET"]
     assert _shadowing(module, {"band_budget"}, read={"band_budget"}) == []
+
+
+def test_every_claim_states_its_rule_in_one_sentence_with_its_parameters():
+    """Above each verdict table stands each claim's rule in one short sentence; a rule that reads
+    a chapter parameter says the value the chapter ran with, not its default."""
+    from helpers.book.chapters.ch14_memory_budget import CLAIMS as CH14
+    from helpers.book.scorecard.card import CLAIMS
+    from helpers.book.verdicts.engine import sentence_of
+
+    for claim in CLAIMS:
+        sentence = sentence_of(claim)
+        assert sentence.startswith("Reproduced if") and sentence.endswith("."), claim.key
+        assert len(sentence.split()) <= 35 and sentence.count(". ") == 0, (claim.key, sentence)
+    band = next(c for c in CH14 if c.key == "importance_beats_random_groups")
+    assert "at 50% of the bytes" in sentence_of(band)
+    assert "at 25% of the bytes" in sentence_of(band, {"band_budget": 0.25})
+
+
+def test_a_claim_without_its_rule_sentence_is_refused():
+    from dataclasses import replace
+
+    from helpers.book.scorecard.card import CLAIMS
+    from helpers.book.verdicts.engine import sentence_of
+
+    with pytest.raises(ValueError, match="no rule_sentence"):
+        sentence_of(replace(CLAIMS[0], rule_sentence=""))

@@ -560,8 +560,8 @@ def test_chapter_10_summary_adds_up(table, measure):
 # ---- §2 and §4.3: the pruned models --------------------------------------------------------------
 def test_chapter_01_and_07_pruned_models_add_up(table):
     heads = len(table("01_importance"))
-    removed = int(_param("01_gates_and_pruning", "prune_share") * heads)
-    full, gated, pruned = table("01_pruned_summary")
+    removed = int(_param("01b_pruning_by_importance", "prune_share") * heads)
+    full, gated, pruned = table("01b_pruned_summary")
     assert (full["heads"], gated["heads"], pruned["heads"]) == (heads, heads - removed, heads - removed)
     assert pruned["parameters"] < full["parameters"] == gated["parameters"]
     assert pruned["mean loss"] == pytest.approx(gated["mean loss"], abs=1e-5)  # a zero gate is a removed head

@@ -230,6 +230,10 @@ CLAIMS = [
         "of the share pooled over the seeds",
         CHAPTER,
         prunable("translation"),
+        rule_sentence=(
+            "Reproduced if the share of heads pruned with no noticeable loss is within "
+            f"{SHARE_TOLERANCE * 100:.0f} points of the paper's share."
+        ),
         likelihood=True,
         sample=_shares_sample,
         seed_statistic=share_statistic("translation"),
@@ -243,6 +247,10 @@ CLAIMS = [
         "of the share pooled over the seeds",
         CHAPTER,
         prunable("classifier"),
+        rule_sentence=(
+            "Reproduced if the share of heads pruned with no noticeable loss is within "
+            f"{SHARE_TOLERANCE * 100:.0f} points of the paper's share."
+        ),
         likelihood=True,
         sample=_shares_sample,
         seed_statistic=share_statistic("classifier"),
@@ -258,6 +266,10 @@ CLAIMS = [
         "some models",
         CHAPTER,
         importance_beats_ablation,
+        rule_sentence=(
+            "Reproduced if, for every model, importance's prunable share is at least ablation's less "
+            f"{SHARE_TOLERANCE * 100:.0f} points, over its whole interval."
+        ),
         likelihood=True,
         sample=_shares_sample,
         seed_statistic=_ablation_statistic,
@@ -272,6 +284,10 @@ CLAIMS = [
         f"for some models; cannot tell: a model's band has too few orders (under {MIN_BAND_ORDERS}) on some seed",
         CHAPTER,
         importance_beats_random,
+        rule_sentence=(
+            "Reproduced if, for every model, importance prunes a larger share than 95% of random orders, over "
+            "its whole interval."
+        ),
         likelihood=True,
         sample=_shares_sample,
         seed_statistic=_band_statistic,

@@ -133,6 +133,10 @@ CLAIMS = [
         "more; not reproduced: it shrinks less, or not as predicted",
         CHAPTER,
         kv_groups_buy_memory,
+        rule_sentence=(
+            "Reproduced if removing the fewest KV groups shrinks the cache at least in proportion (less 5 "
+            f"points), with perplexity at most {_PERPLEXITY_COST:.0%} higher."
+        ),
         measured_on="KV bytes and perplexity on verses",
         sample=_memory_sample,
     ),
@@ -150,6 +154,10 @@ CLAIMS = [
         "a change within the noise",
         CHAPTER,
         served_speedup,
+        rule_sentence=(
+            "Reproduced if llama.cpp generates faster beyond the noise at every share removed, by at least "
+            f"{_PROPORTION_SHARE:.0%} of the proportional gain."
+        ),
         measured_on="generation speed in llama.cpp",
         sample=_served_sample,
     ),

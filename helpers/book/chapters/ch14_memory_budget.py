@@ -750,6 +750,7 @@ def sequence_table(configs: Sequence[Config], rows: Mapping[str, np.ndarray]) ->
 
 CHAPTER = "14_memory_budget"
 CLAIMED_BUDGETS = (0.5, 0.25)  # "at half and at a quarter of the bytes"
+_BUDGETS = " and ".join(f"{b:.0%}" for b in CLAIMED_BUDGETS)
 
 
 _SHARE_GAP = 0.02  # two methods are "at equal bytes" when their shares of the cache differ by at most 2 points
@@ -878,6 +879,10 @@ CLAIMS = [
         "otherwise (an interval holding 0, unequal bytes, a method with nothing within a budget)",
         CHAPTER,
         quantizing_beats_removal,
+        rule_sentence=(
+            f"Reproduced if, at {_BUDGETS} of the bytes, a quantized cache has lower perplexity than removing KV "
+            "groups, the paired interval clear of 0."
+        ),
         measured_on="perplexity on whole chapters, at equal bytes",
         sample=sample,
     ),
@@ -892,6 +897,10 @@ CLAIMS = [
         "budget)",
         CHAPTER,
         quantizing_beats_eviction,
+        rule_sentence=(
+            f"Reproduced if, at {_BUDGETS} of the bytes, a quantized cache has lower perplexity than evicting "
+            "tokens, the paired interval clear of 0."
+        ),
         measured_on="perplexity on whole chapters, at equal bytes",
         sample=sample,
     ),
@@ -904,6 +913,10 @@ CLAIMS = [
         "as the claim above, windowed heads against KV groups removed",
         CHAPTER,
         windows_beat_removal,
+        rule_sentence=(
+            f"Reproduced if, at {_BUDGETS} of the bytes, windows in the KV groups that can take them beat "
+            "removing groups, the paired interval clear of 0."
+        ),
         measured_on="perplexity on whole chapters, at equal bytes",
         sample=sample,
     ),
@@ -918,6 +931,10 @@ CLAIMS = [
         "orders, or orders keeping other bytes",
         CHAPTER,
         importance_beats_random_groups,
+        rule_sentence=(
+            "Reproduced if, at {band_budget:.0%} of the bytes, KV groups removed by importance cost less "
+            "perplexity than every random order."
+        ),
         parameters={"band_budget": Plan.band_budget},
         measured_on="perplexity on whole chapters",
         sample=sample,

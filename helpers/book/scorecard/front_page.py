@@ -27,6 +27,7 @@ from ..verdicts.engine import (
     NOT_RUN,
     PARTLY,
     REPRODUCED,
+    VERDICT_MEANINGS,
     MissingResults,
     Results,
     judge,
@@ -92,7 +93,7 @@ def _cell(verdict: str, differ: bool = False) -> str:
 def grid_html(grid: pd.DataFrame) -> str:
     """The verdict grid as an HTML table: a row per claim, grouped by part (each claim linking to
     its chapter's page), a column per measure, each cell coloured by the claim's one answer and
-    naming it (``_DIFFER_MARK`` where the seeds differ); a legend of the colours under it."""
+    naming it (``_DIFFER_MARK`` where the seeds differ); under it, a legend of what each verdict means."""
     measures = [m for m in ("metric", "likelihood") if (grid["measure"] == m).any()]
     cells = grid.set_index(["key", "measure"])
     head = "".join(f"<th>{escape(m)}</th>" for m in measures)
@@ -108,16 +109,19 @@ def grid_html(grid: pd.DataFrame) -> str:
             ]
             link = f'<a href="{escape(row.chapter)}.html">{escape(row.claim)}</a>'
             body.append(f'<tr><td class="claim">{link}</td>{"".join(tds)}</tr>')
-    legend = " ".join(
-        f'<span style="background-color: {COLOURS[v]}; padding: 0 0.4em">{escape(v)}</span>'
-        for v in COLOURS
-        if v in set(grid["verdict"])
-    )
+    legend = [
+        f'<li><span style="background-color: {COLOURS[v]}; padding: 0 0.4em">{escape(v)}</span>: {escape(m)}</li>'
+        for v, m in VERDICT_MEANINGS.items()
+    ]
+    if (grid["verdict"] == NOT_RUN).any():
+        legend.append(f"<li>{escape(NOT_RUN)}: this profile has not run the claim's chapter.</li>")
     if grid["seeds differ"].any():
-        legend += f" {_DIFFER_MARK} the seeds' numbers differ beyond sampling noise (the scorecard says on what)"
+        legend.append(
+            f"<li>{_DIFFER_MARK}: the seeds' numbers differ beyond sampling noise (the scorecard says on what)</li>"
+        )
     return (
         f'<table class="verdict-grid"><thead><tr><th>claim (its chapter)</th>{head}</tr></thead>'
-        f'<tbody>{"".join(body)}</tbody></table><p class="legend">{legend}</p>'
+        f'<tbody>{"".join(body)}</tbody></table><ul class="verdict-legend">{"".join(legend)}</ul>'
     )
 
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,13 @@ MEASURES = {"": METRIC, LIKELIHOOD: LIKELIHOOD_NAME}  # table suffix -> the meas
 _FROM_PAPER = "from_paper"  # the column that marks a table's rows from the paper
 CANNOT_TELL = "cannot tell"  # the data lack the power to decide: too few heads placed by the tests
 VERDICTS = (REPRODUCED, PARTLY, CANNOT_TELL, NOT_REPRODUCED, NOT_RUN)
+# what each verdict word means, defined once: the legend under every verdict table and on the front page
+VERDICT_MEANINGS = {
+    REPRODUCED: "the claim holds on our models, as its rule states it.",
+    PARTLY: "part of it holds: for some models and not others, or the direction without the size.",
+    CANNOT_TELL: "the data cannot decide: what we measured fits both the claim and its opposite.",
+    NOT_REPRODUCED: "the claim fails on data that could have shown it.",
+}
 POOLED = "all"  # the training_seed of a claim's one answer, on every seed's evidence together
 SEED = "training_seed"
 IDENTITY_COLUMNS = ("model", "source", "track")  # the column that names the model of a row, by table
@@ -149,6 +157,9 @@ class Claim:
     # ``likelihood_rule``); False: the chapter does not measure the likelihood
     likelihood: bool | _Check = False
     likelihood_rule: str = "the same rule"
+    # the rule in one plain sentence with its threshold, shown above the chapter's verdict table;
+    # ``{name}`` fields are filled with the rule's parameters as the chapter ran (``parameters``)
+    rule_sentence: str = ""
     # the rule's parameters that are also the chapter's, with the chapter's defaults (a test
     # keeps them equal to the notebook's parameters cell)
     parameters: dict[str, Any] = field(default_factory=dict)
@@ -386,7 +397,48 @@ def verdict_of(verdicts: pd.DataFrame, key: str, measure: str = METRIC) -> str:
     return str(row["verdict"].iloc[0])
 
 
+def sentence_of(claim: Claim, params: dict[str, Any] | None = None) -> str:
+    """``claim``'s rule in one sentence, its ``{name}`` fields filled with ``params`` (the rule's
+    parameters as its chapter ran; the claim's defaults for any left out)."""
+    if not claim.rule_sentence:
+        raise ValueError(
+            f"claim {claim.key!r} has no rule_sentence: state its rule in one sentence with its threshold"
+        )
+    return claim.rule_sentence.format(**{**claim.parameters, **(params or {})})
+
+
+def legend_html() -> str:
+    """The four verdict words, one line each (``VERDICT_MEANINGS``): the legend under a verdict table."""
+    lines = "".join(f"<li><b>{escape(v)}</b>: {escape(m)}</li>" for v, m in VERDICT_MEANINGS.items())
+    return f'<ul class="verdict-legend">{lines}</ul>'
+
+
+@dataclass(frozen=True)
+class VerdictDisplay:
+    """A chapter's verdicts as a page shows them: each claim's rule in one sentence above the
+    table (``sentences``: claim -> sentence), the table (``verdict_table``), the legend under it."""
+
+    sentences: dict[str, str]
+    table: pd.DataFrame
+
+    def _repr_html_(self) -> str:
+        rules = "".join(f"<li><b>{escape(c)}</b>. {escape(s)}</li>" for c, s in self.sentences.items())
+        return (
+            f'<p class="verdict-rules-head">The rules:</p><ul class="verdict-rules">{rules}</ul>'
+            f"{whole(self.table).to_html()}<p>What the verdicts mean:</p>{legend_html()}"
+        )
+
+    def __repr__(self) -> str:
+        rules = "\n".join(f"{c}. {s}" for c, s in self.sentences.items())
+        legend = "\n".join(f"{v}: {m}" for v, m in VERDICT_MEANINGS.items())
+        return f"{rules}\n\n{self.table.to_string()}\n\n{legend}"
+
+
 def show_verdicts(profile: str, claims: Sequence[Claim], results_root: Path | None = None, **params: Any):
-    """A chapter's verdicts as it shows them: ``chapter_verdicts`` laid out by ``verdict_table``,
-    every cell whole (``whole``). ``params``: the rule parameters the chapter ran with."""
-    return whole(verdict_table(chapter_verdicts(profile, claims, results_root, **params)))
+    """A chapter's verdicts as it shows them (``VerdictDisplay``): each rule in one sentence with
+    its threshold, ``chapter_verdicts`` laid out by ``verdict_table`` with every cell whole, and
+    the legend of the verdict words. ``params``: the rule parameters the chapter ran with."""
+    verdicts = chapter_verdicts(profile, claims, results_root, **params)
+    folder = results_folder(profile, results_root)
+    sentences = {c.claim: sentence_of(c, _claim_parameters(c, folder)) for c in claims}
+    return VerdictDisplay(sentences, verdict_table(verdicts))

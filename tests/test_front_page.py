@@ -57,6 +57,8 @@ def test_the_answer_and_the_grid_follow_a_changed_verdict(tmp_path):
         _shares(tmp_path / "p", share)
         card = scorecard("p", results_root=tmp_path)
         text = front_page.answer(card)
+        first = text.split("\n\n")[0]
+        assert "hold" in first and not re.search(r"\d", first)  # the plain answer first, no tally in it
         assert f"*{TRANSLATION}*: **{verdict}** (likelihood: **not run**)" not in text  # no likelihood table
         assert f"*{TRANSLATION}*: **{verdict}**; ours {share:.0%} [" in text and "the paper about 20%" in text
         grid = front_page.verdict_grid("p", results_root=tmp_path)

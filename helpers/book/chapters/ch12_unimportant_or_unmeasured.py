@@ -245,7 +245,7 @@ def example_sets(
 
 _CHAPTER_11 = "11_nine_heads"
 _CHAPTER_11_VERSES = (
-    "model_name",
+    "language_model",
     "version",
     "max_words",
     "select_verses",
@@ -299,7 +299,7 @@ def language_model_by_removal(
 
     seed, min_units = bootstrap.seed, bootstrap.min_units
     eleven = chapter_11_verses(settings)
-    lm_name, batch_size, configs_per_pass = eleven["model_name"], eleven["batch_size"], eleven["configs_per_pass"]
+    lm_name, batch_size, configs_per_pass = eleven["language_model"], eleven["batch_size"], eleven["configs_per_pass"]
     sizes = {"select": eleven["select_verses"], "report": eleven["report_verses"], "reference": reference_verses}
     texts = verse_texts(sizes, version=eleven["version"], max_words=eleven["max_words"], seed=eleven["seed"])
     select = texts["select"]

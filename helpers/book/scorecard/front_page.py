@@ -130,9 +130,10 @@ def _has_run(card: pd.DataFrame) -> bool:
 
 
 def answer(card: pd.DataFrame) -> str:
-    """Our answer, from the scorecard ``card``: one plain sentence per measure on what to believe
-    about the paper's claims on these models (``believe``), one on what the chapters beyond the
-    paper found, then the headline claims, each its one answer in a few words."""
+    """Our answer, from the scorecard ``card``: a first paragraph in plain words with no count (what
+    to believe about the paper's claims on these models, per measure, and about the chapters beyond
+    the paper), then the counts behind it (``believe``), then the headline claims, each its one
+    answer in a few words."""
     if not _has_run(card):
         return (
             f"**No chapter has run on the {card['profile'].iloc[0]} profile yet**, so this page has no answer to "
@@ -140,18 +141,14 @@ def answer(card: pd.DataFrame) -> str:
         )
     paper = card[~card["section"].str.startswith(BEYOND)]
     beyond_paper = card[card["section"].str.startswith(BEYOND)]
-    lines = [
-        f"**Our answer, on the {card['profile'].iloc[0]} profile.** "
-        + " ".join(
-            believe(paper, column, measure)
-            for column, measure in (
-                ("verdict", "On the paper's own metric (BLEU, accuracy)"),
-                ("likelihood verdict", "On the likelihood of the same outputs"),
-            )
-        )
-        + " "
-        + believe(beyond_paper, "verdict", "Beyond the paper", of="the claims the later chapters test")
+    parts = [
+        (paper, "verdict", "On the paper's own metric (BLEU, accuracy)", "the paper's claims tested here"),
+        (paper, "likelihood verdict", "On the likelihood of the same outputs", "the paper's claims tested here"),
+        (beyond_paper, "verdict", "Beyond the paper", "the claims the later chapters test"),
     ]
+    plain = " ".join(f"{measure}, {_lead(claims, column)}." for claims, column, measure, _ in parts)
+    counts = " ".join(believe(claims, column, measure, of=of) for claims, column, measure, of in parts)
+    lines = [f"**Our answer, on the {card['profile'].iloc[0]} profile.** {plain}", "", f"**The count.** {counts}"]
     by_key = card.set_index("key")
     for key in _HEADLINES:
         row = by_key.loc[key]
@@ -161,32 +158,43 @@ def answer(card: pd.DataFrame) -> str:
             + (f" (likelihood: **{likely}**)" if likely not in (NOT_MEASURED, NOT_RUN) else "")
             + f"; ours {few_words(row['ours'])}, the paper {row['paper']}."
         )
-    return "\n".join(lines[:1] + [""] + lines[1:])
+    return "\n".join(lines[:3] + [""] + lines[3:])
+
+
+def _judged(claims: pd.DataFrame, column: str) -> pd.DataFrame:
+    return claims[~claims[column].isin([NOT_MEASURED, NOT_RUN])]
+
+
+def _lead(claims: pd.DataFrame, column: str) -> str:
+    """What a reader should take from ``claims``' one answers in ``column``, with no number: the
+    findings hold, mostly hold, mostly do not, or cannot be settled here."""
+    judged = _judged(claims, column)
+    if judged.empty:
+        return "nothing has been judged yet"
+    count = judged[column].value_counts()
+    held, part, refuted, open_ = (int(count.get(v, 0)) for v in (REPRODUCED, PARTLY, NOT_REPRODUCED, CANNOT_TELL))
+    if refuted == 0 and held + part >= 2 * len(judged) / 3:
+        return "the findings hold on these models"
+    if held + part > refuted + open_:
+        return "most of the findings hold on these models"
+    if refuted > held + part:
+        return "most of the findings do not hold on these models"
+    return "these models cannot settle most of the findings"
 
 
 def believe(claims: pd.DataFrame, column: str, measure: str, of: str = "the paper's claims tested here") -> str:
     """One sentence on ``claims``' one answers in ``column``: what a reader should take from them
-    (the findings hold, mostly hold, or mostly do not), then how many hold, hold in part, do not
-    (named) and cannot be decided on this data."""
-    judged = claims[~claims[column].isin([NOT_MEASURED, NOT_RUN])]
+    (``_lead``), then how many hold, hold in part, do not (named) and cannot be decided on this data."""
+    judged = _judged(claims, column)
     if judged.empty:
         return f"{measure}, nothing has been judged yet."
     count = judged[column].value_counts()
     held, part, refuted, open_ = (int(count.get(v, 0)) for v in (REPRODUCED, PARTLY, NOT_REPRODUCED, CANNOT_TELL))
-    n = len(judged)
-    if refuted == 0 and held + part >= 2 * n / 3:
-        lead = "the findings hold on these models"
-    elif held + part > refuted + open_:
-        lead = "most of the findings hold on these models"
-    elif refuted > held + part:
-        lead = "most of the findings do not hold on these models"
-    else:
-        lead = "these models cannot settle most of the findings"
     names = list(judged.loc[judged[column] == NOT_REPRODUCED, "claim"])
     shown = "; ".join(f"*{c}*" for c in names[:3]) + ("; and more" if len(names) > 3 else "")
     return (
-        f"{measure}, {lead}: of {of} ({n}), {held} {_verb(held, 'hold')}, {part} {_verb(part, 'hold')} in part, "
-        f"{refuted} {_verb(refuted, 'do')} not"
+        f"{measure}, {_lead(claims, column)}: of {of} ({len(judged)}), {held} {_verb(held, 'hold')}, {part} "
+        f"{_verb(part, 'hold')} in part, {refuted} {_verb(refuted, 'do')} not"
         + (f" ({shown})" if names else "")
         + f" and {open_} cannot be decided on this data."
     )

@@ -93,15 +93,15 @@ def _chapter_03_tables(write, significant_mt, mt_layers=6):
 def test_chapter_03_counts_follow_the_table(results):
     _chapter_03_tables(results, {0: 1, 1: 2})
     text = ch03.findings("p", 0.01)
-    assert "**translation, the paper's metric:** 1 and 2 of 144 heads" in text
-    assert "against 2.9 expected by chance" in text and "on no seed more than chance alone" in text
+    assert "**translation, the paper's metric.** Masked alone, 1 and 2 of 144 heads change the score" in text
+    assert "Chance alone would flag 2.9" in text and "On no seed do more heads pass than chance alone" in text
     _chapter_03_tables(results, {0: 1, 1: 12})  # a rerun finds 12 on seed 1
     text = ch03.findings("p", 0.01)
-    assert "1 and 12 of 144 heads" in text and "only on seed 1 more than chance alone would flag" in text
-    assert "split-half r of the effects (even against odd examples): 1.00 and 1.00; the halves agree" in text
+    assert "1 and 12 of 144 heads" in text and "Only on seed 1 do more heads pass than chance alone would flag" in text
+    assert "split-half r of the effects (even against odd examples) is 1.00 and 1.00. The halves agree" in text
     assert text.startswith(
-        "**The models:** nli has 12 heads per layer, so one head is 1/12 of its layer's attention "
-        "(the paper's BERT: 1/12); translation has 8 heads per layer"
+        "**The models.** nli has 12 heads per layer, so one head is 1/12 of its layer's attention "
+        "(the paper's BERT: 1/12). translation has 8 heads per layer"
     )
     _chapter_03_tables(results, {0: 1, 1: 12}, mt_layers=3)  # a model with 16 heads per layer
     assert (
@@ -121,10 +121,10 @@ def test_chapter_03_places_the_heads_against_the_margin(results):
         counts.to_csv(text.results_dir("p") / f"03_one_head_counts{suffix}.csv", index=False)
     found = ch03.findings("p", 0.01)
     assert (
-        "Against a margin of ±1 BLEU: 135 and 135 heads shown negligible, 3 and 3 harmful, 0 and 0 helpful and "
-        "6 and 6 undetermined; 6 and 6 are placed by neither test"
+        "Against a margin of ±1 BLEU, 135 and 135 heads are shown negligible, 3 and 3 harmful, 0 and 0 helpful and "
+        "6 and 6 undetermined. 6 and 6 are placed by neither test"
     ) in found
-    assert "Against a margin of ±1% of perplexity (0.0100 nats): 69 and 69 heads shown negligible" in found
+    assert "Against a margin of ±1% of perplexity (0.0100 nats), 69 and 69 heads are shown negligible" in found
 
 
 def _heads_with_r(r: float, seed: int, heads: int = 144) -> list[dict]:
@@ -257,12 +257,12 @@ def test_chapter_04_counts_layers_without_a_significant_loss(results):
             )
 
     tables(0)
-    assert "18 of 18 layers show no significant loss" in ch04.findings("p")
+    assert "With a single head, 18 of 18 layers show no significant loss" in ch04.findings("p")
     tables(2)
     text = ch04.findings("p")
     assert (
         "12 of 18 layers" in text
-        and "the worst layer is enc_dec layer 6 (-2.50 BLEU, seed 0) - always enc_dec" in text
+        and "The worst layer is enc_dec layer 6 (-2.50 BLEU, seed 0), always enc_dec." in text
     )
     assert (
         "translation has 8 heads per layer, so one head is 1/8 of its layer's attention (the paper's WMT: 1/16)"
@@ -275,8 +275,8 @@ def test_chapter_04_counts_layers_without_a_significant_loss(results):
         pd.read_csv(path).assign(margin=margin, harmful=[0, 1, 0], negligible=[6, 4, 5]).to_csv(path, index=False)
     found = ch04.findings("p")
     assert (
-        "12 of 18 layers show no significant loss with a single head (seed by seed); 1 lose more than the margin δ "
-        "(their interval wholly below -0.00995)" in found
+        "12 of 18 layers show no significant loss (seed by seed). 1 lose more than the margin δ: their interval "
+        "lies wholly below -0.00995." in found
     )
     assert "Most layers can be reduced to one head" not in found  # the verdict table above the text says it
 
@@ -372,13 +372,13 @@ def test_chapter_06_shares_follow_the_table(results):
     orders = 20
     tables(0.6)
     found = ch06.findings("p")
-    assert "by importance, 50% and 60% of the heads" in found and "(estimated on held-out half of test13)" in found
+    assert "By importance, 50% and 60% of the heads" in found and "(estimated on held-out half of test13)" in found
     assert "20 random orders prune 10% to 30% and 10% to 30% (5th to 95th percentile)" in found
     tables(0.1)
     assert "50% and 10%" in ch06.findings("p")
     orders = 2
     tables(0.1)
-    assert "but 2 orders are too few for a band" in ch06.findings("p")
+    assert "; 2 orders are too few for a band" in ch06.findings("p")
 
     # how many examples importance needs: recomputed from the draws (spearman rises with n)
     rows = [
@@ -398,20 +398,23 @@ def test_chapter_06_shares_follow_the_table(results):
     results("06_importance_sample", rows)
     found = ch06.findings("p")
     assert (
-        "**How many examples importance needs** (medians over 3 random draws per size, against I_h of every "
-        "example the verdict used): nli: from 16 of its 64 examples, Spearman 0.91 (5-95%: 0.90 to 0.92) and 60% "
-        "of the least important tenth found; a median Spearman of 0.9 from 16 examples. A sample is part of the "
-        "whole it is compared with"
+        "**How many examples importance needs.** Medians over 3 random draws per size, against I_h of every "
+        "example the verdict used:\n\n* nli: from 16 of its 64 examples, Spearman 0.91 (5-95%: 0.90 to 0.92), and "
+        "60% of the least important tenth found. A median Spearman of 0.9 is reached from 16 examples.\n\nA sample "
+        "is part of the whole it is compared with"
     ) in found
     rows = [dict(r, spearman=r["spearman"] / 2) for r in rows]
     results("06_importance_sample", rows)
-    assert "a median Spearman of 0.9 at no size below all of them" in ch06.findings("p")  # 64 of 64 agrees with itself
+    assert "A median Spearman of 0.9 is reached at no size below all of them." in ch06.findings(
+        "p"
+    )  # 64 of 64 agrees with itself
     assert "Pruned by I_h from fewer examples" not in ch06.findings("p")  # no curves drawn
     shares = {(4, 0): 0.1, (4, 1): 0.3, (4, 2): None, (16, 0): 0.4, (16, 1): 0.4, (16, 2): None, (64, 0): 0.5}
     results("06_importance_sample", [dict(r, prunable_share=shares[r["examples"], r["draw"]]) for r in rows])
     assert (
-        "**Pruned by I_h from fewer examples** (the share of heads prunable within perplexity +1%, the range over "
-        "2 draws per size): nli: 10%-30% from 4, 40% from 16; 50% with all 64. Each sample is part of the whole"
+        "**Pruned by I_h from fewer examples.** The share of heads prunable within perplexity +1%, as its range over "
+        "2 draws per size:\n\n* nli: 10%-30% from 4, 40% from 16; 50% with all 64.\n\nEach sample is part of the "
+        "whole"
     ) in ch06.findings("p")
     assert "A language model pruned by I_h" not in ch06.findings("p")  # no curve points drawn
     rise = "perplexity rise at 10% pruned (%)"
@@ -430,10 +433,10 @@ def test_chapter_06_shares_follow_the_table(results):
     ]
     results("06_importance_sample", rows + lm)
     assert (
-        "**A language model pruned by I_h from fewer examples** (the perplexity rise on chapter 11's report verses, "
-        "the range over 2 draws per size, read at fixed shares of the query heads: chapter 11's curves are coarser "
-        "than the language model's tolerance): lm with 10% of its query heads pruned: +25% to +40% from 4, +21% "
-        "from 16; +19% with all 30."
+        "**A language model pruned by I_h from fewer examples.** The perplexity rise on chapter 11's report verses, "
+        "as its range over 2 draws per size. It is read at fixed shares of the query heads, since chapter 11's "
+        "curves are coarser than the language model's tolerance:\n\n* lm with 10% of its query heads pruned: +25% "
+        "to +40% from 4, +21% from 16; +19% with all 30."
     ) in ch06.findings("p")
 
 

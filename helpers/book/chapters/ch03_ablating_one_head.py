@@ -390,50 +390,54 @@ def findings(profile: str, alpha: float) -> str:
             chance = chance_flag_rate(alpha) * heads
             seeds = sorted(sig)
             above = [s for s in seeds if beyond_chance(sig[s], heads, alpha)]
+            plural = "s" if len(seeds) > 1 else ""
             text = (
-                f"**{name}, {measure}:** {words([str(sig[s]) for s in seeds])} of {heads} heads change the "
-                f"score significantly when masked alone (training seed{'s' if len(seeds) > 1 else ''} "
-                f"{words([str(s) for s in seeds])}), against {chance:.1f} expected by chance at p < {alpha} "
-                f"(2·alpha of the heads: the test flags a change in either direction)"
+                f"**{name}, {measure}.** Masked alone, {words([str(sig[s]) for s in seeds])} of {heads} heads "
+                f"change the score significantly (training seed{plural} {words([str(s) for s in seeds])}). That is "
+                f"{words([f'{sig[s] / heads:.0%}' for s in seeds])} of the heads; the paper found {PAPER_COUNT}."
             )
             kinds = sorted({k for s in seeds for k in where[s]})
             if len(kinds) > 1 or (kinds and kinds != ["self"]):
-                text += f" (in {words(kinds)})"
-            text += f" ({words([f'{sig[s] / heads:.0%}' for s in seeds])} of the heads; the paper: {PAPER_COUNT})"
+                text += f" The significant heads are in {words(kinds)}."
+            text += (
+                f" Chance alone would flag {chance:.1f}, since the test at p < {alpha} flags a change in either "
+                "direction (2·alpha of the heads)."
+            )
+            binomial = "(binomial test, p < 0.01, taking the heads' tests as independent)"
             if not above:
                 text += (
-                    "; on no seed more than chance alone would flag (binomial test, p < 0.01, taking the heads' "
-                    "tests as independent): on this measure the one-head effects are not seen"
+                    f" On no seed do more heads pass than chance alone would flag {binomial}. On this measure the "
+                    "one-head effects are not seen."
                 )
             elif len(above) < len(seeds):
                 text += (
-                    f"; only on seed{'s' if len(above) > 1 else ''} {words(above)} more than chance alone would flag "
-                    "(binomial test, p < 0.01, taking the heads' tests as independent)"
+                    f" Only on seed{'s' if len(above) > 1 else ''} {words(above)} do more heads pass than chance "
+                    f"alone would flag {binomial}."
                 )
             else:
                 text += (
-                    "; on every seed more than chance alone would flag (binomial test, p < 0.01, taking the heads' "
-                    "tests as independent; they share examples, so this p is optimistic)"
+                    f" On every seed more heads pass than chance alone would flag {binomial}. The heads share "
+                    "examples, so this p is optimistic."
                 )
             gains = [s for s in seeds if up[s] > 0]
             text += (
-                f". Significant gains from removing a head (the paper: {paper_values.SIGNIFICANT_ENC_SELF_UP} of its "
-                f"{paper_values.SIGNIFICANT_ENC_SELF}): "
-                + ("none" if not gains else "; ".join(f"{up[s]} on seed {s}" for s in gains))
+                " Removing a head gives a significant gain "
+                + ("on no seed" if not gains else "; ".join(f"{up[s]} times on seed {s}" for s in gains))
                 + f", against {chance_flag_rate(alpha, one_direction=True) * heads:.1f} expected by chance in that "
-                "direction."
+                f"direction (the paper: {paper_values.SIGNIFICANT_ENC_SELF_UP} of its "
+                f"{paper_values.SIGNIFICANT_ENC_SELF})."
             )
             if "negligible" in part:
                 text += " " + _equivalence_text(part, per_seed, seeds, likelihood=bool(suffix))
             text += (
-                f" The split-half r of the effects (even against odd examples): "
-                f"{words([r_text(half[s]) for s in seeds])}"
+                f" The split-half r of the effects (even against odd examples) is "
+                f"{words([r_text(half[s]) for s in seeds])}."
             )
             weak = [s for s in seeds if not half[s] >= 0.5]
             text += (
-                "; the halves agree: the effects replicate across examples."
+                " The halves agree: the effects replicate across examples."
                 if not weak
-                else f"; below 0.5 on seed{'s' if len(weak) > 1 else ''} {words(weak)}: there a head's effect on "
+                else f" It is below 0.5 on seed{'s' if len(weak) > 1 else ''} {words(weak)}. There a head's effect on "
                 "half of the examples barely predicts it on the other half, and a count near chance is noise."
             )
             lines.append(text)
@@ -455,7 +459,7 @@ def _equivalence_text(part, per_seed, seeds: list[int], likelihood: bool) -> str
         for c in ("negligible", "harmful", "helpful", "undetermined", "unplaced")
     }
     return (
-        f"Against a margin of ±{margin}: {count['negligible']} heads shown negligible, {count['harmful']} harmful, "
-        f"{count['helpful']} helpful and {count['undetermined']} undetermined; {count['unplaced']} are placed by "
-        "neither test (not significant, yet not shown negligible)."
+        f"Against a margin of ±{margin}, {count['negligible']} heads are shown negligible, {count['harmful']} "
+        f"harmful, {count['helpful']} helpful and {count['undetermined']} undetermined. {count['unplaced']} are "
+        "placed by neither test: not significant, yet not shown negligible."
     )

@@ -851,14 +851,14 @@ def findings(profile: str) -> str:
                 )
             kinds = {w.split(" layer")[0] for w in worst}
             margin = (
-                f"; {words(beyond)} lose more than the margin δ (their interval wholly below "
-                f"-{part['margin'].iloc[0]:.3g})"
+                f" {words(beyond)} lose more than the margin δ: their interval lies wholly below "
+                f"-{part['margin'].iloc[0]:.3g}."
                 if beyond
                 else ""
             )
             lines.append(
-                f"**{name}, {protocol}, {measure}:** {words(kept)} layers show no significant loss with a single "
-                f"head (seed by seed){margin}; the worst layer is {words(worst)}"
-                + (f" - always {kinds.pop()}." if len(kinds) == 1 else ".")
+                f"**{name}, {protocol}, {measure}.** With a single head, {words(kept)} layers show no significant "
+                f"loss (seed by seed).{margin} The worst layer is {words(worst)}"
+                + (f", always {kinds.pop()}." if len(kinds) == 1 else ".")
             )
     return "\n\n".join(lines)

@@ -313,18 +313,15 @@ def findings(profile: str) -> str:
             band_is = (
                 "5th to 95th percentile"
                 if orders >= MIN_BAND_ORDERS
-                else f"their 5th to 95th percentile, but {orders} orders are too few for a band"
+                else f"their 5th to 95th percentile; {orders} orders are too few for a band"
             )
             lines.append(
-                f"**{model}, {measure}:** by importance, {percents(imp['prunable_share'])} of the heads can go with "
-                "no "
-                f"noticeable loss (seed{'s' if len(seeds) > 1 else ''} {words([str(s) for s in seeds])}; the paper: "
-                f"{paper:.0%}), by the one-head ablation order {percents(abl['prunable_share'])} (estimated on "
-                f"{abl['selected_on'].iloc[0]}); {orders} random orders prune {band} ({band_is}). With every head "
-                f"pruned the score is "
-                f"{words([f'{v:.3g}' for v in imp['all_pruned']])}, against "
-                f"{words([f'{v:.3g}' for v in imp['unpruned']])} "
-                "unpruned."
+                f"**{model}, {measure}.** By importance, {percents(imp['prunable_share'])} of the heads can go with "
+                f"no noticeable loss (seed{'s' if len(seeds) > 1 else ''} {words([str(s) for s in seeds])}; the "
+                f"paper: {paper:.0%}). By the one-head ablation order, {percents(abl['prunable_share'])} can go "
+                f"(estimated on {abl['selected_on'].iloc[0]}). {orders} random orders prune {band} ({band_is}). With "
+                f"every head pruned the score is {words([f'{v:.3g}' for v in imp['all_pruned']])}, against "
+                f"{words([f'{v:.3g}' for v in imp['unpruned']])} unpruned."
             )
     return "\n\n".join(lines + _sample_lines(profile))
 
@@ -355,18 +352,20 @@ def _sample_lines(profile: str) -> list[str]:
         ]  # all of them agree with themselves
         parts.append(
             f"{model}: from {n} of its {used} examples, Spearman {q.loc[n, ('spearman', 0.5)]:.2f} (5-95%: "
-            f"{q.loc[n, ('spearman', 0.05)]:.2f} to {q.loc[n, ('spearman', 0.95)]:.2f}) and "
-            f"{q.loc[n, ('bottom overlap', 0.5)]:.0%} of the least important tenth found; a median Spearman of "
-            f"{_SETTLED} " + (f"from {min(settled)} examples" if settled else "at no size below all of them")
+            f"{q.loc[n, ('spearman', 0.05)]:.2f} to {q.loc[n, ('spearman', 0.95)]:.2f}), and "
+            f"{q.loc[n, ('bottom overlap', 0.5)]:.0%} of the least important tenth found. A median Spearman of "
+            f"{_SETTLED} is reached "
+            + (f"from {min(settled)} examples." if settled else "at no size below all of them.")
         )
     draws = int(table.groupby(["model", "examples"]).size().max())
     return (
         [
-            f"**How many examples importance needs** (medians over {draws} random draws per size, against I_h of "
-            f"every example the verdict used): " + "; ".join(parts) + ". A sample is part of the whole it is compared "
-            "with, which raises the agreement as it grows (with no signal at all, Spearman is about the square root "
-            "of "
-            "the share drawn), and agreement with the whole says nothing about whether the whole itself is enough."
+            f"**How many examples importance needs.** Medians over {draws} random draws per size, against I_h of "
+            "every example the verdict used:\n\n"
+            + "\n".join(f"* {part}" for part in parts)
+            + "\n\nA sample is part of the whole it is compared with, which raises the agreement as it grows. With "
+            "no signal at all, Spearman is about the square root of the share drawn. And agreement with the whole "
+            "says nothing about whether the whole itself is enough."
         ]
         + _curve_lines(table)
         + _rise_lines(table)
@@ -389,12 +388,14 @@ def _curve_lines(table: pd.DataFrame) -> list[str]:
             for n, r in sizes.iterrows()
             if n != used
         )
-        parts.append(f"{model}: {ranges}; {whole}")
+        parts.append(f"{model}: {ranges}; {whole}.")
     draws = int(curves.groupby(["model", "examples"]).size().max())
     return [
-        f"**Pruned by I_h from fewer examples** (the share of heads prunable within perplexity +1%, the range over "
-        f"{draws} draws per size): " + "; ".join(parts) + ". Each sample is part of the whole, so at the larger sizes "
-        "the same share is partly built in; a share that already holds from a handful of examples is the finding."
+        "**Pruned by I_h from fewer examples.** The share of heads prunable within perplexity +1%, as its range "
+        f"over {draws} draws per size:\n\n"
+        + "\n".join(f"* {part}" for part in parts)
+        + "\n\nEach sample is part of the whole, so at the larger sizes the same share is partly built in. A share "
+        "that already holds from a handful of examples is the finding."
     ]
 
 
@@ -421,12 +422,13 @@ def _rise_lines(table: pd.DataFrame) -> list[str]:
                 for n, r in sizes.iterrows()
                 if n != used
             )
-            parts.append(f"{model} with {share} of its query heads pruned: {ranges}; {whole}")
+            parts.append(f"{model} with {share} of its query heads pruned: {ranges}; {whole}.")
     if not parts:
         return []
     draws = int(table.dropna(subset=columns[:1]).groupby(["model", "examples"]).size().max())
     return [
-        f"**A language model pruned by I_h from fewer examples** (the perplexity rise on chapter 11's report "
-        f"verses, the range over {draws} draws per size, read at fixed shares of the query heads: chapter 11's "
-        "curves are coarser than the language model's tolerance): " + "; ".join(parts) + "."
+        "**A language model pruned by I_h from fewer examples.** The perplexity rise on chapter 11's report "
+        f"verses, as its range over {draws} draws per size. It is read at fixed shares of the query heads, since "
+        "chapter 11's curves are coarser than the language model's tolerance:\n\n"
+        + "\n".join(f"* {part}" for part in parts)
     ]

@@ -71,7 +71,7 @@ def heads_per_layer_line(models: Sequence[tuple[str, int, str]]) -> str:
         f"1/{HEADS_PER_LAYER[paper]})"
         for name, n, paper in models
     ]
-    return "**The models:** " + "; ".join(parts) + "."
+    return "**The models.** " + ". ".join(parts) + "."
 
 
 def paper_model(kinds: Iterable[str]) -> str:

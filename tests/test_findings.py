@@ -499,11 +499,10 @@ def test_chapters_08_09_and_10_follow_their_tables(results):
     )
     text = ch09.findings("p")
     assert (
-        "the perplexity reaches x2.00 of the unpruned checkpoint's after epoch 0 and x1.05 after epoch 16 (BLEU "
-        "leaves "
-        "out epoch 0, whose unpruned BLEU is below 2% of the last epoch's"
+        "the perplexity reaches x2.00 of the unpruned checkpoint's after epoch 0, and x1.05 after epoch 16. BLEU "
+        "leaves out epoch 0, whose unpruned BLEU is below 2% of the last epoch's"
     ) in text
-    assert "on greedy BLEU, 50% is kept after epoch 1 (BLEU 2.0) and 90% after epoch 16 (BLEU 15.0)" in text
+    assert "On greedy BLEU, 50% is kept after epoch 1 (BLEU 2.0) and 90% after epoch 16 (BLEU 15.0)" in text
     assert "cost more at the first of these checkpoints than at the last on both scores" in text
     assert "The first of them to keep 85% with 40% pruned: epoch 16 of 16 (the paper: about epoch 10 of 40)." in text
     for suffix, share in (("", 0.4), ("_likelihood", 0.1)):

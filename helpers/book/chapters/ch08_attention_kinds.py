@@ -317,9 +317,8 @@ def findings(profile: str) -> str:
             else "undefined"
         )
         lines.append(
-            f"**Seed {int(seed)}:** with 80% of a kind's heads pruned, the share of the BLEU kept is {kept} "
-            f"(lowest here: {worst}); "
-            f"the perplexity reaches {ratios} times the unpruned model's (highest here: {worst_ll}"
-            ")."
+            f"**Seed {int(seed)}.** With 80% of a kind's heads pruned, the share of the BLEU kept is {kept} "
+            f"(lowest here: {worst}). The perplexity reaches {ratios} times the unpruned model's (highest here: "
+            f"{worst_ll})."
         )
     return "\n\n".join(lines)

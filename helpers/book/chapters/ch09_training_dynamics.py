@@ -392,31 +392,29 @@ def findings(profile: str, min_base_share: float = _MIN_BASE_SHARE) -> str:
         skipped = [int(e) for e in bases.index if e not in usable]
         ratio = at_share_by_epoch(ll[ll["training_seed"] == seed], "perplexity_ratio")
         text = (
-            f"**Seed {int(seed)}:** with 40% of the heads pruned by importance, the perplexity reaches "
-            f"x{ratio.iloc[0]:.2f} of the unpruned checkpoint's after epoch {ratio.index[0]} and "
-            f"x{ratio.iloc[-1]:.2f} "
-            f"after epoch {ratio.index[-1]}"
+            f"**Seed {int(seed)}.** With 40% of the heads pruned by importance, the perplexity reaches "
+            f"x{ratio.iloc[0]:.2f} of the unpruned checkpoint's after epoch {ratio.index[0]}, and "
+            f"x{ratio.iloc[-1]:.2f} after epoch {ratio.index[-1]}."
         )
         if skipped:
             text += (
-                f" (BLEU leaves out epoch{'s' * (len(skipped) > 1)} {words([str(e) for e in skipped])}, whose "
-                "unpruned "
-                f"BLEU is below {min_base_share:.0%} of the last epoch's: a share of a near-zero BLEU is noise)"
+                f" BLEU leaves out epoch{'s' * (len(skipped) > 1)} {words([str(e) for e in skipped])}, whose unpruned "
+                f"BLEU is below {min_base_share:.0%} of the last epoch's: a share of a near-zero BLEU is noise."
             )
         if not usable:
-            lines.append(text + "; no checkpoint has a usable BLEU, so BLEU cannot tell.")
+            lines.append(text + " No checkpoint has a usable BLEU, so BLEU cannot tell.")
             continue
         kept = at_share_by_epoch(run, "relative").loc[usable]
         first, last = kept.index[0], kept.index[-1]
         if first == last:
             lines.append(
-                text + f"; only epoch {first} has a usable BLEU ({bases[first]:.1f}), of which {kept.iloc[0]:.0%} "
-                "is kept, so BLEU cannot compare early with late."
+                text + f" Only epoch {first} has a usable BLEU ({bases[first]:.1f}), of which {kept.iloc[0]:.0%} "
+                "is kept. So BLEU cannot compare early with late."
             )
             continue
         early_ll, early_bleu = ratio.iloc[0] > ratio.iloc[-1], kept.iloc[0] < kept.iloc[-1]
         lines.append(
-            text + f"; on greedy BLEU, {kept.iloc[0]:.0%} is kept after epoch {first} (BLEU {bases[first]:.1f}) "
+            text + f" On greedy BLEU, {kept.iloc[0]:.0%} is kept after epoch {first} (BLEU {bases[first]:.1f}) "
             f"and {kept.iloc[-1]:.0%} after epoch {last} (BLEU {bases[last]:.1f}). Pruning "
             + (
                 "cost more at the first of these checkpoints than at the last on both scores."

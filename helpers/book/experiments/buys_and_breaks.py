@@ -208,12 +208,12 @@ class Generation:
         return keep_and_reload(model, self.tokenizer, prompt, self.new_tokens)
 
     def served_by_llama_cpp(
-        self, variants: Mapping[tuple[str, float], nn.Module], model_name: str, texts: Sequence[str], profile: str
+        self, variants: Mapping[tuple[str, float], nn.Module], language_model: str, texts: Sequence[str], profile: str
     ) -> tuple[pd.DataFrame, pd.DataFrame]:
         """``served_by_llama_cpp`` of every variant with these prompts, its log-probabilities
         checked on ``texts``."""
         return served_by_llama_cpp(
-            variants, self.tokenizer, model_name, texts, self.prompts, self.new_tokens, self.repeats, profile
+            variants, self.tokenizer, language_model, texts, self.prompts, self.new_tokens, self.repeats, profile
         )
 
 

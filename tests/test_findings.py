@@ -844,7 +844,7 @@ def test_chapter_12_follows_the_removal_and_selection_tables(results):
     found = ch12.findings("p")
     assert "**nli, the paper's metric, seed 0** (72 heads): zero 70 negligible, 1 harmful, 1 undetermined" in found
     assert "**smollm2, the likelihood, no training seed** (270 heads): zero 260 negligible" in found
-    assert "zero vs mean r = 0.61 (seed 0; 7 of the 10 most important heads shared)" in found
+    assert "* zero vs mean: r = 0.61 (seed 0), 7 of the 10 most important heads shared." in found
     assert "L0 gates 50% (50% to 50%)" in found and "L0 gates keeps the score longest" in found
     assert (
         "Above the 95th percentile of 20 random orders' shares, seed by seed: importance on 2 of 2, L0 gates on 2 "
@@ -977,18 +977,18 @@ def test_chapters_13_and_13b_follow_the_memory_induction_and_copying_tables(resu
     found = ch13.findings("p") + "\n\n" + ch13b.findings("p")
     assert "predict in 6 of 6 rows (levels" in found
     assert (
-        "removing 33% of the KV groups saves 33% of the KV cache (1,000 -> 667 bytes per token) for a perplexity of "
+        "Removing 33% of the KV groups saves 33% of the KV cache (1,000 -> 667 bytes per token). The perplexity is "
         "25.0" in found
     )
-    assert "generation speed 1.20x at batch 1 and 1.20x at batch 8" in found
-    assert "removing 33% of the query heads saves 0% of the KV cache" in found
+    assert "generation runs 1.20x at batch 1 and 1.20x at batch 8" in found
+    assert "Removing 33% of the query heads saves 0% of the KV cache" in found
     assert (
         "the 5 strongest (layer.head, score) are 1.2 (0.30)" in found and "I_h on verses: 4, 3, 3, 2, 2 of 6" in found
     )
     assert (
-        "within 1% of the verse perplexity 10% of the query heads can go, copying accuracy there 0.80; within 10% "
-        "of the verse perplexity 30% of the query heads can go, copying accuracy there 0.20 (unpruned 0.80); copying "
-        "accuracy falls below half of it from 40% pruned"
+        "Within 1% of the verse perplexity, 10% of the query heads can go, and copying accuracy there is 0.80. Within "
+        "10% of the verse perplexity, 30% of the query heads can go, and copying accuracy there is 0.20. Unpruned, "
+        "copying accuracy is 0.80, and it falls below half of it from 40% pruned"
     ) in found
     assert "copying keeps 25% of its accuracy" in found
     assert (
@@ -1007,7 +1007,7 @@ def test_chapters_13_and_13b_follow_the_memory_induction_and_copying_tables(resu
         "the values shrink only to the widest layer's width (e.g. query heads 33%: 43.00 MiB of keys, 45.00 MiB of "
         "values)"
     ) in found and "with 36 zero heads" in found
-    assert "unpruned 0%, 1 thread: 51 tokens/s (1.00x); KV groups 33%, 1 thread: 60 tokens/s (1.18x)" in found
+    assert "* unpruned 0%, 1 thread: 51 tokens/s (1.00x)\n* KV groups 33%, 1 thread: 60 tokens/s (1.18x)" in found
     assert "Pruning that keeps perplexity can break in-context copying" not in found  # the verdict table says it
     # claims beyond the paper name what they are judged on, not "the paper's metric"
     table = verdict_table(chapter_verdicts("p", rules.CLAIMS + rules_b.CLAIMS))
@@ -1063,7 +1063,7 @@ def test_chapter_14_holds_the_plain_16_bit_cache_with_the_caches_that_do_not_qua
     ]
     results("14_checks", rows)
     (line,) = ch14.setting_lines("p")
-    assert "caches that do not quantize to 3e-01 nats" in line
+    assert "caches that do not quantize agree to 3e-01 nats" in line
     assert "the quantized ones to 0.0050" in line
     # the tolerance: the 16-bit caches' rounding, not the quantized cache's 16-bit gap
     assert "differ by up to 0.0110 nats a chapter" in line
@@ -1177,9 +1177,9 @@ def test_chapter_14b_says_what_its_tables_hold(results, removal_unbeaten):
     found = ch14b.findings("p")
     assert "weights equal the arithmetic to the byte in 3 of 3 rows" in found
     assert "at most 0.004 MiB from the arithmetic" in found  # 12.66 MiB against 12.656 of the arithmetic
-    assert "q8_0 cache +0.07% [+0.02%, +0.12%], KL 0.0003" in found
+    assert "* q8_0 cache: +0.07% [+0.02%, +0.12%], KL 0.0003" in found
     assert "llama.cpp refused q4_0 keys + q8_0 values" in found
-    assert "rotates keys and values before q4_0 cache, and not before q4_0 cache without rotation" in found
+    assert "rotates keys and values before q4_0 cache. It does not before:\n\n* q4_0 cache without rotation" in found
     assert "Generation runs from 1.00x the reference (reference) to 1.79x (Q4_0 weights)" in found
     assert "Speed at 2 threads." in found
     among = "A setup with KV groups removed is among them."

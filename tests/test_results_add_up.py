@@ -1040,7 +1040,7 @@ def test_chapter_12_zero_rows_are_chapter_03s_and_chapter_11s_rows(table, measur
             for c in columns:
                 assert mine[c] == pytest.approx(r[c], **CLOSE), (model, r["kind"], r["layer"], r["head"], c)
     lm = [
-        r for r in zero if r["model"] == _param("11_nine_heads", "model_name")
+        r for r in zero if r["model"] == _param("11_nine_heads", "language_model")
     ]  # chapter 12 reads chapter 11's model
     if measure and not _param(CH12, "lm_verses") and lm:
         grid = {(r["layer"], r["head"]): r for r in table("11_one_head_grid")}

@@ -207,7 +207,7 @@ def _load_causal_lm(reference: str, seed: int) -> tuple[nn.Module, object]:
         raise MissingDownloadError(
             f"could not load {reference!r}: it is not 'smollm2', 'tiny-llama' or a local folder, and the Hugging "
             f"Face hub is not reachable. On a machine with internet run `huggingface-cli download {reference} "
-            f"--local-dir data/{reference}`, or pass a folder as model_name."
+            f"--local-dir data/{reference}`, or name a local folder as the chapter's language_model."
         ) from err
 
 

@@ -854,12 +854,13 @@ def _agreement_lines(profile: str) -> list[str]:
     lines = []
     for name, part in table.groupby("model", sort=False):
         pairs = [
-            f"{r['kinds']} r = {r['spearman']:.2f} ({_seed(r['training_seed'])}; {int(r[top])} of the "
-            f"{top.split()[1]} most important heads shared)"
+            f"* {r['kinds']}: r = {r['spearman']:.2f} ({_seed(r['training_seed'])}), {int(r[top])} of the "
+            f"{top.split()[1]} most important heads shared."
             for _, r in part.iterrows()
         ]
         lines.append(
-            f"**Do the kinds agree on {name}?** Spearman correlation of the one-head changes: {words(pairs)}."
+            f"**Do the kinds agree on {name}?** The Spearman correlation of the one-head changes, kind against "
+            "kind:\n\n" + "\n".join(pairs)
         )
     return lines
 

@@ -192,11 +192,12 @@ def memory_lines(profile: str) -> list[str]:
                 ]
             )
             parts.append(
-                f"removing {_share(share)} of the {unit} saves {_share(saved)} of the KV cache "
-                f"({int(base['KV bytes per token']):,} -> {int(row['KV bytes per token']):,} bytes per token) for a "
-                f"perplexity of {row['perplexity']:.1f} (unpruned {base['perplexity']:.1f}); generation speed {speed}"
+                f"* Removing {_share(share)} of the {unit} saves {_share(saved)} of the KV cache "
+                f"({int(base['KV bytes per token']):,} -> {int(row['KV bytes per token']):,} bytes per token). "
+                f"The perplexity is {row['perplexity']:.1f} (unpruned {base['perplexity']:.1f}), and generation "
+                f"runs {speed}."
             )
-        lines.append(f"**{_share(share)} removed:** {'; '.join(parts)}.")
+        lines.append(f"**{_share(share)} removed.**\n\n" + "\n".join(parts))
     return lines
 
 
@@ -268,7 +269,10 @@ def _runtime_lines(profile: str) -> list[str]:
         f"{r['generated tokens per second']:.0f} tokens/s ({r['generated tokens per second, ratio']:.2f}x)"
         for _, r in summary.iterrows()
     ]
-    lines.append(f"**Generation speed in llama.cpp** (median of the timed runs; float16 files): {'; '.join(parts)}.")
+    lines.append(
+        "**Generation speed in llama.cpp** (median of the timed runs; float16 files):\n\n"
+        + "\n".join(f"* {part}" for part in parts)
+    )
     base = summary[summary["unit"] == "unpruned"].set_index("threads")
     if len(base) > 1:
         one, most = base.loc[base.index.min()], base.loc[base.index.max()]

@@ -220,12 +220,14 @@ def copying_lines(profile: str) -> list[str]:
             if pd.isna(row[below])
             else f"falls below half of it from {_share(row[below])} pruned"
         )
-        allowed = "; ".join(
-            f"within {t:.0%} of the verse perplexity {_share(row[prunable_within(t)])} of the query "
-            f"heads can go, copying accuracy there {row[copying_at(t)]:.2f}"
+        allowed = " ".join(
+            f"Within {t:.0%} of the verse perplexity, {_share(row[prunable_within(t)])} of the query heads can go, "
+            f"and copying accuracy there is {row[copying_at(t)]:.2f}."
             for t in COPYING_TOLERANCES
         )
-        lines.append(f"**{order}:** {allowed} (unpruned {row[UNPRUNED_COPYING]:.2f}); copying accuracy {fall}.")
+        lines.append(
+            f"**{order}.** {allowed} Unpruned, copying accuracy is {row[UNPRUNED_COPYING]:.2f}, and it {fall}."
+        )
     if BAND_ORDER in summary.index and summary.loc[BAND_ORDER, UNPRUNED_COPYING] > 0:
         row, t = summary.loc[BAND_ORDER], _COPYING_PERPLEXITY  # the tolerance the copying rule reads
         base = row[UNPRUNED_COPYING]

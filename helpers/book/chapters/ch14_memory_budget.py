@@ -962,17 +962,16 @@ def setting_lines(profile: str) -> list[str]:
         f"token. **Checked against the real caches** ({int(fast['sequences'].iloc[0])} chapters read one position "
         f"at a time, {len(checks)} configurations): the bytes measured equal the arithmetic for {exact} of "
         f"{len(checks)}. In 16 bits the two ways of the caches that hold 16-bit values differ by up to "
-        f"{tolerance:.4f} nats a chapter (rounding alone): the tolerance. In float32 ({int(gaps.notna().sum())} "
-        "configurations: one of each way a fast pass is computed, and every quantized cache) each fast pass is "
-        "within it of its real cache: the caches "
-        f"that do not quantize to {gaps[~quantized].max():.0e} nats, the quantized ones to "
-        f"{gaps[quantized].max():.4f} (a key's last bit, computed in a matrix product of another shape, can cross "
-        f"a code's boundary). In 16 bits the quantized caches' two ways differ by up to "
-        f"{fast.loc[quantized, 'largest sequence gap, 16-bit'].max():.4f} nats a chapter: their codes follow the "
-        "last bit of a key, so a quantized cache's perplexity is known to about that. **While the prompt is "
-        "read**, in one pass, every configuration holds its own KV "
-        f"heads' 16-bit keys and values for the whole prompt ({prompt.min():.0%} to {prompt.max():.0%} of the "
-        "plain cache's bytes); the bytes axis counts what each cache holds from the next position on."
+        f"{tolerance:.4f} nats a chapter (rounding alone): the tolerance. In float32 each fast pass is within it of "
+        f"its real cache, in {int(gaps.notna().sum())} configurations: one of each way a fast pass is computed, and "
+        f"every quantized cache. The caches that do not quantize agree to {gaps[~quantized].max():.0e} nats, the "
+        f"quantized ones to {gaps[quantized].max():.4f}: a key's last bit, computed in a matrix product of another "
+        "shape, can cross a code's boundary. In 16 bits the quantized caches' two ways differ by up to "
+        f"{fast.loc[quantized, 'largest sequence gap, 16-bit'].max():.4f} nats a chapter. Their codes follow the "
+        "last bit of a key, so a quantized cache's perplexity is known to about that. **While the prompt is read**, "
+        "in one pass, every configuration holds its own KV heads' 16-bit keys and values for the whole prompt "
+        f"({prompt.min():.0%} to {prompt.max():.0%} of the plain cache's bytes). The bytes axis counts what each "
+        "cache holds from the next position on."
     ]
 
 
@@ -981,15 +980,15 @@ def _budget_lines(profile: str) -> list[str]:
     lines = []
     for row in budgets.to_dict("records"):
         named = (
-            f"best {row['best']}"
+            f"Best: {row['best']}"
             if row["clear"]
-            else f"no clear best (the gap is within the tolerance of {row['tolerance']:.4f} nats or its interval "
-            f"holds 0): lowest {row['best']}"
+            else f"No clear best, since the gap is within the tolerance of {row['tolerance']:.4f} nats or its "
+            f"interval holds 0. Lowest: {row['best']}"
         )
         lines.append(
-            f"**{row['budget']:.0%} of the bytes:** {named} ({row['best setting']}, "
-            f"{_pct(row['best share'])} of the bytes, perplexity {row['best perplexity']:.2f}); runner-up "
-            f"{row['runner-up']} ({_pct(row['runner-up share'])}, {row['runner-up perplexity']:.2f}); gap "
+            f"**{row['budget']:.0%} of the bytes.** {named} ({row['best setting']}, "
+            f"{_pct(row['best share'])} of the bytes, perplexity {row['best perplexity']:.2f}). Runner-up: "
+            f"{row['runner-up']} ({_pct(row['runner-up share'])}, {row['runner-up perplexity']:.2f}). Gap: "
             f"{row['log-perplexity gap']:+.3f} nats per token [{row['gap low']:+.3f}, {row['gap high']:+.3f}]."
         )
     return lines
@@ -1003,13 +1002,12 @@ def copying_lines(profile: str) -> list[str]:
         part = points[points["method"] == method].sort_values("bytes share")
         if len(part):
             parts.append(
-                f"{method} "
+                f"* {method}: "
                 + ", ".join(f"{r['copying accuracy']:.2f} at {_pct(r['bytes share'])}" for _, r in part.iterrows())
             )
     return [
-        f"**Copying the repeated passage** (the model reading it for the first time gets {floor:.2f} right): "
-        + "; ".join(parts)
-        + "."
+        f"**Copying the repeated passage.** The model reading it for the first time gets {floor:.2f} right. "
+        "Copying accuracy by the share of the bytes kept:\n\n" + "\n".join(parts)
     ]
 
 

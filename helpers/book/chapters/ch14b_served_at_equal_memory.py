@@ -774,14 +774,14 @@ def _quality_lines(profile: str) -> list[str]:
     read_ = quality[quality["refused"].fillna("") == ""].sort_values("perplexity change")
     ref = read_[read_["setup"] == REFERENCE].iloc[0]
     parts = [
-        f"{r['setup']} {r['perplexity change']:+.2%} [{r['change low']:+.2%}, {r['change high']:+.2%}], "
+        f"* {r['setup']}: {r['perplexity change']:+.2%} [{r['change low']:+.2%}, {r['change high']:+.2%}], "
         f"KL {r['KL']:.4f}"
         for _, r in read_.iterrows()
         if r["setup"] != REFERENCE
     ]
     lines = [
         f"**Quality.** The reference's perplexity is {ref['perplexity']:.2f} on {int(ref['texts'])} texts. "
-        "Each setup's change from it, with its interval, and its KL in nats per token: " + "; ".join(parts) + "."
+        "Each setup's change from it, with its interval, and its KL in nats per token:\n\n" + "\n".join(parts)
     ]
     refused = quality[quality["refused"].fillna("") != ""]
     lines += [f"llama.cpp refused {r['setup']}: {r['refused']}" for _, r in refused.iterrows()]
@@ -832,8 +832,8 @@ def _rotation_lines(profile: str) -> list[str]:
     return [
         "**Rotation.** llama.cpp's log says it rotates keys and values before "
         + (words(on) if on else "no quantized cache")
-        + (f", and not before {words(off)}" if off else "")
         + "."
+        + (" It does not before:\n\n" + "\n".join(f"* {setup}" for setup in off) if off else "")
     ]
 
 

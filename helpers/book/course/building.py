@@ -229,7 +229,7 @@ def prepare_shipped_lm(settings: Profile, progress: bool = True) -> None:
     only loads it."""
     from ...zoo import causal_lm
 
-    if settings.notebooks.get("11_nine_heads", {}).get("model_name") not in ("smollm2", "tiny-llama"):
+    if settings.notebooks.get("11_nine_heads", {}).get("language_model") not in ("smollm2", "tiny-llama"):
         return
     start = time.perf_counter()
     folder = causal_lm.smollm2_folder()

@@ -360,11 +360,11 @@ def _model_line(name: str, spec: dict) -> str:
 
 def profile_table() -> pd.DataFrame:
     """One row per profile under ``profiles/``: its description, the models its chapters 03-10
-    study (from its ``models``) and the language model of chapters 11-13 (its ``model_name``)."""
+    study (from its ``models``) and the language model of chapters 11-13 (its ``language_model``)."""
     rows = []
     for path in sorted({p for folder in profile_folders() for p in folder.glob("*.yml")}, key=lambda p: p.stem):
         settings = load_profile(path.stem)
-        lm = settings.notebooks.get("11_nine_heads", {}).get("model_name", "")
+        lm = settings.notebooks.get("11_nine_heads", {}).get("language_model", "")
         studied = [_model_line(n, s) for n, s in settings.models.items() if s.get("task")]
         rows.append(
             {

@@ -306,7 +306,7 @@ def test_the_scorecard_summary_counts_both_measures_and_names_disagreements():
         "On the paper's metric, 2 reproduced and 1 partly of the 3 claims. On the likelihood, "
         "measured for 2 of them: 1 reproduced, 1 partly and 1 not measured."
     )
-    assert "disagree on 1: *A* (reproduced on the paper's metric, partly on the likelihood)" in text
+    assert "disagree on 1:\n\n* *A*: reproduced on the paper's metric, partly on the likelihood." in text
     card.loc[0, "likelihood verdict"] = REPRODUCED
     assert "give the same verdict on every claim" in ch15.findings(card)
 

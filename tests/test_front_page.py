@@ -129,10 +129,10 @@ def test_chapter_14s_sentence_names_a_best_way_to_spend_the_bytes_only_where_it_
     budgets.to_csv(folder / "14_budgets.csv", index=False)
     line = front_page.memory_line("p", tmp_path)
     assert "50% of the bytes the best way to spend them is quantized (fp8: perplexity x1.01" in line
-    assert "removing KV groups by importance to fit costs x3.50" in line
+    assert "Removing KV groups by importance to fit costs x3.50" in line
     # a gap within the tolerance or an interval holding 0 names no best
-    assert "25% of the bytes no way is clearly best (windowed heads and quantized" in line
-    assert "the lowest is windowed heads (14 full" in line
+    assert "25% of the bytes no way is clearly best: windowed heads and quantized are within" in line
+    assert "The lowest is windowed heads (14 full" in line
     assert "every method at equal bytes" not in line
 
 
@@ -146,7 +146,10 @@ def test_chapter_11s_sentence_says_when_its_calibrated_level_is_0(tmp_path):
     )
     shares.to_csv(folder / "11_prunable_shares.csv", index=False)
     counts = {"heads": 270, "significantly worse": 0, "significantly better": 0, "expected by chance": 5.4}
-    for level, said in ((0.0, "calibrated level of 0: these verses are too few"), (0.004, "calibrated p < 0.004")):
+    for level, said in (
+        (0.0, "These verses are too few for the test to call any head significant (a calibrated level of 0)"),
+        (0.004, "calibrated p < 0.004"),
+    ):
         pd.DataFrame([{**counts, "level": level}]).to_csv(folder / "11_one_head_counts.csv", index=False)
         line = front_page.language_model_line("p", tmp_path)
         assert "0 of 270 heads" in line and said in line, line
@@ -163,12 +166,13 @@ def test_the_answer_says_in_a_sentence_what_to_believe():
     refuted = front_page.believe(card(["not reproduced"] * 4 + ["reproduced"]), "verdict", "On the metric")
     assert (
         "most of the findings do not hold" in refuted
-        and "4 do not (*claim 0*; *claim 1*; *claim 2*; and more)" in refuted
+        and "4 do not and 0 cannot be decided on this data. Not reproduced: *claim 0*; *claim 1*; *claim 2*; and more."
+        in refuted
     )
     # the verb agrees with its count
     assert "(6), 5 hold, 1 holds in part, 0 do not and" in held and "(5), 1 holds, 0 hold in part, 4 do not" in refuted
     one = front_page.believe(card(["not reproduced"] + ["reproduced"] * 3), "verdict", "On the metric")
-    assert "3 hold, 0 hold in part, 1 does not (*claim 0*)" in one
+    assert "3 hold, 0 hold in part, 1 does not and 0 cannot be decided on this data. Not reproduced: *claim 0*." in one
     unsure = front_page.believe(card(["cannot tell"] * 3 + ["reproduced"] * 2), "verdict", "On the metric")
     assert "cannot settle most of the findings" in unsure and "3 cannot be decided on this data" in unsure
     assert front_page.few_words("nli 56/288; translation 20/288") == "nli 56/288"
@@ -190,7 +194,7 @@ def test_the_claims_beyond_the_paper_are_counted_as_the_sentence_above_counts_th
     ).assign(profile="p")
     text = front_page.beyond(card, results_root=tmp_path)
     assert text.startswith("Of the 2 claims beyond the paper, 1 is reproduced")
-    assert "the list also gives the 1 of the paper's claims that chapter 12 asks again:" in text
-    assert "*twelve*: x. **reproduced**" in text
+    assert "The list also gives the 1 of the paper's claims that chapter 12 asks again." in text
+    assert "*twelve*: **reproduced**. Ours: x." in text
     sentence = front_page.believe(card[card["section"].str.startswith(front_page.BEYOND)], "verdict", "Beyond")
     assert "(2), 1 holds, 0 hold in part, 1 does not" in sentence

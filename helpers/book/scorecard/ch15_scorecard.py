@@ -25,7 +25,7 @@ def findings(card: pd.DataFrame) -> str:
     if split.empty:
         return text + " Where both were measured, the two scores give the same verdict on every claim."
     items = [
-        f"*{c}* ({v} on the paper's metric, {lv} on the likelihood)"
+        f"* *{c}*: {v} on the paper's metric, {lv} on the likelihood."
         for c, v, lv in zip(split["claim"], split["verdict"], split["likelihood verdict"])
     ]
-    return text + f" The two scores disagree on {len(items)}: " + "; ".join(items) + "."
+    return text + f" The two scores disagree on {len(items)}:\n\n" + "\n".join(items)

@@ -194,9 +194,8 @@ def believe(claims: pd.DataFrame, column: str, measure: str, of: str = "the pape
     shown = "; ".join(f"*{c}*" for c in names[:3]) + ("; and more" if len(names) > 3 else "")
     return (
         f"{measure}, {_lead(claims, column)}: of {of} ({len(judged)}), {held} {_verb(held, 'hold')}, {part} "
-        f"{_verb(part, 'hold')} in part, {refuted} {_verb(refuted, 'do')} not"
-        + (f" ({shown})" if names else "")
-        + f" and {open_} cannot be decided on this data."
+        f"{_verb(part, 'hold')} in part, {refuted} {_verb(refuted, 'do')} not and {open_} cannot be decided on "
+        "this data." + (f" Not reproduced: {shown}." if names else "")
     )
 
 
@@ -224,16 +223,16 @@ def language_model_line(profile: str, results_root: Path | None = None) -> str:
         )
     except MissingResults:
         return ""
-    pruned = "; ".join(
-        f"by {unit}, {shares.loc[(unit, 'importance'), 'prunable within 1%']:.0%} within 1% of the "
-        f"perplexity and {shares.loc[(unit, 'importance'), 'prunable within 10%']:.0%} within 10%"
+    pruned = " ".join(
+        f"Pruned by importance, by {unit}, {shares.loc[(unit, 'importance'), 'prunable within 1%']:.0%} can go "
+        f"within 1% of the perplexity and {shares.loc[(unit, 'importance'), 'prunable within 10%']:.0%} within 10%."
         for unit in dict.fromkeys(shares.index.get_level_values("unit"))
     )
     level = counts.get("level", math.nan)
     tested = (
-        " (tested at a calibrated level of 0: these verses are too few for the test to call any head significant)"
+        " These verses are too few for the test to call any head significant (a calibrated level of 0)."
         if level == 0
-        else f" at the calibrated p < {level:.3g}"
+        else f" The test is at the calibrated p < {level:.3g}."
         if level == level
         else ""
     )
@@ -241,9 +240,7 @@ def language_model_line(profile: str, results_root: Path | None = None) -> str:
         f"* *Chapter 11, the paper's questions asked of a current language model*: masking one query head alone "
         "changes the perplexity significantly for "
         f"{int(counts['significantly worse']) + int(counts['significantly better'])} "
-        f"of {int(counts['heads'])} heads{tested} ({counts['expected by chance']:.1f} expected by chance); pruned "
-        "by importance, "
-        f"{pruned}."
+        f"of {int(counts['heads'])} heads ({counts['expected by chance']:.1f} expected by chance).{tested} {pruned}"
     )
 
 
@@ -265,29 +262,26 @@ def memory_line(profile: str, results_root: Path | None = None) -> str:
         best = points[(points["method"] == row["best"]) & (points["setting"] == row["best setting"])].iloc[0]
         removed = points[(points["method"] == REMOVED) & (points["bytes share"] <= budget + FIT)]
         cost = (
-            "; removing KV groups by importance to fit costs "
-            f"x{removed.sort_values('bytes share')['perplexity ratio'].iloc[-1]:.2f}"
+            " Removing KV groups by importance to fit costs "
+            f"x{removed.sort_values('bytes share')['perplexity ratio'].iloc[-1]:.2f}."
             if len(removed) and row["best"] != REMOVED
             else ""
         )
         lead = (
             f"the best way to spend them is {row['best']}"
             if row["clear"]
-            else f"no way is clearly best ({row['best']} and {row['runner-up']} within the interval or the "
-            "tolerance); the lowest is"
-            f" {row['best']}"
+            else f"no way is clearly best: {row['best']} and {row['runner-up']} are within the interval or the "
+            f"tolerance. The lowest is {row['best']}"
         )
         parts.append(
-            f"at {budget:.0%} of the bytes {lead} ({row['best setting']}: perplexity x{best['perplexity ratio']:.2f} "
-            f"of the full cache's){cost}"
+            f"At {budget:.0%} of the bytes {lead} ({row['best setting']}: perplexity x{best['perplexity ratio']:.2f} "
+            f"of the full cache's).{cost}"
         )
     if not parts:
         return ""
     return (
-        "* *Chapter 14, what a byte of KV cache is worth*: "
-        + "; ".join(parts)
-        + " (whole chapters read through each cache; each method at its configuration with the most bytes within "
-        "the budget)."
+        "* *Chapter 14, what a byte of KV cache is worth*: whole chapters read through each cache, each method at "
+        "its configuration with the most bytes within the budget. " + " ".join(parts)
     )
 
 
@@ -305,11 +299,13 @@ def _served_line(profile: str, results_root: Path | None = None) -> str:
         f"{r['setup']} ({r['total MiB']:,.0f} MiB, {r['perplexity change']:+.1%})" for _, r in best.iterrows()
     )
     removal = (
-        "one with KV groups removed is among them" if best["family"].eq("removal").any() else "none removes KV groups"
+        "One with KV groups removed is among them."
+        if best["family"].eq("removal").any()
+        else "None of them removes KV groups."
     )
     return (
         f"* *Chapter 14b, served at equal memory in llama.cpp*: at {int(cells):,} cells the setups no other beats on "
-        f"weights plus cache are {named}; {removal}."
+        f"weights plus cache are {named}. {removal}"
     )
 
 
@@ -320,12 +316,13 @@ def beyond(card: pd.DataFrame, results_root: Path | None = None) -> str:
     if rows.empty or not _has_run(rows):
         return "The chapters beyond the paper have not run on this profile."
     lines = [
-        f"* *{r['claim']}*: {r['ours']}. **{r['verdict']}**"
+        f"* *{r['claim']}*: **{r['verdict']}**"
         + (
             f" (likelihood: **{r['likelihood verdict']}**)"
             if r["likelihood verdict"] not in (NOT_MEASURED, NOT_RUN)
             else ""
         )
+        + f". Ours: {few_words(r['ours'])}."
         for _, r in rows.iterrows()
     ]
     own = rows[rows["section"].str.startswith(BEYOND)]
@@ -336,9 +333,9 @@ def beyond(card: pd.DataFrame, results_root: Path | None = None) -> str:
     served = _served_line(card["profile"].iloc[0], results_root)
     return (
         f"Of the {len(own)} claims beyond the paper, {held} {'is' if held == 1 else 'are'} reproduced "
-        "(on every seed's evidence together where a model has several)"
-        + (f"; the list also gives the {again} of the paper's claims that chapter 12 asks again" if again else "")
-        + ":\n\n"
+        "(on every seed's evidence together where a model has several)."
+        + (f" The list also gives the {again} of the paper's claims that chapter 12 asks again." if again else "")
+        + "\n\n"
         + "\n".join([x for x in (eleven, memory, served) if x] + lines)
     )
 

@@ -260,10 +260,9 @@ def chapter_11_verses(settings) -> dict:
     """Chapter 11's language model and verse settings on this profile (its parameters cell, then
     the profile's values for it): chapter 12 scores the same verses, so its zero rows are chapter
     11's own grid, read from the sweep cache."""
-    from ..profiles.parameters import declared_parameters
-    from ..profiles.profile import NOTEBOOKS, parameters_for
+    from ..profiles.profile import chapter_parameters
 
-    p = {**declared_parameters(NOTEBOOKS / f"{_CHAPTER_11}.ipynb"), **parameters_for(settings, _CHAPTER_11, {})}
+    p = chapter_parameters(settings, _CHAPTER_11)
     return {name: p[name] for name in _CHAPTER_11_VERSES}
 
 

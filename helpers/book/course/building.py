@@ -22,7 +22,7 @@ from ...zoo import model_cache
 from ...zoo.locations import cache_root
 from ...zoo.needs import check_local
 from ...zoo.recipes import machine_info
-from ..profiles.profile import PROFILES, Profile, load_profile
+from ..profiles.profile import PROFILES, Profile, chapter_parameters, load_profile
 from ..store import shards
 from ..store.progress import estimate_left, progress_line, recorded_model_seconds
 from ..store.results import results_dir
@@ -229,7 +229,7 @@ def prepare_shipped_lm(settings: Profile, progress: bool = True) -> None:
     only loads it."""
     from ...zoo import causal_lm
 
-    if settings.notebooks.get("11_nine_heads", {}).get("language_model") not in ("smollm2", "tiny-llama"):
+    if chapter_parameters(settings, "11_nine_heads")["language_model"] not in ("smollm2", "tiny-llama"):
         return
     start = time.perf_counter()
     folder = causal_lm.smollm2_folder()

@@ -169,6 +169,12 @@ def parameters_for(settings: Profile, notebook: str, overrides: dict) -> dict:
     return params
 
 
+def chapter_parameters(settings: Profile, notebook: str) -> dict:
+    """Every parameter chapter ``notebook`` runs with on ``settings``: its parameters cell's
+    defaults, then the profile's values for it (``parameters_for``)."""
+    return {**declared_parameters(NOTEBOOKS / f"{notebook}.ipynb"), **parameters_for(settings, notebook, {})}
+
+
 def check_runner_command(command: str) -> tuple[str, dict[str, Any]]:
     """``(chapter, checked overrides)`` of a runner command line as the README and the teaching
     guide print it (``... helpers.book.running.runner --profile P --only CHAPTER -p name=value ...``);

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..chapters.ch14_memory_budget import CLAIMED_BUDGETS, FIT, REMOVED
-from ..profiles.profile import load_profile, profile_folders
+from ..profiles.profile import chapter_parameters, load_profile, profile_folders
 from ..verdicts.engine import (
     CANNOT_TELL,
     MEASURES,
@@ -361,7 +361,7 @@ def profile_table() -> pd.DataFrame:
     rows = []
     for path in sorted({p for folder in profile_folders() for p in folder.glob("*.yml")}, key=lambda p: p.stem):
         settings = load_profile(path.stem)
-        lm = settings.notebooks.get("11_nine_heads", {}).get("language_model", "")
+        lm = chapter_parameters(settings, "11_nine_heads")["language_model"]
         studied = [_model_line(n, s) for n, s in settings.models.items() if s.get("task")]
         rows.append(
             {

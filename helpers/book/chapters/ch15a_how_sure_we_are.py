@@ -1,0 +1,139 @@
+"""Chapter 15a's worked examples: each tool the book adds to decide a claim, on simulated data,
+through the library's own functions. Each function draws its data from ``seed`` and returns the
+table the chapter shows (and saves)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+
+from ...heads.significance import (
+    accuracy_stats,
+    calibrated_level,
+    chance_flag_rate,
+    equivalence_class,
+    log_likelihood,
+    null_p_values,
+    paired_bootstrap,
+    resample_indices,
+)
+from ...sweeps.sequential import look_alpha
+from ..verdicts.engine import NOT_REPRODUCED, PARTLY, REPRODUCED
+from ..verdicts.pooling import mean_over_seeds, over_interval
+
+MARGIN = 0.1  # section 1's δ, in the simulated score's units
+LOOK_EXAMPLES = 400  # section 3: examples per simulated head (the first look sees half)
+FAMILY = 144  # section 6: heads tested at once, as chapter 03's translation model has
+FAMILY_LEVEL = 0.05  # section 6: the family-wise level of "some head's gain"
+POOL_THRESHOLD = 0.3  # section 5's rule: reproduced at this share or more, partly above 0
+
+
+def _mean(sums: np.ndarray) -> float:  # summed (value, 1) statistics -> the mean value
+    return float(sums[0] / sums[1])
+
+
+def _with_ones(values: np.ndarray) -> np.ndarray:  # [N] values -> [N, 2] statistics (value, 1)
+    return np.stack([values, np.ones_like(values)], 1)
+
+
+def margin_example(alpha: float, n_resamples: int, seed: int, n: int = 2000) -> pd.DataFrame:
+    """Section 1: two simulated heads scored on ``n`` examples, one with a tiny real effect and one
+    with none but a noisy score; each one's change, its interval, significance and class."""
+    rng = np.random.default_rng(seed)
+    full = rng.normal(0.0, 1.0, n)  # each example's score, full model
+    heads = {"tiny real effect": full + rng.normal(-0.02, 0.1, n), "no effect, noisy": full + rng.normal(0.0, 3.0, n)}
+    indices = resample_indices(n, n_resamples, seed)
+    rows = []
+    for name, masked in heads.items():
+        r = paired_bootstrap(_with_ones(full), _with_ones(masked), _mean, indices, alpha=alpha)
+        rows.append((name, r.delta, r.low, r.high, r.significant, equivalence_class(r.low, r.high, MARGIN)))
+    return pd.DataFrame(rows, columns=["head", "change", "low", "high", "significant", "class"])
+
+
+def two_scores_example(alpha: float, n_resamples: int, seed: int, n: int = 1000) -> pd.DataFrame:
+    """Section 2: one simulated head that lowers every example's gold-label logit by 0.05, tested
+    on accuracy and on the gold label's log-likelihood, on the same examples and resamples."""
+    rng = np.random.default_rng(seed)
+    logit = rng.normal(2.0, 2.0, n)  # the gold label's logit, full model
+    masked = logit - 0.05 + rng.normal(0.0, 0.05, n)
+    gold = np.ones(n, dtype=int)
+    indices = resample_indices(n, n_resamples, seed)
+    scores = {
+        "accuracy": (accuracy_stats(logit > 0, gold), accuracy_stats(masked > 0, gold), _mean),
+        "likelihood": (_with_ones(np.logaddexp(0, -logit)), _with_ones(np.logaddexp(0, -masked)), log_likelihood),
+    }
+    rows = []
+    for name, (a, b, score) in scores.items():
+        r = paired_bootstrap(a, b, score, indices, alpha=alpha)
+        rows.append((name, r.delta, r.p_value, r.significant))
+    return pd.DataFrame(rows, columns=["score", "change", "p", "significant"])
+
+
+def _flagged(values: np.ndarray, level: float) -> np.ndarray:
+    """Per row of ``values`` [heads, examples]: the two-sided test of a zero mean at ``level``."""
+    z = values.mean(1) / (values.std(1) / np.sqrt(values.shape[1]))
+    return norm.sf(np.abs(z)) < level
+
+
+def looks_example(alpha: float, heads: int, seed: int) -> pd.DataFrame:
+    """Section 3: ``heads`` simulated heads with no effect, each taking both looks (half of the
+    examples, then all: the worst case); the share flagged by one look, two looks at alpha/2 and
+    two looks at alpha, beside chance's share."""
+    noise = np.random.default_rng(seed).normal(0.0, 1.0, (heads, LOOK_EXAMPLES))
+    half, every, level = noise[:, : LOOK_EXAMPLES // 2], noise, look_alpha(alpha)
+    rates = {
+        "one look at alpha": _flagged(every, alpha).mean(),
+        "two looks at alpha/2": (_flagged(half, level) | _flagged(every, level)).mean(),
+        "two looks at alpha": (_flagged(half, alpha) | _flagged(every, alpha)).mean(),
+    }
+    return pd.DataFrame({"test": list(rates), "flags": list(rates.values()), "chance": chance_flag_rate(alpha)})
+
+
+def calibration_example(alpha: float, draws: int, seed: int, units: tuple[int, ...] = (8, 30, 100)) -> pd.DataFrame:
+    """Section 4: a head whose per-verse likelihood changes are heavy-tailed, centred so that it
+    changes nothing; for each sample size in ``units``, the share of null tests flagged at
+    ``alpha``, the calibrated level (fitted on ``draws`` tests) and the share a fresh set flags
+    at it."""
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(10, 40, 200)
+    base = np.stack([tokens * 2.0, tokens], 1)  # each verse's summed loss and tokens, full model
+    changed = base + np.stack([rng.lognormal(0.0, 1.0, 200) * 0.2, np.zeros(200)], 1)
+    rows = []
+    for n in units:
+        fit, fresh = (null_p_values([(base, changed)], n, draws=draws, seed=s) for s in (seed, seed + 1))
+        level = calibrated_level(fit, alpha)
+        rows.append((n, np.mean(fresh < alpha), level, np.mean(fresh < level), chance_flag_rate(alpha)))
+    return pd.DataFrame(rows, columns=["units", "flags at alpha", "calibrated level", "flags at it", "chance"])
+
+
+def _share_rule(share: float) -> str:
+    return REPRODUCED if share >= POOL_THRESHOLD else PARTLY if share > 0 else NOT_REPRODUCED
+
+
+POOL_EXAMPLES = {  # two seeds' prunable shares and their standard errors
+    "both well above": ([0.45, 0.40], [0.03, 0.03]),
+    "one above, one below": ([0.40, 0.20], [0.03, 0.03]),
+    "both noisy": ([0.35, 0.30], [0.2, 0.2]),
+}
+
+
+def pooling_example() -> pd.DataFrame:
+    """Section 5: three pairs of seeds, each pooled (``mean_over_seeds``) and the rule read over
+    the pooled interval (``over_interval``)."""
+    rows = []
+    for name, (shares, errors) in POOL_EXAMPLES.items():
+        pooled = mean_over_seeds(shares, errors)
+        rows.append((name, pooled.text("{:.2f}"), over_interval(_share_rule, pooled)))
+    return pd.DataFrame(rows, columns=["seeds", "pooled share", "verdict"])
+
+
+def many_heads_example(alpha: float, heads: int, seed: int) -> pd.DataFrame:
+    """Section 6: families of ``FAMILY`` heads with no effect (``heads`` in all); the share of
+    families in which some head's gain passes, each head tested at ``alpha`` and with Bonferroni."""
+    z = np.random.default_rng(seed).normal(size=(max(1, heads // FAMILY), FAMILY))
+    gains = {
+        "each head at p < alpha": norm.sf(z) < alpha,
+        f"Bonferroni, {FAMILY_LEVEL} over the family": norm.sf(z) < FAMILY_LEVEL / FAMILY,
+    }
+    return pd.DataFrame({"test": list(gains), "families with a false gain": [g.any(1).mean() for g in gains.values()]})

@@ -99,10 +99,7 @@ def test_the_profile_table_names_the_models_each_profile_studies():
             for m, spec in settings.models.items()
             if spec.get("task")
         )
-        assert (
-            table.loc[name, "language model of chapters 11-13"]
-            == settings.notebooks["11_nine_heads"]["language_model"]
-        )
+        assert table.loc[name, "language model of chapters 11-13"] == settings.defaults["language_model"]
     assert "smollm2" in table.loc["course", "language model of chapters 11-13"]
     assert "bert-base-uncased" in table.loc["paper", "models of chapters 02-10"]
 

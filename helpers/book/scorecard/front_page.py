@@ -30,6 +30,7 @@ from ..verdicts.engine import (
     VERDICT_MEANINGS,
     MissingResults,
     Results,
+    few_words,
     judge,
     results_folder,
 )
@@ -202,13 +203,6 @@ def believe(claims: pd.DataFrame, column: str, measure: str, of: str = "the pape
 def _verb(count: int, verb: str) -> str:
     """``verb`` agreeing with ``count`` claims: "1 holds", "2 hold", "1 does not"."""
     return verb if count != 1 else {"do": "does"}.get(verb, verb + "s")
-
-
-def few_words(text: str, limit: int = 90) -> str:
-    """A claim's pooled value in a few words: its first clause, cut at ``limit`` characters (the
-    scorecard, a click away, has it whole)."""
-    first = str(text).split("; ")[0]
-    return first if len(first) <= limit else first[: limit - 1].rstrip() + "…"
 
 
 def language_model_line(profile: str, results_root: Path | None = None) -> str:

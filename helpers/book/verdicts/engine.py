@@ -397,6 +397,21 @@ def verdict_of(verdicts: pd.DataFrame, key: str, measure: str = METRIC) -> str:
     return str(row["verdict"].iloc[0])
 
 
+def few_words(text: str, limit: int = 90) -> str:
+    """A claim's pooled value in a few words: its first clause, cut at ``limit`` characters (the
+    scorecard, a click away, has it whole)."""
+    first = str(text).split("; ")[0]
+    return first if len(first) <= limit else first[: limit - 1].rstrip() + "…"
+
+
+def _folded(ours: str) -> str:
+    """A verdict table's *ours* cell as HTML: its first words, the whole text one click away."""
+    short = few_words(ours)
+    if short == ours:
+        return escape(ours)
+    return f"{escape(short)}<details><summary>all of it</summary>{escape(ours)}</details>"
+
+
 def sentence_of(claim: Claim, params: dict[str, Any] | None = None) -> str:
     """``claim``'s rule in one sentence, its ``{name}`` fields filled with ``params`` (the rule's
     parameters as its chapter ran; the claim's defaults for any left out)."""
@@ -425,7 +440,8 @@ class VerdictDisplay:
         rules = "".join(f"<li><b>{escape(c)}</b>. {escape(s)}</li>" for c, s in self.sentences.items())
         return (
             f'<p class="verdict-rules-head">The rules:</p><ul class="verdict-rules">{rules}</ul>'
-            f"{whole(self.table).to_html()}<p>What the verdicts mean:</p>{legend_html()}"
+            f"{whole(self.table.assign(ours=self.table['ours'].map(_folded))).to_html()}"
+            f"<p>What the verdicts mean:</p>{legend_html()}"
         )
 
     def __repr__(self) -> str:

@@ -25,6 +25,7 @@ def _prose(markdown: str) -> str:
     text = re.sub(r"\$[^$]+\$", "x", text)
     text = re.sub(r"\{[a-z:]+\}`[^`]*`", "Ref", text)
     text = re.sub(r"`[^`]*`", "Code", text)
+    text = text.replace(" · ", "\n\n")  # a list of links set on one line (a page's data tables)
     return re.sub(r"^\s*(?:[*\-]|\d+\.) ", "\n\n", text, flags=re.M)
 
 

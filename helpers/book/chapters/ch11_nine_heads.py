@@ -554,9 +554,9 @@ def findings(profile: str, alpha: float, speed_share: float = 0.5) -> str:
         f"{int(sets.loc['select', 'verses'])} verses) and {sets.loc['report', 'perplexity']:.1f} (report set)."
         + small_sample(sets),
         f"**One head masked:** {len(worse)} of {len(grid)} query heads raise the perplexity significantly and "
-        f"{len(better)} lower it significantly{at_level}, against "
-        f"{chance_flag_rate(alpha, one_direction=True) * len(grid):.1f} "
-        f"expected by chance in each direction ({chance_flag_rate(alpha) * len(grid):.1f} in all); "
+        f"{len(better)} lower it significantly{at_level}. Chance alone would flag "
+        f"{chance_flag_rate(alpha, one_direction=True) * len(grid):.1f} in each direction "
+        f"({chance_flag_rate(alpha) * len(grid):.1f} in all). "
         f"{int((grid['change_pct'].abs() < 1).sum())} change it by less than 1%. The largest rise is "
         f"{top['change_pct']:+.1f}% (layer {int(top['layer'])}, head {int(top['head'])}); the significant heads are "
         "in "

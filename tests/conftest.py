@@ -130,7 +130,8 @@ def smoke_book(smoke_executed, tmp_path_factory) -> Path:
     for name in ("_config.yml", "_toc.yml"):
         shutil.copy(root / name, source / name)
     shutil.copytree(root / "book", source / "book", ignore=shutil.ignore_patterns("executed", "*.running.ipynb"))
-    (source / "helpers").symlink_to(root / "helpers")  # the chapters show the library's own code (literalinclude)
+    for shown in ("helpers", "profiles"):  # the pages show the library's code and the worked profiles (literalinclude)
+        (source / shown).symlink_to(root / shown)
     (source / "book" / "executed").mkdir()
     for path in smoke_executed.values():
         shutil.copy(path, source / "book" / "executed" / path.name)

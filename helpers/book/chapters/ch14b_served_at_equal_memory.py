@@ -795,16 +795,17 @@ def _frontier_lines(profile: str) -> list[str]:
     for cells, at in table.groupby("cells"):
         best = at[at["unbeaten"].astype(bool)].sort_values("total MiB")
         removal = best["family"].eq("removal").any()
-        named = words(
-            [f"{r['setup']} ({_mib(r['total MiB'])}, {r['perplexity change']:+.2%})" for _, r in best.iterrows()]
+        named = "\n".join(
+            f"* {r['setup']}: {_mib(r['total MiB'])}, {r['perplexity change']:+.2%}" for _, r in best.iterrows()
         )
         lines.append(
-            f"**Unbeaten at {int(cells):,} cells** (by point estimates): {named}. "
+            f"**Unbeaten at {int(cells):,} cells** (by point estimates). "
             + (
                 "A setup with KV groups removed is among them."
                 if removal
                 else "No setup with KV groups removed is among them."
             )
+            + f"\n\n{named}"
         )
     return lines
 

@@ -289,8 +289,8 @@ def _served_line(profile: str, results_root: Path | None = None) -> str:
         return ""
     cells = table["cells"].min()
     best = table[(table["cells"] == cells) & table["unbeaten"].astype(bool)].sort_values("total MiB")
-    named = ", ".join(
-        f"{r['setup']} ({r['total MiB']:,.0f} MiB, {r['perplexity change']:+.1%})" for _, r in best.iterrows()
+    named = "".join(
+        f"\n  * {r['setup']}: {r['total MiB']:,.0f} MiB, {r['perplexity change']:+.1%}" for _, r in best.iterrows()
     )
     removal = (
         "One with KV groups removed is among them."
@@ -298,8 +298,8 @@ def _served_line(profile: str, results_root: Path | None = None) -> str:
         else "None of them removes KV groups."
     )
     return (
-        f"* *Chapter 14b, served at equal memory in llama.cpp*: at {int(cells):,} cells the setups no other beats on "
-        f"weights plus cache are {named}. {removal}"
+        f"* *Chapter 14b, served at equal memory in llama.cpp*: at {int(cells):,} cells, no other setup beats these "
+        f"on weights plus cache. {removal}{named}"
     )
 
 

@@ -142,6 +142,7 @@ def test_chapter_11s_sentence_says_when_its_calibrated_level_is_0(tmp_path):
         [{"unit": "query heads", "order": "importance", "prunable within 1%": 0.1, "prunable within 10%": 0.3}]
     )
     shares.to_csv(folder / "11_prunable_shares.csv", index=False)
+    pd.DataFrame({"set": ["select", "report"], "verses": [120, 120]}).to_csv(folder / "11_sets.csv", index=False)
     counts = {"heads": 270, "significantly worse": 0, "significantly better": 0, "expected by chance": 5.4}
     for level, said in (
         (0.0, "These verses are too few for the test to call any head significant (a calibrated level of 0)"),
@@ -150,6 +151,21 @@ def test_chapter_11s_sentence_says_when_its_calibrated_level_is_0(tmp_path):
         pd.DataFrame([{**counts, "level": level}]).to_csv(folder / "11_one_head_counts.csv", index=False)
         line = front_page.language_model_line("p", tmp_path)
         assert "0 of 270 heads" in line and said in line, line
+        assert "cannot decide" not in line
+
+
+def test_chapter_11s_sentence_says_its_run_cannot_decide_on_fewer_verses_than_the_minimum(tmp_path):
+    folder = tmp_path / "p"
+    folder.mkdir()
+    pd.DataFrame(
+        [{"unit": "query heads", "order": "importance", "prunable within 1%": 0.1, "prunable within 10%": 0.3}]
+    ).to_csv(folder / "11_prunable_shares.csv", index=False)
+    pd.DataFrame({"set": ["select", "report"], "verses": [8, 8]}).to_csv(folder / "11_sets.csv", index=False)
+    counts = {"heads": 270, "significantly worse": 50, "significantly better": 3, "expected by chance": 5.4}
+    pd.DataFrame([{**counts, "level": 0.01}]).to_csv(folder / "11_one_head_counts.csv", index=False)
+    line = front_page.language_model_line("p", tmp_path)
+    assert "53 of 270 heads" in line
+    assert "rest on 8 verses, under the book's minimum of 30: this run cannot decide which heads matter" in line
 
 
 def test_the_answer_says_in_a_sentence_what_to_believe():

@@ -28,6 +28,7 @@ from helpers.book.chapters.ch14_memory_budget import QUANTIZING
 from helpers.book.paper import values as paper_values
 from helpers.book.running import runner
 from helpers.book.store import results
+from helpers.heads.significance import MIN_UNITS
 
 pytestmark = pytest.mark.slow  # every test here reads the smoke build's results
 
@@ -1489,6 +1490,9 @@ def test_the_scorecards_14b_verdicts_follow_the_tables_they_read(table):
     """Read here from the saved summaries by the claims' own thresholds (the rules' words)."""
     card = {r["key"]: r for r in table("15_scorecard") if r["chapter"] == CH14B}
     q8 = next(q for q in table("14b_quality") if q["setup"] == "q8_0 cache")
+    if q8["texts"] < MIN_UNITS:  # too few texts for any interval to decide (the smoke and lab profiles)
+        assert {r["verdict"] for r in card.values()} == {"cannot tell"}
+        return
     margin = _param(CH14B, "q8_0_margin")
     expected = "reproduced" if q8["change high"] < margin else "not reproduced" if q8["change low"] > margin else None
     if expected:

@@ -1037,3 +1037,42 @@ def test_served_claims_cannot_tell_or_say_partly_where_the_evidence_is_short_or_
         )
     verdict, ours = _verdict(tmp_path, key, "", lambda: tables)
     assert verdict == expected, ours
+
+
+# ---- a verdict on fewer units than the bootstrap's minimum decides nothing ------------------------
+def _served_supporting_on(texts: int) -> Tables:
+    tables = _served_quality(0.0007, 0.0002, 0.0012)
+    tables["14b_quality"][0]["texts"] = texts
+    return tables
+
+
+def _band_supporting_on(sequences: int) -> Tables:
+    tables = _pairs({0.5: ("quantized", 0.05, 0.02), 0.25: ("quantized", 0.2, 0.1)})
+    tables.update(_band(1.2, (1.5, 2.5)))
+    for row in tables["14_points"]:
+        row["sequences"] = sequences
+    return tables
+
+
+@pytest.mark.parametrize(
+    "key, case",
+    [
+        ("served_q8_cache_cheap", _served_supporting_on),
+        ("quantizing_beats_removal", _band_supporting_on),
+    ],
+)
+def test_a_claim_on_fewer_units_than_the_minimum_cannot_tell_and_says_why(tmp_path, key, case):
+    verdict, ours = _verdict(tmp_path / "enough", key, "", lambda: case(30))
+    assert verdict == REPRODUCED, ours
+    verdict, ours = _verdict(tmp_path / "few", key, "", lambda: case(12))
+    assert verdict == CANNOT_TELL
+    assert ours.startswith("n = 12 ") and "under the book's minimum of 30: no finding" in ours
+
+
+def test_a_claim_whose_check_reads_no_units_is_judged_as_before(tmp_path):
+    # chapter 14's band claim is a rank test over random orders, not a bootstrap over chapters
+    tables = _band(1.2, (1.5, 2.5))
+    for row in tables["14_points"]:
+        row["sequences"] = 12
+    verdict, ours = _verdict(tmp_path, "importance_beats_random_groups", "", lambda: tables)
+    assert verdict == REPRODUCED, ours

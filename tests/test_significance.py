@@ -243,7 +243,8 @@ def test_a_bootstrap_below_the_declared_minimum_is_refused_with_what_to_do():
 
 @pytest.mark.parametrize("profile", ["course", "paper"])
 def test_the_books_profiles_keep_every_bootstrap_at_the_declared_minimum(profile):
-    # the lab lowers it for chapter 11 only, and that chapter says so (ch11_nine_heads.small_sample)
+    # the lab lowers it for chapters 11 and 14, which say that they cannot decide (ch11_nine_heads.small_sample,
+    # Claim.units)
     from helpers.book.profiles import load_profile
     from helpers.book.profiles.parameters import declared_parameters
     from helpers.book.profiles.profile import NOTEBOOKS, parameters_for

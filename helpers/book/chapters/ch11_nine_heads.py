@@ -487,14 +487,16 @@ class VerseSweeps:
 
 
 def small_sample(sets) -> str:
-    """A warning where the tests below run on fewer verses than the book's declared minimum."""
+    """A warning where the tests below run on fewer verses than the book's declared minimum: the
+    run cannot decide, and the warning says why."""
     n = int(min(sets.loc["select", "verses"], sets.loc["report", "verses"]))
     if n >= MIN_UNITS:
         return ""
     return (
-        f" **The tests below resample only {n} verses, under the book's minimum of {MIN_UNITS}** (this profile "
-        "lowers `min_units`): over so few, a bootstrap flags far more heads with no effect than its alpha says "
-        "(about a fifth over 4 verses), so read the counts as an exercise, not a finding."
+        f" **The tests below resample only {n} verses, under the book's minimum of {MIN_UNITS}, so this run cannot "
+        "decide which heads matter.** This profile lowers `min_units` to run them. Over so few verses, a bootstrap "
+        "flags far more heads with no effect than its alpha says (about a fifth over 4 verses). Read the counts as "
+        "an exercise, not a finding."
     )
 
 

@@ -854,6 +854,11 @@ def importance_beats_random_groups(r: Results) -> tuple[str, str]:
     return text, REPRODUCED if below == 0 else NOT_REPRODUCED
 
 
+def _units(r: Results) -> tuple[int, str]:
+    """The whole chapters the paired intervals resample (``Claim.units``)."""
+    return int(r["14_points"]["sequences"].iloc[0]), "whole chapters"
+
+
 def sample(r: Results) -> str:
     points = r["14_points"]
     band = int((points["method"] == RANDOM).sum())
@@ -885,6 +890,7 @@ CLAIMS = [
         ),
         measured_on="perplexity on whole chapters, at equal bytes",
         sample=sample,
+        units=_units,
     ),
     Claim(
         "quantizing_beats_eviction",
@@ -903,6 +909,7 @@ CLAIMS = [
         ),
         measured_on="perplexity on whole chapters, at equal bytes",
         sample=sample,
+        units=_units,
     ),
     Claim(
         "windows_beat_removal",
@@ -919,6 +926,7 @@ CLAIMS = [
         ),
         measured_on="perplexity on whole chapters, at equal bytes",
         sample=sample,
+        units=_units,
     ),
     Claim(
         "importance_beats_random_groups",

@@ -649,6 +649,11 @@ def _keys_more_sensitive(r: Results) -> tuple[str, str]:
     return _contrast(r, "keys against values", "coarse keys cost")
 
 
+def _units(r: Results) -> tuple[int, str]:
+    """The texts every interval of the chapter resamples (``Claim.units``)."""
+    return int(r["14b_quality"]["texts"].dropna().iloc[0]), "texts"
+
+
 def sample(r: Results) -> str:
     quality = r["14b_quality"]
     texts = int(quality["texts"].dropna().iloc[0])
@@ -673,6 +678,7 @@ CLAIMS = [
         parameters={"q8_0_margin": _Q8_MARGIN},
         measured_on="perplexity in llama.cpp",
         sample=sample,
+        units=_units,
     ),
     Claim(
         "served_quantizing_beats_removal",
@@ -692,6 +698,7 @@ CLAIMS = [
         ),
         measured_on="perplexity and bytes in llama.cpp",
         sample=sample,
+        units=_units,
     ),
     Claim(
         "served_ranking_holds",
@@ -708,6 +715,7 @@ CLAIMS = [
         ),
         measured_on="perplexity and KV bytes in llama.cpp",
         sample=sample,
+        units=_units,
     ),
     Claim(
         "served_rotation_helps",
@@ -725,6 +733,7 @@ CLAIMS = [
         ),
         measured_on="perplexity in llama.cpp",
         sample=sample,
+        units=_units,
     ),
     Claim(
         "served_keys_more_sensitive",
@@ -742,6 +751,7 @@ CLAIMS = [
         ),
         measured_on="perplexity in llama.cpp",
         sample=sample,
+        units=_units,
     ),
 ]
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ...heads.significance import MIN_UNITS
 from ..chapters.ch14_memory_budget import CLAIMED_BUDGETS, FIT, REMOVED
 from ..profiles.profile import chapter_parameters, load_profile, profile_folders
 from ..verdicts.engine import (
@@ -211,9 +212,10 @@ def language_model_line(profile: str, results_root: Path | None = None) -> str:
     and 10% of the perplexity, by query head and by KV group; "" before it has run."""
     tables = Results(results_folder(profile, results_root))
     try:
-        counts, shares = (
+        counts, shares, verses = (
             tables["11_one_head_counts"].iloc[0],
             tables["11_prunable_shares"].set_index(["unit", "order"]),
+            int(tables["11_sets"]["verses"].min()),
         )
     except MissingResults:
         return ""
@@ -230,6 +232,11 @@ def language_model_line(profile: str, results_root: Path | None = None) -> str:
         if level == level
         else ""
     )
+    if verses < MIN_UNITS:
+        tested += (
+            f" These counts rest on {verses} verses, under the book's minimum of {MIN_UNITS}: this run cannot decide "
+            "which heads matter."
+        )
     return (
         f"* *Chapter 11, the paper's questions asked of a current language model*: masking one query head alone "
         "changes the perplexity significantly for "

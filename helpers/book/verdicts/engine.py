@@ -47,6 +47,7 @@ from typing import Any
 import pandas as pd
 
 from ...base.atomic import atomic_path
+from ...heads.significance import MIN_UNITS
 from ..store.results import results_root as default_results_root
 
 REPRODUCED, PARTLY, NOT_REPRODUCED, NOT_RUN = "reproduced", "partly", "not reproduced", "not run"
@@ -172,6 +173,10 @@ class Claim:
     # the claim's own statistic per seed, with its sampling error (``between_seeds``): whether the
     # seeds' numbers differ beyond sampling noise (the ``seeds differ`` column; never the verdict)
     seed_statistic: Callable[[Results], dict[str, Any]] | None = None
+    # the units the claim's tests resample and their name, ``(n, "texts")``, read from the same
+    # tables: on fewer than ``MIN_UNITS`` a verdict decides nothing, so the claim is ``cannot tell``
+    # with that reason (a profile lowers a chapter's ``min_units`` to run its code: smoke, lab)
+    units: Callable[[Results], tuple[int, str]] | None = None
 
     def shown_measure(self, measure: str) -> str:
         """How a verdict line names ``measure`` (one of ``MEASURES``' names): a claim beyond the
@@ -270,6 +275,7 @@ def judge(claim: Claim, folder: Path, measure: str = "") -> list[dict[str, Any]]
     if measure and not claim.likelihood:
         return [{**base, **answer, "ours": "", "verdict": NOT_MEASURED, "rule": ""}]
     check = claim.check if not measure or claim.likelihood is True else claim.likelihood
+    check = _with_enough_units(check, claim.units)
     rule = claim.rule if not measure else claim.likelihood_rule
     results = Results(folder, measure=measure, params=_claim_parameters(claim, folder))
     try:
@@ -297,6 +303,26 @@ def judge(claim: Claim, folder: Path, measure: str = "") -> list[dict[str, Any]]
         answer = {**answer, "seeds": ", ".join(str(s) for s in seeds)}
     rows.append({**base, **answer, "ours": text, "verdict": verdict, "rule": rule})
     return rows
+
+
+def _with_enough_units(check: _Check, units: Callable[[Results], tuple[int, str]] | None) -> _Check:
+    """``check``, its verdict ``cannot tell`` where the tables hold fewer than ``MIN_UNITS`` of the
+    claim's ``units``, the reason first in its text (``few_words`` shows it); ``check`` itself where
+    the claim names no units or the tables do not record them."""
+    if units is None:
+        return check
+
+    def judged(results: Results) -> tuple[str, str]:
+        text, verdict = check(results)
+        try:
+            n, unit = units(results)
+        except (MissingResults, KeyError):
+            return text, verdict
+        if n >= MIN_UNITS:
+            return text, verdict
+        return f"n = {n} {unit}, under the book's minimum of {MIN_UNITS}: no finding; {text}", CANNOT_TELL
+
+    return judged
 
 
 def _seed_difference(claim: Claim, results: Results, seeds: Sequence[int]) -> str:

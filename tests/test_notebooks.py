@@ -268,8 +268,18 @@ def test_launch_links_follow_the_repository_setting():
     assert "colab.research.google.com/github/someone/heads/blob/dev/notebooks/06_pruning_curves.ipynb" in line
     assert "mybinder.org/v2/gh/someone/heads/dev?labpath=notebooks/06_pruning_curves.ipynb" in line
     assert "git clone https://github.com/someone/heads && pip install -e heads" in line
+    assert "[its code](https://github.com/someone/heads/blob/dev/helpers/book/chapters/ch06_pruning_curves.py)" in line
     local = runner.launch_links("06_pruning_curves", "smoke", ("", "main"))
     assert "--profile smoke --only 06_pruning_curves" in local and "mybinder" not in local
+    assert "its code: `helpers/book/chapters/ch06_pruning_curves.py`" in local
+
+
+def test_every_chapter_with_a_module_names_it_and_the_rest_name_none():
+    named = {nb.stem: runner.chapter_module(nb.stem) for nb in runner.NOTEBOOKS.glob("*.ipynb")}
+    assert named["15_scorecard"] == "helpers/book/scorecard/ch15_scorecard.py"
+    assert named["16_rerunning"] is None
+    modules = {p.stem for p in (ROOT / "helpers" / "book" / "chapters").glob("ch*.py")}
+    assert {Path(m).stem for m in named.values() if m and "/chapters/" in m} == modules
 
 
 def test_each_chapter_links_the_tables_it_saved(tmp_path, monkeypatch):

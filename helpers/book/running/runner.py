@@ -83,20 +83,33 @@ def launch_links(notebook: str, profile: str, repo: tuple[str, str] | None = Non
     url, branch = repo or repository_of(ROOT / "_config.yml")
     source = f"notebooks/{notebook}.ipynb"
     own = f"{{download}}`this executed notebook <{notebook}.ipynb>` · {{doc}}`its parameters <16_rerunning>`"
+    code = chapter_module(notebook)
     if not url:
         return (
             f"*Executed on the `{profile}` profile.* Run it yourself from a copy of this project: `make setup`, "
             f"then `.venv/bin/python -m helpers.book.running.runner --profile {profile} --only {notebook}` "
-            f"(`-p name=value` changes a parameter) · {own}."
+            f"(`-p name=value` changes a parameter) · {own}" + (f" · its code: `{code}`" if code else "") + "."
         )
     slug = url.removeprefix("https://github.com/")
     folder = url.rsplit("/", 1)[-1]
     return (
         f"*Executed on the `{profile}` profile.* Run it yourself: "
         f"[Colab](https://colab.research.google.com/github/{slug}/blob/{branch}/{source}) · "
-        f"[Binder](https://mybinder.org/v2/gh/{slug}/{branch}?labpath={source}) · {own}. On Colab, first run "
-        f"`!git clone {url} && pip install -e {folder}` and `%cd {folder}`."
+        f"[Binder](https://mybinder.org/v2/gh/{slug}/{branch}?labpath={source}) · {own}"
+        + (f" · [its code]({url}/blob/{branch}/{code})" if code else "")
+        + f". On Colab, first run `!git clone {url} && pip install -e {folder}` and `%cd {folder}`."
     )
+
+
+def chapter_module(notebook: str) -> str | None:
+    """The module that holds ``notebook``'s experiment, rules and findings (``ch`` and the
+    notebook's name, under ``helpers/book/chapters`` or ``helpers/book/scorecard``), as a path
+    from the repository's root; None for a chapter with no module of its own."""
+    for package in ("chapters", "scorecard"):
+        path = ROOT / "helpers" / "book" / package / f"ch{notebook}.py"
+        if path.exists():
+            return str(path.relative_to(ROOT))
+    return None
 
 
 _DATA_FOLDER = "data"  # next to the executed notebooks: the CSV tables each chapter links

@@ -655,8 +655,7 @@ def _units(r: Results) -> tuple[int, str]:
 
 
 def sample(r: Results) -> str:
-    quality = r["14b_quality"]
-    texts = int(quality["texts"].dropna().iloc[0])
+    texts, _ = _units(r)
     return f"{texts} texts (Bible chapters), each the bootstrap's unit; intervals at {LEVEL:.0%}"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from helpers.book.store.compare import compare_folders, compare_tables, main
+from helpers.book.store.compare import compare_folders, compare_tables, compare_verdicts, main
 
 
 def _table(**columns) -> pd.DataFrame:
@@ -68,3 +68,27 @@ def test_the_largest_difference_is_read_on_the_columns_named():
     b = _table(ppl=[1.5], **{"tokens per second": [300.0]})
     out = compare_tables("13_memory.csv", a, b)
     assert out.outcome == "different" and out.columns == ("ppl",) and out.largest == 0.5
+
+
+def test_verdicts_are_judged_on_both_folders_and_a_moved_one_fails(tmp_path, monkeypatch, capsys):
+    from helpers.book.scorecard import card
+    from helpers.book.verdicts.engine import Claim
+
+    def half_or_more(results):
+        share = float(results["t"]["share"].mean())
+        return f"{share:.2f}", "reproduced" if share >= 0.5 else "not reproduced"
+
+    claim = Claim("toy", "§0", "half", "0.5", "share >= 0.5", "00_toy", half_or_more)
+    monkeypatch.setattr(card, "CLAIMS", [claim])
+    before, after = tmp_path / "before", tmp_path / "after"
+    for folder in (before, after):
+        folder.mkdir()
+        _table(share=[0.6]).to_csv(folder / "t.csv", index=False)
+    assert main([str(before), str(after), "--verdicts"]) == 0
+    assert "verdicts: 2 of 2 the same" in capsys.readouterr().out  # the metric and the likelihood (not measured)
+    _table(share=[0.7]).to_csv(after / "t.csv", index=False)  # a number moved, its verdict did not
+    moved = compare_verdicts(before, after).iloc[0]
+    assert moved["same"] and (moved["before ours"], moved["after ours"]) == ("0.60", "0.70")
+    _table(share=[0.4]).to_csv(after / "t.csv", index=False)
+    assert main([str(before), str(after), "--verdicts"]) == 1
+    assert "verdict   toy (" in capsys.readouterr().out

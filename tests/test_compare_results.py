@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from helpers.book.store.compare import compare_folders, compare_tables, compare_verdicts, main
+from helpers.book.scorecard.compare_builds import compare_verdicts, main
+from helpers.book.store.compare import compare_folders, compare_tables
 
 
 def _table(**columns) -> pd.DataFrame:

@@ -162,3 +162,13 @@ def test_chapter_02_lists_each_runs_rule_score_and_the_runs_it_replaced():
     )
     bare = {run: {**r, "spec": {"task": "sentiment"}} for run, r in records.items()}
     assert models_table.competence_line(models_table.competence(bare, runs)).startswith("no run of this profile has")
+
+
+@pytest.mark.parametrize("name", ["course", "lab"])
+def test_every_model_the_course_and_lab_profiles_train_has_a_rule(name):
+    """The profiles a class or a reader builds study trained models only: each carries a rule
+    (the smoke profile's tiny models and the paper's archives carry none)."""
+    specs = course.model_specs(load_profile(name))
+    assert specs, f"profile {name} trains no model"
+    assert {model: rule_of(spec) is not None for model, spec in specs.items()} == dict.fromkeys(specs, True)
+    assert all(rule_of(spec) is None for spec in course.model_specs(load_profile("smoke")).values())

@@ -176,6 +176,8 @@ def test_the_chain_serves_the_tiny_llama_and_keeps_the_unbeaten_files(tmp_path):
     with served_memory.Served(files, setups, cells=32, threads=1) as served:
         scores = served.scores(ids, progress=False)
         speed = served.speed(ids[0, :8].tolist(), new_tokens=2, threads=[1], repeats=1)
+        with pytest.raises(ValueError, match="need 34 cells; the contexts hold 32"):
+            served.speed(ids[0].tolist(), new_tokens=2, threads=[1], repeats=1)  # the lab's 256 + 32 in 256, small
     assert len(scores) == 4 * len(setups) and (scores["tokens"] == 16).all()
     reference = scores[scores["setup"] == REFERENCE]
     assert (reference["kl"].abs() < 1e-9).all()

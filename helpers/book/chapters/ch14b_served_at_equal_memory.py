@@ -213,6 +213,11 @@ class Served:
         """Prompt and generated tokens per second: per thread count, every setup once to warm up,
         then ``repeats`` rounds with the setups timed in turn (so that a slow moment of the
         machine falls on all of them alike)."""
+        if len(prompt) + new_tokens > self.cells:
+            raise ValueError(
+                f"a prompt of {len(prompt)} tokens and {new_tokens} new ones need {len(prompt) + new_tokens} "
+                f"cells; the contexts hold {self.cells}: open Served with cells >= {len(prompt) + new_tokens}"
+            )
         rows = []
         for n in threads:
             for ctx in self.contexts.values():

@@ -146,10 +146,18 @@ def paper_table1() -> pd.DataFrame:
     )
 
 
-def score_histograms(translation: pd.DataFrame, classifier: pd.DataFrame, titles: tuple[str, str], suptitle: str):
+def likelihood_sweeps(sweeps, sets: Mapping[str, Sequence]) -> dict[str, pd.DataFrame]:
+    """``{model: effects}``: every head masked alone on each of ``sets`` (``{model: examples}``),
+    scored by likelihood on every training run (``HeadSweeps.effects``; the accuracy sweep's
+    cache serves it)."""
+    return {name: sweeps.effects(name, data, configs="one_head", measure="likelihood") for name, data in sets.items()}
+
+
+def score_histograms(translation: pd.DataFrame, classifier: pd.DataFrame, titles: tuple[str, str], profile: str):
     """Figure 1's two panels: the scores after masking each head alone (one training run's rows
     of ``HeadSweeps.effects``), BLEU stacked by attention kind on the left, accuracy on the right,
-    with the unmasked score as a red dashed line. Returns the figure."""
+    with the unmasked score as a red dashed line; the title names ``profile`` and the translation
+    rows' training seed. Returns the figure."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
@@ -159,7 +167,8 @@ def score_histograms(translation: pd.DataFrame, classifier: pd.DataFrame, titles
         sns.histplot(data=rows, x="score", bins=30, ax=ax, **style)
         ax.axvline(rows["base"].iloc[0], color="red", linestyle="--")
         ax.set(title=title, xlabel=label, ylabel="heads")
-    fig.suptitle(suptitle)
+    shown = int(translation["training_seed"].iloc[0])
+    fig.suptitle(f"scores after masking one head ({profile}, training seed {shown})")
     fig.tight_layout()
     return fig
 

@@ -257,9 +257,10 @@ class Protocols:
         by_seed = self.classifier_tables(classifier)
         return classifier_side_by_side(*by_seed[min(by_seed)], self.classifier_split, self.selection_split)
 
-    def figure(self, translation: pd.DataFrame, classifier: pd.DataFrame, suptitle: str):
+    def figure(self, translation: pd.DataFrame, classifier: pd.DataFrame, profile: str):
         """``figure`` on the first training run of each model's stacked effects, each on the set
-        its layers are chosen and reported on (``translation_split``, ``classifier_split``)."""
+        its layers are chosen and reported on (``translation_split``, ``classifier_split``),
+        titled with ``profile``."""
 
         def first(effects: pd.DataFrame, name: str) -> pd.DataFrame:
             run = course.first_seed(effects)
@@ -272,7 +273,7 @@ class Protocols:
                 f"(a) {self.translation}: keep one head, {self.translation_split}",
                 f"(b) {self.classifier}: keep one head, {self.classifier_split}",
             ),
-            suptitle,
+            f"score change when a layer keeps a single head ({profile} profile)",
         )
 
     def counts(

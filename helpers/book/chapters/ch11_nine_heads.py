@@ -387,9 +387,10 @@ def pruned_speed(
     return speed, gains, line
 
 
-def grid_heatmap(grid: pd.DataFrame, model, title: str):
+def grid_heatmap(grid: pd.DataFrame, model, model_name: str):
     """The one-head grid as a layer x query-head heatmap of the perplexity change (%), ``*`` on
-    significant cells, with a black line between KV groups. Returns the axes."""
+    significant cells at the grid's calibrated level (named in the title beside ``model_name``),
+    with a black line between KV groups. Returns the axes."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
@@ -411,6 +412,7 @@ def grid_heatmap(grid: pd.DataFrame, model, title: str):
     site = attention_sites(model)[0]
     for g in range(1, site.total_kv_groups):
         ax.axvline(g * site.group_size, color="black", linewidth=1)
+    title = f"{model_name}: one query head masked (*: {level_text(grid['level'].iloc[0])}, calibrated)"
     ax.set(title=title, xlabel="query head (lines: KV groups)")
     return ax
 
@@ -447,6 +449,11 @@ def curves_figure(curves: pd.DataFrame):
     return fig
 
 
+def verse_batches(tokenizer, texts: Mapping[str, Sequence[str]], batch_size: int) -> dict[str, list[dict]]:
+    """``{split: lm_batches(tokenizer, texts[split], batch_size)}`` for each verse set."""
+    return {split: lm_batches(tokenizer, t, batch_size=batch_size) for split, t in texts.items()}
+
+
 @dataclass(frozen=True)
 class VerseSweeps:
     """Chapter 11's experiments on one causal LM and its two verse sets, with what they share set
@@ -465,6 +472,13 @@ class VerseSweeps:
         return calibrated_grid(
             self.model, self.batches["select"], self.configs_per_pass, self.bootstrap, draws, cache_dir=self.cache_dir
         )
+
+    def importance(self) -> dict[str, torch.Tensor]:
+        """Head importance I_h (``head_importance``) on the select set, with the LM's loss."""
+        from ...heads.importance import head_importance
+        from ...zoo.causal_lm import lm_loss
+
+        return head_importance(self.model, self.batches["select"], loss_fn=lm_loss)
 
     def keep_one_head(self, grid: pd.DataFrame) -> tuple[pd.DataFrame, float]:
         """``keep_one_head``: the head ``grid`` (select set) ranks most needed, kept alone in each

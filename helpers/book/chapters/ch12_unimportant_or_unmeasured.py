@@ -273,17 +273,18 @@ def language_model_by_removal(
     bootstrap: Bootstrap,
     kinds: Sequence[str] = REMOVAL_KINDS,
     run: bool = True,
-) -> pd.DataFrame:
-    """The one-head grid of chapter 11's causal LM (``ch11_nine_heads.one_head_grid``) under each
-    removal kind, as effect rows (``language_model_effects``), on ``verses`` verses drawn at random
-    (with the bootstrap's seed; 0: all of them) from chapter 11's select set
-    (``chapter_11_verses``). Zero ablation reads those verses' rows from chapter 11's grid over the
-    whole select set, in the LM's sweep cache; mean and resample ablation are computed on the drawn
-    verses, their means and donors from ``reference_verses`` other verses (other chapters), one
-    verse per pass. Fewer than the bootstrap's ``min_units`` verses are no sample for a bootstrap: then nothing is
-    computed and the frame is empty, as it is with ``run`` off (a profile that cannot afford
-    the sweeps). Either way ``.attrs`` holds ``units`` (the verses), ``min_units`` and ``reason``
-    (why nothing was measured, or ""), which ``save_counts`` records (``12_removal_samples``)."""
+) -> tuple[str, pd.DataFrame]:
+    """``(name, effects)``: chapter 11's causal LM's name, and its one-head grid
+    (``ch11_nine_heads.one_head_grid``) under each removal kind as effect rows
+    (``language_model_effects``), on ``verses`` verses drawn at random (with the bootstrap's seed;
+    0: all of them) from chapter 11's select set (``chapter_11_verses``). Zero ablation reads those
+    verses' rows from chapter 11's grid over the whole select set, in the LM's sweep cache; mean
+    and resample ablation are computed on the drawn verses, their means and donors from
+    ``reference_verses`` other verses (other chapters), one verse per pass. Fewer than the
+    bootstrap's ``min_units`` verses are no sample for a bootstrap: then nothing is computed and
+    the frame is empty, as it is with ``run`` off (a profile that cannot afford the sweeps).
+    Either way ``.attrs`` holds ``units`` (the verses), ``min_units`` and ``reason`` (why nothing
+    was measured, or ""), which ``save_counts`` records (``12_removal_samples``)."""
     from ...heads.removal import reference_outputs
     from ...zoo.causal_lm import (
         lm_batch_order,
@@ -312,7 +313,7 @@ def language_model_by_removal(
     if reason:
         empty = pd.DataFrame(columns=[c for c in _EFFECT_COLUMNS if c != "model"])
         empty.attrs.update(sample)
-        return empty
+        return lm_name, empty
     model, tokenizer = load_causal_lm(lm_name, seed=eleven["seed"])
     row_of = {text_index: row for row, text_index in enumerate(lm_batch_order(tokenizer, select))}
     out = []
@@ -343,7 +344,7 @@ def language_model_by_removal(
         out.append(language_model_effects(grid, kind, examples=len(chosen)))
     effects = pd.concat(out, ignore_index=True)
     effects.attrs.update(sample)
-    return effects
+    return lm_name, effects
 
 
 def agreement(models: Sequence[tuple[str, pd.DataFrame]], top: int = _TOP) -> pd.DataFrame:
@@ -383,6 +384,12 @@ def class_tables(counts: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     (accuracy for the paper's metric, as chapter 12 scores only the classifier there)."""
     names = {"metric": "accuracy", "likelihood": "likelihood"}
     return pd.concat([class_table(table).assign(score=names[m]) for m, table in counts.items()])
+
+
+def removal_agreement(by_measure: Mapping[str, Sequence[tuple[str, pd.DataFrame]]]) -> pd.DataFrame:
+    """``agreement`` between the removal kinds of every model of ``by_measure`` (``save_counts``'
+    input), a model measured both ways once per score (``labelled``)."""
+    return agreement(labelled(by_measure))
 
 
 def labelled(by_measure: Mapping[str, Sequence[tuple[str, pd.DataFrame]]]) -> list[tuple[str, pd.DataFrame]]:

@@ -424,6 +424,18 @@ def assert_fast_passes(checks: pd.DataFrame) -> float:
     return tolerance
 
 
+def fast_pass_checks(
+    model: nn.Module, configs: Sequence[Config], ids: torch.Tensor, layout: Layout, p: Plan
+) -> tuple[pd.DataFrame, float]:
+    """The chapter's check of its fast passes on ``ids`` (a few sequences): ``check_table`` over
+    the configurations ``checked`` names at ``p.band_budget``, in float32 as well for those
+    ``exact_checked`` names. Returns ``(checks, tolerance)``, after ``assert_fast_passes`` (a
+    ValueError when a real cache's bytes or a fast pass's float32 gap disagree)."""
+    exact = exact_checked(configs, p.band_budget)
+    checks = check_table(model, checked(configs, p.band_budget), ids, layout, exact=exact)
+    return checks, assert_fast_passes(checks)
+
+
 def _fast_kind(spec: CacheSpec) -> str:
     return {
         "plain": "one pass after the prompt",
@@ -599,6 +611,34 @@ def budget_table(
 
 
 # ---- figures --------------------------------------------------------------------------------------------
+def budget_tables(
+    points: pd.DataFrame,
+    rows: Mapping[str, np.ndarray],
+    budgets: Sequence[float],
+    tolerance: float,
+    n_resamples: int,
+    alpha: float,
+    seed: int,
+) -> dict[str, pd.DataFrame]:
+    """``{"14_pairs": pair_table(...), "14_budgets": budget_table(...)}``: every pair of methods
+    at each of ``budgets`` with its paired bootstrap interval, and each budget's best method."""
+    pairs = pair_table(points, rows, budgets=budgets, n_resamples=n_resamples, alpha=alpha, seed=seed)
+    return {"14_pairs": pairs, "14_budgets": budget_table(points, pairs, budgets=budgets, tolerance=tolerance)}
+
+
+def raw_tables(
+    configs: Sequence[Config], rows: Mapping[str, np.ndarray], floor: float, window: pd.DataFrame
+) -> dict[str, pd.DataFrame]:
+    """The chapter's raw data as tables: one row per configuration and sequence
+    (``14_sequence_stats``), the copying accuracy of a first read (``14_floor``) and the KV
+    groups' attention beyond the window (``14_window_groups``, from ``window_scores``)."""
+    return {
+        "14_sequence_stats": sequence_table(configs, rows),
+        "14_floor": pd.DataFrame([{"first-read accuracy": floor}]),
+        "14_window_groups": window,
+    }
+
+
 _COLORS = {
     REMOVED: "tab:red",
     WINDOWED: "tab:green",
@@ -660,11 +700,13 @@ def tradeoff_figure(points: pd.DataFrame, floor: float | None = None):
     return fig
 
 
-def window_choice_figure(scores: pd.DataFrame, chosen: Sequence[tuple[int, int]]):
-    """Each KV group's attention beyond the window (layers down, groups across); the groups that
-    keep full context at one budget framed."""
+def window_choice_figure(scores: pd.DataFrame, configs: Sequence[Config], budget: float):
+    """Each KV group's attention beyond the window (layers down, groups across); framed, the
+    groups that keep full context in the windowed configuration sized to ``budget``."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
+
+    chosen = chosen_groups(configuration(configs, method=WINDOWED, target=budget))
 
     grid = scores.pivot(index="layer", columns="group", values="beyond window")
     fig, ax = plt.subplots(figsize=(3.4, 6))
@@ -705,18 +747,19 @@ class Texts:
 
 
 def chapter_inputs(
-    model: nn.Module, tokenizer, texts: Texts, layout: Layout
+    language_model: str, texts: Texts, layout: Layout
 ) -> tuple[nn.Module, Mapping[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """``(model in texts.dtype, I_h, {"calibration": ids, "scored": ids})``: head importance on
-    the select verses, in the model's own precision, then the model cast to ``texts.dtype``; and
-    the whole chapters (``long_texts.draw_chapters``, laid out by ``layout``) to calibrate on and
-    to score."""
+    """``(model in texts.dtype, I_h, {"calibration": ids, "scored": ids})``: ``language_model``
+    loaded (``causal_lm.load_causal_lm`` with ``texts.seed``), head importance on the select
+    verses in the model's own precision, then the model cast to ``texts.dtype``; and the whole
+    chapters (``long_texts.draw_chapters``, laid out by ``layout``) to calibrate on and to score."""
     from ...heads.importance import head_importance
     from ...heads.significance import require_units
-    from ...zoo.causal_lm import lm_batches, lm_loss, verse_texts
+    from ...zoo.causal_lm import lm_batches, lm_loss, load_causal_lm, verse_texts
     from ...zoo.long_texts import draw_chapters, verse_chapters
 
     require_units(texts.sequences, texts.min_units, "chapters")
+    model, tokenizer = load_causal_lm(language_model, seed=texts.seed)
     verse_sets = {"select": texts.select_verses, "report": texts.report_verses}
     drawn = {"version": texts.version, "max_words": texts.max_words, "seed": texts.seed}
     select = verse_texts(verse_sets, **drawn)["select"]

@@ -135,6 +135,24 @@ def export_files(
     return out
 
 
+def export_setups(
+    model: nn.Module, importance: Mapping[str, torch.Tensor], setups: Sequence[_Setup], language_model: str
+) -> dict[tuple[float, str], GgufExport]:
+    """``export_files`` for ``setups``, into a new temporary folder: ``model`` with each share of
+    KV groups the setups remove taken out by ``importance`` (I_h; ``pruned_variants``), written
+    with ``language_model``'s tokenizer (``causal_lm.tokenizer_gguf``)."""
+    import tempfile
+
+    from ...zoo.causal_lm import tokenizer_gguf
+    from ..experiments.buys_and_breaks import pruned_variants
+
+    shares = sorted({s.removed for s in setups})
+    variants = pruned_variants(model, importance, shares=shares, units=["KV groups"])
+    models = {share: m for (_, share), m in variants.items()}
+    folder = Path(tempfile.mkdtemp(prefix="14b_"))
+    return export_files(models, setups, folder=folder, tokenizer_gguf=tokenizer_gguf(language_model))
+
+
 def keep_files(files: Mapping[tuple[float, str], GgufExport], table: pd.DataFrame, out_dir: Path) -> list[Path]:
     """Copy the files of the setups unbeaten at any context size (``table``: ``frontier``'s)
     into ``out_dir``, for a reader to serve; the others stay where they were written."""
@@ -475,20 +493,25 @@ def summaries(
     budgets: Sequence[float],
     n_resamples: int,
     seed: int = 0,
+    speed: pd.DataFrame | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Every table the chapter shows and its rules read, each from the per-text ``scores`` and
-    ``memory`` (``speed_summary`` aside, from the timings): ``14b_quality``, ``14b_frontier``,
-    ``14b_budgets``, ``14b_pairs`` and ``14b_contrasts``, at ``LEVEL``."""
+    ``memory``: ``14b_quality``, ``14b_frontier``, ``14b_budgets``, ``14b_pairs`` and
+    ``14b_contrasts``, at ``LEVEL``. With ``speed`` (``Served.speed``'s timings), also
+    ``14b_speed_summary`` from them, and the raw rows ``14b_scores`` and ``14b_speed``."""
     stats = {"n_resamples": n_resamples, "seed": seed}
     quality = quality_table(scores, refused=refused, **stats)
     table = frontier(memory, quality)
-    return {
+    tables = {
         "14b_quality": quality,
         "14b_frontier": table,
         "14b_budgets": budget_table(table, budgets),
         "14b_pairs": pair_table(scores, memory, **stats),
         "14b_contrasts": _contrast_table(scores, _CONTRASTS, **stats),
     }
+    if speed is not None:
+        tables |= {"14b_scores": scores, "14b_speed": speed, "14b_speed_summary": speed_summary(speed)}
+    return tables
 
 
 def speed_summary(speed: pd.DataFrame) -> pd.DataFrame:

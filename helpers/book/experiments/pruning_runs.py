@@ -265,6 +265,12 @@ class PruningRuns:
             [self.curves(self.classifier, measure), self.curves(self.translation, measure)], ignore_index=True
         )
 
+    def summary(self, curves: pd.DataFrame, measure: str = "metric") -> pd.DataFrame:
+        """``summarise`` of ``curves`` (``all_curves(measure)``) within the chapter's tolerance for
+        ``measure``: the paper's ``TOLERANCE`` on the metric, 1% of perplexity
+        (``LIKELIHOOD_TOLERANCES``) on the likelihood."""
+        return summarise(curves, LIKELIHOOD_TOLERANCES if measure == "likelihood" else TOLERANCE)
+
     def importance_terms(self, name: str) -> dict:
         """Per-example |dL/d xi_h| (``heads.importance.importance_terms``: ``{kind: [examples,
         layers, heads]}``) of model ``name``'s first training run, on the examples its I_h is

@@ -610,7 +610,6 @@ def budget_table(
     return pd.DataFrame(out)
 
 
-# ---- figures --------------------------------------------------------------------------------------------
 def budget_tables(
     points: pd.DataFrame,
     rows: Mapping[str, np.ndarray],
@@ -639,6 +638,7 @@ def raw_tables(
     }
 
 
+# ---- figures --------------------------------------------------------------------------------------------
 _COLORS = {
     REMOVED: "tab:red",
     WINDOWED: "tab:green",

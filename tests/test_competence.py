@@ -50,8 +50,15 @@ def _spec(tries: int = 3, floor: float = 0.75) -> dict:
     }
 
 
-def _fake_training(scores: dict[int, float], calls: list[int], interrupt_at: int | None = None):
-    """A stand-in for model_cache._train that scores each seed as given (and can be killed)."""
+_ALIVE = {"enc_self": [[1.0, 0.8], [0.9, 1.2]]}  # |V_h|·|O_h| of a run whose heads all live
+_ONE_DEAD = {"enc_self": [[1.0, 0.8], [0.9, 1e-4]]}  # ... and of one whose head 1 of layer 1 died
+
+
+def _fake_training(
+    scores: dict[int, float], calls: list[int], interrupt_at: int | None = None, norms: dict[int, dict] | None = None
+):
+    """A stand-in for model_cache._train that scores each seed as given (and can be killed);
+    ``norms``: the head norms of a seed's run (every head alive where not given)."""
 
     def train(spec, data, partial, progress, log):
         seed = spec["train"]["seed"]
@@ -64,6 +71,7 @@ def _fake_training(scores: dict[int, float], calls: list[int], interrupt_at: int
             "train_seconds": 1.0,
             "epochs": [],
             "scores": {"valid": {"bleu": scores[seed], "baseline": 0.0}},
+            "head_norms": (norms or {}).get(seed, _ALIVE),
         }
 
     return train
@@ -76,7 +84,15 @@ def test_a_failed_seed_is_rejected_and_retrained_with_the_next(tmp_path, monkeyp
     assert calls == [1, 1001]
     assert record["trained_seed"] == 1001 and record["spec"]["train"]["seed"] == 1  # the slot keeps its seed
     assert record["rejected"] == [
-        {"seed": 1, "split": "valid", "score": 0.5, "floor": 0.75, "passed": False, "train_seconds": 1.0}
+        {
+            "seed": 1,
+            "split": "valid",
+            "score": 0.5,
+            "floor": 0.75,
+            "dead_heads": [],
+            "passed": False,
+            "train_seconds": 1.0,
+        }
     ]
     assert json.loads((tmp_path / "m@1-abc" / "record.json").read_text())["rejected"][0]["seed"] == 1
     assert not (tmp_path / "m@1-abc" / "rejected.json").exists()
@@ -87,6 +103,23 @@ def test_a_run_that_passes_at_once_rejects_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(model_cache, "_train", _fake_training({1: 0.75}, calls))  # the floor itself passes
     record = model_cache.build_into(_spec(), "m@1", tmp_path / "m@1-abc", progress=False)
     assert calls == [1] and record["rejected"] == [] and record["trained_seed"] == 1
+
+
+def test_a_run_with_a_dead_head_is_rejected_whatever_it_scores(tmp_path, monkeypatch):
+    """Every head must be alive (heads/liveness.py): a run that scores above its floor but whose
+    training zeroed a head is rejected and names the head; a recipe that kills heads on every
+    seed stops the build."""
+    calls: list[int] = []
+    training = _fake_training({1: 0.9, 1001: 0.9}, calls, norms={1: _ONE_DEAD})
+    monkeypatch.setattr(model_cache, "_train", training)
+    record = model_cache.build_into(_spec(), "m@1", tmp_path / "m@1-abc", progress=False)
+    assert calls == [1, 1001] and record["trained_seed"] == 1001
+    assert record["rejected"][0]["dead_heads"] == ["enc_self 1.1"] and record["rejected"][0]["score"] == 0.9
+    monkeypatch.setattr(
+        model_cache, "_train", _fake_training({1: 0.9, 1001: 0.9}, [], norms=dict.fromkeys((1, 1001), _ONE_DEAD))
+    )
+    with pytest.raises(IncompetentModel, match=r"seed 1: 0\.900 with 1 dead heads"):
+        model_cache.build_into(_spec(tries=2), "m@1", tmp_path / "m@1-def", progress=False)
 
 
 def test_an_interrupted_retry_resumes_with_the_seed_it_was_on(tmp_path, monkeypatch):

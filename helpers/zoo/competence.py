@@ -9,7 +9,11 @@ A spec's ``competence`` section names the split the chapters score the model on 
 * ``at_least``: a score in the metric's units;
 * both: the higher of the two.
 
-A run whose score on that split falls below the floor failed to train; the build trains the same
+A run must also keep every head alive: a head whose |V_h|·|O_h| is below
+``heads.liveness.DEAD_FLOOR`` of its kind's largest (``dead_heads``, on the record's
+``head_norms``) was removed by training before any chapter masks it, and a study of which heads
+matter would count it as one that does not. A run whose score on that split falls below the
+floor, or that has a dead head, failed to train; the build trains the same
 model again with the next seed of ``retry_seeds`` (same data, same recipe) and records the run it
 rejected, so chapter 02 lists it: a failed seed is never kept, and never dropped silently.
 ``tries`` runs in all fail: the build stops and says so (the recipe, not the seed, is at fault).
@@ -20,6 +24,8 @@ is kept whatever it scores.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from ..heads.liveness import DEAD_FLOOR, dead_heads
 
 _SEED_STRIDE = 1000  # a retry of seed s trains with s + 1000, then s + 2000: never another run's seed
 
@@ -49,7 +55,10 @@ class Competence:
         parts = (
             [f"{self.reach:.0%} of the way from the baseline to the ceiling"] if self.reach is not None else []
         ) + ([f"at least {self.at_least:g}"] if self.at_least is not None else [])
-        return f"on {self.split}: " + " and ".join(parts)
+        return f"on {self.split}: " + " and ".join(parts) + f"; every head alive ({_ALIVE})"
+
+
+_ALIVE = f"|V_h|·|O_h| at least {DEAD_FLOOR:.0%} of its kind's largest"
 
 
 @dataclass(frozen=True)
@@ -60,10 +69,11 @@ class _Judgement:
     split: str
     score: float
     floor: float
+    dead: tuple[str, ...] = ()  # its dead heads, "kind layer.head" (0-based)
 
     @property
     def passed(self) -> bool:
-        return self.score >= self.floor
+        return self.score >= self.floor and not self.dead
 
     def as_dict(self) -> dict:
         return {
@@ -71,8 +81,15 @@ class _Judgement:
             "split": self.split,
             "score": self.score,
             "floor": self.floor,
+            "dead_heads": list(self.dead),
             "passed": self.passed,
         }
+
+    def reason(self) -> str:
+        """Why the run failed (empty when it passed)."""
+        low = [f"{self.split} {self.score:.3f} < {self.floor:.3f}"] if self.score < self.floor else []
+        dead = [f"{len(self.dead)} dead heads ({', '.join(self.dead[:6])}{', ...' if len(self.dead) > 6 else ''})"]
+        return "; ".join(low + (dead if self.dead else []))
 
 
 def rule_of(spec: dict) -> Competence | None:
@@ -96,11 +113,16 @@ def rule_of(spec: dict) -> Competence | None:
 
 
 def judge(rule: Competence, built: dict, seed: int) -> _Judgement:
-    """``built`` (a build's record fields: ``metric`` and ``scores``) against ``rule``."""
+    """``built`` (a build's record fields: ``metric``, ``scores`` and ``head_norms``) against ``rule``."""
     if rule.split not in built["scores"]:
         raise ValueError(f"competence split {rule.split!r} is not scored; the model has {sorted(built['scores'])}")
     scores = built["scores"][rule.split]
-    return _Judgement(seed, rule.split, float(scores[built["metric"]]), float(rule.floor(scores, built["metric"])))
+    dead = tuple(
+        f"{k} {layer}.{head}" for (k, layer, head) in (d.head for d in dead_heads(built.get("head_norms", {})))
+    )
+    return _Judgement(
+        seed, rule.split, float(scores[built["metric"]]), float(rule.floor(scores, built["metric"])), dead
+    )
 
 
 def retry_seeds(seed: int, tries: int) -> list[int]:

@@ -57,6 +57,7 @@ _SOURCES = (
     "zoo/verse_task.py",
     "zoo/model_cache.py",
     "heads/metrics.py",
+    "heads/liveness.py",
 )
 # how the arithmetic of training runs, beside the code: models trained before flush-to-zero
 # (base/denormals.py, set where the book starts) computed on denormal floats and are rebuilt
@@ -146,18 +147,19 @@ def build_into(spec: dict, name: str, final: Path, progress: Progress = True) ->
             break
         rejected.append({**judged.as_dict(), "train_seconds": built["train_seconds"]})
         if progress:
-            log(
-                f"seed {seed} failed its competence rule ({rule.split} {judged.score:.3f} < {judged.floor:.3f}): "
-                "rejected"
-            )
+            log(f"seed {seed} failed its competence rule ({judged.reason()}): rejected")
         with atomic_path(rejected_file) as tmp:
             tmp.write_text(json.dumps(rejected))
         for trained in ("model", "checkpoints"):  # the next seed trains from scratch
             shutil.rmtree(partial / trained, ignore_errors=True)
     else:
-        scores = ", ".join(f"seed {r['seed']}: {r['score']:.3f}" for r in rejected)
+        scores = ", ".join(
+            f"seed {r['seed']}: {r['score']:.3f}"
+            + (f" with {len(r['dead_heads'])} dead heads" if r["dead_heads"] else "")
+            for r in rejected
+        )
         raise competence.IncompetentModel(
-            f"model {name}: every seed tried fell below its competence floor {rule.text()} ({scores}; floor "
+            f"model {name}: every seed tried failed its competence rule {rule.text()} ({scores}; floor "
             f"{rejected[-1]['floor']:.3f}): the recipe, not the seed, is at fault; change its training settings "
             f"(or the floor, with a reason) in the profile"
         )

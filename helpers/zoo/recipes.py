@@ -145,7 +145,21 @@ def build_classifier(spec: dict, data: dict, directory: Path, progress: bool) ->
         # "paraphrase" for F1, 0 for Matthews correlation)
         baseline = max(METRICS[metric]([c] * len(gold), gold) for c in range(labels))
         scores[split] = {metric: METRICS[metric](pred, gold), "accuracy": accuracy(pred, gold), "baseline": baseline}
-    return {"metric": metric, "train_seconds": seconds, "train_loss_by_epoch": losses, "scores": scores}
+    return {
+        "metric": metric,
+        "train_seconds": seconds,
+        "train_loss_by_epoch": losses,
+        "scores": scores,
+        "head_norms": head_norm_lists(model),
+    }
+
+
+def head_norm_lists(model) -> dict[str, list[list[float]]]:
+    """``heads.liveness.head_norms`` of ``model`` as nested lists, for a record (competence.py
+    reads them to find dead heads, chapter 02 shows them)."""
+    from ..heads.liveness import head_norms
+
+    return {kind: grid.tolist() for kind, grid in head_norms(model).items()}
 
 
 _CURVE_MAX_LEN_B = 24  # the learning curve decodes as the chapters' sweeps do: greedy, 24 tokens past the source
@@ -226,4 +240,5 @@ def build_translation(
         "scores": scores,
         "bleu_signature": signature,
         "vocabulary": {"source": len(model.encoder.dictionary), "target": len(model.decoder.dictionary)},
+        "head_norms": head_norm_lists(model),
     }

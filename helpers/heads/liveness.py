@@ -1,0 +1,94 @@
+"""Is every head alive? Each head's weight scale |V_h|·|O_h|, and the heads far below their kind's.
+
+Head h adds ``O_h · sum_j a_ij · V_h x_j`` to the residual stream, where ``V_h`` is its
+``head_dim`` rows of the value projection (``[head_dim, d_model]``; under grouped-query
+attention, its KV group's rows) and ``O_h`` its ``head_dim`` columns of the output projection
+(``[d_model, head_dim]``). The attention weights a_ij sum to one, so whatever the head attends
+to, its output is at most ``|O_h|·|V_h|`` times the largest input it reads (Frobenius norms;
+the value bias only adds a constant, the same for every input). A head whose product is a
+thousandth of its neighbours' does nothing that masking could take away: it is *dead* before
+anyone prunes it. An optimiser can leave heads so (an L2 penalty added to Adam's gradient
+drives weights that help little to zero, and a head with both V_h and O_h near zero gets no
+gradient to come back), and a study of which heads matter must know which heads were already
+gone.
+
+``head_norms`` gives the products; ``dead_heads`` names the heads below ``DEAD_FLOOR`` times
+their kind's largest head (a reference that stays alive while any head of the kind does, where
+the kind's median would itself be dead once most heads are).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .gates import Head
+from .sites import AttentionSite, attention_sites, sites_by_kind
+
+DEAD_FLOOR = 0.01
+"""A head is dead when |V_h|·|O_h| is below this share of its kind's largest product. Living
+heads of the book's models (course and lab translation, MiniLM, SmolLM2) lie within a factor
+of about 20 of their kind's largest; heads killed by training lie 10^3 to 10^5 below it."""
+
+
+def _value_rows(site: AttentionSite) -> torch.Tensor:
+    """The value projection's weight as ``[kv_groups * head_dim, d_model]`` (storage order)."""
+    weight = site.value.weight.detach().float()
+    if site.fused_qkv:  # GPT-2's Conv1D c_attn: [d_model, 3 * width], value the last third
+        return weight[:, 2 * weight.shape[1] // 3 :].T
+    return weight
+
+
+def _output_columns(site: AttentionSite) -> torch.Tensor:
+    """The output projection's weight as ``[d_model, heads * head_dim]`` (storage order)."""
+    weight = site.output.weight.detach().float()
+    return weight if isinstance(site.output, nn.Linear) else weight.T
+
+
+def head_norms(model: nn.Module) -> dict[str, torch.Tensor]:
+    """``{kind: [n_layers, n_heads]}``: |V_h|_F · |O_h|_F of every head (original numbering), in
+    the weights' units (output per unit input, an upper bound); NaN where a head was pruned.
+    Under grouped-query attention V_h is the head's KV group's rows, shared by the group."""
+    out: dict[str, torch.Tensor] = {}
+    for kind, group in sites_by_kind(attention_sites(model)).items():
+        grid = torch.full((len(group), max(s.total_heads for s in group)), float("nan"))
+        for site in group:
+            d = site.head_dim
+            values, outputs = _value_rows(site), _output_columns(site)
+            for position, head in enumerate(site.heads):
+                g = site.kv_groups.index(site.kv_group(head))
+                v = values[g * d : (g + 1) * d].norm()
+                o = outputs[:, position * d : (position + 1) * d].norm()
+                grid[site.layer, head] = float(v * o)
+        out[kind] = grid
+    return out
+
+
+@dataclass(frozen=True)
+class DeadHead:
+    """A head below the floor: ``head`` (kind, layer, head), its ``norm`` |V_h|·|O_h| and its
+    ``share`` of its kind's largest."""
+
+    head: Head
+    norm: float
+    share: float
+
+
+def dead_heads(norms: Mapping[str, torch.Tensor | Sequence], floor: float = DEAD_FLOOR) -> list[DeadHead]:
+    """The heads of ``norms`` (``head_norms``, or its grids as nested lists) whose product is
+    below ``floor`` times their kind's largest, in (kind, layer, head) order; every head of a
+    kind whose heads are all zero. ``floor`` must lie in (0, 1). Pruned heads (NaN) are skipped."""
+    if not 0 < floor < 1:
+        raise ValueError(f"floor {floor} is a share of the kind's largest head: give a number between 0 and 1")
+    dead = []
+    for kind, grid in norms.items():
+        grid = torch.as_tensor(grid, dtype=torch.float64)
+        largest = float(torch.nan_to_num(grid, nan=0.0).max())
+        below = grid <= 0 if largest <= 0 else grid < floor * largest
+        for layer, head in below.nonzero().tolist():
+            value = float(grid[layer, head])
+            dead.append(DeadHead((kind, layer, head), value, value / largest if largest > 0 else 0.0))
+    return dead

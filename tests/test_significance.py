@@ -326,3 +326,45 @@ def test_the_calibrated_level_gives_a_skewed_small_sample_back_its_rate_on_fresh
     assert np.mean(fitted < level) <= nominal  # by construction on the draws it was fit on
     assert calibrated_level(np.linspace(0, 1, 1001), alpha) == alpha  # uniform p: nothing to correct
     assert calibrated_level(np.full(100, 0.5), alpha) == alpha  # a conservative test is not loosened
+
+
+def _verse_likelihoods(n: int = 400, seed: int = 0) -> np.ndarray:
+    """[n, 2] (summed NLL as float32 numbers, tokens) shaped like test13's verses: 10 to 40
+    tokens, about 2.6 nats each."""
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(10, 41, n).astype(np.float64)
+    nll = (tokens * rng.gamma(8.0, 2.6 / 8.0, n)).astype(np.float32).astype(np.float64)
+    return np.stack([nll, tokens], 1)
+
+
+def test_a_one_sided_rounding_change_is_no_change():
+    """Every verse's likelihood one float32 step higher (as a fused kernel and the gated path may
+    round one way): without the resolution the test calls it significant at p = 0; with it, the
+    change is 0, p is 1, and the interval still shows what was measured."""
+    from helpers.heads.significance import FLOAT32_EPS, ROUNDING_EPS, resolution
+
+    a = _verse_likelihoods()
+    b = a.copy()
+    b[:, 0] = np.nextafter(a[:, 0].astype(np.float32), np.float32(np.inf)).astype(np.float64)
+    indices = resample_indices(len(a), 1000, seed=0)
+    unaware = paired_bootstrap(a, b, log_likelihood, indices, smallest=0.0)  # the test before the resolution
+    assert unaware.significant and unaware.p_value == 0.0 and unaware.delta < 0
+    result = paired_bootstrap(a, b, log_likelihood, indices)
+    assert (result.delta, result.p_value, result.significant) == (0.0, 1.0, False)
+    assert result.low < 0 and result.high < 0 and abs(result.low) < resolution(a, log_likelihood)
+    expected = ROUNDING_EPS * FLOAT32_EPS * a[:, 0].sum() / a[:, 1].sum()  # from the scores, by hand
+    assert resolution(a, log_likelihood) == pytest.approx(expected)
+
+
+def test_a_change_beyond_the_resolution_is_still_tested():
+    """Ten times the resolution, one way on every verse: significant, its delta kept; counts
+    (accuracy, BLEU statistics) are exact, so their resolution is 0."""
+    from helpers.heads.significance import resolution
+
+    a = _verse_likelihoods()
+    b = a.copy()
+    b[:, 0] *= 1 + 10 * resolution(a, log_likelihood) / (a[:, 0].sum() / a[:, 1].sum())
+    result = paired_bootstrap(a, b, log_likelihood, resample_indices(len(a), 1000, seed=0))
+    assert result.significant and result.delta < 0
+    assert resolution(accuracy_stats([1, 0, 1], [1, 1, 1]), accuracy_from_stats) == 0.0
+    assert resolution(bleu_stats(["a b c d"], ["a b c e"]), bleu_from_stats) == 0.0

@@ -127,3 +127,64 @@ def test_the_cosine_schedule_warms_up_as_before_and_ends_at_zero():
     assert all(a >= b for a, b in zip(rates, rates[1:]))  # never rises after the warm-up
     with pytest.raises(ValueError, match="unknown schedule 'linear' in the translation recipe"):
         TranslationConfig(schedule="linear")
+
+
+def _copy_pairs(n: int, seed: int) -> list:
+    """Copy-task pairs (the target is the source) over 24 words, 3 to 8 of them: a task a tiny
+    Transformer learns within seconds, after which most heads' loss gradients are small."""
+    import random
+    from types import SimpleNamespace
+
+    rng, words = random.Random(seed), [f"w{i}" for i in range(24)]
+    out = []
+    for _ in range(n):
+        sentence = " ".join(rng.choice(words) for _ in range(rng.randint(3, 8)))
+        out.append(SimpleNamespace(src=sentence, ref=sentence))
+    return out
+
+
+@pytest.mark.parametrize("decay", ["decoupled", "coupled"])
+def test_the_optimiser_decays_weights_as_its_decay_says(decay):
+    """With no loss gradient, fairseq's Adam (the recipe's, ``decoupled``) shrinks each weight by
+    the factor 1 - lr * weight_decay; torch's Adam with weight_decay (``coupled``) divides the
+    decay term by its own running scale and moves every weight by about lr toward zero, however
+    small the weight."""
+    from helpers.zoo.translation_model import TranslationConfig, optimizer_for
+
+    weights = torch.nn.Linear(4, 3, bias=False)
+    with torch.no_grad():
+        weights.weight.copy_(torch.tensor([[1.0, -0.5, 0.01, -0.001]] * 3))
+    before = weights.weight.detach().clone()
+    config = TranslationConfig(lr=1e-3, weight_decay=1e-4, decay=decay)
+    optimizer = optimizer_for(weights, config)
+    weights.weight.grad = torch.zeros_like(weights.weight)
+    optimizer.step()
+    moved = weights.weight.detach()
+    if decay == "decoupled":
+        torch.testing.assert_close(moved, before * (1 - 1e-3 * 1e-4), rtol=0, atol=1e-9)
+    else:
+        decay_term = 1e-4 * before  # Adam's first step is lr * g / (|g| + eps): about lr, whatever g's size
+        torch.testing.assert_close(moved, before - 1e-3 * decay_term / (decay_term.abs() + 1e-8), rtol=0, atol=1e-9)
+
+
+def test_decay_coupled_into_adam_kills_heads_that_the_recipe_keeps(tmp_path):
+    """The course model's 40% of dead heads came from torch's Adam with weight_decay (chapter 02's
+    ablation). A tiny Transformer (4+4 layers, 4 heads) learns a copy task with the same weight
+    decay (5e-3, large so that it acts within seconds): coupled into the gradient it drives whole
+    heads to zero while the model still learns; the recipe's decoupled decay, the trainer's
+    default, leaves every head alive."""
+    from helpers.heads.liveness import dead_heads, head_norms
+    from helpers.zoo.translation_model import TranslationConfig, model_for
+    from helpers.zoo.translation_model import train as train_translation
+
+    pairs, valid = _copy_pairs(1000, seed=0), _copy_pairs(32, seed=1)
+    recipe = dict(layers=4, heads=4, embed_dim=32, ffn_dim=64, epochs=30, max_tokens=400, lr=5e-3)
+    recipe |= dict(warmup_updates=20, schedule="cosine", dropout=0.0, attention_dropout=0.0, label_smoothing=0.0)
+    found = {}
+    for decay in ("coupled", None):  # None: the trainer's default
+        config = TranslationConfig(**recipe, weight_decay=5e-3, **({"decay": decay} if decay else {}))
+        model = model_for(pairs, config)
+        history = train_translation(model, pairs, valid, config, tmp_path / str(decay), progress=False)
+        found[decay] = (dead_heads(head_norms(model)), history[-1]["valid_loss"])
+    assert len(found["coupled"][0]) >= 3 and found["coupled"][1] < 0.5  # heads died, the copy was learned
+    assert found[None][0] == [] and found[None][1] < 0.5

@@ -14,6 +14,12 @@ direction: a system with no difference is flagged with probability about 2·alph
 (``chance_flag_rate``), alpha in each direction. We keep the paper's test and count chance at
 that rate.
 
+A difference within the arithmetic's resolution (``resolution``) is no difference: its delta is
+0, p is 1, and it is neither significant nor a gain. A likelihood is summed from float32
+numbers, and two computations of the same thing by another path (another batching, the gated
+path instead of a fused kernel) differ in their last bits; where those bits lean one way on
+every unit, the paired test sees a change of one sign everywhere and calls it significant.
+
 ``low`` and ``high`` bound the difference: the ``alpha`` and ``1 - alpha`` quantiles of the
 resampled differences (a percentile interval at confidence ``1 - 2 alpha``, the interval of two
 one-sided tests at level ``alpha``). ``equivalence_class`` places it against a margin: a change
@@ -35,6 +41,29 @@ MIN_UNITS = 30
 """The smallest sample (examples, sentences, verses) a bootstrap in the book runs on: over fewer,
 resampling cannot stand for drawing new examples (over 4 verses it flags about a fifth of the heads
 with no effect), so a chapter reports such a test as not measured, with its n, instead of running it."""
+
+
+FLOAT32_EPS = float(np.finfo(np.float32).eps)  # 2**-23: the gap between 1 and the next float32
+ROUNDING_EPS = 4
+"""How far rounding can move a float32 score, in float32 epsilons of its size. A unit's
+likelihood computed twice by paths equal in exact arithmetic (the course translation model, its
+400 test13 verses in two batchings) differs by up to 2.4 epsilons of its size; were every unit
+to move so in one direction, the mean would move by as much. 4 leaves room above that, and lies
+far below any effect the book weighs (4 epsilons of 2.6 nats is 1.2e-6 nats; its margins are
+thousandths)."""
+
+
+def resolution(stats: np.ndarray, score: Scorer, eps: float = FLOAT32_EPS) -> float:
+    """The smallest change of ``score`` that rounding cannot produce, computed from one system's
+    per-unit statistics ``stats`` [N, k]: ``ROUNDING_EPS * eps`` times the score of the units'
+    magnitudes (``score`` of ``|stats|`` summed: for a likelihood, the mean negative
+    log-likelihood). 0 when the statistics are whole numbers (counts: correct predictions, BLEU's
+    n-grams), which are exact. ``eps``: the arithmetic's (float32 by default; a score computed in
+    bfloat16 passes its own)."""
+    stats = np.asarray(stats, dtype=np.float64)
+    if np.array_equal(stats, np.round(stats)):
+        return 0.0
+    return ROUNDING_EPS * eps * abs(score(np.abs(stats if stats.ndim == 2 else stats[:, None]).sum(0)))
 
 
 class SampleTooSmall(ValueError):
@@ -136,10 +165,13 @@ def paired_bootstrap(
     indices: np.ndarray | None = None,
     alpha: float = 0.01,
     resampled_a: np.ndarray | None = None,
+    smallest: float | None = None,
 ) -> _PairedResult:
     """Is system b's score different from system a's? ``stats_*``: [N, k] per-example statistics.
     ``resampled_a``: system a's summed statistics in each resample of ``indices`` (``resampled_sums``),
-    when many systems b are compared with one a (a sweep), so that they are summed once."""
+    when many systems b are compared with one a (a sweep), so that they are summed once.
+    ``smallest``: the arithmetic's resolution (None: ``resolution(stats_a, score)``); a difference
+    no larger is 0, with p 1, and its interval is still reported."""
     stats_a, stats_b = np.asarray(stats_a, dtype=np.float64), np.asarray(stats_b, dtype=np.float64)
     if stats_a.shape != stats_b.shape:
         raise ValueError(f"paired systems need statistics of one shape, got {stats_a.shape} and {stats_b.shape}")
@@ -152,7 +184,7 @@ def paired_bootstrap(
     sums_a = resampled_sums(stats_a, indices) if resampled_a is None else resampled_a
     deltas = score_rows(score, resampled_sums(stats_b, indices)) - score_rows(score, sums_a)
     low, high = np.quantile(deltas, [alpha, 1 - alpha])
-    if delta == 0:
+    if abs(delta) <= (resolution(stats_a, score) if smallest is None else smallest):
         return _PairedResult(0.0, 1.0, False, float(low), float(high))
     p = float(np.mean(np.sign(deltas) != np.sign(delta)))
     return _PairedResult(float(delta), p, p < alpha, float(low), float(high))

@@ -48,6 +48,7 @@ _SOURCES = (
     "zoo/translation_task.py",
     "zoo/classifier_training.py",
     "zoo/translation_model.py",
+    "zoo/decay_ablation.py",
     "zoo/recipes.py",
     "zoo/registry.py",
     "zoo/splits.py",

@@ -1,8 +1,9 @@
 """Chapter 02, course models: its experiment.
 
 Chapter 02, the models we study: examples of each task, every run's scores against its
-baselines, the spread over seeds, the NLI model's accuracy by the edit behind each hypothesis,
-and the translation models' learning curves, all read from the model cache's records.
+baselines, the spread over seeds, whether every head of every model is alive, the weight-decay
+ablation that shows why one recipe killed heads, the NLI model's accuracy by the edit behind each
+hypothesis, and the translation models' learning curves, read from the model cache's records.
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ def competence(records: dict[str, dict], runs: dict[str, list[tuple[int, str]]])
                 "rule": rule.text() if rule else "none (kept whatever it scores)",
                 "score": judged.score if judged else None,
                 "floor": judged.floor if judged else None,
+                "dead_heads": len(judged.dead) if judged else None,
                 "passes": judged.passed if judged else None,
                 "rejected_runs": "; ".join(f"seed {x['seed']} {x['score']:.3f}" for x in rejected),
                 "rejected_minutes": sum(x["train_seconds"] for x in rejected) / 60,
@@ -122,6 +124,134 @@ def competence_line(table: pd.DataFrame) -> str:
             for r in retrained.itertuples()
         )
     )
+
+
+def liveness(records: dict[str, dict], runs: dict[str, list[tuple[int, str]]], language_model) -> pd.DataFrame:
+    """One row per training run (and the language model ``(name, model)``, if given) and
+    attention kind: its heads, the median |V_h|·|O_h| (``heads.liveness``), the smallest head's
+    share of the kind's median and of its largest, and the dead heads (below ``DEAD_FLOOR`` of the
+    largest): how many, and which (``layer.head``, 0-based)."""
+    from ...heads.liveness import head_norms
+
+    seed_of = _run_of(runs)
+    norms = {seed_of[run]: r["head_norms"] for run, r in records.items()}
+    if language_model is not None:
+        name, model = language_model
+        norms[(name, None)] = head_norms(model)
+    return pd.DataFrame([row for (name, seed), grids in norms.items() for row in _kind_rows(name, seed, grids)])
+
+
+def _kind_rows(name: str, seed: int | None, grids: dict) -> list[dict]:
+    import torch
+
+    from ...heads.liveness import dead_heads
+
+    dead = dead_heads(grids)
+    rows = []
+    for kind, grid in grids.items():
+        values = torch.as_tensor(grid, dtype=torch.float64)
+        values = values[~values.isnan()]
+        median, largest, smallest = (float(f(values)) for f in (torch.median, torch.max, torch.min))
+        named = [f"{layer}.{head}" for k, layer, head in (d.head for d in dead) if k == kind]
+        rows.append(
+            {
+                "model": name,
+                "training_seed": seed,
+                "kind": kind,
+                "heads": len(values),
+                "median": median,
+                "smallest_of_median": smallest / median,
+                "smallest_of_largest": smallest / largest,
+                "dead": len(named),
+                "dead_heads": " ".join(named),
+            }
+        )
+    return rows
+
+
+def liveness_line(table: pd.DataFrame) -> str:
+    """Whether every head of every model is alive, and the closest any came to the floor."""
+    from ...heads.liveness import DEAD_FLOOR
+
+    runs = table.drop_duplicates(["model", "training_seed"])
+    closest = table.loc[table["smallest_of_largest"].idxmin()]
+    where = f"{closest.model}" + ("" if pd.isna(closest.training_seed) else f"@{int(closest.training_seed)}")
+    text = (
+        f"{int(table['heads'].sum())} heads of {len(runs)} models and runs; the floor is {DEAD_FLOOR:.0%} of "
+        f"the kind's largest head, and the weakest head ({where}, {closest.kind}) has "
+        f"{closest.smallest_of_largest:.1%} of it"
+    )
+    dead = table[table["dead"] > 0]
+    if dead.empty:
+        return "every head is alive: " + text
+    named = "; ".join(
+        f"{r.model}" + ("" if pd.isna(r.training_seed) else f"@{int(r.training_seed)}") + f" {r.kind} {r.dead_heads}"
+        for r in dead.itertuples()
+    )
+    return f"{int(dead['dead'].sum())} DEAD HEADS ({named}): " + text
+
+
+def decay_ablation(settings: Profile, epochs: int) -> pd.DataFrame | None:
+    """The weight-decay ablation (``zoo.decay_ablation``; its arms built now if ``make models``
+    has not): one row per arm and epoch, with the losses, the dead heads per kind and in all.
+    None where the profile runs none (``epochs`` 0, or no translation model trained here)."""
+    from ...heads.liveness import dead_heads
+    from ..course.building import build_arm, decay_arms
+
+    arms = decay_arms(settings, epochs)
+    if not arms:
+        return None
+    rows = []
+    for name, arm in arms.items():
+        record = build_arm(settings, name, arm, progress="lines")
+        for e in record["epochs"]:
+            dead = dead_heads(e["head_norms"])
+            counts = {f"dead {k}": sum(d.head[0] == k for d in dead) for k in e["head_norms"]}
+            heads = sum(len(g) * len(g[0]) for g in e["head_norms"].values())
+            rows.append(
+                {
+                    "arm": name.rsplit("-", 1)[1],
+                    "decay": record["spec"]["train"].get("decay", "decoupled"),
+                    "weight_decay": record["spec"]["train"].get("weight_decay", 1e-4),
+                    "epoch": e["epoch"],
+                    "train_loss": e["train_loss"],
+                    "valid_loss": e["valid_loss"],
+                    **counts,
+                    "dead": len(dead),
+                    "heads": heads,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def decay_ablation_line(table: pd.DataFrame | None) -> str:
+    """Each arm after its last epoch: dead heads (in all and by kind) and the validation loss."""
+    if table is None:
+        return (
+            "The weight-decay ablation does not run on this profile "
+            "(decay_ablation_epochs = 0, or no translation model is trained here)."
+        )
+    last = table[table["epoch"] == table["epoch"].max()]
+    kinds = [c for c in table if c.startswith("dead ")]
+    return "After {} epochs: ".format(int(last["epoch"].iloc[0])) + "; ".join(
+        f"{r['arm']} decay {int(r['dead'])} of {int(r['heads'])} heads dead ("
+        + ", ".join(f"{c.removeprefix('dead ')} {int(r[c])}" for c in kinds)
+        + f"), valid loss {r['valid_loss']:.3f}"
+        for _, r in last.iterrows()
+    )
+
+
+def decay_ablation_plot(table: pd.DataFrame, profile: str):
+    """Dead heads after each epoch, one line per arm."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    sns.lineplot(data=table, x="epoch", y="dead", hue="arm", style="arm", marker="o", ax=ax)
+    ax.set(ylabel=f"dead heads (of {int(table['heads'].iloc[0])})", xticks=sorted(table["epoch"].unique()))
+    ax.set_title(f"where weight decay enters Adam ({profile} profile)")
+    fig.tight_layout()
+    return fig
 
 
 def spread(table: pd.DataFrame) -> pd.DataFrame:

@@ -20,8 +20,10 @@ from __future__ import annotations
 from .building import (
     BUILD_PROCESSES_ENV,
     build,
+    build_arm,
     build_one,
     build_processes,
+    decay_arms,
     ensure_built,
     main,
     prepare_shipped_lm,
@@ -43,7 +45,9 @@ from .specs import model_dir, model_specs, models_key, resolve, seed_runs, seede
 __all__ = [
     "BUILD_PROCESSES_ENV",
     "build",
+    "build_arm",
     "build_one",
+    "decay_arms",
     "build_processes",
     "ensure_built",
     "main",

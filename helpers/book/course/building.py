@@ -10,6 +10,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,8 @@ import torch
 from ...base.atomic import atomic_path
 from ...base.denormals import flush_denormals
 from ...base.devices import default_device
-from ...zoo import model_cache
+from ...heads.liveness import dead_heads
+from ...zoo import decay_ablation, model_cache
 from ...zoo.locations import cache_root
 from ...zoo.needs import check_local
 from ...zoo.recipes import machine_info
@@ -36,15 +38,58 @@ def build_one(settings: Profile, name: str, force: bool = False, progress: model
     name = resolve(settings, name)
     spec = model_specs(settings)[name]
     final = model_dir(settings, name)
+    build = partial(model_cache.build_into, spec, name, final, progress)
+    return _built_once(settings, name, spec, final, build, force)
+
+
+def _built_once(settings: Profile, name: str, spec: dict, final: Path, build: Callable[[], dict], force: bool) -> dict:
+    """The record in ``final``, built there first by ``build()`` unless complete (or ``force``);
+    under torchrun rank 0 builds and the others wait for its record."""
     if model_cache.is_built(final) and not force:
         return model_cache.read_record(final)
     status = final.with_name(final.name + ".status")  # rank 0's status, beside the model: partial is renamed
-    if shards.rank() > 0:  # under torchrun, rank 0 builds; the others wait for its record
+    if shards.rank() > 0:
         shards.wait_for_file(final / "record.json", f"model {name} (built by rank 0)", shards.RankLog(status))
         return model_cache.read_record(final)
     check_local(settings.name, {name: spec})
     with shards.working(status, f"model {name}"):
-        return model_cache.build_into(spec, name, final, progress)
+        return build()
+
+
+DECAY_ABLATION_CHAPTER = "02_course_models"  # the chapter whose `decay_ablation_epochs` sizes the ablation
+
+
+def decay_arms(settings: Profile, epochs: int) -> dict[str, tuple[dict, Path]]:
+    """``{arm name: (spec, cache folder)}`` of chapter 02's weight-decay ablation
+    (``zoo.decay_ablation``): the recipe of the profile's ``translation`` model (its first training
+    run) for ``epochs`` epochs in each arm. Empty where ``epochs`` is 0 or the profile trains no
+    translation model here (the paper profile's is the published WMT model)."""
+    if not epochs or "translation" not in settings.models:
+        return {}
+    spec = model_specs(settings)[resolve(settings, "translation")]
+    if spec.get("archive") or spec.get("checkpoint"):
+        return {}
+    return {
+        decay_ablation.arm_name("translation", arm): (
+            decay_ablation.arm_spec(spec, arm, epochs),
+            decay_ablation.arm_folder("translation", spec, arm, epochs),
+        )
+        for arm in decay_ablation.ARMS
+    }
+
+
+def profile_decay_arms(settings: Profile) -> dict[str, tuple[dict, Path]]:
+    """``decay_arms`` at the epochs the profile gives chapter 02 (what ``make models`` builds)."""
+    return decay_arms(settings, chapter_parameters(settings, DECAY_ABLATION_CHAPTER).get("decay_ablation_epochs", 0))
+
+
+def build_arm(
+    settings: Profile, name: str, arm: tuple[dict, Path], force: bool = False, progress: model_cache.Progress = True
+) -> dict:
+    """Arm ``name`` (``decay_arms``' ``(spec, folder)``), built unless its folder is complete; its record."""
+    spec, final = arm
+    build = partial(decay_ablation.build_arm, spec, name, final, progress)
+    return _built_once(settings, name, spec, final, build, force)
 
 
 def ensure_built(settings: Profile, name: str) -> Path:
@@ -82,13 +127,19 @@ def _cost(spec: dict) -> float:
     return (100.0 if spec["task"] == "translation" else 1.0) * float(train.get("epochs", 1))
 
 
-def _build_in_worker(settings: Profile, name: str, force: bool, progress: bool) -> tuple[dict, float]:
+def _build_in_worker(
+    settings: Profile, name: str, arm: tuple[dict, Path] | None, force: bool, progress: bool
+) -> tuple[dict, float]:
+    """Model ``name``, or ablation arm ``name`` where ``arm`` is given, built with one thread."""
     from transformers.utils import logging as transformers_logging
 
     torch.set_num_threads(1)
     transformers_logging.disable_progress_bar()  # its loading and saving bars, in this process only
     start = time.perf_counter()
-    return build_one(settings, name, force=force, progress="lines" if progress else False), time.perf_counter() - start
+    lines = "lines" if progress else False
+    if arm is not None:
+        return build_arm(settings, name, arm, force=force, progress=lines), time.perf_counter() - start
+    return build_one(settings, name, force=force, progress=lines), time.perf_counter() - start
 
 
 def _prepare_in_worker(settings: Profile, progress: bool) -> None:
@@ -104,19 +155,24 @@ def _build_in_processes(
     progress: bool,
     report: Callable[[str, dict, float, bool], None],
     shipped: bool = False,
+    arms: dict[str, tuple[dict, Path]] | None = None,
 ) -> None:
-    """Build ``names`` in ``processes`` spawned processes of one thread each, longest first; with
-    ``progress``, each process logs lines (no bars) as it trains. ``shipped``: convert the shipped
-    LM too (``prepare_shipped_lm``), last, in the first process left without a model to train,
-    instead of after them all with a core idle (17 s of the course build)."""
+    """Build ``names`` and the ablation's ``arms`` (``decay_arms``) in ``processes`` spawned
+    processes of one thread each, longest first; with ``progress``, each process logs lines (no
+    bars) as it trains. ``shipped``: convert the shipped LM too (``prepare_shipped_lm``), last, in
+    the first process left without a model to train, instead of after them all with a core idle
+    (17 s of the course build)."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from multiprocessing import get_context
 
-    specs = model_specs(settings)
-    order = sorted(names, key=lambda n: _cost(specs[n]), reverse=True)
+    arms = arms or {}
+    jobs = {name: (model_specs(settings)[name], None) for name in names} | {n: (a[0], a) for n, a in arms.items()}
+    order = sorted(jobs, key=lambda n: _cost(jobs[n][0]), reverse=True)
     context = get_context("spawn")  # a spawned worker starts with the CPU's default float mode: set it first
     with ProcessPoolExecutor(max_workers=processes, mp_context=context, initializer=flush_denormals) as pool:
-        futures = {pool.submit(_build_in_worker, settings, name, force, progress): name for name in order}
+        futures = {
+            pool.submit(_build_in_worker, settings, name, jobs[name][1], force, progress): name for name in order
+        }
         if shipped:
             futures[pool.submit(_prepare_in_worker, settings, progress)] = None
         for future in as_completed(futures):
@@ -134,8 +190,10 @@ def build(
     progress: bool = True,
     processes: int | None = None,
 ) -> dict:
-    """Build (or reuse) every model of ``settings`` and write ``results/<profile>/models.json``;
-    models still to train are built in ``processes`` processes (None: ``build_processes()``)."""
+    """Build (or reuse) every model of ``settings``, and (unless ``only``) the arms of chapter 02's
+    weight-decay ablation (``profile_decay_arms``), and write ``results/<profile>/models.json``
+    (the arms' records under ``ablations``); models still to train are built in ``processes``
+    processes (None: ``build_processes()``)."""
     specs = model_specs(settings)
     if only:  # a model with seeds, named without one, stands for all its runs
         runs = {n: [m for _, m in seed_runs(settings, n)] for n in only if n not in specs and n in settings.models}
@@ -148,11 +206,21 @@ def build(
     t0 = time.perf_counter()
     wanted = [name for name in specs if not only or name in only]
     todo = [name for name in wanted if force or not model_cache.is_built(model_dir(settings, name))]
+    arms = {} if only else profile_decay_arms(settings)
+    arms_todo = {n: a for n, a in arms.items() if force or not model_cache.is_built(a[1])}
+    ablations: dict[str, Any] = {}
     done: list[str] = []
     recorded = recorded_model_seconds(settings.name)  # the last build's, for the estimate
     processes = build_processes() if processes is None else processes
 
     def report(name: str, record: dict, seconds: float, cached: bool) -> None:
+        if name in arms:
+            ablations[name] = {**record, "reused_from_cache": cached, "path": str(arms[name][1])}
+            if progress:
+                dead = len(dead_heads(record["epochs"][-1]["head_norms"]))
+                how = "cached" if cached else f"built in {seconds:.0f} s"
+                model_cache.log_line(f"[{name}] {how}; dead heads after its last epoch: {dead}")
+            return
         records[name] = {**record, "reused_from_cache": cached, "path": str(model_dir(settings, name))}
         done.append(name)
         if progress:
@@ -172,20 +240,24 @@ def build(
     if progress:
         for name in todo:
             model_cache.log_line(_cache_line(settings, name, force))
-    pooled = processes > 1 and len(todo) > 1  # the pool also converts the shipped LM
+    pooled = processes > 1 and len(todo) + len(arms_todo) > 1  # the pool also converts the shipped LM
     if pooled:
         if progress:
             model_cache.log_line(
-                f"building {len(todo)} models in {processes} processes of one thread each "
-                f"(${BUILD_PROCESSES_ENV}=1: one at a time)"
+                f"building {len(todo)} models"
+                + (f" and {len(arms_todo)} arms of the weight-decay ablation" if arms_todo else "")
+                + f" in {processes} processes of one thread each (${BUILD_PROCESSES_ENV}=1: one at a time)"
             )
-        _build_in_processes(settings, todo, processes, force, progress, report, shipped=not only)
-    for name in wanted:
-        if name in records:
+        _build_in_processes(settings, todo, processes, force, progress, report, shipped=not only, arms=arms_todo)
+    for name in [*wanted, *arms]:
+        if name in records or name in ablations:
             continue
-        cached = name not in todo
+        cached = name not in todo and name not in arms_todo
         start = time.perf_counter()
-        record = build_one(settings, name, force=force, progress=progress)
+        if name in arms:
+            record = build_arm(settings, name, arms[name], force=force, progress=progress)
+        else:
+            record = build_one(settings, name, force=force, progress=progress)
         report(name, record, time.perf_counter() - start, cached)
     records = {name: records[name] for name in wanted}  # in the profile's order
     if not only and not pooled:
@@ -194,6 +266,7 @@ def build(
         "profile": settings.name,
         "machine": machine_info(),
         "models": records,
+        "ablations": {name: ablations[name] for name in arms},
         "seconds_this_run": time.perf_counter() - t0,
     }
     if not only:
@@ -242,6 +315,7 @@ def stale_folders(profiles: list[Profile]) -> list[Path]:
     sweep folders of current models written by older code; an unfinished ``.partial`` folder of
     a current model is kept, so it can resume."""
     keep = {model_dir(p, name).name for p in profiles for name in model_specs(p)}
+    keep |= {folder.name for p in profiles for _, folder in profile_decay_arms(p).values()}
     root = cache_root()
     if not root.exists():
         return []

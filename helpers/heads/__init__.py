@@ -16,8 +16,10 @@ packages alone. Importing it changes nothing in the process (no float mode, no h
   as head lists (``kv_group_heads``);
 * removal.py: zero, mean and resample ablation (``HeadRemoval``, ``reference_outputs``), given to
   ``HeadGates(model, removal=...)``;
-* significance.py: the paired bootstrap test of a score change (§3.2), and the fewest units it
-  needs (``MIN_UNITS``, ``require_units``);
+* liveness.py: ``dead_heads(model)``, the heads whose |V_h|·|O_h| is a tiny share of their kind's
+  largest (``head_norms``): heads training removed before anyone masks them;
+* significance.py: the paired bootstrap test of a score change (§3.2), no change within float32's
+  resolution (``resolution``), and the fewest units it needs (``MIN_UNITS``, ``require_units``);
 * metrics.py: accuracy, Matthews, F1 and tokenised BLEU.
 
 What builds on it lives beside it, imported only where used: ``helpers.sweeps`` (ablation sweeps,
@@ -28,6 +30,7 @@ pruning curves, throughput), ``helpers.kv`` (KV-cache sizes and caches), ``helpe
 from .gates import Head, HeadGates, HeadSpec, heads_of, spec_of
 from .grouped_query import kv_group_heads, kv_group_importance
 from .importance import head_importance, importance_terms
+from .liveness import dead_heads
 from .pruning import (
     count_parameters,
     kept_heads,
@@ -73,6 +76,8 @@ __all__ = [
     "importance_terms",
     "kv_group_importance",
     "kv_group_heads",
+    # heads training left dead
+    "dead_heads",
     # physical pruning
     "prune_heads",
     "prune_kv_groups",

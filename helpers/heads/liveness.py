@@ -12,8 +12,8 @@ drives weights that help little to zero, and a head with both V_h and O_h near z
 gradient to come back), and a study of which heads matter must know which heads were already
 gone.
 
-``head_norms`` gives the products; ``dead_heads`` names the heads below ``DEAD_FLOOR`` times
-their kind's largest head (a reference that stays alive while any head of the kind does, where
+``head_norms`` gives the products; ``dead_heads(model)`` names the heads below ``DEAD_FLOOR``
+times their kind's largest head (a reference that stays alive while any head of the kind does, where
 the kind's median would itself be dead once most heads are).
 """
 
@@ -77,12 +77,16 @@ class DeadHead:
     share: float
 
 
-def dead_heads(norms: Mapping[str, torch.Tensor | Sequence], floor: float = DEAD_FLOOR) -> list[DeadHead]:
-    """The heads of ``norms`` (``head_norms``, or its grids as nested lists) whose product is
-    below ``floor`` times their kind's largest, in (kind, layer, head) order; every head of a
-    kind whose heads are all zero. ``floor`` must lie in (0, 1). Pruned heads (NaN) are skipped."""
+def dead_heads(
+    model_or_norms: nn.Module | Mapping[str, torch.Tensor | Sequence], floor: float = DEAD_FLOOR
+) -> list[DeadHead]:
+    """The dead heads of a model, or of its ``head_norms`` (grids as tensors or nested lists):
+    those whose |V_h|·|O_h| is below ``floor`` times their kind's largest (every head of a kind
+    whose heads are all zero), in (kind, layer, head) order; pruned heads (NaN) are skipped.
+    ``floor`` must lie in (0, 1)."""
     if not 0 < floor < 1:
         raise ValueError(f"floor {floor} is a share of the kind's largest head: give a number between 0 and 1")
+    norms = head_norms(model_or_norms) if isinstance(model_or_norms, nn.Module) else model_or_norms
     dead = []
     for kind, grid in norms.items():
         grid = torch.as_tensor(grid, dtype=torch.float64)

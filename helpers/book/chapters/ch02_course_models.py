@@ -175,20 +175,19 @@ def liveness_line(table: pd.DataFrame) -> str:
 
     runs = table.drop_duplicates(["model", "training_seed"])
     closest = table.loc[table["smallest_of_largest"].idxmin()]
-    where = f"{closest.model}" + ("" if pd.isna(closest.training_seed) else f"@{int(closest.training_seed)}")
-    text = (
-        f"{int(table['heads'].sum())} heads of {len(runs)} models and runs; the floor is {DEAD_FLOOR:.0%} of "
-        f"the kind's largest head, and the weakest head ({where}, {closest.kind}) has "
-        f"{closest.smallest_of_largest:.1%} of it"
-    )
     dead = table[table["dead"] > 0]
-    if dead.empty:
-        return "every head is alive: " + text
-    named = "; ".join(
-        f"{r.model}" + ("" if pd.isna(r.training_seed) else f"@{int(r.training_seed)}") + f" {r.kind} {r.dead_heads}"
-        for r in dead.itertuples()
+    named = "; ".join(f"{_run_label(r)} {r.kind} {r.dead_heads}" for r in dead.itertuples())
+    return (
+        ("Every head is alive. " if dead.empty else f"{int(dead['dead'].sum())} heads are DEAD: {named}. ")
+        + f"The check covers {int(table['heads'].sum())} heads of {len(runs)} models and training runs. "
+        + f"A head is dead below {DEAD_FLOOR:.0%} of its kind's largest head. The weakest head "
+        + f"({_run_label(closest)}, {closest.kind}) has {closest.smallest_of_largest:.1%} of it."
     )
-    return f"{int(dead['dead'].sum())} DEAD HEADS ({named}): " + text
+
+
+def _run_label(row) -> str:
+    """``translation@0``, or a model's name alone where it has no training seed (the language model)."""
+    return f"{row.model}" + ("" if pd.isna(row.training_seed) else f"@{int(row.training_seed)}")
 
 
 def decay_ablation(settings: Profile, epochs: int) -> pd.DataFrame | None:
@@ -225,7 +224,8 @@ def decay_ablation(settings: Profile, epochs: int) -> pd.DataFrame | None:
 
 
 def decay_ablation_line(table: pd.DataFrame | None) -> str:
-    """Each arm after its last epoch: dead heads (in all and by kind) and the validation loss."""
+    """Each arm after its last epoch, a sentence each: dead heads (in all and by kind) and the
+    validation loss."""
     if table is None:
         return (
             "The weight-decay ablation does not run on this profile "
@@ -233,10 +233,11 @@ def decay_ablation_line(table: pd.DataFrame | None) -> str:
         )
     last = table[table["epoch"] == table["epoch"].max()]
     kinds = [c for c in table if c.startswith("dead ")]
-    return "After {} epochs: ".format(int(last["epoch"].iloc[0])) + "; ".join(
-        f"{r['arm']} decay {int(r['dead'])} of {int(r['heads'])} heads dead ("
+    return " ".join(
+        f"After {int(r['epoch'])} epochs with {r['arm']} decay, {int(r['dead'])} of {int(r['heads'])} heads are "
+        "dead ("
         + ", ".join(f"{c.removeprefix('dead ')} {int(r[c])}" for c in kinds)
-        + f"), valid loss {r['valid_loss']:.3f}"
+        + f"), and the validation loss is {r['valid_loss']:.3f}."
         for _, r in last.iterrows()
     )
 

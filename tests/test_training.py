@@ -188,3 +188,17 @@ def test_decay_coupled_into_adam_kills_heads_that_the_recipe_keeps(tmp_path):
         found[decay] = (dead_heads(head_norms(model)), history[-1]["valid_loss"])
     assert len(found["coupled"][0]) >= 3 and found["coupled"][1] < 0.5  # heads died, the copy was learned
     assert found[None][0] == [] and found[None][1] < 0.5
+
+
+@pytest.mark.parametrize("profile, model", [("course", "translation"), ("lab", "translation"), ("paper", "iwslt")])
+def test_every_translation_recipe_decays_weights_as_fairseq_does(profile, model):
+    """The course's, the lab's and the paper profile's IWSLT recipe train with fairseq's Adam and
+    its decoupled weight decay of 1e-4 (the authors' train_iwslt.sh: --weight-decay 0.0001)."""
+    from fairseq.optim.adam import Adam
+
+    from helpers.book.profiles import load_profile
+    from helpers.zoo.translation_model import TranslationConfig, optimizer_for
+
+    config = TranslationConfig(**load_profile(profile).model(model)["train"])
+    optimizer = optimizer_for(torch.nn.Linear(2, 2), config)
+    assert isinstance(optimizer, Adam) and optimizer.param_groups[0]["weight_decay"] == 1e-4

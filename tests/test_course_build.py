@@ -291,3 +291,42 @@ def test_models_build_in_two_one_thread_processes_on_a_two_core_cpu(smoke, tmp_p
             assert all(torch.equal(here[k], spawned[name][k]) for k in here), name
     finally:
         torch.set_num_threads(threads)
+
+
+def test_the_build_trains_the_weight_decay_ablation_and_records_it(smoke):
+    """`make models` trains chapter 02's three arms (zoo/decay_ablation.py) from the translation
+    model's first run, the profile's epochs each, and records every epoch's head norms; the arms
+    differ only where weight decay enters Adam, and a second build reuses them."""
+    from helpers.book.chapters.ch02_course_models import decay_ablation
+    from helpers.book.course.building import profile_decay_arms
+    from helpers.zoo import decay_ablation as ablation
+
+    profile, summary = smoke
+    arms = profile_decay_arms(profile)
+    assert sorted(summary["ablations"]) == sorted(arms) == sorted(f"translation~decay-{a}" for a in ablation.ARMS)
+    first_run = course.model_specs(profile)["translation@0"]
+    for name, (spec, _) in arms.items():
+        record = summary["ablations"][name]
+        assert [e["epoch"] for e in record["epochs"]] == [1, 2]  # smoke.yml: decay_ablation_epochs: 2
+        assert set(record["epochs"][0]["head_norms"]) == {"enc_self", "enc_dec", "dec_self"}
+        assert "competence" not in spec and spec["sizes"] == first_run["sizes"]
+        assert {k: v for k, v in spec["train"].items() if k not in ("decay", "weight_decay", "epochs")} == {
+            k: v for k, v in first_run["train"].items() if k != "epochs"
+        }
+    assert arms["translation~decay-coupled"][0]["train"]["decay"] == "coupled"
+    assert arms["translation~decay-none"][0]["train"]["weight_decay"] == 0.0
+    table = decay_ablation(profile, epochs=2)  # reads the built arms, trains nothing
+    assert len(table) == 6 and set(table["arm"]) == set(ablation.ARMS) and (table["heads"] == 24).all()
+    assert (table["dead"] == table[["dead enc_self", "dead enc_dec", "dead dec_self"]].sum(1)).all()
+    assert all(
+        r["reused_from_cache"] for r in course.build(profile, progress=False, processes=1)["ablations"].values()
+    )
+
+
+def test_an_arm_is_named_and_sized_with_a_clear_error():
+    from helpers.zoo.decay_ablation import arm_spec
+
+    with pytest.raises(ValueError, match="unknown arm 'adamw'.*the arms are"):
+        arm_spec({"train": {}}, "adamw", 3)
+    with pytest.raises(ValueError, match="at least 1 epoch"):
+        arm_spec({"train": {}}, "coupled", 0)

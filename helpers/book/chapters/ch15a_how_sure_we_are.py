@@ -162,3 +162,13 @@ def rounding_example(alpha: float, n_resamples: int, seed: int, n: int = 400) ->
             rows.append((name, change, test, r.delta, r.p_value, r.significant, smallest))
     columns = ["change", "measured", "test", "delta", "p", "significant", "resolution"]
     return pd.DataFrame(rows, columns=columns)
+
+
+def resolution_line(table: pd.DataFrame) -> str:
+    """Section 7's resolution in words, from ``rounding_example``'s table."""
+    from ...heads.significance import FLOAT32_EPS, ROUNDING_EPS
+
+    return (
+        f"The resolution is {ROUNDING_EPS} float32 epsilons ({FLOAT32_EPS:.2g} each) times the mean negative "
+        f"log-likelihood per token: {table['resolution'].iloc[0]:.2g} nats on these verses."
+    )

@@ -20,6 +20,7 @@ def test_one_key_names_the_language_model_of_every_chapter_that_studies_one():
     from helpers.book.chapters.ch12_unimportant_or_unmeasured import chapter_11_verses
 
     assert LM_CHAPTERS == [
+        "02_course_models",
         "06_pruning_curves",
         "11_nine_heads",
         "13_what_removing_heads_buys",

@@ -234,12 +234,16 @@ def decay_ablation_line(table: pd.DataFrame | None) -> str:
     last = table[table["epoch"] == table["epoch"].max()]
     kinds = [c for c in table if c.startswith("dead ")]
     return " ".join(
-        f"After {int(r['epoch'])} epochs with {r['arm']} decay, {int(r['dead'])} of {int(r['heads'])} heads are "
+        f"After {int(r['epoch'])} epochs {_arm_words(r['arm'])}, {int(r['dead'])} of {int(r['heads'])} heads are "
         "dead ("
         + ", ".join(f"{c.removeprefix('dead ')} {int(r[c])}" for c in kinds)
         + f"), and the validation loss is {r['valid_loss']:.3f}."
         for _, r in last.iterrows()
     )
+
+
+def _arm_words(arm: str) -> str:
+    return "with no weight decay" if arm == "none" else f"with {arm} decay"
 
 
 def decay_ablation_plot(table: pd.DataFrame, profile: str):

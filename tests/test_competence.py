@@ -173,6 +173,7 @@ def test_chapter_02_lists_each_runs_rule_score_and_the_runs_it_replaced():
             "trained_seed": seed,
             "rejected": list(rejected),
             "train_seconds": 60.0,
+            "head_norms": _ALIVE,
         }
 
     records = {
@@ -205,3 +206,13 @@ def test_every_model_the_course_and_lab_profiles_train_has_a_rule(name):
     assert specs, f"profile {name} trains no model"
     assert {model: rule_of(spec) is not None for model, spec in specs.items()} == dict.fromkeys(specs, True)
     assert all(rule_of(spec) is None for spec in course.model_specs(load_profile("smoke")).values())
+
+
+def test_a_run_without_head_norms_is_refused_not_passed():
+    from helpers.zoo.competence import judge, rule_of
+
+    rule = rule_of({"competence": {"split": "valid", "at_least": 1.0}})
+    record = {"metric": "bleu", "scores": {"valid": {"bleu": 5.0, "baseline": 0.0}}}
+    with pytest.raises(ValueError, match="needs its head_norms"):
+        judge(rule, record, 0)
+    assert judge(rule, {**record, "head_norms": _ALIVE}, 0).dead == ()

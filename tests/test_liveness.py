@@ -40,19 +40,54 @@ def test_a_killed_head_is_named_and_masking_it_changes_nothing(name):
         torch.testing.assert_close(case.run(case.model, case.batch), expected, rtol=1e-5, atol=1e-6)
 
 
-def test_the_norms_are_the_value_rows_times_the_output_columns():
-    """Recomputed from BERT's named weights, and from GPT-2's fused Conv1D c_attn (value: its last third)."""
+def _with_bias(rows: torch.Tensor, bias: torch.Tensor) -> float:
+    return float((rows.norm() ** 2 + bias.norm() ** 2).sqrt())
+
+
+def test_the_norms_are_the_value_rows_and_bias_times_the_output_columns():
+    """Recomputed from BERT's named weights, and from GPT-2's fused Conv1D c_attn (value: its last
+    third), the value bias counted with the value rows."""
     model = bert().model
     layer = model.bert.encoder.layer[1]
-    v, o, d = layer.attention.self.value.weight.detach(), layer.attention.output.dense.weight.detach(), 4
-    expected = [float(v[h * d : (h + 1) * d].norm() * o[:, h * d : (h + 1) * d].norm()) for h in range(4)]
+    value, o, d = layer.attention.self.value, layer.attention.output.dense.weight.detach(), 4
+    with torch.no_grad():
+        value.bias.normal_()  # a freshly initialised BERT's biases are zero
+    v, b = value.weight.detach(), value.bias.detach()
+    heads = [slice(h * d, (h + 1) * d) for h in range(4)]
+    expected = [_with_bias(v[h], b[h]) * float(o[:, h].norm()) for h in heads]
     assert head_norms(model)["self"][1].tolist() == pytest.approx(expected, rel=1e-6)
     model = gpt2().model
     block = model.transformer.h[0].attn
     width = block.c_proj.weight.shape[0]
+    with torch.no_grad():
+        block.c_attn.bias.normal_()
     v, o = block.c_attn.weight.detach()[:, 2 * width :], block.c_proj.weight.detach()  # Conv1D: [in, out]
-    expected = [float(v[:, h * d : (h + 1) * d].norm() * o[h * d : (h + 1) * d].norm()) for h in range(4)]
+    b = block.c_attn.bias.detach()[2 * width :]
+    expected = [_with_bias(v[:, h], b[h]) * float(o[h].norm()) for h in heads]
     assert head_norms(model)["self"][0].tolist() == pytest.approx(expected, rel=1e-6)
+
+
+def test_a_head_with_no_value_weights_but_a_value_bias_is_alive():
+    """Zeroing V_h's weights leaves O_h · b_h, which masking takes away: not dead. Zeroing its
+    bias too leaves nothing: named, and masking it changes no output."""
+    case = bert()
+    value = case.model.bert.encoder.layer[1].attention.self.value
+    rows = slice(2 * 4, 3 * 4)  # head 2 of 4, head_dim 4
+    with torch.no_grad():
+        value.bias.normal_()
+        value.weight[rows].zero_()
+    assert dead_heads(case.model) == []
+    expected = case.run(case.model, case.batch)
+    with helpers.HeadGates(case.model) as gates:
+        gates.mask({"self": {1: [2]}})
+        assert not torch.allclose(case.run(case.model, case.batch), expected)
+    with torch.no_grad():
+        value.bias[rows].zero_()
+    assert [d.head for d in dead_heads(case.model)] == [("self", 1, 2)]
+    expected = case.run(case.model, case.batch)
+    with helpers.HeadGates(case.model) as gates:
+        gates.mask({"self": {1: [2]}})
+        torch.testing.assert_close(case.run(case.model, case.batch), expected, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("name", sorted(GQA_CASES))
@@ -79,8 +114,17 @@ def test_a_pruned_head_has_no_norm_and_the_others_keep_theirs():
 def test_the_floor_is_a_share_of_the_kinds_largest_head():
     norms = {"enc_self": torch.tensor([[10.0, 0.2], [0.09, 5.0]]), "dec_self": torch.tensor([[0.05, 0.1]])}
     assert [d.head for d in dead_heads(norms)] == [("enc_self", 1, 0)]  # 0.09 < 1% of 10; 0.05 is half of 0.1
-    assert [d.head for d in dead_heads(norms, floor=0.03)] == [("enc_self", 0, 1), ("enc_self", 1, 0)]
+    # at 3%, dec_self's largest (0.1) is below 3% of the model's largest (10): the whole kind is named
+    assert [d.head for d in dead_heads(norms, floor=0.03)] == [
+        ("enc_self", 0, 1),
+        ("enc_self", 1, 0),
+        ("dec_self", 0, 0),
+        ("dec_self", 0, 1),
+    ]
     assert [d.head for d in dead_heads({"self": torch.zeros(1, 2)})] == [("self", 0, 0), ("self", 0, 1)]
+    # a kind that died whole: its largest is below 1% of the model's largest, so all its heads are named
+    whole = {"enc_self": torch.tensor([[10.0, 8.0]]), "dec_self": torch.tensor([[0.05, 0.09], [0.08, float("nan")]])}
+    assert [d.head for d in dead_heads(whole)] == [("dec_self", 0, 0), ("dec_self", 0, 1), ("dec_self", 1, 0)]
     assert DEAD_FLOOR == 0.01
     with pytest.raises(ValueError, match="between 0 and 1"):
         dead_heads(norms, floor=1.5)

@@ -356,15 +356,44 @@ def test_a_one_sided_rounding_change_is_no_change():
     assert resolution(a, log_likelihood) == pytest.approx(expected)
 
 
-def test_a_change_beyond_the_resolution_is_still_tested():
-    """Ten times the resolution, one way on every verse: significant, its delta kept; counts
-    (accuracy, BLEU statistics) are exact, so their resolution is 0."""
-    from helpers.heads.significance import resolution
+@pytest.mark.parametrize("epsilons", [7.2, 10.0, 1000.0])
+def test_a_change_beyond_the_resolution_is_still_tested(epsilons):
+    """A real effect as small as chapter 03's smallest living one-head change on the course's
+    translation model (7.2 float32 epsilons of the score), and larger, one way on every verse:
+    significant, its delta kept, whatever ROUNDING_EPS says (a resolution set too high fails
+    here); counts (accuracy, BLEU statistics) are exact, so their resolution is 0."""
+    from helpers.heads.significance import FLOAT32_EPS, resolution
 
     a = _verse_likelihoods()
     b = a.copy()
-    b[:, 0] *= 1 + 10 * resolution(a, log_likelihood) / (a[:, 0].sum() / a[:, 1].sum())
+    b[:, 0] *= 1 + epsilons * FLOAT32_EPS
     result = paired_bootstrap(a, b, log_likelihood, resample_indices(len(a), 1000, seed=0))
     assert result.significant and result.delta < 0
+    assert result.delta == pytest.approx(-epsilons * FLOAT32_EPS * a[:, 0].sum() / a[:, 1].sum(), rel=0.05)
     assert resolution(accuracy_stats([1, 0, 1], [1, 1, 1]), accuracy_from_stats) == 0.0
     assert resolution(bleu_stats(["a b c d"], ["a b c e"]), bleu_from_stats) == 0.0
+
+
+@pytest.mark.parametrize("builder", ["fairseq_iwslt", "fairseq_wmt"])
+def test_the_sweeps_two_attention_paths_differ_by_less_than_the_resolution(builder):
+    """A sweep scores the unmasked model with fairseq's fused attention and every masked one on the
+    explicit gated path: equal in exact arithmetic, so each sentence's likelihood may differ by
+    rounding only, and by less than ROUNDING_EPS float32 epsilons of its size (measured on these
+    tiny models: at most 1.9)."""
+    import tiny_models
+    import torch
+
+    import helpers
+    from helpers.heads.significance import FLOAT32_EPS, ROUNDING_EPS
+
+    case = getattr(tiny_models, builder)()
+    gaps = []
+    for seed in range(3):
+        batch = tiny_models.fairseq_batch(seed)
+        with torch.no_grad():
+            fused = case.loss(case.model, batch)
+            # gates that carry gradients take the explicit path
+            with helpers.HeadGates(case.model, requires_grad=True):
+                explicit = case.loss(case.model, batch).detach()
+        gaps.append(((explicit - fused).abs() / fused.abs()).max().item() / FLOAT32_EPS)
+    assert 0 < max(gaps) < ROUNDING_EPS  # the paths do differ, by rounding only

@@ -10,11 +10,11 @@ A spec's ``competence`` section names the split the chapters score the model on 
 * both: the higher of the two.
 
 A run must also keep every head alive: a head whose |V_h|·|O_h| is below
-``heads.liveness.DEAD_FLOOR`` of its kind's largest (``dead_heads``, on the record's
-``head_norms``) was removed by training before any chapter masks it, and a study of which heads
-matter would count it as one that does not. A run whose score on that split falls below the
-floor, or that has a dead head, failed to train; the build trains the same
-model again with the next seed of ``retry_seeds`` (same data, same recipe) and records the run it
+``heads.liveness.DEAD_FLOOR`` of its kind's largest, or of a kind far below the model's others
+(``dead_heads``, on the record's ``head_norms``), was removed by training before any chapter
+masks it, and a study of which heads matter would count it as one that does not. A run whose
+score on that split falls below the floor, or that has a dead head, failed to train; the build
+trains the same model again with the next seed of ``retry_seeds`` (same data, same recipe) and records the run it
 rejected, so chapter 02 lists it: a failed seed is never kept, and never dropped silently.
 ``tries`` runs in all fail: the build stops and says so (the recipe, not the seed, is at fault).
 A spec without ``competence`` (the smoke profile's tiny models, the paper's published archives)
@@ -116,10 +116,12 @@ def judge(rule: Competence, built: dict, seed: int) -> _Judgement:
     """``built`` (a build's record fields: ``metric``, ``scores`` and ``head_norms``) against ``rule``."""
     if rule.split not in built["scores"]:
         raise ValueError(f"competence split {rule.split!r} is not scored; the model has {sorted(built['scores'])}")
+    if "head_norms" not in built:
+        raise ValueError(
+            "a judged run needs its head_norms (heads.liveness.head_norms of the trained model) to check its heads"
+        )
     scores = built["scores"][rule.split]
-    dead = tuple(
-        f"{k} {layer}.{head}" for (k, layer, head) in (d.head for d in dead_heads(built.get("head_norms", {})))
-    )
+    dead = tuple(f"{k} {layer}.{head}" for (k, layer, head) in (d.head for d in dead_heads(built["head_norms"])))
     return _Judgement(
         seed, rule.split, float(scores[built["metric"]]), float(rule.floor(scores, built["metric"])), dead
     )

@@ -12,12 +12,17 @@ import json
 
 import pandas as pd
 
+from ...heads.liveness import DEAD_FLOOR
 from ...zoo.classifier_training import predict
 from ...zoo.nli_task import LABELS
 from ...zoo.recipes import machine_info
 from .. import course
 from ..profiles import Profile
 from ..store.results import results_dir
+
+FLOORS_AROUND = (DEAD_FLOOR * 0.3, DEAD_FLOOR * 3)
+"""Floors below and above the check's, at which the ablation also counts its dead heads: a count
+that moves much between them was read off heads near the floor."""
 
 
 def examples(settings: Profile, models: list[str], per_split: int) -> pd.DataFrame:
@@ -171,7 +176,6 @@ def _kind_rows(name: str, seed: int | None, grids: dict) -> list[dict]:
 
 def liveness_line(table: pd.DataFrame) -> str:
     """Whether every head of every model is alive, and the closest any came to the floor."""
-    from ...heads.liveness import DEAD_FLOOR
 
     runs = table.drop_duplicates(["model", "training_seed"])
     closest = table.loc[table["smallest_of_largest"].idxmin()]
@@ -180,7 +184,8 @@ def liveness_line(table: pd.DataFrame) -> str:
     return (
         ("Every head is alive. " if dead.empty else f"{int(dead['dead'].sum())} heads are DEAD: {named}. ")
         + f"The check covers {int(table['heads'].sum())} heads of {len(runs)} models and training runs. "
-        + f"A head is dead below {DEAD_FLOOR:.0%} of its kind's largest head. The weakest head "
+        + f"A head is dead below {DEAD_FLOOR:.0%} of its kind's largest head (all of a kind, where its "
+        + f"largest is below {DEAD_FLOOR:.0%} of the model's). The weakest head "
         + f"({_run_label(closest)}, {closest.kind}) has {closest.smallest_of_largest:.1%} of it."
     )
 
@@ -217,10 +222,15 @@ def decay_ablation(settings: Profile, epochs: int) -> pd.DataFrame | None:
                     "valid_loss": e["valid_loss"],
                     **counts,
                     "dead": len(dead),
+                    **{_floor_column(f): len(dead_heads(e["head_norms"], floor=f)) for f in FLOORS_AROUND},
                     "heads": heads,
                 }
             )
     return pd.DataFrame(rows)
+
+
+def _floor_column(floor: float) -> str:
+    return f"dead below {100 * floor:g}%"
 
 
 def decay_ablation_line(table: pd.DataFrame | None) -> str:
@@ -237,6 +247,8 @@ def decay_ablation_line(table: pd.DataFrame | None) -> str:
         f"After {int(r['epoch'])} epochs {_arm_words(r['arm'])}, {int(r['dead'])} of {int(r['heads'])} heads are "
         "dead ("
         + ", ".join(f"{c.removeprefix('dead ')} {int(r[c])}" for c in kinds)
+        + f"; {' and '.join(str(int(r[_floor_column(f)])) for f in FLOORS_AROUND)} with a floor of "
+        + " or ".join(f"{100 * f:g}%" for f in FLOORS_AROUND)
         + f"), and the validation loss is {r['valid_loss']:.3f}."
         for _, r in last.iterrows()
     )

@@ -40,8 +40,9 @@ DEAD_FLOOR = 0.01
 """A head is dead when |V_h|·|O_h| is below this share of its kind's largest product. The
 weakest living heads of the book's models held 2.6% of their kind's largest (SmolLM2, layer 0),
 18% (the fine-tuned MiniLMs) and 19-36% (the course translation models trained with fairseq's
-Adam), measured on 4 December 2026 before the value bias was counted; chapter 02 prints today's. Heads that weight decay coupled into Adam kills fall to 0.1-1% of it within three epochs
-of chapter 02's ablation, and keep falling (0.002% after four)."""
+Adam), measured on 4 December 2026 before the value bias was counted; chapter 02 prints today's.
+Heads that weight decay coupled into Adam kills fall to 0.1-1% of it within three epochs of
+chapter 02's ablation, and keep falling (0.002% after four)."""
 
 
 def _value_rows(site: AttentionSite) -> torch.Tensor:

@@ -182,6 +182,77 @@ def write_wmt(root: Path) -> None:
         Path(f"{stem}.fr").write_text("\n".join(p.ref for p in part) + "\n")
 
 
+_LAYER_NORMS_2018 = {
+    "encoder": {"self_attn_layer_norm": 0, "final_layer_norm": 1},
+    "decoder": {"self_attn_layer_norm": 0, "encoder_attn_layer_norm": 1, "final_layer_norm": 2},
+}
+
+
+def _weights_2018(weights: dict) -> dict:
+    """A fairseq Transformer's state dict as fairseq wrote it in 2018: each attention's q, k and v
+    projections fused into ``in_proj_weight``/``in_proj_bias`` (q first), layer norms named
+    ``layer_norms.<i>``, no ``version`` buffers and no ``output_projection`` (shared embeddings)."""
+    old = {}
+    for key, tensor in weights.items():
+        fused_later = key.endswith(("k_proj.weight", "k_proj.bias", "v_proj.weight", "v_proj.bias"))
+        if fused_later or key.endswith(".version") or key == "decoder.output_projection.weight":
+            continue
+        if key.endswith(("q_proj.weight", "q_proj.bias")):
+            stem, kind = key.rsplit("q_proj.", 1)
+            old[f"{stem}in_proj_{kind}"] = torch.cat([weights[f"{stem}{p}_proj.{kind}"] for p in "qkv"])
+            continue
+        parts = key.split(".")
+        if parts[0] in _LAYER_NORMS_2018 and parts[1] == "layers" and parts[3] in _LAYER_NORMS_2018[parts[0]]:
+            parts[3:4] = ["layer_norms", str(_LAYER_NORMS_2018[parts[0]][parts[3]])]
+        old[".".join(parts)] = tensor
+    return old
+
+
+def write_2018_archive(archive: Path, folder: Path) -> None:
+    """Copy the stand-in ``archive`` (``write_wmt``'s) to ``folder`` in the format of the
+    published WMT14 archive, written by fairseq 0.5 in 2018: ``args`` with only that version's
+    fields (``relu_dropout``, ``raw_text``, a float ``lr``, ``data`` a list), the weights as
+    ``_weights_2018`` names them, and ``extra_state`` without a ``train_iterator``. Loading it
+    exercises the upgrade of old checkpoints (fairseq's own) that the published model needs."""
+    import argparse
+    import shutil
+
+    state = torch.load(archive / "model.pt", map_location="cpu", weights_only=False)
+    new = state["args"]
+    fields = (
+        "arch", "source_lang", "target_lang", "share_all_embeddings", "share_decoder_input_output_embed",
+        "encoder_embed_dim", "encoder_ffn_embed_dim", "encoder_layers", "encoder_attention_heads",
+        "decoder_embed_dim", "decoder_ffn_embed_dim", "decoder_layers", "decoder_attention_heads",
+        "encoder_normalize_before", "decoder_normalize_before", "encoder_learned_pos", "decoder_learned_pos",
+        "dropout", "attention_dropout", "max_source_positions", "max_target_positions",
+    )  # fmt: skip
+    args = argparse.Namespace(**{f: getattr(new, f) for f in fields})
+    args.task, args.data, args.relu_dropout, args.raw_text = "translation", [str(folder)], 0.0, False
+    args.lr, args.min_lr, args.optimizer, args.criterion = 0.0005, 1e-09, "adam", "label_smoothed_cross_entropy"
+    args.adaptive_softmax_cutoff, args.encoder_embed_path, args.decoder_embed_path = None, None, None
+    folder.mkdir(parents=True)
+    for f in archive.iterdir():
+        if f.name != "model.pt":
+            shutil.copy(f, folder / f.name)
+    torch.save(
+        {
+            "args": args,
+            "model": _weights_2018(state["model"]),
+            "optimizer_history": [
+                {
+                    "criterion_name": "LabelSmoothedCrossEntropyCriterion",
+                    "optimizer_name": "FairseqAdam",
+                    "lr_scheduler_state": {"best": 3.9},
+                    "num_updates": 100,
+                }
+            ],
+            "last_optimizer_state": None,
+            "extra_state": {"epoch": 4, "batch_offset": 0, "val_loss": 3.9},
+        },
+        folder / "model.pt",
+    )
+
+
 def write_iwslt(root: Path) -> None:
     """French of the course task standing in for German; BPE-encoded like prepare-iwslt14.sh's output."""
     from subword_nmt.apply_bpe import BPE

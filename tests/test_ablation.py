@@ -1,15 +1,20 @@
-"""The single-layer sweep that replays lower layers gives exactly the naive loop's outputs."""
+"""The single-layer sweep that replays lower layers gives exactly the naive loop's outputs; every
+sweep runs fairseq's attention on its explicit path, the unmasked run too; a pass that runs out of
+device memory is halved with the same results."""
 
 import pytest
 import torch
 from tiny_models import ALL_CASES
 
 import helpers
+from helpers.heads.sites import explicit_attention
 from helpers.sweeps.ablation import (
     UNMASKED,
     all_but_one_configs,
+    gated_passes,
     gated_runs,
     one_head_configs,
+    pruned_passes,
     single_layer_sweep,
 )
 
@@ -24,9 +29,10 @@ def test_replaying_lower_layers_equals_the_naive_loop(name):
     assert torch.equal(base, base_naive)
     for config in configs:
         assert torch.equal(fast[config], naive[config]), config
-    # and the naive loop is what masking means: gates applied to a full forward pass
+    # and the naive loop is what masking means: gates applied to a full forward pass (on the
+    # explicit attention path, as in every sweep)
     kind, layer, heads = configs[-1]
-    with helpers.HeadGates(case.model) as gates:
+    with explicit_attention(case.model), helpers.HeadGates(case.model) as gates:
         gates.mask({kind: {layer: list(heads)}})
         expected = case.run(case.model, case.batch)
     assert torch.equal(naive[configs[-1]][: len(expected)], expected)
@@ -95,9 +101,10 @@ def test_translation_sweep_masks_one_configuration_at_a_time():
     sources = [p.src for p in data[:5]]
     configs = one_head_configs(model)
     base, outs = translation_sweep(model, sources, configs, beam=2, progress=False)
-    assert base == translate(model, sources, beam=2)
+    with explicit_attention(model):
+        assert base == translate(model, sources, beam=2)
     kind, layer, heads = configs[0]
-    with helpers.HeadGates(model) as gates:
+    with explicit_attention(model), helpers.HeadGates(model) as gates:
         gates.mask({kind: {layer: list(heads)}})
         assert outs[configs[0]] == translate(model, sources, beam=2)
     assert translate(model, sources, beam=2) == base  # gates removed afterwards
@@ -172,3 +179,85 @@ def test_the_masked_layers_own_attention_is_replayed_too(first_token):
         below = sum(c[1] < layer for c in configs)
         assert counts[key] == len(batches) * (1 + below), (layer, counts[key])
     assert all("forward" not in vars(m) for m in model.modules())
+
+
+def _counting_fused_kernel(monkeypatch) -> list:
+    """Count the calls of torch's fused attention kernel (fairseq calls it through ``F``)."""
+    import torch.nn.functional as F
+
+    calls, fused = [], F.multi_head_attention_forward
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return fused(*args, **kwargs)
+
+    monkeypatch.setattr(F, "multi_head_attention_forward", counted)
+    return calls
+
+
+def test_every_sweep_runs_fairseqs_explicit_attention_path_the_unmasked_run_too(monkeypatch):
+    """An unmasked run on fairseq's fused kernel and masked runs on its explicit path would differ
+    by the kernels' rounding as well as by the masked heads: every sweep, its unmasked run
+    included, keeps every block on the explicit path, and gives the kernel back afterwards."""
+    from tiny_models import fairseq_iwslt
+
+    from helpers.zoo.translation_model import translate_copies
+
+    case = fairseq_iwslt()
+    calls = _counting_fused_kernel(monkeypatch)
+    case.run(case.model, case.batch)
+    assert calls, "outside a sweep fairseq takes its fused kernel (else this test checks nothing)"
+    calls.clear()
+    configs = one_head_configs(case.model)[:3] + all_but_one_configs(case.model)[-2:]
+    single_layer_sweep(case.model, [case.batch], case.run, configs, progress=False, processes=1)
+    sources = ["w4 w9 w12 w5", "w7 w8"]
+    decode = lambda m, copies, gated: translate_copies(m, sources, copies, gated, beam=2, max_len_b=5)
+    list(gated_passes(case.model, [UNMASKED, *configs], decode, 3, progress=False, processes=1))
+    list(gated_runs(case.model, [UNMASKED, configs[0]], lambda m: case.run(m, case.batch), progress=False))
+    specs = [{}, {"enc_self": {0: [1, 2]}}]
+    list(pruned_passes(case.model, specs, lambda m, n, g: [case.run(m, case.batch)], progress=False, processes=1))
+    assert not calls
+    case.run(case.model, case.batch)
+    assert calls  # the kernel is back
+
+
+def test_the_explicit_path_scores_the_unmasked_model_as_the_fused_kernel_does_up_to_rounding():
+    """Explicit and fused attention are equal in exact arithmetic: on the CPU each sentence's
+    loss agrees within the rounding bound the significance tests use (``ROUNDING_EPS``)."""
+    from tiny_models import fairseq_iwslt, fairseq_wmt
+
+    from helpers.heads.significance import FLOAT32_EPS, ROUNDING_EPS
+
+    for case in (fairseq_iwslt(), fairseq_wmt()):
+        with torch.no_grad():
+            fused = case.loss(case.model, case.batch)
+            with explicit_attention(case.model):
+                explicit = case.loss(case.model, case.batch)
+        assert ((explicit - fused).abs() / fused.abs()).max().item() < ROUNDING_EPS * FLOAT32_EPS
+
+
+def test_a_pass_that_runs_out_of_memory_is_halved_with_the_same_results():
+    """A simulated out-of-memory error in passes of more than two configurations: the sweep cuts
+    that pass and every later one to half, warns, and returns what one pass each would."""
+    case = ALL_CASES["bert"]()
+    configs = [UNMASKED, *one_head_configs(case.model)[:8]]
+    sizes = []
+
+    def run(m, copies, gated, limit=None):
+        sizes.append(copies)
+        if limit is not None and copies > limit:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
+        rows = case.batch["input_ids"].shape[0]
+        with gated(copies * rows):
+            out = case.run(m, {k: v.repeat(copies, *[1] * (v.dim() - 1)) for k, v in case.batch.items()})
+        return list(out.split(rows))
+
+    one = dict(gated_passes(case.model, configs, run, 1, progress=False, processes=1))
+    sizes.clear()
+    with pytest.warns(UserWarning, match="ran out of device memory; passes of 3"):
+        halved = dict(gated_passes(case.model, configs, lambda *a: run(*a, limit=3), 6, progress=False, processes=1))
+    assert sizes == [6, 3, 3, 3]  # the failed pass of 6 in halves, then the last 3 at the new size
+    for config in configs:
+        torch.testing.assert_close(halved[config], one[config], rtol=0, atol=1e-5)
+    with pytest.raises(torch.cuda.OutOfMemoryError, match="one configuration per pass does not fit"):
+        list(gated_passes(case.model, configs, lambda *a: run(*a, limit=0), 2, progress=False, processes=1))

@@ -316,3 +316,48 @@ def test_no_issue_numbers_in_code_or_profiles():
         if pattern.search(line)
     ]
     assert not found, f"issue numbers in: {found}"
+
+
+def _repository_texts() -> list[Path]:
+    places = [ROOT / "helpers", ROOT / "notebooks", ROOT / "profiles", ROOT / "book", ROOT / "benchmarks"]
+    files = [p for place in places for p in sorted(place.rglob("*")) if p.suffix in {".py", ".ipynb", ".yml", ".md"}]
+    return [*files, ROOT / "README.md", ROOT / "Makefile", ROOT / "environment.yml"]
+
+
+def test_every_python_m_command_the_repository_names_runs_something():
+    """A command printed in a profile, a page or a docstring (``python -m helpers.x.y ...``) names
+    a module with a command line: one that ends in ``if __name__ == "__main__"``, or a package with
+    a ``__main__.py``. A module without one exits 0 having done nothing."""
+    import re
+
+    named = {
+        m: path.relative_to(ROOT)
+        for path in _repository_texts()
+        for m in re.findall(r"python -m (helpers(?:\.\w+)+)", path.read_text())
+    }
+    assert "helpers.book.running.downloads" in named  # the scan finds what it should
+    silent = []
+    for module, where in sorted(named.items()):
+        file = ROOT.joinpath(*module.split("."))
+        if (file / "__main__.py").exists():
+            continue
+        source = file.with_suffix(".py")
+        if not source.exists() or 'if __name__ == "__main__":' not in source.read_text():
+            silent.append(f"{module} (named in {where})")
+    assert not silent, f"these modules have no command line: {silent}"
+
+
+def test_the_python_floor_covers_the_standard_library_the_code_uses():
+    """``tarfile``'s ``extractall(filter=...)`` (the archive download) exists from Python 3.11.4:
+    pyproject.toml and environment.yml must refuse an older 3.11."""
+    import re
+
+    from packaging.specifiers import SpecifierSet
+
+    assert "filter=" in (ROOT / "helpers" / "zoo" / "needs.py").read_text()
+    floor = SpecifierSet(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"])
+    assert "3.11.3" not in floor and "3.11.4" in floor
+    (conda,) = re.findall(r"^\s*- python(\S*)", (ROOT / "environment.yml").read_text(), re.M)
+    if re.fullmatch(r"=[\d.]+", conda):  # conda's `python=3.11` means any 3.11
+        conda = f"={conda}.*"
+    assert "3.11.3" not in SpecifierSet(conda), f"environment.yml pins python{conda}"

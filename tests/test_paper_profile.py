@@ -113,6 +113,24 @@ def test_archive_loads_the_weights_and_dictionaries_it_holds(data_root):
     assert len(model.encoder.dictionary) == len(open(folder / "dict.en.txt").readlines()) + 4
 
 
+def test_the_archive_in_its_2018_format_loads_as_the_same_model(data_root, tmp_path):
+    """The published WMT14 archive was written by fairseq in 2018 (``args`` only, fused attention
+    projections, ``layer_norms.<i>``): loading it must upgrade it to the very model that the
+    stand-in's current format holds."""
+    folder = data_root / "wmt14.en-fr.joined-dict.transformer"
+    paper_standins.write_2018_archive(folder, tmp_path / "2018")
+    written = torch.load(tmp_path / "2018" / "model.pt", map_location="cpu", weights_only=False)
+    assert "cfg" not in written and isinstance(written["args"].lr, float)
+    assert any(k.endswith("self_attn.in_proj_weight") for k in written["model"])
+    assert any(".layer_norms.2." in k for k in written["model"])
+    current, old = (paper_sources.load_fairseq_archive(f) for f in (folder, tmp_path / "2018"))
+    old_weights = old.state_dict()
+    for name, tensor in current.state_dict().items():
+        assert torch.equal(old_weights[name], tensor), name
+    src, prev = torch.tensor([[5, 6, 7, 8, 2]]), torch.tensor([[2, 9, 10, 11]])
+    assert torch.equal(old(src, torch.tensor([5]), prev)[0], current(src, torch.tensor([5]), prev)[0])
+
+
 def test_checkpoint_labels_are_reordered_to_ours():
     from helpers.zoo.classifier_training import align_labels
     from helpers.zoo.registry import load_encoder
@@ -159,12 +177,61 @@ def test_paper_profile_offline_fails_fast_naming_every_download(tmp_path, monkey
     assert downloads.main(["--profile", "paper", "check"]) == 1
 
 
+def test_a_chapter_is_refused_only_for_what_it_reads(tmp_path, monkeypatch, capsys):
+    """Chapter 03 reads MNLI and the WMT model: a missing IWSLT corpus (chapter 09's) must not
+    stop it; chapter 09 is refused for that corpus alone; chapter 02 reads every model."""
+    from helpers.book.profiles.profile import models_read
+    from helpers.book.running import runner
+
+    monkeypatch.setenv("SIXTEEN_HEADS_DATA", str(tmp_path / "empty"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    out = ["--output-dir", str(tmp_path / "out")]
+    assert runner.main(["--profile", "paper", "--only", "03_ablating_one_head", *out]) == 1
+    message = capsys.readouterr().err
+    assert "GLUE MNLI" in message and "fairseq model archive" in message
+    assert "prepare-iwslt14.sh" not in message and "GLUE CoLA" not in message
+    assert runner.main(["--profile", "paper", "--only", "09_training_dynamics", *out]) == 1
+    message = capsys.readouterr().err
+    assert "prepare-iwslt14.sh" in message and "GLUE" not in message and "fairseq model archive" not in message
+    paper = load_profile("paper")
+    assert models_read(paper, "02_course_models") == list(paper.models)
+    assert models_read(paper, "10_appendix_more_tasks") == ["acceptability", "sentiment", "paraphrase", "iwslt"]
+    assert models_read(paper, "03_ablating_one_head", {"translation": "iwslt"}) == ["nli", "iwslt"]
+    assert models_read(paper, "15_scorecard") == []
+
+
+def test_a_hub_download_takes_only_the_pytorch_files(tmp_path, monkeypatch):
+    import huggingface_hub
+
+    from helpers.zoo.needs import needs, pytorch_files
+
+    bert = [  # bert-base-uncased's repository
+        ".gitattributes", "LICENSE", "README.md", "config.json", "coreml/fill-mask/float32_model.mlpackage/Manifest.json",
+        "flax_model.msgpack", "model.onnx", "model.safetensors", "pytorch_model.bin", "rust_model.ot",
+        "tf_model.h5", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
+    ]  # fmt: skip
+    chosen = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "vocab.txt"]
+    assert pytorch_files(bert) == chosen
+    assert pytorch_files(["config.json", "pytorch_model.bin", "tf_model.h5"]) == ["config.json", "pytorch_model.bin"]
+    with pytest.raises(ValueError, match="no PyTorch weights"):
+        pytorch_files(["config.json", "tf_model.h5"])
+    monkeypatch.setenv("SIXTEEN_HEADS_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    calls = []
+    monkeypatch.setattr(huggingface_hub.HfApi, "list_repo_files", lambda self, name, **kw: bert)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda **kw: calls.append(kw))
+    need = next(n for n in needs(load_profile("paper").models) if n.what == "Hugging Face model bert-base-uncased")
+    need.fetch()
+    assert [c["allow_patterns"] for c in calls] == [chosen]
+    assert "--include" in need.how and "*.safetensors" in need.how
+
+
 def test_hub_model_offline_says_how_to_provide_it(tmp_path, monkeypatch):
     from helpers.zoo.registry import load_encoder
 
     monkeypatch.setenv("SIXTEEN_HEADS_DATA", str(tmp_path))
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    with pytest.raises(MissingDownloadError, match=r"huggingface-cli download bert-base-uncased --local-dir data/"):
+    with pytest.raises(MissingDownloadError, match=r"huggingface-cli download bert-base-uncased --include .* --local-dir data/"):
         load_encoder("bert-base-uncased", num_labels=3)
 
 

@@ -55,6 +55,21 @@ def test_greedy_equals_the_generator_unmasked(trained):
     assert decode_copies(model, sources, 1, beam=1, batch_size=16, max_len_b=12) == [fairseq]
 
 
+def test_both_searches_stop_where_fairseqs_length_rule_says(trained):
+    """At most ``max_len_a`` x the batch's source width + ``max_len_b`` tokens: a flat limit with
+    ``max_len_a`` 0 (fairseq's default, as the authors ran it), one that grows with the source
+    with ``max_len_a`` 1; the greedy search and fairseq's agree under both."""
+    model, sources = trained
+    longest = {}
+    for max_len_a in (0.0, 1.0):
+        limit = dict(batch_size=16, max_len_a=max_len_a, max_len_b=2)
+        fairseq = translate(model, sources, beam=1, **limit)
+        (greedy,) = greedy_copies(model, sources, 1, **limit)
+        assert greedy == fairseq
+        longest[max_len_a] = max(len(h.split()) for h in greedy)
+    assert longest[0.0] <= 2 < longest[1.0]
+
+
 @pytest.mark.parametrize("per_pass", [1, 5])
 def test_greedy_equals_the_generator_under_every_kind_of_mask(trained, per_pass):
     model, sources = trained

@@ -202,3 +202,59 @@ def test_every_translation_recipe_decays_weights_as_fairseq_does(profile, model)
     config = TranslationConfig(**load_profile(profile).model(model)["train"])
     optimizer = optimizer_for(torch.nn.Linear(2, 2), config)
     assert isinstance(optimizer, Adam) and optimizer.param_groups[0]["weight_decay"] == 1e-4
+
+
+def test_the_paper_profiles_iwslt_model_unties_the_decoders_embeddings_as_the_authors_script():
+    """train_iwslt.sh passes no --share-decoder-input-output-embed: the paper profile's IWSLT model
+    keeps the decoder's input embedding and output projection apart; the course's ties them."""
+    from helpers.book.profiles import load_profile
+    from helpers.zoo.translation_model import TranslationConfig, model_for
+
+    pairs = _copy_pairs(20, seed=0)
+    tied = {}
+    for profile, name in (("paper", "iwslt"), ("course", "translation")):
+        recipe = {**load_profile(profile).model(name)["train"], "layers": 1, "embed_dim": 16, "ffn_dim": 16}
+        decoder = model_for(pairs, TranslationConfig(**recipe)).decoder
+        tied[profile] = decoder.output_projection.weight is decoder.embed_tokens.weight
+    assert tied == {"paper": False, "course": True}
+
+
+def test_bertadam_takes_the_authors_update_step_by_step():
+    """``BertAdam`` against the update written out: the gradient clipped to norm 1, no bias
+    correction, e = 1e-6, the weight decay inside the learning-rate step."""
+    from helpers.zoo.classifier_training import BertAdam
+
+    torch.manual_seed(0)
+    w = torch.nn.Parameter(torch.randn(5))
+    expected, m, v = w.detach().clone(), torch.zeros(5), torch.zeros(5)
+    optimizer = BertAdam([w], lr=0.1, weight_decay=0.01)
+    for scale in (3.0, 0.2, 5.0):  # norms above and below the clipping norm
+        g = torch.randn(5) * scale
+        w.grad = g.clone()
+        optimizer.step()
+        g = g * min(1.0, 1.0 / (g.norm().item() + 1e-6))
+        m, v = 0.9 * m + 0.1 * g, 0.999 * v + 0.001 * g * g
+        expected = expected - 0.1 * (m / (v.sqrt() + 1e-6) + 0.01 * expected)
+        torch.testing.assert_close(w.detach(), expected, rtol=0, atol=1e-6)
+
+
+def test_the_paper_profile_fine_tunes_bert_with_bertadam(monkeypatch):
+    """The paper profile's recipe names ``bertadam``, and ``fine_tune`` then steps ``BertAdam``;
+    an unknown optimizer is refused with the names it takes."""
+    from helpers.book.profiles import load_profile
+    from helpers.zoo import classifier_training
+    from helpers.zoo.classifier_training import BertAdam, FineTuneConfig, fine_tune
+    from helpers.zoo.nli_task import generate
+    from helpers.zoo.registry import load_encoder
+
+    recipe = load_profile("paper").model("nli")["fine_tune"]
+    assert FineTuneConfig(**recipe).optimizer == "bertadam"
+    with pytest.raises(ValueError, match="adamw"):
+        FineTuneConfig(optimizer="sgd")
+    steps = []
+    original = BertAdam.step
+    monkeypatch.setattr(classifier_training.BertAdam, "step", lambda self, *a: steps.append(1) or original(self, *a))
+    model, tokenizer = load_encoder("tiny-bert", num_labels=3, seed=0)
+    examples = generate({"train": 8}, seed=0)["train"]
+    fine_tune(model, tokenizer, examples, FineTuneConfig(epochs=1.0, batch_size=4, optimizer="bertadam"), progress=False)
+    assert len(steps) == 2

@@ -28,7 +28,8 @@ no family.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -479,6 +480,27 @@ def _fairseq_gate_switch(site: AttentionSite, must_gate: Callable[[], bool]) -> 
         module.skip_embed_dim_check = original or site.num_heads != site.total_heads
 
     return undo
+
+
+@contextmanager
+def explicit_attention(model: nn.Module) -> Iterator[None]:
+    """Within the block every fairseq attention block of ``model`` takes its explicit path, the
+    one the gates need, gated or not. fairseq otherwise runs a block whose gates are all ones on
+    torch's fused kernel, whose float rounding differs from the explicit path's (by up to about
+    2 float32 epsilons of a sentence's log-likelihood on the course models, more on a GPU), so a
+    sweep's unmasked run and its masked runs would differ by more than the masked heads. Sweeps
+    enter it around their unmasked and masked runs alike. Other families have one path; for them
+    it changes nothing. On exit each block gets back its flag, a block pruned meanwhile staying
+    off the fused kernel (its width no longer matches it)."""
+    sites = [s for s in attention_sites(model) if s.family == "fairseq"]
+    saved = [s.module.skip_embed_dim_check for s in sites]
+    for site in sites:
+        site.module.skip_embed_dim_check = True
+    try:
+        yield
+    finally:
+        for site, flag in zip(sites, saved):
+            site.module.skip_embed_dim_check = flag or site.num_heads != site.total_heads
 
 
 class RoutedConfig:

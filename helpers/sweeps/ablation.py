@@ -17,10 +17,15 @@ layer's when it computes its first position only (``zoo.first_token_only``).
 The model's forward (``run``) must call every block once per batch, as an encoder, a classifier
 or a teacher-forced encoder-decoder does; incremental generation does not (use ``reuse=False``).
 For decoder kinds (``enc_dec``, ``dec_self``) the whole encoder is replayed as well.
+
+Every sweep here runs fairseq's attention on its explicit path, the unmasked run included
+(``sites.explicit_attention``), so that a configuration's change is the masked heads' alone and
+not also the rounding difference between fairseq's fused kernel and its explicit path.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
@@ -32,7 +37,7 @@ from tqdm.auto import tqdm
 from ..base.devices import device_of
 from ..heads.gates import HeadGates, HeadSpec
 from ..heads.removal import HeadRemoval
-from ..heads.sites import attention_sites, family_of, sites_by_kind
+from ..heads.sites import attention_sites, explicit_attention, family_of, sites_by_kind
 from .config_batches import (
     UNMASKED,
     Config,
@@ -182,7 +187,7 @@ def _sweep_here(
     batch_dims = {**batch_dims, **core_dims}
     base: list[torch.Tensor] = []
     outs: dict[Config, list[torch.Tensor]] = {c: [] for chunk in passes for c in chunk}
-    with HeadGates(model, removal=removal) as gates:
+    with explicit_attention(model), HeadGates(model, removal=removal) as gates:
         for batch in batches:
             recorder = _Recorder([b for bs in blocks.values() for b in bs] + list(cores.values())) if reuse else None
             try:
@@ -265,7 +270,7 @@ def gated_runs(
     ``single_layer_sweep`` cannot replay the layers below; each configuration costs one full
     ``run``. Consuming the iterator lazily lets a caller store each result as it arrives.
     """
-    with HeadGates(model) as gates:
+    with explicit_attention(model), HeadGates(model) as gates:
         for config in tqdm(configs, desc=desc, disable=not progress, unit="config"):
             if config != UNMASKED:
                 kind, layer, heads = config
@@ -298,6 +303,10 @@ def gated_passes(
     masking heads of several layers (pruning curves). ``processes`` > 1 splits the passes over
     forked processes (forked.py; None: ``sweep_processes(model)``). Yields ``(config, result)``
     in the order of ``configs``, each as soon as it and those before it are done.
+
+    A pass that runs out of device memory (``torch.cuda.OutOfMemoryError``) is run again in two
+    halves, and every later pass is cut to that size, with a warning; the results do not change.
+    A single configuration that does not fit raises the error, saying what to lower.
     """
     if configs_per_pass < 1:
         raise ValueError(f"configs_per_pass must be at least 1, got {configs_per_pass}")
@@ -340,12 +349,12 @@ def _passes_here(
 ) -> Iterator[tuple[int, Any]]:
     """``gated_passes``'s work in this process: ``(index in configs, result)`` pass by pass."""
     fairseq = family_of(model) == "fairseq"
-    with HeadGates(model) as gates:
-        for indices in passes:
-            chunk = [configs[i] for i in indices]
+    limit: int | None = None  # after an out-of-memory error: the largest pass that fitted
+    with explicit_attention(model), HeadGates(model) as gates:
 
+        def gated_for(chunk: list) -> Callable[[int], AbstractContextManager]:
             @contextmanager
-            def gated(rows: int, chunk=chunk):
+            def gated(rows: int):
                 if rows % len(chunk):
                     raise ValueError(f"a pass of {len(chunk)} configurations got {rows} rows, not a multiple")
                 with gates.rows(config_row_gates(gates, chunk, rows // len(chunk))):
@@ -355,9 +364,46 @@ def _passes_here(
                     else:
                         yield
 
-            results = run(model, len(chunk), gated)
-            advance(len(chunk))
-            yield from zip(indices, results)
+            return gated
+
+        for indices in passes:
+            queue = _cut(indices, limit)
+            while queue:
+                part = queue.pop(0)
+                chunk = [configs[i] for i in part]
+                try:
+                    results = run(model, len(chunk), gated_for(chunk))
+                except torch.cuda.OutOfMemoryError as err:
+                    limit = _halved(len(part), model, err)
+                    queue[:0] = _cut(part, limit)
+                    continue
+                advance(len(chunk))
+                yield from zip(part, results)
+
+
+def _cut(indices: list[int], limit: int | None) -> list[list[int]]:
+    """``indices`` in consecutive parts of at most ``limit`` (None: one part)."""
+    size = limit or len(indices)
+    return [indices[s : s + size] for s in range(0, len(indices), size)]
+
+
+def _halved(configs: int, model: nn.Module, err: BaseException) -> int:
+    """The pass size to try after a pass of ``configs`` configurations ran out of device memory:
+    half of it, the device's cache emptied first; with one configuration there is nothing to
+    halve, and the error says what to lower instead."""
+    if configs == 1:
+        raise torch.cuda.OutOfMemoryError(
+            f"one configuration per pass does not fit in the memory of {device_of(model)}: lower the batch size "
+            f"(sentences or examples per batch) or the beam, or free the device ({err})"
+        ) from err
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    warnings.warn(
+        f"a pass of {configs} configurations ran out of device memory; passes of {configs // 2} from now on "
+        "(the results are the same)",
+        stacklevel=3,
+    )
+    return configs // 2
 
 
 def pruned_sharing_weights(model: nn.Module, spec: Config | HeadSpec) -> nn.Module:
@@ -402,7 +448,8 @@ def pruned_passes(
 
     def here(share: list[list[int]], advance: Callable[[int], Any]) -> Iterator[tuple[int, Any]]:
         for (i,) in share:
-            result = run(pruned_sharing_weights(model, configs[i]), 1, lambda rows: nullcontext())[0]
+            with explicit_attention(model):  # the copy inherits the flags
+                result = run(pruned_sharing_weights(model, configs[i]), 1, lambda rows: nullcontext())[0]
             advance(1)
             yield i, result
 

@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 
 from ..base import ledger
 from ..heads.gates import Head, HeadGates, HeadSpec, heads_in, spec_of
+from ..heads.sites import explicit_attention
 
 Evaluate = Callable[[nn.Module], float]
 
@@ -128,7 +129,7 @@ def score_specs(
             scores = [float(s) for s in many(model, list(firsts.values()))]
         else:
             scores = []
-            with HeadGates(model) as gates:
+            with explicit_attention(model), HeadGates(model) as gates:
                 for spec in tqdm(firsts.values(), desc=desc, disable=not progress, unit="step"):
                     gates.reset()
                     if spec:
@@ -154,7 +155,7 @@ def reestimated_curve(
     """
     order: list[Head] = []
     rows = []
-    with HeadGates(model) as gates:
+    with explicit_attention(model), HeadGates(model) as gates:
         for count in tqdm(
             counts(len(pool), step), desc="pruning curve (re-estimated)", disable=not progress, unit="step"
         ):

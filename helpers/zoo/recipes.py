@@ -162,7 +162,8 @@ def head_norm_lists(model) -> dict[str, list[list[float]]]:
     return {kind: grid.tolist() for kind, grid in head_norms(model).items()}
 
 
-_CURVE_MAX_LEN_B = 24  # the learning curve decodes as the chapters' sweeps do: greedy, 24 tokens past the source
+# the learning curve decodes as the course's sweeps do: greedy, up to 24 tokens past the source
+_CURVE_MAX_LEN = {"max_len_a": 1.0, "max_len_b": 24}
 
 
 def _curve_point(valid: list):
@@ -171,7 +172,7 @@ def _curve_point(valid: list):
     from .translation_model import translate
 
     def evaluate(model) -> dict:
-        hyps = translate(model, [p.src for p in valid], beam=1, max_len_b=_CURVE_MAX_LEN_B)
+        hyps = translate(model, [p.src for p in valid], beam=1, **_CURVE_MAX_LEN)
         return {"valid_bleu_greedy": bleu(hyps, [p.ref for p in valid])[0]}
 
     return evaluate

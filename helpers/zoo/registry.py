@@ -33,7 +33,7 @@ from torch import nn
 
 from ..heads.pruning import PRUNED_HEADS_FILE, load_pruned
 from . import paper_sources, shipped
-from .locations import MissingDownloadError, local_path
+from .locations import MissingDownloadError, hub_download_command, local_path
 
 _Reference = str | os.PathLike
 
@@ -93,7 +93,7 @@ def _hugging_face(reference: _Reference, num_labels: int | None, seed: int):
         raise MissingDownloadError(
             f"could not load {name!r}: it is not a local folder and the Hugging Face hub is not reachable "
             f"(HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE', 'unset')}). On a machine with internet run "
-            f"`huggingface-cli download {name} --local-dir data/{name}` (or `python -m helpers.book.running.downloads "
+            f"`{hub_download_command(name, f'data/{name}')}` (or `python -m helpers.book.running.downloads "
             f"--profile paper download`); a folder under data/ with the hub name is found by that name, any other "
             f"folder can be passed as the model parameter."
         ) from err

@@ -33,7 +33,7 @@ from ..heads.significance import METRIC_STATS, bleu_from_stats, bleu_stats, log_
 from ..sweeps.config_batches import repeat_rows
 from .classifier_training import batches, by_length, encode, in_order, labels_of
 from .first_token_only import first_token_only
-from .translation_model import MAX_LEN_B
+from .translation_model import MAX_LEN_A, MAX_LEN_B
 
 _LOG_LIKELIHOOD = "log_likelihood"  # a classifier_scorer metric: the gold label's mean log-probability (nats)
 
@@ -146,10 +146,15 @@ def classifier_loss(model: nn.Module, batch: dict) -> torch.Tensor:
 
 
 def translation_scorer(
-    pairs: Sequence, beam: int = 5, batch_size: int = 64, max_len_b: int = MAX_LEN_B, configs_per_pass: int = 12
+    pairs: Sequence,
+    beam: int = 5,
+    batch_size: int = 64,
+    max_len_b: int = MAX_LEN_B,
+    configs_per_pass: int = 12,
+    max_len_a: float = MAX_LEN_A,
 ) -> Callable[[nn.Module], float]:
     """``score(model)``: tokenised BLEU of beam-search translations of ``pairs`` against their refs
-    (``max_len_b`` as in ``translation_model.translate``). ``score.many(model, specs)`` gives the
+    (``max_len_a``, ``max_len_b`` as in ``translation_model.translate``). ``score.many(model, specs)`` gives the
     score under each head spec, ``configs_per_pass`` of them per search (``pruning_curve`` uses it);
     ``score.examples``: how many pairs it scores."""
     from .sweep_decoder import decode_copies
@@ -158,7 +163,9 @@ def translation_scorer(
 
     def score(model: nn.Module) -> float:
         with ledger.entry("decoding", f"BLEU, beam {beam}", model, len(sources)):
-            (hyps,) = decode_copies(model, sources, 1, beam=beam, batch_size=batch_size, max_len_b=max_len_b)
+            (hyps,) = decode_copies(
+                model, sources, 1, beam=beam, batch_size=batch_size, max_len_b=max_len_b, max_len_a=max_len_a
+            )
             return bleu(hyps, refs)[0]
 
     def hypotheses(model: nn.Module, specs: Sequence[dict]) -> list[list[str]]:
@@ -179,6 +186,7 @@ def translation_scorer(
                         beam=beam,
                         batch_size=batch_size,
                         max_len_b=max_len_b,
+                        max_len_a=max_len_a,
                     )
                 ),
             )
@@ -224,7 +232,7 @@ def masked_translations(
     """Yield ``(config, translations of sources)`` for each ``Config`` or head spec in
     ``configs``, ``configs_per_pass`` of them per search (``gated_passes`` with
     ``sweep_decoder.decode_copies``: greedy for one beam, fairseq's beam search for more;
-    ``decoding``: its beam, lenpen, batch_size, max_len_b)."""
+    ``decoding``: its beam, lenpen, batch_size, max_len_a, max_len_b)."""
     from ..sweeps.ablation import gated_passes
     from .sweep_decoder import decode_copies
 

@@ -30,7 +30,7 @@ from torch import nn
 
 from ..base.devices import to_device
 from ..base.fairseq_compat import import_fairseq
-from .translation_model import MAX_LEN_B
+from .translation_model import MAX_LEN_A, MAX_LEN_B
 
 DECODER_ENV = "SIXTEEN_HEADS_DECODER"
 
@@ -43,10 +43,12 @@ def greedy_copies(
     gated: Callable[[int], contextlib.AbstractContextManager] | None = None,
     batch_size: int = 64,
     max_len_b: int = MAX_LEN_B,
+    max_len_a: float = MAX_LEN_A,
 ) -> list[list[str]]:
     """``translation_model.translate_copies`` with ``beam=1``: greedy translations of ``copies``
     copies of tokenised ``sources`` (the same batches, by source length, and the same length
-    limit: ``max_len_b`` tokens beyond the batch's longest source), one list per copy."""
+    limit: ``max_len_a`` times the batch's longest source plus ``max_len_b`` tokens), one list
+    per copy."""
     import_fairseq()
     from fairseq.data import data_utils
 
@@ -61,7 +63,7 @@ def greedy_copies(
         lengths = torch.tensor([len(encoded[i]) for i in idx])
         net_input = to_device({"src_tokens": src.repeat(copies, 1), "src_lengths": lengths.repeat(copies)}, model)
         with gated(copies * len(idx)) if gated else contextlib.nullcontext():
-            hypotheses = _greedy_search(model, net_input, max_len_b)
+            hypotheses = _greedy_search(model, net_input, max_len_b, max_len_a)
         for row, tokens in enumerate(hypotheses):
             out[row // len(idx)][idx[row % len(idx)]] = tgt_dict.string(tokens)
     return out
@@ -76,29 +78,43 @@ def decode_copies(
     lenpen: float = 1.0,
     batch_size: int = 64,
     max_len_b: int = MAX_LEN_B,
+    max_len_a: float = MAX_LEN_A,
 ) -> list[list[str]]:
     """``copies`` copies of ``sources`` decoded with ``beam``: by ``greedy_copies`` for one beam
     (the length penalty then plays no part), else by fairseq's beam search (``translate_copies``).
     ``$SIXTEEN_HEADS_DECODER=generator`` sends one beam to fairseq too (to check that both give
     the same book)."""
     if beam == 1 and os.environ.get(DECODER_ENV) != "generator":
-        return greedy_copies(model, sources, copies, gated, batch_size=batch_size, max_len_b=max_len_b)
+        return greedy_copies(
+            model, sources, copies, gated, batch_size=batch_size, max_len_b=max_len_b, max_len_a=max_len_a
+        )
     from .translation_model import translate_copies
 
     return translate_copies(
-        model, sources, copies, gated, beam=beam, lenpen=lenpen, batch_size=batch_size, max_len_b=max_len_b
+        model,
+        sources,
+        copies,
+        gated,
+        beam=beam,
+        lenpen=lenpen,
+        batch_size=batch_size,
+        max_len_b=max_len_b,
+        max_len_a=max_len_a,
     )
 
 
-def _greedy_search(model: nn.Module, net_input: dict, max_len_b: int = MAX_LEN_B) -> list[torch.Tensor]:
+def _greedy_search(
+    model: nn.Module, net_input: dict, max_len_b: int = MAX_LEN_B, max_len_a: float = MAX_LEN_A
+) -> list[torch.Tensor]:
     """The greedy hypothesis of each row of ``net_input`` (``src_tokens`` [B, S], left-padded,
     and ``src_lengths`` [B]): its target tokens, ``</s>`` included, as ``SequenceGenerator``
-    with ``beam_size=1, max_len_a=1.0, min_len=1`` returns them (``hypos[0]["tokens"]``)."""
+    with ``beam_size=1, min_len=1`` and these ``max_len_a``, ``max_len_b`` returns them
+    (``hypos[0]["tokens"]``)."""
     dictionary = model.decoder.dictionary
     eos, pad = dictionary.eos(), dictionary.pad()
     src_tokens = net_input["src_tokens"]
     rows, src_len = src_tokens.shape[:2]
-    max_len = min(int(1.0 * src_len + max_len_b), model.max_decoder_positions() - 1)
+    max_len = min(int(max_len_a * src_len + max_len_b), model.max_decoder_positions() - 1)
     encoder_out = model.encoder.forward_torchscript(net_input)
     incremental_state: dict = torch.jit.annotate(dict, {})
     tokens = torch.full((rows, max_len + 2), pad, dtype=torch.long, device=src_tokens.device)

@@ -107,12 +107,15 @@ def translation_curves(
     max_len_b: int,
     step: float,
     training_seeds: int = 0,
+    max_len_a: float = 0.0,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(BLEU curves, likelihood curves)`` of every run of translation model ``name``."""
     data = course.load_data(settings, name)
     importance_set = course.subset(data[importance_split], importance_examples)
     scored = course.subset(data[split], max_examples)
-    bleu = translation_scorer(course.subset(scored, decoded_examples), beam=beam, max_len_b=max_len_b)
+    bleu = translation_scorer(
+        course.subset(scored, decoded_examples), beam=beam, max_len_b=max_len_b, max_len_a=max_len_a
+    )
     nll = translation_likelihood_scorer(scored)
     likelihood = []
 

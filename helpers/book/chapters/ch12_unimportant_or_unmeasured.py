@@ -581,6 +581,7 @@ def chapter_06_runs(settings, progress: bool = False) -> PruningRuns:
         decoded_examples=p["decoded_examples"],
         beam=p["beam"],
         max_len_b=p["max_len_b"],
+        max_len_a=p["max_len_a"],
         progress=progress,
         bootstrap=Bootstrap(min_units=p["min_units"]),
     )

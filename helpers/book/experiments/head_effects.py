@@ -304,12 +304,13 @@ def translation_effects(
     max_len_b: int = translation_model.MAX_LEN_B,
     configs_per_pass: int = TRANSLATION_CONFIGS_PER_PASS,
     positions: Sequence[int] | None = None,
+    max_len_a: float = translation_model.MAX_LEN_A,
     looks: Looks | None = None,
     first_look: Sequence[int] | None = None,
     chosen_here: bool = False,
 ) -> pd.DataFrame:
     """Tokenised BLEU of a translation model under each configuration (beam search, stopping at
-    source length + ``max_len_b`` tokens; up to ``configs_per_pass`` configurations per search,
+    ``max_len_a`` times the source length + ``max_len_b`` tokens; up to ``configs_per_pass`` configurations per search,
     with the same results); ``cache_dir`` as in ``classifier_effects`` (hypotheses per
     configuration, stored as each pass finishes); ``positions``: BLEU of the pairs at these
     positions only, their hypotheses read from the search over all of ``pairs``; ``looks``: two
@@ -321,10 +322,8 @@ def translation_effects(
     _one_of(looks, positions)
     refs = [p.ref for p in pairs]
     sources = [p.src for p in pairs]
-    options = {"beam": beam, "lenpen": 1.0, "batch_size": batch_size}
-    if max_len_b != translation_model.MAX_LEN_B:  # the default keeps the cache keys of earlier sweeps
-        options["max_len_b"] = max_len_b
-    search = dict(beam=beam, batch_size=batch_size, progress=progress, max_len_b=max_len_b)
+    options = {"beam": beam, "lenpen": 1.0, "batch_size": batch_size, "max_len_a": max_len_a, "max_len_b": max_len_b}
+    search = dict(beam=beam, batch_size=batch_size, progress=progress, max_len_b=max_len_b, max_len_a=max_len_a)
     search.update(configs_per_pass=configs_per_pass)
     if looks is not None:
         cache_of = lambda part: _cache(cache_dir, part, options)  # one look's sources
@@ -456,6 +455,7 @@ def translation_sweep(
     cache: SweepCache | None = None,
     max_len_b: int = translation_model.MAX_LEN_B,
     configs_per_pass: int = TRANSLATION_CONFIGS_PER_PASS,
+    max_len_a: float = translation_model.MAX_LEN_A,
 ) -> tuple[list[str], dict[Config, list[str]]]:
     """Translate ``sources`` unmasked and under every configuration (beam search, so no layer is
     replayed: the decoder runs once per output position; ``configs_per_pass`` configurations share
@@ -484,6 +484,7 @@ def translation_sweep(
             lenpen=lenpen,
             batch_size=batch_size,
             max_len_b=max_len_b,
+            max_len_a=max_len_a,
         ):
             cache.put(config, hypotheses)
     cache.wait_for(everything)

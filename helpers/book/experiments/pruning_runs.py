@@ -254,7 +254,10 @@ class PruningRuns:
                 model,
                 None,
                 translation_scorer(
-                    self.sweeps.decoded(scored), beam=self.sweeps.beam, max_len_b=self.sweeps.max_len_b
+                    self.sweeps.decoded(scored),
+                    beam=self.sweeps.beam,
+                    max_len_b=self.sweeps.max_len_b,
+                    max_len_a=self.sweeps.max_len_a,
                 ),
             )
         return model, None, translation_likelihood_scorer(scored)  # teacher-forced per reference token: no decoding

@@ -1,6 +1,6 @@
 """One chapter's head-mask sweeps, repeated on every training run of a model.
 
-    sweeps = HeadSweeps(settings, training_seeds=0, decoded_examples=200, beam=1, max_len_b=24,
+    sweeps = HeadSweeps(settings, training_seeds=0, decoded_examples=200, beam=1, max_len_a=1.0, max_len_b=24,
                         bootstrap=Bootstrap(n_resamples=1000, alpha=0.01, seed=0))
     effects = sweeps.effects("nli", examples, "one_head")                  # every seed, accuracy
     effects = sweeps.effects("translation", pairs, "one_head", "likelihood")  # every seed, nats per token
@@ -73,6 +73,7 @@ class HeadSweeps:
     decoded_examples: int = 0  # translation pairs decoded for BLEU (0: all)
     beam: int = 5
     max_len_b: int = 200
+    max_len_a: float = 0.0  # decoding stops at max_len_a * source length + max_len_b tokens (fairseq's rule)
     bootstrap: Bootstrap = Bootstrap()  # the paired bootstrap's settings (its seed also draws the examples)
     progress: bool = True
     looks: Looks | None = None  # two looks at the examples (stop when decided) for the classifier and
@@ -137,6 +138,7 @@ class HeadSweeps:
             list(configs),
             beam=self.beam,
             max_len_b=self.max_len_b,
+            max_len_a=self.max_len_a,
             looks=self.looks,
             first_look=first,
             chosen_here=chosen_here,
@@ -216,6 +218,7 @@ class HeadSweeps:
             chosen,
             beam=self.beam,
             max_len_b=self.max_len_b,
+            max_len_a=self.max_len_a,
             positions=positions,
             **common,
         )  # positions: of the decoded pairs

@@ -175,6 +175,27 @@ def chapter_parameters(settings: Profile, notebook: str) -> dict:
     return {**declared_parameters(NOTEBOOKS / f"{notebook}.ipynb"), **parameters_for(settings, notebook, {})}
 
 
+# chapters that read every model of the profile, whatever their parameters name
+READS_EVERY_MODEL = frozenset({"02_course_models"})
+
+
+def models_read(settings: Profile, notebook: str, overrides: dict | None = None) -> list[str]:
+    """The names of ``settings.models`` that chapter ``notebook`` reads with ``overrides``: those
+    its parameters name (a value, or an item of a list value, equal to a model's name, e.g.
+    ``translation = "iwslt"``), in profile order; every model for ``READS_EVERY_MODEL``. The
+    runner checks only these models' downloads, so a chapter is never refused for another's."""
+    if notebook in READS_EVERY_MODEL:
+        return list(settings.models)
+    source = NOTEBOOKS / f"{notebook}.ipynb"
+    declared = declared_parameters(source) if source.exists() else {}
+    named: set[str] = set()
+    for value in {**declared, **parameters_for(settings, notebook, overrides or {})}.values():
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, str) and item in settings.models:
+                named.add(item)
+    return [name for name in settings.models if name in named]
+
+
 def check_runner_command(command: str) -> tuple[str, dict[str, Any]]:
     """``(chapter, checked overrides)`` of a runner command line as the README and the teaching
     guide print it (``... helpers.book.running.runner --profile P --only CHAPTER -p name=value ...``);

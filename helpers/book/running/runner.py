@@ -27,7 +27,7 @@ from ...base.ledger import ENV as LEDGER_ENV
 from ...zoo.locations import CHAPTER_ENV
 from ...zoo.locations import REPO as ROOT
 from ..profiles.parameters import parse_overrides
-from ..profiles.profile import NOTEBOOKS, load_profile, parameters_for
+from ..profiles.profile import NOTEBOOKS, load_profile, models_read, parameters_for
 from ..store import shards
 from ..store.progress import estimate_left, progress_line, recorded_chapter_seconds
 from ..store.sweep_costs import record_sweep_costs, running_ledger
@@ -370,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     settings = load_profile(args.profile)  # checked against the chapters' parameters cells
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the book never downloads (helpers.zoo.paper_sources does)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the book never downloads (helpers.book.running.downloads does)
     os.environ.setdefault(shards.JOB_STARTED, str(time.time()))  # ranks ignore status files of earlier jobs
     if shards.rank() > 0:  # under torchrun: every rank runs the notebooks, rank 0's copies are the book's
         args.output_dir = args.output_dir / f"rank{shards.rank()}"
@@ -388,8 +388,9 @@ def main(argv: list[str] | None = None) -> int:
     # only to the chapters that declare it
     per_chapter = checked_overrides({n: NOTEBOOKS / f"{n}.ipynb" for n in names}, overrides) if overrides else {}
 
-    try:
-        check_local(settings.name, settings.models)
+    read = {m for n in names for m in models_read(settings, n, per_chapter.get(n, {}))}
+    try:  # only what the chapters asked for read: `--only 03` is not refused for chapter 09's corpus
+        check_local(settings.name, {m: spec for m, spec in settings.models.items() if m in read})
     except MissingDownloadError as err:
         print(f"FAILED before running any notebook: {err}", file=sys.stderr)
         return 1

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -50,6 +52,68 @@ def merge_bpe(text: str) -> str:
     """``text`` with subword-nmt's ``@@`` continuation markers joined (``"chat@@ on" -> "chaton"``),
     as fairseq's ``--remove-bpe``; text without them is returned unchanged."""
     return (text + " ").replace("@@ ", "").rstrip() if "@@" in text else text
+
+
+# The authors computed BLEU two ways (REFERENCE.md §9.3, §9.4). ``wmt_ablation.sh``, which printed
+# Tables 1, 2 and 5, removed BPE, detokenized with Moses and scored with sacreBLEU's defaults (its
+# 13a tokenizer) against the raw reference: DETOKENIZED. ``prune.py`` (Figures 3 to 6) merged BPE
+# and scored the tokenized text as it is (``tokenize="none"``): TOKENIZED.
+TOKENIZED, DETOKENIZED = "tokenized", "detokenized"
+BLEU_TOKENIZERS = {TOKENIZED: "none", DETOKENIZED: "13a"}
+
+
+@functools.lru_cache(maxsize=8)
+def _detokenizer(lang: str):
+    from sacremoses import MosesDetokenizer
+
+    return MosesDetokenizer(lang=lang)
+
+
+def detokenize(text: str, lang: str) -> str:
+    """``text`` (Moses tokens, BPE markers allowed) with BPE merged and Moses' detokenizer for
+    ``lang`` applied, as fairseq's ``moses`` encoder decodes (``@-@`` dash splits joined too)."""
+    return _detokenizer(lang).detokenize(merge_bpe(text).split())
+
+
+@dataclass(frozen=True)
+class BleuDefinition:
+    """How a chapter's BLEU is computed: ``name`` ``TOKENIZED`` or ``DETOKENIZED`` (above), and
+    ``lang``, the language the model writes (for the detokenizer). ``hypotheses(model outputs)``
+    and ``references(pairs)`` give the texts to score with sacreBLEU's tokenizer ``tokenize``;
+    ``bleu`` and ``significance.bleu_stats`` with that tokenizer then compute the definition's
+    BLEU. A reference is a pair's ``raw_ref`` (as published) when it has one, else its tokenized
+    ``ref`` detokenized the same way as the hypotheses."""
+
+    name: str = TOKENIZED
+    lang: str = "fr"
+
+    def __post_init__(self):
+        if self.name not in BLEU_TOKENIZERS:
+            raise ValueError(f"unknown BLEU definition {self.name!r}; use one of {sorted(BLEU_TOKENIZERS)}")
+
+    @property
+    def tokenize(self) -> str:
+        return BLEU_TOKENIZERS[self.name]
+
+    def hypotheses(self, outputs: Sequence[str]) -> list[str]:
+        if self.name == TOKENIZED:
+            return list(outputs)
+        return [detokenize(h, self.lang) for h in outputs]
+
+    def references(self, pairs: Sequence) -> list[str]:
+        if self.name == TOKENIZED:
+            return [p.ref for p in pairs]
+        return [getattr(p, "raw_ref", "") or detokenize(p.ref, self.lang) for p in pairs]
+
+    def score(self, outputs: Sequence[str], pairs: Sequence) -> tuple[float, str]:
+        """Corpus BLEU of ``outputs`` (model outputs, one per pair) against ``pairs``, and its
+        sacreBLEU signature."""
+        return bleu(self.hypotheses(outputs), self.references(pairs), self.tokenize)
+
+    def signature(self) -> str:
+        import sacrebleu
+
+        return f"{self.name}: {sacrebleu.BLEU(tokenize=self.tokenize).get_signature()}"
 
 
 def bleu(hypotheses: Sequence[str], references: Sequence[str], tokenize: str = "none") -> tuple[float, str]:

@@ -28,9 +28,10 @@ Formats, one reader each:
 * Hugging Face models: a hub name, or a folder in the hub layout (``config.json``, weights,
   tokenizer files).
 
-Every sentence stays in the subword units the model reads; BLEU merges BPE before scoring
-(``metrics.merge_bpe``), so it is tokenised BLEU on Moses tokens, as the paper says
-(REFERENCE.md §1.1 and §12.3: the authors' ablation script scored detokenised text instead).
+Every sentence stays in the subword units the model reads, and each test pair keeps its raw
+reference (``Pair.raw_ref``): chapters 03 to 05 score detokenized BLEU against it, as the
+authors' ``wmt_ablation.sh`` did, and the pruning chapters tokenised BLEU on Moses tokens, as
+their ``prune.py`` did (``metrics.BleuDefinition``; REFERENCE.md §9.3, §9.4).
 """
 
 from __future__ import annotations
@@ -220,7 +221,7 @@ def load_splits(spec: dict) -> dict[str, list]:
     prep = Preprocessor(data["langpair"], codes)
     return {
         split: [
-            translation_task.Pair(prep.source(s), prep.target(r))
+            translation_task.Pair(prep.source(s), prep.target(r), raw_ref=r.strip())
             for s, r in _read_test_sets(data["folder"], sets, data["langpair"])
         ]
         for split, sets in data["splits"].items()

@@ -67,6 +67,15 @@ def generate_data(spec: dict) -> dict[str, list]:
     return appendix_tasks.generate(task, sizes, seed)
 
 
+COURSE_LANGPAIR = "en-fr"  # every translation task made here (generated or from the Bible) is English -> French
+
+
+def target_language(spec: dict) -> str:
+    """The language a translation model of ``spec`` writes: the target of its data's
+    ``langpair`` (the paper profile's models), else French (``COURSE_LANGPAIR``)."""
+    return (spec.get("data") or {}).get("langpair", COURSE_LANGPAIR).split("-")[1]
+
+
 def machine() -> str:
     """A one-line description of this machine, stored with every training time."""
     return (
@@ -183,11 +192,12 @@ def build_translation(
 ) -> dict:
     """Train a fairseq Transformer on ``data["train"]`` with a checkpoint per epoch in
     ``directory/checkpoints`` (resuming from ``last.pt`` if there is one), save the final model
-    to ``directory/model`` and score it (tokenised BLEU of beam search and of greedy decoding) on
+    to ``directory/model`` and score it (tokenised BLEU of beam search and of greedy decoding, and
+    the beam search's detokenized BLEU against the raw references, ``metrics.BleuDefinition``) on
     every other split; the greedy BLEU on ``valid`` after each epoch is the learning curve.
     ``progress``: bars; ``log``: where each epoch's line goes (``train``)."""
     from ..base.devices import default_device
-    from ..heads.metrics import bleu
+    from ..heads.metrics import DETOKENIZED, BleuDefinition, bleu
     from ..heads.pruning import save_pruned
     from .translation_model import TranslationConfig, model_for, train, translate
 
@@ -214,6 +224,7 @@ def build_translation(
         save_pruned(model, directory / "model")
         (directory / "checkpoints" / "last.pt").unlink()  # optimiser state: only needed to resume
     scores, signature = {}, ""
+    detokenized = BleuDefinition(DETOKENIZED, target_language(spec))
     frequent = Counter(p.ref for p in data["train"]).most_common(1)[0][0] if data.get("train") else ""
     for split, pairs in data.items():
         if split == "train":
@@ -221,12 +232,14 @@ def build_translation(
         refs = [p.ref for p in pairs]
         hyps = translate(model, [p.src for p in pairs], beam=spec.get("beam", 5))
         score, signature = bleu(hyps, refs)
+        score_detokenized, detokenized_signature = detokenized.score(hyps, pairs)
         greedy = bleu(translate(model, [p.src for p in pairs], beam=1), refs)[0]  # as the chapters' sweeps decode
         ceiling = bleu([p.oracle for p in pairs], refs)[0] if pairs[0].oracle else None
         # trivial baselines: the source copied as it is, and the most frequent training reference for every sentence
         copied, constant = bleu([p.src for p in pairs], refs)[0], bleu([frequent] * len(pairs), refs)[0]
         scores[split] = {
             "bleu": score,
+            "bleu_detokenized": score_detokenized,
             "bleu_greedy": greedy,
             "oracle_bleu": ceiling,
             "copy_bleu": copied,
@@ -240,6 +253,7 @@ def build_translation(
         "epochs": history,
         "scores": scores,
         "bleu_signature": signature,
+        "bleu_detokenized_signature": detokenized_signature,
         "vocabulary": {"source": len(model.encoder.dictionary), "target": len(model.decoder.dictionary)},
         "head_norms": head_norm_lists(model),
     }

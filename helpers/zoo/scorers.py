@@ -28,7 +28,7 @@ from torch import nn
 
 from ..base import ledger
 from ..base.devices import to_device
-from ..heads.metrics import METRICS, bleu
+from ..heads.metrics import METRICS, BleuDefinition, bleu
 from ..heads.significance import METRIC_STATS, bleu_from_stats, bleu_stats, log_likelihood
 from ..sweeps.config_batches import repeat_rows
 from .classifier_training import batches, by_length, encode, in_order, labels_of
@@ -152,21 +152,24 @@ def translation_scorer(
     max_len_b: int = MAX_LEN_B,
     configs_per_pass: int = 12,
     max_len_a: float = MAX_LEN_A,
+    definition: BleuDefinition = BleuDefinition(),
 ) -> Callable[[nn.Module], float]:
-    """``score(model)``: tokenised BLEU of beam-search translations of ``pairs`` against their refs
-    (``max_len_a``, ``max_len_b`` as in ``translation_model.translate``). ``score.many(model, specs)`` gives the
+    """``score(model)``: BLEU of beam-search translations of ``pairs`` against their references,
+    tokenized unless ``definition`` says otherwise (``metrics.BleuDefinition``; ``score.signature``
+    names it), decoded with ``max_len_a``, ``max_len_b`` as in ``translation_model.translate``. ``score.many(model, specs)`` gives the
     score under each head spec, ``configs_per_pass`` of them per search (``pruning_curve`` uses it);
     ``score.examples``: how many pairs it scores."""
     from .sweep_decoder import decode_copies
 
-    sources, refs = [p.src for p in pairs], [p.ref for p in pairs]
+    sources, refs = [p.src for p in pairs], definition.references(pairs)
+    tokenize = definition.tokenize
 
     def score(model: nn.Module) -> float:
         with ledger.entry("decoding", f"BLEU, beam {beam}", model, len(sources)):
             (hyps,) = decode_copies(
                 model, sources, 1, beam=beam, batch_size=batch_size, max_len_b=max_len_b, max_len_a=max_len_a
             )
-            return bleu(hyps, refs)[0]
+            return bleu(definition.hypotheses(hyps), refs, tokenize)[0]
 
     def hypotheses(model: nn.Module, specs: Sequence[dict]) -> list[list[str]]:
         with ledger.entry("decoding", f"BLEU, beam {beam}", model, len(sources), len(specs)) as timed:
@@ -192,9 +195,14 @@ def translation_scorer(
             )
 
     kept: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {heads: hypotheses}
-    score.many = lambda model, specs: [bleu(hyps, refs)[0] for hyps in hypotheses(model, specs)]
-    score.stats = lambda model, specs: [bleu_stats(hyps, refs) for hyps in hypotheses(model, specs)]
-    score.from_stats = bleu_from_stats
+    score.many = lambda model, specs: [
+        bleu(definition.hypotheses(hyps), refs, tokenize)[0] for hyps in hypotheses(model, specs)
+    ]
+    score.stats = lambda model, specs: [
+        bleu_stats(definition.hypotheses(hyps), refs, tokenize) for hyps in hypotheses(model, specs)
+    ]
+    score.from_stats = lambda sums: bleu_from_stats(sums, tokenize)
+    score.signature = definition.signature()
     score.examples = len(pairs)  # what a step is scored on (result tables record it)
     return score
 

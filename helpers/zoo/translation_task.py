@@ -313,6 +313,7 @@ class Pair:
     src: str
     ref: str
     oracle: str = ""  # an exact translation with its own coin flips: BLEU(oracle, ref) is the ceiling
+    raw_ref: str = ""  # the reference as published, before tokenisation ("": only the tokenised one)
 
 
 def generate(sizes: dict[str, int], seed: int = 0) -> dict[str, list[Pair]]:

@@ -102,7 +102,8 @@ def translation_splits(
     train_references: Sequence[str] = (REFERENCE,),
 ) -> dict[str, list[Pair]]:
     """``{split: [Pair]}`` for the splits in ``sizes`` (names in ``_TRANSLATION_SPLITS``), with
-    ``src``, ``ref`` and ``oracle`` as BPE-encoded Moses tokens; deterministic by ``seed``.
+    ``src``, ``ref`` and ``oracle`` as BPE-encoded Moses tokens, and ``raw_ref``, the reference
+    verse as the corpus prints it (for detokenized BLEU); deterministic by ``seed``.
 
     The held-out splits take verses of at most ``max_words`` words in every version they read.
     By default ``train`` draws from the same verses, as pairs ``SOURCE`` -> ``REFERENCE``. With
@@ -141,10 +142,13 @@ def translation_splits(
         fr["train"] = Subwords.tokenize([v.texts[REFERENCE] for v in splits["train"]], "fr")
         oracle["train"] = Subwords.tokenize([v.texts[SECOND_FRENCH] for v in splits["train"]], "fr")
     subwords = Subwords(en.get("train", []) + fr.get("train", []), merges)
+    raw = {s: [v.texts[REFERENCE].strip() for v in vs] for s, vs in held_out.items()}
     out = {}
     for s in splits:
         second = subwords.encode(oracle[s]) or [""] * len(en[s])
-        out[s] = [Pair(a, b, c) for a, b, c in zip(subwords.encode(en[s]), subwords.encode(fr[s]), second)]
+        printed = raw.get(s, [""] * len(en[s]))  # training pairs keep only what the model reads
+        encoded = zip(subwords.encode(en[s]), subwords.encode(fr[s]), second, printed)
+        out[s] = [Pair(a, b, c, d) for a, b, c, d in encoded]
     return out
 
 

@@ -48,8 +48,9 @@ def _run_of(runs: dict[str, list[tuple[int, str]]]) -> dict[str, tuple[str, int]
 
 
 def scores(records: dict[str, dict], runs: dict[str, list[tuple[int, str]]]) -> pd.DataFrame:
-    """One row per run and split: the metric's score, greedy BLEU, the baseline, the second
-    translator's BLEU, the training minutes; and whether the score is well above chance (a third
+    """One row per run and split: the metric's score (BLEU: tokenized, beam search), greedy BLEU,
+    the beam search's detokenized BLEU against the raw references (the BLEU of chapters 03 to 05),
+    the baseline, the second translator's BLEU, the training minutes; and whether the score is well above chance (a third
     of the way from the baseline to the ceiling: 1, or the oracle BLEU) and not saturated."""
     seed_of = _run_of(runs)
     table = []
@@ -65,6 +66,7 @@ def scores(records: dict[str, dict], runs: dict[str, list[tuple[int, str]]]) -> 
                     "metric": r["metric"],
                     "score": s[r["metric"]],
                     "greedy": s.get("bleu_greedy"),
+                    "detokenized": s.get("bleu_detokenized"),
                     "baseline": s["baseline"],
                     "oracle": s.get("oracle_bleu"),
                     "train_minutes": r["train_seconds"] / 60,
@@ -289,7 +291,11 @@ def training_machine(profile: str) -> dict:
 
 def machine_lines(records: dict[str, dict], machine: dict) -> str:
     """The BLEU signature, the machine and the summed training time."""
-    lines = sorted({f"BLEU signature: {r['bleu_signature']}" for r in records.values() if r["task"] == "translation"})
+    translations = [r for r in records.values() if r["task"] == "translation"]
+    lines = sorted({f"BLEU signature (score, greedy): tokenized: {r['bleu_signature']}" for r in translations})
+    lines += sorted(
+        {f"BLEU signature (detokenized): {r['bleu_detokenized_signature']}" for r in translations if "bleu_detokenized_signature" in r}
+    )
     lines.append(
         f"trained on: {machine['cpu_model']}, {machine['cpus']} CPUs, {machine['torch_threads']} torch threads; "
         f"torch {machine['torch']}, transformers {machine['transformers']}, fairseq {machine['fairseq']}"

@@ -17,6 +17,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from ...heads.gates import heads_of
+from ...heads.metrics import BleuDefinition
 from ...heads.significance import Bootstrap
 from ...sweeps.pruning_curves import order_by_importance, prunable_share, pruning_curve
 from ...zoo.recipes import CLASSIFIER_TASKS
@@ -41,6 +42,8 @@ TOLERANCE = {
     "BLEU": 1.0,
     "log-likelihood": math.log(1.01),
 }  # else 1 point of the metric; the likelihood: perplexity +1%
+
+BLEU = BleuDefinition()  # the pruning curves score tokenized BLEU, as the authors' prune.py
 
 
 def classifier_curves(
@@ -114,7 +117,7 @@ def translation_curves(
     importance_set = course.subset(data[importance_split], importance_examples)
     scored = course.subset(data[split], max_examples)
     bleu = translation_scorer(
-        course.subset(scored, decoded_examples), beam=beam, max_len_b=max_len_b, max_len_a=max_len_a
+        course.subset(scored, decoded_examples), beam=beam, max_len_b=max_len_b, max_len_a=max_len_a, definition=BLEU
     )
     nll = translation_likelihood_scorer(scored)
     likelihood = []

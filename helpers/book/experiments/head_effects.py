@@ -29,6 +29,7 @@ import torch
 
 from ...base import ledger
 from ...base.devices import to_device
+from ...heads.metrics import BleuDefinition
 from ...heads.removal import HeadRemoval, reference_outputs
 from ...heads.significance import (
     Bootstrap,
@@ -305,6 +306,7 @@ def translation_effects(
     configs_per_pass: int = TRANSLATION_CONFIGS_PER_PASS,
     positions: Sequence[int] | None = None,
     max_len_a: float = translation_model.MAX_LEN_A,
+    bleu: BleuDefinition = BleuDefinition(),
     looks: Looks | None = None,
     first_look: Sequence[int] | None = None,
     chosen_here: bool = False,
@@ -318,9 +320,11 @@ def translation_effects(
     a configuration is decoded on the rest of them only when the first look leaves it undetermined
     against ``looks``' BLEU margin; ``chosen_here``: the configurations were chosen as the best on
     the first look's pairs, which lifts their scores there, so the first look stops only those
-    it finds harmful (below -margin: what selection works against), and the rest go on."""
+    it finds harmful (below -margin: what selection works against), and the rest go on. ``bleu``:
+    the BLEU computed (``metrics.BleuDefinition``: tokenized by default, or detokenized against
+    the raw references); the hypotheses cached are the model's outputs, whatever the definition."""
     _one_of(looks, positions)
-    refs = [p.ref for p in pairs]
+    refs = bleu.references(pairs)
     sources = [p.src for p in pairs]
     options = {"beam": beam, "lenpen": 1.0, "batch_size": batch_size, "max_len_a": max_len_a, "max_len_b": max_len_b}
     search = dict(beam=beam, batch_size=batch_size, progress=progress, max_len_b=max_len_b, max_len_a=max_len_a)
@@ -328,15 +332,15 @@ def translation_effects(
     if looks is not None:
         cache_of = lambda part: _cache(cache_dir, part, options)  # one look's sources
         stops = _harmful_only if chosen_here else settled
-        return _bleu_looks(model, pairs, configs, looks, bootstrap, cache_of, search, first_look, stops)
+        return _bleu_looks(model, pairs, configs, looks, bootstrap, cache_of, search, first_look, stops, bleu)
     base, outs = translation_sweep(model, sources, configs, cache=_cache(cache_dir, sources, options), **search)
     at = range(len(pairs)) if positions is None else positions
-    pick = lambda items: [items[i] for i in at]
+    stats = lambda outputs: bleu_stats(bleu.hypotheses([outputs[i] for i in at]), [refs[i] for i in at], bleu.tokenize)
     return effect_rows(
         configs,
-        bleu_stats(pick(base), pick(refs)),
-        lambda c: bleu_stats(pick(outs[c]), pick(refs)),
-        bleu_from_stats,
+        stats(base),
+        lambda c: stats(outs[c]),
+        lambda sums: bleu_from_stats(sums, bleu.tokenize),
         bootstrap,
     )
 
@@ -357,10 +361,12 @@ def _bleu_looks(
     search: dict,
     first: Sequence[int] | None = None,
     stops: Callable[[float, float, float], bool] = settled,
+    definition: BleuDefinition = BleuDefinition(),
 ) -> pd.DataFrame:
     """``translation_effects`` in two looks: each look's sources decoded as one sweep (its own
-    cache entry), BLEU's sentence statistics summed over the examples a row rests on."""
-    refs = [p.ref for p in pairs]
+    cache entry), BLEU's sentence statistics (of ``definition``) summed over the examples a row
+    rests on."""
+    refs = definition.references(pairs)
 
     def outputs(at: np.ndarray, wanted: list) -> dict:
         sources = [pairs[i].src for i in at]
@@ -370,8 +376,8 @@ def _bleu_looks(
         return {**found, UNMASKED: np.array(base, dtype=object)}
 
     bleu = Measure(
-        lambda hyps, at: bleu_stats(list(hyps), [refs[i] for i in at]),
-        bleu_from_stats,
+        lambda hyps, at: bleu_stats(definition.hypotheses(list(hyps)), [refs[i] for i in at], definition.tokenize),
+        lambda sums: bleu_from_stats(sums, definition.tokenize),
         looks.margin("translation", "metric"),
     )
     (table,) = two_look_rows(len(pairs), list(configs), outputs, [bleu], bootstrap, looks.first_share, first, stops)

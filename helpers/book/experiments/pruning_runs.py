@@ -166,6 +166,10 @@ class PruningRuns:
             ]
         return figure(curves, panels, suptitle)
 
+    def bleu_signature(self) -> str:
+        """The BLEU the translation curves score (the sweeps', tokenized as the authors' prune.py)."""
+        return self.sweeps.bleu_definition(self.translation).signature()
+
     def halves(self, n: int) -> tuple[list[int], list[int]]:
         """``(held out, scored)``: positions of a split of ``n`` examples, two disjoint halves drawn
         with ``seed`` (each in order); with ``held_out_ablation`` off, ``([], every position)``."""
@@ -258,6 +262,7 @@ class PruningRuns:
                     beam=self.sweeps.beam,
                     max_len_b=self.sweeps.max_len_b,
                     max_len_a=self.sweeps.max_len_a,
+                    definition=self.sweeps.bleu_definition(name),
                 ),
             )
         return model, None, translation_likelihood_scorer(scored)  # teacher-forced per reference token: no decoding

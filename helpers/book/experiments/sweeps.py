@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ...heads.metrics import TOKENIZED, BleuDefinition
 from ...heads.significance import Bootstrap  # noqa: F401 (the chapters take it here, beside HeadSweeps)
 from ...sweeps.ablation import Config, all_but_one_configs, one_head_configs
 from .. import course
@@ -74,6 +75,7 @@ class HeadSweeps:
     beam: int = 5
     max_len_b: int = 200
     max_len_a: float = 0.0  # decoding stops at max_len_a * source length + max_len_b tokens (fairseq's rule)
+    bleu: str = TOKENIZED  # the BLEU of the sweeps (``metrics.BleuDefinition``): tokenized or detokenized
     bootstrap: Bootstrap = Bootstrap()  # the paired bootstrap's settings (its seed also draws the examples)
     progress: bool = True
     looks: Looks | None = None  # two looks at the examples (stop when decided) for the classifier and
@@ -85,6 +87,12 @@ class HeadSweeps:
     def data(self, name: str) -> dict[str, list]:
         """The splits model ``name`` was trained and is tested on."""
         return course.load_data(self.settings, name)
+
+    def bleu_definition(self, name: str) -> BleuDefinition:
+        """The BLEU these sweeps compute for translation model ``name`` (its target language)."""
+        from ...zoo.recipes import target_language
+
+        return BleuDefinition(self.bleu, target_language(self.settings.model(name)))
 
     def decoded(self, pairs: Sequence) -> list:
         """The pairs the BLEU sweeps decode: ``decoded_examples`` of them drawn at random."""
@@ -142,6 +150,7 @@ class HeadSweeps:
             looks=self.looks,
             first_look=first,
             chosen_here=chosen_here,
+            bleu=self.bleu_definition(run.name),
             cache_dir=course.sweeps_dir(self.settings, run.run_name),
             progress=self.progress,
             bootstrap=self.bootstrap,
@@ -220,5 +229,6 @@ class HeadSweeps:
             max_len_b=self.max_len_b,
             max_len_a=self.max_len_a,
             positions=positions,
+            bleu=self.bleu_definition(run.name),
             **common,
         )  # positions: of the decoded pairs

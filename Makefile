@@ -22,7 +22,7 @@ TORCH_PIP_ARGS ?=
 # Every command below, and each process it starts, inherits it; set GLIBC_TUNABLES= to turn it off.
 export GLIBC_TUNABLES ?= glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=17179869184:glibc.malloc.top_pad=268435456
 
-.PHONY: setup data models notebooks book lint format test bench clean fairseq smollm2 browser
+.PHONY: setup data models notebooks book lint format test bench gpu-check clean fairseq smollm2 browser
 
 setup: $(STAMP)
 
@@ -86,6 +86,12 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 browser:
 	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then echo "browser ok: $$(/usr/bin/chromium --version)"; \
 	else $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium chromium-driver; fi
+
+# The paper's models at full size with random weights, on synthetic batches: each chapter's inner
+# pass timed, its peak GPU memory and configurations per pass (helpers/book/running/gpu_check.py).
+# Needs a GPU, not the internet; `--reduced` runs it at tiny sizes anywhere (the tests do).
+gpu-check: setup
+	HF_HUB_OFFLINE=1 $(BIN)/python -m helpers.book.running.gpu_check
 
 # bench_sweeps times the course models' sweeps, so `bench` builds (or reuses) the profile's models
 bench: models

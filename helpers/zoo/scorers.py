@@ -150,14 +150,15 @@ def translation_scorer(
     beam: int = 5,
     batch_size: int = 64,
     max_len_b: int = MAX_LEN_B,
-    configs_per_pass: int = 12,
+    configs_per_pass: int = 0,
     max_len_a: float = MAX_LEN_A,
     definition: BleuDefinition = BleuDefinition(),
 ) -> Callable[[nn.Module], float]:
     """``score(model)``: BLEU of beam-search translations of ``pairs`` against their references,
     tokenized unless ``definition`` says otherwise (``metrics.BleuDefinition``; ``score.signature``
     names it), decoded with ``max_len_a``, ``max_len_b`` as in ``translation_model.translate``. ``score.many(model, specs)`` gives the
-    score under each head spec, ``configs_per_pass`` of them per search (``pruning_curve`` uses it);
+    score under each head spec, ``configs_per_pass`` of them per search (0: as many as the device
+    holds, as ``masked_translations``; ``pruning_curve`` uses it);
     ``score.examples``: how many pairs it scores."""
     from .sweep_decoder import decode_copies
 
@@ -238,11 +239,15 @@ def masked_translations(
     **decoding,
 ):
     """Yield ``(config, translations of sources)`` for each ``Config`` or head spec in
-    ``configs``, ``configs_per_pass`` of them per search (``gated_passes`` with
-    ``sweep_decoder.decode_copies``: greedy for one beam, fairseq's beam search for more;
-    ``decoding``: its beam, lenpen, batch_size, max_len_a, max_len_b)."""
+    ``configs``, ``configs_per_pass`` of them per search (0: as many as the device holds,
+    ``sweep_decoder.configs_per_pass_for``; ``gated_passes`` with ``sweep_decoder.decode_copies``:
+    greedy for one beam, fairseq's beam search for more; ``decoding``: its beam, lenpen,
+    batch_size, max_len_a, max_len_b)."""
     from ..sweeps.ablation import gated_passes
-    from .sweep_decoder import decode_copies
+    from .sweep_decoder import configs_per_pass_for, decode_copies
+
+    if configs_per_pass == 0:
+        configs_per_pass = configs_per_pass_for(model, sources, **decoding)
 
     def decode(m: nn.Module, copies: int, gated):
         return decode_copies(m, sources, copies, gated, **decoding)

@@ -33,6 +33,45 @@ from ..base.fairseq_compat import import_fairseq
 from .translation_model import MAX_LEN_A, MAX_LEN_B
 
 DECODER_ENV = "SIXTEEN_HEADS_DECODER"
+# Configurations per search on a CPU. There decoding is bound by fairseq's per-step work, not by
+# memory: greedy decoding of the course model took 0.57 of the one-at-a-time time with 4 to 24
+# per search (2 cores).
+CPU_CONFIGS_PER_PASS = 12
+MAX_CONFIGS_PER_PASS = 64
+MEMORY_SHARE = 0.5  # of the device's free memory, for the searches of one pass
+
+
+def search_bytes(model: nn.Module, source_tokens: int, batch_size: int, beam: int, max_len_a: float,
+                 max_len_b: int) -> int:  # fmt: skip
+    """An estimate of the device memory one configuration's beam search takes (bytes): for each
+    of its ``batch_size * beam`` rows, every decoder layer's cached keys and values over the
+    output (at most ``max_len_a * source_tokens + max_len_b`` positions) and over the source
+    (``source_tokens``), twice (the search reorders them into new tensors every step), the
+    encoder's output, and the step's logits and log-probabilities three times over. The GPU
+    check (``helpers.sweeps.gpu_check``) measures it against the peak."""
+    decoder, encoder = model.decoder, model.encoder
+    dim = decoder.embed_tokens.embedding_dim
+    layers = len(decoder.layers)
+    rows = batch_size * beam
+    out_len = min(int(max_len_a * source_tokens + max_len_b), model.max_decoder_positions())
+    caches = 2 * layers * 2 * rows * dim * (out_len + source_tokens)
+    elements = caches + rows * source_tokens * encoder.embed_tokens.embedding_dim + 3 * rows * len(decoder.dictionary)
+    return elements * next(model.parameters()).element_size()
+
+
+def configs_per_pass_for(model: nn.Module, sources: Sequence[str], batch_size: int = 64, beam: int = 5,
+                         max_len_a: float = MAX_LEN_A, max_len_b: int = MAX_LEN_B, **_) -> int:  # fmt: skip
+    """How many configurations a sweep decodes in one search (``gated_passes``): on a CPU
+    ``CPU_CONFIGS_PER_PASS``; on a GPU as many as ``MEMORY_SHARE`` of its free memory holds by
+    ``search_bytes`` for the longest of ``sources`` (1 to ``MAX_CONFIGS_PER_PASS``). A pass that
+    still runs out of memory is halved (``gated_passes``), so the estimate costs time, never results."""
+    device = next(model.parameters()).device
+    if device.type != "cuda":
+        return CPU_CONFIGS_PER_PASS
+    longest = max((len(s.split()) + 1 for s in sources), default=1)  # subword tokens and </s>
+    free, _ = torch.cuda.mem_get_info(device)
+    one = search_bytes(model, longest, min(batch_size, len(sources)), beam, max_len_a, max_len_b)
+    return max(1, min(MAX_CONFIGS_PER_PASS, int(free * MEMORY_SHARE // one)))
 
 
 @torch.no_grad()

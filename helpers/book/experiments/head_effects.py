@@ -55,12 +55,12 @@ from ..store.sweep_cache import SweepCache, sweep_key
 
 # Configurations per forward pass or beam search. On 2 CPU cores a MiniLM classifier sweep is
 # bound by arithmetic (72 configurations of 256 NLI examples: 47.8 s one at a time, 46.9 s four
-# per pass, 52.5 s twelve), while greedy decoding of the course translation model is bound by
-# fairseq's per-step work (0.57 of the time with 4 to 24 per search); a GPU gains on both. On a
+# per pass, 52.5 s twelve). Translation sweeps take 0: the decoder chooses from the device
+# (``sweep_decoder.configs_per_pass_for``: 12 on a CPU, what a GPU's free memory holds). On a
 # CPU both sweeps split their passes over two forked processes (helpers/sweeps/forked.py).
 CLASSIFIER_CONFIGS_PER_PASS = 1
 Removal = tuple[str, Sequence]  # (removal kind, reference examples): heads removed by mean or resample ablation
-TRANSLATION_CONFIGS_PER_PASS = 12
+TRANSLATION_CONFIGS_PER_PASS = 0
 
 
 def effect_rows(

@@ -76,6 +76,9 @@ class HeadSweeps:
     max_len_b: int = 200
     max_len_a: float = 0.0  # decoding stops at max_len_a * source length + max_len_b tokens (fairseq's rule)
     bleu: str = TOKENIZED  # the BLEU of the sweeps (``metrics.BleuDefinition``): tokenized or detokenized
+    # beam searches in one pass, each under its own configuration (0: from the device,
+    # ``sweep_decoder.configs_per_pass_for``; the results do not depend on it)
+    decoding_configs_per_pass: int = 0
     bootstrap: Bootstrap = Bootstrap()  # the paired bootstrap's settings (its seed also draws the examples)
     progress: bool = True
     looks: Looks | None = None  # two looks at the examples (stop when decided) for the classifier and
@@ -151,6 +154,7 @@ class HeadSweeps:
             first_look=first,
             chosen_here=chosen_here,
             bleu=self.bleu_definition(run.name),
+            configs_per_pass=self.decoding_configs_per_pass,
             cache_dir=course.sweeps_dir(self.settings, run.run_name),
             progress=self.progress,
             bootstrap=self.bootstrap,
@@ -230,5 +234,6 @@ class HeadSweeps:
             max_len_a=self.max_len_a,
             positions=positions,
             bleu=self.bleu_definition(run.name),
+            configs_per_pass=self.decoding_configs_per_pass,
             **common,
         )  # positions: of the decoded pairs

@@ -181,3 +181,12 @@ def test_uneven_routing_follows_the_models_attention_implementation(name, monkey
     monkeypatch.setattr(family, "eager_attention_forward", lambda m, *a, **k: calls.append(m) or original(m, *a, **k))
     torch.testing.assert_close(case.run(case.model, case.batch), expected, rtol=0, atol=2e-5)
     assert helpers.attention_sites(case.model)[0].module in calls  # the routed layer 0 ran eager
+
+
+def test_timings_name_the_device_the_model_ran_on(monkeypatch):
+    """Chapter 11 labels its table and timings with the model's device, not with the device the
+    course puts classifiers on: a language model left on the CPU of a GPU machine says "cpu"."""
+    from helpers.book.chapters.ch11_nine_heads import describe
+
+    monkeypatch.setenv("SIXTEEN_HEADS_DEVICE", "cuda:0")  # a GPU machine's default device
+    assert describe(llama().model, "tiny")["device"].iloc[0].startswith("cpu: ")

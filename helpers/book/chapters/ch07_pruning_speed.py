@@ -16,6 +16,7 @@ import copy
 
 import pandas as pd
 
+from ...base.devices import device_of
 from ...heads.gates import HeadGates, heads_of, spec_of
 from ...heads.pruning import count_parameters, prune_heads
 from ...heads.sites import attention_sites
@@ -140,7 +141,7 @@ def precision_timings(
         for mode in compile_modes
         for dtype in tqdm(dtypes, desc=f"dtypes ({mode})")
     ]
-    return pd.concat(timings, ignore_index=True).assign(device=device_name())
+    return pd.concat(timings, ignore_index=True).assign(device=device_name(device_of(model)))
 
 
 def styled_precision_table(precision: pd.DataFrame):

@@ -25,6 +25,7 @@ import pandas as pd
 import torch
 
 from ...base import ledger
+from ...base.devices import device_of
 from ...heads.gates import HeadGates, heads_of, spec_of
 from ...heads.grouped_query import kv_group_heads, kv_group_importance
 from ...heads.pruning import count_parameters, prune_heads
@@ -57,7 +58,7 @@ def describe(model, model_name: str) -> pd.DataFrame:
                 "query heads per KV head": first.group_size,
                 "head size": first.head_dim,
                 "parameters": count_parameters(model),
-                "device": device_name(),
+                "device": device_name(device_of(model)),
             }
         ]
     )
@@ -365,7 +366,7 @@ def pruned_speed(
     pruned = copy.deepcopy(model)
     prune_heads(pruned, removed)
     speed = compare_speed(model, pruned, removed, by_size, lambda m, b: m(**b).logits, repeats=repeats)
-    speed = speed.assign(device=device_name())
+    speed = speed.assign(device=device_name(device_of(model)))  # where it ran, not where the course puts models
     with HeadGates(model) as gates, torch.no_grad():  # the pruned model computes what the gated one does
         gates.mask(removed)
         gap = max(float((model(**b).logits - pruned(**b).logits).abs().max()) for b in check_batches)

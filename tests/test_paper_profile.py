@@ -206,7 +206,7 @@ def test_a_hub_download_takes_only_the_pytorch_files(tmp_path, monkeypatch):
     from helpers.zoo.needs import needs, pytorch_files
 
     bert = [  # bert-base-uncased's repository
-        ".gitattributes", "LICENSE", "README.md", "config.json", "coreml/fill-mask/float32_model.mlpackage/Manifest.json",
+        ".gitattributes", "LICENSE", "README.md", "config.json", "coreml/fill-mask/float32_model.mlpackage/x.json",
         "flax_model.msgpack", "model.onnx", "model.safetensors", "pytorch_model.bin", "rust_model.ot",
         "tf_model.h5", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
     ]  # fmt: skip
@@ -231,7 +231,9 @@ def test_hub_model_offline_says_how_to_provide_it(tmp_path, monkeypatch):
 
     monkeypatch.setenv("SIXTEEN_HEADS_DATA", str(tmp_path))
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    with pytest.raises(MissingDownloadError, match=r"huggingface-cli download bert-base-uncased --include .* --local-dir data/"):
+    with pytest.raises(
+        MissingDownloadError, match=r"huggingface-cli download bert-base-uncased --include .* --local-dir data/"
+    ):
         load_encoder("bert-base-uncased", num_labels=3)
 
 

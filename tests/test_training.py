@@ -256,5 +256,7 @@ def test_the_paper_profile_fine_tunes_bert_with_bertadam(monkeypatch):
     monkeypatch.setattr(classifier_training.BertAdam, "step", lambda self, *a: steps.append(1) or original(self, *a))
     model, tokenizer = load_encoder("tiny-bert", num_labels=3, seed=0)
     examples = generate({"train": 8}, seed=0)["train"]
-    fine_tune(model, tokenizer, examples, FineTuneConfig(epochs=1.0, batch_size=4, optimizer="bertadam"), progress=False)
+    fine_tune(
+        model, tokenizer, examples, FineTuneConfig(epochs=1.0, batch_size=4, optimizer="bertadam"), progress=False
+    )
     assert len(steps) == 2

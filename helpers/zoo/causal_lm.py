@@ -207,7 +207,8 @@ def _load_causal_lm(reference: str, seed: int) -> tuple[nn.Module, object]:
         raise MissingDownloadError(
             f"could not load {reference!r}: it is not 'smollm2', 'tiny-llama' or a local folder, and the Hugging "
             f"Face hub is not reachable. On a machine with internet run "
-            f"`{hub_download_command(reference, f'data/{reference}')}`, or name a local folder as the chapter's language_model."
+            f"`{hub_download_command(reference, f'data/{reference}')}`, or name a local folder as the "
+            "chapter's language_model."
         ) from err
 
 

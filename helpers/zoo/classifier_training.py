@@ -37,7 +37,9 @@ class FineTuneConfig:
 
     def __post_init__(self):
         if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer {self.optimizer!r} in the fine-tuning recipe; use one of {OPTIMIZERS}")
+            raise ValueError(
+                f"unknown optimizer {self.optimizer!r} in the fine-tuning recipe; use one of {OPTIMIZERS}"
+            )
 
 
 OPTIMIZERS = ("adamw", "bertadam")
@@ -55,7 +57,9 @@ class BertAdam(torch.optim.Optimizer):
 
     def __init__(self, params, lr: float, b1: float = 0.9, b2: float = 0.999, e: float = 1e-6,
                  weight_decay: float = 0.0, max_grad_norm: float = 1.0):  # fmt: skip
-        super().__init__(params, dict(lr=lr, b1=b1, b2=b2, e=e, weight_decay=weight_decay, max_grad_norm=max_grad_norm))
+        super().__init__(
+            params, dict(lr=lr, b1=b1, b2=b2, e=e, weight_decay=weight_decay, max_grad_norm=max_grad_norm)
+        )
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -135,7 +139,9 @@ def fine_tune(
     total = max(1, round(per_epoch * config.epochs))
     warmup = max(1, round(total * config.warmup))
     groups = _parameter_groups(model, config.weight_decay)
-    optimizer = BertAdam(groups, lr=config.lr) if config.optimizer == "bertadam" else torch.optim.AdamW(groups, lr=config.lr)
+    optimizer = (
+        BertAdam(groups, lr=config.lr) if config.optimizer == "bertadam" else torch.optim.AdamW(groups, lr=config.lr)
+    )
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(1, total - warmup)))
     )

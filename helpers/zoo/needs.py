@@ -98,9 +98,13 @@ def pytorch_files(repo_files: list[str]) -> list[str]:
     Core ML copies of the weights (``bert-base-uncased`` holds five) are left out."""
     top = [f for f in repo_files if "/" not in f]
     safetensors = [f for f in top if f.endswith(".safetensors") or f.endswith(".safetensors.index.json")]
-    weights = safetensors or [f for f in top if f.startswith("pytorch_model") and f.endswith((".bin", ".bin.index.json"))]
+    weights = safetensors or [
+        f for f in top if f.startswith("pytorch_model") and f.endswith((".bin", ".bin.index.json"))
+    ]
     if not weights:
-        raise ValueError(f"the repository's files {sorted(top)} hold no PyTorch weights (.safetensors or pytorch_model.bin)")
+        raise ValueError(
+            f"the repository's files {sorted(top)} hold no PyTorch weights (.safetensors or pytorch_model.bin)"
+        )
     text = [f for f in top if f.endswith(_HUB_TEXT_FILES) and f not in weights]
     return sorted(set(text) | set(weights))
 

@@ -156,10 +156,10 @@ def translation_scorer(
 ) -> Callable[[nn.Module], float]:
     """``score(model)``: BLEU of beam-search translations of ``pairs`` against their references,
     tokenized unless ``definition`` says otherwise (``metrics.BleuDefinition``; ``score.signature``
-    names it), decoded with ``max_len_a``, ``max_len_b`` as in ``translation_model.translate``. ``score.many(model, specs)`` gives the
-    score under each head spec, ``configs_per_pass`` of them per search (0: as many as the device
-    holds, as ``masked_translations``; ``pruning_curve`` uses it);
-    ``score.examples``: how many pairs it scores."""
+    names it), decoded with ``max_len_a``, ``max_len_b`` as in ``translation_model.translate``.
+    ``score.many(model, specs)`` gives the score under each head spec, ``configs_per_pass`` of
+    them per search (0: as many as the device holds, as ``masked_translations``; ``pruning_curve``
+    uses it); ``score.examples``: how many pairs it scores."""
     from .sweep_decoder import decode_copies
 
     sources, refs = [p.src for p in pairs], definition.references(pairs)

@@ -50,8 +50,9 @@ def _run_of(runs: dict[str, list[tuple[int, str]]]) -> dict[str, tuple[str, int]
 def scores(records: dict[str, dict], runs: dict[str, list[tuple[int, str]]]) -> pd.DataFrame:
     """One row per run and split: the metric's score (BLEU: tokenized, beam search), greedy BLEU,
     the beam search's detokenized BLEU against the raw references (the BLEU of chapters 03 to 05),
-    the baseline, the second translator's BLEU, the training minutes; and whether the score is well above chance (a third
-    of the way from the baseline to the ceiling: 1, or the oracle BLEU) and not saturated."""
+    the baseline, the second translator's BLEU, the training minutes; and whether the score is
+    well above chance (a third of the way from the baseline to the ceiling: 1, or the oracle
+    BLEU) and not saturated."""
     seed_of = _run_of(runs)
     table = []
     for run, r in records.items():
@@ -294,7 +295,11 @@ def machine_lines(records: dict[str, dict], machine: dict) -> str:
     translations = [r for r in records.values() if r["task"] == "translation"]
     lines = sorted({f"BLEU signature (score, greedy): tokenized: {r['bleu_signature']}" for r in translations})
     lines += sorted(
-        {f"BLEU signature (detokenized): {r['bleu_detokenized_signature']}" for r in translations if "bleu_detokenized_signature" in r}
+        {
+            f"BLEU signature (detokenized): {r['bleu_detokenized_signature']}"
+            for r in translations
+            if "bleu_detokenized_signature" in r
+        }
     )
     lines.append(
         f"trained on: {machine['cpu_model']}, {machine['cpus']} CPUs, {machine['torch_threads']} torch threads; "

@@ -198,13 +198,18 @@ def likelihood_pass(model: nn.Module, sizes: Sizes, device: torch.device) -> dic
 
     vocab = len(model.decoder.dictionary)
     n = max(1, sizes.loss_tokens // sizes.source_tokens)
-    pairs = [Pair(s, r) for s, r in zip(sentences(n, sizes.source_tokens, vocab, 1), sentences(n, sizes.source_tokens, vocab, 2))]
+    pairs = [
+        Pair(s, r)
+        for s, r in zip(sentences(n, sizes.source_tokens, vocab, 1), sentences(n, sizes.source_tokens, vocab, 2))
+    ]
     configs = [c for c in one_head_configs(model) if c[0] == "enc_self" and c[1] == 0][: sizes.configs]
     run = lambda: list(
         single_layer_translation_nll(model, pairs, configs, progress=False, max_tokens=sizes.loss_tokens * 2)
     )
     seconds, peak, _ = measured(run, device, sizes.repeats)
-    return _row("wmt likelihood sweep", "03-05", "wmt", device, seconds / len(configs), peak, 1, None, "per configuration")
+    return _row(
+        "wmt likelihood sweep", "03-05", "wmt", device, seconds / len(configs), peak, 1, None, "per configuration"
+    )
 
 
 def classifier_pass(model: nn.Module, sizes: Sizes, device: torch.device) -> dict:
@@ -216,7 +221,9 @@ def classifier_pass(model: nn.Module, sizes: Sizes, device: torch.device) -> dic
     configs = one_head_configs(model)[: sizes.configs]
     run = lambda: single_layer_sweep(model, [batch], _logits, configs, progress=False, processes=1)
     seconds, peak, _ = measured(run, device, sizes.repeats)
-    return _row("bert accuracy sweep", "03-05", "bert", device, seconds / len(configs), peak, 1, None, "per configuration")
+    return _row(
+        "bert accuracy sweep", "03-05", "bert", device, seconds / len(configs), peak, 1, None, "per configuration"
+    )
 
 
 def importance_passes(wmt: nn.Module, bert: nn.Module, sizes: Sizes, device: torch.device) -> list[dict]:
@@ -231,10 +238,16 @@ def importance_passes(wmt: nn.Module, bert: nn.Module, sizes: Sizes, device: tor
     bert_loss = lambda m, b: F.cross_entropy(_logits(m, b), labels, reduction="none")
     vocab = len(wmt.decoder.dictionary)
     n = max(1, sizes.loss_tokens // sizes.source_tokens)
-    pairs = [Pair(s, r) for s, r in zip(sentences(n, sizes.source_tokens, vocab, 3), sentences(n, sizes.source_tokens, vocab, 4))]
+    pairs = [
+        Pair(s, r)
+        for s, r in zip(sentences(n, sizes.source_tokens, vocab, 3), sentences(n, sizes.source_tokens, vocab, 4))
+    ]
     wmt_batches = translation_loss_batches(wmt, pairs, sizes.loss_tokens * 2)
     rows = []
-    for name, model, batches, loss in (("bert", bert, [batch], bert_loss), ("wmt", wmt, wmt_batches, translation_loss)):
+    for name, model, batches, loss in (
+        ("bert", bert, [batch], bert_loss),
+        ("wmt", wmt, wmt_batches, translation_loss),
+    ):
         run = lambda model=model, batches=batches, loss=loss: head_importance(model, batches, loss, progress=False)
         seconds, peak, _ = measured(run, device, sizes.repeats)
         rows.append(_row(f"{name} importance", "06-10", name, device, seconds, peak, None, None, "one batch"))
@@ -260,7 +273,10 @@ def attention_paths_gap(model: nn.Module, sizes: Sizes, device: torch.device) ->
     from ...zoo.scorers import translation_nll
 
     vocab = len(model.decoder.dictionary)
-    pairs = [Pair(s, r) for s, r in zip(sentences(8, sizes.source_tokens, vocab, 6), sentences(8, sizes.source_tokens, vocab, 7))]
+    pairs = [
+        Pair(s, r)
+        for s, r in zip(sentences(8, sizes.source_tokens, vocab, 6), sentences(8, sizes.source_tokens, vocab, 7))
+    ]
     with torch.no_grad():
         fused = torch.as_tensor(translation_nll(model, pairs)[:, 0])
         with explicit_attention(model):
@@ -343,7 +359,8 @@ def main(argv: list[str] | None = None) -> int:
         table.to_csv(tmp, index=False)
     with pd.option_context("display.width", 200, "display.max_colwidth", 80):
         print(table.to_string(index=False))
-    print(f"{'reduced' if args.reduced else 'paper'} sizes on {device}: {time.perf_counter() - t0:.0f} s; wrote {args.out}")
+    sizes = "reduced" if args.reduced else "paper"
+    print(f"{sizes} sizes on {device}: {time.perf_counter() - t0:.0f} s; wrote {args.out}")
     failed = table["note"].astype(str).str.contains("BEYOND|DIFFERENT").any()
     return 1 if failed else 0
 

@@ -463,3 +463,71 @@ def test_standin_results_cover_the_paper_models_heads(standin_run):
         executed["metadata"]["sixteen_heads"]["parameters"]["translation"]
         == params["09_training_dynamics"]["translation"]
     )
+
+
+def _printed(executed: Path) -> str:
+    """Everything an executed notebook's cells printed or displayed as text."""
+    cells = json.loads(executed.read_text())["cells"]
+    out = []
+    for cell in cells:
+        for o in cell.get("outputs", []):
+            out.append("".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", "")))
+    return "\n".join(out)
+
+
+def test_each_chapter_scores_bleu_as_the_authors_script_for_its_table(standin_run):
+    """Tables 1, 2 and 5 (chapters 03-05) as wmt_ablation.sh scored them: detokenized, sacreBLEU's
+    13a tokenizer against the raw reference; the pruning figures (06-10) as prune.py: tokenized,
+    tok:none. Each prints its signature; chapter 02 gives the base models both."""
+    _, work, name, models = standin_run
+    executed = work / "executed"
+    for chapter in ("03_ablating_one_head", "04_keeping_one_head", "05_cross_domain"):
+        text = _printed(executed / f"{chapter}.ipynb")
+        assert "detokenized: nrefs:1|case:mixed|eff:no|tok:13a" in text, chapter
+    for chapter in ("06_pruning_curves", "08_attention_kinds", "09_training_dynamics", "10_appendix_more_tasks"):
+        text = _printed(executed / f"{chapter}.ipynb")
+        assert "tokenized: nrefs:1|case:mixed|eff:no|tok:none" in text, chapter
+    text = _printed(executed / "02_course_models.ipynb")
+    assert "tok:none" in text and "BLEU signature (detokenized)" in text and "tok:13a" in text
+    scores = models["translation"]["scores"]["test13"]
+    assert scores["bleu_detokenized"] != scores["bleu"]  # two definitions, two numbers
+
+
+def test_a_detokenized_bleu_equals_sacrebleus_defaults_on_detokenized_text():
+    """``BleuDefinition("detokenized")`` against an independent computation: Moses-detokenized
+    hypotheses scored by ``sacrebleu.corpus_bleu`` with its defaults against the raw references;
+    its per-sentence statistics sum to the same corpus BLEU."""
+    import sacrebleu
+    from sacremoses import MosesDetokenizer
+
+    from helpers.heads.metrics import DETOKENIZED, BleuDefinition
+    from helpers.heads.significance import bleu_from_stats, bleu_stats
+    from helpers.zoo.translation_task import Pair
+
+    pairs = [
+        Pair("", "l' oiseau chan@@ te .", raw_ref="L'oiseau chante."),
+        Pair("", "arc @-@ en @-@ ciel , dit @-@ il !", raw_ref="Arc-en-ciel, dit-il !"),
+        Pair("", "le chat dort", raw_ref=""),  # no raw reference: the tokenized one, detokenized
+    ]
+    outputs = ["l' oiseau chante .", "arc @-@ en @-@ ciel , dit @-@ elle !", "le chien dort"]
+    definition = BleuDefinition(DETOKENIZED, "fr")
+    detok = MosesDetokenizer(lang="fr")
+    hyps = [detok.detokenize(merge_bpe(o).split()) for o in outputs]
+    refs = ["L'oiseau chante.", "Arc-en-ciel, dit-il !", "le chat dort"]
+    assert definition.hypotheses(outputs) == hyps and definition.references(pairs) == refs
+    expected = sacrebleu.corpus_bleu(hyps, [refs]).score
+    score, signature = definition.score(outputs, pairs)
+    assert score == pytest.approx(expected, abs=1e-9) and "tok:13a" in signature
+    sums = bleu_stats(definition.hypotheses(outputs), refs, definition.tokenize).sum(0)
+    assert bleu_from_stats(sums, definition.tokenize) == pytest.approx(expected, abs=1e-9)
+    tokenized = BleuDefinition().score(outputs, pairs)[0]
+    assert tokenized == pytest.approx(bleu(outputs, [p.ref for p in pairs])[0]) and tokenized != pytest.approx(score)
+
+
+def test_the_paper_profile_draws_figure_3_in_sample_as_the_paper():
+    """The paper ranks heads by their ablation effect on the very set it then prunes on: the paper
+    profile's chapter 06 does too (the held-out variant is the course's choice)."""
+    from helpers.book.profiles.profile import chapter_parameters
+
+    assert chapter_parameters(load_profile("paper"), "06_pruning_curves")["held_out_ablation"] is False
+    assert chapter_parameters(load_profile("course"), "06_pruning_curves")["held_out_ablation"] is True

@@ -486,9 +486,9 @@ def _fairseq_gate_switch(site: AttentionSite, must_gate: Callable[[], bool]) -> 
 def explicit_attention(model: nn.Module) -> Iterator[None]:
     """Within the block every fairseq attention block of ``model`` takes its explicit path, the
     one the gates need, gated or not. fairseq otherwise runs a block whose gates are all ones on
-    torch's fused kernel, whose float rounding differs from the explicit path's (by up to about
-    2 float32 epsilons of a sentence's log-likelihood on the course models, more on a GPU), so a
-    sweep's unmasked run and its masked runs would differ by more than the masked heads. Sweeps
+    torch's fused kernel, whose float rounding differs from the explicit path's (by up to 1.9
+    float32 epsilons of a sentence's loss on the tests' tiny models; ``make gpu-check`` measures a
+    GPU), so a sweep's unmasked run and its masked runs would differ by more than the masked heads. Sweeps
     enter it around their unmasked and masked runs alike. Other families have one path; for them
     it changes nothing. On exit each block gets back its flag, a block pruned meanwhile staying
     off the fused kernel (its width no longer matches it)."""

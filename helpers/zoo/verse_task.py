@@ -17,8 +17,9 @@ Translation, in the WMT En-Fr role (the paper's §3 to §5):
   what another translator scores against Segond, a ceiling for single-reference BLEU.
 
 Sentences are Moses-tokenised (sacremoses, as fairseq's ``moses`` encoder) and split with a joint
-BPE (subword-nmt) learned on the training pairs only; BLEU merges BPE back and scores Moses tokens
-(tokenised BLEU, as the paper reports). Verses longer than ``max_words`` words in any version
+BPE (subword-nmt) learned on the training pairs only. Tokenised BLEU merges BPE back and scores
+Moses tokens; detokenized BLEU scores against each held-out pair's ``raw_ref``, the verse as the
+corpus prints it (``heads.metrics.BleuDefinition``). Verses longer than ``max_words`` words in any version
 used are left out, to bound sequence length on a CPU.
 
 Paraphrase, in the MRPC role (Appendix B): the same verse in two English versions (``web`` and

@@ -131,6 +131,8 @@ def test_a_parameter_given_twice_is_refused_before_anything_runs(tmp_path, monke
         ("beam", 1),
         ("batch_sizes", [1, 64]),
         ("margins", {"BLEU": 0.5, "perplexity": 0.02}),
+        ("bleu", "detokenized"),
+        ("max_len_a", 0.0),
     ],
 )
 def test_values_inside_their_range_pass(name, value):
@@ -152,6 +154,8 @@ def test_values_inside_their_range_pass(name, value):
         ("epochs", [1, -2]),
         ("margins", {"BLEU": 0}),
         ("margins", {"accuracy": "one"}),
+        ("bleu", "detokenised"),
+        ("max_len_a", -1.0),
     ],
 )
 def test_values_outside_their_range_are_named(name, value):

@@ -147,18 +147,23 @@ def test_importance_wrappers_equal_head_importance_on_the_same_batches(smoke):
     assert all(torch.equal(wrapped[k], direct[k]) for k in direct)
 
 
-def test_decoding_stops_at_source_length_plus_max_len_b():
-    """An untrained model repeats itself to the length limit: the limit bounds every output, and
-    the default is the authors' 200 tokens beyond the source."""
-    from helpers.zoo.translation_model import MAX_LEN_B, TranslationConfig, model_for
+def test_decoding_stops_where_fairseqs_length_rule_says():
+    """An untrained model repeats itself to the length limit: ``max_len_a`` x the batch's source
+    width + ``max_len_b`` bounds every output, and the default is fairseq's, which the authors
+    ran: a flat 200 tokens (``max_len_a`` 0)."""
+    from helpers.zoo.translation_model import MAX_LEN_A, MAX_LEN_B, TranslationConfig, model_for
     from helpers.zoo.translation_task import generate
 
     pairs = generate({"train": 30, "test13": 6}, seed=2)
     model = model_for(pairs["train"], TranslationConfig(layers=1, heads=2, embed_dim=8, ffn_dim=16, seed=3)).eval()
     sources = [p.src for p in pairs["test13"]]
-    capped = translate(model, sources, beam=1, max_len_b=4)
+    growing = translate(model, sources, beam=1, max_len_a=1.0, max_len_b=4)
     # fairseq's limit counts the batch's padded source width (the longest source and its </s>)
-    assert max(len(h.split()) for h in capped) == max(len(s.split()) for s in sources) + 1 + 4
+    assert max(len(h.split()) for h in growing) == max(len(s.split()) for s in sources) + 1 + 4
+    flat = translate(model, sources, beam=1, max_len_b=4)
+    assert max(len(h.split()) for h in flat) == 4
     free = translate(model, sources, beam=1)
-    assert MAX_LEN_B == 200 and max(len(h.split()) for h in free) > max(len(h.split()) for h in capped)
-    assert translate(model, sources, beam=1, max_len_b=MAX_LEN_B) == free
+    assert (MAX_LEN_A, MAX_LEN_B) == (0.0, 200) and max(len(h.split()) for h in free) > max(
+        len(h.split()) for h in growing
+    )
+    assert translate(model, sources, beam=1, max_len_a=0.0, max_len_b=200) == free

@@ -96,6 +96,12 @@ def range_problem(name: str, value: Any) -> str | None:
         )
     if name == "alpha":
         return None if 0 < value < 1 else "a significance level, strictly between 0 and 1"
+    if name == "bleu":
+        from ...heads.metrics import BLEU_TOKENIZERS
+
+        return None if value in BLEU_TOKENIZERS else f"a BLEU definition, one of {sorted(BLEU_TOKENIZERS)}"
+    if name == "max_len_a":
+        return None if value >= 0 else "a multiple of the source length, 0 or more"
     if name == "step":
         return None if 0 < value <= 1 else "a share of the heads pruned per step, above 0 and at most 1"
     if name.endswith("share") and isinstance(value, (int, float)):

@@ -313,8 +313,9 @@ def translation_effects(
 ) -> pd.DataFrame:
     """BLEU (``bleu``) of a translation model under each configuration (beam search, stopping at
     ``max_len_a`` times the source length + ``max_len_b`` tokens; up to ``configs_per_pass``
-    configurations per search, 0: as many as the device holds, with the same results); ``cache_dir`` as in ``classifier_effects`` (hypotheses per
-    configuration, stored as each pass finishes); ``positions``: BLEU of the pairs at these
+    configurations per search, 0: as many as the device holds, with the same results);
+    ``cache_dir`` as in ``classifier_effects`` (hypotheses per configuration, stored as each pass
+    finishes); ``positions``: BLEU of the pairs at these
     positions only, their hypotheses read from the search over all of ``pairs``; ``looks``: two
     looks at ``pairs`` (``two_look_rows``; the first at the positions ``first_look`` when given):
     a configuration is decoded on the rest of them only when the first look leaves it undetermined

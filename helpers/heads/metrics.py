@@ -54,7 +54,7 @@ def merge_bpe(text: str) -> str:
     return (text + " ").replace("@@ ", "").rstrip() if "@@" in text else text
 
 
-# The authors computed BLEU two ways (REFERENCE.md §9.3, §9.4). ``wmt_ablation.sh``, which printed
+# The authors' scripts compute BLEU in two ways. ``wmt_ablation.sh``, which printed
 # Tables 1, 2 and 5, removed BPE, detokenized with Moses and scored with sacreBLEU's defaults (its
 # 13a tokenizer) against the raw reference: DETOKENIZED. ``prune.py`` (Figures 3 to 6) merged BPE
 # and scored the tokenized text as it is (``tokenize="none"``): TOKENIZED.

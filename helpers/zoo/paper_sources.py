@@ -31,7 +31,7 @@ Formats, one reader each:
 Every sentence stays in the subword units the model reads, and each test pair keeps its raw
 reference (``Pair.raw_ref``): chapters 03 to 05 score detokenized BLEU against it, as the
 authors' ``wmt_ablation.sh`` did, and the pruning chapters tokenised BLEU on Moses tokens, as
-their ``prune.py`` did (``metrics.BleuDefinition``; REFERENCE.md §9.3, §9.4).
+their ``prune.py`` did (``metrics.BleuDefinition``).
 """
 
 from __future__ import annotations

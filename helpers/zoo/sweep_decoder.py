@@ -48,7 +48,7 @@ def search_bytes(model: nn.Module, source_tokens: int, batch_size: int, beam: in
     output (at most ``max_len_a * source_tokens + max_len_b`` positions) and over the source
     (``source_tokens``), twice (the search reorders them into new tensors every step), the
     encoder's output, and the step's logits and log-probabilities three times over. The GPU
-    check (``helpers.sweeps.gpu_check``) measures it against the peak."""
+    check (``helpers.book.running.gpu_check``) measures it against the peak."""
     decoder, encoder = model.decoder, model.encoder
     dim = decoder.embed_tokens.embedding_dim
     layers = len(decoder.layers)

@@ -9,7 +9,7 @@ every epoch (Section 6 studies them), each in ``helpers.save_pruned``'s format, 
 
 Decoding: beam 5, length penalty 1.0, at most ``max_len_a * source length + max_len_b`` tokens,
 by default fairseq's flat 200 (``max_len_a`` 0, ``max_len_b`` 200: the authors ran fairseq's
-defaults, REFERENCE.md §1.1), with fairseq's own SequenceGenerator.
+defaults), with fairseq's own SequenceGenerator.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from ..base.fairseq_compat import import_fairseq
 _SCHEDULES = ("inverse_sqrt", "cosine")  # the learning rate after the warm-up (``learning_rate``)
 DECAYS = ("decoupled", "coupled")  # how weight decay enters the update (``optimizer_for``)
 # decoding stops at MAX_LEN_A * source length + MAX_LEN_B tokens: fairseq's defaults, which the
-# authors ran (REFERENCE.md §1.1)
+# authors ran
 MAX_LEN_A = 0.0
 MAX_LEN_B = 200
 

@@ -121,3 +121,25 @@ def test_the_generator_switch_and_private_sweeps_turn_the_levers_off(monkeypatch
     monkeypatch.setenv("SIXTEEN_HEADS_PRIVATE_SWEEPS", "1")
     monkeypatch.setenv("SIXTEEN_HEADS_CHAPTER", "12_unimportant_or_unmeasured")
     assert sweeps_scope(tmp_path) == tmp_path / "12_unimportant_or_unmeasured"
+
+
+def test_a_gpu_decodes_as_many_configurations_per_pass_as_half_its_free_memory_holds(trained, monkeypatch):
+    """On a CPU 12 per search; on a GPU the number that ``MEMORY_SHARE`` of the free memory holds
+    by ``search_bytes``, written out here for the trained model, within 1 and the maximum."""
+    from helpers.zoo import sweep_decoder
+
+    model, sources = trained
+    assert sweep_decoder.configs_per_pass_for(model, sources) == sweep_decoder.CPU_CONFIGS_PER_PASS == 12
+    longest = max(len(s.split()) for s in sources) + 1
+    layers, dim, vocab = (
+        len(model.decoder.layers),
+        model.decoder.embed_tokens.embedding_dim,
+        len(model.decoder.dictionary),
+    )
+    rows, out_len = min(64, len(sources)) * 5, 200
+    one = 4 * (2 * layers * 2 * rows * dim * (out_len + longest) + rows * longest * dim + 3 * rows * vocab)
+    assert sweep_decoder.search_bytes(model, longest, min(64, len(sources)), 5, 0.0, 200) == one
+    monkeypatch.setattr(sweep_decoder, "device_of", lambda m: torch.device("cuda", 0))
+    for free, expected in ((10 * one, 5), (one, 1), (10**6 * one, sweep_decoder.MAX_CONFIGS_PER_PASS)):
+        monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device, free=free: (free, 2 * free))
+        assert sweep_decoder.configs_per_pass_for(model, sources, beam=5) == expected

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
-from ..base.devices import to_device
+from ..base.devices import device_of, to_device
 from ..base.fairseq_compat import import_fairseq
 from .translation_model import MAX_LEN_A, MAX_LEN_B
 
@@ -65,7 +65,7 @@ def configs_per_pass_for(model: nn.Module, sources: Sequence[str], batch_size: i
     ``CPU_CONFIGS_PER_PASS``; on a GPU as many as ``MEMORY_SHARE`` of its free memory holds by
     ``search_bytes`` for the longest of ``sources`` (1 to ``MAX_CONFIGS_PER_PASS``). A pass that
     still runs out of memory is halved (``gated_passes``), so the estimate costs time, never results."""
-    device = next(model.parameters()).device
+    device = device_of(model)
     if device.type != "cuda":
         return CPU_CONFIGS_PER_PASS
     longest = max((len(s.split()) + 1 for s in sources), default=1)  # subword tokens and </s>

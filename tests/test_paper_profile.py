@@ -126,7 +126,8 @@ def test_the_archive_in_its_2018_format_loads_as_the_same_model(data_root, tmp_p
     current, old = (paper_sources.load_fairseq_archive(f) for f in (folder, tmp_path / "2018"))
     old_weights = old.state_dict()
     for name, tensor in current.state_dict().items():
-        assert torch.equal(old_weights[name], tensor), name
+        if not name.endswith(".version"):  # fairseq's format counter, not a weight (1 for old files)
+            assert torch.equal(old_weights[name], tensor), name
     src, prev = torch.tensor([[5, 6, 7, 8, 2]]), torch.tensor([[2, 9, 10, 11]])
     assert torch.equal(old(src, torch.tensor([5]), prev)[0], current(src, torch.tensor([5]), prev)[0])
 

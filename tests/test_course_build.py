@@ -297,7 +297,7 @@ def test_the_build_trains_the_weight_decay_ablation_and_records_it(smoke):
     """`make models` trains chapter 02's three arms (zoo/decay_ablation.py) from the translation
     model's first run, the profile's epochs each, and records every epoch's head norms; the arms
     differ only where weight decay enters Adam, and a second build reuses them."""
-    from helpers.book.chapters.ch02_course_models import decay_ablation
+    from helpers.book.chapters.ch02_course_models import decay_ablation, decay_ablation_line
     from helpers.book.course.building import profile_decay_arms
     from helpers.zoo import decay_ablation as ablation
 
@@ -318,6 +318,8 @@ def test_the_build_trains_the_weight_decay_ablation_and_records_it(smoke):
     table = decay_ablation(profile, epochs=2)  # reads the built arms, trains nothing
     assert len(table) == 6 and set(table["arm"]) == set(ablation.ARMS) and (table["heads"] == 24).all()
     assert (table["dead"] == table[["dead enc_self", "dead enc_dec", "dead dec_self"]].sum(1)).all()
+    line = decay_ablation_line(table)  # each arm: its kinds, then the counts at the floors around, once
+    assert line.count("with a floor of 0.3% or 3%") == 3 and "below 0.3%" not in line
     assert all(
         r["reused_from_cache"] for r in course.build(profile, progress=False, processes=1)["ablations"].values()
     )

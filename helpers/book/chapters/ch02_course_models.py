@@ -245,7 +245,8 @@ def decay_ablation_line(table: pd.DataFrame | None) -> str:
             "(decay_ablation_epochs = 0, or no translation model is trained here)."
         )
     last = table[table["epoch"] == table["epoch"].max()]
-    kinds = [c for c in table if c.startswith("dead ")]
+    floors = [_floor_column(f) for f in FLOORS_AROUND]
+    kinds = [c for c in table if c.startswith("dead ") and c not in floors]
     return " ".join(
         f"After {int(r['epoch'])} epochs {_arm_words(r['arm'])}, {int(r['dead'])} of {int(r['heads'])} heads are "
         "dead ("

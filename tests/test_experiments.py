@@ -428,6 +428,31 @@ def test_the_ablation_order_and_the_curves_use_disjoint_halves_of_the_split():
     assert in_sample.selected_on("nli")["ablation"] == pruning.IN_SAMPLE
 
 
+def test_the_protocol_beside_figure_3_flips_the_ablation_order_and_keeps_the_estimated_importance():
+    runs = pruning.PruningRuns(_Sweeps(), "nli", "test", "mt", "test", held_out_ablation=False, random_orders=20)
+    runs._loaded.update({"run-a": ("model", None, "I_h"), ("model", "run-a"): ("model", None, "scorers of the set")})
+    other = runs.beside()
+    assert (runs.protocol, other.protocol) == ("in_sample", "held_out")
+    assert other.held_out_ablation and other.random_count("nli", "metric") == other.random_count("mt", "metric") == 0
+    assert not other.reestimate and other.beside().protocol == "in_sample"
+    # I_h is shared; the scorers, built on the set the curves score, are not (the sets differ)
+    assert other._loaded == {"run-a": ("model", None, "I_h")} and other._loaded is not runs._loaded
+    assert len(other._sets("nli", "test")[0]) == 20 and len(runs._sets("nli", "test")[0]) == 40
+
+
+def test_a_run_that_no_longer_makes_a_table_removes_it(tmp_path, monkeypatch):
+    from helpers.book.chapters.ch06_pruning_curves import protocol_names
+    from helpers.book.store.results import remove_tables, save_tables, saved_table
+
+    monkeypatch.setenv("SIXTEEN_HEADS_RESULTS", str(tmp_path))
+    names = protocol_names()
+    assert len(names) == len(set(names)) == 8 and "06_prunable_shares_held_out_likelihood" in names
+    save_tables("p", {name: pd.DataFrame({"x": [1]}) for name in names[:2]})
+    removed = remove_tables("p", set(names) - {names[0]})
+    assert [path.name for path in removed] == [f"{names[1]}.csv"]
+    assert saved_table("p", names[0]) is not None and saved_table("p", names[1]) is None
+
+
 def test_a_grid_at_a_calibrated_level_of_0_shows_no_head_beyond_a_margin():
     # at level 0 no p-value is small enough, so no head is significant; the old counts still
     # called a head whose interval (the resamples' whole range) lay beyond -δ harmful

@@ -687,6 +687,27 @@ def test_an_in_sample_ablation_order_is_not_compared_with_importance(tmp_path):
     assert verdict == CANNOT_TELL and "in-sample" in ours
 
 
+@pytest.mark.parametrize("measure", ["", "_likelihood"])
+def test_beside_an_in_sample_figure_3_the_held_out_protocol_is_what_compares_importance_with_ablation(
+    tmp_path, measure
+):
+    # the paper profile draws Figure 3 in-sample and the held-out protocol beside it: the rule
+    # reads the held-out shares, both ways, and says so
+    in_sample = _shares(0.2, 0.4, 0.1, ablation_on="the scored set (in-sample)")["06_prunable_shares"]
+    for name, (importance, ablation), expected in (
+        ("supporting", (0.3, 0.1), REPRODUCED),
+        ("refuting", (0.1, 0.4), NOT_REPRODUCED),
+    ):
+        held_out = _shares(importance, importance, ablation)["06_prunable_shares"]
+        case = lambda held_out=held_out: {"06_prunable_shares": in_sample, "06_prunable_shares_held_out": held_out}
+        verdict, ours = _verdict(tmp_path / name, "importance_beats_ablation", measure, case)
+        assert verdict == expected and "held-out protocol" in ours, (name, ours)
+    # an in-sample table of the other protocol is never what the rule reads
+    case = lambda: {"06_prunable_shares": in_sample, "06_prunable_shares_in_sample": in_sample}
+    verdict, ours = _verdict(tmp_path / "no_held_out", "importance_beats_ablation", measure, case)
+    assert verdict == CANNOT_TELL and "in-sample" in ours
+
+
 def test_copying_that_random_pruning_breaks_as_much_is_only_partly_broken_by_importance(tmp_path):
     verdict, ours = _verdict(tmp_path, "copying_breaks", "", lambda: _copying(0.3, band=(0.2, 0.5)))
     assert verdict == PARTLY and "random orders" in ours

@@ -2,7 +2,9 @@
 
 Chapter 06's claims (§4.2, Figure 3): a share of each model's heads can be pruned with no
 noticeable loss, and ranking by importance prunes more than one-head ablation and than random
-orders. The rules read ``06_prunable_shares``.
+orders. The rules read ``06_prunable_shares``; where Figure 3's ablation order is in-sample (the
+paper's protocol), the comparison of importance with ablation reads the held-out protocol drawn
+beside it (``protocol_tables``).
 
 ``findings``: chapter 06's "What this run shows" paragraph.
 """
@@ -10,6 +12,7 @@ orders. The rules read ``06_prunable_shares``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -25,6 +28,7 @@ from ..verdicts.engine import (
     REPRODUCED,
     SHARE_TOLERANCE,
     Claim,
+    MissingResults,
     Results,
     for_every,
     present,
@@ -34,8 +38,65 @@ from ..verdicts.engine import (
 from ..verdicts.pooling import Pooled, mean_over_seeds, over_interval, with_ranges
 from ..verdicts.text import MEASURES, percents, read, words
 
+if TYPE_CHECKING:
+    from ..experiments.pruning_runs import PruningRuns
+
 CHAPTER = "06_pruning_curves"
+_CURVES = "06_pruning_curves"
 _SHARES = "06_prunable_shares"
+
+
+def protocol_tables(runs: PruningRuns) -> dict[str, pd.DataFrame]:
+    """The curves and prunable shares of the protocol Figure 3 does not draw (``runs.beside()``:
+    the importance and ablation orders, on both measures), named by that protocol:
+    ``06_pruning_curves_<protocol>``, ``06_prunable_shares_<protocol>`` and their likelihood tables
+    (``PruningRuns.protocol``: ``held_out`` or ``in_sample``)."""
+    other = runs.beside()
+    out: dict[str, pd.DataFrame] = {}
+    for suffix, measure in MEASURES:
+        curves = other.all_curves(measure=measure)
+        out[f"{_CURVES}_{other.protocol}{suffix}"] = curves
+        out[f"{_SHARES}_{other.protocol}{suffix}"] = other.summary(curves, measure=measure)
+    return out
+
+
+def protocol_figure(runs: PruningRuns, tables: dict[str, pd.DataFrame], profile: str):
+    """Figure 3 of the other protocol's curves (``protocol_tables(runs)``), on the paper's metric."""
+    other = runs.beside()
+    title = f"the {other.protocol.replace('_', '-')} protocol for the ablation order ({profile} profile)"
+    return other.figure(tables[f"{_CURVES}_{other.protocol}"], suptitle=title)
+
+
+PROTOCOLS = ("held_out", "in_sample")  # PruningRuns.protocol's values
+
+
+def protocol_names() -> list[str]:
+    """Every name ``protocol_tables`` may save, under either protocol: a run removes those it did
+    not save, so that no rule or finding reads a table of an earlier run's protocol."""
+    return [
+        f"{base}_{protocol}{suffix}" for protocol in PROTOCOLS for suffix, _ in MEASURES for base in (_CURVES, _SHARES)
+    ]
+
+
+def _in_sample(shares: pd.DataFrame) -> bool:
+    """Whether the ablation order of ``shares`` was read off the set its curves score (a table
+    that does not say counts as in-sample)."""
+    on = shares.loc[shares["order"] == "ablation", "selected_on"] if "selected_on" in shares else pd.Series([None])
+    return bool(on.isna().any() or (on == IN_SAMPLE).any())
+
+
+def ablation_shares(r: Results) -> tuple[pd.DataFrame, str]:
+    """``(shares, note)``: the prunable shares that compare importance with ablation fairly. The
+    chapter's own where its ablation order is held out; else the held-out protocol's drawn beside
+    an in-sample Figure 3 (``protocol_tables``), with a note that says so; else the chapter's own
+    (in-sample: the rule cannot tell)."""
+    shares = r[_SHARES]
+    if not _in_sample(shares):
+        return shares, ""
+    try:
+        return r[f"{_SHARES}_held_out"], " (the held-out protocol, drawn beside Figure 3)"
+    except MissingResults:
+        return shares, ""
 
 
 def _error(row: pd.Series, se: str) -> float:
@@ -92,8 +153,7 @@ def importance_beats_ablation(r: Results) -> tuple[str, str]:
     bootstrap's error of the difference); "at least as
     well" holds where the whole interval lies above -``SHARE_TOLERANCE`` (the shares' tolerance)
     and fails where it lies below it; for every model (partly: some)."""
-    shares = r[_SHARES]
-    on = shares.loc[shares["order"] == "ablation", "selected_on"] if "selected_on" in shares else pd.Series([None])
+    shares, note = ablation_shares(r)
     verdicts, parts = [], []
     for model, part in shares[shares["order"].isin(["importance", "ablation"])].groupby("model"):  # by name
         imp, abl = (
@@ -110,8 +170,8 @@ def importance_beats_ablation(r: Results) -> tuple[str, str]:
             verdicts.append(CANNOT_TELL)
             continue
         verdicts.append(over_interval(lambda v: REPRODUCED if v >= -SHARE_TOLERANCE else NOT_REPRODUCED, pooled))
-    text = "; ".join(parts) + _seeds(r)
-    if on.isna().any() or (on == IN_SAMPLE).any():  # a table that does not say counts as in-sample
+    text = "; ".join(parts) + _seeds(r) + note
+    if _in_sample(shares):
         return text + " (the ablation order in-sample or not recorded: no fair comparison)", CANNOT_TELL
     return text, for_every(verdicts)
 
@@ -173,8 +233,9 @@ def _step(row: pd.Series) -> float:
 def _ablation_statistic(r: Results) -> dict[str, Value]:
     """``importance_beats_ablation``'s statistic: per model, importance's prunable share less the
     ablation order's, with the paired bootstrap's standard error of that difference and the
-    rounding error of two values on the step's grid (a grain of step * sqrt 2)."""
-    shares = r[_SHARES]
+    rounding error of two values on the step's grid (a grain of step * sqrt 2), on the shares the
+    rule compares (``ablation_shares``)."""
+    shares, _ = ablation_shares(r)
     out = {}
     for model, part in shares[shares["order"].isin(["importance", "ablation"])].groupby("model", sort=False):
         by_order = part.set_index("order")
@@ -323,7 +384,28 @@ def findings(profile: str) -> str:
                 f"every head pruned the score is {words([f'{v:.3g}' for v in imp['all_pruned']])}, against "
                 f"{words([f'{v:.3g}' for v in imp['unpruned']])} unpruned."
             )
-    return "\n\n".join(lines + _sample_lines(profile))
+    return "\n\n".join(lines + _protocol_lines(profile) + _sample_lines(profile))
+
+
+def _protocol_lines(profile: str) -> list[str]:
+    """The protocol drawn beside Figure 3 (``protocol_tables``), where this run drew it: per
+    measure and model, the shares prunable by importance and by ablation on every seed."""
+    from ..store.results import saved_table
+
+    lines = []
+    for protocol in PROTOCOLS:
+        for suffix, measure in MEASURES:
+            table = saved_table(profile, f"{_SHARES}_{protocol}{suffix}")
+            for model, part in [] if table is None else table.groupby("model", sort=False):
+                by = {o: p.sort_values("training_seed") for o, p in part.groupby("order")}
+                imp, abl = by["importance"], by["ablation"]
+                lines.append(
+                    f"**Beside Figure 3, {model}, {measure}.** With the ablation order estimated on "
+                    f"{abl['selected_on'].iloc[0]}, {percents(imp['prunable_share'])} of the heads can go by "
+                    f"importance and {percents(abl['prunable_share'])} by ablation, on {int(imp['examples'].iloc[0])} "
+                    "scored examples."
+                )
+    return lines
 
 
 _SETTLED = 0.9  # a median Spearman with I_h of every example at or above this counts as a settled ranking

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -165,6 +165,27 @@ class PruningRuns:
                 ),
             ]
         return figure(curves, panels, suptitle)
+
+    @property
+    def protocol(self) -> str:
+        """Where the ablation order comes from: ``"held_out"`` (the half of the split the curves do
+        not score) or ``"in_sample"`` (the set the curves score, the paper's protocol)."""
+        return "held_out" if self.held_out_ablation else "in_sample"
+
+    def beside(self) -> PruningRuns:
+        """The same runs under the other protocol (``held_out_ablation`` flipped): the importance
+        and ablation orders only, no random band and no re-estimation. The models and their I_h
+        (estimated on ``importance_split``, the same under both protocols) are shared, not
+        estimated again."""
+        shared = {key: value for key, value in self._loaded.items() if isinstance(key, str)}
+        return replace(
+            self,
+            held_out_ablation=not self.held_out_ablation,
+            random_orders=0,
+            bleu_random_orders=0,
+            reestimate=False,
+            _loaded=shared,
+        )
 
     def bleu_signature(self) -> str:
         """The BLEU the translation curves score (the sweeps', tokenized as the authors' prune.py)."""

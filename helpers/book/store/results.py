@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -42,6 +42,15 @@ def save_tables(profile: str, tables: Mapping[str, pd.DataFrame]) -> list[Path]:
     for name, table in tables.items():
         save_table(table, profile, name)
     return [_table_path(profile, name) for name in tables]
+
+
+def remove_tables(profile: str, names: Iterable[str]) -> list[Path]:
+    """Delete ``results/<profile>/<name>.csv`` of each of ``names`` that exists (a table this run
+    no longer makes, so that no rule reads a stale one); the files removed."""
+    removed = [path for path in (_table_path(profile, name) for name in names) if path.exists()]
+    for path in removed:
+        path.unlink()
+    return removed
 
 
 def saved_table(profile: str, name: str) -> pd.DataFrame | None:

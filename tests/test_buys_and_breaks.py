@@ -48,6 +48,7 @@ def test_memory_and_speed_measures_what_it_predicts():
     assert (f32["KV bytes per token"] == 2 * bf16["KV bytes per token"]).all()
     assert f32.loc[("KV groups", 1), "KV heads"] < f32.loc[("unpruned", 1), "KV heads"] == 4
     assert f32.loc[("query heads", 1), "query heads"] == 8 - 5
+    assert set(table["device"]) == {f"cpu: {torch.get_num_threads()} threads"}  # where the timings ran
 
 
 def test_copying_curves_start_unmasked_and_end_fully_masked():

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 from transformers import DynamicCache
 
+from ..base.devices import to_device
 from .cache import layer_entries
 from .quantized import FP8_BITS, cached_chunks, prefilled, prompt_states, quantized_cache, stored_bytes
 from .selective import (
@@ -174,7 +175,8 @@ def real_run(model: nn.Module, input_ids: torch.Tensor, prompt: int, spec: Cache
     """The cached generation, teacher-forced: read ``input_ids[:, :prompt]`` in one pass, then the
     rest one position at a time through ``spec``'s real cache. Returns the last hidden states of
     the positions after the prompt ``[batch, T - prompt, hidden]`` and the most bytes the cache
-    held between positions (``stored_bytes``)."""
+    held between positions (``stored_bytes``). ``input_ids`` is moved to the model's device."""
+    input_ids = to_device(input_ids, model)
     cache = _make_cache(model, spec)
     out, peak = [], 0
     with _context(model, spec, cache):
@@ -189,7 +191,7 @@ def real_run(model: nn.Module, input_ids: torch.Tensor, prompt: int, spec: Cache
 @torch.no_grad()
 def prompt_pass(model: nn.Module, input_ids: torch.Tensor, prompt: int) -> DynamicCache:
     """The plain cache after reading ``input_ids[:, :prompt]``: shared by every configuration of one model."""
-    return model.base_model(input_ids=input_ids[:, :prompt], use_cache=True).past_key_values
+    return model.base_model(input_ids=to_device(input_ids[:, :prompt], model), use_cache=True).past_key_values
 
 
 def _copy(cache: DynamicCache) -> DynamicCache:
@@ -208,7 +210,7 @@ def fast_run(model: nn.Module, input_ids: torch.Tensor, prompt_cache: DynamicCac
     quantizes together); fp8, the real cache in one pass. Heavy hitters depend on every step's
     attention: ``real_run`` it is."""
     prompt = prompt_cache.get_seq_length()
-    rest = input_ids[:, prompt:]
+    rest = to_device(input_ids[:, prompt:], model)
     if spec.kind == "plain":
         return model.base_model(input_ids=rest, past_key_values=_copy(prompt_cache), use_cache=True)[0]
     if spec.kind == "window":

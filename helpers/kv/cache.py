@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from ..base import ledger
+from ..base.devices import to_device
 from ..heads.sites import PHANTOM_WIDTH, attention_sites
 
 
@@ -151,7 +152,9 @@ def published_kv_table(models: Sequence[PublishedModel], element_bytes: int = 2,
 def generate_cached(model: nn.Module, input_ids: torch.Tensor, new_tokens: int):
     """Greedy generation of exactly ``new_tokens`` tokens with the KV cache, from unpadded
     ``input_ids`` ``[B, T]``: ``(sequences [B, T + new_tokens], the cache it left)``. The cache
-    then holds ``T + new_tokens - 1`` positions (the last token is never fed back)."""
+    then holds ``T + new_tokens - 1`` positions (the last token is never fed back). Both on the
+    model's device (``input_ids`` is moved there)."""
+    input_ids = to_device(input_ids, model)
     pad = getattr(model.generation_config, "pad_token_id", None)
     with torch.no_grad():
         out = model.generate(
@@ -170,8 +173,11 @@ def generate_cached(model: nn.Module, input_ids: torch.Tensor, new_tokens: int):
 def generation_seconds(
     model: nn.Module, input_ids: torch.Tensor, new_tokens: int, repeats: int = 3, warmup: int = 1
 ) -> list[float]:
-    """Wall-clock seconds of ``generate_cached`` per repeat, after ``warmup`` untimed calls."""
+    """Wall-clock seconds of ``generate_cached`` per repeat, after ``warmup`` untimed calls (the
+    prompt moved to the model's device first, outside the timed region)."""
     import time
+
+    input_ids = to_device(input_ids, model)
 
     with ledger.entry("timing runs", f"cached generation, batch {len(input_ids)}", model, len(input_ids)):
         for _ in range(warmup):

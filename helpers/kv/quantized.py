@@ -28,6 +28,8 @@ import torch
 from torch import nn
 from transformers.cache_utils import BaseQuantizedLayer, Cache, DynamicCache, DynamicLayer
 
+from ..base.devices import to_device
+
 _QUANTO_BITS = (2, 4)
 FP8_BITS = 8
 _BACKEND_PIN = "optimum-quanto==0.2.7"
@@ -111,7 +113,8 @@ def prompt_states(cache: DynamicCache) -> list[tuple[torch.Tensor, torch.Tensor]
 def cached_chunks(model: nn.Module, input_ids: torch.Tensor, cache: Cache, chunk: int) -> torch.Tensor:
     """Feed ``input_ids`` ``[batch, T]`` to ``model`` (its base model) through ``cache`` in chunks
     of ``chunk`` positions (1: one position at a time, as generation does); returns the last
-    hidden states ``[batch, T, hidden]``."""
+    hidden states ``[batch, T, hidden]``, on the model's device (``input_ids`` is moved there)."""
+    input_ids = to_device(input_ids, model)
     out = []
     with torch.no_grad():
         for start in range(0, input_ids.shape[1], chunk):

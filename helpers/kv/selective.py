@@ -118,12 +118,14 @@ class HeadGroup:
         if keep == n:
             return
         if isinstance(self.policy, SinkWindow):
-            index = torch.cat([torch.arange(self.policy.sinks), torch.arange(n - self.policy.window, n)])
+            kept = [torch.arange(self.policy.sinks), torch.arange(n - self.policy.window, n)]
+            index = torch.cat(kept).to(self.keys.device)
             self.keys, self.values = self.keys[:, :, index], self.values[:, :, index]
             return
         recent, older = self.policy.recent, n - self.policy.recent
         heavy = torch.topk(self.scores[..., :older], keep - recent, dim=-1).indices.sort(-1).values
-        index = torch.cat([heavy, torch.arange(older, n).expand(*heavy.shape[:2], recent)], -1)  # [batch, heads, keep]
+        fresh = torch.arange(older, n, device=heavy.device).expand(*heavy.shape[:2], recent)
+        index = torch.cat([heavy, fresh], -1)  # [batch, heads, keep]
         self.keys, self.values = _rows(self.keys, index), _rows(self.values, index)
         self.scores = self.scores.gather(2, index)
 

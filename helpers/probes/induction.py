@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..base.devices import to_device
 from ..heads.sites import attention_sites
 
 
@@ -47,22 +48,25 @@ def _copy_length(batch: dict) -> int:
     return (width - 1) // 2
 
 
-def _model_inputs(batch: dict) -> dict:
-    return {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+def _model_inputs(batch: dict, model: nn.Module) -> dict:
+    """The batch's ids and mask, on ``model``'s device."""
+    return to_device({"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}, model)
 
 
 def copying_stats(model: nn.Module, batch: dict) -> torch.Tensor:
     """``[B, 3]`` from one forward pass: the summed negative log-likelihood (nats) of the second
     copy's tokens 2..L (each predictable from the first copy), their number L - 1, and how many of
-    them the model's top prediction gets right. The first two columns are ``copying_nll``."""
+    them the model's top prediction gets right. The first two columns are ``copying_nll``. On the
+    CPU, whatever the model's device."""
     length = _copy_length(batch)
-    logits = model(**_model_inputs(batch)).logits  # [B, 1 + 2L, vocab]
+    inputs = _model_inputs(batch, model)
+    logits = model(**inputs).logits  # [B, 1 + 2L, vocab]
     # position p predicts p + 1; the second copy's tokens 2..L sit at L + 2 .. 2L
     predict = logits[:, length + 1 : 2 * length]  # [B, L - 1, vocab]
-    gold = batch["input_ids"][:, length + 2 :]  # [B, L - 1]
+    gold = inputs["input_ids"][:, length + 2 :]  # [B, L - 1]
     nll = F.cross_entropy(predict.float().transpose(1, 2), gold, reduction="none").sum(1)
     correct = (predict.argmax(-1) == gold).sum(1).to(nll.dtype)
-    return torch.stack([nll, torch.full_like(nll, length - 1), correct], 1)
+    return torch.stack([nll, torch.full_like(nll, length - 1), correct], 1).cpu()
 
 
 def copying_nll(model: nn.Module, batch: dict) -> torch.Tensor:
@@ -99,12 +103,12 @@ def induction_scores(model: nn.Module, batch: dict) -> torch.Tensor:
     sites = [s for s in attention_sites(model) if s.kind == "self"]
     out = torch.full((len(sites), sites[0].total_heads), float("nan"))
     with eager_attention(model), torch.no_grad():
-        attentions = model(**_model_inputs(batch), output_attentions=True).attentions
+        attentions = model(**_model_inputs(batch, model), output_attentions=True).attentions
     queries = torch.arange(length + 1, 2 * length)  # second copy's tokens 1..L-1 (each predicts the next)
     targets = queries - length + 1  # the token after the earlier occurrence
     for site, probs in zip(sites, attentions, strict=True):
         if probs is None or not site.heads:
             continue
-        taken = probs[:, :, queries, targets].float().mean((0, 2))  # [kept heads]
-        out[site.layer, site.heads] = taken
+        taken = probs[:, :, queries.to(probs.device), targets.to(probs.device)].float().mean((0, 2))  # [kept heads]
+        out[site.layer, site.heads] = taken.cpu()
     return out

@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..base import ledger
+from ..base.devices import default_device, to_device
 from ..heads.significance import log_likelihood  # noqa: F401 (the score of token_nll rows; chapter 11 imports it here)
 from ..sweeps.config_batches import repeat_rows
 from . import bible, paper_sources
@@ -164,9 +165,11 @@ def _convert_quietly(gguf: Path, folder: Path) -> None:
 
 
 def load_causal_lm(reference: str, seed: int = 0) -> tuple[nn.Module, object]:
-    """``(model, tokenizer)`` in eval mode, float32, on the CPU; see the module docstring."""
+    """``(model, tokenizer)`` in eval mode, float32, on ``devices.default_device()`` (a GPU where
+    there is one, as the paper profile runs; the CPU on the course profile); see the module
+    docstring. Every function here that feeds it moves its batch to the model's device."""
     model, tokenizer = _load_causal_lm(reference, seed)
-    return ledger.name_model(model, reference), tokenizer
+    return ledger.name_model(model.to(default_device()), reference), tokenizer
 
 
 def sweeps_dir(reference: str, seed: int = 0) -> Path:
@@ -255,13 +258,13 @@ def _by_length(ids: Sequence[Sequence[int]]) -> list[int]:
 
 def token_nll(model: nn.Module, batch: dict) -> torch.Tensor:
     """``[B, 2]``: each text's summed negative log-likelihood (nats) and its number of predicted
-    tokens (all but the first).
+    tokens (all but the first), on the CPU whatever the model's device (``batch`` is moved to it).
 
     The output layer (for SmolLM2 a 49,152-word vocabulary, the costliest single step of a pass)
     runs only on the positions that predict a real token, not on padding or on each text's last
     token, and the cross-entropy is taken over a contiguous ``[N, vocab]`` block (over
     ``[B, vocab, T]`` it took 4.5 times as long on the CPU)."""
-    ids, mask = batch["input_ids"], batch["attention_mask"]
+    ids, mask = to_device((batch["input_ids"], batch["attention_mask"]), model)
     predicts = mask[:, 1:] == 1  # [B, T-1]: position t predicts token t+1
     rows = predicts.nonzero()[:, 0]  # [N]: the text of each predicted token
     gold = ids[:, 1:][predicts]  # [N]
@@ -272,7 +275,7 @@ def token_nll(model: nn.Module, batch: dict) -> torch.Tensor:
         logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1][predicts]
     nll = F.cross_entropy(logits.float(), gold, reduction="none")
     sums = torch.zeros(ids.shape[0], dtype=nll.dtype, device=nll.device).index_add_(0, rows, nll)
-    return torch.stack([sums, predicts.sum(1).to(nll.dtype)], 1)
+    return torch.stack([sums, predicts.sum(1).to(nll.dtype)], 1).cpu()
 
 
 def _plain_output_layer(model: nn.Module) -> bool:

@@ -25,7 +25,7 @@ import pandas as pd
 import torch
 
 from ...base import ledger
-from ...base.devices import device_of
+from ...base.devices import device_of, to_device
 from ...heads.gates import HeadGates, heads_of, spec_of
 from ...heads.grouped_query import kv_group_heads, kv_group_importance
 from ...heads.pruning import count_parameters, prune_heads
@@ -369,7 +369,10 @@ def pruned_speed(
     speed = speed.assign(device=device_name(device_of(model)))  # where it ran, not where the course puts models
     with HeadGates(model) as gates, torch.no_grad():  # the pruned model computes what the gated one does
         gates.mask(removed)
-        gap = max(float((model(**b).logits - pruned(**b).logits).abs().max()) for b in check_batches)
+        gap = max(
+            float((model(**b).logits - pruned(**b).logits).abs().max())
+            for b in (to_device(b, model) for b in check_batches)
+        )
     gains = speed_gains(speed).set_index("batch_size")  # ratios of median rates
     gains = pd.DataFrame(
         {

@@ -45,6 +45,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ...base.devices import to_device
 from ...heads.gates import heads_of, spec_of
 from ...heads.removal import REMOVAL_KINDS
 from ...heads.significance import Bootstrap
@@ -442,6 +443,7 @@ def _task_loss(tokenizer):
         return loss
 
     def loss(model, batch):
+        batch = to_device(batch, model)
         labels = batch["labels"]
         inputs = {k: v for k, v in batch.items() if k != "labels"}
         return torch.nn.functional.cross_entropy(model(**inputs).logits.float(), labels)

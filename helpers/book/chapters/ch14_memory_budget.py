@@ -35,6 +35,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from ...base.devices import to_device
 from ...heads.grouped_query import kv_group_heads, kv_group_order
 from ...heads.sites import attention_sites
 from ...kv.budget import (
@@ -207,10 +208,11 @@ def window_scores(model: nn.Module, ids: torch.Tensor, layout: Layout, sinks: in
     beyond the window."""
     from ...probes.induction import eager_attention
 
+    ids = to_device(ids, model)
     with eager_attention(model):
         attentions = model(input_ids=ids, output_attentions=True).attentions  # per layer [B, heads, T, T]
-    t = torch.arange(layout.prompt, ids.shape[1]).unsqueeze(1)
-    j = torch.arange(ids.shape[1]).unsqueeze(0)
+    t = torch.arange(layout.prompt, ids.shape[1], device=ids.device).unsqueeze(1)
+    j = torch.arange(ids.shape[1], device=ids.device).unsqueeze(0)
     beyond = (j <= t) & (j >= sinks) & (t - j > window)  # [queries, keys]
     group = model.config.num_attention_heads // model.config.num_key_value_heads
     rows = []
@@ -228,7 +230,8 @@ def window_scores(model: nn.Module, ids: torch.Tensor, layout: Layout, sinks: in
 def sequence_stats(model: nn.Module, hidden: torch.Tensor, ids: torch.Tensor, layout: Layout) -> np.ndarray:
     """``[B, 5]`` from the hidden states of the positions after the prompt: summed NLL (nats) of the
     chapter's later half and its token count, then the repeat's tokens copied right (top prediction),
-    their count and their summed NLL."""
+    their count and their summed NLL (on the CPU; ``ids`` is moved to the hidden states' device)."""
+    ids = ids.to(hidden.device)
 
     def scored(targets: torch.Tensor):
         logits = model.get_output_embeddings()(hidden[:, targets - 1 - layout.prompt]).float()
@@ -240,11 +243,11 @@ def sequence_stats(model: nn.Module, hidden: torch.Tensor, ids: torch.Tensor, la
     n = ids.shape[0]
     return np.stack(
         [
-            -ppl.sum(1).double().numpy(),
+            -ppl.sum(1).double().cpu().numpy(),
             np.full(n, ppl.shape[1], float),
-            right.sum(1).double().numpy(),
+            right.sum(1).double().cpu().numpy(),
             np.full(n, copy.shape[1], float),
-            -copy.sum(1).double().numpy(),
+            -copy.sum(1).double().cpu().numpy(),
         ],
         1,
     )
@@ -290,7 +293,7 @@ def first_read_accuracy(model: nn.Module, ids: torch.Tensor, layout: Layout, bat
     right = total = 0
     targets = layout.first_read_targets()
     with torch.no_grad():
-        for batch in _batches(ids, batch_size):
+        for batch in _batches(to_device(ids, model), batch_size):
             logits = model(input_ids=batch[:, : int(targets.max())]).logits[:, targets - 1]
             right += int((logits.argmax(-1) == batch[:, targets]).sum())
             total += targets.numel() * len(batch)
@@ -331,7 +334,7 @@ def _scored_log_probs(model: nn.Module, hidden: torch.Tensor, ids: torch.Tensor,
     targets = torch.cat([layout.perplexity_targets(), layout.copy_targets()])
     head = model.get_output_embeddings()
     logits = head(hidden[:, targets - 1 - layout.prompt]).float()
-    return logits.log_softmax(-1).gather(-1, ids[:, targets].unsqueeze(-1)).squeeze(-1)
+    return logits.log_softmax(-1).gather(-1, ids.to(logits.device)[:, targets].unsqueeze(-1)).squeeze(-1)
 
 
 def _chapter_gap(real: torch.Tensor, fast: torch.Tensor) -> float:

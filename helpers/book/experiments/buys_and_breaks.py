@@ -22,6 +22,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from ...base.devices import device_of, to_device
 from ...heads.gates import heads_in, heads_of, spec_of
 from ...heads.grouped_query import kv_group_heads, kv_group_order
 from ...heads.pruning import count_parameters, prune_heads
@@ -133,11 +134,11 @@ def memory_and_speed(
     """One row per variant, dtype and batch size (``prompts[batch size]``): query and KV heads
     left, parameters, KV bytes per token predicted from the layers and measured from the cache
     greedy generation left (``new_tokens`` new tokens), the median seconds of that generation and
-    its tokens per second (``repeats`` timed calls after the measured one, which warms up), and the
-    perplexity on ``report_batches`` (float32) and how many verses they hold."""
+    its tokens per second (``repeats`` timed calls after the measured one, which warms up) with the
+    device they ran on, and the perplexity on ``report_batches`` (float32) and how many verses they hold."""
     from tqdm.auto import tqdm
 
-    from ...sweeps.throughput import cast_copy
+    from ...sweeps.throughput import cast_copy, device_name
 
     rows, verses = [], sum(len(b["input_ids"]) for b in report_batches)
     for (unit, share), model in tqdm(variants.items(), desc="pruned variants", disable=not progress):
@@ -164,6 +165,7 @@ def memory_and_speed(
                         "cached positions": positions,
                         "seconds": seconds,
                         "tokens per second": size * new_tokens / seconds,
+                        "device": device_name(device_of(timed)),
                         "perplexity": perplexity,
                         "perplexity verses": verses,
                     }
@@ -669,13 +671,13 @@ def published() -> pd.DataFrame:
 _RELOAD_AND_GENERATE = """
 import sys, torch
 from helpers.heads.pruning import load_pruned
-model = load_pruned(sys.argv[1])
-ids = torch.load(sys.argv[2])
+model = load_pruned(sys.argv[1]).to(sys.argv[5])
+ids = torch.load(sys.argv[2]).to(sys.argv[5])
 with torch.no_grad():
     out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, use_cache=True,
                          max_new_tokens=int(sys.argv[4]), min_new_tokens=int(sys.argv[4]), output_logits=True,
                          return_dict_in_generate=True, pad_token_id=0)
-torch.save({"sequences": out.sequences, "logits": torch.stack(out.logits)}, sys.argv[3])
+torch.save({"sequences": out.sequences.cpu(), "logits": torch.stack(out.logits).cpu()}, sys.argv[3])
 """
 
 
@@ -692,7 +694,7 @@ def keep_and_reload(model: nn.Module, tokenizer, prompt: str, new_tokens: int) -
 
     from ...heads.pruning import LAYOUT_KEY, save_pruned
 
-    ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)["input_ids"]
+    ids = to_device(tokenizer(prompt, return_tensors="pt", add_special_tokens=False)["input_ids"], model)
     with torch.no_grad():
         here = model.generate(
             input_ids=ids,
@@ -707,7 +709,7 @@ def keep_and_reload(model: nn.Module, tokenizer, prompt: str, new_tokens: int) -
         )
     with tempfile.TemporaryDirectory() as tmp:
         folder = save_pruned(model, Path(tmp) / "pruned")
-        torch.save(ids, Path(tmp) / "ids.pt")
+        torch.save(ids.cpu(), Path(tmp) / "ids.pt")
         root = Path(__file__).resolve().parents[3]  # the repository, where ``helpers`` imports from
         done = subprocess.run(
             [
@@ -718,6 +720,7 @@ def keep_and_reload(model: nn.Module, tokenizer, prompt: str, new_tokens: int) -
                 str(Path(tmp) / "ids.pt"),
                 str(Path(tmp) / "out.pt"),
                 str(new_tokens),
+                str(device_of(model)),  # rebuilt on the same device, so its arithmetic is the same
             ],
             cwd=root,
             capture_output=True,
@@ -734,8 +737,8 @@ def keep_and_reload(model: nn.Module, tokenizer, prompt: str, new_tokens: int) -
                 "query heads per layer": str(layout["self"]["num_attention_heads"]),
                 "KV groups per layer": str(layout["self"]["num_key_value_heads"]),
                 "megabytes saved": size / 2**20,
-                "same tokens": bool(torch.equal(here.sequences, there["sequences"])),
-                "largest logit gap": float((torch.stack(here.logits) - there["logits"]).abs().max()),
+                "same tokens": bool(torch.equal(here.sequences.cpu(), there["sequences"])),
+                "largest logit gap": float((torch.stack(here.logits).cpu() - there["logits"]).abs().max()),
                 "generated": tokenizer.decode(there["sequences"][0, ids.shape[1] :]),
             }
         ]

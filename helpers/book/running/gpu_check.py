@@ -12,6 +12,11 @@ memory and, for decoding, how many configurations per pass ``sweep_decoder.confi
 chose and the memory it expected. Random weights never end a sentence, so every beam search runs
 to the length limit: the worst case, which a trained model reaches only in a repetition loop.
 
+SmolLM2-135M's sizes (a random Llama) run chapters 11-14's inner passes the same way, fed CPU
+batches as the chapters feed them: a perplexity sweep, the copying probe, cached generation and a
+chapter read through each kind of KV cache. A pass this device cannot run is reported FAILED with
+its error, and the check exits 1.
+
 Two checks follow. fairseq's fused attention and the explicit path the sweeps take must agree on
 the teacher-forced loss: the gap is printed in float32 epsilons of each sentence's loss, beside
 ``significance.ROUNDING_EPS``. The out-of-memory fallback (``ablation.gated_passes``) runs once:
@@ -67,6 +72,20 @@ class Sizes:
     bert_length: int = 128  # their max_seq_length
     configs: int = 4  # configurations in each timed single-layer sweep
     repeats: int = 3  # timed passes after the warm-up (decoding: 1)
+    # SmolLM2-135M (chapters 11-14): LlamaConfig arguments, and the paper profile's batches
+    lm: dict = field(
+        default_factory=lambda: dict(
+            vocab_size=49_152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+            num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=8192, tie_word_embeddings=True,
+        )
+    )  # fmt: skip
+    lm_batch: int = 64  # verses per batch (chapter 11's batch_size)
+    lm_tokens: int = 64  # tokens per verse (at most 40 words)
+    lm_configs_per_pass: int = 9  # chapter 11's configs_per_pass
+    probe_length: int = 64  # chapter 13b's repeated random tokens, 8 sequences
+    prompt_tokens: int = 1024  # chapter 13's prompts and chapter 14's chapters
+    new_tokens: int = 64  # chapter 13's generated tokens and chapter 14's repeat
+    generation_batch: int = 8  # chapter 13's middle batch size
 
 
 PAPER = Sizes()
@@ -89,6 +108,23 @@ REDUCED = Sizes(
     bert_length=16,
     configs=2,
     repeats=1,
+    lm=dict(
+        vocab_size=512,
+        hidden_size=48,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=6,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+    ),  # fmt: skip
+    lm_batch=4,
+    lm_tokens=12,
+    lm_configs_per_pass=3,
+    probe_length=8,
+    prompt_tokens=40,
+    new_tokens=8,
+    generation_batch=2,
 )
 
 
@@ -124,6 +160,14 @@ def bert_model(config: dict, device: torch.device) -> nn.Module:
 
     torch.manual_seed(0)
     return BertForSequenceClassification(BertConfig(num_labels=3, **config)).to(device).eval()
+
+
+def language_model(config: dict, device: torch.device) -> nn.Module:
+    """A Llama with random weights of ``config`` (SmolLM2-135M's sizes at the paper's), eval mode."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    return LlamaForCausalLM(LlamaConfig(**config)).to(device).eval()
 
 
 def sentences(n: int, tokens: int, vocab: int, seed: int = 0) -> list[str]:
@@ -264,6 +308,69 @@ def _logits(model: nn.Module, batch: dict) -> torch.Tensor:
     return model(**batch).logits
 
 
+def _token_ids(model: nn.Module, rows: int, tokens: int, seed: int) -> torch.Tensor:
+    """``[rows, tokens]`` random token ids, on the CPU (the chapters' batches start there)."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(1, model.config.vocab_size, (rows, tokens), generator=g)
+
+
+def language_model_passes(model: nn.Module, sizes: Sizes, device: torch.device) -> list[dict]:
+    """Chapters 11-14's inner passes on SmolLM2's sizes, each fed CPU batches as the chapters feed
+    them: the perplexity of one batch of verses under ``lm_configs_per_pass`` one-head
+    configurations (11-13b), the copying probe and induction scores (13b), cached generation
+    (13) and a chapter read through each kind of KV cache (14). A pass that fails on this device
+    gets its error in ``note`` instead of failing the check (quanto's 2- and 4-bit caches build a
+    CUDA extension on their first use on a GPU)."""
+    from ...kv.budget import CacheSpec, fast_run, prompt_pass, real_run
+    from ...kv.cache import generation_seconds
+    from ...probes.induction import copying_stats, induction_scores, repeated_tokens
+    from ...sweeps.ablation import one_head_configs
+    from ...zoo.causal_lm import PerplexityScorer
+
+    ids = _token_ids(model, sizes.lm_batch, sizes.lm_tokens, 8)
+    verses = [{"input_ids": ids, "attention_mask": torch.ones_like(ids)}]
+    configs = one_head_configs(model)[: sizes.lm_configs_per_pass]
+    scorer = PerplexityScorer(verses, sizes.lm_configs_per_pass)
+    probe = repeated_tokens(model.config.vocab_size, sizes.probe_length, 8, seed=0, low=1)
+    prompts = _token_ids(model, sizes.generation_batch, sizes.prompt_tokens, 9)
+    chapter = _token_ids(model, 1, sizes.prompt_tokens + sizes.new_tokens, 10)
+    layers, kv = model.config.num_hidden_layers, model.config.num_key_value_heads
+    full = tuple((layer == 0,) + (False,) * (kv - 1) for layer in range(layers))  # one group keeps everything
+    window = CacheSpec("window", sinks=4, window=124, full=full)
+    caches = {
+        "plain": CacheSpec("plain"),
+        "window": window,
+        "fp8": CacheSpec("fp8", bits=8),
+        "quanto 4-bit": CacheSpec("quanto", bits=4, residual=128),
+        "heavy hitters": CacheSpec("evict", budget=sizes.prompt_tokens // 2, recent=sizes.new_tokens),
+    }
+
+    def through(spec: CacheSpec):
+        if spec.kind == "evict":
+            return real_run(model, chapter, sizes.prompt_tokens, spec)[0]
+        return fast_run(model, chapter, prompt_pass(model, chapter, sizes.prompt_tokens), spec)
+
+    passes = [
+        ("smollm2 perplexity sweep", "11-13b", lambda: scorer.many(model, configs), len(configs), "per pass"),
+        ("smollm2 copying probe", "13b", lambda: (copying_stats(model, probe), induction_scores(model, probe)), None,
+         "8 sequences"),
+        ("smollm2 cached generation", "13", lambda: generation_seconds(model, prompts, sizes.new_tokens, 1, 0), None,
+         f"batch {sizes.generation_batch}"),
+    ] + [
+        (f"smollm2 {name} cache", "14", lambda spec=spec: through(spec), None, "one chapter")
+        for name, spec in caches.items()
+    ]  # fmt: skip
+    rows = []
+    for name, chapters, run, per_pass, note in passes:
+        try:
+            with torch.no_grad():
+                seconds, peak, _ = measured(run, device, sizes.repeats)
+        except Exception as err:  # reported, not raised: the row says what this device cannot run
+            seconds, peak, note = float("nan"), None, f"FAILED: {type(err).__name__}: {str(err).splitlines()[0][:160]}"
+        rows.append(_row(name, chapters, "smollm2", device, seconds, peak, per_pass, None, note))
+    return rows
+
+
 # ---- the checks --------------------------------------------------------------------------------
 def attention_paths_gap(model: nn.Module, sizes: Sizes, device: torch.device) -> dict:
     """The largest gap between fairseq's fused kernel and the explicit path on each sentence's
@@ -334,6 +441,8 @@ def run_check(sizes: Sizes, device: torch.device) -> pd.DataFrame:
     rows.append(decoding_pass(iwslt, "iwslt BLEU curve", "09-10", sizes, device)[0])
     rows.append(attention_paths_gap(wmt, sizes, device))
     rows.append(fallback_check(wmt, sizes, device, first))
+    del wmt, bert, iwslt
+    rows += language_model_passes(language_model(sizes.lm, device), sizes, device)
     return pd.DataFrame(rows)
 
 
@@ -361,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
         print(table.to_string(index=False))
     sizes = "reduced" if args.reduced else "paper"
     print(f"{sizes} sizes on {device}: {time.perf_counter() - t0:.0f} s; wrote {args.out}")
-    failed = table["note"].astype(str).str.contains("BEYOND|DIFFERENT").any()
+    failed = table["note"].astype(str).str.contains("BEYOND|DIFFERENT|FAILED").any()
     return 1 if failed else 0
 
 

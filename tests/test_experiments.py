@@ -440,6 +440,25 @@ def test_the_protocol_beside_figure_3_flips_the_ablation_order_and_keeps_the_est
     assert len(other._sets("nli", "test")[0]) == 20 and len(runs._sets("nli", "test")[0]) == 40
 
 
+def test_the_other_protocols_tables_are_its_curves_and_shares_on_both_measures(monkeypatch):
+    from helpers.book.chapters.ch06_pruning_curves import protocol_names, protocol_tables
+    from helpers.book.experiments.sweeps import MEASURES
+
+    def curves(self, measure="metric"):
+        assert measure in MEASURES, measure  # what HeadSweeps accepts
+        return pd.DataFrame({"measure": [measure], "protocol": [self.protocol], "orders": [self.random_orders]})
+
+    monkeypatch.setattr(pruning.PruningRuns, "all_curves", curves)
+    monkeypatch.setattr(pruning.PruningRuns, "summary", lambda self, c, measure="metric": c.assign(summary=measure))
+    runs = pruning.PruningRuns(_Sweeps(), "nli", "test", "mt", "test", held_out_ablation=False)
+    tables = protocol_tables(runs)
+    assert set(tables) <= set(protocol_names()) and len(tables) == 4
+    for name, table in tables.items():
+        assert name.endswith("_likelihood") == (table["measure"].iloc[0] == "likelihood")
+        assert "_held_out" in name and table["protocol"].iloc[0] == "held_out" and table["orders"].iloc[0] == 0
+    assert "summary" in tables["06_prunable_shares_held_out_likelihood"]
+
+
 def test_a_run_that_no_longer_makes_a_table_removes_it(tmp_path, monkeypatch):
     from helpers.book.chapters.ch06_pruning_curves import protocol_names
     from helpers.book.store.results import remove_tables, save_tables, saved_table

@@ -23,6 +23,7 @@ from ..verdicts import samples
 from ..verdicts.between_seeds import NotTestable, Value, with_error
 from ..verdicts.engine import (
     CANNOT_TELL,
+    LIKELIHOOD,
     NOT_REPRODUCED,
     NOT_RUN,
     REPRODUCED,
@@ -53,7 +54,7 @@ def protocol_tables(runs: PruningRuns) -> dict[str, pd.DataFrame]:
     (``PruningRuns.protocol``: ``held_out`` or ``in_sample``)."""
     other = runs.beside()
     out: dict[str, pd.DataFrame] = {}
-    for suffix, measure in MEASURES:
+    for measure, suffix in (("metric", ""), ("likelihood", LIKELIHOOD)):
         curves = other.all_curves(measure=measure)
         out[f"{_CURVES}_{other.protocol}{suffix}"] = curves
         out[f"{_SHARES}_{other.protocol}{suffix}"] = other.summary(curves, measure=measure)

@@ -356,7 +356,7 @@ def test_readme_is_short_and_its_runner_commands_pass_the_parameter_check():
         chapter, overrides = check_runner_command(command)
         assert chapter in profile.notebooks
         assert overrides == parse_overrides(re.findall(r"-p (\S+)", command))
-    for target in re.findall(r"make (\w+)", text):
+    for target in re.findall(r"make ([\w-]+)", text):
         assert re.search(rf"^{target}:", (ROOT / "Makefile").read_text(), re.M), (
             f"make {target} is not a Makefile target"
         )

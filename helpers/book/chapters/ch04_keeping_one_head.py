@@ -226,7 +226,8 @@ class Protocols:
         )
 
     def translation_line(self, effects: pd.DataFrame, sets: _TranslationSets) -> str:
-        """The translation model's unmasked BLEU per training run on both splits, and what it rests on."""
+        """The translation model's unmasked BLEU per training run on both splits, what it rests on,
+        and, on a line of its own, the signature of the BLEU it scores."""
         decoded = len(self.sweeps.decoded(sets.chosen_on))
         again = effects[effects["set"] == _AGAIN.format(self.translation_split)]
         shown = [self.translation_split, self.heldout_split] if again.empty else [self.heldout_split]
@@ -238,7 +239,7 @@ class Protocols:
         )
         return (
             f"{self.translation}: heads chosen on {decoded} sentences decoded from {self.translation_split}, beam "
-            f"{self.sweeps.beam}" + looked
+            f"{self.sweeps.beam}" + looked + "\n" + self.sweeps.bleu_definition(self.translation).signature()
         )
 
     def first_run_tables(self, effects: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

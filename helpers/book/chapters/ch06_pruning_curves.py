@@ -61,8 +61,23 @@ def protocol_tables(runs: PruningRuns) -> dict[str, pd.DataFrame]:
     return out
 
 
+def save_protocol_tables(runs: PruningRuns, profile: str, drawn: bool) -> dict[str, pd.DataFrame]:
+    """``protocol_tables(runs)`` saved under ``results/<profile>/`` where ``drawn``, else none; either
+    way every other name of ``protocol_names`` is removed, so that no rule or finding reads a table
+    an earlier run saved under another protocol. Returns the tables saved."""
+    from ..store.results import remove_tables, save_tables
+
+    tables = protocol_tables(runs) if drawn else {}
+    save_tables(profile, tables)
+    remove_tables(profile, set(protocol_names()) - set(tables))
+    return tables
+
+
 def protocol_figure(runs: PruningRuns, tables: dict[str, pd.DataFrame], profile: str):
-    """Figure 3 of the other protocol's curves (``protocol_tables(runs)``), on the paper's metric."""
+    """Figure 3 of the other protocol's curves (``protocol_tables(runs)``), on the paper's metric;
+    None where ``tables`` is empty (the profile does not draw it)."""
+    if not tables:
+        return None
     other = runs.beside()
     title = f"the {other.protocol.replace('_', '-')} protocol for the ablation order ({profile} profile)"
     return other.figure(tables[f"{_CURVES}_{other.protocol}"], suptitle=title)

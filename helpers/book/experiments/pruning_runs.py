@@ -478,14 +478,16 @@ def spread_of(curve: pd.DataFrame, tolerance: float) -> dict[str, float]:
     }
 
 
-def by_seed(summary: pd.DataFrame, orders: tuple[str, ...] = ("importance", "ablation")) -> pd.DataFrame:
-    """The prunable share of each model and order, one column per seed, and its spread over seeds."""
+def by_seed(summary: pd.DataFrame, band: bool = False) -> pd.DataFrame:
+    """The prunable share of each model by importance and by ablation, one column per seed, and its
+    spread over seeds; with ``band``, the random orders' 5th and 95th percentiles too, without the
+    spread (a band's rows spread by its orders, not by seeds)."""
+    orders = ("importance", "ablation") + ((RANDOM_LOW, RANDOM_HIGH) if band else ())
     part = summary[summary["order"].isin(orders)]
-    return (
-        part.pivot(index=["model", "order"], columns="training_seed", values="prunable_share")
-        .rename(columns=lambda s: f"seed {int(s)}")
-        .assign(spread=lambda t: t.max(axis=1) - t.min(axis=1))
+    table = part.pivot(index=["model", "order"], columns="training_seed", values="prunable_share").rename(
+        columns=lambda s: f"seed {int(s)}"
     )
+    return table if band else table.assign(spread=lambda t: t.max(axis=1) - t.min(axis=1))
 
 
 def panel(ax, data: pd.DataFrame, title: str, ylabel: str) -> None:

@@ -835,7 +835,14 @@ def _chapter_12_tables(write, negligible_mean: int, best_share: float):
     write(
         "12_l0_points",
         [
-            {"model": "nli", "training_seed": s, "penalty": p, "share": p / 2, "seconds": 20.0}
+            {
+                "model": "nli",
+                "training_seed": s,
+                "penalty": p,
+                "share": p / 2,
+                "seconds": 20.0,
+                "device": "cpu: 2 threads",
+            }
             for s in (0, 1)
             for p in (0.1, 1.0)
         ],
@@ -853,7 +860,7 @@ def test_chapter_12_follows_the_removal_and_selection_tables(results):
         "Above the 95th percentile of 20 random orders' shares, seed by seed: importance on 2 of 2, L0 gates on 2 "
         "of 2 and ablation on 0 of 2"
     ) in found and "random (95%)" not in found
-    assert "The L0 gates took 40 to 40 s per model and seed to train, all penalties" in found
+    assert "The L0 gates took 40 to 40 s per model and seed to train (on cpu: 2 threads), all penalties" in found
     assert "**Which verdicts change with the way a head is removed:** none" in found
     _chapter_12_tables(results, negligible_mean=30, best_share=0.2)
     found = ch12.findings("p")

@@ -45,12 +45,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ...base.devices import to_device
+from ...base.devices import device_of, to_device
 from ...heads.gates import heads_of, spec_of
 from ...heads.removal import REMOVAL_KINDS
 from ...heads.significance import Bootstrap
 from ...probes.l0_gates import ConcreteGates, train_concrete_gates
 from ...sweeps.pruning_curves import counts, score_specs
+from ...sweeps.throughput import device_name
 from ...zoo.classifier_training import batches as classifier_batches
 from ...zoo.classifier_training import encode, labels_of
 from ...zoo.scorers import translation_loss, translation_loss_batches
@@ -466,7 +467,8 @@ def _l0_curves(
 
     Returns ``(curve, points)``: the curve of the middle penalty's ranking at chapter 06's steps
     (columns pruned, share, score, order, model, training_seed, track), and one row per penalty:
-    penalty, pruned, share, score, seconds (training time of that penalty's gates).
+    penalty, pruned, share, score, seconds (training time of that penalty's gates) and the device
+    they trained on.
     """
     track = "classifier" if name == runs.classifier else "translation"
     curves, points = [], []
@@ -504,6 +506,7 @@ def _l0_curves(
                     "share": n / len(pool),
                     "score": s,
                     "seconds": seconds,
+                    "device": device_name(device_of(model)),
                 }
             )
     return pd.concat(curves, ignore_index=True), pd.DataFrame(points)
@@ -535,6 +538,11 @@ def _trained_gates(
             trained.append((gates, time.perf_counter() - start))
         runs._loaded[key] = trained
     return runs._loaded[key]
+
+
+def _on(points: pd.DataFrame) -> str:
+    """`` (on <device>)`` of the L0 points' timings, where the table names it."""
+    return f" (on {words(sorted(points['device'].unique()))})" if "device" in points else ""
 
 
 def area(curve: pd.DataFrame) -> float:
@@ -929,7 +937,8 @@ def _selection_lines(profile: str) -> list[str]:
     points = read(profile, "12_l0_points")
     seconds = points.groupby(["model", "training_seed"])["seconds"].sum()
     lines.append(
-        f"The L0 gates took {seconds.min():.0f} to {seconds.max():.0f} s per model and seed to train, all penalties "
+        f"The L0 gates took {seconds.min():.0f} to {seconds.max():.0f} s per model and seed to train{_on(points)}, "
+        "all penalties "
         f"({words([f'{p:g}' for p in sorted(points['penalty'].unique())])} as penalties); their points prune "
         f"{points['share'].min():.0%} to {points['share'].max():.0%} of the heads."
     )

@@ -49,7 +49,7 @@ _SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 # random Llamas with SmolLM2's tokenizer, for the smoke profile: their sizes
-_TINY_LLAMAS = {
+TINY_LLAMAS = {
     "tiny-llama": dict(
         hidden_size=48, intermediate_size=96, num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=256
     ),
@@ -82,7 +82,7 @@ def tokenizer_gguf(reference: str) -> Path:
     """A GGUF file holding ``reference``'s tokenizer, for ``serving.gguf_export.export_gguf`` to
     copy: SmolLM2's shipped file for ``"smollm2"`` and ``"tiny-llama"`` (which uses its
     tokenizer); for a hub model or folder, the one ``*.gguf`` file in its folder."""
-    if reference in ("smollm2", *_TINY_LLAMAS):
+    if reference in ("smollm2", *TINY_LLAMAS):
         return smollm2_gguf()
     folder = Path(paper_sources.resolve_model(reference))
     found = sorted(folder.glob("*.gguf")) if folder.is_dir() else []
@@ -179,7 +179,7 @@ def sweeps_dir(reference: str, seed: int = 0) -> Path:
     under ``cache_root()`` named by its resolved path and configuration."""
     if reference == "smollm2":
         return sweeps_scope(smollm2_folder() / "sweeps")
-    if reference in _TINY_LLAMAS:
+    if reference in TINY_LLAMAS:
         return sweeps_scope(converted_root() / f"{reference}-seed{seed}" / "sweeps")
     folder = paper_sources.resolve_model(reference)
     config = Path(folder) / "config.json"
@@ -194,11 +194,11 @@ def _load_causal_lm(reference: str, seed: int) -> tuple[nn.Module, object]:
         folder = smollm2_folder()
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
         return model.eval(), AutoTokenizer.from_pretrained(folder)
-    if reference in _TINY_LLAMAS:
+    if reference in TINY_LLAMAS:
         tokenizer = _smollm2_tokenizer()
         torch.manual_seed(seed)
         config = LlamaConfig(
-            vocab_size=len(tokenizer), num_hidden_layers=4, tie_word_embeddings=True, **_TINY_LLAMAS[reference]
+            vocab_size=len(tokenizer), num_hidden_layers=4, tie_word_embeddings=True, **TINY_LLAMAS[reference]
         )
         return AutoModelForCausalLM.from_config(config).eval(), tokenizer
     folder = paper_sources.resolve_model(reference)

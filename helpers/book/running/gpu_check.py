@@ -43,6 +43,7 @@ import torch
 from torch import nn
 
 from ...base.devices import default_device
+from ...zoo.causal_lm import TINY_LLAMAS
 from ...zoo.locations import REPO
 from ...zoo.translation_task import Pair
 
@@ -108,16 +109,7 @@ REDUCED = Sizes(
     bert_length=16,
     configs=2,
     repeats=1,
-    lm=dict(
-        vocab_size=512,
-        hidden_size=48,
-        intermediate_size=96,
-        num_hidden_layers=2,
-        num_attention_heads=6,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        tie_word_embeddings=True,
-    ),  # fmt: skip
+    lm={**TINY_LLAMAS["tiny-llama"], "vocab_size": 512, "num_hidden_layers": 2, "tie_word_embeddings": True},
     lm_batch=4,
     lm_tokens=12,
     lm_configs_per_pass=3,

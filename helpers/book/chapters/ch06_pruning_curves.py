@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 CHAPTER = "06_pruning_curves"
 _CURVES = "06_pruning_curves"
 _SHARES = "06_prunable_shares"
+_BY_MEASURE = (("metric", ""), ("likelihood", LIKELIHOOD))  # the sweeps' measure, its tables' suffix
 
 
 def protocol_tables(runs: PruningRuns) -> dict[str, pd.DataFrame]:
@@ -54,7 +55,7 @@ def protocol_tables(runs: PruningRuns) -> dict[str, pd.DataFrame]:
     (``PruningRuns.protocol``: ``held_out`` or ``in_sample``)."""
     other = runs.beside()
     out: dict[str, pd.DataFrame] = {}
-    for measure, suffix in (("metric", ""), ("likelihood", LIKELIHOOD)):
+    for measure, suffix in _BY_MEASURE:
         curves = other.all_curves(measure=measure)
         out[f"{_CURVES}_{other.protocol}{suffix}"] = curves
         out[f"{_SHARES}_{other.protocol}{suffix}"] = other.summary(curves, measure=measure)
@@ -90,7 +91,10 @@ def protocol_names() -> list[str]:
     """Every name ``protocol_tables`` may save, under either protocol: a run removes those it did
     not save, so that no rule or finding reads a table of an earlier run's protocol."""
     return [
-        f"{base}_{protocol}{suffix}" for protocol in PROTOCOLS for suffix, _ in MEASURES for base in (_CURVES, _SHARES)
+        f"{base}_{protocol}{suffix}"
+        for protocol in PROTOCOLS
+        for _, suffix in _BY_MEASURE
+        for base in (_CURVES, _SHARES)
     ]
 
 

@@ -1,6 +1,6 @@
 """Fine-tune and evaluate a transformers sequence classifier on (text, text_pair, label) examples.
 
-The recipe is the paper's BERT recipe (REFERENCE.md §1.2) at a smaller budget: weight decay
+The recipe is the paper's BERT recipe (the authors' experiments/BERT/prepare_task.sh) at a smaller budget: weight decay
 0.01 except on biases and LayerNorm, linear warm-up over the first 10% of steps then linear
 decay, batch 32. The optimizer is torch's AdamW, or ``BertAdam``, the update the authors'
 ``pytorch-pretrained-bert`` ran (``optimizer: bertadam``, the paper profile). One change for a

@@ -318,6 +318,21 @@ def test_no_issue_numbers_in_code_or_profiles():
     assert not found, f"issue numbers in: {found}"
 
 
+def test_nothing_a_reader_sees_cites_a_file_outside_the_repository():
+    """Pages, docstrings and profiles cite the paper (its sections, tables and figures) or the
+    authors' scripts, which a reader can open; never the notes this project was built from."""
+    import re
+
+    pattern = re.compile(r"REFERENCE\.md|\.\./shared/")
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in _repository_texts()
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert not found, f"citations of files outside the repository in: {found}"
+
+
 def _repository_texts() -> list[Path]:
     places = [ROOT / "helpers", ROOT / "notebooks", ROOT / "profiles", ROOT / "book", ROOT / "benchmarks"]
     files = [p for place in places for p in sorted(place.rglob("*")) if p.suffix in {".py", ".ipynb", ".yml", ".md"}]

@@ -4,7 +4,7 @@ By the chain rule on Eq. 1, dL(x)/d xi_h = sum_t < Att_h(x)_t , dL(x)/d Att_h(x)
 over the query positions of example x. Two ways to place the absolute value:
 
 * ``abs_per="example"`` (the paper's Eq. 2): |sum_t <.,.>| per example, averaged over examples.
-* ``abs_per="token"`` (the authors' code, REFERENCE.md §9.1, §9.3): sum_t |<.,.>| per example,
+* ``abs_per="token"`` (the authors' ``classifier_eval.py`` and ``prune.py``): sum_t |<.,.>| per example,
   averaged over examples. The authors then divide by the number of non-pad tokens instead of
   the number of examples: one constant for the whole model, so no ranking changes, and it
   cancels under per-layer normalization. Padded positions contribute nothing: their gradient

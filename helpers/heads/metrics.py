@@ -117,7 +117,8 @@ class BleuDefinition:
 
 def bleu(hypotheses: Sequence[str], references: Sequence[str], tokenize: str = "none") -> tuple[float, str]:
     """Corpus BLEU (sacrebleu) and its signature. ``tokenize="none"`` scores already tokenised
-    text as it is, i.e. tokenised BLEU, which is what the paper reports (REFERENCE.md §9.3).
+    text as it is, i.e. tokenised BLEU, as the authors' ``prune.py`` scored its pruning curves
+    (``sacrebleu.corpus_bleu(..., tokenize="none")``).
     BPE markers are merged first on both sides (``merge_bpe``): models and data keep sentences
     as the subword tokens the model reads, and BLEU counts words."""
     import sacrebleu

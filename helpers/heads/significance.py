@@ -1,5 +1,5 @@
 """Paired bootstrap resampling (Koehn, 2004), the paper's significance test (1,000 resamples,
-p < 0.01; the authors ran it with compare-mt, REFERENCE.md §1.1).
+p < 0.01; the authors ran it with compare-mt, paper §3.2).
 
 A score is computed from per-example statistics summed over a set of examples: correctness for
 accuracy (one column), sacrebleu's n-gram counts for BLEU (ten columns), the negative

@@ -48,7 +48,7 @@ from ..base.fairseq_compat import import_fairseq
 from . import appendix_tasks, nli_task, translation_task
 from .locations import data_root, local_path
 
-ARCHIVE_URLS = {  # REFERENCE.md §1.1 (the fairseq README link, now on dl.fbaipublicfiles.com)
+ARCHIVE_URLS = {  # fairseq's README link for Ott et al. (2018), now on dl.fbaipublicfiles.com
     "wmt14.en-fr.joined-dict.transformer": "https://dl.fbaipublicfiles.com/fairseq/models/wmt14.en-fr.joined-dict.transformer.tar.bz2",
 }
 

@@ -1,6 +1,6 @@
 """Build, train, save and decode a fairseq Transformer on tokenised sentence pairs.
 
-Training follows the paper's IWSLT recipe (REFERENCE.md §1.3) scaled down: fairseq's Adam (0.9,
+Training follows the paper's IWSLT recipe (the authors' ``train_iwslt.sh``) scaled down: fairseq's Adam (0.9,
 0.98) with its decoupled weight decay (``optimizer_for``), inverse square-root schedule (or a
 cosine to 0, ``schedule``) after a linear warm-up from ``warmup_init_lr``, label-smoothed
 cross-entropy (0.1), dropout, batches capped by a token count. A checkpoint is written after

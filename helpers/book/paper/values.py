@@ -1,5 +1,5 @@
-"""The paper's reported numbers as data (Michel, Levy & Neubig 2019, v3; transcribed in
-../shared/paper/REFERENCE.md), so notebooks can show them beside ours.
+"""The paper's reported numbers as data (Michel, Levy & Neubig 2019, v3; each with the table, figure
+or section it comes from), so notebooks can show them beside ours.
 
 Layers and heads are 1-based here, as printed in the paper; ``significant`` marks the cells the
 paper underlines (p < 0.01, paired bootstrap with compare-mt).

@@ -2,7 +2,7 @@
 result tables into a verdict. The claims and their rules live with the chapter they judge
 (``helpers/book/chapters/chNN_*.py``); ``helpers.book.scorecard`` gathers them all. This module knows no claim.
 
-Every claim states the paper's value (../shared/paper/REFERENCE.md), reads ours from the CSV
+Every claim states the paper's value (with its section, table or figure), reads ours from the CSV
 tables the chapters saved (results/<profile>/), and applies its rule, which gives one of
 ``VERDICTS``: ``reproduced``, ``partly``, ``cannot tell`` (the data lack the power to decide) or
 ``not reproduced``. A claim whose chapter has not run on the profile is ``not run``. Nothing here

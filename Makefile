@@ -1,6 +1,7 @@
 # sixteen-heads: one entry point for setting up, running the notebooks, building the book and testing.
 #   make book      set up, build the profile's models, execute every notebook on PROFILE
-#                  (default: course), build the book
+#                  (default: course), build the book; a failed chapter gets a page saying why
+#   make pages     rebuild the book's pages from the chapters already run, running nothing
 #   make data      fetch what the paper profile reads into data/ (needs internet; PROFILE=paper)
 #   make models    set up, build (or reuse from .cache/models) the profile's models
 #   make lint      ruff: the linter and the formatter's check, over the whole project (pyproject.toml)
@@ -12,6 +13,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 PROFILE ?= course
 STAMP   := $(VENV)/.installed
+PAGES    = $(BIN)/jupyter-book build . -W -n --keep-going
 # extra pip arguments for torch, e.g. the CPU wheel index where PyPI would give the CUDA build
 TORCH_PIP_ARGS ?=
 # glibc's malloc maps every block of 128 KiB or more afresh and unmaps it when freed, so each
@@ -22,7 +24,7 @@ TORCH_PIP_ARGS ?=
 # Every command below, and each process it starts, inherits it; set GLIBC_TUNABLES= to turn it off.
 export GLIBC_TUNABLES ?= glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=17179869184:glibc.malloc.top_pad=268435456
 
-.PHONY: setup data models notebooks book lint format test bench gpu-check clean fairseq smollm2 browser
+.PHONY: setup data models notebooks book pages lint format test bench gpu-check clean fairseq smollm2 browser
 
 setup: $(STAMP)
 
@@ -63,8 +65,19 @@ models: setup
 notebooks: models
 	HF_HUB_OFFLINE=1 $(BIN)/python -m helpers.book.running.runner --profile $(PROFILE)
 
-book: notebooks
-	$(BIN)/jupyter-book build . -W -n --keep-going
+# A chapter that fails does not stop the others: the runner gives it a page that says what failed
+# and goes on, the pages are built from what ran, and then make exits non-zero.
+book: models
+	HF_HUB_OFFLINE=1 $(BIN)/python -m helpers.book.running.runner --profile $(PROFILE); chapters=$$?; \
+	$(PAGES) || exit 1; \
+	echo "book: _build/html/index.html ($(PROFILE) profile)"; \
+	if [ $$chapters -ne 0 ]; then echo "book: a chapter FAILED; its page, and the runner above, say why"; fi; \
+	exit $$chapters
+
+# The pages from what has run, running nothing: after a chapter is rerun with other parameters,
+# this shows its numbers (make book would first rerun it on the profile's own values).
+pages: setup
+	$(PAGES)
 	@echo "book: _build/html/index.html ($(PROFILE) profile)"
 
 # One formatter and linter for the project (ruff, pinned in the dev extra; its rules in pyproject.toml,

@@ -119,23 +119,29 @@ def smoke_executed(tmp_path_factory) -> dict:
 def smoke_book(smoke_executed, tmp_path_factory) -> Path:
     """The book built in strict mode (as ``make book`` does) from the smoke notebooks; returns
     its HTML folder."""
-    import shutil
-    import subprocess
-
     failed = {n: str(e) for n, e in smoke_executed.items() if isinstance(e, Exception)}
     if failed:
         pytest.fail(f"smoke notebooks failed, so there is no book to test: {failed}")
+    return build_book(dict(smoke_executed), tmp_path_factory.mktemp("smoke-book"))
+
+
+def build_book(executed: dict, source: Path) -> Path:
+    """Build the book in strict mode, as ``make pages`` does, in ``source`` from the executed
+    notebooks ``executed`` (name -> path, all in one folder with its ``data/``); returns its HTML
+    folder."""
+    import shutil
+    import subprocess
+
     root = Path(__file__).resolve().parent.parent
-    source = tmp_path_factory.mktemp("smoke-book")
     for name in ("_config.yml", "_toc.yml"):
         shutil.copy(root / name, source / name)
     shutil.copytree(root / "book", source / "book", ignore=shutil.ignore_patterns("executed", "*.running.ipynb"))
     for shown in ("helpers", "profiles"):  # the pages show the library's code and the worked profiles (literalinclude)
         (source / shown).symlink_to(root / shown)
     (source / "book" / "executed").mkdir()
-    for path in smoke_executed.values():
+    for path in executed.values():
         shutil.copy(path, source / "book" / "executed" / path.name)
-    data = next(iter(smoke_executed.values())).parent / "data"  # the CSV tables the chapters link
+    data = next(iter(executed.values())).parent / "data"  # the CSV tables the chapters link
     if data.exists():
         shutil.copytree(data, source / "book" / "executed" / "data")
     build = subprocess.run(

@@ -8,7 +8,9 @@ A profile is ``profiles/<name>.yml``: ``defaults`` (parameters for every noteboo
 ``notebooks`` (per-notebook parameters, in book order). Executed copies go to
 ``book/executed/<notebook>.ipynb``, where the book reads them. A notebook whose source,
 parameters, models and the ``helpers`` code it runs (``chapter_code``) are all unchanged since
-its last successful run is not run again (``--force`` reruns).
+its last successful run, and every saved table it read then (``reads``), is not run again
+(``--force`` reruns). A chapter that fails gets a page that says why and the others still run;
+the run then exits 1. ``--output-dir`` makes a run of its own, its tables beside its notebooks.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ import functools
 import hashlib
 import json
 import os
+import re
 import sys
 import textwrap
 import time
 from pathlib import Path
 
+from ...base.atomic import atomic_path
 from ...base.ledger import ENV as LEDGER_ENV
 from ...zoo.locations import CHAPTER_ENV
 from ...zoo.locations import REPO as ROOT
@@ -32,18 +36,31 @@ from ..store import shards
 from ..store.progress import estimate_left, progress_line, recorded_chapter_seconds
 from ..store.sweep_costs import record_sweep_costs, running_ledger
 from .chapter_code import chapter_code_digest
+from .reads import ENV as READS_ENV
+from .reads import changed, digests
 
 _EXECUTED = ROOT / "book" / "executed"
 
 
 class NotebookFailed(RuntimeError):
-    pass
+    """A chapter raised: ``cell`` is the first line of the cell that failed, ``error`` its
+    ``Name: message``, ``traceback`` the kernel's text, ``partial`` the partly executed copy."""
+
+    def __init__(self, notebook: str, cell="", error="", traceback="", partial: Path | None = None):
+        super().__init__(
+            f"{notebook} failed in the cell starting {cell!r} ({error}); the partly executed notebook is {partial}"
+        )
+        self.notebook, self.cell, self.error, self.traceback, self.partial = notebook, cell, error, traceback, partial
 
 
 # Each chapter's kernel sets flush-to-zero before its first line runs, before torch starts its
 # worker threads (they copy the mode from the thread that starts them); helpers/base/denormals.py
 # says what denormal arithmetic costs on some CPUs, and why the library itself leaves the mode alone.
-KERNEL_ARGUMENTS = ["--IPKernelApp.exec_lines=from helpers.base.denormals import flush_denormals; flush_denormals()"]
+# It also starts listing the saved tables the chapter reads (``reads.watch_reads``).
+KERNEL_ARGUMENTS = [
+    "--IPKernelApp.exec_lines=from helpers.base.denormals import flush_denormals; flush_denormals(); "
+    "from helpers.book.running.reads import watch_reads; watch_reads()"
+]
 
 
 def fingerprint(source: Path, params: dict, models: str = "") -> str:
@@ -65,7 +82,7 @@ def _cached(output: Path, key: str) -> bool:
         meta = json.loads(output.read_text())["metadata"].get("sixteen_heads", {})
     except (ValueError, KeyError):
         return False
-    return meta.get("fingerprint") == key and meta.get("status") == "ok"
+    return meta.get("fingerprint") == key and meta.get("status") == "ok" and not changed(meta.get("reads", {}))
 
 
 def _is_current(notebook: str, params: dict, output_dir: Path = _EXECUTED, models: str = "") -> bool:
@@ -311,6 +328,9 @@ def run_notebook(
     if ledger is not None:  # the kernel appends every timed block of the chapter to it (helpers/base/ledger.py)
         os.environ[LEDGER_ENV] = str(ledger)
     os.environ[CHAPTER_ENV] = notebook
+    listing = output.with_suffix(".reads")
+    listing.unlink(missing_ok=True)
+    os.environ[READS_ENV] = str(listing)
     start = time.perf_counter()
     try:
         pm.execute_notebook(
@@ -325,13 +345,13 @@ def run_notebook(
         )
     except pm.PapermillExecutionError as err:
         first_line = next(iter((err.source or "").strip().splitlines()), "")
-        raise NotebookFailed(
-            f"{notebook} failed in the cell starting {first_line!r} ({err.ename}: {err.evalue}); "
-            f"the partly executed notebook is {partial}"
-        ) from None
+        trace = "\n".join(err.traceback or [])
+        listing.unlink(missing_ok=True)
+        raise NotebookFailed(notebook, first_line, f"{err.ename}: {err.evalue}", trace, partial) from None
     finally:
         os.environ.pop(LEDGER_ENV, None)
         os.environ.pop(CHAPTER_ENV, None)
+        os.environ.pop(READS_ENV, None)
     seconds = time.perf_counter() - start
     nb = nbformat.read(partial, as_version=4)
     fold_parameters(nb, params)
@@ -348,7 +368,9 @@ def run_notebook(
         "status": "ok",
         "seconds": round(seconds, 1),
         "parameters": params,
+        "reads": digests(listing),
     }
+    listing.unlink(missing_ok=True)
     nbformat.write(nb, partial)
     os.replace(partial, output)  # atomic: a half-run notebook never looks finished
     if "profile" in params and shards.rank() == 0:
@@ -360,18 +382,130 @@ def run_notebook(
     return output, seconds, False
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def failure_page(err: NotebookFailed, profile: str, output_dir: Path = _EXECUTED) -> Path:
+    """Write ``<output_dir>/<notebook>.ipynb`` as the page of a chapter that failed: its title,
+    what failed and how to rerun it once fixed, and the end of the traceback. Marked failed, so
+    the next run runs the chapter again; returns the page's path."""
+    import nbformat
+
+    source = nbformat.read(NOTEBOOKS / f"{err.notebook}.ipynb", as_version=4)
+    title = next((c.source.splitlines()[0] for c in source.cells if c.cell_type == "markdown"), f"# {err.notebook}")
+    partial = err.partial.relative_to(ROOT) if err.partial and err.partial.is_relative_to(ROOT) else err.partial
+    rerun = f"python -m helpers.book.running.runner --profile {profile} --only {err.notebook}"
+    what = (
+        f"**This chapter did not run** on the `{profile}` profile. It failed in the cell that starts "
+        f"`{err.cell}`, with:\n\n> {err.error}\n\n"
+        "The message says what was wrong; the library's errors also say how to fix it. Once fixed, "
+        f"rerun this chapter alone with `{rerun}`, then rebuild the pages with `make pages "
+        f"PROFILE={profile}`. The other chapters ran as usual; those that read this chapter's "
+        f"tables used what an earlier run had saved, if any. The partly executed notebook is `{partial}`."
+    )
+    trace = "\n".join(_ANSI.sub("", err.traceback).strip().splitlines()[-30:])
+    page = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell(f"{title}\n\n{what}"),
+            nbformat.v4.new_markdown_cell(f"The end of the traceback:\n\n```text\n{trace}\n```"),
+        ]
+    )
+    page.metadata["sixteen_heads"] = {"status": "failed", "error": err.error}
+    output = output_dir / f"{err.notebook}.ipynb"
+    output_dir.mkdir(parents=True, exist_ok=True)
+    with atomic_path(output) as tmp:
+        nbformat.write(page, tmp)
+    return output
+
+
+# The pages that judge every claim from the chapters' tables: after `--only` reruns a chapter,
+# they run again if what they read changed, so the verdicts follow the student's run.
+VERDICT_PAGES = ("15_scorecard", "19_the_answer")
+
+
+def run_chapters(
+    names: list[str], params: dict, profile: str, output_dir: Path = _EXECUTED, force: bool = False, models: str = ""
+) -> list[NotebookFailed]:
+    """Run ``names`` in order as ``run_notebook`` does (``params``: name -> its parameters), with a
+    progress line before each. A chapter that fails gets a ``failure_page`` and the ones after it
+    still run; returns the failures, in order."""
+    pending = [n for n in names if force or not _is_current(n, params[n], output_dir, models)]
+    recorded = recorded_chapter_seconds(profile)
+    total = time.perf_counter()
+    failed: list[NotebookFailed] = []
+    for i, name in enumerate(names, 1):
+        left = pending[pending.index(name) :] if name in pending else []
+        estimate = estimate_left(left, recorded) if left else "cached, not run again"
+        print(progress_line(i, len(names), f"{name} ({profile})", time.perf_counter() - total, estimate), flush=True)
+        try:
+            path, seconds, reused = run_notebook(name, params[name], output_dir, force, models)
+        except NotebookFailed as err:
+            failed.append(err)
+            print(f"FAILED: {err}; its page: {failure_page(err, profile, output_dir)}", file=sys.stderr)
+            continue
+        where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        print(f"      {'cached' if reused else f'done in {seconds:.1f} s'} -> {where}")
+    done = f"{len(names) - len(failed)} of {len(names)}" if failed else f"all {len(names)}"
+    print(f"{done} notebooks ready in {time.perf_counter() - total:.1f} s")
+    return failed
+
+
+def stale_readers(params: dict, output_dir: Path = _EXECUTED, models: str = "") -> dict[str, list[str]]:
+    """Of the chapters in ``params`` (name -> parameters), those whose executed copy in
+    ``output_dir`` is current but for saved tables it read that changed since: name -> those
+    tables (paths under the results folder)."""
+    stale = {}
+    for name, chapter_params in params.items():
+        output = output_dir / f"{name}.ipynb"
+        source = NOTEBOOKS / f"{name}.ipynb"
+        if not (output.exists() and source.exists()):
+            continue
+        meta = json.loads(output.read_text())["metadata"].get("sixteen_heads", {})
+        current = meta.get("status") == "ok" and meta.get("fingerprint") == fingerprint(source, chapter_params, models)
+        files = changed(meta.get("reads", {})) if current else []
+        if files:
+            stale[name] = files
+    return stale
+
+
+def own_results(output_dir: Path, profile: str) -> Path:
+    """Give a run outside the book's pages its own results folder, ``<output_dir>/results``, and
+    point this process and its chapters at it (``$SIXTEEN_HEADS_RESULTS``). Made on first use as a
+    copy of the profile's current tables, so a chapter that reads another's finds it; a rerun into
+    the same folder keeps what is there. Returns ``<output_dir>/results/<profile>``."""
+    import shutil
+
+    from ..store.results import ENV, results_root
+
+    own = (output_dir / "results").resolve()
+    if not (own / profile).exists():
+        if (results_root() / profile).exists():
+            shutil.copytree(results_root() / profile, own / profile, ignore=shutil.ignore_patterns("sweep_costs*"))
+        (own / profile).mkdir(parents=True, exist_ok=True)
+    os.environ[ENV] = str(own)
+    return own / profile
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", default="course", help="smoke, course or paper (profiles/*.yml)")
     parser.add_argument("--only", action="append", default=[], help="run only this notebook (repeatable)")
     parser.add_argument("-p", "--param", action="append", default=[], help="override: name=value (repeatable)")
-    parser.add_argument("--output-dir", type=Path, default=_EXECUTED)
+    parser.add_argument(
+        "--output-dir",
+        type=Path,
+        default=_EXECUTED,
+        help="a run of its own: its notebooks here, its tables under <dir>/results/ (default: the book's pages)",
+    )
     parser.add_argument("--force", action="store_true", help="rerun even if cached")
     args = parser.parse_args(argv)
 
     settings = load_profile(args.profile)  # checked against the chapters' parameters cells
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the book never downloads (helpers.book.running.downloads does)
     os.environ.setdefault(shards.JOB_STARTED, str(time.time()))  # ranks ignore status files of earlier jobs
+    if args.output_dir.resolve() != _EXECUTED.resolve():
+        tables = own_results(args.output_dir, args.profile)
+        print(f"a run of its own: notebooks in {args.output_dir}, tables in {tables}")
     if shards.rank() > 0:  # under torchrun: every rank runs the notebooks, rank 0's copies are the book's
         args.output_dir = args.output_dir / f"rank{shards.rank()}"
     overrides = parse_overrides(args.param)
@@ -396,26 +530,19 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     models = models_key(settings)
     params = {name: parameters_for(settings, name, per_chapter.get(name, {})) for name in names}
-    pending = [n for n in names if args.force or not _is_current(n, params[n], args.output_dir, models)]
-    recorded = recorded_chapter_seconds(args.profile)
-    total = time.perf_counter()
-    for i, name in enumerate(names, 1):
-        estimate = (
-            estimate_left(pending[pending.index(name) :], recorded) if name in pending else "cached, not run again"
-        )
-        print(
-            progress_line(i, len(names), f"{name} ({args.profile})", time.perf_counter() - total, estimate), flush=True
-        )
-        try:
-            path, seconds, reused = run_notebook(name, params[name], args.output_dir, args.force, models)
-        except NotebookFailed as err:
-            print(f"FAILED: {err}", file=sys.stderr)
-            return 1
-        print(
-            f"      {'cached' if reused else f'done in {seconds:.1f} s'} -> "
-            f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}"
-        )
-    print(f"all {len(names)} notebooks ready in {time.perf_counter() - total:.1f} s")
+    failed = run_chapters(names, params, args.profile, args.output_dir, args.force, models)
+    if args.only:  # the pages that judge every claim follow a chapter's new tables
+        others = [n for n in settings.notebooks if n not in names]
+        stale = stale_readers({n: parameters_for(settings, n, {}) for n in others}, args.output_dir, models)
+        for name, files in stale.items():
+            what = "run again now" if name in VERDICT_PAGES else f"rerun it with --only {name} to follow"
+            print(f"{name} read tables that changed ({', '.join(files)}): {what}")
+        follow = {n: parameters_for(settings, n, {}) for n in stale if n in VERDICT_PAGES}
+        if follow:
+            failed += run_chapters(list(follow), follow, args.profile, args.output_dir, models=models)
+    if failed:
+        print("FAILED: " + ", ".join(err.notebook for err in failed) + " (each page says why)", file=sys.stderr)
+        return 1
     return 0
 
 

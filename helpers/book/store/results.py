@@ -11,10 +11,12 @@ import pandas as pd
 from ...base.atomic import atomic_path
 from ...zoo.locations import REPO as ROOT
 
+ENV = "SIXTEEN_HEADS_RESULTS"  # another results folder than the repository's
+
 
 def results_root() -> Path:
     """``$SIXTEEN_HEADS_RESULTS`` or ``<repo>/results``: one folder per profile below it."""
-    return Path(os.environ.get("SIXTEEN_HEADS_RESULTS", ROOT / "results"))
+    return Path(os.environ.get(ENV, ROOT / "results"))
 
 
 def results_dir(profile: str) -> Path:

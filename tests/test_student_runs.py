@@ -1,0 +1,143 @@
+"""A class's runs are kept: a chapter reruns when a table it read changed, a failed chapter does
+not stop the others (its page says why), a run of its own keeps its tables beside its notebooks,
+and the guide's workflow (rerun one chapter with an override, rebuild the pages) shows the
+student's numbers and verdicts on the rebuilt pages."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import pytest
+
+from helpers.book.running import reads, runner
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _notebook(folder: Path, name: str, *code: str) -> None:
+    cells = [nbformat.v4.new_code_cell("x = 1", metadata={"tags": ["parameters"]})]
+    cells += [nbformat.v4.new_code_cell(c) for c in code]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"# {name}"), *cells])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, folder / f"{name}.ipynb")
+
+
+_STORE = "import pandas as pd\nfrom helpers.book.store.results import results_root, save_table\n"
+_READ = _STORE + "pd.read_csv(results_root() / 'p' / 't.csv')"
+_WRITE = _STORE + "save_table(pd.DataFrame({'a': [x]}), 'p', 'w')"
+
+
+@pytest.fixture
+def chapters(tmp_path, monkeypatch):
+    """Notebooks of our own in a folder the runner reads, a results folder of their own, and one
+    table ``p/t.csv`` in it."""
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    monkeypatch.setattr(runner, "NOTEBOOKS", folder)
+    monkeypatch.setenv("SIXTEEN_HEADS_RESULTS", str(tmp_path / "results"))
+    (tmp_path / "results" / "p").mkdir(parents=True)
+    pd.DataFrame({"a": [1, 2]}).to_csv(tmp_path / "results" / "p" / "t.csv", index=False)
+    return folder
+
+
+def test_a_chapter_reruns_when_a_table_it_read_changes(chapters, tmp_path):
+    _notebook(chapters, "reader", _READ)
+    _notebook(chapters, "writer", _WRITE)
+    out = tmp_path / "out"
+    table = tmp_path / "results" / "p" / "t.csv"
+    runner.run_notebook("reader", {"x": 1}, out)
+    runner.run_notebook("writer", {"x": 1}, out)
+    meta = json.loads((out / "reader.ipynb").read_text())["metadata"]["sixteen_heads"]
+    assert list(meta["reads"]) == ["p/t.csv"]  # what it read, relative to the results folder
+    assert json.loads((out / "writer.ipynb").read_text())["metadata"]["sixteen_heads"]["reads"] == {}
+    assert not list(out.glob("*.reads"))
+    assert runner.run_notebook("reader", {"x": 1}, out)[2]  # nothing changed: reused
+    assert runner.stale_readers({"reader": {"x": 1}, "writer": {"x": 1}}, out) == {}
+    pd.DataFrame({"a": [1, 3]}).to_csv(table, index=False)
+    assert runner.stale_readers({"reader": {"x": 1}, "writer": {"x": 1}}, out) == {"reader": ["p/t.csv"]}
+    assert not runner.run_notebook("reader", {"x": 1}, out)[2]  # its table changed: run again
+    assert runner.run_notebook("reader", {"x": 1}, out)[2]
+    table.unlink()  # a table that is gone has changed too
+    assert reads.changed(meta["reads"]) == ["p/t.csv"]
+
+
+def test_the_run_logs_are_not_followed():
+    assert not reads._tracked("course/run_times.csv") and not reads._tracked("course/sweep_costs/03.jsonl")
+    assert reads._tracked("course/03_one_head_counts.csv") and reads._tracked("course/models.json")
+
+
+def test_a_failed_chapter_gets_a_page_that_says_why_and_the_others_still_run(chapters, tmp_path):
+    _notebook(chapters, "first", "y = 1")
+    _notebook(chapters, "broken", "raise ValueError('no such head: layer 9 of 6; use layers 0 to 5')")
+    _notebook(chapters, "last", "z = 1")
+    out = tmp_path / "out"
+    names = ["first", "broken", "last"]
+    failed = runner.run_chapters(names, dict.fromkeys(names, {"x": 1}), "p", out)
+    assert [err.notebook for err in failed] == ["broken"]
+    assert json.loads((out / "last.ipynb").read_text())["metadata"]["sixteen_heads"]["status"] == "ok"
+    page = nbformat.read(out / "broken.ipynb", as_version=4)
+    text = "\n".join(c.source for c in page.cells)
+    assert page.cells[0].source.startswith("# broken\n")
+    assert "ValueError: no such head: layer 9 of 6; use layers 0 to 5" in text
+    assert "--profile p --only broken" in text and "make pages PROFILE=p" in text
+    assert "raise ValueError" in text  # the end of the traceback
+    assert page.metadata["sixteen_heads"]["status"] == "failed"
+    assert not runner._is_current("broken", {"x": 1}, out)  # the next run tries it again
+    assert runner._is_current("last", {"x": 1}, out)
+
+
+def test_a_run_of_its_own_keeps_its_tables_beside_its_notebooks(tmp_path, monkeypatch):
+    monkeypatch.setenv("SIXTEEN_HEADS_RESULTS", str(tmp_path / "results"))
+    (tmp_path / "results" / "lab" / "sweep_costs").mkdir(parents=True)
+    (tmp_path / "results" / "lab" / "03_counts.csv").write_text("a\n1\n")
+    mine = runner.own_results(tmp_path / "my_runs" / "alpha", "lab")
+    assert mine == (tmp_path / "my_runs" / "alpha" / "results" / "lab").resolve()
+    assert (mine / "03_counts.csv").read_text() == "a\n1\n"  # the chapters it does not rerun are there to read
+    assert not (mine / "sweep_costs").exists()
+    from helpers.book.store.results import results_dir
+
+    assert results_dir("lab") == mine  # this process and its chapters write there
+    (mine / "03_counts.csv").write_text("a\n2\n")
+    monkeypatch.setenv("SIXTEEN_HEADS_RESULTS", str(tmp_path / "results"))
+    runner.own_results(tmp_path / "my_runs" / "alpha", "lab")  # a second run into it keeps what is there
+    assert (mine / "03_counts.csv").read_text() == "a\n2\n"
+    assert (tmp_path / "results" / "lab" / "03_counts.csv").read_text() == "a\n1\n"
+
+
+def _page_text(path: Path) -> str:
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", path.read_text())).split())
+
+
+def test_the_guides_workflow_shows_the_students_run_on_the_rebuilt_pages(smoke_executed, tmp_path, monkeypatch):
+    """As the teaching guide says: rerun one chapter with an override (the runner), then rebuild
+    the pages (``make pages``). The override is on the chapter's page, and the scorecard, which
+    follows the chapter's new tables, judges every claim on them."""
+    from conftest import build_book
+
+    from helpers.book.scorecard.compare_builds import compare_verdicts
+    from helpers.book.store.results import results_root
+
+    executed = tmp_path / "executed"
+    shutil.copytree(next(iter(smoke_executed.values())).parent, executed)
+    before = tmp_path / "before"
+    shutil.copytree(results_root(), before)
+    shutil.copytree(results_root(), tmp_path / "results")
+    monkeypatch.setenv("SIXTEEN_HEADS_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setattr(runner, "_EXECUTED", executed)
+    chapter = "03_ablating_one_head"
+    assert runner.main(["--profile", "smoke", "--only", chapter, "-p", "alpha=0.3"]) == 0
+    verdicts = compare_verdicts(before / "smoke", tmp_path / "results" / "smoke")
+    moved = verdicts[verdicts["before ours"] != verdicts["after ours"]]
+    assert len(moved), "alpha=0.3 moved no claim's numbers: the test shows nothing"
+    html_folder = build_book({p.stem: p for p in executed.glob("*.ipynb")}, tmp_path / "book")
+    page = _page_text(html_folder / "book" / "executed" / f"{chapter}.html")
+    assert "alpha = 0.3" in page
+    card = _page_text(html_folder / "book" / "executed" / "15_scorecard.html")
+    for text in moved["after ours"]:
+        assert " ".join(str(text).split()) in card, text

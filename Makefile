@@ -3,6 +3,7 @@
 #                  (default: course), build the book; a failed chapter gets a page saying why
 #   make pages     rebuild the book's pages from the chapters already run, running nothing
 #   make check-laptop  can this machine run the lab? (works before setup; says what to do)
+#   make student-edition  the write-the-method exercises without their answers (otter assign)
 #   make data      fetch what the paper profile reads into data/ (needs internet; PROFILE=paper)
 #   make models    set up, build (or reuse from .cache/models) the profile's models
 #   make lint      ruff: the linter and the formatter's check, over the whole project (pyproject.toml)
@@ -25,7 +26,7 @@ TORCH_PIP_ARGS ?=
 # Every command below, and each process it starts, inherits it; set GLIBC_TUNABLES= to turn it off.
 export GLIBC_TUNABLES ?= glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=17179869184:glibc.malloc.top_pad=268435456
 
-.PHONY: setup data models notebooks book pages check-laptop lint format test bench gpu-check clean fairseq smollm2 browser
+.PHONY: setup data models notebooks book pages check-laptop student-edition lint format test bench gpu-check clean fairseq smollm2 browser
 
 setup: $(STAMP)
 
@@ -84,6 +85,14 @@ pages: setup
 # Before class, on each laptop: Python, the environment's packages, disk, memory, the lab's models.
 check-laptop:
 	$(PYTHON) helpers/book/running/laptop.py --venv $(VENV) --profile $(or $(filter-out course,$(PROFILE)),lab)
+
+# The student's edition of chapter 17b: otter-grader strips the answers and keeps the checks, which
+# grader.check runs in the student's notebook; it first runs every check on the teacher's answers.
+STUDENT := _build/student
+student-edition: setup
+	rm -rf $(STUDENT)
+	$(BIN)/otter assign notebooks/17b_write_the_method.ipynb $(STUDENT) --no-pdfs
+	@echo "student edition: $(STUDENT)/student/17b_write_the_method.ipynb (open it from the repository root)"
 
 # One formatter and linter for the project (ruff, pinned in the dev extra; its rules in pyproject.toml,
 # the chapters' narrower lines in notebooks/ruff.toml). `make test` runs it first, so CI fails on

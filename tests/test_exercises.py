@@ -1,10 +1,18 @@
-"""The teaching guide's checks pass a right answer and explain a wrong one (chapters/ch17_teaching_guide.py)."""
+"""The write-the-method checks (chapters/ch17b_write_the_method.py) pass a right answer, explain a wrong
+one, name each common mistake they know, and turn an error in the student's code into a message."""
 
 import numpy as np
 import pytest
 import torch
 
-from helpers.book.chapters.ch17_teaching_guide import ExerciseMismatch, check_bootstrap, check_gate, check_importance
+from helpers.book.chapters.ch17b_write_the_method import (
+    ExerciseMismatch,
+    check_bootstrap,
+    check_gate,
+    check_importance,
+    check_pruning_loop,
+)
+from helpers.heads.gates import HeadGates
 
 
 def right_gate(context, xi, head_dim):
@@ -39,10 +47,24 @@ def right_bootstrap(a, b, indices):
     return delta, float(np.mean(np.sign(resampled) != np.sign(delta)))
 
 
+def right_pruning_curve(model, scores, evaluate, step, rank=None):
+    layers, heads = scores.shape
+    pool = [(i, h) for i in range(layers) for h in range(heads)]
+    order = sorted(pool, key=rank or (lambda lh: float(scores[lh])))
+    curve = []
+    for k in range(round(1 / step) + 1):
+        with HeadGates(model) as gates:
+            for layer, head in order[: round(k * step * len(order))]:
+                gates.tensor("self").data[layer, head] = 0.0
+            curve.append(evaluate(model))
+    return curve
+
+
 def test_a_right_answer_passes_each_check():
-    assert check_gate(right_gate).startswith("your gate matches gate_heads")
-    assert check_importance(right_importance).startswith("your I_h matches head_importance")
-    assert check_bootstrap(right_bootstrap).startswith("your bootstrap matches paired_bootstrap")
+    assert check_gate(right_gate).startswith("ok: your gate matches gate_heads")
+    assert check_importance(right_importance).startswith("ok: your I_h matches head_importance")
+    assert check_bootstrap(right_bootstrap).startswith("ok: your bootstrap matches paired_bootstrap")
+    assert check_pruning_loop(right_pruning_curve).startswith("ok: your pruning loop matches")
 
 
 def test_a_wrong_answer_is_explained():
@@ -50,29 +72,65 @@ def test_a_wrong_answer_is_explained():
         check_gate(lambda context, xi, head_dim: context * xi.mean())
     with pytest.raises(ExerciseMismatch, match="has shape"):
         check_gate(lambda context, xi, head_dim: context[..., :head_dim])
-
-    def per_token(model, batches, loss_fn):  # the absolute value per token (the authors' code), not per example
-        from helpers import head_importance
-
-        return head_importance(model, batches, loss_fn, abs_per="token", progress=False)["self"]
-
-    with pytest.raises(ExerciseMismatch, match="I_h: your numbers differ.*per example"):
-        check_importance(per_token)
     with pytest.raises(ExerciseMismatch, match="other sign"):
         check_bootstrap(lambda a, b, indices: (b.mean() - a.mean(), 0.5))
 
 
-def test_every_solution_the_guide_shows_passes_its_check():
-    import nbformat
+def _importance(**how):
+    from helpers import head_importance
 
-    from helpers.book.chapters.ch17_teaching_guide import solution_checks
-    from helpers.book.running.runner import NOTEBOOKS
+    return lambda model, batches, loss_fn: head_importance(model, batches, loss_fn, progress=False, **how)["self"]
 
-    guide = nbformat.read(NOTEBOOKS / "17_teaching_guide.ipynb", as_version=4)
-    checked = solution_checks([c.source for c in guide.cells if c.cell_type == "markdown"])
-    assert list(checked["exercise"]) == ["ex-gate", "ex-importance", "ex-bootstrap"]
-    assert checked["result"].str.startswith("your ").all(), checked["result"].tolist()
-    wrong = solution_checks(
-        ["````{solution} ex-gate\n:class: dropdown\n\n```python\ndef my_gate(c, xi, d):\n    return c\n```\n````"]
-    )
-    assert wrong["result"].iloc[0].startswith("FAILED: the gate")
+
+@pytest.mark.parametrize(
+    ("how", "named"),
+    [
+        ({"abs_per": "token"}, "the absolute value taken per token"),
+        ({"normalize": None}, "I_h without the per-layer normalisation"),
+        ({"abs_per": "token", "normalize": None}, "the absolute value per token and no per-layer normalisation"),
+    ],
+)
+def test_each_common_importance_mistake_is_named(how, named):
+    with pytest.raises(ExerciseMismatch, match=f"I_h: your numbers are those of {named}"):
+        check_importance(_importance(**how))
+
+
+def test_a_p_in_a_fixed_direction_and_its_complement_are_named():
+    def fixed(a, b, indices):  # the share of resamples where b is not above a, whatever delta's sign
+        return b.mean() - a.mean(), float(((b[indices] - a[indices]).mean(1) <= 0).mean())
+
+    def complement(a, b, indices):
+        delta, p = right_bootstrap(a, b, indices)
+        return delta, 1 - p
+
+    with pytest.raises(ExerciseMismatch, match="a p in one fixed direction"):
+        check_bootstrap(fixed)
+    with pytest.raises(ExerciseMismatch, match="which is 1 - p"):
+        check_bootstrap(complement)
+
+
+def test_a_gate_on_interleaved_columns_is_named():
+    with pytest.raises(ExerciseMismatch, match="interleaved columns"):
+        check_gate(lambda context, xi, head_dim: (context.unflatten(-1, (head_dim, -1)) * xi).flatten(-2))
+
+
+def test_the_pruning_loops_mistakes_are_named():
+    def descending(model, scores, evaluate, step):
+        return right_pruning_curve(model, scores, evaluate, step, rank=lambda lh: -float(scores[lh]))
+
+    def per_layer(model, scores, evaluate, step):  # each layer's least important first, layer by layer
+        ranks = scores.argsort(dim=1).argsort(dim=1)
+        return right_pruning_curve(model, scores, evaluate, step, rank=lambda lh: (int(ranks[lh]), lh[0]))
+
+    with pytest.raises(ExerciseMismatch, match="the most important heads pruned first"):
+        check_pruning_loop(descending)
+    with pytest.raises(ExerciseMismatch, match="ranked within each layer"):
+        check_pruning_loop(per_layer)
+
+
+def test_an_error_in_the_students_code_is_a_message_with_the_call():
+    def broken(context, xi, head_dim):
+        return context.view(-1, head_dim, 7)
+
+    with pytest.raises(ExerciseMismatch, match=r"your function raised RuntimeError: .*when called as gate\(context"):
+        check_gate(broken)

@@ -285,13 +285,13 @@ def test_a_chapters_module_reruns_that_chapter_and_the_pages_that_read_every_ver
         nb.stem.split("_", 1)[0]: {p.relative_to(PACKAGE).as_posix() for p in chapter_modules(nb)} for nb in notebooks
     }
     modules = sorted((ROOT / "helpers" / "book" / "chapters").glob("ch*.py"))
-    # chapters 02-14b (an experiment, rules or findings), 15a (its worked examples), 17 (its exercises' checks)
+    # chapters 02-14b (an experiment, rules or findings), 15a (its worked examples), 17b (its exercises' checks)
     assert len(modules) == 17
     for path in modules:
         chapter = path.stem[2:].split("_", 1)[0]
         rerun = {n for n, found in closure.items() if f"book/chapters/{path.name}" in found}
         also = {"12"} if chapter in ("03", "11") else set()
-        judged = {"15", "19"} if chapter not in ("02", "15a", "17") else set()  # the pages that read every claim
+        judged = {"15", "19"} if chapter not in ("02", "15a", "17b") else set()  # the pages that read every claim
         assert rerun == {chapter} | judged | also, (path.name, sorted(rerun))
 
 

@@ -459,3 +459,45 @@ def test_the_teaching_guides_exercises_run_on_the_lab_profile():
         check_runner_command(command)
     with pytest.raises(SystemExit, match="unknown profile"):
         check_runner_command(commands[0].replace("--profile lab", "--profile labb"))
+
+
+def _exercises() -> list[tuple[str, str]]:
+    """Each exercise of the guide: (its runner command, the line under it)."""
+    import nbformat
+
+    guide = nbformat.read(ROOT / "notebooks" / "17_teaching_guide.ipynb", as_version=4)
+    pattern = r"^\d+\. `(\.venv/bin/python -m helpers\.book\.running\.runner [^`]+)`  \n(.*)$"
+    return [m for c in guide.cells if c.cell_type == "markdown" for m in re.findall(pattern, c.source, re.M)]
+
+
+def test_each_exercise_changes_the_labs_value_and_says_its_cost_and_the_next_step():
+    """Under each command: its difficulty and minutes, the lab's own value of the parameter it
+    changes (as the lab profile sets it, and not the exercise's), and the command that shows it."""
+    import yaml
+
+    from helpers.book.profiles.profile import chapter_parameters, check_runner_command, load_profile
+
+    lab = load_profile("lab")
+    exercises = _exercises()
+    assert len(exercises) >= 39
+    for command, line in exercises:
+        chapter, overrides = check_runner_command(command)
+        found = re.fullmatch(
+            r"   \*(Easy|Medium|Hard), (\d+) min; the lab's own value: `(\w+)=(.+)`; "
+            r"then `make pages PROFILE=lab`\.\*  ",
+            line,
+        )
+        assert found, f"{command}: under it, {line!r}"
+        name, value = found[3], yaml.safe_load(found[4])
+        assert list(overrides) == [name], command
+        assert value == chapter_parameters(lab, chapter)[name], f"{command}: the lab runs {name}={value!r}?"
+        assert overrides[name] != value, f"{command}: the lab already runs {name}={value!r}"
+
+
+def test_the_exercise_check_catches_a_stale_lab_value(monkeypatch):
+    from helpers.book.profiles import profile as profiles
+
+    real = profiles.chapter_parameters
+    monkeypatch.setattr(profiles, "chapter_parameters", lambda s, c: {**real(s, c), "n_pairs": 16})
+    with pytest.raises(AssertionError, match=r"the lab runs n_pairs=64|the lab already runs"):
+        test_each_exercise_changes_the_labs_value_and_says_its_cost_and_the_next_step()

@@ -2,6 +2,7 @@
 #   make book      set up, build the profile's models, execute every notebook on PROFILE
 #                  (default: course), build the book; a failed chapter gets a page saying why
 #   make pages     rebuild the book's pages from the chapters already run, running nothing
+#   make lab-plan  the lab's models (imported or trained) and the chapters its 90-minute plan uses
 #   make check-laptop  can this machine run the lab? (works before setup; says what to do)
 #   make student-edition  the write-the-method exercises without their answers (otter assign)
 #   make data      fetch what the paper profile reads into data/ (needs internet; PROFILE=paper)
@@ -15,7 +16,12 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 PROFILE ?= course
 STAMP   := $(VENV)/.installed
-PAGES    = $(BIN)/jupyter-book build . -W -n --keep-going
+# the pages from the executed chapters; a chapter never run gets a page that says how to run it
+PAGES    = $(BIN)/python -m helpers.book.running.runner --profile $(PROFILE) --placeholders && \
+           $(BIN)/jupyter-book build . -W -n --keep-going
+# the chapters the teaching guide's 90-minute lab uses
+LAB_PLAN := 01_gates_and_pruning 17b_write_the_method 03_ablating_one_head 15a_how_sure_we_are \
+            06_pruning_curves 15_scorecard 19_the_answer
 # extra pip arguments for torch, e.g. the CPU wheel index where PyPI would give the CUDA build
 TORCH_PIP_ARGS ?=
 # glibc's malloc maps every block of 128 KiB or more afresh and unmaps it when freed, so each
@@ -26,7 +32,7 @@ TORCH_PIP_ARGS ?=
 # Every command below, and each process it starts, inherits it; set GLIBC_TUNABLES= to turn it off.
 export GLIBC_TUNABLES ?= glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=17179869184:glibc.malloc.top_pad=268435456
 
-.PHONY: setup data models notebooks book pages check-laptop student-edition lint format test bench gpu-check clean fairseq smollm2 browser
+.PHONY: setup data models notebooks book pages lab-plan check-laptop student-edition lint format test bench gpu-check clean fairseq smollm2 browser
 
 setup: $(STAMP)
 
@@ -81,6 +87,14 @@ book: models
 pages: setup
 	$(PAGES)
 	@echo "book: _build/html/index.html ($(PROFILE) profile)"
+
+# A class's laptop: the lab's models (after `bundle import` of the teacher's file, all cached), the
+# chapters of the lab plan, and the pages (the others say how to run them).
+lab-plan: PROFILE = lab
+lab-plan: setup
+	HF_HUB_OFFLINE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 $(BIN)/python -m helpers.book.course --profile lab
+	HF_HUB_OFFLINE=1 $(BIN)/python -m helpers.book.running.runner --profile lab $(addprefix --only ,$(LAB_PLAN)); \
+	chapters=$$?; $(PAGES) || exit 1; echo "book: _build/html/index.html (the lab plan's chapters)"; exit $$chapters
 
 # Before class, on each laptop: Python, the environment's packages, disk, memory, the lab's models.
 check-laptop:

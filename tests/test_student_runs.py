@@ -141,3 +141,29 @@ def test_the_guides_workflow_shows_the_students_run_on_the_rebuilt_pages(smoke_e
     card = _page_text(html_folder / "book" / "executed" / "15_scorecard.html")
     for text in moved["after ours"]:
         assert " ".join(str(text).split()) in card, text
+
+
+def test_a_chapter_never_run_gets_a_page_that_says_how_to_run_it(tmp_path):
+    settings = runner.load_profile("smoke")
+    out = tmp_path / "executed"
+    out.mkdir()
+    first = next(iter(settings.notebooks))
+    (out / f"{first}.ipynb").write_text("{}")  # an executed copy stays as it is
+    written = runner.placeholder_pages(settings, out)
+    assert len(written) == len(settings.notebooks) - 1 and (out / f"{first}.ipynb").read_text() == "{}"
+    page = nbformat.read(out / "03_ablating_one_head.ipynb", as_version=4)
+    assert page.cells[0].source.startswith("# 03 · ")
+    assert "--profile smoke --only 03_ablating_one_head" in page.cells[0].source
+    assert page.metadata["sixteen_heads"]["status"] == "not run"
+    assert not runner._is_current("03_ablating_one_head", {"profile": "smoke"}, out)  # the runner runs it
+    assert runner.placeholder_pages(settings, out) == []
+
+
+def test_the_lab_plan_builds_the_chapters_the_guides_lesson_uses():
+    makefile = (ROOT / "Makefile").read_text()
+    plan = re.search(r"^LAB_PLAN := ((?:.*\\\n)*.*)$", makefile, re.M).group(1).replace("\\\n", " ").split()
+    guide = nbformat.read(ROOT / "notebooks" / "17_teaching_guide.ipynb", as_version=4)
+    lesson = next(c.source for c in guide.cells if "## A 90-minute lab" in c.source)
+    table = lesson[lesson.index("## A 90-minute lab") :].split("\n\n")[1]
+    used = set(re.findall(r"\{doc\}`[^<`]*<([\w]+)>`", table))
+    assert used == set(plan) - {"19_the_answer"}, (sorted(used), plan)  # the front page: the book's root

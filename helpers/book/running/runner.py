@@ -31,7 +31,7 @@ from ...base.ledger import ENV as LEDGER_ENV
 from ...zoo.locations import CHAPTER_ENV
 from ...zoo.locations import REPO as ROOT
 from ..profiles.parameters import parse_overrides
-from ..profiles.profile import NOTEBOOKS, load_profile, models_read, parameters_for
+from ..profiles.profile import NOTEBOOKS, Profile, load_profile, models_read, parameters_for
 from ..store import shards
 from ..store.progress import estimate_left, progress_line, recorded_chapter_seconds
 from ..store.sweep_costs import record_sweep_costs, running_ledger
@@ -385,37 +385,66 @@ def run_notebook(
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def failure_page(err: NotebookFailed, profile: str, output_dir: Path = _EXECUTED) -> Path:
-    """Write ``<output_dir>/<notebook>.ipynb`` as the page of a chapter that failed: its title,
-    what failed and how to rerun it once fixed, and the end of the traceback. Marked failed, so
-    the next run runs the chapter again; returns the page's path."""
+def _title(notebook: str) -> str:
+    """The first line of the chapter's first Markdown cell: its ``# NN · Title`` heading."""
     import nbformat
 
-    source = nbformat.read(NOTEBOOKS / f"{err.notebook}.ipynb", as_version=4)
-    title = next((c.source.splitlines()[0] for c in source.cells if c.cell_type == "markdown"), f"# {err.notebook}")
-    partial = err.partial.relative_to(ROOT) if err.partial and err.partial.is_relative_to(ROOT) else err.partial
-    rerun = f"python -m helpers.book.running.runner --profile {profile} --only {err.notebook}"
-    what = (
-        f"**This chapter did not run** on the `{profile}` profile. It failed in the cell that starts "
-        f"`{err.cell}`, with:\n\n> {err.error}\n\n"
-        "The message says what was wrong; the library's errors also say how to fix it. Once fixed, "
-        f"rerun this chapter alone with `{rerun}`, then rebuild the pages with `make pages "
-        f"PROFILE={profile}`. The other chapters ran as usual; those that read this chapter's "
-        f"tables used what an earlier run had saved, if any. The partly executed notebook is `{partial}`."
-    )
-    trace = "\n".join(_ANSI.sub("", err.traceback).strip().splitlines()[-30:])
-    page = nbformat.v4.new_notebook(
-        cells=[
-            nbformat.v4.new_markdown_cell(f"{title}\n\n{what}"),
-            nbformat.v4.new_markdown_cell(f"The end of the traceback:\n\n```text\n{trace}\n```"),
-        ]
-    )
-    page.metadata["sixteen_heads"] = {"status": "failed", "error": err.error}
-    output = output_dir / f"{err.notebook}.ipynb"
+    source = nbformat.read(NOTEBOOKS / f"{notebook}.ipynb", as_version=4)
+    return next((c.source.splitlines()[0] for c in source.cells if c.cell_type == "markdown"), f"# {notebook}")
+
+
+def _notice_page(notebook: str, texts: list[str], status: dict, output_dir: Path) -> Path:
+    """Write ``<output_dir>/<notebook>.ipynb`` as a page of Markdown ``texts`` under the chapter's
+    title, with ``status`` as its metadata (never "ok", so the runner runs the chapter next time)."""
+    import nbformat
+
+    cells = [nbformat.v4.new_markdown_cell(f"{_title(notebook)}\n\n{texts[0]}")]
+    page = nbformat.v4.new_notebook(cells=cells + [nbformat.v4.new_markdown_cell(t) for t in texts[1:]])
+    page.metadata["sixteen_heads"] = status
+    output = output_dir / f"{notebook}.ipynb"
     output_dir.mkdir(parents=True, exist_ok=True)
     with atomic_path(output) as tmp:
         nbformat.write(page, tmp)
     return output
+
+
+def _rerun(notebook: str, profile: str) -> str:
+    return f"`.venv/bin/python -m helpers.book.running.runner --profile {profile} --only {notebook}`"
+
+
+def failure_page(err: NotebookFailed, profile: str, output_dir: Path = _EXECUTED) -> Path:
+    """Write the page of a chapter that failed: its title, what failed and how to rerun it once
+    fixed, and the end of the traceback; marked failed. Returns the page's path."""
+    partial = err.partial.relative_to(ROOT) if err.partial and err.partial.is_relative_to(ROOT) else err.partial
+    what = (
+        f"**This chapter did not run** on the `{profile}` profile. It failed in the cell that starts "
+        f"`{err.cell}`, with:\n\n> {err.error}\n\n"
+        "The message says what was wrong; the library's errors also say how to fix it. Once fixed, "
+        f"rerun this chapter alone with {_rerun(err.notebook, profile)}, then rebuild the pages with "
+        f"`make pages PROFILE={profile}`. The other chapters ran as usual; those that read this "
+        f"chapter's tables used what an earlier run had saved, if any. The partly executed notebook is "
+        f"`{partial}`."
+    )
+    trace = "\n".join(_ANSI.sub("", err.traceback).strip().splitlines()[-30:])
+    traceback = f"The end of the traceback:\n\n```text\n{trace}\n```"
+    return _notice_page(err.notebook, [what, traceback], {"status": "failed", "error": err.error}, output_dir)
+
+
+def placeholder_pages(settings: Profile, output_dir: Path = _EXECUTED) -> list[Path]:
+    """A page for each chapter of ``settings`` that has no executed copy in ``output_dir`` (a
+    build of some chapters only, such as a lab's), saying how to run it; runs nothing. Returns
+    the pages written."""
+    written = []
+    for notebook in settings.notebooks:
+        if (output_dir / f"{notebook}.ipynb").exists():
+            continue
+        text = (
+            f"**This chapter has not run in this build** of the `{settings.name}` profile. Run it with "
+            f"{_rerun(notebook, settings.name)}, then rebuild the pages with `make pages "
+            f"PROFILE={settings.name}`."
+        )
+        written.append(_notice_page(notebook, [text], {"status": "not run"}, output_dir))
+    return written
 
 
 # The pages that judge every claim from the chapters' tables: after `--only` reruns a chapter,
@@ -498,9 +527,18 @@ def main(argv: list[str] | None = None) -> int:
         help="a run of its own: its notebooks here, its tables under <dir>/results/ (default: the book's pages)",
     )
     parser.add_argument("--force", action="store_true", help="rerun even if cached")
+    parser.add_argument(
+        "--placeholders", action="store_true", help="run nothing: give each chapter never run a page that says so"
+    )
     args = parser.parse_args(argv)
 
     settings = load_profile(args.profile)  # checked against the chapters' parameters cells
+    if args.placeholders:
+        written = placeholder_pages(settings, args.output_dir)
+        print(
+            f"{len(written)} chapters not run yet, each with a page that says so" if written else "every chapter ran"
+        )
+        return 0
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the book never downloads (helpers.book.running.downloads does)
     os.environ.setdefault(shards.JOB_STARTED, str(time.time()))  # ranks ignore status files of earlier jobs
     if args.output_dir.resolve() != _EXECUTED.resolve():

@@ -68,8 +68,9 @@ def test_a_chapter_reruns_when_a_table_it_read_changes(chapters, tmp_path):
 
 
 def test_the_run_logs_are_not_followed():
-    assert not reads._tracked("course/run_times.csv") and not reads._tracked("course/sweep_costs/03.jsonl")
-    assert reads._tracked("course/03_one_head_counts.csv") and reads._tracked("course/models.json")
+    for log in ("run_times.csv", "sweep_costs/03.jsonl", "sweep_costs.csv", "models.json"):
+        assert not reads._tracked(f"course/{log}"), log
+    assert reads._tracked("course/03_one_head_counts.csv") and reads._tracked("course/parameters/03.json")
 
 
 def test_a_failed_chapter_gets_a_page_that_says_why_and_the_others_still_run(chapters, tmp_path):

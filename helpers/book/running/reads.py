@@ -9,8 +9,8 @@ set before the chapter's first line, whichever function reads the table). The ru
 digest of each file read in the executed notebook (``digests``) and reuses the copy only while
 every one of them is unchanged (``unchanged``).
 
-Left out: the run-time and sweep-cost logs, which the runner appends to after every chapter (a
-page that read them would never be current), and files the chapter wrote without reading.
+Left out: what every build writes rather than a chapter (``UNTRACKED``: a page that read it would
+never be current), and files the chapter wrote without reading.
 """
 
 from __future__ import annotations
@@ -22,7 +22,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 ENV = "SIXTEEN_HEADS_READS"  # the file the kernel lists the results it opened in, one path a line
-UNTRACKED = ("run_times.csv", "sweep_costs")  # appended to by the runner itself
+# Written by every build, not by a chapter: the run times and sweep costs (the runner appends to
+# them after each chapter) and models.json (make models rewrites it, with its own run's seconds;
+# the models themselves are in the chapter's cache key already).
+UNTRACKED = ("run_times", "sweep_costs", "models")  # file or folder names, without their suffix
 
 
 def _results_root() -> Path:
@@ -56,7 +59,7 @@ def watch_reads() -> None:
 
 
 def _tracked(relative: str) -> bool:
-    return not any(part in UNTRACKED for part in Path(relative).parts)
+    return not any(Path(part).stem in UNTRACKED for part in Path(relative).parts)
 
 
 def _digest(path: Path) -> str:

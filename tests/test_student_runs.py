@@ -94,7 +94,10 @@ def test_a_failed_chapter_gets_a_page_that_says_why_and_the_others_still_run(cha
 
 
 def test_a_run_of_its_own_keeps_its_tables_beside_its_notebooks(tmp_path, monkeypatch):
-    monkeypatch.setenv("SIXTEEN_HEADS_RESULTS", str(tmp_path / "results"))
+    from helpers.book.store import results
+
+    monkeypatch.delenv("SIXTEEN_HEADS_RESULTS")
+    monkeypatch.setattr(results, "ROOT", tmp_path)  # the repository's results/: here tmp_path/results
     (tmp_path / "results" / "lab" / "sweep_costs").mkdir(parents=True)
     (tmp_path / "results" / "lab" / "03_counts.csv").write_text("a\n1\n")
     mine = runner.own_results(tmp_path / "my_runs" / "alpha", "lab")
@@ -105,10 +108,13 @@ def test_a_run_of_its_own_keeps_its_tables_beside_its_notebooks(tmp_path, monkey
 
     assert results_dir("lab") == mine  # this process and its chapters write there
     (mine / "03_counts.csv").write_text("a\n2\n")
-    monkeypatch.setenv("SIXTEEN_HEADS_RESULTS", str(tmp_path / "results"))
+    monkeypatch.delenv("SIXTEEN_HEADS_RESULTS")
     runner.own_results(tmp_path / "my_runs" / "alpha", "lab")  # a second run into it keeps what is there
     assert (mine / "03_counts.csv").read_text() == "a\n2\n"
     assert (tmp_path / "results" / "lab" / "03_counts.csv").read_text() == "a\n1\n"
+    monkeypatch.setenv("SIXTEEN_HEADS_RESULTS", str(tmp_path / "named"))  # a folder the caller names stands
+    assert runner.own_results(tmp_path / "my_runs" / "beta", "lab") is None
+    assert results_dir("lab") == tmp_path / "named" / "lab"
 
 
 def _page_text(path: Path) -> str:

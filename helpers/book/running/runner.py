@@ -497,15 +497,18 @@ def stale_readers(params: dict, output_dir: Path = _EXECUTED, models: str = "") 
     return stale
 
 
-def own_results(output_dir: Path, profile: str) -> Path:
+def own_results(output_dir: Path, profile: str) -> Path | None:
     """Give a run outside the book's pages its own results folder, ``<output_dir>/results``, and
     point this process and its chapters at it (``$SIXTEEN_HEADS_RESULTS``). Made on first use as a
     copy of the profile's current tables, so a chapter that reads another's finds it; a rerun into
-    the same folder keeps what is there. Returns ``<output_dir>/results/<profile>``."""
+    the same folder keeps what is there. Returns ``<output_dir>/results/<profile>``, or None where
+    ``$SIXTEEN_HEADS_RESULTS`` is set already: a results folder named by the caller stands."""
     import shutil
 
     from ..store.results import ENV, results_root
 
+    if ENV in os.environ:
+        return None
     own = (output_dir / "results").resolve()
     if not (own / profile).exists():
         if (results_root() / profile).exists():
@@ -542,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the book never downloads (helpers.book.running.downloads does)
     os.environ.setdefault(shards.JOB_STARTED, str(time.time()))  # ranks ignore status files of earlier jobs
     if args.output_dir.resolve() != _EXECUTED.resolve():
-        tables = own_results(args.output_dir, args.profile)
+        tables = own_results(args.output_dir, args.profile) or "$SIXTEEN_HEADS_RESULTS"
         print(f"a run of its own: notebooks in {args.output_dir}, tables in {tables}")
     if shards.rank() > 0:  # under torchrun: every rank runs the notebooks, rank 0's copies are the book's
         args.output_dir = args.output_dir / f"rank{shards.rank()}"

@@ -105,3 +105,19 @@ def test_the_notebooks_checks_name_each_common_mistake(edition, tmp_path, answer
     texts = _run_with(edition, answers, tmp_path)
     assert named in texts[question], texts[question][-1500:]
     assert "passed" not in texts[question]
+
+
+def test_the_teachers_page_folds_every_answer(smoke_book):
+    """On the rendered 17b page each function's body sits in a folded cell and each prediction's
+    answer in a folded box; otter's markers do not show."""
+    import html as html_lib
+
+    page = (smoke_book / "book" / "executed" / "17b_write_the_method.html").read_text(encoding="utf-8")
+    folded_code = re.findall(r'class="cell tag_hide-input[^"]*".*?</details>', page, re.S)
+    assert len(folded_code) == 4, len(folded_code)
+    for body, name in zip(folded_code, ("my_gate", "my_importance", "my_bootstrap", "my_pruning_curve"), strict=True):
+        assert name in html_lib.unescape(re.sub(r"<[^>]+>", "", body))
+    assert page.count("The answer to the prediction") == 4
+    assert len(re.findall(r'<details class="admonition dropdown|class="admonition dropdown', page)) >= 4
+    for marker in ("BEGIN QUESTION", "ASSIGNMENT CONFIG", "BEGIN TESTS", "END QUESTION"):  # raw cells: unseen
+        assert marker not in page

@@ -5,6 +5,7 @@
 #   make lab-plan  the lab's models (imported or trained) and the chapters its 90-minute plan uses
 #   make check-laptop  can this machine run the lab? (works before setup; says what to do)
 #   make student-edition  the write-the-method exercises without their answers (otter assign)
+#   make teacher-key  run the guide's predict exercises on the lab and save their answers
 #   make data      fetch what the paper profile reads into data/ (needs internet; PROFILE=paper)
 #   make models    set up, build (or reuse from .cache/models) the profile's models
 #   make lint      ruff: the linter and the formatter's check, over the whole project (pyproject.toml)
@@ -32,7 +33,7 @@ TORCH_PIP_ARGS ?=
 # Every command below, and each process it starts, inherits it; set GLIBC_TUNABLES= to turn it off.
 export GLIBC_TUNABLES ?= glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=17179869184:glibc.malloc.top_pad=268435456
 
-.PHONY: setup data models notebooks book pages lab-plan check-laptop student-edition lint format test bench gpu-check clean fairseq smollm2 browser
+.PHONY: setup data models notebooks book pages lab-plan check-laptop student-edition teacher-key lint format test bench gpu-check clean fairseq smollm2 browser
 
 setup: $(STAMP)
 
@@ -95,6 +96,11 @@ lab-plan: setup
 	HF_HUB_OFFLINE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 $(BIN)/python -m helpers.book.course --profile lab
 	HF_HUB_OFFLINE=1 $(BIN)/python -m helpers.book.running.runner --profile lab $(addprefix --only ,$(LAB_PLAN)); \
 	chapters=$$?; $(PAGES) || exit 1; echo "book: _build/html/index.html (the lab plan's chapters)"; exit $$chapters
+
+# The teacher's key: each exercise that asks for a prediction, run on the lab after its book.
+teacher-key: PROFILE = lab
+teacher-key: setup
+	HF_HUB_OFFLINE=1 $(BIN)/python -m helpers.book.running.teacher_key --profile $(PROFILE)
 
 # Before class, on each laptop: Python, the environment's packages, disk, memory, the lab's models.
 check-laptop:

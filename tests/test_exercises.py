@@ -1,6 +1,8 @@
 """The write-the-method checks (chapters/ch17b_write_the_method.py) pass a right answer, explain a wrong
 one, name each common mistake they know, and turn an error in the student's code into a message."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -13,6 +15,8 @@ from helpers.book.chapters.ch17b_write_the_method import (
     check_pruning_loop,
 )
 from helpers.heads.gates import HeadGates
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def right_gate(context, xi, head_dim):
@@ -134,3 +138,58 @@ def test_an_error_in_the_students_code_is_a_message_with_the_call():
 
     with pytest.raises(ExerciseMismatch, match=r"your function raised RuntimeError: .*when called as gate\(context"):
         check_gate(broken)
+
+
+def test_every_prediction_the_guide_asks_for_has_an_answer_in_the_key_and_back():
+    import re
+    import shlex
+
+    import nbformat
+
+    from helpers.book.chapters.ch17_teaching_guide import PREDICTIONS
+    from helpers.book.profiles.profile import check_runner_command
+
+    guide = nbformat.read(ROOT / "notebooks" / "17_teaching_guide.ipynb", as_version=4)
+    pattern = r"^\d+\. `(\.venv/bin/python -m helpers\.book\.running\.runner [^`]+)`  \n(?:.*\n)?(.*)"
+    asked = set()
+    for cell in guide.cells:
+        for command, question in re.findall(pattern, cell.source, re.M):
+            if question.strip().startswith("**Predict:**"):
+                chapter, _ = check_runner_command(command)
+                words = shlex.split(command)
+                asked.add((chapter, words[words.index("-p") + 1]))
+    keyed = {(p.chapter, p.override) for p in PREDICTIONS}
+    assert asked == keyed, (sorted(asked - keyed), sorted(keyed - asked))
+    assert len(asked) >= 7
+
+
+def test_the_keys_answers_read_the_smoke_books_tables(smoke_executed):
+    from helpers.book.chapters.ch17_teaching_guide import PREDICTIONS
+    from helpers.book.store.results import results_dir
+
+    base = results_dir("smoke")
+    for p in PREDICTIONS:
+        answer = p.answer(base, base)
+        assert answer and not answer.startswith("not measured"), (p, answer)
+
+
+def test_a_prediction_is_run_as_a_run_of_its_own_and_answered(smoke_executed, tmp_path):
+    import hashlib
+
+    from helpers.book.chapters.ch17_teaching_guide import PREDICTIONS, key_table
+    from helpers.book.running.teacher_key import run_prediction
+    from helpers.book.store.results import results_dir
+
+    base = results_dir("smoke")
+
+    def digest() -> str:
+        return hashlib.sha256(b"".join(p.read_bytes() for p in sorted(base.glob("*.csv")))).hexdigest()
+
+    before = digest()
+    p = next(p for p in PREDICTIONS if p.chapter == "15a_how_sure_we_are")
+    assert run_prediction("smoke", p.chapter, p.override, tmp_path / p.slug) == 0
+    assert digest() == before  # the book's own tables stay as they were
+    key = key_table(base, tmp_path).set_index("chapter")
+    answer = key.loc[p.chapter, "answer"]
+    assert "at the new alpha: one look flags" in answer and "at the lab's" in answer
+    assert key.loc["03_ablating_one_head", "answer"].iloc[0].startswith("not measured")

@@ -1,0 +1,63 @@
+"""Make the teaching guide's key on a profile (a class's: the lab):
+
+    python -m helpers.book.running.teacher_key --profile lab        # make teacher-key
+
+Every exercise that asks for a prediction (``chapters/ch17_teaching_guide.PREDICTIONS``) is run
+with its override as a run of its own, under ``results/<profile>-key/<exercise>/`` (its notebook,
+and its tables, which start as a copy of the profile's), so the book's pages and tables stay as
+they were. The answers, read from those runs and the profile's own tables, are saved as the table
+``17_teacher_key``, and the guide runs again to show it, folded. Run it after the profile's book:
+the answers compare each run with the profile's own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from ..chapters.ch17_teaching_guide import KEY_TABLE, PREDICTIONS, key_table
+from ..store.results import ENV, results_dir, results_root, save_table
+from . import runner
+
+GUIDE = "17_teaching_guide"  # the page that shows the key
+
+
+def runs_folder(profile: str) -> Path:
+    return results_root() / f"{profile}-key"
+
+
+def run_prediction(profile: str, chapter: str, override: str, out: Path) -> int:
+    """``chapter`` with ``override``, its notebook in ``out`` and its tables in ``out/results``
+    (made first as a copy of the profile's); the runner's exit code."""
+    tables = out / "results"
+    if not (tables / profile).exists():
+        shutil.copytree(results_dir(profile), tables / profile, ignore=shutil.ignore_patterns("sweep_costs*"))
+    before = os.environ.get(ENV)
+    os.environ[ENV] = str(tables)
+    try:
+        return runner.main(["--profile", profile, "--only", chapter, "-p", override, "--output-dir", str(out)])
+    finally:
+        if before is None:
+            os.environ.pop(ENV)
+        else:
+            os.environ[ENV] = before
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", default="lab")
+    args = parser.parse_args(argv)
+    folder = runs_folder(args.profile)
+    codes = [run_prediction(args.profile, p.chapter, p.override, folder / p.slug) for p in PREDICTIONS]
+    key = save_table(key_table(results_dir(args.profile), folder), args.profile, KEY_TABLE)
+    print(key.to_string(index=False))
+    codes.append(runner.main(["--profile", args.profile, "--only", GUIDE, "--force"]))  # the guide shows it
+    print(f"next: make pages PROFILE={args.profile}")
+    return 1 if any(codes) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -277,7 +277,7 @@ def test_the_api_page_lists_every_public_name_with_its_current_signature():
 def test_a_chapters_module_reruns_that_chapter_and_the_pages_that_read_every_verdict():
     """A chapter's module (``chapters/chNN_*.py``: its experiment, rules and findings) is in the
     import closure (the cache key) of that chapter, the scorecard and the front page only; chapter
-    12 also applies chapter 03's rules and reads chapter 11's grid."""
+    12 also applies chapter 03's rules and reads chapter 11's grid; 17's key judges a claim of 06."""
     from helpers.book.running.chapter_code import PACKAGE, chapter_modules
 
     notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -285,13 +285,16 @@ def test_a_chapters_module_reruns_that_chapter_and_the_pages_that_read_every_ver
         nb.stem.split("_", 1)[0]: {p.relative_to(PACKAGE).as_posix() for p in chapter_modules(nb)} for nb in notebooks
     }
     modules = sorted((ROOT / "helpers" / "book" / "chapters").glob("ch*.py"))
-    # chapters 02-14b (an experiment, rules or findings), 15a (its worked examples), 17b (its exercises' checks)
-    assert len(modules) == 17
+    # chapters 02-14b (an experiment, rules or findings), 15a (its worked examples), 17 (the teacher's key),
+    # 17b (its exercises' checks)
+    assert len(modules) == 18
     for path in modules:
         chapter = path.stem[2:].split("_", 1)[0]
         rerun = {n for n, found in closure.items() if f"book/chapters/{path.name}" in found}
         also = {"12"} if chapter in ("03", "11") else set()
-        judged = {"15", "19"} if chapter not in ("02", "15a", "17b") else set()  # the pages that read every claim
+        also |= {"17"} if chapter == "06" else set()  # the teacher's key judges chapter 06's claim
+        # the pages that read every claim
+        judged = {"15", "19"} if chapter not in ("02", "15a", "17", "17b") else set()
         assert rerun == {chapter} | judged | also, (path.name, sorted(rerun))
 
 

@@ -133,6 +133,7 @@ def build_book(executed: dict, source: Path) -> Path:
     import subprocess
 
     root = Path(__file__).resolve().parent.parent
+    source.mkdir(parents=True, exist_ok=True)
     for name in ("_config.yml", "_toc.yml"):
         shutil.copy(root / name, source / name)
     shutil.copytree(root / "book", source / "book", ignore=shutil.ignore_patterns("executed", "*.running.ipynb"))

@@ -193,3 +193,13 @@ def test_a_prediction_is_run_as_a_run_of_its_own_and_answered(smoke_executed, tm
     answer = key.loc[p.chapter, "answer"]
     assert "at the new alpha: one look flags" in answer and "at the lab's" in answer
     assert key.loc["03_ablating_one_head", "answer"].iloc[0].startswith("not measured")
+
+
+def test_all_four_checks_at_once_say_what_each_function_gives():
+    from helpers.book.chapters.ch17b_write_the_method import checks_of
+
+    table = checks_of({"my_gate": right_gate, "my_bootstrap": lambda a, b, indices: (0.0, 0.5)}).set_index("function")
+    assert table.loc["my_gate", "result"].startswith("ok: your gate matches")
+    assert table.loc["my_importance", "result"] == "not written yet"
+    assert table.loc["my_bootstrap", "result"].startswith("the bootstrap's (delta, p)")
+    assert list(table.index) == ["my_gate", "my_importance", "my_bootstrap", "my_pruning_curve"]

@@ -77,10 +77,14 @@ def _power(base: Path, run: Path) -> str:
 
 
 def _reestimated(base: Path, run: Path) -> str:
-    shares = _table(run, "06_prunable_shares").set_index(["track", "order"])["prunable_share"]
-    tracks = [t for t in shares.index.get_level_values("track").unique() if (t, "re-estimated") in shares.index]
-    said = [f"{t}: re-estimated {shares[t, 're-estimated']:.0%}, once {shares[t, 'importance']:.0%}" for t in tracks]
-    return "; ".join(said) or "this run drew no re-estimated curve"
+    shares = _table(run, "06_prunable_shares")
+    table = shares.pivot_table(index=["model", "training_seed"], columns="order", values="prunable_share")
+    if "re-estimated" not in table:
+        return "this run drew no re-estimated curve"
+    return "; ".join(
+        f"{model} (seed {seed:g}): re-estimated {r['re-estimated']:.0%}, estimated once {r['importance']:.0%}"
+        for (model, seed), r in table.iterrows()
+    )
 
 
 def _random_verdict(base: Path, run: Path) -> str:
@@ -109,8 +113,8 @@ def _looks_and_families(base: Path, run: Path) -> str:
 
 def _q4_cache(base: Path, run: Path) -> str:
     def change(folder: Path) -> float:
-        quality = _table(folder, "14b_quality").set_index("setup")
-        return float(quality.loc["q4_0 cache", "perplexity change"])
+        quality = _table(folder, "14b_quality")
+        return float(quality.loc[quality["setup"] == "q4_0 cache", "perplexity change"].iloc[0])
 
     return f"a q4_0 cache: {change(run):+.1%} perplexity on the longer texts, {change(base):+.1%} on the lab's"
 

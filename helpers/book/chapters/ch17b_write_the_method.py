@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 import numpy as np
+import pandas as pd
 import torch
 
 _CLOSE = {"rtol": 1e-5, "atol": 1e-6}  # float32 arithmetic done in another order
@@ -208,3 +209,28 @@ def check_pruning_loop(
         mistakes,
     )
     return f"ok: your pruning loop matches pruning_curves at every step (largest gap {gap:.1e})"
+
+
+_FUNCTIONS = {  # the function each exercise asks for, and its check
+    "my_gate": check_gate,
+    "my_importance": check_importance,
+    "my_bootstrap": check_bootstrap,
+    "my_pruning_curve": check_pruning_loop,
+}
+
+
+def checks_of(namespace: dict) -> pd.DataFrame:
+    """Every exercise's check run on the function of its name in ``namespace`` (a notebook's
+    ``globals()``): one row per exercise, with the check's line, ``not written yet`` or what
+    differed."""
+    rows = []
+    for name, check in _FUNCTIONS.items():
+        if not callable(namespace.get(name)):
+            result = "not written yet"
+        else:
+            try:
+                result = check(namespace[name])
+            except ExerciseMismatch as mismatch:
+                result = str(mismatch)
+        rows.append({"function": name, "check": check.__name__, "result": result})
+    return pd.DataFrame(rows)

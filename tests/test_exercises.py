@@ -107,8 +107,15 @@ def test_a_p_in_a_fixed_direction_and_its_complement_are_named():
         delta, p = right_bootstrap(a, b, indices)
         return delta, 1 - p
 
+    def ties_for(a, b, indices):  # a resample with no difference counted for the change
+        delta = b.mean() - a.mean()
+        resampled = b[indices].mean(1) - a[indices].mean(1)
+        return delta, float(np.mean(np.sign(resampled) == -np.sign(delta)))
+
     with pytest.raises(ExerciseMismatch, match="a p in one fixed direction"):
         check_bootstrap(fixed)
+    with pytest.raises(ExerciseMismatch, match="ties .* counted for the change"):
+        check_bootstrap(ties_for)
     with pytest.raises(ExerciseMismatch, match="which is 1 - p"):
         check_bootstrap(complement)
 

@@ -57,22 +57,29 @@ def _ranking(base: Path, run: Path) -> str:
 
 
 def _significant(folder: Path, suffix: str = "") -> pd.Series:
-    """``model -> "k of n"``: heads significant alone (chapter 03's counts, every seed)."""
+    """``(model, seed) -> "k of n"``: heads significant alone in chapter 03's counts, one count
+    per model and training seed (summed over the attention kinds)."""
     counts = _table(folder, f"03_one_head_counts{suffix}")
-    counts = counts[~counts.get("from_paper", False)].groupby("model")[["significant", "heads"]].sum()
-    return counts.apply(lambda r: f"{int(r['significant'])} of {int(r['heads'])}", axis=1)
+    counts = counts[~counts.get("from_paper", False)].fillna({"training_seed": 0})
+    per_run = counts.groupby(["model", "training_seed"])[["significant", "heads"]].sum()
+    return per_run.apply(lambda r: f"{int(r['significant'])} of {int(r['heads'])}", axis=1)
+
+
+def _named(index: tuple) -> str:
+    model, seed = index
+    return f"{model} (seed {seed:g})"
 
 
 def _significant_at(base: Path, run: Path) -> str:
     mine, lab = _significant(run), _significant(base)
-    return "; ".join(f"{m}: {mine[m]} heads significant on its metric (the lab's level: {lab[m]})" for m in mine.index)
+    return "; ".join(f"{_named(i)}: {mine[i]} heads significant (at the lab's level: {lab[i]})" for i in mine.index)
 
 
 def _power(base: Path, run: Path) -> str:
     parts = []
     for suffix, measure in (("", "its metric"), ("_likelihood", "the likelihood")):
         mine, lab = _significant(run, suffix), _significant(base, suffix)
-        parts += [f"{m} on {measure}: {mine[m]} (all examples: {lab[m]})" for m in mine.index]
+        parts += [f"{_named(i)} on {measure}: {mine[i]} (all examples: {lab[i]})" for i in mine.index]
     return "; ".join(parts)
 
 
@@ -100,14 +107,15 @@ def _random_verdict(base: Path, run: Path) -> str:
 
 
 def _looks_and_families(base: Path, run: Path) -> str:
+    """Section 3's rows (each test's false-positive rate against chance) and section 6's (a
+    family of heads with a false gain, uncorrected and corrected), at both levels."""
     parts = []
     for folder, label in ((run, "at the new alpha"), (base, "at the lab's")):
-        looks = _table(folder, "15a_looks").set_index("test")
-        heads = _table(folder, "15a_many_heads").iloc[:, 1]
-        parts.append(
-            f"{label}: one look flags {looks['flags'].iloc[0]:.1%} (chance {looks['chance'].iloc[0]:.1%}), "
-            f"a family with a false gain {heads.iloc[0]:.0%} untested, {heads.iloc[1]:.1%} corrected"
-        )
+        looks = _table(folder, "15a_looks")
+        families = _table(folder, "15a_many_heads")
+        rows = [f"{r.test} flags {r.flags:.1%} (chance {r.chance:.1%})" for r in looks.itertuples()]
+        rows += [f"{r.iloc[0]}: {r.iloc[1]:.1%} of families with a false gain" for _, r in families.iterrows()]
+        parts.append(f"{label}: " + ", ".join(rows))
     return "; ".join(parts)
 
 
@@ -130,14 +138,16 @@ PREDICTIONS = [
 ]
 
 
-def key_table(base: Path, runs: Path) -> pd.DataFrame:
+def key_table(base: Path, runs: Path, failed: frozenset[str] = frozenset()) -> pd.DataFrame:
     """One row per ``PREDICTIONS`` entry: exercise (chapter and override) and answer, read from
     ``base`` (the profile's results folder) and ``runs/<slug>/results/<profile>``; an answer whose
-    run is missing says so."""
+    run failed (its slug in ``failed``) or saved nothing says so."""
     rows = []
     for p in PREDICTIONS:
         run = runs / p.slug / "results" / base.name
         try:
+            if p.slug in failed:
+                raise FileNotFoundError(f"the run of {p.chapter} with {p.override} failed; its page says why")
             answer = p.answer(base, run)
         except FileNotFoundError as missing:
             answer = f"not measured: {missing}"

@@ -15,6 +15,7 @@ calls the same checks from its tests.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 
 import numpy as np
@@ -103,10 +104,12 @@ def check_importance(importance: Callable[[torch.nn.Module, list, Callable], tor
         "I_h without the per-layer normalisation: divide each layer's row by its L2 norm": library(normalize=None),
         "the absolute value per token and no per-layer normalisation": library(abs_per="token", normalize=None),
     }
+    right = library()  # before the student's function, which gets a copy it may change
+    mine = _call(importance, "importance(model, batches, loss_fn)", copy.deepcopy(model), task.batches, task.loss)
     gap = _compare(
         "I_h",
-        _call(importance, "importance(model, batches, loss_fn)", model, task.batches, task.loss),
-        library(),
+        mine,
+        right,
         "Take each example's own gates, the absolute value of dL(x)/d xi per example (not per batch "
         "or token), average over examples, then divide each layer's row by its L2 norm.",
         mistakes,
@@ -129,9 +132,12 @@ def check_bootstrap(
     a = rng.normal(0.0, 1.0, n)
     indices = resample_indices(n, 1000, seed)
     ones = np.ones(n)
+    correct = rng.random(n) < 0.7  # 0/1 scores, as accuracy's: resampled differences of 0 (ties)
+    flipped = correct.copy()
+    flipped[np.flatnonzero(~correct)[:2]] = True  # b gets two more right: delta 2/300
+    cases = [(a, a + s + rng.normal(0.0, 1.0, n)) for s in (0.2, -0.2, 0.0)] + [(correct * 1.0, flipped * 1.0)]
     got, right, mistakes = [], [], {}
-    for shift in (0.2, -0.2, 0.0):  # a gain, a loss, no change: each mistake shows on one of them
-        b = a + shift + rng.normal(0.0, 1.0, n)
+    for a, b in cases:  # a gain, a loss, no change, a small gain in 0/1 scores: each mistake shows on one
         want = paired_bootstrap(np.stack([a, ones], 1), np.stack([b, ones], 1), lambda s: s[0] / s[1], indices)
         differences = (b[indices] - a[indices]).mean(1)
         for mistake, p in {
@@ -140,20 +146,23 @@ def check_bootstrap(
             ).mean(),
             "a p in one fixed direction (the share where b is not below a)": (differences >= 0).mean(),
             "the share of resamples that keep delta's sign, which is 1 - p": 1 - want.p_value,
+            "ties (resamples with no difference) counted for the change, not against it": (
+                np.sign(differences) == -np.sign(want.delta)
+            ).mean(),
         }.items():
             mistakes.setdefault(mistake, []).append([want.delta, p])
         mine = _call(bootstrap, "bootstrap(a [300], b [300], indices [1000, 300])", a.copy(), b.copy(), indices)
         got.append([float(mine[0]), float(mine[1])])
         right.append([want.delta, want.p_value])
     _compare(
-        "the bootstrap's (delta, p) on a gain, a loss and no change",
+        "the bootstrap's (delta, p) on a gain, a loss, no change and 0/1 scores",
         torch.tensor(got),
         torch.tensor(right),
         "delta is mean(b) - mean(a) on every example; p is the share of resamples (rows of indices) whose "
         "mean difference has the other sign than delta.",
         {m: torch.tensor(v, dtype=torch.float64) for m, v in mistakes.items()},
     )
-    return "ok: your bootstrap matches paired_bootstrap's delta and p on a gain, a loss and no change"
+    return "ok: your bootstrap matches paired_bootstrap's delta and p on a gain, a loss, no change and 0/1 scores"
 
 
 def check_pruning_loop(
@@ -193,17 +202,13 @@ def check_pruning_loop(
         "heads ranked within each layer, not over all layers together": curve(by_layer),
         "a random order": curve(curves.random_order(pool, seed)),
     }
+    right = curve(curves.order_by_importance(scores, pool))  # before the student's function, given a copy
+    call = f"pruning_curve(model, scores [layers, heads], evaluate, step={step})"
+    mine = _call(pruning_curve, call, copy.deepcopy(model), scores["self"].clone(), evaluate, step)
     gap = _compare(
         "the pruning curve",
-        _call(
-            pruning_curve,
-            f"pruning_curve(model, scores [layers, heads], evaluate, step={step})",
-            model,
-            scores["self"].clone(),
-            evaluate,
-            step,
-        ),
-        curve(curves.order_by_importance(scores, pool)),
+        mine,
+        right,
         "Sort all heads together by I_h, least important first; at step k set the gates of the first "
         "round(k * step * n) heads to 0 (the set grows), evaluate, and go on up to every head.",
         mistakes,

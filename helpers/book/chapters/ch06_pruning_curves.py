@@ -114,23 +114,9 @@ def ablation_shares(r: Results) -> tuple[pd.DataFrame, str]:
     if not _in_sample(shares):
         return shares, ""
     try:
-        beside = r[f"{_SHARES}_held_out"]
+        return r[f"{_SHARES}_held_out"], " (the held-out protocol, drawn beside Figure 3)"
     except MissingResults:
         return shares, ""
-    if not _same_importance(shares, beside):  # an earlier run's, left by a run that stopped early
-        return shares, ""
-    return beside, " (the held-out protocol, drawn beside Figure 3)"
-
-
-def _same_importance(shares: pd.DataFrame, beside: pd.DataFrame) -> bool:
-    """Whether two protocols' tables come from one run: both protocols share I_h, so their
-    importance rows (model, seed, share) must be the same."""
-    columns = [c for c in ("model", "training_seed", "prunable_share") if c in shares and c in beside]
-
-    def rows(t: pd.DataFrame) -> pd.DataFrame:
-        return t.loc[t["order"] == "importance", columns].sort_values(columns[:-1]).reset_index(drop=True)
-
-    return rows(shares).equals(rows(beside))
 
 
 def _error(row: pd.Series, se: str) -> float:

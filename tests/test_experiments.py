@@ -470,6 +470,13 @@ def test_a_run_that_no_longer_makes_a_table_removes_it(tmp_path, monkeypatch):
     removed = remove_tables("p", set(names) - {names[0]})
     assert [path.name for path in removed] == [f"{names[1]}.csv"]
     assert saved_table("p", names[0]) is not None and saved_table("p", names[1]) is None
+    # a run starts by clearing every protocol table: one that stops before it saves its own leaves
+    # none for the rule to read beside its new Figure 3
+    from helpers.book.chapters.ch06_pruning_curves import clear_protocol_tables
+
+    save_tables("p", {"06_prunable_shares": pd.DataFrame({"x": [1]})})
+    assert [path.name for path in clear_protocol_tables("p")] == [f"{names[0]}.csv"]
+    assert all(saved_table("p", name) is None for name in names) and saved_table("p", "06_prunable_shares") is not None
 
 
 def test_a_grid_at_a_calibrated_level_of_0_shows_no_head_beyond_a_margin():

@@ -84,6 +84,14 @@ def protocol_figure(runs: PruningRuns, tables: dict[str, pd.DataFrame], profile:
     return other.figure(tables[f"{_CURVES}_{other.protocol}"], suptitle=title)
 
 
+def clear_protocol_tables(profile: str) -> list:
+    """Remove every table of ``protocol_names`` before this run saves its own: a run that stops
+    before ``save_protocol_tables`` leaves none, never an earlier run's beside its new Figure 3."""
+    from ..store.results import remove_tables
+
+    return remove_tables(profile, protocol_names())
+
+
 PROTOCOLS = ("held_out", "in_sample")  # PruningRuns.protocol's values
 
 

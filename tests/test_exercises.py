@@ -198,7 +198,7 @@ def test_a_prediction_is_run_as_a_run_of_its_own_and_answered(smoke_executed, tm
     assert digest() == before  # the book's own tables stay as they were
     key = key_table(base, tmp_path).set_index("chapter")
     answer = key.loc[p.chapter, "answer"]
-    assert "at the new alpha: one look flags" in answer and "at the lab's" in answer
+    assert "at the new alpha: one look at alpha flags" in answer and "at the lab's" in answer
     assert key.loc["03_ablating_one_head", "answer"].iloc[0].startswith("not measured")
 
 

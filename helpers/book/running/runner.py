@@ -503,19 +503,26 @@ def own_results(output_dir: Path, profile: str) -> Path | None:
     copy of the profile's current tables, so a chapter that reads another's finds it; a rerun into
     the same folder keeps what is there. Returns ``<output_dir>/results/<profile>``, or None where
     ``$SIXTEEN_HEADS_RESULTS`` is set already: a results folder named by the caller stands."""
-    import shutil
-
     from ..store.results import ENV, results_root
 
     if ENV in os.environ:
         return None
     own = (output_dir / "results").resolve()
-    if not (own / profile).exists():
-        if (results_root() / profile).exists():
-            shutil.copytree(results_root() / profile, own / profile, ignore=shutil.ignore_patterns("sweep_costs*"))
-        (own / profile).mkdir(parents=True, exist_ok=True)
+    copy_tables(results_root() / profile, own / profile)
     os.environ[ENV] = str(own)
     return own / profile
+
+
+def copy_tables(source: Path, target: Path) -> Path:
+    """``target`` made, on first use, as a copy of the results folder ``source`` (when it exists),
+    the sweep-cost logs left out; a ``target`` that exists is kept as it is. Returns ``target``."""
+    import shutil
+
+    if not target.exists():
+        if source.exists():
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("sweep_costs*"))
+        target.mkdir(parents=True, exist_ok=True)
+    return target
 
 
 def main(argv: list[str] | None = None) -> int:

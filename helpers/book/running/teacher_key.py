@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -33,8 +32,7 @@ def run_prediction(profile: str, chapter: str, override: str, out: Path) -> int:
     """``chapter`` with ``override``, its notebook in ``out`` and its tables in ``out/results``
     (made first as a copy of the profile's); the runner's exit code."""
     tables = out / "results"
-    if not (tables / profile).exists():
-        shutil.copytree(results_dir(profile), tables / profile, ignore=shutil.ignore_patterns("sweep_costs*"))
+    runner.copy_tables(results_dir(profile), tables / profile)
     for own in (tables / profile).glob(f"{chapter.split('_', 1)[0]}_*.csv"):  # never the profile's, read as the run's
         own.unlink()
     before = os.environ.get(ENV)

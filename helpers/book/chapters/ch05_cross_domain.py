@@ -504,9 +504,9 @@ def _class_lines(profile: str) -> list[str]:
         line += (
             f" For seed{'s' * (len(explained) > 1)} {words([str(int(s)) for s in explained['training_seed']])} the "
             "net takes opposite signs in the two domains, and the accuracy correlation turns significantly negative "
-            f"while every class's own r is positive (p < {_ALIKE_LEVEL} each): a property of where this model's "
-            "decisions sit between two labels on each set, not of heads that matter in one domain and not in the "
-            "other."
+            f"while every class's own r is positive (p < {_ALIKE_LEVEL} each). That is a property of where this "
+            "model's decisions sit between two labels on each set, not of heads that matter in one domain and "
+            "not in the other."
         )
     unexplained = flipped.drop(explained.index)
     if len(unexplained):

@@ -25,7 +25,7 @@ from ...sweeps.throughput import compare_speed, device_name, speed_gains
 from ..paper import values as paper_values
 from ..verdicts import samples
 from ..verdicts.engine import Claim, Results, three_way
-from ..verdicts.text import read, words
+from ..verdicts.text import read
 
 
 def prune_least_important(model, importance, share: float):
@@ -275,7 +275,7 @@ def findings(profile: str) -> str:
     except FileNotFoundError:
         return text
     rows = [
-        f"{r.dtype} {r.compile_mode} at batch {r.batch_size}: {r.pruned:+.1%} (predicted {r.predicted:+.1%})"
+        f"- {r.dtype} {r.compile_mode} at batch {r.batch_size}: {r.pruned:+.1%} (predicted {r.predicted:+.1%})"
         for r in precision.itertuples()
     ]
-    return text + " In the precision table, the pruned model's speed-up was " + words(rows) + "."
+    return text + "\n\nThe pruned model's speed-up in the precision table:\n\n" + "\n".join(rows)

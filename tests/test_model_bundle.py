@@ -51,6 +51,8 @@ def test_a_bundle_puts_every_model_into_a_fresh_cache_bit_for_bit(exported, tmp_
         assert not (folder / "sweeps").exists()  # each student's sweeps are their own
     assert [p.name for p in (tmp_path / "fresh").iterdir() if p.name.startswith(".")] == []
     assert all("already in the cache" in line for line in bundle.import_bundle(archive))
+    assert bundle.bundle_profile(archive) == "smoke" and bundle.next_step("smoke") == "make book PROFILE=smoke"
+    assert bundle.next_step("lab").startswith("make lab-plan")  # what the teaching guide runs next
 
 
 def _rewrite(archive, tmp_path, change):
@@ -125,7 +127,10 @@ def test_the_laptop_check_says_what_to_do():
     assert level == "FAILED" and "make setup" in todo
     assert laptop.check_python((3, 11, 3))[0] == "FAILED"  # below the floor pyproject.toml states
     missing = laptop.check_environment(laptop.REPO / "no-such-venv")
-    assert [line[0] for line in missing] == ["FAILED"] and "make setup" in missing[0][3]
+    assert [line[0] for line in missing] == ["TODO"] and "make setup" in missing[0][3]
+    # before setup the check says what to do and passes; a FAILED line fails it
+    assert "once you do the TODO above: environment" in laptop.verdict([laptop.check_python((3, 11, 7)), *missing])
+    assert laptop.verdict([laptop.check_python((3, 10, 12)), *missing]).startswith("this machine cannot run the lab")
     assert laptop.PYTHON_FLOOR == (3, 11, 4) and laptop.TORCH.count(".") == 2
     text = laptop.report([("ok", "Python", "3.11.7", ""), ("WARN", "memory", "4 GiB", "close other programs")])
     assert "WARN    memory  4 GiB\n" in text and "-> close other programs" in text

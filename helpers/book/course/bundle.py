@@ -162,6 +162,19 @@ def import_bundle(archive: Path, profile: str | None = None) -> list[str]:
     return lines
 
 
+def bundle_profile(archive: Path) -> str:
+    """The profile whose models ``archive`` holds, from its manifest."""
+    with tarfile.open(archive) as tar:
+        return str(_read_manifest(tar)["profile"])
+
+
+def next_step(profile: str) -> str:
+    """What to run after importing ``profile``'s models: the lab plan for the lab, else its book."""
+    if profile == "lab":
+        return "make lab-plan (the chapters the teaching guide's lab uses), or make book PROFILE=lab"
+    return f"make book PROFILE={profile}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -180,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             for line in import_bundle(args.file, args.profile):
                 print(line)
-            print(f"imported into {cache_root()}; next: make book PROFILE=<the bundle's profile>")
+            print(f"imported into {cache_root()}; next: {next_step(args.profile or bundle_profile(args.file))}")
     except BundleError as err:
         print(f"FAILED: {err}", file=sys.stderr)
         return 1

@@ -4,8 +4,9 @@
 
 It runs as a plain script with the system's Python, so it works before setup and imports nothing
 of ``helpers``: the environment's packages are tried in a subprocess of ``.venv/bin/python``.
-Each line is ``ok``, ``WARN`` (the lab runs; something it does not need is missing, or it will be
-slow) or ``FAILED`` (the lab cannot run), with what to do. Exits 1 on a FAILED line.
+Each line is ``ok``, ``TODO`` (a step of the guide not yet taken, such as ``make setup``),
+``WARN`` (the lab runs; something it does not need is missing, or it will be slow) or ``FAILED``
+(the lab cannot run), with what to do. Exits 1 on a FAILED line.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def check_python(version: tuple[int, ...] = tuple(sys.version_info[:3])) -> tupl
 def check_environment(venv: Path) -> list[tuple]:
     python = venv / "bin" / "python"
     if not python.exists():
-        return [_line("FAILED", "environment", f"no {python}", "run `make setup` (needs PyPI; about 10 minutes)")]
+        return [_line("TODO", "environment", f"no {python} yet", "run `make setup` (needs PyPI; about 10 minutes)")]
     lines = []
     for name, code, needed_by, level, todo in _PACKAGES:
         try:
@@ -159,9 +160,19 @@ def main(argv: list[str] | None = None) -> int:
     lines = [check_python(), *check_environment(args.venv), check_disk(), *check_machine()]
     lines.append(check_models(args.venv, args.profile))
     print(report(lines))
+    print("\n" + verdict(lines))
+    return 1 if any(level == "FAILED" for level, *_ in lines) else 0
+
+
+def verdict(lines: list[tuple]) -> str:
+    """The check's last line: whether the lab runs here, and what is left to fix or do."""
     failed = [what for level, what, _, _ in lines if level == "FAILED"]
-    print(f"\nthis machine {'cannot run the lab: fix ' + ', '.join(failed) if failed else 'can run the lab'}")
-    return 1 if failed else 0
+    todo = [what for level, what, _, _ in lines if level == "TODO"]
+    if failed:
+        return "this machine cannot run the lab: fix " + ", ".join(failed)
+    if todo:
+        return "this machine can run the lab once you do the TODO above: " + ", ".join(todo)
+    return "this machine can run the lab"
 
 
 if __name__ == "__main__":

@@ -100,7 +100,7 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.weights == "shipped":
-        from helpers.zoo.causal_lm import load_causal_lm
+        from helpers.zoo.registry import load_causal_lm
 
         model = load_causal_lm("smollm2", seed=args.seed)[0]
     else:

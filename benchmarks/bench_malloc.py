@@ -67,7 +67,8 @@ def _classifier(profile_name: str, examples: int):
 def _language_model(_profile_name: str, _examples: int):
     from helpers.book.chapters.ch11_nine_heads import lm_sweep
     from helpers.sweeps.ablation import one_head_configs
-    from helpers.zoo.causal_lm import lm_batches, load_causal_lm, verse_texts
+    from helpers.zoo.causal_lm import lm_batches, verse_texts
+    from helpers.zoo.registry import load_causal_lm
 
     model, tokenizer = load_causal_lm("smollm2", seed=0)
     texts = verse_texts({"select": 30}, version="web", max_words=40, seed=0)["select"]

@@ -431,11 +431,11 @@ def test_smoke_chapters_print_no_progress_bars(smoke_executed):
 
 @pytest.mark.slow
 def test_the_smollm2_conversion_is_silent(tmp_path, monkeypatch, capfd):
-    from helpers.zoo import causal_lm
+    from helpers.zoo import shipped
     from helpers.zoo.locations import CONVERTED_ENV
 
     monkeypatch.setenv(CONVERTED_ENV, str(tmp_path))
-    folder = causal_lm.smollm2_folder()
+    folder = shipped.smollm2_folder()
     assert (folder / "config.json").exists()
     out, err = capfd.readouterr()
     assert not _noise(out + err), _noise(out + err)[:3]

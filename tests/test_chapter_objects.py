@@ -14,7 +14,8 @@ from helpers.book.experiments import buys_and_breaks as bb
 from helpers.book.profiles import from_parameters
 from helpers.book.profiles.parameters import parameter_meanings
 from helpers.heads.significance import Bootstrap
-from helpers.zoo.causal_lm import lm_batches, load_causal_lm
+from helpers.zoo.causal_lm import lm_batches
+from helpers.zoo.registry import load_causal_lm
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from helpers.heads.sites import attention_sites
 from helpers.serving import llama_api
 from helpers.serving.gguf_export import DTYPES, export_gguf, tensor_bytes
 from helpers.serving.llama_api import Cache, LlamaApiError, LlamaModel, predicted_cache_bytes
-from helpers.zoo.causal_lm import load_causal_lm, smollm2_gguf
+from helpers.zoo.registry import load_causal_lm
+from helpers.zoo.shipped import smollm2_gguf
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from helpers.heads import prune_heads, prune_kv_groups
 from helpers.heads.sites import UnsupportedModelError, attention_sites
 from helpers.serving.gguf_export import GgufExportError, export_gguf, layer_plan
 from helpers.serving.llama_cpp import LlamaCpp, RuntimeSettings, predicted_kv_bytes
-from helpers.zoo.causal_lm import smollm2_gguf
+from helpers.zoo.shipped import smollm2_gguf
 
 LOGPROB_TOLERANCE = 1e-3  # nats: float32 sums in another order, over a 49,152-token softmax
 HEAD_DIM = 8

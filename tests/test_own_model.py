@@ -39,7 +39,8 @@ def test_one_key_names_the_language_model_of_every_chapter_that_studies_one():
 @pytest.fixture
 def own_data(tmp_path, monkeypatch):
     """A data folder holding what the two profiles name, and folders for results and models."""
-    from helpers.zoo.causal_lm import load_causal_lm, smollm2_gguf
+    from helpers.zoo.registry import load_causal_lm
+    from helpers.zoo.shipped import smollm2_gguf
 
     root = tmp_path / "data"
     paper_standins.write_tiny_bert(root / "my-encoder")
@@ -95,7 +96,7 @@ def test_your_classifier_is_fine_tuned_from_its_folder_and_swept_by_chapter_03s_
 
 def test_your_language_model_runs_chapter_11_and_has_its_gguf(own_data):
     from helpers.book.running import runner
-    from helpers.zoo.causal_lm import tokenizer_gguf
+    from helpers.zoo.registry import tokenizer_gguf
 
     assert tokenizer_gguf("my-llama").name == "model.gguf"
     smoke = load_profile("smoke").notebooks["11_nine_heads"]

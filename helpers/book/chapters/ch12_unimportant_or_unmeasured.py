@@ -291,11 +291,11 @@ def language_model_by_removal(
     from ...zoo.causal_lm import (
         lm_batch_order,
         lm_batches,
-        load_causal_lm,
         sweeps_dir,
         token_nll,
         verse_texts,
     )
+    from ...zoo.registry import load_causal_lm
     from .. import course
     from .ch11_nine_heads import one_head_grid
 

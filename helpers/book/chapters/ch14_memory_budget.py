@@ -753,13 +753,14 @@ def chapter_inputs(
     language_model: str, texts: Texts, layout: Layout
 ) -> tuple[nn.Module, Mapping[str, torch.Tensor], dict[str, torch.Tensor]]:
     """``(model in texts.dtype, I_h, {"calibration": ids, "scored": ids})``: ``language_model``
-    loaded (``causal_lm.load_causal_lm`` with ``texts.seed``), head importance on the select
+    loaded (``registry.load_causal_lm`` with ``texts.seed``), head importance on the select
     verses in the model's own precision, then the model cast to ``texts.dtype``; and the whole
     chapters (``long_texts.draw_chapters``, laid out by ``layout``) to calibrate on and to score."""
     from ...heads.importance import head_importance
     from ...heads.significance import require_units
-    from ...zoo.causal_lm import lm_batches, lm_loss, load_causal_lm, verse_texts
+    from ...zoo.causal_lm import lm_batches, lm_loss, verse_texts
     from ...zoo.long_texts import draw_chapters, verse_chapters
+    from ...zoo.registry import load_causal_lm
 
     require_units(texts.sequences, texts.min_units, "chapters")
     model, tokenizer = load_causal_lm(language_model, seed=texts.seed)

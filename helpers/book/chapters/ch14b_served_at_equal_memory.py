@@ -140,10 +140,10 @@ def export_setups(
 ) -> dict[tuple[float, str], GgufExport]:
     """``export_files`` for ``setups``, into a new temporary folder: ``model`` with each share of
     KV groups the setups remove taken out by ``importance`` (I_h; ``pruned_variants``), written
-    with ``language_model``'s tokenizer (``causal_lm.tokenizer_gguf``)."""
+    with ``language_model``'s tokenizer (``registry.tokenizer_gguf``)."""
     import tempfile
 
-    from ...zoo.causal_lm import tokenizer_gguf
+    from ...zoo.registry import tokenizer_gguf
     from ..experiments.buys_and_breaks import pruned_variants
 
     shares = sorted({s.removed for s in setups})

@@ -297,15 +297,16 @@ def _cache_line(settings: Profile, name: str, force: bool) -> str:
 
 
 def prepare_shipped_lm(settings: Profile, progress: bool = True) -> None:
-    """Convert SmolLM2's GGUF file once (causal_lm.smollm2_folder) when the profile's chapter 11
-    reads it (``smollm2``, or ``tiny-llama`` for its tokenizer), so that the chapter's timed run
-    only loads it."""
-    from ...zoo import causal_lm
+    """Convert SmolLM2's GGUF file once (shipped.smollm2_folder) when the profile's chapter 11
+    reads it (``registry.reads_smollm2``: SmolLM2, or a tiny Llama for its tokenizer), so that
+    the chapter's timed run only loads it."""
+    from ...zoo import shipped
+    from ...zoo.registry import reads_smollm2
 
-    if chapter_parameters(settings, "11_nine_heads")["language_model"] not in ("smollm2", "tiny-llama"):
+    if not reads_smollm2(chapter_parameters(settings, "11_nine_heads")["language_model"]):
         return
     start = time.perf_counter()
-    folder = causal_lm.smollm2_folder()
+    folder = shipped.smollm2_folder()
     if progress:
         model_cache.log_line(f"[smollm2] ready in {time.perf_counter() - start:.0f} s: {folder}")
 

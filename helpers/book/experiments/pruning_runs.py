@@ -555,7 +555,7 @@ def importance_sample(
 ) -> pd.DataFrame:
     """``importance_sample.agreement_table`` of the classifier's and the translation model's
     first training run (terms on the examples chapter 06 estimates I_h on) and, given a
-    ``language_model`` (``causal_lm.load_causal_lm`` names), of that model on chapter 11's select
+    ``language_model`` (``registry.load_causal_lm`` names), of that model on chapter 11's select
     set (drawn with the profile's settings for chapter 11, else ``LM_SETS``); with
     ``model`` and ``used`` (how many examples that model's pruning verdict estimates I_h on: all
     the terms). The first ``curve_draws`` draws of each size also prune by their I_h: the
@@ -603,7 +603,8 @@ def _language_model_sample(
     from ...heads.gates import spec_of
     from ...heads.importance import importance_terms
     from ...sweeps.pruning_curves import score_specs
-    from ...zoo.causal_lm import PerplexityScorer, lm_batches, lm_loss, load_causal_lm, verse_texts
+    from ...zoo.causal_lm import PerplexityScorer, lm_batches, lm_loss, verse_texts
+    from ...zoo.registry import load_causal_lm
     from .importance_sample import rise_column
 
     model, tokenizer = load_causal_lm(model_name, seed=sets["seed"])

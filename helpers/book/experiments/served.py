@@ -243,7 +243,7 @@ def served_by_llama_cpp(
     first ``_RUNTIME_VERSES`` of ``texts``, one thread and every core this process has; the float16
     file of the smallest share of KV groups removed is kept in ``results/<profile>/``."""
     from ...base.cores import usable_cores
-    from ...zoo.causal_lm import tokenizer_gguf
+    from ...zoo.registry import tokenizer_gguf
     from ..store.results import results_dir
 
     verses = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts[:_RUNTIME_VERSES]]  # as lm_batches

@@ -43,8 +43,8 @@ import torch
 from torch import nn
 
 from ...base.devices import default_device
-from ...zoo.causal_lm import TINY_LLAMAS
 from ...zoo.locations import REPO
+from ...zoo.registry import TINY_LLAMAS
 from ...zoo.translation_task import Pair
 
 MIB = 1024 * 1024

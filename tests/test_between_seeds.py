@@ -173,7 +173,8 @@ def _alike_seeds_share(rng, examples: int = 400, resamples: int = 200):
     """One seed's prunable share of a classifier whose per-step accuracy (11 steps of 10%) falls
     slowly, then fast, each step's correctness drawn on its own (steps as independent as they
     get: the hardest case for a step statistic), with its bootstrap error and range."""
-    from helpers.heads.significance import accuracy_from_stats, accuracy_stats, resample_indices
+    from helpers.heads.metrics import accuracy_from_stats, accuracy_stats
+    from helpers.heads.significance import resample_indices
     from helpers.sweeps.curve_spread import Spread, prunable_shares, resampled_curves
 
     accuracy = [0.8, 0.8, 0.798, 0.796, 0.792, 0.785, 0.77, 0.74, 0.68, 0.6, 0.5]

@@ -4,18 +4,18 @@ share_spreads): against the one-curve functions, brute-force resampling, and the
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from helpers.book.experiments import pruning_runs as pruning
-from helpers.heads import metrics
-from helpers.heads.significance import (
-    METRIC_STATS,
+from helpers.heads.metrics import (
+    METRICS,
     accuracy_from_stats,
     accuracy_stats,
     confusion_stats,
     f1_from_stats,
     matthews_from_stats,
-    resample_indices,
 )
+from helpers.heads.significance import resample_indices
 from helpers.sweeps.curve_spread import Spread, prunable_shares, relative_scores, resampled_curves
 from helpers.sweeps.pruning_curves import prunable_share
 
@@ -39,17 +39,22 @@ def test_relative_scores_read_one_step_over_the_unpruned():
 
 
 @pytest.mark.parametrize(
-    "name, one", [("accuracy", metrics.accuracy), ("matthews", metrics.matthews), ("f1", metrics.f1)]
+    "name, truth", [("accuracy", accuracy_score), ("matthews", matthews_corrcoef), ("f1", f1_score)]
 )
-def test_each_metric_equals_its_score_from_summed_statistics(name, one):
+def test_each_metric_from_summed_statistics_equals_scikit_learn(name, truth):
+    """The one definition of each metric (per-example statistics, a score of their sums) against
+    an independent implementation, on random labels and on the edge cases of an empty row or
+    column of the confusion."""
     rng = np.random.default_rng(1)
+    metric = METRICS[name]
     for pred, gold in [
         (rng.integers(0, 2, 80), rng.integers(0, 2, 80)),
         (np.zeros(20, int), rng.integers(0, 2, 20)),
         (np.ones(20, int), np.ones(20, int)),
     ]:
-        stats_of, from_stats = METRIC_STATS[name]
-        assert from_stats(stats_of(pred, gold).sum(0)) == pytest.approx(one(pred.tolist(), gold.tolist()), abs=1e-12)
+        expected = truth(gold, pred, **({} if name == "accuracy" else {"zero_division": 0.0} if name == "f1" else {}))
+        assert metric.score(metric.stats(pred, gold).sum(0)) == pytest.approx(expected, abs=1e-12)
+        assert metric(pred.tolist(), gold.tolist()) == metric(pred, gold)
     assert confusion_stats([1, 0, 1, 0], [1, 0, 0, 1]).tolist() == [
         [1, 0, 0, 0],
         [0, 1, 0, 0],

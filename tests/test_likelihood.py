@@ -12,7 +12,8 @@ import torch
 import helpers
 from helpers.book import course
 from helpers.book.experiments.head_effects import classifier_effects, translation_likelihood_effects
-from helpers.heads.significance import Bootstrap, log_likelihood
+from helpers.heads.metrics import log_likelihood
+from helpers.heads.significance import Bootstrap
 from helpers.sweeps.ablation import all_but_one_configs, one_head_configs
 from helpers.sweeps.config_batches import UNMASKED
 from helpers.zoo.scorers import (

@@ -501,8 +501,7 @@ def test_a_detokenized_bleu_equals_sacrebleus_defaults_on_detokenized_text():
     import sacrebleu
     from sacremoses import MosesDetokenizer
 
-    from helpers.heads.metrics import DETOKENIZED, BleuDefinition
-    from helpers.heads.significance import bleu_from_stats, bleu_stats
+    from helpers.heads.metrics import DETOKENIZED, BleuDefinition, bleu_from_stats, bleu_stats
     from helpers.zoo.translation_task import Pair
 
     pairs = [

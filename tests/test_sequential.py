@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from helpers.book.experiments.head_effects import Measure, effect_rows, two_look_rows
-from helpers.heads.significance import Bootstrap, equivalence_class, log_likelihood
+from helpers.heads.metrics import log_likelihood
+from helpers.heads.significance import Bootstrap, equivalence_class
 from helpers.sweeps.ablation import UNMASKED
 from helpers.sweeps.sequential import look_split
 

@@ -4,16 +4,8 @@ import numpy as np
 import pytest
 
 from helpers.heads import metrics
-from helpers.heads.significance import (
-    accuracy_from_stats,
-    accuracy_stats,
-    bleu_from_stats,
-    bleu_stats,
-    chance_flag_rate,
-    log_likelihood,
-    paired_bootstrap,
-    resample_indices,
-)
+from helpers.heads.metrics import accuracy_from_stats, accuracy_stats, bleu_from_stats, bleu_stats, log_likelihood
+from helpers.heads.significance import chance_flag_rate, paired_bootstrap, resample_indices
 
 
 def test_one_extra_error_in_ten_is_not_significant_with_the_probability_by_hand():
@@ -116,7 +108,8 @@ def _likelihood_stats(n: int, effect: float, rng: np.random.Generator) -> tuple[
     [(-0.05, "harmful"), (0.05, "helpful"), (0.0, "negligible"), (-0.002, "negligible"), (0.002, "negligible")],
 )
 def test_a_known_effect_is_classed_as_the_truth_says_on_each_side_of_the_margin(effect, expected):
-    from helpers.heads.significance import equivalence_class, log_likelihood, resample_indices
+    from helpers.heads.metrics import log_likelihood
+    from helpers.heads.significance import equivalence_class, resample_indices
 
     base, changed = _likelihood_stats(2000, effect, np.random.default_rng(0))
     result = paired_bootstrap(base, changed, log_likelihood, resample_indices(2000, 500, 1), alpha=0.05)
@@ -147,7 +140,8 @@ def test_identical_outputs_are_negligible_with_an_interval_of_zero_width():
 def test_a_larger_sample_leaves_fewer_heads_undetermined():
     """Simulated heads with effects spread around the margin: the classes add up to the heads, and
     with more examples per head fewer intervals straddle a margin."""
-    from helpers.heads.significance import EQUIVALENCE_CLASSES, equivalence_class, log_likelihood, resample_indices
+    from helpers.heads.metrics import log_likelihood
+    from helpers.heads.significance import EQUIVALENCE_CLASSES, equivalence_class, resample_indices
 
     effects = np.linspace(-0.03, 0.03, 25)
     undetermined = {}
@@ -167,15 +161,8 @@ def test_a_larger_sample_leaves_fewer_heads_undetermined():
 def test_the_array_forms_and_shared_base_sums_give_the_row_by_row_bootstrap_to_the_bit():
     """Scores taken on all resamples at once, and the unmasked system's resampled sums computed once
     per sweep, give exactly the floats of scoring each resample on its own."""
-    from helpers.heads.significance import (
-        accuracy_from_stats,
-        accuracy_stats,
-        bleu_from_stats,
-        log_likelihood,
-        paired_bootstrap,
-        resample_indices,
-        resampled_sums,
-    )
+    from helpers.heads.metrics import accuracy_from_stats, accuracy_stats, bleu_from_stats, log_likelihood
+    from helpers.heads.significance import paired_bootstrap, resample_indices, resampled_sums
 
     rng = np.random.default_rng(3)
     n = 300
@@ -229,7 +216,8 @@ def test_systems_with_no_difference_are_flagged_at_the_chance_rate_it_states():
 
 def test_a_bootstrap_below_the_declared_minimum_is_refused_with_what_to_do():
     from helpers.book.experiments.head_effects import effect_rows
-    from helpers.heads.significance import MIN_UNITS, Bootstrap, SampleTooSmall, log_likelihood
+    from helpers.heads.metrics import log_likelihood
+    from helpers.heads.significance import MIN_UNITS, Bootstrap, SampleTooSmall
 
     stats = np.stack([np.random.default_rng(0).gamma(2.0, 1.0, MIN_UNITS - 1), np.ones(MIN_UNITS - 1)], 1)
     config = ("self", 0, (0,))

@@ -34,8 +34,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-Scorer = Callable[[np.ndarray], float]  # summed statistics [k] -> score
-
+from .metrics import Scorer, accuracy_from_stats, log_likelihood
 
 MIN_UNITS = 30
 """The smallest sample (examples, sentences, verses) a bootstrap in the book runs on: over fewer,
@@ -222,80 +221,12 @@ def score_rows(score: Scorer, sums: np.ndarray) -> np.ndarray:
     return whole(sums) if whole is not None else np.array([score(row) for row in sums])
 
 
-# ---- scores from summed statistics ------------------------------------------------------------
-def log_likelihood(sums: np.ndarray) -> float:
-    """Mean log-likelihood per unit (nats) from summed ``[negative log-likelihood, units]``
-    statistics ``[2]`` (units: predicted tokens of a text, or 1 per classified example): higher
-    is better, the score ``paired_bootstrap`` and ``prunable_share`` compare."""
-    return -float(sums[0] / sums[1])
-
-
-def accuracy_stats(pred: Sequence[int], gold: Sequence[int]) -> np.ndarray:
-    """[N, 2]: (correct, 1) per example."""
-    correct = np.asarray(pred) == np.asarray(gold)
-    return np.stack([correct, np.ones_like(correct)], 1).astype(np.float64)
-
-
-def accuracy_from_stats(sums: np.ndarray) -> float:
-    return float(sums[0] / sums[1])
-
-
-def confusion_stats(pred: Sequence[int], gold: Sequence[int]) -> np.ndarray:
-    """[N, 4]: one-hot (true positive, true negative, false positive, false negative) per example
-    of binary labels; their sum is the confusion ``matthews_from_stats`` and ``f1_from_stats`` read."""
-    p, g = np.asarray(pred) == 1, np.asarray(gold) == 1
-    return np.stack([p & g, ~p & ~g, p & ~g, ~p & g], 1).astype(np.float64)
-
-
-def matthews_from_stats(sums: np.ndarray) -> float:
-    """Matthews correlation of summed ``confusion_stats`` (as ``metrics.matthews``: 0 where a row
-    or column of the confusion is empty)."""
-    tp, tn, fp, fn = (float(x) for x in sums)
-    denom = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
-    return float((tp * tn - fp * fn) / denom) if denom else 0.0
-
-
-def f1_from_stats(sums: np.ndarray) -> float:
-    """F1 of the positive class from summed ``confusion_stats`` (as ``metrics.f1``)."""
-    tp, _, fp, fn = (float(x) for x in sums)
-    return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
-
-
-# a classifier metric's per-example statistics and its score from their sums (metrics.METRICS' names)
-METRIC_STATS: dict[str, tuple[Callable[[Sequence[int], Sequence[int]], np.ndarray], Scorer]] = {
-    "accuracy": (accuracy_stats, accuracy_from_stats),
-    "matthews": (confusion_stats, matthews_from_stats),
-    "f1": (confusion_stats, f1_from_stats),
-}
-
-
 # scores whose arithmetic is one division, written for rows [R, k] of sums: each row gets the
 # float its scalar form gives (tests/test_significance.py)
 _ARRAY_FORMS: dict[Scorer, Callable[[np.ndarray], np.ndarray]] = {
     log_likelihood: lambda sums: -(sums[:, 0] / sums[:, 1]),
     accuracy_from_stats: lambda sums: sums[:, 0] / sums[:, 1],
 }
-
-
-def bleu_stats(hypotheses: Sequence[str], references: Sequence[str], tokenize: str = "none") -> np.ndarray:
-    """[N, 10] sacrebleu statistics per sentence: hypothesis and reference length, then matches and
-    totals of 1- to 4-grams. BPE markers are merged first, as in ``metrics.bleu``."""
-    import sacrebleu
-
-    from .metrics import merge_bpe
-
-    metric = sacrebleu.BLEU(tokenize=tokenize, force=True)
-    return np.array(
-        metric._extract_corpus_statistics([merge_bpe(h) for h in hypotheses], [[merge_bpe(r) for r in references]]),
-        dtype=np.float64,
-    )
-
-
-def bleu_from_stats(sums: np.ndarray, tokenize: str = "none") -> float:
-    """Corpus BLEU of summed ``bleu_stats``, exactly as sacrebleu computes it."""
-    import sacrebleu
-
-    return sacrebleu.BLEU(tokenize=tokenize, force=True)._compute_score_from_stats([int(x) for x in sums]).score
 
 
 # ---- does the test hold its level on these data? ---------------------------------------------------

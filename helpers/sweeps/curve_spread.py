@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..heads.significance import Scorer, resampled_sums, score_rows
+from ..heads.metrics import Scorer
+from ..heads.significance import resampled_sums, score_rows
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from torch import nn
 
 from ..base import ledger
 from ..base.devices import to_device
-from ..heads.significance import log_likelihood  # noqa: F401 (the score of token_nll rows; chapter 11 imports it here)
+from ..heads.metrics import log_likelihood
 from ..sweeps.config_batches import repeat_rows
 from . import bible, paper_sources, shipped
 from .locations import cache_root, converted_root, sweeps_scope

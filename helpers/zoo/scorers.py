@@ -9,7 +9,7 @@ for the importance estimate (``head_importance``'s ``batches`` and ``loss_fn``).
 
 Beside the paper's metrics, a score with more power: the likelihood. ``translation_nll`` gives
 each reference's teacher-forced negative log-likelihood and its number of target tokens (``[N,
-2]``; ``significance.log_likelihood`` of their sums is the mean log-likelihood per token), one
+2]``; ``metrics.log_likelihood`` of their sums is the mean log-likelihood per token), one
 forward pass and no decoding, so every sentence's change under a head mask counts, not only the
 n-grams that change in a decoded output.
 """
@@ -28,8 +28,7 @@ from torch import nn
 
 from ..base import ledger
 from ..base.devices import to_device
-from ..heads.metrics import METRICS, BleuDefinition, bleu
-from ..heads.significance import METRIC_STATS, bleu_from_stats, bleu_stats, log_likelihood
+from ..heads.metrics import METRICS, BleuDefinition, bleu, bleu_from_stats, bleu_stats, log_likelihood
 from ..sweeps.config_batches import repeat_rows
 from .classifier_training import batches, by_length, encode, in_order, labels_of
 from .first_token_only import first_token_only
@@ -115,7 +114,7 @@ def classifier_scorers(
         if metric == _LOG_LIKELIHOOD:  # (negative log-probability of the gold label, 1) per example
             nll = -lp[torch.arange(len(gold)), torch.tensor(gold)].double().numpy()
             return np.stack([nll, np.ones_like(nll)], 1)
-        return METRIC_STATS[metric][0](lp.argmax(-1).numpy(), gold)
+        return METRICS[metric].stats(lp.argmax(-1).numpy(), gold)
 
     def scorer(metric: str) -> Callable[[nn.Module], float]:
         def score(model: nn.Module) -> float:
@@ -124,7 +123,7 @@ def classifier_scorers(
 
         score.many = lambda model, specs: [value(metric, lp) for lp in many_log_probs(model, specs)]
         score.stats = lambda model, specs: [stats(metric, lp) for lp in many_log_probs(model, specs)]
-        score.from_stats = log_likelihood if metric == _LOG_LIKELIHOOD else METRIC_STATS[metric][1]
+        score.from_stats = log_likelihood if metric == _LOG_LIKELIHOOD else METRICS[metric].score
         score.examples = len(examples)
         return score
 

@@ -28,9 +28,10 @@ from ...base import ledger
 from ...base.devices import device_of, to_device
 from ...heads.gates import HeadGates, heads_of, spec_of
 from ...heads.grouped_query import kv_group_heads, kv_group_importance
+from ...heads.metrics import log_likelihood
 from ...heads.pruning import count_parameters, prune_heads
 from ...heads.removal import removal_digest
-from ...heads.significance import MIN_UNITS, Bootstrap, chance_flag_rate, log_likelihood
+from ...heads.significance import MIN_UNITS, Bootstrap, chance_flag_rate
 from ...heads.sites import attention_sites
 from ...sweeps.ablation import UNMASKED, one_head_configs, single_layer_sweep
 from ...sweeps.pruning_curves import counts, order_by_importance, prunable_share, random_order, score_specs

@@ -8,12 +8,11 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
+from ...heads.metrics import accuracy_stats, log_likelihood
 from ...heads.significance import (
-    accuracy_stats,
     calibrated_level,
     chance_flag_rate,
     equivalence_class,
-    log_likelihood,
     null_p_values,
     paired_bootstrap,
     resample_indices,

@@ -25,8 +25,9 @@ from torch import nn
 from ...base.devices import device_of, to_device
 from ...heads.gates import heads_in, heads_of, spec_of
 from ...heads.grouped_query import kv_group_heads, kv_group_order
+from ...heads.metrics import log_likelihood
 from ...heads.pruning import count_parameters, prune_heads
-from ...heads.significance import MIN_UNITS, log_likelihood, resample_indices, resampled_sums
+from ...heads.significance import MIN_UNITS, resample_indices, resampled_sums
 from ...heads.sites import attention_sites
 from ...kv.cache import (
     PublishedModel,

@@ -29,16 +29,18 @@ import torch
 
 from ...base import ledger
 from ...base.devices import to_device
-from ...heads.metrics import BleuDefinition
-from ...heads.removal import HeadRemoval, reference_outputs
-from ...heads.significance import (
-    Bootstrap,
+from ...heads.metrics import (
+    BleuDefinition,
     accuracy_from_stats,
     accuracy_stats,
     bleu_from_stats,
     bleu_stats,
-    equivalence_class,
     log_likelihood,
+)
+from ...heads.removal import HeadRemoval, reference_outputs
+from ...heads.significance import (
+    Bootstrap,
+    equivalence_class,
     paired_bootstrap,
     require_units,
     resample_indices,

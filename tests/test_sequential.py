@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers.book.experiments.head_effects import Measure, effect_rows, two_look_rows
+from helpers.book.experiments.head_effects import SweepScore, effect_rows, two_look_rows
 from helpers.heads.metrics import log_likelihood
 from helpers.heads.significance import Bootstrap, equivalence_class
 from helpers.sweeps.ablation import UNMASKED
@@ -43,7 +43,7 @@ def simulate(true_changes: np.ndarray, seed: int):
     return configs, outputs, rows, asked
 
 
-MEASURE = Measure(stats=lambda outputs, positions: _nll(outputs), score=log_likelihood, margin=DELTA)
+MEASURE = SweepScore(stats=lambda outputs, positions: _nll(outputs), score=log_likelihood, margin=DELTA)
 
 
 def _one_look(configs, rows, seed):

@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from .. import course
+from .. import course, measures
 from ..experiments import equivalence
 from ..experiments.head_effects import (
     best_per_layer,
@@ -433,7 +433,7 @@ def layers_down(metric: pd.DataFrame, likelihood: pd.DataFrame) -> pd.DataFrame:
 
     columns = [
         down(table, column, f"layers {what} ({name})")
-        for table, name in ((metric, "the paper's metric"), (likelihood, "the likelihood"))
+        for table, name in ((metric, measures.METRIC.name), (likelihood, measures.LIKELIHOOD.name))
         for column, what in (("significant_down", "down"), ("harmful", "beyond δ"))
         if column in table
     ]

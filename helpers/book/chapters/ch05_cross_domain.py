@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .. import course
+from .. import course, measures
 from ..experiments.head_effects import correlation, paired_scores
 from ..experiments.sweeps import HeadSweeps
 from ..paper import values as paper_values
@@ -35,7 +35,7 @@ from ..verdicts.text import MEASURES, r_text, read, words
 
 _TRACKS = {"translation": "translation", "classifier": "classifier"}  # paper_values.CROSS_DOMAIN_R's keys
 UNITS = {"translation": "BLEU", "classifier": "accuracy"}  # each track's metric, as Figure 2 labels it
-_SCORED_ON = ("metric", "likelihood")  # the measures each sweep is scored on
+_SCORED_ON = tuple(measures.BY_KEY)  # the measures each sweep is scored on
 
 
 def sets(sweeps: HeadSweeps, name: str, splits: tuple[str, str], sizes: tuple[int, int]) -> tuple[list, list]:

@@ -55,7 +55,7 @@ from ...sweeps.throughput import device_name
 from ...zoo.classifier_training import batches as classifier_batches
 from ...zoo.classifier_training import encode, labels_of
 from ...zoo.scorers import translation_loss, translation_loss_batches
-from .. import course
+from .. import course, measures
 from ..experiments.equivalence import margin
 from ..experiments.pruning_runs import PruningRuns, panel, summarise
 from ..experiments.sweeps import HeadSweeps
@@ -217,7 +217,7 @@ def save_counts(
     ]
     save_table(pd.DataFrame(samples, columns=_SAMPLE_COLUMNS), profile, "12_removal_samples")
     for measure, models in by_measure.items():
-        suffix = "_likelihood" if measure == "likelihood" else ""
+        suffix = measures.BY_KEY[measure].suffix
         models = [(name, effects) for name, effects in models if not effects.empty]  # not measured: no rows
         save_table(_effect_table(models, seedless), profile, f"12_removal_effects{suffix}")
         out[measure] = counts_by_removal(models, margins, measure, seedless)
@@ -621,7 +621,7 @@ def _chapter_06_curves(profile: str, measure: str) -> pd.DataFrame:
     """Chapter 06's saved curves (importance, ablation and random orders) of ``measure``."""
     from ..store.results import results_dir
 
-    path = results_dir(profile) / f"{_CHAPTER_06}{'_likelihood' if measure == 'likelihood' else ''}.csv"
+    path = results_dir(profile) / f"{measures.BY_KEY[measure].table(_CHAPTER_06)}.csv"
     if not path.exists():
         raise FileNotFoundError(
             f"{path} is missing: this chapter compares with chapter 06's curves; run "
@@ -659,7 +659,7 @@ def both_measures(
 ) -> tuple[dict[str, pd.DataFrame], pd.DataFrame]:
     """``_four_methods`` on the paper's metric and on the likelihood (the gates trained once per run):
     ``({measure: curves}, the gates' points of both measures)``."""
-    found = {m: _four_methods(runs, profile, m, penalties, steps, examples, seed) for m in ("metric", "likelihood")}
+    found = {m: _four_methods(runs, profile, m, penalties, steps, examples, seed) for m in measures.BY_KEY}
     return {m: c for m, (c, _) in found.items()}, pd.concat([p for _, p in found.values()], ignore_index=True)
 
 
@@ -844,7 +844,7 @@ def _not_measured_lines(profile: str) -> list[str]:
 def _removal_lines(profile: str) -> list[str]:
     """Per measure and model: negligible, harmful and undetermined heads under each removal kind."""
     lines = []
-    for suffix, measure in (("", "the paper's metric"), ("_likelihood", "the likelihood")):
+    for suffix, measure in MEASURES.items():
         table = read(profile, f"12_removal_counts{suffix}")
         summed = (
             table.groupby(["model", "training_seed", "removal"], sort=False, dropna=False)[
@@ -910,7 +910,7 @@ def _selection_lines(profile: str) -> list[str]:
     """Per measure and model: each method's prunable share, which of the methods that choose heads
     out of sample keep the score longest (ties named as ties), and each against the random band."""
     lines = []
-    for suffix, measure in (("", "the paper's metric"), ("_likelihood", "the likelihood")):
+    for suffix, measure in MEASURES.items():
         table = read(profile, f"12_selection{suffix}")
         for name, part in table.groupby("model", sort=False):
             shown = part[~part["method"].isin([RANDOM_LOW, RANDOM_HIGH])]

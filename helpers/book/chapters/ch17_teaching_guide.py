@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from .. import measures
+
 KEY_TABLE = "17_teacher_key"
 
 
@@ -77,7 +79,7 @@ def _significant_at(base: Path, run: Path) -> str:
 
 def _power(base: Path, run: Path) -> str:
     parts = []
-    for suffix, measure in (("", "its metric"), ("_likelihood", "the likelihood")):
+    for suffix, measure in ((m.suffix, "its metric" if m is measures.METRIC else m.name) for m in measures.MEASURES):
         mine, lab = _significant(run, suffix), _significant(base, suffix)
         parts += [f"{_named(i)} on {measure}: {mine[i]} (all examples: {lab[i]})" for i in mine.index]
     return "; ".join(parts)

@@ -53,6 +53,7 @@ from ...zoo import translation_model
 from ...zoo.classifier_training import batches, by_length, encode, in_order
 from ...zoo.first_token_only import first_token_only, supports_first_token_only
 from ...zoo.scorers import masked_translations, single_layer_translation_nll, translation_reference
+from ..measures import BY_KEY
 from ..store.sweep_cache import SweepCache, sweep_key
 
 # Configurations per forward pass or beam search. On 2 CPU cores a MiniLM classifier sweep is
@@ -106,7 +107,7 @@ def effect_rows(
     return pd.DataFrame(rows)
 
 
-MEASURES = ("metric", "likelihood")  # the paper's metric (here accuracy), the likelihood: as in the tables' names
+MEASURES = tuple(BY_KEY)  # the paper's metric (here accuracy), the likelihood: book/measures.py
 
 
 def classifier_effects(
@@ -160,12 +161,12 @@ def classifier_effects(
         return lambda c: np.asarray(get(c))
 
     measures = {
-        "metric": Measure(
+        "metric": SweepScore(
             lambda lp, at: accuracy_stats(np.argmax(lp, 1), gold[at]),
             accuracy_from_stats,
             looks.margin("classifier", "metric") if looks else 0.0,
         ),
-        "likelihood": Measure(
+        "likelihood": SweepScore(
             lambda lp, at: _gold_nll_stats(lp, gold[at]),
             log_likelihood,
             looks.margin("classifier", "likelihood") if looks else 0.0,
@@ -185,7 +186,7 @@ def _measured_rows(
     examples: Sequence,
     configs: Sequence[Config],
     outputs: Callable[[Sequence, list], Callable],
-    measures: Sequence[Measure],
+    measures: Sequence[SweepScore],
     chosen: int,
     looks: Looks | None,
     positions: Sequence[int] | None,
@@ -378,7 +379,7 @@ def _bleu_looks(
         found = {c: np.array(outs[c], dtype=object) for c in masked}
         return {**found, UNMASKED: np.array(base, dtype=object)}
 
-    bleu = Measure(
+    bleu = SweepScore(
         lambda hyps, at: bleu_stats(definition.hypotheses(list(hyps)), [refs[i] for i in at], definition.tokenize),
         lambda sums: bleu_from_stats(sums, definition.tokenize),
         looks.margin("translation", "metric"),
@@ -414,7 +415,7 @@ def translation_likelihood_effects(
         return lambda c: np.asarray(get(c))
 
     _one_of(looks, positions)
-    measure = Measure(
+    measure = SweepScore(
         lambda rows, at: rows, log_likelihood, looks.margin("translation", "likelihood") if looks else 0.0
     )
     return _measured_rows(pairs, configs, outputs, [measure], 0, looks, positions, bootstrap)
@@ -681,7 +682,7 @@ def correlation(paired: pd.DataFrame, x: str = "score_in", y: str = "score_out")
 
 # ---- stop when decided: two looks at the examples (helpers/sweeps/sequential.py) -----------------
 @dataclass(frozen=True)
-class Measure:
+class SweepScore:
     """One score of a sweep's per-example outputs: ``stats(outputs, positions)`` (``[N, k]``
     statistics of the ``[N, ...]`` outputs of the examples at ``positions``, e.g. to pair them with
     their gold labels), ``score`` of their sums, and the equivalence margin δ in its unit."""
@@ -711,7 +712,7 @@ class Looks:
         examples: Sequence,
         configs: Sequence[Config],
         outputs: Callable[[Sequence, list], Callable],
-        measures: Sequence[Measure],
+        measures: Sequence[SweepScore],
         bootstrap: Bootstrap,
     ) -> list[pd.DataFrame]:
         """``two_look_rows`` over ``examples``, ``outputs(examples of a look, configs)`` giving a
@@ -728,7 +729,7 @@ def two_look_rows(
     n: int,
     configs: Sequence[Config],
     outputs: Callable[[np.ndarray, list[Config]], dict],
-    measures: Sequence[Measure],
+    measures: Sequence[SweepScore],
     bootstrap: Bootstrap,
     first_share: float = 0.5,
     first: Sequence[int] | None = None,

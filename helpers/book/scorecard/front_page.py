@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from ...heads.significance import MIN_UNITS
+from .. import measures
 from ..chapters.ch14_memory_budget import CLAIMED_BUDGETS, FIT, REMOVED
 from ..profiles.profile import chapter_parameters, load_profile, profile_folders
 from ..verdicts.engine import (
@@ -49,7 +50,7 @@ _HEADLINES = (
     "enc_dec_most_sensitive",
     "late_survives",
 )
-_SHORT = {"the paper's metric": "metric", "the likelihood": "likelihood"}
+_SHORT = {m.name: m.key for m in measures.MEASURES}
 
 
 def part_of(section: str) -> str:
@@ -96,18 +97,18 @@ def grid_html(grid: pd.DataFrame) -> str:
     """The verdict grid as an HTML table: a row per claim, grouped by part (each claim linking to
     its chapter's page), a column per measure, each cell coloured by the claim's one answer and
     naming it (``_DIFFER_MARK`` where the seeds differ); under it, a legend of what each verdict means."""
-    measures = [m for m in ("metric", "likelihood") if (grid["measure"] == m).any()]
+    shown = [m.key for m in measures.MEASURES if (grid["measure"] == m.key).any()]
     cells = grid.set_index(["key", "measure"])
-    head = "".join(f"<th>{escape(m)}</th>" for m in measures)
+    head = "".join(f"<th>{escape(m)}</th>" for m in shown)
     body = []
     for part, rows in grid.drop_duplicates("key").groupby("part", sort=False):
-        body.append(f'<tr class="part"><th colspan="{len(measures) + 1}">{escape(part)}</th></tr>')
+        body.append(f'<tr class="part"><th colspan="{len(shown) + 1}">{escape(part)}</th></tr>')
         for row in rows.itertuples():
             tds = [
                 _cell(cells.loc[(row.key, m), "verdict"], bool(cells.loc[(row.key, m), "seeds differ"]))
                 if (row.key, m) in cells.index
                 else "<td></td>"
-                for m in measures
+                for m in shown
             ]
             link = f'<a href="{escape(row.chapter)}.html">{escape(row.claim)}</a>'
             body.append(f'<tr><td class="claim">{link}</td>{"".join(tds)}</tr>')

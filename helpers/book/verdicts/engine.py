@@ -48,13 +48,14 @@ import pandas as pd
 
 from ...base.atomic import atomic_path
 from ...heads.significance import MIN_UNITS
+from .. import measures
 from ..store.results import results_root as default_results_root
 
 REPRODUCED, PARTLY, NOT_REPRODUCED, NOT_RUN = "reproduced", "partly", "not reproduced", "not run"
 NOT_MEASURED = "not measured"  # the likelihood verdict of a claim whose chapter has no likelihood tables
-LIKELIHOOD = "_likelihood"  # the suffix of a chapter's likelihood tables
-METRIC, LIKELIHOOD_NAME = "the paper's metric", "the likelihood"
-MEASURES = {"": METRIC, LIKELIHOOD: LIKELIHOOD_NAME}  # table suffix -> the measure's one name
+LIKELIHOOD = measures.LIKELIHOOD.suffix  # the suffix of a chapter's likelihood tables
+METRIC, LIKELIHOOD_NAME = measures.METRIC.name, measures.LIKELIHOOD.name
+MEASURES = {m.suffix: m.name for m in measures.MEASURES}  # table suffix -> the measure's one name
 _FROM_PAPER = "from_paper"  # the column that marks a table's rows from the paper
 CANNOT_TELL = "cannot tell"  # the data lack the power to decide: too few heads placed by the tests
 VERDICTS = (REPRODUCED, PARTLY, CANNOT_TELL, NOT_REPRODUCED, NOT_RUN)

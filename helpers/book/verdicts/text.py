@@ -7,10 +7,10 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
+from .. import measures
 from ..store.results import results_dir
-from .engine import MEASURES as MEASURE_NAMES
 
-MEASURES = tuple(MEASURE_NAMES.items())  # (table suffix, the measure's one name)
+MEASURES = tuple((m.suffix, m.name) for m in measures.MEASURES)  # (table suffix, the measure's one name)
 
 
 def read(profile: str, name: str) -> pd.DataFrame:

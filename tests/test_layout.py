@@ -7,6 +7,7 @@ The graph is read from the source (every ``import`` statement, at module level o
 function), so a lazy import that would close a cycle counts as much as a top-level one.
 """
 
+import re
 import subprocess
 import sys
 import tomllib
@@ -119,6 +120,15 @@ def test_helpers_book_has_one_folder_per_job(graph):
     )
     loose_files = [p.name for p in (ROOT / "helpers" / "book").glob("*.py") if p.name != "__init__.py"]
     assert loose_files == [], f"modules directly in helpers/book, outside its job folders: {loose_files}"
+
+
+def test_the_books_package_map_names_its_folders_in_their_import_order():
+    import helpers.book
+
+    named = re.findall(r"^\* ``(\w+)/``|^  ``(\w+)/``", helpers.book.__doc__, flags=re.M)
+    order = [name for pair in named for name in pair if name]
+    assert set(order) == set(BOOK_FOLDERS)
+    assert [BOOK_FOLDERS[name] for name in order] == sorted((BOOK_FOLDERS[n] for n in order), reverse=True)
 
 
 def test_imports_go_one_way_between_the_books_folders(graph):

@@ -1,4 +1,4 @@
-"""Concepts the book's machinery keeps in one place: the measures (book/measures.py) and the
+"""Concepts the book's machinery keeps in one place: the measures (book/store/measures.py) and the
 metrics (heads/metrics.py). A test per concept looks for a second definition in the code."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 import helpers
-from helpers.book import measures
+from helpers.book.store import measures
 from helpers.heads import metrics, significance
 
 PACKAGE = Path(helpers.__file__).parent
@@ -36,7 +36,7 @@ def test_the_measures_names_and_suffixes_are_written_once():
     found = [
         f"{path.relative_to(PACKAGE)}:{line} {value!r}"
         for path in sorted(PACKAGE.rglob("*.py"))
-        if path != PACKAGE / "book" / "measures.py"
+        if path != PACKAGE / "book" / "store" / "measures.py"
         for line, value in _constants(path)
         if value in written
     ]

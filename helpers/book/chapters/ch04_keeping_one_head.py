@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from .. import course, measures
+from .. import course
 from ..experiments import equivalence
 from ..experiments.head_effects import (
     best_per_layer,
@@ -40,6 +40,7 @@ from ..experiments.head_effects import (
 )
 from ..experiments.sweeps import HeadSweeps, Run
 from ..paper import values as paper_values
+from ..store import measures
 from ..verdicts import samples
 from ..verdicts.between_seeds import Share, Value
 from ..verdicts.engine import (

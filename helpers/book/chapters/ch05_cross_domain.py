@@ -24,10 +24,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .. import course, measures
+from .. import course
 from ..experiments.head_effects import correlation, paired_scores
 from ..experiments.sweeps import HeadSweeps
 from ..paper import values as paper_values
+from ..store import measures
 from ..verdicts import samples
 from ..verdicts.between_seeds import Pairs
 from ..verdicts.engine import Claim, Results, three_way

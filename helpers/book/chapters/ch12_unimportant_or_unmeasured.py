@@ -55,10 +55,11 @@ from ...sweeps.throughput import device_name
 from ...zoo.classifier_training import batches as classifier_batches
 from ...zoo.classifier_training import encode, labels_of
 from ...zoo.scorers import translation_loss, translation_loss_batches
-from .. import course, measures
+from .. import course
 from ..experiments.equivalence import margin
 from ..experiments.pruning_runs import PruningRuns, panel, summarise
 from ..experiments.sweeps import HeadSweeps
+from ..store import measures
 from ..store.columns import CHOSEN, IN_SAMPLE, MIN_BAND_ORDERS, RANDOM_HIGH, RANDOM_LOW, RANDOM_MEAN
 from ..verdicts import samples
 from ..verdicts.engine import (

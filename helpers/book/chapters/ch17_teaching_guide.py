@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import measures
+from ..store import measures
 
 KEY_TABLE = "17_teacher_key"
 

@@ -53,7 +53,7 @@ from ...zoo import translation_model
 from ...zoo.classifier_training import batches, by_length, encode, in_order
 from ...zoo.first_token_only import first_token_only, supports_first_token_only
 from ...zoo.scorers import masked_translations, single_layer_translation_nll, translation_reference
-from ..measures import BY_KEY
+from ..store.measures import BY_KEY
 from ..store.sweep_cache import SweepCache, sweep_key
 
 # Configurations per forward pass or beam search. On 2 CPU cores a MiniLM classifier sweep is
@@ -107,7 +107,7 @@ def effect_rows(
     return pd.DataFrame(rows)
 
 
-MEASURES = tuple(BY_KEY)  # the paper's metric (here accuracy), the likelihood: book/measures.py
+MEASURES = tuple(BY_KEY)  # the paper's metric (here accuracy), the likelihood: book/store/measures.py
 
 
 def classifier_effects(

@@ -18,9 +18,9 @@ from pathlib import Path
 import pandas as pd
 
 from ...heads.significance import MIN_UNITS
-from .. import measures
 from ..chapters.ch14_memory_budget import CLAIMED_BUDGETS, FIT, REMOVED
 from ..profiles.profile import chapter_parameters, load_profile, profile_folders
+from ..store import measures
 from ..verdicts.engine import (
     CANNOT_TELL,
     MEASURES,

@@ -48,7 +48,7 @@ import pandas as pd
 
 from ...base.atomic import atomic_path
 from ...heads.significance import MIN_UNITS
-from .. import measures
+from ..store import measures
 from ..store.results import results_root as default_results_root
 
 REPRODUCED, PARTLY, NOT_REPRODUCED, NOT_RUN = "reproduced", "partly", "not reproduced", "not run"

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from .. import measures
+from ..store import measures
 from ..store.results import results_dir
 
 MEASURES = tuple((m.suffix, m.name) for m in measures.MEASURES)  # (table suffix, the measure's one name)

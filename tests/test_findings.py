@@ -1194,3 +1194,30 @@ def test_chapter_14b_says_what_its_tables_hold(results, removal_unbeaten):
     assert "Speed at 2 threads." in found
     among = "A setup with KV groups removed is among them."
     assert (among in found) == removal_unbeaten
+
+
+def test_every_page_numbers_layers_and_heads_from_one(tmp_path, monkeypatch):
+    """Chapters 03, 04 and 08 number layers from 1, as the paper does; chapters 11, 13b and 14 did
+    from 0. The saved tables keep the code's 0-based index; what a reader sees counts from 1."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from helpers.book.experiments.head_effects import grid
+    from helpers.zoo.registry import load_causal_lm
+
+    monkeypatch.setenv("SIXTEEN_HEADS_RESULTS", str(tmp_path))
+    rows = pd.DataFrame({"kind": "self", "layer": [0, 0, 1, 1], "head": [0, 1, 0, 1], "delta": 0.1})
+    assert list(grid(rows.assign(significant=False), "self").index) == ["layer 1", "layer 2"]
+    ranks = pd.DataFrame(
+        {"layer": [0, 2], "head": [0, 5], "induction score": [0.9, 0.8], "induction rank": [1, 2], "rank by x": [3, 4]}
+    )
+    ranks.to_csv(results_dir("smoke") / "13b_induction.csv", index=False)
+    assert "are 1.1 (0.90) and 3.6 (0.80)" in ch13b._induction_lines("smoke")[0]
+    model = load_causal_lm("tiny-llama", seed=0)[0]
+    cells = pd.DataFrame(
+        [(layer, head, 0.5, False) for layer in range(4) for head in range(6)],
+        columns=["layer", "head", "change_pct", "significant"],
+    ).assign(level=0.01)
+    ax = ch11.grid_heatmap(cells, model, "tiny-llama")
+    assert [t.get_text() for t in ax.get_yticklabels()][0] == "1"
+    assert [t.get_text() for t in ax.get_xticklabels()][-1] == "6"

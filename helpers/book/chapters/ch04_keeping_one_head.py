@@ -41,6 +41,7 @@ from ..experiments.head_effects import (
 from ..experiments.sweeps import HeadSweeps, Run
 from ..paper import values as paper_values
 from ..store import measures
+from ..store.columns import shown
 from ..verdicts import samples
 from ..verdicts.between_seeds import Share, Value
 from ..verdicts.engine import (
@@ -340,7 +341,7 @@ def summary(
                 "heads_per_layer": per_layer,
                 "significant": int(part["significant"].sum()),
                 "significant_down": int((part["significant"] & (part["delta"] < 0)).sum()),
-                "worst_layer": int(worst["layer"]) + 1,
+                "worst_layer": shown(worst["layer"]),
                 "worst_delta": round(float(worst["delta"]) * scale, 2),
                 "unit": unit,
             }
@@ -446,7 +447,7 @@ def classifier_side_by_side(same: pd.DataFrame, other: pd.DataFrame, chosen: str
 
     def kept(rows: pd.DataFrame) -> pd.Series:
         return pd.Series(
-            [kept_head(h) + 1 for h in rows["heads"]], index=[int(i) + 1 for i in rows["layer"]], dtype="Int64"
+            [shown(kept_head(h)) for h in rows["heads"]], index=[shown(i) for i in rows["layer"]], dtype="Int64"
         )
 
     return (
@@ -471,7 +472,7 @@ def _change_strip(ax, effects: pd.DataFrame, scale: float, title: str, ylabel: s
     """Every all-but-one configuration's change (``delta * scale``) by layer, one dot each, on ``ax``."""
     import seaborn as sns
 
-    df = effects.assign(change=effects["delta"] * scale, layer1=effects["layer"] + 1)
+    df = effects.assign(change=effects["delta"] * scale, layer1=effects["layer"].map(shown))
     several = df["kind"].nunique() > 1
     sns.stripplot(
         data=df,
@@ -633,9 +634,9 @@ def last_enc_dec(r: Results) -> tuple[str, str]:
     worst = {c == last for c in candidates}
     quarter = {v for v, holds in ((True, own.low <= -_QUARTER), (False, own.high > -_QUARTER)) if holds}
     verdict = supported(three_way(w and q, w or q) for w in worst for q in quarter)
-    others = [layer + 1 for kind, layer in candidates if (kind, layer) != last]
+    others = [shown(layer) for kind, layer in candidates if (kind, layer) != last]
     text = (
-        f"last Enc-Dec layer ({last[1] + 1}): {own.x:+.0%} [{own.low:+.0%}, {own.high:+.0%}] of the BLEU"
+        f"last Enc-Dec layer ({shown(last[1])}): {own.x:+.0%} [{own.low:+.0%}, {own.high:+.0%}] of the BLEU"
         + (f"; layer{'s' * (len(others) > 1)} {', '.join(map(str, others))} could be worse" if others else "")
         + _of_seeds(r)
     )
@@ -649,8 +650,8 @@ def _last_enc_dec_likelihood(r: Results) -> tuple[str, str]:
     last = ("enc_dec", max(layer for kind, layer in pooled if kind == "enc_dec"))
     candidates = _could_be_worst(pooled)
     verdict = supported(three_way(c == last, c[0] == "enc_dec") for c in candidates)
-    shown = ", ".join(f"{k} {layer + 1} ({pooled[(k, layer)].x * 1000:+.1f} millinats)" for k, layer in candidates)
-    return f"the worst layer could be: {shown}{_of_seeds(r)}", verdict
+    could = ", ".join(f"{k} {shown(layer)} ({pooled[(k, layer)].x * 1000:+.1f} millinats)" for k, layer in candidates)
+    return f"the worst layer could be: {could}{_of_seeds(r)}", verdict
 
 
 # ---- held out against the reported set ------------------------------------------------------------

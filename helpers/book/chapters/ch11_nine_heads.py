@@ -39,7 +39,7 @@ from ...sweeps.throughput import compare_speed, device_name, speed_gains
 from ...zoo.causal_lm import PerplexityScorer, lm_batches, perplexity, token_nll
 from ..experiments import equivalence
 from ..experiments.head_effects import effect_rows
-from ..store.columns import MIN_BAND_ORDERS
+from ..store.columns import MIN_BAND_ORDERS, shown
 from ..store.sweep_cache import SweepCache, sweep_key
 from ..verdicts.text import read, words
 
@@ -399,8 +399,9 @@ def grid_heatmap(grid: pd.DataFrame, model, model_name: str):
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    change = grid.pivot(index="layer", columns="head", values="change_pct")
-    marks = grid.pivot(index="layer", columns="head", values="significant").replace({True: "*", False: ""})
+    numbered = grid.assign(layer=grid["layer"].map(shown), head=grid["head"].map(shown))  # from 1, as every page
+    change = numbered.pivot(index="layer", columns="head", values="change_pct")
+    marks = numbered.pivot(index="layer", columns="head", values="significant").replace({True: "*", False: ""})
     _, ax = plt.subplots(figsize=(6, max(3, 0.25 * len(change))))
     limit = max(1.0, float(np.nanpercentile(change.abs(), 98)))
     sns.heatmap(
@@ -426,7 +427,7 @@ def keep_one_bars(keep_one: pd.DataFrame, alpha: float, perplexity: float):
     """``keep_one_head``'s perplexity change per layer (symlog), red where significant at
     ``alpha``; the title gives the report set's unmasked ``perplexity``. Returns the axes."""
     title = f"only one head kept in the layer (red: p < {alpha}); report set, perplexity {perplexity:.1f}"
-    ax = keep_one.plot.bar(
+    ax = keep_one.assign(layer=keep_one["layer"].map(shown)).plot.bar(
         x="layer",
         y="change_pct",
         legend=False,
@@ -579,8 +580,8 @@ def findings(profile: str, alpha: float, speed_share: float = 0.5) -> str:
         f"{chance_flag_rate(alpha, one_direction=True) * len(grid):.1f} in each direction "
         f"({chance_flag_rate(alpha) * len(grid):.1f} in all). "
         f"{int((grid['change_pct'].abs() < 1).sum())} change it by less than 1%. The largest rise is "
-        f"{top['change_pct']:+.1f}% (layer {int(top['layer'])}, head {int(top['head'])}); the significant heads are "
-        "in "
+        f"{top['change_pct']:+.1f}% (layer {shown(top['layer'])}, head {shown(top['head'])}); the significant "
+        "heads are in "
         f"{grid.loc[grid['significant'], 'layer'].nunique()} of the {grid['layer'].nunique()} layers."
         + (
             f" Against a margin of ±{math.expm1(counts['margin (nats)']):.0%} of perplexity, "
@@ -593,7 +594,7 @@ def findings(profile: str, alpha: float, speed_share: float = 0.5) -> str:
         *_null_rate_line(profile),
         f"**One head kept:** {len(kept)} of {len(keep)} layers show no significant loss with a single query head; "
         f"the median layer changes the perplexity by {keep['change_pct'].median():+.0f}% and the worst by "
-        f"{keep['change_pct'].max():+.0f}% (layer {int(keep.loc[keep['change_pct'].idxmax(), 'layer'])}).",
+        f"{keep['change_pct'].max():+.0f}% (layer {shown(keep.loc[keep['change_pct'].idxmax(), 'layer'])}).",
     ]
     for unit in ("query heads", "KV groups"):
         imp = shares.loc[(unit, "importance")]

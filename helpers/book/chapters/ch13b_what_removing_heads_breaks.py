@@ -27,6 +27,7 @@ from ..store.columns import (
     prunable_within,
     random_copying_at,
     random_orders_at,
+    shown,
 )
 from ..verdicts import samples
 from ..verdicts.engine import (
@@ -201,7 +202,7 @@ def _induction_lines(profile: str) -> list[str]:
     top = ranks.nsmallest(INDUCTION_TOP, "induction rank")
     heads = len(ranks)
     by = [c for c in ranks.columns if c.startswith("rank by ")]
-    named = words([f"{int(r['layer'])}.{int(r['head'])} ({r['induction score']:.2f})" for _, r in top.iterrows()])
+    named = words([f"{shown(r['layer'])}.{shown(r['head'])} ({r['induction score']:.2f})" for _, r in top.iterrows()])
     where = words([f"{c[len('rank by ') :]}: {', '.join(str(int(v)) for v in top[c])} of {heads}" for c in by])
     return [
         f"**Induction heads:** the {INDUCTION_TOP} strongest (layer.head, score) are {named}. Their ranks (1 = most "

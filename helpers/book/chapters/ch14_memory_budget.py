@@ -51,7 +51,7 @@ from ...kv.budget import (
     real_run,
 )
 from ...zoo.long_texts import Layout
-from ..store.columns import MIN_BAND_ORDERS
+from ..store.columns import MIN_BAND_ORDERS, shown
 from ..verdicts.engine import CANNOT_TELL, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Results, present
 from ..verdicts.text import read, words
 
@@ -1088,7 +1088,8 @@ def _composition_lines(profile: str) -> list[str]:
 def _window_lines(profile: str) -> list[str]:
     scores = read(profile, "14_window_groups").sort_values("rank")
     top = [
-        f"{int(r['layer'])}.{int(r['group'])} ({r['beyond window']:.2f})" for r in scores.head(5).to_dict("records")
+        f"{shown(r['layer'])}.{shown(r['group'])} ({r['beyond window']:.2f})"
+        for r in scores.head(5).to_dict("records")
     ]
     return [
         f"**Where windowed heads keep full context:** the groups that read most beyond the window (layer.group, "

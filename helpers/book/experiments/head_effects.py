@@ -53,6 +53,7 @@ from ...zoo import translation_model
 from ...zoo.classifier_training import batches, by_length, encode, in_order
 from ...zoo.first_token_only import first_token_only, supports_first_token_only
 from ...zoo.scorers import masked_translations, single_layer_translation_nll, translation_reference
+from ..store.columns import shown
 from ..store.measures import BY_KEY
 from ..store.sweep_cache import SweepCache, sweep_key
 
@@ -509,8 +510,8 @@ def grid(df: pd.DataFrame, kind: str, scale: float = 1.0, digits: int = 2) -> pd
     """Layers x heads table of ``delta * scale`` for ``kind`` (1-based), ``*`` where significant."""
     part = df[df["kind"] == kind]
     table = part.assign(cell=_cells(part, scale, digits)).pivot(index="layer", columns="head", values="cell")
-    table.index = [f"layer {i + 1}" for i in table.index]
-    table.columns = [int(h) + 1 for h in table.columns]
+    table.index = [f"layer {shown(i)}" for i in table.index]
+    table.columns = [shown(h) for h in table.columns]
     return table
 
 
@@ -638,7 +639,7 @@ def layer_table(rows: pd.DataFrame, scale: float = 1.0, digits: int = 2) -> pd.D
     """Layers x kinds table of ``delta * scale``, ``*`` where significant; the index is the
     1-based layer, so tables of models with different depths line up with ``pd.concat``."""
     table = rows.assign(cell=_cells(rows, scale, digits)).pivot(index="layer", columns="kind", values="cell")
-    table.index = pd.Index([int(i) + 1 for i in table.index], name="layer")
+    table.index = pd.Index([shown(i) for i in table.index], name="layer")
     return table[sorted(table.columns, key=_kind_order)]
 
 

@@ -54,3 +54,9 @@ def copying_kept_interval(tolerance: float, end: str) -> str:
 
 COPYING_KEPT = "copying kept at {:.0%}"  # the point estimate on the verdict probe, by tolerance
 VERDICT_SEQUENCES = "verdict probe sequences"
+
+
+def shown(index: int) -> int:
+    """A layer, head or KV group as every page numbers it: from 1, as the paper's tables do. The
+    saved tables keep the 0-based index the code uses (``layer``, ``head``)."""
+    return int(index) + 1

@@ -1221,3 +1221,26 @@ def test_every_page_numbers_layers_and_heads_from_one(tmp_path, monkeypatch):
     ax = ch11.grid_heatmap(cells, model, "tiny-llama")
     assert [t.get_text() for t in ax.get_yticklabels()][0] == "1"
     assert [t.get_text() for t in ax.get_xticklabels()][-1] == "6"
+
+
+def test_chapter_15a_counts_the_heads_chapter_03_corrects_over(tmp_path, monkeypatch):
+    """Chapter 03's gain rule corrects over every head of one seed's models (on the course
+    profile the classifier's 72 and the translator's 144): section 6 of 15a reads that number from
+    chapter 03's counts instead of stating 144."""
+    from helpers.book.chapters import ch15a_how_sure_we_are as ch15a
+
+    monkeypatch.setenv("SIXTEEN_HEADS_RESULTS", str(tmp_path))
+    assert ch15a.chapter_03_family("smoke") == ch15a.FAMILY  # chapter 03 not run
+    counts = pd.DataFrame(
+        {
+            "model": ["nli", "translation", "nli", "translation", "WMT"],
+            "training_seed": [0, 0, 1, 1, None],
+            "heads": [72, 144, 72, 144, 288],
+            "from_paper": [False, False, False, False, True],
+        }
+    )
+    counts.to_csv(results_dir("smoke") / "03_one_head_counts.csv", index=False)
+    family = ch15a.chapter_03_family("smoke")
+    table = ch15a.many_heads_example(alpha=0.01, heads=2160, seed=0, family=family)
+    assert family == 216 and set(table["heads tested at once"]) == {216}
+    assert "tests 216 heads at once" in ch15a.many_heads_line(table) and "0.05 / 216" in ch15a.many_heads_line(table)

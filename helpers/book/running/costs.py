@@ -21,6 +21,20 @@ def chapter_times(profile: str, chapters: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame({"notebook": list(chapters)}).merge(read_run_times(profile), on="notebook", how="left")
 
 
+def shown_times(times: pd.DataFrame, after: Sequence[str]) -> pd.DataFrame:
+    """``chapter_times`` as the page shows it: notebook, minutes (one decimal) and finished; a
+    chapter with no recorded run says "not run yet", or "runs after this page" when it is one of
+    ``after`` (the chapters the build runs after the costs page, e.g. the book's last)."""
+    shown = times.assign(minutes=(times["seconds"] / 60).round(1))[["notebook", "minutes", "finished"]]
+    shown = shown.astype(object)
+    missing = shown["minutes"].isna()
+    later = shown["notebook"].isin(list(after))
+    for column in ("minutes", "finished"):
+        shown.loc[missing & later, column] = "runs after this page"
+        shown.loc[missing & ~later, column] = "not run yet"
+    return shown
+
+
 def model_times(summary: dict) -> pd.DataFrame:
     """One row per trained model run of a ``models.json`` summary: task, training minutes, the
     machine that trained it, when, and whether the last build reused it from the cache."""

@@ -655,3 +655,24 @@ def test_the_card_shows_what_a_correlation_and_a_timing_rest_on(tmp_path):
         assert f"{shown}, |r| >= {r:.2f} detectable at p < 0.01" in cross
     speed = next(v for k, v in sample.items() if "large batches" in str(k) or k == "speedup_large")
     assert speed == "3 timed passes per variant and batch; timing noise up to 5.0% (IQR / median)"
+
+
+def test_a_claim_on_tables_without_seeds_has_no_seeds_whatever_other_tables_hold(tmp_path):
+    """SmolLM2 has no training seed: a claim that reads only its tables is judged once, with no
+    "seeds 0, 1" borrowed from the translation model's tables in the same folder."""
+    from helpers.book.verdicts.engine import POOLED, Claim, judge
+
+    _write(tmp_path, "00_seeded", [{"model": "mt", "training_seed": s, "value": 0.1 * s} for s in (0, 1)])
+    _write(tmp_path, "00_language_model", [{"model": "smollm2", "value": 0.5}])
+
+    def reading(table):
+        return lambda r: (f"{r[table]['value'].mean():.2f}", REPRODUCED)
+
+    def claim(table):
+        return Claim(table, "§0", "a claim", "x", "a rule", "00_chapter", reading(table))
+
+    unseeded = judge(claim("00_language_model"), tmp_path)
+    assert [(r["training_seed"], r["ours"]) for r in unseeded] == [(None, "0.50"), (POOLED, "0.50")]
+    assert unseeded[-1]["seeds"] == ""
+    seeded = judge(claim("00_seeded"), tmp_path)
+    assert [r["training_seed"] for r in seeded] == [0, 1, POOLED] and seeded[-1]["seeds"] == "0, 1"

@@ -97,6 +97,7 @@ class Results:
         self.training_seed = training_seed
         self.measure = measure  # "" (the paper's metric) or LIKELIHOOD: the suffix of the tables read
         self.params = dict(params or {})  # the rule's parameters, as the claim's chapter ran with them
+        self.read: set[str] = set()  # the tables read through these results and those derived from them
 
     @property
     def seeds(self) -> tuple[int, ...]:
@@ -109,6 +110,7 @@ class Results:
         path = self.folder / f"{name}{self.measure}.csv"
         if not path.exists():
             raise MissingResults(name)
+        self.read.add(path.name)
         table = pd.read_csv(path)
         if self.training_seed is None or SEED not in table:
             return table
@@ -126,21 +128,28 @@ class Results:
             kept |= mine
         return table[kept].reset_index(drop=True)
 
-    def training_seeds(self) -> list[int]:
-        """Every training seed found in the profile's tables, in order."""
+    def training_seeds(self, files: set[str] | None = None) -> list[int]:
+        """Every training seed found in the profile's tables (only ``files``, when given), in order."""
         seeds: set[int] = set()
         for path in sorted(self.folder.glob("*.csv")):
+            if files is not None and path.name not in files:
+                continue
             columns = pd.read_csv(path, nrows=0).columns
             if SEED in columns:
                 seeds.update(int(s) for s in pd.read_csv(path, usecols=[SEED])[SEED].dropna().unique())
         return sorted(seeds)
 
     def for_seed(self, training_seed: int) -> Results:
-        return Results(self.folder, training_seed, self.measure, self.params)
+        return self._derived(training_seed)
 
     def pooled(self, seeds: Sequence[int]) -> Results:
         """These results on every one of ``seeds`` at once: a table's rows of each of them."""
-        return Results(self.folder, tuple(int(s) for s in seeds), self.measure, self.params)
+        return self._derived(tuple(int(s) for s in seeds))
+
+    def _derived(self, training_seed: int | tuple[int, ...]) -> Results:
+        derived = Results(self.folder, training_seed, self.measure, self.params)
+        derived.read = self.read  # one record of the tables read
+        return derived
 
 
 _Check = Callable[[Results], tuple[str, str]]  # -> (ours, verdict)
@@ -347,7 +356,8 @@ def _seed_difference(claim: Claim, results: Results, seeds: Sequence[int]) -> st
 
 def per_seed(chapter: str, check: _Check, results: Results) -> dict[int | None, tuple[str, str]]:
     """``{training seed: (ours, verdict)}``: ``check`` on each seed's rows (``{None: ...}`` where
-    the tables have no seeds); ``MissingResults`` naming ``chapter`` where no seed has every model."""
+    the tables it reads have no seeds, though other chapters' tables do: SmolLM2 has no training
+    seed); ``MissingResults`` naming ``chapter`` where no seed has every model."""
     seeds = results.training_seeds()
     if not seeds:
         try:
@@ -362,6 +372,8 @@ def per_seed(chapter: str, check: _Check, results: Results) -> dict[int | None, 
             continue
     if not found:
         raise MissingResults(f"{chapter} (no training seed)")
+    if not results.training_seeds(results.read):  # the claim's own tables have no seeds (SmolLM2's)
+        return {None: next(iter(found.values()))}
     return found
 
 

@@ -1244,3 +1244,27 @@ def test_chapter_15a_counts_the_heads_chapter_03_corrects_over(tmp_path, monkeyp
     table = ch15a.many_heads_example(alpha=0.01, heads=2160, seed=0, family=family)
     assert family == 216 and set(table["heads tested at once"]) == {216}
     assert "tests 216 heads at once" in ch15a.many_heads_line(table) and "0.05 / 216" in ch15a.many_heads_line(table)
+
+
+def test_chapter_08_shows_the_columns_its_page_promises():
+    summary = pd.DataFrame(
+        {
+            "training_seed": [0, 0, 1, 1],
+            "kind": ["enc_dec", "enc_self"] * 2,
+            "unpruned": [20.0, 20.0, 10.0, 10.0],
+            "bleu_40%_pruned": [10.0, 15.0, 4.0, 9.0],
+            "relative_80%": [0.1, 0.5, 0.2, 0.6],
+            "prunable_share_1_bleu": [0.1, 0.3, 0.0, 0.2],
+            "paper_relative_80%": [0.0, 0.83, 0.0, 0.83],
+        }
+    )
+    table = ch08.against_paper(summary)
+    assert table.loc["enc_self"].to_dict() == {
+        "left at 40%, seed 0": 0.75,
+        "left at 40%, seed 1": 0.9,
+        "left at 80%, seed 0": 0.5,
+        "left at 80%, seed 1": 0.6,
+        "prunable within 1 BLEU, seed 0": 0.3,
+        "prunable within 1 BLEU, seed 1": 0.2,
+        "the paper, left at 80%": 0.83,
+    }

@@ -158,6 +158,22 @@ def by_seed(table: pd.DataFrame, column: str, label: str) -> pd.DataFrame:
     )
 
 
+def against_paper(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per kind: the share of the unpruned BLEU left with 40% and with 80% of its heads pruned and
+    the share prunable within 1 BLEU, a column per seed, then the paper's share left at 80%
+    (Figure 4)."""
+    table = summary.assign(**{"left_40%": summary["bleu_40%_pruned"] / summary["unpruned"]})
+    shown = {
+        "left_40%": "left at 40%",
+        "relative_80%": "left at 80%",
+        "prunable_share_1_bleu": "prunable within 1 BLEU",
+    }
+    ours = pd.concat([by_seed(table, column, label) for column, label in shown.items()], axis=1).rename_axis(
+        columns=None
+    )
+    return ours.assign(**{"the paper, left at 80%": summary.groupby("kind")["paper_relative_80%"].first()})
+
+
 CHAPTER = "08_attention_kinds"
 _SUMMARY = "08_pruning_by_kind_summary"
 

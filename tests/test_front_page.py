@@ -189,6 +189,22 @@ def test_the_answer_says_in_a_sentence_what_to_believe():
     unsure = front_page.believe(card(["cannot tell"] * 3 + ["reproduced"] * 2), "verdict", "On the metric")
     assert "cannot settle most of the findings" in unsure and "3 cannot be decided on this data" in unsure
     assert front_page.few_words("nli 56/288; translation 20/288") == "nli 56/288"
+    # the course build of 7 December: 7 reproduced, 11 partly, 6 cannot tell of 24 is not "the findings hold"
+    course = front_page.believe(
+        card(["reproduced"] * 7 + ["partly"] * 11 + ["cannot tell"] * 6), "verdict", "On the metric"
+    )
+    assert course.startswith("On the metric, most of the findings hold on these models, many of them only in part")
+
+
+def test_a_headline_gives_every_models_evidence_whole(tmp_path):
+    """A headline claim's evidence is not cut to its first model: "most heads are negligible" held
+    for the classifier and not for the translator, and the page showed the classifier's part alone."""
+    _shares(tmp_path / "p", 0.2)
+    card = scorecard("p", results_root=tmp_path)
+    key = card["key"] == "most_negligible"
+    evidence = "nli 127/144 negligible, 17 undetermined; translation 114/288 negligible, 174 undetermined"
+    card.loc[key, ["ours", "verdict"]] = [evidence, "partly"]
+    assert f"; ours {evidence}; the paper" in front_page.answer(card)
 
 
 def test_the_claims_beyond_the_paper_are_counted_as_the_sentence_above_counts_them(tmp_path):

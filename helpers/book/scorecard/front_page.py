@@ -159,7 +159,7 @@ def answer(card: pd.DataFrame) -> str:
         lines.append(
             f"* *{row['claim']}*: **{row['verdict']}**"
             + (f" (likelihood: **{likely}**)" if likely not in (NOT_MEASURED, NOT_RUN) else "")
-            + f"; ours {few_words(row['ours'])}, the paper {row['paper']}."
+            + f"; ours {row['ours']}; the paper {row['paper']}."
         )
     return "\n".join(lines[:3] + [""] + lines[3:])
 
@@ -170,16 +170,17 @@ def _judged(claims: pd.DataFrame, column: str) -> pd.DataFrame:
 
 def _lead(claims: pd.DataFrame, column: str) -> str:
     """What a reader should take from ``claims``' one answers in ``column``, with no number: the
-    findings hold, mostly hold, mostly do not, or cannot be settled here."""
+    findings hold (two thirds reproduced whole, none refuted), mostly hold wholly or in part,
+    mostly do not, or cannot be settled here."""
     judged = _judged(claims, column)
     if judged.empty:
         return "nothing has been judged yet"
     count = judged[column].value_counts()
     held, part, refuted, open_ = (int(count.get(v, 0)) for v in (REPRODUCED, PARTLY, NOT_REPRODUCED, CANNOT_TELL))
-    if refuted == 0 and held + part >= 2 * len(judged) / 3:
+    if refuted == 0 and held >= 2 * len(judged) / 3:
         return "the findings hold on these models"
     if held + part > refuted + open_:
-        return "most of the findings hold on these models"
+        return "most of the findings hold on these models, many of them only in part"
     if refuted > held + part:
         return "most of the findings do not hold on these models"
     return "these models cannot settle most of the findings"

@@ -3,6 +3,7 @@ sentence changes with it."""
 
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -82,12 +83,32 @@ def _chapter_03_tables(write, significant_mt, mt_layers=6):
                 "largest_gain": 0.24,
             }
         ]
-        write(f"03_one_head_counts{suffix}", counts)
+        write(f"03_one_head_counts{suffix}", [{**row, **_model_statistics(row, significant_mt)} for row in counts])
         for track in ("classifier", "translation"):  # even and odd halves that agree perfectly
             write(
                 f"03_one_head_{track}{suffix}",
                 [{"training_seed": s, "score_even": h, "score_odd": 2 * h} for s in (0, 1) for h in range(5)],
             )
+
+
+def _model_statistics(row, significant_mt):
+    """The columns ``ch03.counts(..., alpha=0.01)`` adds to a row, by hand: its model and seed's
+    heads and significant heads, chance at 2 alpha, the binomial tail, the halves' r (1: they agree)."""
+    from scipy.stats import binom
+
+    if row.get("from_paper"):
+        return {}
+    heads, significant = (72, 1) if row["model"] == "nli" else (144, significant_mt[row["training_seed"]])
+    p = binom.sf(significant - 1, heads, 0.02)
+    return {
+        "model heads": heads,
+        "model significant": significant,
+        "expected by chance": 0.02 * heads,
+        "gains expected by chance": 0.01 * heads,
+        "binomial p": p,
+        "beyond chance": p < 0.01,
+        "split-half r": 1.0,
+    }
 
 
 def test_chapter_03_counts_follow_the_table(results):
@@ -286,9 +307,25 @@ def test_a_missing_table_says_which_chapter_to_run(results):
         ch03.findings("p", 0.01)
 
 
-def test_beyond_chance_is_a_binomial_tail_at_twice_alpha():
-    # P(Binomial(144, 0.02) >= 8) = 0.0088, >= 7: 0.026 (the test flags either direction: 2 alpha)
-    assert not text.beyond_chance(7, 144, 0.01) and text.beyond_chance(8, 144, 0.01)
+def test_chapter_03_saves_its_chance_line_and_split_half_r_as_columns():
+    """P(Binomial(144, 0.02) >= 8) = 0.0088, >= 7: 0.026 (the test flags either direction: 2
+    alpha); the split-half r is Pearson's over the seed's heads. The prose only formats them."""
+    rng = np.random.default_rng(0)
+    even = rng.normal(size=144)
+    effects = pd.DataFrame(
+        {"training_seed": [0] * 144 + [1] * 144, "score_even": np.r_[even, even], "score_odd": np.r_[-even, even]}
+    )
+    counts = pd.DataFrame(
+        {"model": "mt", "training_seed": [0, 0, 1, 1], "kind": ["enc_self", "enc_dec"] * 2, "heads": 72}
+    ).assign(significant=[3, 4, 4, 4])
+    stats = ch03.model_statistics(counts, {"mt": effects}, alpha=0.01).set_index("training_seed")
+    assert stats["model heads"].tolist() == [144, 144] and stats["model significant"].tolist() == [7, 8]
+    assert stats["binomial p"].round(4).tolist() == [0.0264, 0.0088] and stats["beyond chance"].tolist() == [
+        False,
+        True,
+    ]
+    assert stats["expected by chance"].tolist() == pytest.approx([2.88, 2.88])
+    assert stats.loc[0, "split-half r"] == pytest.approx(-1.0) and stats.loc[1, "split-half r"] == pytest.approx(1.0)
 
 
 def test_the_scorecard_summary_counts_both_measures_and_names_disagreements():
@@ -600,7 +637,8 @@ def test_chapter_11_follows_its_tables(results):
         "undetermined; "
         "1 are placed by neither test."
     ) in text and "the least important 25% of the query heads" in text
-    assert "largest rise is +40.0% (layer 1, head 3)" in text and "2 of 3 layers show no significant loss" in text
+    # the table's layer 1, head 3, numbered from 1 on the page
+    assert "largest rise is +40.0% (layer 2, head 4)" in text and "2 of 3 layers show no significant loss" in text
     assert "+10.0% faster at batch 16 (100% of the +10.0% its FLOPs predict)" in text
     # tested at the calibrated level: the grid says so, and the null table says why
     results("11_one_head_grid", [dict(r, level=0.004, **{"significant at nominal alpha": True}) for r in grid])
@@ -993,7 +1031,7 @@ def test_chapters_13_and_13b_follow_the_memory_induction_and_copying_tables(resu
     assert "generation runs 1.20x at batch 1 and 1.20x at batch 8" in found
     assert "Removing 33% of the query heads saves 0% of the KV cache" in found
     assert (
-        "the 5 strongest (layer.head, score) are 1.2 (0.30)" in found and "I_h on verses: 4, 3, 3, 2, 2 of 6" in found
+        "the 5 strongest (layer.head, score) are 2.3 (0.30)" in found and "I_h on verses: 4, 3, 3, 2, 2 of 6" in found
     )
     assert (
         "Within 1% of the verse perplexity, 10% of the query heads can go, and copying accuracy there is 0.80. Within "

@@ -23,7 +23,7 @@ import pandas as pd
 
 from ...heads.significance import chance_flag_rate
 from ..experiments import equivalence
-from ..experiments.head_effects import significance_counts
+from ..experiments.head_effects import correlation, significance_counts
 from ..paper import values as paper_values
 from ..verdicts import samples
 from ..verdicts.between_seeds import Share
@@ -40,19 +40,22 @@ from ..verdicts.engine import (
 from ..verdicts.pooling import over_counts
 from ..verdicts.text import (
     MEASURES,
-    beyond_chance,
     heads_per_layer_line,
     paper_model,
     r_text,
     read,
     rows_by_model,
-    split_half_r,
     words,
 )
 
+BINOMIAL_LEVEL = 0.01  # more significant heads than chance: P(Binomial(heads, 2 alpha) >= count) below it
+
 
 def counts(
-    models: Sequence[tuple[str, pd.DataFrame]], margins: Mapping[str, float] | None = None, measure: str = "metric"
+    models: Sequence[tuple[str, pd.DataFrame]],
+    margins: Mapping[str, float] | None = None,
+    measure: str = "metric",
+    alpha: float | None = None,
 ) -> pd.DataFrame:
     """One row per model, training seed and attention kind: ``heads``, ``layers``, ``significant``,
     ``significant_up``, ``largest_drop``, ``largest_gain`` (``significance_counts``), with
@@ -60,7 +63,9 @@ def counts(
     (``equivalence.margin``), also the ``margin`` in the score's unit and the heads of each
     equivalence class (``harmful``, ``negligible``, ``helpful``, ``undetermined``) and those neither
     test places (``unplaced``: not significant and undetermined). ``unit`` names the score's unit
-    (accuracy, BLEU or nats), in which ``largest_*`` and ``resolution`` are given."""
+    (accuracy, BLEU or nats), in which ``largest_*`` and ``resolution`` are given. With ``alpha``
+    (the bootstrap's level), each row also carries its model and seed's statistics
+    (``model_statistics``)."""
 
     def one(name: str, seed: int, part: pd.DataFrame) -> pd.DataFrame:
         track = "classifier" if set(part["kind"]) == {"self"} else "translation"
@@ -76,7 +81,41 @@ def counts(
         [one(name, s, part) for name, effects in models for s, part in effects.groupby("training_seed")],
         ignore_index=True,
     )
+    if alpha is not None:
+        out = out.merge(model_statistics(out, dict(models), alpha), on=["model", "training_seed"], how="left")
     return out[["model", "training_seed", *out.columns.drop(["model", "training_seed"])]]
+
+
+def model_statistics(counts: pd.DataFrame, effects: Mapping[str, pd.DataFrame], alpha: float) -> pd.DataFrame:
+    """Per model and training seed of ``counts`` (its kinds' rows summed): ``model heads``,
+    ``model significant``; ``expected by chance``, the heads a test at ``alpha`` flags among
+    heads with no effect in either direction (2·alpha of them, ``chance_flag_rate``), and ``gains
+    expected by chance`` in one direction (alpha of them); ``binomial
+    p``, P(Binomial(heads, 2·alpha) >= significant), which takes the heads' tests as independent
+    (they share examples, so it is optimistic); ``beyond chance``, that p below
+    ``BINOMIAL_LEVEL``; and ``split-half r``, the Pearson r of the masked scores on the even and
+    the odd examples over that seed's heads (``effects[model]``'s ``score_even``, ``score_odd``)."""
+    from scipy.stats import binom
+
+    rows = []
+    for (model, seed), part in counts.groupby(["model", "training_seed"], sort=False):
+        heads, significant = int(part["heads"].sum()), int(part["significant"].sum())
+        mine = effects[model][effects[model]["training_seed"] == seed]
+        p = float(binom.sf(significant - 1, heads, chance_flag_rate(alpha)))
+        rows.append(
+            {
+                "model": model,
+                "training_seed": seed,
+                "model heads": heads,
+                "model significant": significant,
+                "expected by chance": chance_flag_rate(alpha) * heads,
+                "gains expected by chance": chance_flag_rate(alpha, one_direction=True) * heads,
+                "binomial p": p,
+                "beyond chance": p < BINOMIAL_LEVEL,
+                "split-half r": correlation(mine, "score_even", "score_odd")[0],
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def _paper_row() -> dict:
@@ -388,17 +427,17 @@ def findings(profile: str, alpha: float) -> str:
     ]
     for suffix, measure in MEASURES:
         counts = ours(read(profile, f"03_one_head_counts{suffix}"))
-        effects = {track: read(profile, f"03_one_head_{track}{suffix}") for track in ("classifier", "translation")}
         for name, part in rows_by_model(counts):
             per_seed = part.groupby("training_seed", sort=True)
-            heads = int(per_seed["heads"].sum().iloc[0])
-            sig = {int(s): int(p["significant"].sum()) for s, p in per_seed}
+            model = per_seed.first()  # the model and seed's statistics (``model_statistics``)
+            heads = int(model["model heads"].iloc[0])
+            sig = {int(s): int(n) for s, n in model["model significant"].items()}
             up = {int(s): int(p["significant_up"].sum()) for s, p in per_seed}
             where = {int(s): [k for k, n in zip(p["kind"], p["significant"]) if n] for s, p in per_seed}
-            half = split_half_r(effects["classifier" if set(part["kind"]) == {"self"} else "translation"])
-            chance = chance_flag_rate(alpha) * heads
+            half = {int(s): float(r) for s, r in model["split-half r"].items()}
+            chance = float(model["expected by chance"].iloc[0])
             seeds = sorted(sig)
-            above = [s for s in seeds if beyond_chance(sig[s], heads, alpha)]
+            above = [s for s in seeds if bool(model.loc[s, "beyond chance"])]
             plural = "s" if len(seeds) > 1 else ""
             text = (
                 f"**{name}, {measure}.** Masked alone, {words([str(sig[s]) for s in seeds])} of {heads} heads "
@@ -412,7 +451,7 @@ def findings(profile: str, alpha: float) -> str:
                 f" Chance alone would flag {chance:.1f}, since the test at p < {alpha} flags a change in either "
                 "direction (2·alpha of the heads)."
             )
-            binomial = "(binomial test, p < 0.01, taking the heads' tests as independent)"
+            binomial = f"(binomial test, p < {BINOMIAL_LEVEL}, taking the heads' tests as independent)"
             if not above:
                 text += (
                     f" On no seed do more heads pass than chance alone would flag {binomial}. On this measure the "
@@ -432,7 +471,7 @@ def findings(profile: str, alpha: float) -> str:
             text += (
                 " Removing a head gives a significant gain "
                 + ("on no seed" if not gains else "; ".join(f"{up[s]} times on seed {s}" for s in gains))
-                + f", against {chance_flag_rate(alpha, one_direction=True) * heads:.1f} expected by chance in that "
+                + f", against {float(model['gains expected by chance'].iloc[0]):.1f} expected by chance in that "
                 f"direction (the paper: {paper_values.SIGNIFICANT_ENC_SELF_UP} of its "
                 f"{paper_values.SIGNIFICANT_ENC_SELF})."
             )

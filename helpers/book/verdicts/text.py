@@ -31,27 +31,6 @@ def r_text(value: float) -> str:
     return "undefined" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.2f}"
 
 
-def split_half_r(effects: pd.DataFrame) -> dict[int, float]:
-    """Training seed -> Pearson r between the masked scores on the even and the odd examples."""
-    out = {}
-    for seed, part in effects.groupby("training_seed"):
-        a, b = part["score_even"].astype(float), part["score_odd"].astype(float)
-        out[int(seed)] = float("nan") if len(part) < 3 or a.std() == 0 or b.std() == 0 else float(a.corr(b))
-    return out
-
-
-def beyond_chance(count: int, heads: int, alpha: float, level: float = 0.01) -> bool:
-    """Whether ``count`` significant heads of ``heads`` are more than the paired bootstrap at
-    ``alpha`` flags by chance alone, in either direction: P(Binomial(heads, 2·alpha) >= count) <
-    ``level`` (``significance.chance_flag_rate``). The binomial takes the heads' tests as
-    independent; they share examples and resamples, so the p-value is optimistic."""
-    from scipy.stats import binom
-
-    from ...heads.significance import chance_flag_rate
-
-    return bool(binom.sf(count - 1, heads, chance_flag_rate(alpha)) < level)
-
-
 def rows_by_model(counts: pd.DataFrame) -> Iterable[tuple[str, pd.DataFrame]]:
     for model, part in counts.groupby("model", sort=False):
         yield str(model), part

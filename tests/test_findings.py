@@ -1110,6 +1110,8 @@ def test_chapter_14_holds_the_plain_16_bit_cache_with_the_caches_that_do_not_qua
         for method, setting, g16, g32 in checks
     ]
     results("14_checks", rows)
+    # the prose states the tolerance the rule read (14_budgets), as fast_pass_tolerance derives it
+    results("14_budgets", [{"budget": 0.5, "tolerance": ch14.fast_pass_tolerance(pd.DataFrame(rows))}])
     (line,) = ch14.setting_lines("p")
     assert "caches that do not quantize agree to 3e-01 nats" in line
     assert "the quantized ones to 0.0050" in line
@@ -1306,3 +1308,23 @@ def test_chapter_08_shows_the_columns_its_page_promises():
         "prunable within 1 BLEU, seed 1": 0.2,
         "the paper, left at 80%": 0.83,
     }
+
+
+def test_chapter_14_saves_what_composing_two_methods_is_compared_with(results):
+    """The product of the two methods' ratios alone is a column (``14_composition``) the prose
+    formats; it had been multiplied in the prose."""
+    points = pd.DataFrame(
+        [
+            (ch14.REMOVED, "1 of 3 groups removed", 0.67, 1.20, 1.1, 1.3),
+            (ch14.QUANTIZED, "4-bit (quanto)", 0.25, 1.05, 1.0, 1.1),
+            (ch14.COMBINED, "1 of 3 groups removed, 4-bit", 0.17, 1.30, 1.2, 1.4),
+        ],
+        columns=["method", "setting", "bytes share", "perplexity ratio", "ratio low", "ratio high"],
+    )
+    table = ch14.composition_table(points)
+    assert table["product alone"].tolist() == pytest.approx([1.20 * 1.05])
+    results("14_composition", table.to_dict("records"))
+    (line,) = ch14._composition_lines("p")
+    assert (
+        "1 of 3 groups removed and 4-bit (17% of the bytes): perplexity x1.300 [1.200, 1.400], against x1.260" in line
+    )

@@ -622,10 +622,41 @@ def budget_tables(
     alpha: float,
     seed: int,
 ) -> dict[str, pd.DataFrame]:
-    """``{"14_pairs": pair_table(...), "14_budgets": budget_table(...)}``: every pair of methods
-    at each of ``budgets`` with its paired bootstrap interval, and each budget's best method."""
+    """``{"14_pairs": pair_table(...), "14_budgets": budget_table(...), "14_composition":
+    composition_table(...)}``: every pair of methods at each of ``budgets`` with its paired
+    bootstrap interval, each budget's best method, and whether removing groups and quantizing
+    compose."""
     pairs = pair_table(points, rows, budgets=budgets, n_resamples=n_resamples, alpha=alpha, seed=seed)
-    return {"14_pairs": pairs, "14_budgets": budget_table(points, pairs, budgets=budgets, tolerance=tolerance)}
+    return {
+        "14_pairs": pairs,
+        "14_budgets": budget_table(points, pairs, budgets=budgets, tolerance=tolerance),
+        "14_composition": composition_table(points),
+    }
+
+
+def composition_table(points: pd.DataFrame) -> pd.DataFrame:
+    """One row per combined configuration (groups removed, then a 4-bit cache): its bytes share,
+    perplexity ratio and interval, and ``product alone``, the ratio of the same groups removed
+    times the 4-bit cache's ratio, each alone: what the two give if their costs multiply."""
+    four = points[(points["method"] == QUANTIZED) & points["setting"].str.startswith("4-bit")]
+    rows = []
+    for _, row in points[points["method"] == COMBINED].iterrows():
+        kept = row["setting"].split(",")[0]
+        alone = points[(points["method"] == REMOVED) & (points["setting"] == kept)]
+        if alone.empty or four.empty:
+            continue
+        rows.append(
+            {
+                "removed": kept,
+                "bytes share": row["bytes share"],
+                "perplexity ratio": row["perplexity ratio"],
+                "ratio low": row["ratio low"],
+                "ratio high": row["ratio high"],
+                "product alone": alone["perplexity ratio"].iloc[0] * four["perplexity ratio"].iloc[0],
+            }
+        )
+    columns = ["removed", "bytes share", "perplexity ratio", "ratio low", "ratio high", "product alone"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def raw_tables(
@@ -1007,7 +1038,7 @@ def setting_lines(profile: str) -> list[str]:
     exact = int((checks["bytes, measured"] == checks["bytes, predicted"]).sum())
     fast = checks[checks["method"] != EVICTED]  # heavy hitters are scored with their real cache
     quantized = fast["method"].isin(QUANTIZING)  # by method: the plain "16-bit cache" holds no codes
-    tolerance = float(fast.loc[~quantized, "largest sequence gap, 16-bit"].max())  # memory_budget.fast_pass_tolerance
+    tolerance = float(read(profile, "14_budgets")["tolerance"].iloc[0])  # fast_pass_tolerance, as the rule read it
     gaps = fast["largest sequence gap, float32"]
     prompt = points["prompt bytes share"]
     return [
@@ -1067,21 +1098,14 @@ def copying_lines(profile: str) -> list[str]:
 
 
 def _composition_lines(profile: str) -> list[str]:
-    """Whether removing groups and quantizing compose: the combined perplexity ratio against the
-    product of the two alone."""
-    points = read(profile, "14_points")
-    four = points[(points["method"] == QUANTIZED) & points["setting"].str.startswith("4-bit")]
-    out = []
-    for _, row in points[points["method"] == COMBINED].iterrows():
-        kept = row["setting"].split(",")[0]
-        alone = points[(points["method"] == REMOVED) & (points["setting"] == kept)]
-        if alone.empty or four.empty:
-            continue
-        product = alone["perplexity ratio"].iloc[0] * four["perplexity ratio"].iloc[0]
-        out.append(
-            f"{kept} and 4-bit ({_pct(row['bytes share'])} of the bytes): perplexity x{row['perplexity ratio']:.3f} "
-            f"[{row['ratio low']:.3f}, {row['ratio high']:.3f}], against x{product:.3f} from the two alone multiplied"
-        )
+    """Whether removing groups and quantizing compose (``14_composition``): the combined
+    perplexity ratio against the product of the two alone."""
+    out = [
+        f"{row['removed']} and 4-bit ({_pct(row['bytes share'])} of the bytes): perplexity "
+        f"x{row['perplexity ratio']:.3f} [{row['ratio low']:.3f}, {row['ratio high']:.3f}], against "
+        f"x{row['product alone']:.3f} from the two alone multiplied"
+        for _, row in read(profile, "14_composition").iterrows()
+    ]
     return [f"**Do they compose?** {words(out)}."] if out else []
 
 

@@ -17,8 +17,8 @@ nothing is carried from one batch to the next.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from contextlib import nullcontext
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import torch
@@ -30,6 +30,35 @@ from .gates import HeadGates
 from .sites import AttentionSite, head_grid
 
 _LossFn = Callable[[nn.Module, Any], torch.Tensor]
+
+
+def _check_options(normalize: str | None = "layer", abs_per: str = "example") -> None:
+    """The options every estimate here takes, checked once: a ``ValueError`` naming the choices."""
+    if normalize not in ("layer", None):
+        raise ValueError(f"normalize must be 'layer' or None, got {normalize!r}")
+    if abs_per not in ("example", "token"):
+        raise ValueError(
+            f"abs_per must be 'example' (the paper's Eq. 2) or 'token' (the authors' code), got {abs_per!r}"
+        )
+
+
+def _normalized(scores: dict[str, torch.Tensor], normalize: str | None) -> dict[str, torch.Tensor]:
+    """``scores`` ``{kind: [n_layers, n_heads]}`` with each layer divided by its L2 norm when
+    ``normalize="layer"`` (paper §4.1, after Molchanov et al. 2017); as they are with None."""
+    if normalize != "layer":
+        return scores
+    return {kind: t / (t.norm(dim=-1, keepdim=True) + 1e-20) for kind, t in scores.items()}
+
+
+@contextmanager
+def _in_eval(model: nn.Module) -> Iterator[None]:
+    """``model`` in eval mode (dropout off, as in the authors' code), its training flag restored."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
 
 
 def head_importance(
@@ -60,36 +89,23 @@ def head_importance(
 
     Heads that were physically pruned score 0. Rows of a layer with no head left stay 0.
     """
-    if normalize not in ("layer", None):
-        raise ValueError(f"normalize must be 'layer' or None, got {normalize!r}")
-    if abs_per not in ("example", "token"):
-        raise ValueError(
-            f"abs_per must be 'example' (the paper's Eq. 2) or 'token' (the authors' code), got {abs_per!r}"
-        )
+    _check_options(normalize, abs_per)
     if gates is not None and not gates.active:
         raise RuntimeError("pass gates that are installed (inside `with HeadGates(model) as gates:`)")
 
     totals = {kind: torch.zeros(shape, dtype=torch.float64) for kind, shape in head_grid(model).items()}
     n_examples = 0
-    was_training = model.training
-    model.eval()
-    try:
-        with (
-            ledger.entry("importance", "head importance", model) as timed,
-            nullcontext(gates) if gates is not None else HeadGates(model) as g,
-        ):
-            for batch in tqdm(batches, desc="head importance", disable=not progress, leave=False):
-                n_examples += _accumulate(model, g, batch, loss_fn, abs_per, totals)
-            timed.examples = n_examples
-    finally:
-        model.train(was_training)
+    with (
+        _in_eval(model),
+        ledger.entry("importance", "head importance", model) as timed,
+        nullcontext(gates) if gates is not None else HeadGates(model) as g,
+    ):
+        for batch in tqdm(batches, desc="head importance", disable=not progress, leave=False):
+            n_examples += _accumulate(model, g, batch, loss_fn, abs_per, totals)
+        timed.examples = n_examples
     if n_examples == 0:
         raise ValueError("head_importance got no batches")
-
-    scores = {kind: t / n_examples for kind, t in totals.items()}
-    if normalize == "layer":
-        scores = {kind: t / (t.norm(dim=-1, keepdim=True) + 1e-20) for kind, t in scores.items()}
-    return scores
+    return _normalized({kind: t / n_examples for kind, t in totals.items()}, normalize)
 
 
 def importance_terms(
@@ -100,29 +116,21 @@ def importance_terms(
     over any subset of the examples, normalized by ``from_terms``, is that subset's I_h: what
     ``head_importance`` gives on those examples alone, up to float64 rounding. One pass serves
     every subset (how many examples importance needs: chapter 06)."""
-    if abs_per not in ("example", "token"):
-        raise ValueError(
-            f"abs_per must be 'example' (the paper's Eq. 2) or 'token' (the authors' code), got {abs_per!r}"
-        )
+    _check_options(abs_per=abs_per)
     shapes = head_grid(model)
     parts: dict[str, list[torch.Tensor]] = {kind: [] for kind in shapes}
-    was_training = model.training
-    model.eval()
-    try:
-        with ledger.entry("importance", "head importance terms", model) as timed, HeadGates(model) as g:
-            examples = 0
-            for batch in tqdm(batches, desc="head importance terms", disable=not progress, leave=False):
-                found: dict[str, list] = {}
-                size = _accumulate(model, g, batch, loss_fn, abs_per, found, per_example=True)
-                examples += size
-                for kind, shape in shapes.items():
-                    batch_terms = torch.zeros((size, *shape), dtype=torch.float64)
-                    for layer, heads, terms in found.get(kind, []):
-                        batch_terms[:, layer, heads] = terms
-                    parts[kind].append(batch_terms)
-            timed.examples = examples
-    finally:
-        model.train(was_training)
+    examples = 0
+    with _in_eval(model), ledger.entry("importance", "head importance terms", model) as timed, HeadGates(model) as g:
+        for batch in tqdm(batches, desc="head importance terms", disable=not progress, leave=False):
+            found: dict[str, list] = {}
+            size = _accumulate(model, g, batch, loss_fn, abs_per, found, per_example=True)
+            examples += size
+            for kind, shape in shapes.items():
+                batch_terms = torch.zeros((size, *shape), dtype=torch.float64)  # [batch, n_layers, n_heads]
+                for layer, heads, terms in found.get(kind, []):
+                    batch_terms[:, layer, heads] = terms
+                parts[kind].append(batch_terms)
+        timed.examples = examples
     if not examples:
         raise ValueError("importance_terms got no batches")
     return {kind: torch.cat(p) for kind, p in parts.items()}
@@ -133,16 +141,12 @@ def from_terms(
 ) -> dict[str, torch.Tensor]:
     """I_h of the ``examples`` (positions; all when None) from ``importance_terms``: the terms'
     mean, each layer divided by its L2 norm with ``normalize="layer"`` (as ``head_importance``)."""
-    if normalize not in ("layer", None):
-        raise ValueError(f"normalize must be 'layer' or None, got {normalize!r}")
+    _check_options(normalize)
     picked = {
         kind: t if examples is None else t[torch.as_tensor(list(examples), dtype=torch.long)]
         for kind, t in terms.items()
     }
-    scores = {kind: t.sum(0) / len(t) for kind, t in picked.items()}
-    if normalize == "layer":
-        scores = {kind: t / (t.norm(dim=-1, keepdim=True) + 1e-20) for kind, t in scores.items()}
-    return scores
+    return _normalized({kind: t.sum(0) / len(t) for kind, t in picked.items()}, normalize)
 
 
 def _accumulate(

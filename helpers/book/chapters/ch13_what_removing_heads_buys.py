@@ -22,7 +22,7 @@ from ..verdicts.engine import (
     present,
     three_way,
 )
-from ..verdicts.text import read, words
+from ..verdicts.text import percent, read, words
 
 CHAPTER = "13_what_removing_heads_buys"
 _PERPLEXITY_COST = 0.10  # "at a small perplexity cost": at most 10% above the unpruned model's
@@ -164,10 +164,6 @@ CLAIMS = [
 ]
 
 
-def _share(x: float) -> str:
-    return f"{x:.0%}"
-
-
 def memory_lines(profile: str) -> list[str]:
     """Per level: KV bytes saved and the perplexity paid, by KV groups and by query heads."""
     table = read(profile, "13_memory")
@@ -192,12 +188,12 @@ def memory_lines(profile: str) -> list[str]:
                 ]
             )
             parts.append(
-                f"* Removing {_share(share)} of the {unit} saves {_share(saved)} of the KV cache "
+                f"* Removing {percent(share)} of the {unit} saves {percent(saved)} of the KV cache "
                 f"({int(base['KV bytes per token']):,} -> {int(row['KV bytes per token']):,} bytes per token). "
                 f"The perplexity is {row['perplexity']:.1f} (unpruned {base['perplexity']:.1f}), and generation "
                 f"runs {speed}."
             )
-        lines.append(f"**{_share(share)} removed.**\n\n" + "\n".join(parts))
+        lines.append(f"**{percent(share)} removed.**\n\n" + "\n".join(parts))
     return lines
 
 
@@ -221,7 +217,7 @@ def _runtime_lines(profile: str) -> list[str]:
 
     def differing(column: str) -> str:
         rows = [
-            f"{r['unit']} {_share(r['share'])} (the first {int(r[column])} equal)"
+            f"{r['unit']} {percent(r['share'])} (the first {int(r[column])} equal)"
             for _, r in exact.iterrows()
             if r[column] < new
         ]
@@ -250,7 +246,7 @@ def _runtime_lines(profile: str) -> list[str]:
         + (
             f"Without flash attention llama.cpp pads every layer's values to the widest layer's, so where layers keep "
             f"different numbers of KV groups the values shrink only to the widest layer's width (e.g. "
-            f"{narrower.iloc[0]['unit']} {_share(narrower.iloc[0]['share'])}: "
+            f"{narrower.iloc[0]['unit']} {percent(narrower.iloc[0]['share'])}: "
             f"{narrower.iloc[0]['K MiB, llama.cpp (f32)']:.2f} "
             f"MiB of keys, {narrower.iloc[0]['V MiB, llama.cpp (f32)']:.2f} MiB of values). "
             if len(narrower)
@@ -265,7 +261,7 @@ def _runtime_lines(profile: str) -> list[str]:
     ]
     summary = speed_summary(read(profile, "13_runtime_speed"))
     parts = [
-        f"{r['unit']} {_share(r['share'])}, {int(r['threads'])} thread{'s' if r['threads'] > 1 else ''}: "
+        f"{r['unit']} {percent(r['share'])}, {int(r['threads'])} thread{'s' if r['threads'] > 1 else ''}: "
         f"{r['generated tokens per second']:.0f} tokens/s ({r['generated tokens per second, ratio']:.2f}x)"
         for _, r in summary.iterrows()
     ]

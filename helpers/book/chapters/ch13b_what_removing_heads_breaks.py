@@ -40,7 +40,7 @@ from ..verdicts.engine import (
     present,
     three_way,
 )
-from ..verdicts.text import read, words
+from ..verdicts.text import percent, read, words
 
 CHAPTER = "13b_what_removing_heads_breaks"
 _COPYING_DENTED = 0.90  # copying "breaks" below COPYING_FLOOR of its accuracy, and is dented below this
@@ -192,10 +192,6 @@ CLAIMS = [
 ]
 
 
-def _share(x: float) -> str:
-    return f"{x:.0%}"
-
-
 def _induction_lines(profile: str) -> list[str]:
     """Where the strongest induction heads rank by each importance."""
     ranks = read(profile, "13b_induction")
@@ -219,10 +215,10 @@ def copying_lines(profile: str) -> list[str]:
         fall = (
             "never falls below half of it"
             if pd.isna(row[below])
-            else f"falls below half of it from {_share(row[below])} pruned"
+            else f"falls below half of it from {percent(row[below])} pruned"
         )
         allowed = " ".join(
-            f"Within {t:.0%} of the verse perplexity, {_share(row[prunable_within(t)])} of the query heads can go, "
+            f"Within {t:.0%} of the verse perplexity, {percent(row[prunable_within(t)])} of the query heads can go, "
             f"and copying accuracy there is {row[copying_at(t)]:.2f}."
             for t in COPYING_TOLERANCES
         )
@@ -250,7 +246,7 @@ def copying_lines(profile: str) -> list[str]:
         )
         lines.append(
             f"**Pruning for perplexity, seen by copying:** at the share that keeps the verse perplexity within "
-            f"{t:.0%} ({_share(row[prunable_within(t)])}), copying keeps {row[copying_at(t)] / base:.0%} of its "
+            f"{t:.0%} ({percent(row[prunable_within(t)])}), copying keeps {row[copying_at(t)] / base:.0%} of its "
             f"accuracy{band}.{interval} A copying probe costs one forward pass."
         )
     return lines

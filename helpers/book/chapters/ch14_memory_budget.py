@@ -53,7 +53,7 @@ from ...kv.budget import (
 from ...zoo.long_texts import Layout
 from ..store.columns import MIN_BAND_ORDERS, shown
 from ..verdicts.engine import CANNOT_TELL, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Results, present
-from ..verdicts.text import read, words
+from ..verdicts.text import percent, read, words
 
 UNPRUNED = "unpruned"
 REMOVED = "KV groups removed"
@@ -1028,10 +1028,6 @@ CLAIMS = [
 ]
 
 
-def _pct(x: float) -> str:
-    return f"{x:.0%}"
-
-
 def setting_lines(profile: str) -> list[str]:
     points, checks = read(profile, "14_points"), read(profile, "14_checks")
     base = points[points["method"] == UNPRUNED].iloc[0]
@@ -1073,8 +1069,8 @@ def _budget_lines(profile: str) -> list[str]:
         )
         lines.append(
             f"**{row['budget']:.0%} of the bytes.** {named} ({row['best setting']}, "
-            f"{_pct(row['best share'])} of the bytes, perplexity {row['best perplexity']:.2f}). Runner-up: "
-            f"{row['runner-up']} ({_pct(row['runner-up share'])}, {row['runner-up perplexity']:.2f}). Gap: "
+            f"{percent(row['best share'])} of the bytes, perplexity {row['best perplexity']:.2f}). Runner-up: "
+            f"{row['runner-up']} ({percent(row['runner-up share'])}, {row['runner-up perplexity']:.2f}). Gap: "
             f"{row['log-perplexity gap']:+.3f} nats per token [{row['gap low']:+.3f}, {row['gap high']:+.3f}]."
         )
     return lines
@@ -1089,7 +1085,7 @@ def copying_lines(profile: str) -> list[str]:
         if len(part):
             parts.append(
                 f"* {method}: "
-                + ", ".join(f"{r['copying accuracy']:.2f} at {_pct(r['bytes share'])}" for _, r in part.iterrows())
+                + ", ".join(f"{r['copying accuracy']:.2f} at {percent(r['bytes share'])}" for _, r in part.iterrows())
             )
     return [
         f"**Copying the repeated passage.** The model reading it for the first time gets {floor:.2f} right. "
@@ -1101,7 +1097,7 @@ def _composition_lines(profile: str) -> list[str]:
     """Whether removing groups and quantizing compose (``14_composition``): the combined
     perplexity ratio against the product of the two alone."""
     out = [
-        f"{row['removed']} and 4-bit ({_pct(row['bytes share'])} of the bytes): perplexity "
+        f"{row['removed']} and 4-bit ({percent(row['bytes share'])} of the bytes): perplexity "
         f"x{row['perplexity ratio']:.3f} [{row['ratio low']:.3f}, {row['ratio high']:.3f}], against "
         f"x{row['product alone']:.3f} from the two alone multiplied"
         for _, row in read(profile, "14_composition").iterrows()

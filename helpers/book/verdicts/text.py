@@ -36,8 +36,13 @@ def rows_by_model(counts: pd.DataFrame) -> Iterable[tuple[str, pd.DataFrame]]:
         yield str(model), part
 
 
+def percent(value: float) -> str:
+    """A share as a whole percentage: ``0.333`` -> ``"33%"``."""
+    return f"{value:.0%}"
+
+
 def percents(values: Iterable[float]) -> str:
-    return words([f"{v:.0%}" for v in values])
+    return words([percent(v) for v in values])
 
 
 def heads_per_layer_line(models: Sequence[tuple[str, int, str]]) -> str:

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from test_scorers import _WordIds
+from tiny_models import TINY_BERT, seeded_config
 
 from helpers.book.experiments import equivalence
 from helpers.book.experiments.head_effects import classifier_effects
@@ -16,16 +17,7 @@ from helpers.heads.significance import Bootstrap
 def _tiny_bert(examples: int = 600):
     from transformers import BertConfig, BertForSequenceClassification
 
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=50,
-        hidden_size=24,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=48,
-        num_labels=3,
-        initializer_range=0.5,
-    )
+    config = seeded_config(BertConfig, TINY_BERT, num_hidden_layers=2, initializer_range=0.5)
     model = BertForSequenceClassification(config).eval()
     rng = random.Random(0)
     words = "the a cat dog sees runs blue red big small over under".split()

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from tiny_models import TINY_BERT, seeded_config
 from transformers import (
     BertConfig,
     BertForSequenceClassification,
@@ -14,16 +15,7 @@ from helpers.zoo.first_token_only import first_token_only, supports_first_token_
 
 
 def tiny_bert(attn: str) -> BertForSequenceClassification:
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=50,
-        hidden_size=24,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        intermediate_size=48,
-        num_labels=3,
-        attn_implementation=attn,
-    )
+    config = seeded_config(BertConfig, TINY_BERT, num_hidden_layers=3, attn_implementation=attn)
     return BertForSequenceClassification(config).eval()
 
 

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from tiny_models import TINY_BERT, seeded_config
 
 from helpers.book import course
 from helpers.heads import metrics
@@ -49,16 +50,7 @@ def _tiny_bert_and_examples():
 
     from transformers import BertConfig, BertForSequenceClassification
 
-    torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=50,
-        hidden_size=24,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        intermediate_size=48,
-        num_labels=3,
-        initializer_range=0.5,
-    )
+    config = seeded_config(BertConfig, TINY_BERT, num_hidden_layers=3, initializer_range=0.5)
     rng = random.Random(0)
     words = "the a cat dog sees runs blue red big small over under".split()
     examples = [

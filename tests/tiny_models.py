@@ -19,6 +19,15 @@ from helpers.zoo.translation_model import fairseq_args
 
 VOCAB = 40
 PAD = 0
+# the small BERT classifier several tests build (each adds its depth and options)
+TINY_BERT = {"vocab_size": 50, "hidden_size": 24, "num_attention_heads": 4, "intermediate_size": 48, "num_labels": 3}
+
+
+def seeded_config(config_class, base: dict[str, Any], **sizes: Any):
+    """``config_class(**base, **sizes)``, torch seeded with 0 first: the model built from it next
+    draws the same weights every time."""
+    torch.manual_seed(0)
+    return config_class(**{**base, **sizes})
 
 
 @dataclass

@@ -22,8 +22,7 @@ from helpers.book.chapters import ch13b_what_removing_heads_breaks as ch13b
 from helpers.book.chapters import ch14_memory_budget as ch14
 from helpers.book.chapters import ch14b_served_at_equal_memory as ch14b
 from helpers.book.scorecard import ch15_scorecard as ch15
-from helpers.book.store.results import results_dir
-from helpers.book.verdicts import text
+from helpers.book.store.results import ChapterTables, MissingTable, results_dir
 
 
 @pytest.fixture
@@ -113,11 +112,11 @@ def _model_statistics(row, significant_mt):
 
 def test_chapter_03_counts_follow_the_table(results):
     _chapter_03_tables(results, {0: 1, 1: 2})
-    text = ch03.findings("p", 0.01)
+    text = ch03.findings(ChapterTables("p"), 0.01)
     assert "**translation, the paper's metric.** Masked alone, 1 and 2 of 144 heads change the score" in text
     assert "Chance alone would flag 2.9" in text and "On no seed do more heads pass than chance alone" in text
     _chapter_03_tables(results, {0: 1, 1: 12})  # a rerun finds 12 on seed 1
-    text = ch03.findings("p", 0.01)
+    text = ch03.findings(ChapterTables("p"), 0.01)
     assert "1 and 12 of 144 heads" in text and "Only on seed 1 do more heads pass than chance alone would flag" in text
     assert "split-half r of the effects (even against odd examples) is 1.00 and 1.00. The halves agree" in text
     assert text.startswith(
@@ -127,20 +126,20 @@ def test_chapter_03_counts_follow_the_table(results):
     _chapter_03_tables(results, {0: 1, 1: 12}, mt_layers=3)  # a model with 16 heads per layer
     assert (
         "translation has 16 heads per layer, so one head is 1/16 of its layer's attention (the paper's WMT: 1/16)"
-        in ch03.findings("p", 0.01)
+        in ch03.findings(ChapterTables("p"), 0.01)
     )
 
 
 def test_chapter_03_places_the_heads_against_the_margin(results):
     _chapter_03_tables(results, {0: 1, 1: 2})
     for suffix, margin in (("", 1.0), ("_likelihood", 0.00995)):
-        counts = pd.read_csv(text.results_dir("p") / f"03_one_head_counts{suffix}.csv")
+        counts = pd.read_csv(results_dir("p") / f"03_one_head_counts{suffix}.csv")
         ours = counts["from_paper"] != True  # noqa: E712 (NaN on our rows)
         counts.loc[ours, ["margin", "harmful", "helpful", "undetermined"]] = [margin, 1, 0, 2]
         counts.loc[ours, "negligible"] = counts.loc[ours, "heads"] - 3
         counts.loc[ours, "unplaced"] = counts.loc[ours, "undetermined"]
-        counts.to_csv(text.results_dir("p") / f"03_one_head_counts{suffix}.csv", index=False)
-    found = ch03.findings("p", 0.01)
+        counts.to_csv(results_dir("p") / f"03_one_head_counts{suffix}.csv", index=False)
+    found = ch03.findings(ChapterTables("p"), 0.01)
     assert (
         "Against a margin of ±1 BLEU, 135 and 135 heads are shown negligible, 3 and 3 harmful, 0 and 0 helpful and "
         "6 and 6 undetermined. 6 and 6 are placed by neither test"
@@ -191,11 +190,11 @@ def test_chapter_05_verdict_follows_the_correlation(results):
             results(f"05_cross_domain_translation{suffix}", _heads_with_r(0.7, 0) + _heads_with_r(r_seed1, 1))
 
     tables(0.7)
-    assert "r = 0.70 (p = 0.001) and 0.70 (p = 0.001)" in ch05.findings("p")
-    assert "spread wider (3.5 against 2) and wider (2.5 against 2)" in ch05.findings("p")
+    assert "r = 0.70 (p = 0.001) and 0.70 (p = 0.001)" in ch05.findings(ChapterTables("p"))
+    assert "spread wider (3.5 against 2) and wider (2.5 against 2)" in ch05.findings(ChapterTables("p"))
     assert _scorecard_verdict("cross_domain") == "reproduced"
     tables(-0.3)
-    text = ch05.findings("p")
+    text = ch05.findings(ChapterTables("p"))
     assert "r = 0.70 (p = 0.001) and -0.30 (p = 0.001)" in text
     # one answer on both seeds' heads: the mean of Fisher's z, r = 0.27, short of 0.4 (before: "depends on the seed")
     assert _scorecard_verdict("cross_domain") == "not reproduced"
@@ -232,7 +231,7 @@ def test_chapter_05_explains_a_negative_correlation_only_where_the_classes_move_
         results("05_label_shifts", shifts.to_dict("records"))
 
     tables(_shifts(trade=True))
-    text = ch05.findings("p")
+    text = ch05.findings(ChapterTables("p"))
     # each class's own r over the heads (n = 72), not one r over the classes stacked
     assert re.search(r"each r over the 72 heads: seed 0: label 0 0\.9\d, label 1 0\.9\d;", text), text
     assert "between labels 1 and 0" in text and "For seed 0 the net takes opposite signs" in text
@@ -245,7 +244,7 @@ def test_chapter_05_explains_a_negative_correlation_only_where_the_classes_move_
         unlike.loc[inside, [f"recall change {k}" for k in range(3)]].sum(axis=1) / 3
     )
     tables(unlike)  # accuracy r -0.92; label 0's own r about -1
-    text = ch05.findings("p")
+    text = ch05.findings(ChapterTables("p"))
     assert (
         "For seed 0 the net" not in text
         and "For seed 0 the accuracy correlation is significantly negative and the classes do not move alike "
@@ -278,9 +277,9 @@ def test_chapter_04_counts_layers_without_a_significant_loss(results):
             )
 
     tables(0)
-    assert "With a single head, 18 of 18 layers show no significant loss" in ch04.findings("p")
+    assert "With a single head, 18 of 18 layers show no significant loss" in ch04.findings(ChapterTables("p"))
     tables(2)
-    text = ch04.findings("p")
+    text = ch04.findings(ChapterTables("p"))
     assert (
         "12 of 18 layers" in text
         and "The worst layer is enc_dec layer 6 (-2.50 BLEU, seed 0), always enc_dec." in text
@@ -290,11 +289,11 @@ def test_chapter_04_counts_layers_without_a_significant_loss(results):
         in text
     )
     tables(2, per_layer=4)
-    assert "translation has 4 heads per layer, so one head is 1/4" in ch04.findings("p")
+    assert "translation has 4 heads per layer, so one head is 1/4" in ch04.findings(ChapterTables("p"))
     for suffix, margin in (("", 1.0), ("_likelihood", 0.00995)):  # the margin's count joins the sentence
         path = results_dir("p") / f"04_keep_one_counts{suffix}.csv"
         pd.read_csv(path).assign(margin=margin, harmful=[0, 1, 0], negligible=[6, 4, 5]).to_csv(path, index=False)
-    found = ch04.findings("p")
+    found = ch04.findings(ChapterTables("p"))
     assert (
         "12 of 18 layers show no significant loss (seed by seed). 1 lose more than the margin δ: their interval "
         "lies wholly below -0.00995." in found
@@ -303,8 +302,10 @@ def test_chapter_04_counts_layers_without_a_significant_loss(results):
 
 
 def test_a_missing_table_says_which_chapter_to_run(results):
-    with pytest.raises(FileNotFoundError, match="run the chapter that saves '03_one_head_counts'"):
-        ch03.findings("p", 0.01)
+    with pytest.raises(
+        MissingTable, match=r"03_one_head_counts.csv is missing: .* --profile p --only 03_ablating_one_head"
+    ):
+        ch03.findings(ChapterTables("p"), 0.01)
 
 
 def test_chapter_03_saves_its_chance_line_and_split_half_r_as_columns():
@@ -368,12 +369,12 @@ def test_chapter_07_reads_speed_ups_as_ratios_of_medians(results):
         results("07_speed", rows)
 
     speed([100.0, 100.0, 100.0])
-    text = ch07.findings("p")
+    text = ch07.findings(ChapterTables("p"))
     assert "+20.0% faster at batch 64" in text and "+50.0% predicted" in text and "At batch 1 it gained +10.0%" in text
     assert "less than at the largest batch (point estimates)." in text and "as in the paper" not in text
     assert _scorecard_verdict("speedup_small") == "partly" and "partly" not in text
     speed([10.0, 100.0, 100.0])  # one disturbed pass: the median, and so the sentence, stay
-    assert ch07.findings("p") == text
+    assert ch07.findings(ChapterTables("p")) == text
 
 
 def test_chapter_06_shares_follow_the_table(results):
@@ -408,14 +409,14 @@ def test_chapter_06_shares_follow_the_table(results):
 
     orders = 20
     tables(0.6)
-    found = ch06.findings("p")
+    found = ch06.findings(ChapterTables("p"))
     assert "By importance, 50% and 60% of the heads" in found and "(estimated on held-out half of test13)" in found
     assert "20 random orders prune 10% to 30% and 10% to 30% (5th to 95th percentile)" in found
     tables(0.1)
-    assert "50% and 10%" in ch06.findings("p")
+    assert "50% and 10%" in ch06.findings(ChapterTables("p"))
     orders = 2
     tables(0.1)
-    assert "; 2 orders are too few for a band" in ch06.findings("p")
+    assert "; 2 orders are too few for a band" in ch06.findings(ChapterTables("p"))
 
     # how many examples importance needs: recomputed from the draws (spearman rises with n)
     rows = [
@@ -433,7 +434,7 @@ def test_chapter_06_shares_follow_the_table(results):
     ]
     rows = [r for r in rows if r["examples"] < 64 or r["draw"] == 0]
     results("06_importance_sample", rows)
-    found = ch06.findings("p")
+    found = ch06.findings(ChapterTables("p"))
     assert (
         "**How many examples importance needs.** Medians over 3 random draws per size, against I_h of every "
         "example the verdict used:\n\n* nli: from 16 of its 64 examples, Spearman 0.91 (5-95%: 0.90 to 0.92), and "
@@ -443,17 +444,17 @@ def test_chapter_06_shares_follow_the_table(results):
     rows = [dict(r, spearman=r["spearman"] / 2) for r in rows]
     results("06_importance_sample", rows)
     assert "A median Spearman of 0.9 is reached at no size below all of them." in ch06.findings(
-        "p"
+        ChapterTables("p")
     )  # 64 of 64 agrees with itself
-    assert "Pruned by I_h from fewer examples" not in ch06.findings("p")  # no curves drawn
+    assert "Pruned by I_h from fewer examples" not in ch06.findings(ChapterTables("p"))  # no curves drawn
     shares = {(4, 0): 0.1, (4, 1): 0.3, (4, 2): None, (16, 0): 0.4, (16, 1): 0.4, (16, 2): None, (64, 0): 0.5}
     results("06_importance_sample", [dict(r, prunable_share=shares[r["examples"], r["draw"]]) for r in rows])
     assert (
         "**Pruned by I_h from fewer examples.** The share of heads prunable within perplexity +1%, as its range over "
         "2 draws per size:\n\n* nli: 10%-30% from 4, 40% from 16; 50% with all 64.\n\nEach sample is part of the "
         "whole"
-    ) in ch06.findings("p")
-    assert "A language model pruned by I_h" not in ch06.findings("p")  # no curve points drawn
+    ) in ch06.findings(ChapterTables("p"))
+    assert "A language model pruned by I_h" not in ch06.findings(ChapterTables("p"))  # no curve points drawn
     rise = "perplexity rise at 10% pruned (%)"
     lm = [
         {
@@ -474,7 +475,7 @@ def test_chapter_06_shares_follow_the_table(results):
         "as its range over 2 draws per size. It is read at fixed shares of the query heads, since chapter 11's "
         "curves are coarser than the language model's tolerance:\n\n* lm with 10% of its query heads pruned: +25% "
         "to +40% from 4, +21% from 16; +19% with all 30."
-    ) in ch06.findings("p")
+    ) in ch06.findings(ChapterTables("p"))
 
 
 def test_chapters_08_09_and_10_follow_their_tables(results):
@@ -500,7 +501,7 @@ def test_chapters_08_09_and_10_follow_their_tables(results):
         "08_pruning_by_kind",
         [{"training_seed": 0, "kind": k, "pruned": p, "share": p / 48} for k in kinds for p in (0, 12, 24, 36, 48)],
     )
-    text = ch08.findings("p")
+    text = ch08.findings(ChapterTables("p"))
     assert text.startswith(
         "**The model:** 48 enc_self heads, 48 enc_dec heads and 48 dec_self heads (the paper's WMT: "
         "96 of each kind), pruned 25% of a kind at a time."
@@ -534,7 +535,7 @@ def test_chapters_08_09_and_10_follow_their_tables(results):
             for e, sh in steps
         ],
     )
-    text = ch09.findings("p")
+    text = ch09.findings(ChapterTables("p"))
     assert (
         "the perplexity reaches x2.00 of the unpruned checkpoint's after epoch 0, and x1.05 after epoch 16. BLEU "
         "leaves out epoch 0, whose unpruned BLEU is below 2% of the last epoch's"
@@ -559,7 +560,7 @@ def test_chapters_08_09_and_10_follow_their_tables(results):
                 for s in (0, 1)
             ],
         )
-    assert ch10.findings("p").startswith(
+    assert ch10.findings(ChapterTables("p")).startswith(
         "**sentiment:** 40% and 40% of the heads can go within the tolerance on accuracy, "
         "10% and 10% with the perplexity within 1% (the paper's SST-2: flat to about 50%). With 90% pruned the score "
         "is 0.5 and 0.6, against 0.9 and 0.9 unpruned."
@@ -627,7 +628,7 @@ def test_chapter_11_follows_its_tables(results):
             }
         ],
     )
-    text = ch11.findings("p", 0.01, speed_share=0.25)
+    text = ch11.findings(ChapterTables("p"), 0.01, speed_share=0.25)
     assert (
         "6 of 12 query heads raise the perplexity significantly" in text
         and "Chance alone would flag 0.1 in each direction" in text
@@ -663,7 +664,7 @@ def test_chapter_11_follows_its_tables(results):
             },
         ],
     )
-    text = ch11.findings("p", 0.01, speed_share=0.25)
+    text = ch11.findings(ChapterTables("p"), 0.01, speed_share=0.25)
     assert "6 of 12 query heads raise the perplexity significantly and 3 lower it significantly (p < 0.004" in text
     assert (
         "30 verses drawn from them (120 tests), the bootstrap at its nominal p < 0.01 flags 4.9% of the heads, "
@@ -692,7 +693,9 @@ def test_chapter_11_follows_its_tables(results):
             },
         ],
     )
-    assert "tested at no level at all (no head can be called significant here)" in ch11.findings("p", 0.01)
+    assert "tested at no level at all (no head can be called significant here)" in ch11.findings(
+        ChapterTables("p"), 0.01
+    )
 
 
 # ---- one judge: a chapter's verdict table and the scorecard give the same verdict -------------
@@ -712,7 +715,7 @@ def test_chapter_03_says_what_the_scorecard_says_between_the_old_thresholds(resu
     from helpers.book.verdicts.engine import LIKELIHOOD_NAME, METRIC, chapter_verdicts, verdict_of
 
     _chapter_03_tables(results, {0: significant, 1: significant})
-    text = ch03.findings("p", 0.01)
+    text = ch03.findings(ChapterTables("p"), 0.01)
     for column, measure in (("verdict", METRIC), ("likelihood verdict", LIKELIHOOD_NAME)):
         verdict = _scorecard_verdict("few_significant", column)
         assert verdict_of(chapter_verdicts("p", rules.CLAIMS, alpha=0.01), "few_significant", measure) == verdict
@@ -791,7 +794,7 @@ def test_chapter_09_and_the_scorecard_read_the_chapters_min_base_share(results):
     for share, first, early in ((0.02, 1, "reproduced"), (0.05, 2, "not reproduced")):
         verdicts = chapter_verdicts("p", rules.CLAIMS, min_base_share=share)
         assert verdict_of(verdicts, "early_hurts") == early == _scorecard_verdict("early_hurts")
-        text = ch09.findings("p", share)
+        text = ch09.findings(ChapterTables("p"), share)
         assert f"is kept after epoch {first} " in text
     with pytest.raises(ValueError, match="no claim of chapter 09_training_dynamics reads the parameter"):
         chapter_verdicts("p", rules.CLAIMS, min_base_shares=0.05)
@@ -889,7 +892,7 @@ def _chapter_12_tables(write, negligible_mean: int, best_share: float):
 
 def test_chapter_12_follows_the_removal_and_selection_tables(results):
     _chapter_12_tables(results, negligible_mean=70, best_share=0.5)
-    found = ch12.findings("p")
+    found = ch12.findings(ChapterTables("p"))
     assert "**nli, the paper's metric, seed 0** (72 heads): zero 70 negligible, 1 harmful, 1 undetermined" in found
     assert "**smollm2, the likelihood, no training seed** (270 heads): zero 260 negligible" in found
     assert "* zero vs mean: r = 0.61 (seed 0), 7 of the 10 most important heads shared." in found
@@ -901,7 +904,7 @@ def test_chapter_12_follows_the_removal_and_selection_tables(results):
     assert "The L0 gates took 40 to 40 s per model and seed to train (on cpu: 2 threads), all penalties" in found
     assert "**Which verdicts change with the way a head is removed:** none" in found
     _chapter_12_tables(results, negligible_mean=30, best_share=0.2)
-    found = ch12.findings("p")
+    found = ch12.findings(ChapterTables("p"))
     assert "mean 30 negligible, 1 harmful, 41 undetermined" in found
     # 30 negligible, but 41 undetermined could make it 71 of 72: mean removal cannot tell
     assert (
@@ -1022,7 +1025,7 @@ def test_chapters_13_and_13b_follow_the_memory_induction_and_copying_tables(resu
     from helpers.book.verdicts.engine import chapter_verdicts, verdict_table
 
     _chapter_13_tables(results, kept_accuracy=0.2)
-    found = ch13.findings("p") + "\n\n" + ch13b.findings("p")
+    found = ch13.findings(ChapterTables("p")) + "\n\n" + ch13b.findings(ChapterTables("p"))
     assert "predict in 6 of 6 rows (levels" in found
     assert (
         "Removing 33% of the KV groups saves 33% of the KV cache (1,000 -> 667 bytes per token). The perplexity is "
@@ -1068,7 +1071,7 @@ def test_chapters_13_and_13b_follow_the_memory_induction_and_copying_tables(resu
         "generation speed in llama.cpp",
     }
     _chapter_13_tables(results, kept_accuracy=0.8, measured_offset=1)
-    found = ch13.findings("p") + "\n\n" + ch13b.findings("p")
+    found = ch13.findings(ChapterTables("p")) + "\n\n" + ch13b.findings(ChapterTables("p"))
     assert "in the exact settings and 1 of 2 in the default ones" in found
     assert (
         "predict in 0 of 6 rows" in found
@@ -1112,7 +1115,7 @@ def test_chapter_14_holds_the_plain_16_bit_cache_with_the_caches_that_do_not_qua
     results("14_checks", rows)
     # the prose states the tolerance the rule read (14_budgets), as fast_pass_tolerance derives it
     results("14_budgets", [{"budget": 0.5, "tolerance": ch14.fast_pass_tolerance(pd.DataFrame(rows))}])
-    (line,) = ch14.setting_lines("p")
+    (line,) = ch14.setting_lines(ChapterTables("p"))
     assert "caches that do not quantize agree to 3e-01 nats" in line
     assert "the quantized ones to 0.0050" in line
     # the tolerance: the 16-bit caches' rounding, not the quantized cache's 16-bit gap
@@ -1224,7 +1227,7 @@ def _served_tables(results, removal_unbeaten: bool):
 @pytest.mark.parametrize("removal_unbeaten", [False, True])
 def test_chapter_14b_says_what_its_tables_hold(results, removal_unbeaten):
     _served_tables(results, removal_unbeaten)
-    found = ch14b.findings("p")
+    found = ch14b.findings(ChapterTables("p"))
     assert "weights equal the arithmetic to the byte in 3 of 3 rows" in found
     assert "at most 0.004 MiB from the arithmetic" in found  # 12.66 MiB against 12.656 of the arithmetic
     assert "* q8_0 cache: +0.07% [+0.02%, +0.12%], KL 0.0003" in found
@@ -1252,7 +1255,7 @@ def test_every_page_numbers_layers_and_heads_from_one(tmp_path, monkeypatch):
         {"layer": [0, 2], "head": [0, 5], "induction score": [0.9, 0.8], "induction rank": [1, 2], "rank by x": [3, 4]}
     )
     ranks.to_csv(results_dir("smoke") / "13b_induction.csv", index=False)
-    assert "are 1.1 (0.90) and 3.6 (0.80)" in ch13b._induction_lines("smoke")[0]
+    assert "are 1.1 (0.90) and 3.6 (0.80)" in ch13b._induction_lines(ChapterTables("smoke"))[0]
     model = load_causal_lm("tiny-llama", seed=0)[0]
     cells = pd.DataFrame(
         [(layer, head, 0.5, False) for layer in range(4) for head in range(6)],
@@ -1324,7 +1327,7 @@ def test_chapter_14_saves_what_composing_two_methods_is_compared_with(results):
     table = ch14.composition_table(points)
     assert table["product alone"].tolist() == pytest.approx([1.20 * 1.05])
     results("14_composition", table.to_dict("records"))
-    (line,) = ch14._composition_lines("p")
+    (line,) = ch14._composition_lines(ChapterTables("p"))
     assert (
         "1 of 3 groups removed and 4-bit (17% of the bytes): perplexity x1.300 [1.200, 1.400], against x1.260" in line
     )

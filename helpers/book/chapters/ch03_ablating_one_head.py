@@ -25,6 +25,7 @@ from ...heads.significance import chance_flag_rate
 from ..experiments import equivalence
 from ..experiments.head_effects import correlation, significance_counts
 from ..paper import values as paper_values
+from ..store.results import ChapterTables
 from ..verdicts import samples
 from ..verdicts.between_seeds import Share
 from ..verdicts.engine import (
@@ -43,7 +44,6 @@ from ..verdicts.text import (
     heads_per_layer_line,
     paper_model,
     r_text,
-    read,
     rows_by_model,
     words,
 )
@@ -412,11 +412,11 @@ CLAIMS = [
 ]
 
 
-def findings(profile: str, alpha: float) -> str:
+def findings(tables: ChapterTables, alpha: float) -> str:
     """Chapter 03's findings: each model's heads per layer beside the paper's; per model, measure
     and seed, the heads significant alone against chance, the gains among them, and the split-half r
     of the one-head effects."""
-    first = ours(read(profile, "03_one_head_counts"))
+    first = ours(tables["03_one_head_counts"])
     lines = [
         heads_per_layer_line(
             [
@@ -426,7 +426,7 @@ def findings(profile: str, alpha: float) -> str:
         )
     ]
     for suffix, measure in MEASURES:
-        counts = ours(read(profile, f"03_one_head_counts{suffix}"))
+        counts = ours(tables[f"03_one_head_counts{suffix}"])
         for name, part in rows_by_model(counts):
             per_seed = part.groupby("training_seed", sort=True)
             model = per_seed.first()  # the model and seed's statistics (``model_statistics``)

@@ -42,6 +42,7 @@ from ..experiments.sweeps import HeadSweeps, Run
 from ..paper import values as paper_values
 from ..store import measures
 from ..store.columns import shown
+from ..store.results import ChapterTables
 from ..verdicts import samples
 from ..verdicts.between_seeds import Share, Value
 from ..verdicts.engine import (
@@ -55,7 +56,7 @@ from ..verdicts.engine import (
     three_way,
 )
 from ..verdicts.pooling import mean_over_seeds, over_counts, supported
-from ..verdicts.text import MEASURES, heads_per_layer_line, paper_model, read, words
+from ..verdicts.text import MEASURES, heads_per_layer_line, paper_model, words
 
 _AGAIN = "{} again"  # a set's rows of the chosen heads, reported in two looks over the whole set
 _SAME_SET = "chosen and reported on {}"  # Tables 2 and 3: a protocol's name in the counts
@@ -826,10 +827,10 @@ CLAIMS = [
 ]
 
 
-def findings(profile: str) -> str:
+def findings(tables: ChapterTables) -> str:
     """Chapter 04's findings: each model's heads per layer beside the paper's; per model, protocol,
     measure and seed, the layers that keep their score with one head, and the worst layer."""
-    first = ours(read(profile, "04_keep_one_counts"))
+    first = ours(tables["04_keep_one_counts"])
     lines = [
         heads_per_layer_line(
             [
@@ -839,7 +840,7 @@ def findings(profile: str) -> str:
         )
     ]
     for suffix, measure in MEASURES:
-        counts = ours(read(profile, f"04_keep_one_counts{suffix}"))
+        counts = ours(tables[f"04_keep_one_counts{suffix}"])
         for (source, protocol), part in counts.groupby(["source", "protocol"], sort=False):
             name = str(source)
             kept, worst, beyond = [], [], []

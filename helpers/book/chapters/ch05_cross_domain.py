@@ -29,10 +29,11 @@ from ..experiments.head_effects import correlation, paired_scores
 from ..experiments.sweeps import HeadSweeps
 from ..paper import values as paper_values
 from ..store import measures
+from ..store.results import ChapterTables
 from ..verdicts import samples
 from ..verdicts.between_seeds import Pairs
 from ..verdicts.engine import Claim, Results, three_way
-from ..verdicts.text import MEASURES, r_text, read, words
+from ..verdicts.text import MEASURES, r_text, words
 
 _TRACKS = {"translation": "translation", "classifier": "classifier"}  # paper_values.CROSS_DOMAIN_R's keys
 UNITS = {"translation": "BLEU", "classifier": "accuracy"}  # each track's metric, as Figure 2 labels it
@@ -451,13 +452,13 @@ CLAIMS = [
 ]
 
 
-def findings(profile: str) -> str:
+def findings(tables: ChapterTables) -> str:
     """Chapter 05's findings: per model, measure and seed, the cross-domain r (all heads pooled)
     with its significance, the split-half r that bounds it, and whether the scores spread wider
     out of domain than in it (the paper: MTNT's BLEU moves over a wider range)."""
     lines = []
     for suffix, measure in MEASURES:
-        table = read(profile, f"05_cross_domain_r{suffix}")
+        table = tables[f"05_cross_domain_r{suffix}"]
         pooled = table[table["paper_r"].notna()]
         for model, part in pooled.groupby("model", sort=False):
             name = str(model)
@@ -477,16 +478,15 @@ def findings(profile: str) -> str:
                 f"{part['paper_r'].iloc[0]:.2f}). The split-half r, in-domain/out-of-domain: {words(halves)}. "
                 f"Out of domain the scores after masking spread {words(spreads)}."
             )
-    return "\n\n".join(lines + _class_lines(profile))
+    return "\n\n".join(lines + _class_lines(tables))
 
 
-def _class_lines(profile: str) -> list[str]:
+def _class_lines(tables: ChapterTables) -> list[str]:
     """The classifier's correlation read class by class (``05_label_shifts``): whether its heads
     act alike in both domains once a label's gain is not netted against another's loss; none for
     a run from before the table existed."""
-    from ..store.results import saved_table
 
-    shifts = saved_table(profile, "05_label_shifts")
+    shifts = tables.get("05_label_shifts")
     if shifts is None:
         return []
     table = class_by_class(shifts).sort_values("training_seed")

@@ -19,6 +19,7 @@ import pandas as pd
 
 from ..paper import values as paper_values
 from ..store.columns import IN_SAMPLE, MIN_BAND_ORDERS, RANDOM_HIGH, RANDOM_LOW
+from ..store.results import ChapterTables
 from ..verdicts import samples
 from ..verdicts.between_seeds import NotTestable, Value, with_error
 from ..verdicts.engine import (
@@ -37,7 +38,7 @@ from ..verdicts.engine import (
     within,
 )
 from ..verdicts.pooling import Pooled, mean_over_seeds, over_interval, with_ranges
-from ..verdicts.text import MEASURES, percents, read, words
+from ..verdicts.text import MEASURES, percents, words
 
 if TYPE_CHECKING:
     from ..experiments.pruning_runs import PruningRuns
@@ -384,13 +385,13 @@ CLAIMS = [
 ]
 
 
-def findings(profile: str) -> str:
+def findings(tables: ChapterTables) -> str:
     """Chapter 06's findings: per measure and model, the share prunable by importance, by ablation
     and the random orders' band on every seed, and how pruning everything ends (the comparisons
     are the verdicts')."""
     lines = []
     for suffix, measure in MEASURES:
-        table = read(profile, f"06_prunable_shares{suffix}")
+        table = tables[f"06_prunable_shares{suffix}"]
         for (_track, model), part in table.groupby(["track", "model"], sort=False):
             by = {o: p.sort_values("training_seed") for o, p in part.groupby("order")}
             imp, abl = by["importance"], by["ablation"]
@@ -412,18 +413,17 @@ def findings(profile: str) -> str:
                 f"every head pruned the score is {words([f'{v:.3g}' for v in imp['all_pruned']])}, against "
                 f"{words([f'{v:.3g}' for v in imp['unpruned']])} unpruned."
             )
-    return "\n\n".join(lines + _protocol_lines(profile) + _sample_lines(profile))
+    return "\n\n".join(lines + _protocol_lines(tables) + _sample_lines(tables))
 
 
-def _protocol_lines(profile: str) -> list[str]:
+def _protocol_lines(tables: ChapterTables) -> list[str]:
     """The protocol drawn beside Figure 3 (``protocol_tables``), where this run drew it: per
     measure and model, the shares prunable by importance and by ablation on every seed."""
-    from ..store.results import saved_table
 
     lines = []
     for protocol in PROTOCOLS:
         for suffix, measure in MEASURES:
-            table = saved_table(profile, f"{_SHARES}_{protocol}{suffix}")
+            table = tables.get(f"{_SHARES}_{protocol}{suffix}")
             for model, part in [] if table is None else table.groupby("model", sort=False):
                 by = {o: p.sort_values("training_seed") for o, p in part.groupby("order")}
                 imp, abl = by["importance"], by["ablation"]
@@ -439,13 +439,12 @@ def _protocol_lines(profile: str) -> list[str]:
 _SETTLED = 0.9  # a median Spearman with I_h of every example at or above this counts as a settled ranking
 
 
-def _sample_lines(profile: str) -> list[str]:
+def _sample_lines(tables: ChapterTables) -> list[str]:
     """How many examples each model's I_h needs (``06_importance_sample``): the agreement with I_h
     of all the examples at the largest sample below them, and the smallest sample whose median
     Spearman reaches ``_SETTLED``; none for a run from before the table existed."""
-    from ..store.results import saved_table
 
-    table = saved_table(profile, "06_importance_sample")
+    table = tables.get("06_importance_sample")
     if table is None:
         return []
     parts = []

@@ -23,9 +23,9 @@ from ...heads.sites import attention_sites
 from ...sweeps.pruning_curves import order_by_importance
 from ...sweeps.throughput import compare_speed, device_name, speed_gains
 from ..paper import values as paper_values
+from ..store.results import ChapterTables, MissingTable
 from ..verdicts import samples
 from ..verdicts.engine import Claim, Results, three_way
-from ..verdicts.text import read
 
 
 def prune_least_important(model, importance, share: float):
@@ -237,14 +237,14 @@ CLAIMS = [
 ]
 
 
-def findings(profile: str) -> str:
+def findings(tables: ChapterTables) -> str:
     """Chapter 07's findings: the measured speed-ups (ratios of median rates) at each batch size
     against the FLOP prediction and the paper's, the gated model against the timing noise, and
     the precision table's rows."""
     from ...sweeps.throughput import speed_gains
     from ..paper.values import TABLE4_SPEEDUP
 
-    speed = read(profile, "07_speed")
+    speed = tables["07_speed"]
     gains = speed_gains(speed).set_index("batch_size")
     sizes = list(gains.index)
     small, large = sizes[0], sizes[-1]
@@ -271,8 +271,8 @@ def findings(profile: str) -> str:
         )
     )
     try:
-        precision = speed_gains(read(profile, "07_precision"))
-    except FileNotFoundError:
+        precision = speed_gains(tables["07_precision"])
+    except MissingTable:
         return text
     rows = [
         f"- {r.dtype} {r.compile_mode} at batch {r.batch_size}: {r.pruned:+.1%} (predicted {r.predicted:+.1%})"

@@ -27,6 +27,7 @@ from ..experiments.pruning_runs import resampled_steps
 from ..paper import values as paper_values
 from ..paper.values import HEADS_PER_KIND
 from ..profiles import Profile
+from ..store.results import ChapterTables
 from ..verdicts import samples
 from ..verdicts.between_seeds import Value, with_error
 from ..verdicts.engine import (
@@ -39,7 +40,7 @@ from ..verdicts.engine import (
     for_every,
 )
 from ..verdicts.pooling import Pooled, mean_over_seeds, over_interval
-from ..verdicts.text import read, words
+from ..verdicts.text import words
 
 
 def curves(
@@ -309,12 +310,12 @@ CLAIMS = [
 ]
 
 
-def findings(profile: str) -> str:
+def findings(tables: ChapterTables) -> str:
     """Chapter 08's findings: per seed, the attention kind that suffers most at 80% pruned, on
     BLEU (share kept) and on the likelihood (perplexity reached), after the heads of each kind."""
-    bleu = read(profile, "08_pruning_by_kind_summary")
-    ll = read(profile, "08_pruning_by_kind_summary_likelihood")
-    curves = read(profile, "08_pruning_by_kind")
+    bleu = tables["08_pruning_by_kind_summary"]
+    ll = tables["08_pruning_by_kind_summary_likelihood"]
+    curves = tables["08_pruning_by_kind"]
     first = curves[curves["training_seed"] == curves["training_seed"].iloc[0]]
     heads = first.groupby("kind", sort=False)["pruned"].max()
     step = sorted(first["share"].unique())[1] if first["share"].nunique() > 1 else 1.0

@@ -27,11 +27,12 @@ from .. import course
 from ..experiments.pruning_runs import resampled_steps
 from ..paper import values as paper_values
 from ..profiles import Profile
+from ..store.results import ChapterTables
 from ..verdicts import samples
 from ..verdicts.between_seeds import NotTestable, Value, with_error
 from ..verdicts.engine import CANNOT_TELL, Claim, Results, three_way
 from ..verdicts.pooling import Pooled, mean_over_seeds, over_interval, supported
-from ..verdicts.text import read, words
+from ..verdicts.text import words
 
 _MIN_BASE_SHARE = 0.02  # the default: epochs whose unpruned BLEU is below this share of the last one's are skipped
 
@@ -375,15 +376,15 @@ CLAIMS = [
 ]
 
 
-def findings(profile: str, min_base_share: float = _MIN_BASE_SHARE) -> str:
+def findings(tables: ChapterTables, min_base_share: float = _MIN_BASE_SHARE) -> str:
     """Chapter 09's findings: per seed, what pruning 40% costs at the first and the last analysed
     epoch, as a share of the BLEU kept (over the epochs whose unpruned BLEU is at least
     ``min_base_share`` of the last one's, as the chapter's verdict; the others are named) and as the
     perplexity reached, and the first usable epoch that keeps the paper's share."""
     from ..paper.values import FIGURE5_BLEU, FIGURE5_EPOCH_PRUNABLE, FIGURE5_KEPT_AT_40
 
-    bleu = read(profile, "09_importance_dynamics")
-    ll = read(profile, "09_importance_dynamics_likelihood")
+    bleu = tables["09_importance_dynamics"]
+    ll = tables["09_importance_dynamics_likelihood"]
 
     lines = []
     for seed, run in bleu.groupby("training_seed"):

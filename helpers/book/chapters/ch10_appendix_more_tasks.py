@@ -32,11 +32,12 @@ from .. import course
 from ..experiments.pruning_runs import share_spreads, spread_of
 from ..paper import values as paper_values
 from ..profiles import Profile
+from ..store.results import ChapterTables
 from ..verdicts import samples
 from ..verdicts.between_seeds import Value, with_error
 from ..verdicts.engine import SHARE_TOLERANCE, Claim, Results, present, three_way, within
 from ..verdicts.pooling import Pooled, mean_over_seeds, over_interval, with_ranges
-from ..verdicts.text import percents, read, words
+from ..verdicts.text import percents, words
 
 TOLERANCE = {
     "BLEU": 1.0,
@@ -301,12 +302,12 @@ CLAIMS = [
 ]
 
 
-def findings(profile: str) -> str:
+def findings(tables: ChapterTables) -> str:
     """Chapter 10's findings: per task, the share prunable within tolerance on every seed, on the
     task's metric and on the likelihood, beside the paper's flat stretch, and the score left with
     90% of the heads pruned."""
-    bleu = read(profile, "10_appendix_summary")
-    ll = read(profile, "10_appendix_summary_likelihood")
+    bleu = tables["10_appendix_summary"]
+    ll = tables["10_appendix_summary_likelihood"]
     lines = []
     for model, part in bleu.groupby("model", sort=False):
         mine = ll[ll["model"] == model].sort_values("training_seed")

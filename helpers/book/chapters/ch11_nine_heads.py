@@ -40,8 +40,9 @@ from ...zoo.causal_lm import PerplexityScorer, lm_batches, perplexity, token_nll
 from ..experiments import equivalence
 from ..experiments.head_effects import effect_rows
 from ..store.columns import MIN_BAND_ORDERS, shown
+from ..store.results import ChapterTables
 from ..store.sweep_cache import SweepCache, sweep_key
-from ..verdicts.text import read, words
+from ..verdicts.text import words
 
 
 def describe(model, model_name: str) -> pd.DataFrame:
@@ -520,16 +521,15 @@ def small_sample(sets) -> str:
     )
 
 
-def _null_rate_line(profile: str) -> list[str]:
+def _null_rate_line(tables: ChapterTables) -> list[str]:
     """Why the grid is tested at its calibrated level (``11_grid_null_rate``, ``calibrated_grid``):
     the share of no-effect heads the bootstrap flags at its nominal level and at the calibrated
     one, on fresh null draws; none for a run from before the table existed."""
-    from ..store.results import saved_table
 
-    rates = saved_table(profile, "11_grid_null_rate")
+    rates = tables.get("11_grid_null_rate")
     if rates is None or "level" not in rates:
         return []
-    grid = read(profile, "11_one_head_grid")
+    grid = tables["11_one_head_grid"]
     nominal, calibrated = (rates.set_index("level").loc[k] for k in ("nominal", "calibrated"))
     loose = int(grid["significant at nominal alpha"].sum())
     return [
@@ -554,22 +554,22 @@ def level_text(level: float) -> str:
     return f"p < {level:.3g}" if level > 0 else "no level at all (no head can be called significant here)"
 
 
-def findings(profile: str, alpha: float, speed_share: float = 0.5) -> str:
+def findings(tables: ChapterTables, alpha: float, speed_share: float = 0.5) -> str:
     """Chapter 11's findings (one language model, one draw of verses): the one-head grid against
     chance, the layers that keep their perplexity with one head, the prunable shares and the
     speed-up against the FLOP prediction, with ``speed_share`` of the query heads removed."""
     from ...sweeps.throughput import speed_gains
 
-    sets = read(profile, "11_sets").set_index("set")
-    grid = read(profile, "11_one_head_grid")
-    keep = read(profile, "11_keep_one_head")
-    shares = read(profile, "11_prunable_shares").set_index(["unit", "order"])
-    gains = speed_gains(read(profile, "11_speed")).set_index("batch_size")
+    sets = tables["11_sets"].set_index("set")
+    grid = tables["11_one_head_grid"]
+    keep = tables["11_keep_one_head"]
+    shares = tables["11_prunable_shares"].set_index(["unit", "order"])
+    gains = speed_gains(tables["11_speed"]).set_index("batch_size")
     worse = grid[grid["significant"] & (grid["change_pct"] > 0)]
     better = grid[grid["significant"] & (grid["change_pct"] < 0)]
     top = grid.loc[grid["change_pct"].idxmax()]
     kept = keep[~keep["significant"]]
-    counts = read(profile, "11_one_head_counts").iloc[0]
+    counts = tables["11_one_head_counts"].iloc[0]
     at_level = f" ({level_text(grid['level'].iloc[0])}, the calibrated level below)" if "level" in grid else ""
     lines = [
         f"The model's perplexity on the verses is {sets.loc['select', 'perplexity']:.1f} (select set, "
@@ -591,7 +591,7 @@ def findings(profile: str, alpha: float, speed_share: float = 0.5) -> str:
             if "negligible" in counts
             else ""
         ),
-        *_null_rate_line(profile),
+        *_null_rate_line(tables),
         f"**One head kept:** {len(kept)} of {len(keep)} layers show no significant loss with a single query head; "
         f"the median layer changes the perplexity by {keep['change_pct'].median():+.0f}% and the worst by "
         f"{keep['change_pct'].max():+.0f}% (layer {shown(keep.loc[keep['change_pct'].idxmax(), 'layer'])}).",

@@ -61,6 +61,7 @@ from ..experiments.pruning_runs import PruningRuns, panel, summarise
 from ..experiments.sweeps import HeadSweeps
 from ..store import measures
 from ..store.columns import CHOSEN, IN_SAMPLE, MIN_BAND_ORDERS, RANDOM_HIGH, RANDOM_LOW, RANDOM_MEAN
+from ..store.results import ChapterTables, MissingTable
 from ..verdicts import samples
 from ..verdicts.engine import (
     CANNOT_TELL,
@@ -76,7 +77,7 @@ from ..verdicts.engine import (
     results_folder,
     three_way,
 )
-from ..verdicts.text import read, words
+from ..verdicts.text import words
 from . import ch03_ablating_one_head as ch03
 
 _TOP = 10  # "the 10 most important heads": those whose removal lowers the score most
@@ -620,15 +621,9 @@ def chapter_06_runs(settings, progress: bool = False) -> PruningRuns:
 
 def _chapter_06_curves(profile: str, measure: str) -> pd.DataFrame:
     """Chapter 06's saved curves (importance, ablation and random orders) of ``measure``."""
-    from ..store.results import results_dir
+    from ..store.results import read_table
 
-    path = results_dir(profile) / f"{measures.BY_KEY[measure].table(_CHAPTER_06)}.csv"
-    if not path.exists():
-        raise FileNotFoundError(
-            f"{path} is missing: this chapter compares with chapter 06's curves; run "
-            f"`python -m helpers.book.running.runner --profile {profile} --only {_CHAPTER_06}` first"
-        )
-    return pd.read_csv(path)
+    return read_table(profile, measures.BY_KEY[measure].table(_CHAPTER_06))
 
 
 def _four_methods(
@@ -822,11 +817,11 @@ def _seed(value) -> str:
     return "no training seed" if pd.isna(value) else f"seed {int(value)}"
 
 
-def _not_measured_lines(profile: str) -> list[str]:
+def _not_measured_lines(tables: ChapterTables) -> list[str]:
     """The models whose sample was below a bootstrap's minimum, so that no removal was tested on them."""
     try:
-        samples = read(profile, "12_removal_samples")
-    except FileNotFoundError:  # a run from before the minimum
+        samples = tables["12_removal_samples"]
+    except MissingTable:  # a run from before the minimum
         return []
 
     def why(r) -> str:
@@ -842,11 +837,11 @@ def _not_measured_lines(profile: str) -> list[str]:
     ]
 
 
-def _removal_lines(profile: str) -> list[str]:
+def _removal_lines(tables: ChapterTables) -> list[str]:
     """Per measure and model: negligible, harmful and undetermined heads under each removal kind."""
     lines = []
     for suffix, measure in MEASURES.items():
-        table = read(profile, f"12_removal_counts{suffix}")
+        table = tables[f"12_removal_counts{suffix}"]
         summed = (
             table.groupby(["model", "training_seed", "removal"], sort=False, dropna=False)[
                 ["heads", "significant", "negligible", "harmful", "helpful", "undetermined"]
@@ -865,9 +860,9 @@ def _removal_lines(profile: str) -> list[str]:
     return lines
 
 
-def _agreement_lines(profile: str) -> list[str]:
+def _agreement_lines(tables: ChapterTables) -> list[str]:
     """The Spearman correlations between kinds and the shared most important heads, per model."""
-    table = read(profile, "12_removal_agreement")
+    table = tables["12_removal_agreement"]
     top = next(c for c in table.columns if c.startswith("top "))
     lines = []
     for name, part in table.groupby("model", sort=False):
@@ -907,12 +902,12 @@ def _band_text(part: pd.DataFrame) -> str:
     )
 
 
-def _selection_lines(profile: str) -> list[str]:
+def _selection_lines(tables: ChapterTables) -> list[str]:
     """Per measure and model: each method's prunable share, which of the methods that choose heads
     out of sample keep the score longest (ties named as ties), and each against the random band."""
     lines = []
     for suffix, measure in MEASURES.items():
-        table = read(profile, f"12_selection{suffix}")
+        table = tables[f"12_selection{suffix}"]
         for name, part in table.groupby("model", sort=False):
             shown = part[~part["method"].isin([RANDOM_LOW, RANDOM_HIGH])]
             share = shown.groupby("method", sort=False)["prunable_share"]
@@ -935,7 +930,7 @@ def _selection_lines(profile: str) -> list[str]:
                 + f"; by the area under the curve {area.idxmax()} does. "
                 + _band_text(part)
             )
-    points = read(profile, "12_l0_points")
+    points = tables["12_l0_points"]
     seconds = points.groupby(["model", "training_seed"])["seconds"].sum()
     lines.append(
         f"The L0 gates took {seconds.min():.0f} to {seconds.max():.0f} s per model and seed to train{_on(points)}, "
@@ -969,12 +964,12 @@ def _changed_verdicts(profile: str) -> str:
     )
 
 
-def findings(profile: str) -> str:
+def findings(tables: ChapterTables) -> str:
     """Chapter 12's findings from its saved tables."""
     return "\n\n".join(
-        _removal_lines(profile)
-        + _not_measured_lines(profile)
-        + [_changed_verdicts(profile)]
-        + _agreement_lines(profile)
-        + _selection_lines(profile)
+        _removal_lines(tables)
+        + _not_measured_lines(tables)
+        + [_changed_verdicts(tables.profile)]
+        + _agreement_lines(tables)
+        + _selection_lines(tables)
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..store.results import ChapterTables
 from ..verdicts.engine import (
     CANNOT_TELL,
     NOT_REPRODUCED,
@@ -22,7 +23,7 @@ from ..verdicts.engine import (
     present,
     three_way,
 )
-from ..verdicts.text import percent, read, words
+from ..verdicts.text import percent, words
 
 CHAPTER = "13_what_removing_heads_buys"
 _PERPLEXITY_COST = 0.10  # "at a small perplexity cost": at most 10% above the unpruned model's
@@ -164,9 +165,9 @@ CLAIMS = [
 ]
 
 
-def memory_lines(profile: str) -> list[str]:
+def memory_lines(tables: ChapterTables) -> list[str]:
     """Per level: KV bytes saved and the perplexity paid, by KV groups and by query heads."""
-    table = read(profile, "13_memory")
+    table = tables["13_memory"]
     f32 = table[table["dtype"] == "float32"]
     differ = int((table["KV bytes, predicted"] != table["KV bytes, measured"]).sum())
     lines = [
@@ -197,9 +198,9 @@ def memory_lines(profile: str) -> list[str]:
     return lines
 
 
-def _kept_lines(profile: str) -> list[str]:
+def _kept_lines(tables: ChapterTables) -> list[str]:
     """The pruned model saved, rebuilt in a fresh process and generating."""
-    row = read(profile, "13_kept_model").iloc[0]
+    row = tables["13_kept_model"].iloc[0]
     same = "the same tokens" if bool(row["same tokens"]) else "**different tokens**"
     return [
         f"**A pruned model to keep:** saved in {row['megabytes saved']:.0f} MB and rebuilt in a fresh process from "
@@ -208,11 +209,11 @@ def _kept_lines(profile: str) -> list[str]:
     ]
 
 
-def _runtime_lines(profile: str) -> list[str]:
+def _runtime_lines(tables: ChapterTables) -> list[str]:
     """What llama.cpp computed, allocated and how fast it ran, against transformers and the arithmetic."""
     from ..experiments.served import speed_summary
 
-    exact = read(profile, "13_runtime")
+    exact = tables["13_runtime"]
     new = int(exact["new tokens"].iloc[0])
 
     def differing(column: str) -> str:
@@ -259,7 +260,7 @@ def _runtime_lines(profile: str) -> list[str]:
             else ""
         ),
     ]
-    summary = speed_summary(read(profile, "13_runtime_speed"))
+    summary = speed_summary(tables["13_runtime_speed"])
     parts = [
         f"{r['unit']} {percent(r['share'])}, {int(r['threads'])} thread{'s' if r['threads'] > 1 else ''}: "
         f"{r['generated tokens per second']:.0f} tokens/s ({r['generated tokens per second, ratio']:.2f}x)"
@@ -284,5 +285,5 @@ def _runtime_lines(profile: str) -> list[str]:
     return lines
 
 
-def findings(profile: str) -> str:
-    return "\n\n".join(memory_lines(profile) + _kept_lines(profile) + _runtime_lines(profile))
+def findings(tables: ChapterTables) -> str:
+    return "\n\n".join(memory_lines(tables) + _kept_lines(tables) + _runtime_lines(tables))

@@ -29,6 +29,7 @@ from ..store.columns import (
     random_orders_at,
     shown,
 )
+from ..store.results import ChapterTables
 from ..verdicts import samples
 from ..verdicts.engine import (
     CANNOT_TELL,
@@ -40,7 +41,7 @@ from ..verdicts.engine import (
     present,
     three_way,
 )
-from ..verdicts.text import percent, read, words
+from ..verdicts.text import percent, words
 
 CHAPTER = "13b_what_removing_heads_breaks"
 _COPYING_DENTED = 0.90  # copying "breaks" below COPYING_FLOOR of its accuracy, and is dented below this
@@ -192,9 +193,9 @@ CLAIMS = [
 ]
 
 
-def _induction_lines(profile: str) -> list[str]:
+def _induction_lines(tables: ChapterTables) -> list[str]:
     """Where the strongest induction heads rank by each importance."""
-    ranks = read(profile, "13b_induction")
+    ranks = tables["13b_induction"]
     top = ranks.nsmallest(INDUCTION_TOP, "induction rank")
     heads = len(ranks)
     by = [c for c in ranks.columns if c.startswith("rank by ")]
@@ -206,9 +207,9 @@ def _induction_lines(profile: str) -> list[str]:
     ]
 
 
-def copying_lines(profile: str) -> list[str]:
+def copying_lines(tables: ChapterTables) -> list[str]:
     """Per order: what each perplexity tolerance allows pruned, and copying there."""
-    summary = read(profile, "13b_copying_summary").set_index("order")
+    summary = tables["13b_copying_summary"].set_index("order")
     below = copying_below(COPYING_FLOOR)
     lines = []
     for order, row in summary.iterrows():
@@ -252,5 +253,5 @@ def copying_lines(profile: str) -> list[str]:
     return lines
 
 
-def findings(profile: str) -> str:
-    return "\n\n".join(_induction_lines(profile) + copying_lines(profile))
+def findings(tables: ChapterTables) -> str:
+    return "\n\n".join(_induction_lines(tables) + copying_lines(tables))

@@ -52,8 +52,9 @@ from ...kv.budget import (
 )
 from ...zoo.long_texts import Layout
 from ..store.columns import MIN_BAND_ORDERS, shown
+from ..store.results import ChapterTables
 from ..verdicts.engine import CANNOT_TELL, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Results, present
-from ..verdicts.text import percent, read, words
+from ..verdicts.text import percent, words
 
 UNPRUNED = "unpruned"
 REMOVED = "KV groups removed"
@@ -1028,13 +1029,13 @@ CLAIMS = [
 ]
 
 
-def setting_lines(profile: str) -> list[str]:
-    points, checks = read(profile, "14_points"), read(profile, "14_checks")
+def setting_lines(tables: ChapterTables) -> list[str]:
+    points, checks = tables["14_points"], tables["14_checks"]
     base = points[points["method"] == UNPRUNED].iloc[0]
     exact = int((checks["bytes, measured"] == checks["bytes, predicted"]).sum())
     fast = checks[checks["method"] != EVICTED]  # heavy hitters are scored with their real cache
     quantized = fast["method"].isin(QUANTIZING)  # by method: the plain "16-bit cache" holds no codes
-    tolerance = float(read(profile, "14_budgets")["tolerance"].iloc[0])  # fast_pass_tolerance, as the rule read it
+    tolerance = float(tables["14_budgets"]["tolerance"].iloc[0])  # fast_pass_tolerance, as the rule read it
     gaps = fast["largest sequence gap, float32"]
     prompt = points["prompt bytes share"]
     return [
@@ -1057,8 +1058,8 @@ def setting_lines(profile: str) -> list[str]:
     ]
 
 
-def _budget_lines(profile: str) -> list[str]:
-    budgets = read(profile, "14_budgets")
+def _budget_lines(tables: ChapterTables) -> list[str]:
+    budgets = tables["14_budgets"]
     lines = []
     for row in budgets.to_dict("records"):
         named = (
@@ -1076,9 +1077,9 @@ def _budget_lines(profile: str) -> list[str]:
     return lines
 
 
-def copying_lines(profile: str) -> list[str]:
-    points = read(profile, "14_points")
-    floor = read(profile, "14_floor")["first-read accuracy"].iloc[0]
+def copying_lines(tables: ChapterTables) -> list[str]:
+    points = tables["14_points"]
+    floor = tables["14_floor"]["first-read accuracy"].iloc[0]
     parts = []
     for method in (REMOVED, WINDOWED, QUANTIZED):
         part = points[points["method"] == method].sort_values("bytes share")
@@ -1093,20 +1094,20 @@ def copying_lines(profile: str) -> list[str]:
     ]
 
 
-def _composition_lines(profile: str) -> list[str]:
+def _composition_lines(tables: ChapterTables) -> list[str]:
     """Whether removing groups and quantizing compose (``14_composition``): the combined
     perplexity ratio against the product of the two alone."""
     out = [
         f"{row['removed']} and 4-bit ({percent(row['bytes share'])} of the bytes): perplexity "
         f"x{row['perplexity ratio']:.3f} [{row['ratio low']:.3f}, {row['ratio high']:.3f}], against "
         f"x{row['product alone']:.3f} from the two alone multiplied"
-        for _, row in read(profile, "14_composition").iterrows()
+        for _, row in tables["14_composition"].iterrows()
     ]
     return [f"**Do they compose?** {words(out)}."] if out else []
 
 
-def _window_lines(profile: str) -> list[str]:
-    scores = read(profile, "14_window_groups").sort_values("rank")
+def _window_lines(tables: ChapterTables) -> list[str]:
+    scores = tables["14_window_groups"].sort_values("rank")
     top = [
         f"{shown(r['layer'])}.{shown(r['group'])} ({r['beyond window']:.2f})"
         for r in scores.head(5).to_dict("records")
@@ -1118,11 +1119,11 @@ def _window_lines(profile: str) -> list[str]:
     ]
 
 
-def findings(profile: str) -> str:
+def findings(tables: ChapterTables) -> str:
     return "\n\n".join(
-        setting_lines(profile)
-        + _budget_lines(profile)
-        + copying_lines(profile)
-        + _composition_lines(profile)
-        + _window_lines(profile)
+        setting_lines(tables)
+        + _budget_lines(tables)
+        + copying_lines(tables)
+        + _composition_lines(tables)
+        + _window_lines(tables)
     )

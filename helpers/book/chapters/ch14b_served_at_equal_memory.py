@@ -48,8 +48,9 @@ from tqdm.auto import tqdm
 from ...heads.significance import resample_indices
 from ...serving.gguf_export import GgufExport, export_gguf
 from ...serving.llama_api import MIB, Cache, LlamaApiError, LlamaModel, predicted_cache_bytes
+from ..store.results import ChapterTables
 from ..verdicts.engine import CANNOT_TELL, NOT_REPRODUCED, PARTLY, REPRODUCED, Claim, Results, present
-from ..verdicts.text import read, words
+from ..verdicts.text import words
 
 REFERENCE = "reference"
 LEVEL = 0.98  # every interval of the chapter: a paired bootstrap over texts
@@ -791,9 +792,9 @@ def _threads(n: int) -> str:
     return f"{n} thread{'s' * (n != 1)}"
 
 
-def memory_lines(profile: str) -> list[str]:
+def memory_lines(tables: ChapterTables) -> list[str]:
     """Whether llama.cpp allocates what the arithmetic says, and the reference's bytes."""
-    memory = read(profile, "14b_memory")
+    memory = tables["14b_memory"]
     weights = int((memory["weight bytes"] == memory["weight bytes, predicted"]).sum())
     gap = (memory["cache MiB"] - memory["cache bytes, predicted"] / 2**20).abs().max()
     ref = memory[memory["setup"] == REFERENCE].sort_values("cells")
@@ -805,9 +806,9 @@ def memory_lines(profile: str) -> list[str]:
     ]
 
 
-def _quality_lines(profile: str) -> list[str]:
+def _quality_lines(tables: ChapterTables) -> list[str]:
     """Each setup's perplexity change and KL, cheapest first; refusals with their reason."""
-    quality = read(profile, "14b_quality")
+    quality = tables["14b_quality"]
     read_ = quality[quality["refused"].fillna("") == ""].sort_values("perplexity change")
     ref = read_[read_["setup"] == REFERENCE].iloc[0]
     parts = [
@@ -825,9 +826,9 @@ def _quality_lines(profile: str) -> list[str]:
     return lines
 
 
-def _frontier_lines(profile: str) -> list[str]:
+def _frontier_lines(tables: ChapterTables) -> list[str]:
     """The unbeaten setups per context size, and whether a removal is among them."""
-    table = read(profile, "14b_frontier")
+    table = tables["14b_frontier"]
     lines = []
     for cells, at in table.groupby("cells"):
         best = at[at["unbeaten"].astype(bool)].sort_values("total MiB")
@@ -847,9 +848,9 @@ def _frontier_lines(profile: str) -> list[str]:
     return lines
 
 
-def _speed_lines(profile: str) -> list[str]:
+def _speed_lines(tables: ChapterTables) -> list[str]:
     """Generation and prompt speed against the reference, at the most threads timed."""
-    speed = read(profile, "14b_speed_summary")
+    speed = tables["14b_speed_summary"]
     at = speed[speed["threads"] == speed["threads"].max()].sort_values("generated x reference")
     slow, fast = at.iloc[0], at.iloc[-1]
     return [
@@ -860,9 +861,9 @@ def _speed_lines(profile: str) -> list[str]:
     ]
 
 
-def _rotation_lines(profile: str) -> list[str]:
+def _rotation_lines(tables: ChapterTables) -> list[str]:
     """Whether llama.cpp rotated each quantized cache, as its log says."""
-    memory = read(profile, "14b_memory").drop_duplicates("setup")
+    memory = tables["14b_memory"].drop_duplicates("setup")
     quantized = memory[(memory["K type"] != "f16") | (memory["V type"] != "f16")]
     both = quantized["K rotated"].astype(bool) & quantized["V rotated"].astype(bool)
     on = quantized[both]["setup"].tolist()
@@ -875,6 +876,6 @@ def _rotation_lines(profile: str) -> list[str]:
     ]
 
 
-def findings(profile: str) -> str:
-    parts = memory_lines(profile) + _quality_lines(profile) + _rotation_lines(profile)
-    return "\n\n".join(parts + _frontier_lines(profile) + _speed_lines(profile))
+def findings(tables: ChapterTables) -> str:
+    parts = memory_lines(tables) + _quality_lines(tables) + _rotation_lines(tables)
+    return "\n\n".join(parts + _frontier_lines(tables) + _speed_lines(tables))

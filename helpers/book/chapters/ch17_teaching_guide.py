@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..store import measures
+from ..store.results import read_table_file
 
 KEY_TABLE = "17_teacher_key"
 
@@ -36,18 +37,11 @@ class Prediction:
         return f"{self.chapter.split('_', 1)[0]}-{self.override.split('=', 1)[0]}"
 
 
-def _table(folder: Path, name: str) -> pd.DataFrame:
-    path = folder / f"{name}.csv"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: run the chapter that saves {name} first")
-    return pd.read_csv(path)
-
-
 def _ranking(base: Path, run: Path) -> str:
     from scipy.stats import spearmanr
 
-    both = _table(base, "01_importance").merge(
-        _table(run, "01_importance"), on=["layer", "head"], suffixes=("", "_run")
+    both = read_table_file(base / "01_importance.csv").merge(
+        read_table_file(run / "01_importance.csv"), on=["layer", "head"], suffixes=("", "_run")
     )
     rho = spearmanr(both["importance"], both["importance_run"]).statistic
 
@@ -61,7 +55,7 @@ def _ranking(base: Path, run: Path) -> str:
 def _significant(folder: Path, suffix: str = "") -> pd.Series:
     """``(model, seed) -> "k of n"``: heads significant alone in chapter 03's counts, one count
     per model and training seed (summed over the attention kinds)."""
-    counts = _table(folder, f"03_one_head_counts{suffix}")
+    counts = read_table_file(folder / f"03_one_head_counts{suffix}.csv")
     counts = counts[~counts.get("from_paper", False)].fillna({"training_seed": 0})
     per_run = counts.groupby(["model", "training_seed"])[["significant", "heads"]].sum()
     return per_run.apply(lambda r: f"{int(r['significant'])} of {int(r['heads'])}", axis=1)
@@ -86,7 +80,7 @@ def _power(base: Path, run: Path) -> str:
 
 
 def _reestimated(base: Path, run: Path) -> str:
-    shares = _table(run, "06_prunable_shares")
+    shares = read_table_file(run / "06_prunable_shares.csv")
     table = shares.pivot_table(index=["model", "training_seed"], columns="order", values="prunable_share")
     if "re-estimated" not in table:
         return "this run drew no re-estimated curve"
@@ -113,8 +107,8 @@ def _looks_and_families(base: Path, run: Path) -> str:
     family of heads with a false gain, uncorrected and corrected), at both levels."""
     parts = []
     for folder, label in ((run, "at the new alpha"), (base, "at the lab's")):
-        looks = _table(folder, "15a_looks")
-        families = _table(folder, "15a_many_heads")
+        looks = read_table_file(folder / "15a_looks.csv")
+        families = read_table_file(folder / "15a_many_heads.csv")
         rows = [f"{r.test} flags {r.flags:.1%} (chance {r.chance:.1%})" for r in looks.itertuples()]
         rows += [f"{r.iloc[0]}: {r.iloc[1]:.1%} of families with a false gain" for _, r in families.iterrows()]
         parts.append(f"{label}: " + ", ".join(rows))
@@ -123,7 +117,7 @@ def _looks_and_families(base: Path, run: Path) -> str:
 
 def _q4_cache(base: Path, run: Path) -> str:
     def change(folder: Path) -> float:
-        quality = _table(folder, "14b_quality")
+        quality = read_table_file(folder / "14b_quality.csv")
         return float(quality.loc[quality["setup"] == "q4_0 cache", "perplexity change"].iloc[0])
 
     return f"a q4_0 cache: {change(run):+.1%} perplexity on the longer texts, {change(base):+.1%} on the lab's"

@@ -1,9 +1,11 @@
-"""Results are data first: tables written atomically under results/<profile>/."""
+"""Results are data first: tables written atomically under results/<profile>/, and the one
+reader of them (``read_table_file``; ``ChapterTables`` holds what a notebook saved)."""
 
 from __future__ import annotations
 
+import io
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -29,9 +31,16 @@ def results_dir(profile: str) -> Path:
 def save_table(df: pd.DataFrame, profile: str, name: str) -> pd.DataFrame:
     """Write ``df`` to ``results/<profile>/<name>.csv`` atomically (a crash leaves the old file);
     return ``df``, so a chapter saves a table where it computes it."""
-    with atomic_path(_table_path(profile, name)) as tmp:
-        df.to_csv(tmp, index=False)
+    _write(df, profile, name)
     return df
+
+
+def _write(df: pd.DataFrame, profile: str, name: str) -> str:
+    """``df`` written to ``results/<profile>/<name>.csv`` atomically; the CSV text written."""
+    text = df.to_csv(index=False)
+    with atomic_path(_table_path(profile, name)) as tmp:
+        tmp.write_text(text)
+    return text
 
 
 def _table_path(profile: str, name: str) -> Path:
@@ -55,17 +64,76 @@ def remove_tables(profile: str, names: Iterable[str]) -> list[Path]:
     return removed
 
 
+class MissingTable(FileNotFoundError):
+    """A result table that no chapter has saved yet."""
+
+
+def read_table_file(path: Path, **options) -> pd.DataFrame:
+    """The result table at ``path`` (``options`` go to ``pandas.read_csv``: ``nrows``,
+    ``usecols``); ``MissingTable`` naming the file and the chapter to run when it is missing."""
+    path = Path(path)
+    if not path.is_file():
+        number = path.stem.split("_", 1)[0]
+        notebook = next((nb.stem for nb in sorted((ROOT / "notebooks").glob(f"{number}_*.ipynb"))), number)
+        raise MissingTable(
+            f"{path} is missing: run the chapter that saves it first "
+            f"(`python -m helpers.book.running.runner --profile {path.parent.name} --only {notebook}`)"
+        )
+    return pd.read_csv(path, **options)
+
+
+def read_table(profile: str, name: str) -> pd.DataFrame:
+    """``results/<profile>/<name>.csv``; ``MissingTable`` when no chapter has saved it yet."""
+    return read_table_file(results_root() / profile / f"{name}.csv")
+
+
 def saved_table(profile: str, name: str) -> pd.DataFrame | None:
     """``results/<profile>/<name>.csv`` as a table, or None when no chapter has saved it yet."""
-    path = results_root() / profile / f"{name}.csv"
-    return pd.read_csv(path) if path.exists() else None
+    try:
+        return read_table(profile, name)
+    except MissingTable:
+        return None
+
+
+class ChapterTables(Mapping[str, pd.DataFrame]):
+    """The tables a chapter's notebook saves on ``profile``, held: ``save`` writes each and keeps
+    it, and ``tables[name]`` gives back a copy without reading the file again; a table this run
+    has not saved is read once from ``results/<profile>/``."""
+
+    def __init__(self, profile: str):
+        self.profile = profile
+        self._held: dict[str, pd.DataFrame] = {}
+
+    def save(self, tables: Mapping[str, pd.DataFrame]) -> None:
+        """Each of ``{name: table}`` saved as ``save_table`` does, and held as its file reads
+        (parsed from the text written), so what is computed from it equals what the file gives."""
+        for name, table in tables.items():
+            self._held[name] = pd.read_csv(io.StringIO(_write(table, self.profile, name)))
+
+    def __getitem__(self, name: str) -> pd.DataFrame:
+        if name not in self._held:
+            self._held[name] = read_table(self.profile, name)
+        return self._held[name].copy()
+
+    def get(self, name: str, default: pd.DataFrame | None = None) -> pd.DataFrame | None:
+        """``tables[name]``, or ``default`` when no chapter has saved it yet."""
+        try:
+            return self[name]
+        except MissingTable:
+            return default
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._held)
+
+    def __len__(self) -> int:
+        return len(self._held)
 
 
 def read_run_times(profile: str) -> pd.DataFrame:
     """``results/<profile>/run_times.csv``: one row per chapter's last complete run (notebook,
     seconds, finished: UTC time); no rows before the first run."""
-    path = results_dir(profile) / "run_times.csv"
-    return pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["notebook", "seconds", "finished"])
+    times = saved_table(profile, "run_times")
+    return pd.DataFrame(columns=["notebook", "seconds", "finished"]) if times is None else times
 
 
 def read_models_summary(profile: str) -> dict:

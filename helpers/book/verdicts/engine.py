@@ -49,6 +49,7 @@ import pandas as pd
 from ...base.atomic import atomic_path
 from ...heads.significance import MIN_UNITS
 from ..store import measures
+from ..store.results import MissingTable, read_table_file
 from ..store.results import results_root as default_results_root
 
 REPRODUCED, PARTLY, NOT_REPRODUCED, NOT_RUN = "reproduced", "partly", "not reproduced", "not run"
@@ -108,10 +109,11 @@ class Results:
 
     def __getitem__(self, name: str) -> pd.DataFrame:
         path = self.folder / f"{name}{self.measure}.csv"
-        if not path.exists():
-            raise MissingResults(name)
+        try:
+            table = read_table_file(path)
+        except MissingTable:
+            raise MissingResults(name) from None
         self.read.add(path.name)
-        table = pd.read_csv(path)
         if self.training_seed is None or SEED not in table:
             return table
         seeded = table[SEED].notna()
@@ -134,9 +136,8 @@ class Results:
         for path in sorted(self.folder.glob("*.csv")):
             if files is not None and path.name not in files:
                 continue
-            columns = pd.read_csv(path, nrows=0).columns
-            if SEED in columns:
-                seeds.update(int(s) for s in pd.read_csv(path, usecols=[SEED])[SEED].dropna().unique())
+            if SEED in read_table_file(path, nrows=0).columns:
+                seeds.update(int(s) for s in read_table_file(path, usecols=[SEED])[SEED].dropna().unique())
         return sorted(seeds)
 
     def for_seed(self, training_seed: int) -> Results:

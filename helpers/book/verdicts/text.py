@@ -8,17 +8,8 @@ from collections.abc import Iterable, Sequence
 import pandas as pd
 
 from ..store import measures
-from ..store.results import results_dir
 
 MEASURES = tuple((m.suffix, m.name) for m in measures.MEASURES)  # (table suffix, the measure's one name)
-
-
-def read(profile: str, name: str) -> pd.DataFrame:
-    """``results/<profile>/<name>.csv``; a clear error when the chapter has not saved it yet."""
-    path = results_dir(profile) / f"{name}.csv"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: run the chapter that saves {name!r} on profile {profile!r} first")
-    return pd.read_csv(path)
 
 
 def words(items: Sequence[str]) -> str:

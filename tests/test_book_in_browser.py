@@ -269,14 +269,14 @@ def test_every_verdict_table_has_its_rules_above_and_the_legend_under(browser, s
     """Each chapter that judges claims shows, around its verdict table, each claim's rule in one
     sentence (as the chapter ran it) and the meaning of every verdict word; so does the front page."""
     from helpers.book.scorecard.card import CLAIMS
-    from helpers.book.verdicts.engine import VERDICT_MEANINGS, sentence_of
+    from helpers.book.verdicts.engine import VERDICT_MEANINGS, rule_text
 
     chapters = sorted({c.chapter for c in CLAIMS})
     for chapter in chapters:
         text = _visible_text(browser, smoke_book / "book" / "executed" / f"{chapter}.html")
         table = text.index("What the verdicts mean")
         for claim in (c for c in CLAIMS if c.chapter == chapter):
-            assert sentence_of(claim) in text[:table], (chapter, claim.key)  # the smoke run keeps the defaults
+            assert rule_text(claim) in text[:table], (chapter, claim.key)  # the smoke run keeps the defaults
         for word, meaning in VERDICT_MEANINGS.items():
             assert f"{word}: {meaning}" in text[table:], (chapter, word)
     front = _visible_text(browser, smoke_book / "book" / "executed" / f"{LANDING}.html")

@@ -363,10 +363,6 @@ CLAIMS = [
         "some; cannot tell: where those heads could decide it either way",
         CHAPTER,
         few_significant,
-        rule_sentence=(
-            f"Reproduced if, in every model, under {FEW_SHARE:.0%} of the heads change the score significantly "
-            "when masked alone."
-        ),
         likelihood=True,
         sample=counts_sample,
         seed_statistic=shares_of("significant", "unplaced"),
@@ -380,10 +376,6 @@ CLAIMS = [
         "margins) in every model; partly: in some; cannot tell: in none, but the undetermined heads could make it so",
         CHAPTER,
         most_negligible,
-        rule_sentence=(
-            f"Reproduced if, in every model, over {1 - FEW_SHARE:.0%} of the heads are shown negligible: their "
-            "interval lies within ±δ."
-        ),
         likelihood=True,
         sample=counts_sample,
         seed_statistic=shares_of("negligible", "undetermined"),
@@ -399,10 +391,6 @@ CLAIMS = [
         "below +δ (chapter 03's margins) at that level; cannot tell: neither",
         CHAPTER,
         some_gain,
-        rule_sentence=(
-            "Reproduced if some head's gain is significant after a Bonferroni correction over all heads "
-            f"(family-wise level {GAIN_LEVEL})."
-        ),
         likelihood=True,
         sample=counts_sample,
         parameters={"alpha": 0.01},

@@ -760,9 +760,6 @@ CLAIMS = [
         "reproduced: at most half the layers drop significantly; not reproduced: more than half" + _UNDECIDED,
         CHAPTER,
         most_layers_one_head,
-        rule_sentence=(
-            "Reproduced if at most half of the layers lose score significantly when reduced to their best head."
-        ),
         likelihood=True,
         likelihood_rule=_BEYOND_MARGIN_RULE,
         sample=counts_sample,
@@ -778,10 +775,6 @@ CLAIMS = [
         "state the intervals leave open",
         CHAPTER,
         last_enc_dec,
-        rule_sentence=(
-            f"Reproduced if the last Enc-Dec layer is the worst of its kind and loses at least {_QUARTER:.0%} of "
-            "the BLEU with one head."
-        ),
         likelihood=_last_enc_dec_likelihood,
         likelihood_rule="reproduced: the worst layer of all kinds is the last Enc-Dec layer; partly: an Enc-Dec "
         "layer; read over every layer whose interval could make it the worst",
@@ -797,7 +790,6 @@ CLAIMS = [
         "reproduced: no layer drops significantly; partly: at most a quarter" + _UNDECIDED,
         CHAPTER,
         bert_layers_one_head,
-        rule_sentence="Reproduced if no layer of the classifier loses score significantly when reduced to one head.",
         likelihood=True,
         likelihood_rule=_BEYOND_MARGIN_RULE,
         sample=counts_sample,
@@ -814,10 +806,6 @@ CLAIMS = [
         "read over every way the undecided layers could fall",
         CHAPTER,
         held_out_worse,
-        rule_sentence=(
-            "Reproduced if more layers lose score when the head is chosen on held-out data (McNemar's exact "
-            f"test, p < {_HELD_OUT_LEVEL})."
-        ),
         likelihood=True,
         likelihood_rule=_BEYOND_MARGIN_RULE,
         parameters={"alpha": 0.01},

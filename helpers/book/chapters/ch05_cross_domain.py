@@ -441,10 +441,6 @@ CLAIMS = [
         "above 0 (r pooled over the seeds as the mean of Fisher's z); partly: for one",
         CHAPTER,
         cross_domain,
-        rule_sentence=(
-            "Reproduced if, for every model, the correlation r of effects in and out of domain is at least "
-            f"{_STRONG_R}, its interval above 0."
-        ),
         likelihood=True,
         sample=lambda r: samples.correlation(r["05_cross_domain_r"], LEVEL),
         seed_statistic=_correlation_statistic,

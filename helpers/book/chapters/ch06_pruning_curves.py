@@ -320,10 +320,6 @@ CLAIMS = [
         "of the share pooled over the seeds",
         CHAPTER,
         prunable("translation"),
-        rule_sentence=(
-            "Reproduced if the share of heads pruned with no noticeable loss is within "
-            f"{SHARE_TOLERANCE * 100:.0f} points of the paper's share."
-        ),
         likelihood=True,
         sample=_shares_sample,
         seed_statistic=share_statistic("translation"),
@@ -337,10 +333,6 @@ CLAIMS = [
         "of the share pooled over the seeds",
         CHAPTER,
         prunable("classifier"),
-        rule_sentence=(
-            "Reproduced if the share of heads pruned with no noticeable loss is within "
-            f"{SHARE_TOLERANCE * 100:.0f} points of the paper's share."
-        ),
         likelihood=True,
         sample=_shares_sample,
         seed_statistic=share_statistic("classifier"),
@@ -356,10 +348,6 @@ CLAIMS = [
         "some models",
         CHAPTER,
         importance_beats_ablation,
-        rule_sentence=(
-            "Reproduced if, for every model, importance's prunable share is at least ablation's less "
-            f"{SHARE_TOLERANCE * 100:.0f} points, over its whole interval."
-        ),
         likelihood=True,
         sample=_shares_sample,
         seed_statistic=_ablation_statistic,
@@ -374,10 +362,6 @@ CLAIMS = [
         f"for some models; cannot tell: a model's band has too few orders (under {MIN_BAND_ORDERS}) on some seed",
         CHAPTER,
         importance_beats_random,
-        rule_sentence=(
-            "Reproduced if, for every model, importance prunes a larger share than 95% of random orders, over "
-            "its whole interval."
-        ),
         likelihood=True,
         sample=_shares_sample,
         seed_statistic=_band_statistic,

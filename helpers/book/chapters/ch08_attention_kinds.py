@@ -280,10 +280,6 @@ CLAIMS = [
         "over it; cannot tell: otherwise, or no unpruned BLEU to keep a share of",
         CHAPTER,
         enc_dec_most_sensitive,
-        rule_sentence=(
-            "Reproduced if, with 80% of each kind's heads pruned, Enc-Dec attention keeps the smallest share of "
-            "its BLEU."
-        ),
         likelihood=_enc_dec_most_sensitive_likelihood,
         likelihood_rule="reproduced: Enc-Dec's perplexity rises the most at 80% of its heads pruned (its ratio less "
         "the largest other kind's above 0 over its whole 95% interval); not reproduced: below 0 over it",
@@ -300,10 +296,6 @@ CLAIMS = [
         "wholly below",
         CHAPTER,
         self_attention_survives,
-        rule_sentence=(
-            "Reproduced if both self-attention kinds keep at least the paper's share of BLEU less "
-            f"{SHARE_TOLERANCE * 100:.0f} points, over the whole interval."
-        ),
         sample=curves_sample,
         seed_statistic=_survives_statistic,
     ),

@@ -337,15 +337,11 @@ CLAIMS = [
         "§6, Figure 5",
         "Early in training, pruning 40% of the heads hurts",
         "well under 85% of the BLEU left in epochs 1-2",
-        "reproduced: under 85% left at the first epoch with a usable BLEU (at least min_base_share of the last "
+        "reproduced: under 85% left at the first epoch with a usable BLEU (at least {min_base_share:.0%} of the last "
         "epoch's); partly: under 95%; read over the 95% interval of the share pooled over the seeds (cannot tell: no "
         "usable BLEU)",
         CHAPTER,
         early_hurts,
-        rule_sentence=(
-            "Reproduced if, at the first epoch with a usable BLEU, pruning 40% of the heads leaves under 85% of "
-            "it (usable: {min_base_share:.0%} of the last epoch's)."
-        ),
         likelihood=_early_hurts_likelihood,
         parameters={"min_base_share": _MIN_BASE_SHARE},
         likelihood_rule="reproduced: 40% pruned raises the perplexity more at the first epoch than at the last, and "
@@ -362,10 +358,6 @@ CLAIMS = [
         "share pooled over the seeds (cannot tell: no usable BLEU)",
         CHAPTER,
         late_survives,
-        rule_sentence=(
-            "Reproduced if, at the last epoch, pruning 40% of the heads leaves at least 85% of the BLEU, over "
-            "the whole interval."
-        ),
         likelihood=_late_survives_likelihood,
         parameters={"min_base_share": _MIN_BASE_SHARE},
         likelihood_rule="reproduced: at the last epoch, 40% pruned raises the perplexity by at most 10%; partly: 25%; "

@@ -290,10 +290,6 @@ CLAIMS = [
         "interval of the share pooled over the seeds",
         CHAPTER,
         _flat_start(row.course_task),
-        rule_sentence=(
-            f"Reproduced if {row.task}'s prunable share is within {SHARE_TOLERANCE * 100:.0f} points of the "
-            "paper's, over the whole interval."
-        ),
         likelihood=True,
         sample=curves_sample(row.course_task),
         seed_statistic=share_statistic(row.course_task),

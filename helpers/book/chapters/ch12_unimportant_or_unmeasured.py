@@ -784,10 +784,6 @@ CLAIMS = [
         "removing a head; partly: under some",
         CHAPTER,
         _every_removal(ch03.few_significant),
-        rule_sentence=(
-            f"Reproduced if chapter 03's rule (under {ch03.FEW_SHARE:.0%} of heads significant in every model) "
-            "holds for every way of removing a head."
-        ),
         likelihood=True,
         sample=counts_sample,
         seed_statistic=_every_removal_statistic(ch03.shares_of("significant", "unplaced")),
@@ -802,10 +798,6 @@ CLAIMS = [
         "removing a head; partly: under some",
         CHAPTER,
         _every_removal(ch03.most_negligible),
-        rule_sentence=(
-            f"Reproduced if chapter 03's rule (over {1 - ch03.FEW_SHARE:.0%} of heads negligible in every model) "
-            "holds for every way of removing a head."
-        ),
         likelihood=True,
         sample=counts_sample,
         seed_statistic=_every_removal_statistic(ch03.shares_of("negligible", "undetermined")),

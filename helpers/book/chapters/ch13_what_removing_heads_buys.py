@@ -134,10 +134,6 @@ CLAIMS = [
         "more; not reproduced: it shrinks less, or not as predicted",
         CHAPTER,
         kv_groups_buy_memory,
-        rule_sentence=(
-            "Reproduced if removing the fewest KV groups shrinks the cache at least in proportion (less 5 "
-            f"points), with perplexity at most {_PERPLEXITY_COST:.0%} higher."
-        ),
         measured_on="KV bytes and perplexity on verses",
         sample=_memory_sample,
     ),
@@ -147,18 +143,13 @@ CLAIMS = [
         "Removing KV groups speeds generation up in a serving runtime, in proportion to the cache it removes",
         "uneven per-layer heads do not load in serving runtimes "
         "(pruning tools' issue trackers); §4.3 measures speed in the training framework only",
-        f"reproduced: at every share of KV groups removed, at the thread count where the unpruned file generates "
-        "fastest (the others shown), llama.cpp generates faster than the unpruned file beyond the timing noise (the "
-        "larger IQR / median of the two), by at least "
-        f"{_PROPORTION_SHARE:.0%} of the gain a time proportional to the cache left would give (1 / (1 - share) - 1); "
-        "partly: faster beyond the noise, by less; not reproduced: slower beyond the noise somewhere; cannot tell: "
-        "a change within the noise",
+        "reproduced: at every share of KV groups removed, llama.cpp generates faster than the unpruned file beyond "
+        f"the timing noise, by at least {_PROPORTION_SHARE:.0%} of the gain a time proportional to the cache left "
+        "would give (1 / (1 - share) - 1); partly: faster beyond the noise, by less; not reproduced: slower beyond "
+        "the noise somewhere; cannot tell: a change within the noise; timed at the thread count where the unpruned "
+        "file generates fastest (the others shown), the noise being the larger IQR / median of the two",
         CHAPTER,
         served_speedup,
-        rule_sentence=(
-            "Reproduced if llama.cpp generates faster beyond the noise at every share removed, by at least "
-            f"{_PROPORTION_SHARE:.0%} of the proportional gain."
-        ),
         measured_on="generation speed in llama.cpp",
         sample=_served_sample,
     ),

@@ -166,10 +166,6 @@ CLAIMS = [
         f"as much by random orders; cannot tell: the interval straddles {_COPYING_DENTED:.0%}",
         CHAPTER,
         copying_breaks,
-        rule_sentence=(
-            f"Reproduced if pruning that keeps perplexity within {_COPYING_PERPLEXITY:.0%} leaves copying under "
-            f"{COPYING_FLOOR:.0%} of its accuracy, below random orders."
-        ),
         measured_on="copying accuracy and perplexity on verses",
         sample=_copying_sample,
     ),
@@ -183,10 +179,6 @@ CLAIMS = [
         "partly: only by their one-head effect",
         CHAPTER,
         induction_heads_underrated,
-        rule_sentence=(
-            f"Reproduced if the {INDUCTION_TOP} strongest induction heads rank lower by I_h than random heads "
-            f"(permutation test, p < {_INDUCTION_ALPHA})."
-        ),
         measured_on="induction scores and importance on verses",
         sample=_induction_sample,
     ),

@@ -963,10 +963,6 @@ CLAIMS = [
         "otherwise (an interval holding 0, unequal bytes, a method with nothing within a budget)",
         CHAPTER,
         quantizing_beats_removal,
-        rule_sentence=(
-            f"Reproduced if, at {_BUDGETS} of the bytes, a quantized cache has lower perplexity than removing KV "
-            "groups, the paired interval clear of 0."
-        ),
         measured_on="perplexity on whole chapters, at equal bytes",
         sample=sample,
         units=_units,
@@ -982,10 +978,6 @@ CLAIMS = [
         "budget)",
         CHAPTER,
         quantizing_beats_eviction,
-        rule_sentence=(
-            f"Reproduced if, at {_BUDGETS} of the bytes, a quantized cache has lower perplexity than evicting "
-            "tokens, the paired interval clear of 0."
-        ),
         measured_on="perplexity on whole chapters, at equal bytes",
         sample=sample,
         units=_units,
@@ -999,10 +991,6 @@ CLAIMS = [
         "as the claim above, windowed heads against KV groups removed",
         CHAPTER,
         windows_beat_removal,
-        rule_sentence=(
-            f"Reproduced if, at {_BUDGETS} of the bytes, windows in the KV groups that can take them beat "
-            "removing groups, the paired interval clear of 0."
-        ),
         measured_on="perplexity on whole chapters, at equal bytes",
         sample=sample,
         units=_units,
@@ -1013,15 +1001,11 @@ CLAIMS = [
         "At half the KV-cache bytes, KV groups removed by importance cost less than groups removed at random "
         "(the one budget the random band is drawn at)",
         "importance keeps the score far longer than random (§4.2)",
-        f"reproduced: at {Plan.band_budget:.0%} of the bytes, perplexity below that of every random order removing as "
+        f"reproduced: at {{band_budget:.0%}} of the bytes, perplexity below that of every random order removing as "
         f"many groups (a rank test: 1 in 21 by chance with 20 orders); cannot tell: fewer than {MIN_BAND_ORDERS} "
         "orders, or orders keeping other bytes",
         CHAPTER,
         importance_beats_random_groups,
-        rule_sentence=(
-            "Reproduced if, at {band_budget:.0%} of the bytes, KV groups removed by importance cost less "
-            "perplexity than every random order."
-        ),
         parameters={"band_budget": Plan.band_budget},
         measured_on="perplexity on whole chapters",
         sample=sample,

@@ -695,14 +695,10 @@ CLAIMS = [
         "A q8_0 KV cache costs under 1% perplexity",
         "+0.07% perplexity for a q8_0 K and V cache on an 8B model (llama.cpp's pull request adding quantized V "
         "caches with flash attention)",
-        f"reproduced: the {LEVEL:.0%} interval of the perplexity change wholly below +{_Q8_MARGIN:.0%} "
-        "(`q8_0_margin`); not reproduced: wholly above it; cannot tell: it holds the margin",
+        f"reproduced: the {LEVEL:.0%} interval of the perplexity change wholly below +{{q8_0_margin:.0%}}; "
+        "not reproduced: wholly above it; cannot tell: it holds the margin",
         CHAPTER,
         _q8_cache_cheap,
-        rule_sentence=(
-            f"Reproduced if the {LEVEL:.0%} interval of a q8_0 cache's perplexity change lies wholly below "
-            f"+{{q8_0_margin:.0%}}."
-        ),
         parameters={"q8_0_margin": _Q8_MARGIN},
         measured_on="perplexity in llama.cpp",
         sample=sample,
@@ -720,10 +716,6 @@ CLAIMS = [
         "bar than quantizing's) and quantizing none; partly: quantizing wins some; cannot tell: none decided",
         CHAPTER,
         quantizing_beats_removal,
-        rule_sentence=(
-            "Reproduced if, at equal memory (weights and cache), quantizing beats every removal of KV groups, "
-            f"each gap's {LEVEL:.0%} interval below 0."
-        ),
         measured_on="perplexity and bytes in llama.cpp",
         sample=sample,
         units=_units,
@@ -737,10 +729,6 @@ CLAIMS = [
         "quantization with the most cache bytes within its own",
         CHAPTER,
         _ranking_holds,
-        rule_sentence=(
-            "Reproduced if, at equal cache bytes in llama.cpp, quantizing the cache beats every removal of KV "
-            f"groups, each gap's {LEVEL:.0%} interval below 0."
-        ),
         measured_on="perplexity and KV bytes in llama.cpp",
         sample=sample,
         units=_units,
@@ -755,10 +743,6 @@ CLAIMS = [
         "not reproduced: below 0; cannot tell: it holds 0",
         CHAPTER,
         _rotation_helps,
-        rule_sentence=(
-            "Reproduced if a q4_0 cache costs more perplexity without rotation than with it, the gap's "
-            f"{LEVEL:.0%} interval above 0."
-        ),
         measured_on="perplexity in llama.cpp",
         sample=sample,
         units=_units,
@@ -773,10 +757,6 @@ CLAIMS = [
         "refuses one of them",
         CHAPTER,
         _keys_more_sensitive,
-        rule_sentence=(
-            "Reproduced if q4_0 keys with q8_0 values cost more than q8_0 keys with q4_0 values, the gap's "
-            f"{LEVEL:.0%} interval above 0."
-        ),
         measured_on="perplexity in llama.cpp",
         sample=sample,
         units=_units,

@@ -68,7 +68,7 @@ def scorecard(profile: str, results_root: Path | None = None) -> pd.DataFrame:
                 "seeds differ": metric.get("seeds differ", ""),
                 "likelihood each seed": likely.get("each seed", ""),
                 "likelihood seeds differ": likely.get("seeds differ", ""),
-                "rule": c.rule,
+                "rule": metric["rule"],
                 "likelihood rule": likely["rule"],
                 "chapter": c.chapter,
                 "profile": profile,

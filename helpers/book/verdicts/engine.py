@@ -56,6 +56,7 @@ REPRODUCED, PARTLY, NOT_REPRODUCED, NOT_RUN = "reproduced", "partly", "not repro
 NOT_MEASURED = "not measured"  # the likelihood verdict of a claim whose chapter has no likelihood tables
 LIKELIHOOD = measures.LIKELIHOOD.suffix  # the suffix of a chapter's likelihood tables
 METRIC, LIKELIHOOD_NAME = measures.METRIC.name, measures.LIKELIHOOD.name
+SAME_RULE = "the same rule"  # a claim judged on the likelihood by its rule on the paper's metric
 MEASURES = {m.suffix: m.name for m in measures.MEASURES}  # table suffix -> the measure's one name
 _FROM_PAPER = "from_paper"  # the column that marks a table's rows from the paper
 CANNOT_TELL = "cannot tell"  # the data lack the power to decide: too few heads placed by the tests
@@ -162,16 +163,16 @@ class Claim:
     section: str
     claim: str
     paper: str
+    # the rule, once: every condition that decides each verdict it gives, as "reproduced: ...;
+    # partly: ...; cannot tell: ..." (``rule_text`` prints it above the chapter's verdict table and
+    # in the scorecard); ``{name}`` fields are the rule's parameters as the chapter ran (``parameters``)
     rule: str
     chapter: str
     check: _Check
     # on the likelihood tables: True: ``check`` itself; a function: its own check (and
     # ``likelihood_rule``); False: the chapter does not measure the likelihood
     likelihood: bool | _Check = False
-    likelihood_rule: str = "the same rule"
-    # the rule in one plain sentence with its threshold, shown above the chapter's verdict table;
-    # ``{name}`` fields are filled with the rule's parameters as the chapter ran (``parameters``)
-    rule_sentence: str = ""
+    likelihood_rule: str = SAME_RULE
     # the rule's parameters that are also the chapter's, with the chapter's defaults (a test
     # keeps them equal to the notebook's parameters cell)
     parameters: dict[str, Any] = field(default_factory=dict)
@@ -287,8 +288,9 @@ def judge(claim: Claim, folder: Path, measure: str = "") -> list[dict[str, Any]]
         return [{**base, **answer, "ours": "", "verdict": NOT_MEASURED, "rule": ""}]
     check = claim.check if not measure or claim.likelihood is True else claim.likelihood
     check = _with_enough_units(check, claim.units)
-    rule = claim.rule if not measure else claim.likelihood_rule
-    results = Results(folder, measure=measure, params=_claim_parameters(claim, folder))
+    params = _claim_parameters(claim, folder)
+    rule = (claim.rule if not measure else claim.likelihood_rule).format(**params)
+    results = Results(folder, measure=measure, params=params)
     try:
         found = per_seed(claim.chapter, check, results)
         seeds = [s for s in found if s is not None]
@@ -452,14 +454,30 @@ def _folded(ours: str) -> str:
     return f"{escape(short)}<details><summary>all of it</summary>{escape(ours)}</details>"
 
 
-def sentence_of(claim: Claim, params: dict[str, Any] | None = None) -> str:
-    """``claim``'s rule in one sentence, its ``{name}`` fields filled with ``params`` (the rule's
-    parameters as its chapter ran; the claim's defaults for any left out)."""
-    if not claim.rule_sentence:
-        raise ValueError(
-            f"claim {claim.key!r} has no rule_sentence: state its rule in one sentence with its threshold"
-        )
-    return claim.rule_sentence.format(**{**claim.parameters, **(params or {})})
+def rule_text(claim: Claim, params: dict[str, Any] | None = None) -> str:
+    """``claim``'s rule as the page prints it: its ``{name}`` fields filled with ``params`` (the
+    rule's parameters as its chapter ran; the claim's defaults for any left out), one sentence per
+    verdict it names, and the likelihood's own rule after it where the claim has one."""
+    if not claim.rule:
+        raise ValueError(f"claim {claim.key!r} has no rule: state every condition that decides its verdicts")
+    values = {**claim.parameters, **(params or {})}
+    text = _sentences(claim.rule.format(**values))
+    if claim.likelihood and claim.likelihood_rule != SAME_RULE:
+        text += f" On {LIKELIHOOD_NAME}: " + _sentences(claim.likelihood_rule.format(**values))
+    return text
+
+
+def _sentences(rule: str) -> str:
+    """``rule``'s clauses (separated by ``;`` outside brackets) as sentences: ``reproduced: a;
+    partly: b`` reads ``Reproduced: a. Partly: b.``"""
+    clauses, depth, start = [], 0, 0
+    for i, ch in enumerate(rule):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == ";" and depth == 0:
+            clauses.append(rule[start:i])
+            start = i + 1
+    clauses.append(rule[start:])
+    return " ".join(c.strip()[:1].upper() + c.strip()[1:].rstrip(".") + "." for c in clauses if c.strip())
 
 
 def legend_html() -> str:
@@ -470,8 +488,8 @@ def legend_html() -> str:
 
 @dataclass(frozen=True)
 class VerdictDisplay:
-    """A chapter's verdicts as a page shows them: each claim's rule in one sentence above the
-    table (``sentences``: claim -> sentence), the table (``verdict_table``), the legend under it."""
+    """A chapter's verdicts as a page shows them: each claim's rule above the table
+    (``sentences``: claim -> ``rule_text``), the table (``verdict_table``), the legend under it."""
 
     sentences: dict[str, str]
     table: pd.DataFrame
@@ -491,10 +509,11 @@ class VerdictDisplay:
 
 
 def show_verdicts(profile: str, claims: Sequence[Claim], results_root: Path | None = None, **params: Any):
-    """A chapter's verdicts as it shows them (``VerdictDisplay``): each rule in one sentence with
-    its threshold, ``chapter_verdicts`` laid out by ``verdict_table`` with every cell whole, and
-    the legend of the verdict words. ``params``: the rule parameters the chapter ran with."""
+    """A chapter's verdicts as it shows them (``VerdictDisplay``): each claim's rule with every
+    condition that decides it (``rule_text``), ``chapter_verdicts`` laid out by ``verdict_table``
+    with every cell whole, and the legend of the verdict words. ``params``: the rule parameters
+    the chapter ran with."""
     verdicts = chapter_verdicts(profile, claims, results_root, **params)
     folder = results_folder(profile, results_root)
-    sentences = {c.claim: sentence_of(c, _claim_parameters(c, folder)) for c in claims}
+    sentences = {c.claim: rule_text(c, _claim_parameters(c, folder)) for c in claims}
     return VerdictDisplay(sentences, verdict_table(verdicts))

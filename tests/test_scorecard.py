@@ -154,7 +154,7 @@ def test_a_claim_is_judged_once_on_its_seeds_together(tmp_path):
     verdicts, card = _verdicts(tmp_path)
     assert verdicts[TRANSLATION_PRUNABLE] == REPRODUCED and verdicts[CLASSIFIER_PRUNABLE] == REPRODUCED
     row = card[card["claim"] == TRANSLATION_PRUNABLE].iloc[0]
-    assert row["ours"].startswith("12% [12%, 12%]") and row["seeds"] == "0, 1"
+    assert row["ours"].startswith("12.5% [12.5%, 12.5%]") and row["seeds"] == "0, 1"
     assert row["each seed"] == "seed 0: 20% [20%, 20%] (reproduced); seed 1: 5% [5%, 5%] (partly)"
     assert row["seeds differ"] != ""
     classifier = card[card["claim"] == CLASSIFIER_PRUNABLE].iloc[0]

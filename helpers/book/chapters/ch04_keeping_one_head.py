@@ -683,9 +683,16 @@ def held_out_worse(r: Results) -> tuple[str, str]:
     text = (
         f"{int(pairs['down_held'].sum())} of {layers} layers down held out, {int(pairs['down_same'].sum())} chosen on "
         f"the reported set; {b} down only held out, {c} only on the reported set (McNemar one-sided p = {p:.2g}; "
-        f"at most {bound:.0%} more layers down held out, 95% bound; the paper: {effect:.0%}){_of_seeds(r)}"
+        f"at most {bound:.0%} more layers down held out, 95% bound; the paper: {effect:.0%})"
     )
-    return text, supported(verdicts)
+    undecided = int(pairs["undecided_held"].sum()), int(pairs["undecided_same"].sum())
+    if any(undecided):  # the evidence the reading over them rests on
+        ps, bounds = [s[2] for s in states.values()], [s[3] for s in states.values()]
+        text += (
+            f"; {undecided[0]} layers undecided held out and {undecided[1]} on the reported set: over every way "
+            f"they fall, p {min(ps):.2g} to {max(ps):.2g} and the bound {min(bounds):.0%} to {max(bounds):.0%}"
+        )
+    return text + _of_seeds(r), supported(verdicts)
 
 
 def _mcnemar_p(b: int, c: int) -> float:

@@ -38,7 +38,7 @@ from ..verdicts.engine import (
     within,
 )
 from ..verdicts.pooling import Pooled, mean_over_seeds, over_interval, with_ranges
-from ..verdicts.text import MEASURES, percents, words
+from ..verdicts.text import MEASURES, percents, share_interval, words
 
 if TYPE_CHECKING:
     from ..experiments.pruning_runs import PruningRuns
@@ -141,7 +141,7 @@ def _seeds(r: Results) -> str:
 
 
 def _pct(p: Pooled) -> str:
-    return f"{p.x:.0%} [{max(p.low, -1.0):.0%}, {min(p.high, 1.0):.0%}]"
+    return share_interval(p.x, max(p.low, -1.0), min(p.high, 1.0))
 
 
 def prunable(track: str) -> Callable[[Results], tuple[str, str]]:

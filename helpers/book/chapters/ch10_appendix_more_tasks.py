@@ -37,7 +37,7 @@ from ..verdicts import samples
 from ..verdicts.between_seeds import Value, with_error
 from ..verdicts.engine import SHARE_TOLERANCE, Claim, Results, present, three_way, within
 from ..verdicts.pooling import Pooled, mean_over_seeds, over_interval, with_ranges
-from ..verdicts.text import percents, words
+from ..verdicts.text import percents, share_interval, words
 
 TOLERANCE = {
     "BLEU": 1.0,
@@ -241,7 +241,7 @@ def _flat_start(course_task: str) -> Callable[[Results], tuple[str, str]]:
         paper = float(rows["paper_flat_until"].iloc[0])
         verdict = over_interval(lambda v: three_way(within(v, paper), v > 0), pooled)
         seeds = f", {len(r.seeds)} seeds pooled" if len(r.seeds) > 1 else ""
-        text = f"{pooled.x:.0%} [{pooled.low:.0%}, {pooled.high:.0%}] ({rows['model'].iloc[0]}{seeds})"
+        text = f"{share_interval(pooled.x, pooled.low, pooled.high)} ({rows['model'].iloc[0]}{seeds})"
         return text, verdict
 
     return check

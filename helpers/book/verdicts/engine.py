@@ -68,6 +68,13 @@ VERDICT_MEANINGS = {
     CANNOT_TELL: "the data cannot decide: what we measured fits both the claim and its opposite.",
     NOT_REPRODUCED: "the claim fails on data that could have shown it.",
 }
+# how a rule "read over" an interval, or over the counts its undecided units allow, gives one
+# verdict (``pooling.supported``); printed under every chapter's rules
+READ_OVER = (
+    "A rule read over an interval, or over every count the undecided units allow, gives the verdict "
+    "it gives at every point of it; reproduced at some points and partly at the others is partly; "
+    "any other mix is cannot tell."
+)
 POOLED = "all"  # the training_seed of a claim's one answer, on every seed's evidence together
 SEED = "training_seed"
 IDENTITY_COLUMNS = ("model", "source", "track")  # the column that names the model of a row, by table
@@ -498,6 +505,7 @@ class VerdictDisplay:
         rules = "".join(f"<li><b>{escape(c)}</b>. {escape(s)}</li>" for c, s in self.sentences.items())
         return (
             f'<p class="verdict-rules-head">The rules:</p><ul class="verdict-rules">{rules}</ul>'
+            f'<p class="verdict-rules-reading">{escape(READ_OVER)}</p>'
             f"{whole(self.table.assign(ours=self.table['ours'].map(_folded))).to_html()}"
             f"<p>What the verdicts mean:</p>{legend_html()}"
         )
@@ -505,7 +513,7 @@ class VerdictDisplay:
     def __repr__(self) -> str:
         rules = "\n".join(f"{c}. {s}" for c, s in self.sentences.items())
         legend = "\n".join(f"{v}: {m}" for v, m in VERDICT_MEANINGS.items())
-        return f"{rules}\n\n{self.table.to_string()}\n\n{legend}"
+        return f"{rules}\n{READ_OVER}\n\n{self.table.to_string()}\n\n{legend}"
 
 
 def show_verdicts(profile: str, claims: Sequence[Claim], results_root: Path | None = None, **params: Any):

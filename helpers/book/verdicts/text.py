@@ -32,6 +32,20 @@ def percent(value: float) -> str:
     return f"{value:.0%}"
 
 
+def share_interval(value: float, low: float, high: float) -> str:
+    """A share with its interval, the bounds to a tenth of a point, so that a bound near a
+    threshold never prints on it (a bound above 0 never prints as 0%):
+    ``0.1, 0.004, 0.31`` -> ``"10% [0.4%, 31%]"``."""
+    return f"{_bound(value)} [{_bound(low)}, {_bound(high)}]"
+
+
+def _bound(value: float) -> str:
+    text = f"{value:.1%}".replace(".0%", "%")
+    if value != 0 and text in ("0%", "-0%"):
+        return "<0.1%" if value > 0 else ">-0.1%"
+    return text
+
+
 def percents(values: Iterable[float]) -> str:
     return words([percent(v) for v in values])
 

@@ -272,3 +272,58 @@ def test_a_share_whose_interval_reaches_0_prints_0_and_one_above_it_does_not(fol
         assert _share_by_hand(evidence, 0.6) == verdict, evidence
     assert printed[0] == ("10% [0%, 31%] (sentiment)", CANNOT_TELL)
     assert printed[POOLED] == ("10% [0.4%, 31%] (sentiment, 2 seeds pooled)", PARTLY)
+
+
+def _counts_rows(models: dict[str, tuple[int, int]], seeds=(0, 1)) -> list[dict]:
+    """Chapter 03's counts, one kind per model: ``{model: (significant, unplaced)}`` per seed."""
+    heads = {"nli": 72, "translation": 144}
+    return [
+        {
+            "model": model,
+            "training_seed": seed,
+            "kind": "self" if model == "nli" else "enc_dec",
+            "heads": heads[model],
+            "significant": found + seed,
+            "unplaced": unplaced,
+            "negligible": heads[model] - found - seed - unplaced,
+            "undetermined": unplaced,
+            "significant_up": 0,
+        }
+        for seed in seeds
+        for model, (found, unplaced) in models.items()
+    ]
+
+
+def test_chapter_12_and_chapter_03_give_one_verdict_on_the_same_data(folder, tmp_path):
+    """Chapter 12 judges chapter 03's rules under each way of removing a head. Its zero kind is
+    chapter 03's masking, so on the same models it must give chapter 03's verdict; on the
+    paper's metric its counts hold the classifier alone, and its table says so, where it once
+    printed "reproduced" beside chapter 03's "partly" as if on the same data."""
+    from helpers.book.chapters.ch12_unimportant_or_unmeasured import _verdicts_by_removal
+
+    both = {"nli": (0, 10), "translation": (8, 80)}  # the translation model: cannot tell, so partly
+    for suffix, models in (("", {"nli": both["nli"]}), (LIKELIHOOD, both)):
+        _write(folder, f"03_one_head_counts{suffix}", _counts_rows(both))
+        _write(
+            folder,
+            f"12_removal_counts{suffix}",
+            [dict(row, removal=kind) for kind in ("zero", "mean") for row in _counts_rows(models)],
+        )
+    table = _verdicts_by_removal("p")
+    zero = table[(table["removal"] == "zero") & (table["key"] == "few_significant")].set_index(
+        ["measure", "training_seed"]
+    )
+    assert set(zero.loc["the paper's metric", "models"]) == {"nli"}
+    assert set(zero.loc["the likelihood", "models"]) == {"nli and translation"}
+    for measure, name in (("", "the paper's metric"), (LIKELIHOOD, "the likelihood")):
+        if measure:  # the same models: chapter 03's own verdicts, seed by seed
+            chapter_03 = _printed("few_significant", folder, measure)
+        else:  # chapter 03's rule on its own counts of the models chapter 12 holds
+            nli_only = tmp_path / "nli_only" / "p"
+            nli_only.mkdir(parents=True)
+            _write(nli_only, "03_one_head_counts", _counts_rows({"nli": both["nli"]}))
+            chapter_03 = _printed("few_significant", nli_only)
+            assert _printed("few_significant", folder)[0][1] == PARTLY  # all of chapter 03's models
+        for seed in (0, 1):
+            assert zero.loc[(name, seed), "verdict"] == chapter_03[seed][1], (name, seed)
+    assert "on the paper's metric the classifier alone" in rule_text(CLAIMS_BY_KEY["few_significant_every_removal"])

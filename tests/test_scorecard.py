@@ -384,8 +384,16 @@ def test_chapter_03s_rules_are_judged_under_each_way_of_removing_a_head(tmp_path
     assert (verdicts[few], verdicts[most]) == (PARTLY, PARTLY)
     assert "mean: lm 2/270; nli 60/144 (partly)" in card.set_index("claim").loc[few, "ours"]  # both seeds' heads
     table = removal_table("p", results_root=tmp_path)
-    assert table.loc[("few_significant", "the paper's metric", 0)].tolist() == [REPRODUCED, PARTLY, REPRODUCED]
-    assert table.loc[("most_negligible", "the paper's metric", 1)].tolist() == [REPRODUCED, REPRODUCED, PARTLY]
+    assert table.loc[("few_significant", "the paper's metric", "lm and nli", 0)].tolist() == [
+        REPRODUCED,
+        PARTLY,
+        REPRODUCED,
+    ]
+    assert table.loc[("most_negligible", "the paper's metric", "lm and nli", 1)].tolist() == [
+        REPRODUCED,
+        REPRODUCED,
+        PARTLY,
+    ]
 
 
 def _memory(saved_kv, ppl, measured_extra=0):

@@ -109,7 +109,9 @@ def smoke_executed(tmp_path_factory) -> dict:
     out = {}
     for name in profile.notebooks:
         try:
-            out[name] = runner.run_notebook(name, runner.parameters_for(profile, name, {}), folder, models=models)[0]
+            out[name] = runner.run_notebook(
+                name, runner.parameters_for(profile, name, {}), output_dir=folder, models=models
+            )[0]
         except runner.NotebookFailed as err:
             out[name] = err
     return out

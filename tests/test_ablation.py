@@ -80,7 +80,7 @@ def test_configs_cover_every_head():
 def test_gated_runs_gate_each_configuration_and_reset_after_it():
     case = ALL_CASES["bert"]()
     configs = [UNMASKED, *one_head_configs(case.model)[:3]]
-    got = dict(gated_runs(case.model, configs, lambda m: case.run(m, case.batch), progress=False))
+    got = dict(gated_runs(case.model, configs, run=lambda m: case.run(m, case.batch), progress=False))
     assert list(got) == configs
     assert torch.equal(got[UNMASKED], case.run(case.model, case.batch))
     for kind, layer, heads in configs[1:]:
@@ -100,7 +100,7 @@ def test_translation_sweep_masks_one_configuration_at_a_time():
     model = model_for(data, TranslationConfig(layers=1, heads=2, embed_dim=8, ffn_dim=16)).eval()
     sources = [p.src for p in data[:5]]
     configs = one_head_configs(model)
-    base, outs = translation_sweep(model, sources, configs, beam=2, progress=False)
+    base, outs = translation_sweep(model, sources, configs=configs, beam=2, progress=False)
     with explicit_attention(model):
         assert base == translate(model, sources, beam=2)
     kind, layer, heads = configs[0]
@@ -124,8 +124,8 @@ def test_translation_sweep_with_many_configurations_per_search_equals_one_at_a_t
     sources = [p.src for p in data[:9]]
     configs = one_head_configs(model) + all_but_one_configs(model)[:5]
     settings = dict(beam=beam, progress=False, batch_size=4, max_len_b=10)  # 3 batches, the last of 1
-    base, one = translation_sweep(model, sources, configs, configs_per_pass=1, **settings)
-    base_many, many = translation_sweep(model, sources, configs, configs_per_pass=5, **settings)
+    base, one = translation_sweep(model, sources, configs=configs, configs_per_pass=1, **settings)
+    base_many, many = translation_sweep(model, sources, configs=configs, configs_per_pass=5, **settings)
     assert base_many == base
     assert {c: many[c] for c in configs} == {c: one[c] for c in configs}
     assert sum(one[c] != base for c in configs) > len(configs) // 2  # most masks change the output
@@ -212,10 +212,10 @@ def test_every_sweep_runs_fairseqs_explicit_attention_path_the_unmasked_run_too(
     single_layer_sweep(case.model, [case.batch], case.run, configs, progress=False, processes=1)
     sources = ["w4 w9 w12 w5", "w7 w8"]
     decode = lambda m, copies, gated: translate_copies(m, sources, copies, gated, beam=2, max_len_b=5)
-    list(gated_passes(case.model, [UNMASKED, *configs], decode, 3, progress=False, processes=1))
-    list(gated_runs(case.model, [UNMASKED, configs[0]], lambda m: case.run(m, case.batch), progress=False))
+    list(gated_passes(case.model, [UNMASKED, *configs], run=decode, configs_per_pass=3, progress=False, processes=1))
+    list(gated_runs(case.model, [UNMASKED, configs[0]], run=lambda m: case.run(m, case.batch), progress=False))
     specs = [{}, {"enc_self": {0: [1, 2]}}]
-    list(pruned_passes(case.model, specs, lambda m, n, g: [case.run(m, case.batch)], progress=False, processes=1))
+    list(pruned_passes(case.model, specs, run=lambda m, n, g: [case.run(m, case.batch)], progress=False, processes=1))
     assert not calls
     case.run(case.model, case.batch)
     assert calls  # the kernel is back
@@ -252,12 +252,20 @@ def test_a_pass_that_runs_out_of_memory_is_halved_with_the_same_results():
             out = case.run(m, {k: v.repeat(copies, *[1] * (v.dim() - 1)) for k, v in case.batch.items()})
         return list(out.split(rows))
 
-    one = dict(gated_passes(case.model, configs, run, 1, progress=False, processes=1))
+    one = dict(gated_passes(case.model, configs, run=run, configs_per_pass=1, progress=False, processes=1))
     sizes.clear()
     with pytest.warns(UserWarning, match="ran out of device memory; passes of 3"):
-        halved = dict(gated_passes(case.model, configs, lambda *a: run(*a, limit=3), 6, progress=False, processes=1))
+        halved = dict(
+            gated_passes(
+                case.model, configs, run=lambda *a: run(*a, limit=3), configs_per_pass=6, progress=False, processes=1
+            )
+        )
     assert sizes == [6, 3, 3, 3]  # the failed pass of 6 in halves, then the last 3 at the new size
     for config in configs:
         torch.testing.assert_close(halved[config], one[config], rtol=0, atol=1e-5)
     with pytest.raises(torch.cuda.OutOfMemoryError, match="one configuration per pass does not fit"):
-        list(gated_passes(case.model, configs, lambda *a: run(*a, limit=0), 2, progress=False, processes=1))
+        list(
+            gated_passes(
+                case.model, configs, run=lambda *a: run(*a, limit=0), configs_per_pass=2, progress=False, processes=1
+            )
+        )

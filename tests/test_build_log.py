@@ -34,7 +34,7 @@ def test_the_estimate_sums_the_recorded_times_of_what_is_left():
     )
     assert progress.estimate_left(["new"], recorded).startswith("no estimate of what is left yet")
     assert progress.estimate_left([], recorded) == "nothing left"
-    line = progress.progress_line(6, 14, "06_pruning_curves", 738, "about 20.5 min left")
+    line = progress.progress_line(6, 14, name="06_pruning_curves", elapsed=738, estimate="about 20.5 min left")
     assert line == "[6/14] 06_pruning_curves: 12.3 min so far, about 20.5 min left"
 
 

@@ -11,7 +11,7 @@ from helpers.probes.induction import repeated_tokens
 
 
 def _importance(case):
-    return helpers.head_importance(case.model, [case.batch], case.loss, progress=False)
+    return helpers.head_importance(case.model, [case.batch], loss_fn=case.loss, progress=False)
 
 
 def test_pruned_variants_remove_the_least_important_groups_and_heads():
@@ -39,7 +39,9 @@ def test_memory_and_speed_measures_what_it_predicts():
     case = llama()
     variants = bb.pruned_variants(case.model, _importance(case), (0, 2 / 3))
     prompts = {1: case.batch["input_ids"][:1, :5], 2: case.batch["input_ids"][:2, :5]}
-    table = bb.memory_and_speed(variants, prompts, 3, [case.batch], repeats=1, dtypes=("float32", "bfloat16"))
+    table = bb.memory_and_speed(
+        variants, prompts, new_tokens=3, report_batches=[case.batch], repeats=1, dtypes=("float32", "bfloat16")
+    )
     assert len(table) == 3 * 2 * 2
     assert (table["KV bytes, predicted"] == table["KV bytes, measured"]).all()
     assert (table["cached positions"] == 5 + 3 - 1).all()
@@ -56,7 +58,7 @@ def test_copying_curves_start_unmasked_and_end_fully_masked():
     probe = [repeated_tokens(vocab_size=20, length=5, batch=2, seed=0, low=3)]
     importance = {"I_h on text": _importance(case)}
     orders = bb.orders_for(case.model, importance, random_orders=1, seed=0)
-    curves = bb.copying_curves(case.model, orders, [case.batch], probe, step=0.25)
+    curves = bb.copying_curves(case.model, orders, verse_batches=[case.batch], probe=probe, step=0.25)
     assert set(curves["order"]) == {"I_h on text", "random 0"}
     first = curves[curves["pruned"] == 0]
     assert first["verse perplexity"].nunique() == 1 and first["copying accuracy"].nunique() == 1
@@ -82,7 +84,9 @@ def test_copying_scores_from_one_pass_equal_the_separate_measures():
     case = llama()
     probe = [repeated_tokens(vocab_size=40, length=6, batch=3, seed=s, low=3) for s in range(2)]
     orders = bb.orders_for(case.model, {"I_h": _importance(case)}, random_orders=1, seed=1)
-    curves = bb.copying_curves(case.model, orders, [case.batch], probe, step=0.25, configs_per_pass=2)
+    curves = bb.copying_curves(
+        case.model, orders, verse_batches=[case.batch], probe=probe, step=0.25, configs_per_pass=2
+    )
     for row in curves.to_dict("records"):
         with helpers.HeadGates(case.model) as gates, torch.no_grad():
             if row["pruned"]:
@@ -99,9 +103,9 @@ def test_copying_scores_from_one_pass_equal_the_separate_measures():
     from helpers.zoo.causal_lm import PerplexityScorer
 
     steps = [spec_of(order[:c]) for order in orders.values() for c in counts(len(order), 0.25)]
-    copying = score_specs(case.model, steps, PerplexityScorer(probe, 2, stats=copying_nll), progress=False)
+    copying = score_specs(case.model, steps, evaluate=PerplexityScorer(probe, 2, stats=copying_nll), progress=False)
     accuracy = score_specs(
-        case.model, steps, lambda m: float(np.mean([copying_accuracy(m, b) for b in probe])), progress=False
+        case.model, steps, evaluate=lambda m: float(np.mean([copying_accuracy(m, b) for b in probe])), progress=False
     )
     assert curves["copying perplexity"].tolist() == [float(np.exp(-c)) for c in copying]
     assert curves["copying accuracy"].tolist() == accuracy
@@ -147,7 +151,7 @@ def test_the_copying_kept_and_its_interval_over_sequences_equal_a_hand_computed_
     probe = [repeated_tokens(vocab_size=40, length=6, batch=4, seed=s, low=3) for s in range(8)]  # 32 sequences
     order = bb.orders_for(case.model, {"I_h": _importance(case)}, random_orders=0, seed=0)["I_h"]
     kept, low, high, sequences, level = bb.copying_kept(
-        case.model, order, 3, probe, n_resamples=200, seed=5, configs_per_pass=2
+        case.model, order, pruned=3, probe=probe, n_resamples=200, seed=5, configs_per_pass=2
     )
     with torch.no_grad():
         base = torch.cat([copying_stats(case.model, b) for b in probe]).numpy()
@@ -163,7 +167,7 @@ def test_the_copying_kept_and_its_interval_over_sequences_equal_a_hand_computed_
     assert level in bb.CALIBRATION_LEVELS  # the percentile level calibration chose, at least the nominal 99%
     assert (low, high) == pytest.approx(tuple(np.quantile(ratios, [(1 - level) / 2, (1 + level) / 2])))
     assert low <= kept <= high
-    assert bb.copying_kept(case.model, order, 0, probe, n_resamples=50)[:3] == (1.0, 1.0, 1.0)
+    assert bb.copying_kept(case.model, order, pruned=0, probe=probe, n_resamples=50)[:3] == (1.0, 1.0, 1.0)
 
 
 def test_the_verdict_probe_has_enough_sequences_for_its_bootstrap_and_none_of_the_curves():
@@ -175,7 +179,7 @@ def test_the_verdict_probe_has_enough_sequences_for_its_bootstrap_and_none_of_th
 
     probe = bb.verdict_probe(Tokenizer(), length=6, sequences=33, batch=8, seed=0)
     assert [len(b["input_ids"]) for b in probe] == [8, 8, 8, 8, 1]
-    curves, held_out = bb.copying_probes(Tokenizer(), 6, 16, 8, seed=0)
+    curves, held_out = bb.copying_probes(Tokenizer(), 6, sequences=16, batch=8, seed=0)
     seen = {tuple(row.tolist()) for b in curves + held_out for row in b["input_ids"]}
     assert not seen & {tuple(row.tolist()) for b in probe for row in b["input_ids"]}
     with pytest.raises(ValueError, match="at least 30"):
@@ -255,6 +259,6 @@ def test_the_copying_interval_is_widened_until_it_covers_its_level():
         ratios = bb._kept_ratio(resampled_sums(base, indices), resampled_sums(cut, indices))
         low, high = np.quantile(ratios, [0.005, 0.995])
         plain.append(low <= truth <= high)
-        low, high, level = bb.calibrated_interval(base, cut, 0.99, n_resamples=300, seed=draw, draws=60)
+        low, high, level = bb.calibrated_interval(base, cut, coverage=0.99, n_resamples=300, seed=draw, draws=60)
         calibrated.append(low <= truth <= high)
     assert np.mean(plain) < 0.97 and np.mean(calibrated) > np.mean(plain), (np.mean(plain), np.mean(calibrated))

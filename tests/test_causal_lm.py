@@ -179,22 +179,28 @@ def test_the_calibrated_grid_is_the_grid_at_the_level_its_null_draws_allow(tiny,
     texts = causal_lm.verse_texts({"select": 30}, max_words=25, seed=2)["select"]
     batches = causal_lm.lm_batches(tokenizer, texts, batch_size=10)
     bootstrap = Bootstrap(n_resamples=200, alpha=0.05, seed=0)
-    plain, base = lm.one_head_grid(model, batches, 2, bootstrap, progress=False, cache_dir=tmp_path)
+    plain, base = lm.one_head_grid(
+        model, batches, configs_per_pass=2, bootstrap=bootstrap, progress=False, cache_dir=tmp_path
+    )
     grid, base_again, rates = lm.calibrated_grid(
-        model, batches, 2, bootstrap, draws=3, progress=False, cache_dir=tmp_path
+        model, batches, configs_per_pass=2, bootstrap=bootstrap, draws=3, progress=False, cache_dir=tmp_path
     )
     assert torch.equal(base, base_again) and np.array_equal(grid["p_value"], plain["p_value"])
     level = grid["level"].iloc[0]
     assert level <= bootstrap.alpha
     assert grid["significant"].tolist() == (grid["p_value"] < level).tolist()
     assert grid["significant at nominal alpha"].tolist() == plain["significant"].tolist()
-    at_level = lm.one_head_grid(model, batches, 2, bootstrap.at(level), progress=False, cache_dir=tmp_path)[0]
+    at_level = lm.one_head_grid(
+        model, batches, configs_per_pass=2, bootstrap=bootstrap.at(level), progress=False, cache_dir=tmp_path
+    )[0]
     assert np.allclose(grid[["delta_low", "delta_high"]], at_level[["delta_low", "delta_high"]])
     # the table, recomputed
-    _, outs = lm.lm_sweep(model, batches, lm.one_head_configs(model), 2, progress=False, cache_dir=tmp_path)
+    _, outs = lm.lm_sweep(
+        model, batches, configs=lm.one_head_configs(model), configs_per_pass=2, progress=False, cache_dir=tmp_path
+    )
     pairs = [(base.numpy(), outs[c].numpy()) for c in sorted(outs)]
-    assert level == calibrated_level(null_p_values(pairs, 30, 3, 200, seed=1), 0.05)
-    fresh = null_p_values(pairs, 30, 3, 200, seed=2)
+    assert level == calibrated_level(null_p_values(pairs, 30, draws=3, n_resamples=200, seed=1), 0.05)
+    fresh = null_p_values(pairs, 30, draws=3, n_resamples=200, seed=2)
     assert rates.set_index("level")["flagged with no effect"].tolist() == [
         np.mean(fresh < 0.05),
         np.mean(fresh < level),

@@ -75,9 +75,9 @@ def test_the_verse_sweeps_give_what_the_functions_they_call_give(tiny_lm):
     batches = {"select": lm_batches(tokenizer, texts[:2], 2), "report": lm_batches(tokenizer, texts[2:], 2)}
     boot = Bootstrap(n_resamples=50, min_units=2)
     verses = lm.VerseSweeps(model, batches, configs_per_pass=2, bootstrap=boot)
-    grid, _ = lm.one_head_grid(model, batches["select"], 2, boot, progress=False)
+    grid, _ = lm.one_head_grid(model, batches["select"], configs_per_pass=2, bootstrap=boot, progress=False)
     ours, ppl = verses.keep_one_head(grid)
-    theirs, theirs_ppl = lm.keep_one_head(model, grid, batches["report"], 2, boot)
+    theirs, theirs_ppl = lm.keep_one_head(model, grid, batches=batches["report"], configs_per_pass=2, bootstrap=boot)
     assert ours.equals(theirs) and ppl == theirs_ppl
     heads = model.config.num_attention_heads
     importance = {

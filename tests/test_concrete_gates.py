@@ -37,9 +37,9 @@ def test_no_penalty_keeps_every_head_and_a_large_one_prunes_them_all():
     case, batches, loss = tiny_setup()
     before = case.run(case.model, case.batch)
     params = [p.clone() for p in case.model.parameters()]
-    kept = train_concrete_gates(case.model, batches, loss, penalty=0.0, steps=30, progress=False)
+    kept = train_concrete_gates(case.model, batches, loss=loss, penalty=0.0, steps=30, progress=False)
     assert kept.pruned(case.model) == {}
-    gone = train_concrete_gates(case.model, batches, loss, penalty=50.0, steps=150, progress=False)
+    gone = train_concrete_gates(case.model, batches, loss=loss, penalty=50.0, steps=150, progress=False)
     assert sum(len(h) for layers in gone.pruned(case.model).values() for h in layers.values()) == 8
     # the model is left as it was: frozen weights, parameters still trainable, same outputs
     assert all(torch.equal(a, b) for a, b in zip(params, case.model.parameters()))
@@ -51,7 +51,9 @@ def test_larger_penalties_prune_at_least_as_many_heads():
     case, batches, loss = tiny_setup()
     pruned = []
     for penalty in (0.0, 0.5, 2.0, 20.0):
-        gates = train_concrete_gates(case.model, batches, loss, penalty=penalty, steps=120, seed=1, progress=False)
+        gates = train_concrete_gates(
+            case.model, batches, loss=loss, penalty=penalty, steps=120, seed=1, progress=False
+        )
         pruned.append(sum(len(h) for layers in gates.pruned(case.model).values() for h in layers.values()))
     assert pruned == sorted(pruned) and pruned[0] == 0 and pruned[-1] == 8
 
@@ -67,7 +69,9 @@ def test_the_task_gradient_reaches_the_gates():
                 gates.reset()
                 gates.mask({"self": {layer: [h]}})
                 effect[layer, h] = float(loss(case.model, case.batch)) - base
-    trained = train_concrete_gates(case.model, batches, loss, penalty=0.0, steps=200, init=0.0, seed=2, progress=False)
+    trained = train_concrete_gates(
+        case.model, batches, loss=loss, penalty=0.0, steps=200, init=0.0, seed=2, progress=False
+    )
     worst, best = max(effect, key=effect.get), min(effect, key=effect.get)
     assert effect[worst] > 0 > effect[best]
     assert trained.log_alpha["self"][worst] > trained.log_alpha["self"][best]

@@ -78,9 +78,9 @@ def test_the_paragraph_follows_the_recorded_numbers(recorded):
         return costs.summary_text(
             "p",
             summary,
-            costs.model_times(summary),
-            costs.chapter_times("p", chapters),
-            costs.cache_sizes(summary, converted),
+            models=costs.model_times(summary),
+            times=costs.chapter_times("p", chapters),
+            disk=costs.cache_sizes(summary, converted),
         )
 
     first = text()
@@ -105,6 +105,10 @@ def test_before_any_build_the_page_says_so(tmp_path, monkeypatch):
     assert summary == {}
     times = costs.chapter_times("fresh", ["01_a"])
     text = costs.summary_text(
-        "fresh", summary, costs.model_times(summary), times, costs.cache_sizes(summary, tmp_path / "none")
+        "fresh",
+        summary,
+        models=costs.model_times(summary),
+        times=times,
+        disk=costs.cache_sizes(summary, tmp_path / "none"),
     )
     assert text.startswith("No build of the `fresh` profile has been recorded here yet")

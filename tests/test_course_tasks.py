@@ -296,4 +296,4 @@ def test_a_generator_space_too_small_for_the_sizes_is_reported():
     from helpers.zoo.splits import draw_splits
 
     with pytest.raises(RuntimeError, match="space is too small"):
-        draw_splits({"train": 5}, ("train",), lambda split: "same", across=lambda x: x)
+        draw_splits({"train": 5}, ("train",), draw=lambda split: "same", across=lambda x: x)

@@ -113,7 +113,14 @@ def test_share_spreads_are_brute_force_resampling_of_the_whole_curve():
     score, order = _FakeScore(60), _order(10)
     bootstrap = pruning.Bootstrap(n_resamples=200, seed=5)
     importance = order[1:6] + order[:1] + order[6:]  # head (0, 0) goes at the 6th step here, at the last by ablation
-    got = pruning.share_spreads(None, {"importance": importance, "ablation": order[::-1]}, score, 0.15, 0.1, bootstrap)
+    got = pruning.share_spreads(
+        None,
+        {"importance": importance, "ablation": order[::-1]},
+        score=score,
+        tolerance=0.15,
+        step=0.1,
+        bootstrap=bootstrap,
+    )
     indices = resample_indices(60, 200, seed=5)
     threshold = score.threshold
     by_order = {}
@@ -181,7 +188,7 @@ def test_the_scorers_statistics_sum_to_their_scores_and_share_one_pass(smoke):
         assert len(stats[0]) == len(pairs) and values[0] == pytest.approx(score(model), abs=1e-9)
     classifier, tokenizer = course.load_classifier(smoke, "paraphrase")
     examples = course.load_data(smoke, "paraphrase")["valid"]
-    scorers = classifier_scorers(tokenizer, examples, ["f1", "accuracy", "log_likelihood"], max_length=80)
+    scorers = classifier_scorers(tokenizer, examples, metrics=["f1", "accuracy", "log_likelihood"], max_length=80)
     specs = [{}, {"self": {0: [0, 1]}}]
     for score in scorers.values():
         assert [score.from_stats(s.sum(0)) for s in score.stats(classifier, specs)] == pytest.approx(

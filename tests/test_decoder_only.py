@@ -137,7 +137,7 @@ def _float64(case):
 @pytest.mark.parametrize("name", DECODER_ONLY)
 def test_importance_equals_finite_differences(name):
     case = _float64(DECODER_ONLY_CASES[name]())
-    got = helpers.head_importance(case.model, [case.batch], case.loss, normalize=None, progress=False)["self"]
+    got = helpers.head_importance(case.model, [case.batch], loss_fn=case.loss, normalize=None, progress=False)["self"]
     want = torch.zeros(2, 4, dtype=torch.float64)
     for site in helpers.attention_sites(case.model):
         for h in range(4):
@@ -149,13 +149,15 @@ def test_importance_equals_finite_differences(name):
 
 def test_token_importance_equals_finite_differences_under_gqa():
     case = _float64(llama())
-    got = helpers.head_importance(case.model, [case.batch], case.loss, normalize=None, abs_per="token", progress=False)
+    got = helpers.head_importance(
+        case.model, [case.batch], loss_fn=case.loss, normalize=None, abs_per="token", progress=False
+    )
     torch.testing.assert_close(got["self"], fd_token(case)["self"], rtol=1e-6, atol=1e-9)
 
 
 def test_kv_group_importance_sums_each_groups_query_heads():
     case = llama()
-    scores = helpers.head_importance(case.model, [case.batch], case.loss, normalize=None, progress=False)
+    scores = helpers.head_importance(case.model, [case.batch], loss_fn=case.loss, normalize=None, progress=False)
     groups = helpers.kv_group_importance(case.model, scores)["self"]
     assert groups.shape == (2, 2)
     for layer in range(2):

@@ -40,8 +40,8 @@ def test_a_head_of_known_effect_is_classed_on_each_side_of_the_margin():
     rows = classifier_effects(
         model,
         _WordIds(),
-        data,
-        configs,
+        examples=data,
+        configs=configs,
         max_length=16,
         bootstrap=Bootstrap(n_resamples=400, alpha=0.05),
         progress=False,

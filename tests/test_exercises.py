@@ -83,7 +83,9 @@ def test_a_wrong_answer_is_explained():
 def _importance(**how):
     from helpers import head_importance
 
-    return lambda model, batches, loss_fn: head_importance(model, batches, loss_fn, progress=False, **how)["self"]
+    return lambda model, batches, loss_fn: head_importance(model, batches, loss_fn=loss_fn, progress=False, **how)[
+        "self"
+    ]
 
 
 @pytest.mark.parametrize(

@@ -56,7 +56,7 @@ def test_a_failing_process_raises_its_error_in_the_caller():
     case = ALL_CASES["bert"]()
     configs = one_head_configs(case.model)
     with pytest.raises(forked.SweepProcessError, match="a deliberate failure in the worker"):
-        list(gated_passes(case.model, configs, _failing_run, configs_per_pass=2, progress=False, processes=2))
+        list(gated_passes(case.model, configs, run=_failing_run, configs_per_pass=2, progress=False, processes=2))
 
 
 def test_a_process_that_dies_is_reported_with_its_exit_code():

@@ -35,8 +35,8 @@ def test_classifier_cache_gives_the_uncached_table_and_computes_only_new_configs
     args = dict(
         max_length=48, bootstrap=Bootstrap(n_resamples=50, min_units=2), progress=False
     )  # tiny sets: code paths
-    fresh = classifier_effects(model, tokenizer, examples, configs, **args)
-    first = classifier_effects(model, tokenizer, examples, configs[:3], cache_dir=tmp_path, **args)
+    fresh = classifier_effects(model, tokenizer, examples=examples, configs=configs, **args)
+    first = classifier_effects(model, tokenizer, examples=examples, configs=configs[:3], cache_dir=tmp_path, **args)
     swept = []
     real = head_effects.single_layer_sweep
     monkeypatch.setattr(
@@ -44,13 +44,13 @@ def test_classifier_cache_gives_the_uncached_table_and_computes_only_new_configs
         "single_layer_sweep",
         lambda m, d, run, todo, **kw: swept.append(list(todo)) or real(m, d, run, todo, **kw),
     )
-    cached = classifier_effects(model, tokenizer, examples, configs, cache_dir=tmp_path, **args)
+    cached = classifier_effects(model, tokenizer, examples=examples, configs=configs, cache_dir=tmp_path, **args)
     assert swept == [configs[3:]]  # the first three came from the cache
     pd.testing.assert_frame_equal(cached, fresh)
     pd.testing.assert_frame_equal(first, fresh.iloc[:3])
     monkeypatch.setattr(head_effects, "single_layer_sweep", _no_sweep)
     pd.testing.assert_frame_equal(
-        classifier_effects(model, tokenizer, examples, configs, cache_dir=tmp_path, **args), fresh
+        classifier_effects(model, tokenizer, examples=examples, configs=configs, cache_dir=tmp_path, **args), fresh
     )
     # the split-half scores are the metric on the even- and odd-numbered examples
     import json
@@ -66,7 +66,9 @@ def test_classifier_cache_gives_the_uncached_table_and_computes_only_new_configs
     assert fresh["score_odd"][0] == metrics.accuracy(predicted[1::2], gold[1::2])
     # other examples or settings are another sweep, not a stale answer
     monkeypatch.setattr(head_effects, "single_layer_sweep", real)
-    other = classifier_effects(model, tokenizer, examples[:10], configs[:2], cache_dir=tmp_path, **args)
+    other = classifier_effects(
+        model, tokenizer, examples=examples[:10], configs=configs[:2], cache_dir=tmp_path, **args
+    )
     assert len({p.name for p in tmp_path.iterdir()}) == 2 and len(other) == 2
 
 
@@ -84,8 +86,8 @@ def test_classifier_sweeps_batched_by_length_keep_each_example_in_its_place(smok
     classifier_effects(
         model,
         tokenizer,
-        examples,
-        [config],
+        examples=examples,
+        configs=[config],
         max_length=48,
         batch_size=8,
         bootstrap=Bootstrap(n_resamples=10, min_units=2),
@@ -109,7 +111,7 @@ def test_an_interrupted_translation_sweep_resumes_with_the_same_hypotheses(smoke
     pairs = course.load_data(smoke, "translation")["test13"][:8]
     configs = one_head_configs(model)
     fresh = translation_effects(
-        model, pairs, configs, beam=2, bootstrap=Bootstrap(n_resamples=50, min_units=2), progress=False
+        model, pairs, configs=configs, beam=2, bootstrap=Bootstrap(n_resamples=50, min_units=2), progress=False
     )
 
     import helpers.zoo.translation_model as tm
@@ -128,7 +130,7 @@ def test_an_interrupted_translation_sweep_resumes_with_the_same_hypotheses(smoke
         translation_effects(
             model,
             pairs,
-            configs,
+            configs=configs,
             beam=2,
             bootstrap=Bootstrap(n_resamples=50, min_units=2),
             progress=False,
@@ -141,7 +143,7 @@ def test_an_interrupted_translation_sweep_resumes_with_the_same_hypotheses(smoke
     resumed = translation_effects(
         model,
         pairs,
-        configs,
+        configs=configs,
         beam=2,
         bootstrap=Bootstrap(n_resamples=50, min_units=2),
         progress=False,
@@ -324,14 +326,14 @@ def test_a_damaged_cache_entry_is_named_set_aside_and_computed_again(smoke, tmp_
     examples = course.load_data(smoke, "nli")["matched"][:12]
     configs = one_head_configs(model)[:4]
     args = dict(max_length=48, bootstrap=Bootstrap(n_resamples=50, min_units=2), progress=False, cache_dir=tmp_path)
-    first = classifier_effects(model, tokenizer, examples, configs, **args)
+    first = classifier_effects(model, tokenizer, examples=examples, configs=configs, **args)
     (folder,) = tmp_path.iterdir()
     damaged = folder / "self-L0-mask1.json"
     damaged.write_text(damaged.read_text()[:40])  # cut short, as by a full disk
     short = folder / "self-L0-mask2.json"
     short.write_text("[[0.0, 0.0, 0.0]]")  # valid JSON, but one example where there are 12
     with pytest.warns(DamagedEntryWarning) as caught:
-        again = classifier_effects(model, tokenizer, examples, configs, **args)
+        again = classifier_effects(model, tokenizer, examples=examples, configs=configs, **args)
     pd.testing.assert_frame_equal(again, first)
     said = " ".join(str(w.message) for w in caught)
     assert str(damaged) in said and str(short) in said and "computed again" in said
@@ -339,7 +341,9 @@ def test_a_damaged_cache_entry_is_named_set_aside_and_computed_again(smoke, tmp_
     assert damaged.exists() and short.exists()  # recomputed and stored again
     with warnings.catch_warnings():
         warnings.simplefilter("error", DamagedEntryWarning)
-        pd.testing.assert_frame_equal(classifier_effects(model, tokenizer, examples, configs, **args), first)
+        pd.testing.assert_frame_equal(
+            classifier_effects(model, tokenizer, examples=examples, configs=configs, **args), first
+        )
 
 
 def test_bleu_at_positions_is_the_bleu_of_those_pairs_read_from_the_search_over_all(smoke, tmp_path):
@@ -351,7 +355,7 @@ def test_bleu_at_positions_is_the_bleu_of_those_pairs_read_from_the_search_over_
     read = translation_effects(
         model,
         pairs,
-        configs,
+        configs=configs,
         beam=2,
         bootstrap=Bootstrap(n_resamples=50, min_units=2),
         progress=False,
@@ -361,7 +365,7 @@ def test_bleu_at_positions_is_the_bleu_of_those_pairs_read_from_the_search_over_
     alone = translation_effects(
         model,
         [pairs[i] for i in at],
-        configs,
+        configs=configs,
         beam=2,
         bootstrap=Bootstrap(n_resamples=50, min_units=2),
         progress=False,
@@ -382,11 +386,13 @@ def test_bleu_in_two_looks_is_each_looks_own_sweep_and_goes_on_only_where_undeci
     bootstrap = Bootstrap(n_resamples=50, min_units=2, alpha=0.1)
     looks = Looks({"BLEU": 0.5}, first_share=0.5)
     rows = translation_effects(
-        model, pairs, configs, beam=2, bootstrap=bootstrap, progress=False, cache_dir=tmp_path, looks=looks
+        model, pairs, configs=configs, beam=2, bootstrap=bootstrap, progress=False, cache_dir=tmp_path, looks=looks
     )
     first, _ = look_split(len(pairs), 0.5, bootstrap.seed)
     half = bootstrap.at(bootstrap.alpha / 2)
-    early = translation_effects(model, [pairs[i] for i in first], configs, beam=2, bootstrap=half, progress=False)
+    early = translation_effects(
+        model, [pairs[i] for i in first], configs=configs, beam=2, bootstrap=half, progress=False
+    )
     went_on = [c for c, lo, hi in zip(configs, early["delta_low"], early["delta_high"]) if not settled(lo, hi, 0.5)]
     assert configs_of(rows[rows["look"] == 2]) == went_on
     stopped = rows[rows["look"] == 1].reset_index(drop=True)
@@ -395,7 +401,7 @@ def test_bleu_in_two_looks_is_each_looks_own_sweep_and_goes_on_only_where_undeci
         assert stopped[column].tolist() == pytest.approx(want[column].tolist()), column
     assert (stopped["examples"] == len(first)).all()
     if went_on:  # the rest: every pair, at alpha/2
-        late = translation_effects(model, pairs, went_on, beam=2, bootstrap=half, progress=False)
+        late = translation_effects(model, pairs, configs=went_on, beam=2, bootstrap=half, progress=False)
         looked = rows[rows["look"] == 2].reset_index(drop=True)
         for column in ("delta", "delta_low", "delta_high", "p_value"):
             assert looked[column].tolist() == pytest.approx(late[column].tolist()), column
@@ -408,7 +414,7 @@ def test_a_bleu_sweep_in_looks_refuses_positions(smoke):
     model = course.load_translation(smoke)
     pairs = course.load_data(smoke, "translation")["test13"][:4]
     with pytest.raises(ValueError, match="either looks or positions"):
-        translation_effects(model, pairs, [], looks=Looks({"BLEU": 1.0}), positions=[0, 1])
+        translation_effects(model, pairs, configs=[], looks=Looks({"BLEU": 1.0}), positions=[0, 1])
 
 
 def test_a_bleu_first_look_at_given_positions_is_the_sweep_of_those_pairs(smoke, tmp_path):
@@ -424,7 +430,7 @@ def test_a_bleu_first_look_at_given_positions_is_the_sweep_of_those_pairs(smoke,
     rows = translation_effects(
         model,
         pairs,
-        configs,
+        configs=configs,
         beam=2,
         bootstrap=bootstrap,
         progress=False,
@@ -432,7 +438,7 @@ def test_a_bleu_first_look_at_given_positions_is_the_sweep_of_those_pairs(smoke,
         first_look=first,
     )
     alone = translation_effects(
-        model, course.subset(pairs, 6), configs, beam=2, bootstrap=bootstrap.at(0.05), progress=False
+        model, course.subset(pairs, 6), configs=configs, beam=2, bootstrap=bootstrap.at(0.05), progress=False
     )
     early = rows[rows["look"] == 1]
     assert (early["examples"] == 6).all()
@@ -454,7 +460,7 @@ def test_heads_chosen_on_the_first_looks_pairs_stop_there_only_when_harmful(smok
     wide = Looks({"BLEU": 50.0})  # a margin every interval lies within: negligible at the first look
     first = course.subset_positions(len(pairs), 6)
     args = dict(beam=2, bootstrap=bootstrap, progress=False, looks=wide, first_look=first)
-    plain = translation_effects(model, pairs, configs, **args)
-    chosen = translation_effects(model, pairs, configs, chosen_here=True, **args)
+    plain = translation_effects(model, pairs, configs=configs, **args)
+    chosen = translation_effects(model, pairs, configs=configs, chosen_here=True, **args)
     assert (plain["look"] == 1).all()
     assert (chosen["look"] == 2).all() and (chosen["examples"] == len(pairs)).all()

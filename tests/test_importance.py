@@ -124,7 +124,7 @@ def float64_fairseq_softmax(monkeypatch):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_example_mode_equals_finite_differences(name):
     case = _double(CASES[name]())
-    got = helpers.head_importance(case.model, [case.batch], case.loss, normalize=None, progress=False)
+    got = helpers.head_importance(case.model, [case.batch], loss_fn=case.loss, normalize=None, progress=False)
     want = fd_example(case)
     assert set(got) == set(case.kinds)
     for kind in case.kinds:
@@ -145,7 +145,9 @@ def test_a_loss_that_runs_the_model_twice_per_example(abs_per):
         return single(model, batch) * single(model, flipped)
 
     case.loss = pair_loss
-    got = helpers.head_importance(case.model, [case.batch], pair_loss, normalize=None, abs_per=abs_per, progress=False)
+    got = helpers.head_importance(
+        case.model, [case.batch], loss_fn=pair_loss, normalize=None, abs_per=abs_per, progress=False
+    )
     want = fd_example(case) if abs_per == "example" else fd_token(case, calls=2)
     torch.testing.assert_close(got["self"], want["self"], rtol=1e-6, atol=1e-9)
 
@@ -153,9 +155,11 @@ def test_a_loss_that_runs_the_model_twice_per_example(abs_per):
 @pytest.mark.parametrize("name", ["bert", "fairseq-wmt"])
 def test_token_mode_equals_finite_differences(name):
     case = _double(CASES[name]())
-    got = helpers.head_importance(case.model, [case.batch], case.loss, normalize=None, abs_per="token", progress=False)
+    got = helpers.head_importance(
+        case.model, [case.batch], loss_fn=case.loss, normalize=None, abs_per="token", progress=False
+    )
     want = fd_token(case)
-    example = helpers.head_importance(case.model, [case.batch], case.loss, normalize=None, progress=False)
+    example = helpers.head_importance(case.model, [case.batch], loss_fn=case.loss, normalize=None, progress=False)
     for kind in case.kinds:
         torch.testing.assert_close(got[kind], want[kind], rtol=1e-6, atol=1e-9)
         # |sum_t| <= sum_t |.|, strictly somewhere: the two estimators really differ
@@ -177,10 +181,10 @@ def test_several_batches_equal_their_union(build, abs_per):
     case = _double(build())
     n = next(iter(case.batch.values())).shape[0]
     whole = helpers.head_importance(
-        case.model, [case.batch], case.loss, normalize=None, abs_per=abs_per, progress=False
+        case.model, [case.batch], loss_fn=case.loss, normalize=None, abs_per=abs_per, progress=False
     )
     parts = helpers.head_importance(
-        case.model, _split(case.batch, [1, n - 1]), case.loss, normalize=None, abs_per=abs_per, progress=False
+        case.model, _split(case.batch, [1, n - 1]), loss_fn=case.loss, normalize=None, abs_per=abs_per, progress=False
     )
     for kind in whole:
         torch.testing.assert_close(parts[kind], whole[kind], rtol=1e-10, atol=1e-14)
@@ -197,18 +201,20 @@ def test_per_example_terms_give_the_importance_of_any_subset(build, abs_per):
 
     case = _double(build())
     n = next(iter(case.batch.values())).shape[0]
-    terms = importance_terms(case.model, _split(case.batch, [1, n - 1]), case.loss, abs_per=abs_per, progress=False)
+    terms = importance_terms(
+        case.model, _split(case.batch, [1, n - 1]), loss_fn=case.loss, abs_per=abs_per, progress=False
+    )
     assert {kind: tuple(t.shape) for kind, t in terms.items()} == {
         kind: (n, *shape) for kind, shape in head_grid(case.model).items()
     }
     for normalize in (None, "layer"):
         whole = helpers.head_importance(
-            case.model, [case.batch], case.loss, normalize=normalize, abs_per=abs_per, progress=False
+            case.model, [case.batch], loss_fn=case.loss, normalize=normalize, abs_per=abs_per, progress=False
         )
         rest = helpers.head_importance(
             case.model,
             _split(case.batch, [1, n - 1])[1:],
-            case.loss,
+            loss_fn=case.loss,
             normalize=normalize,
             abs_per=abs_per,
             progress=False,
@@ -221,7 +227,9 @@ def test_per_example_terms_give_the_importance_of_any_subset(build, abs_per):
                 from_terms(terms, range(1, n), normalize)[kind], rest[kind], rtol=1e-10, atol=1e-14
             )
     first = {k: v[:1] for k, v in case.batch.items()}
-    alone = helpers.head_importance(case.model, [first], case.loss, normalize=None, abs_per=abs_per, progress=False)
+    alone = helpers.head_importance(
+        case.model, [first], loss_fn=case.loss, normalize=None, abs_per=abs_per, progress=False
+    )
     for kind in terms:
         torch.testing.assert_close(terms[kind][0], alone[kind], rtol=1e-10, atol=1e-14)
         assert not torch.equal(terms[kind][0], terms[kind][1])  # examples differ
@@ -230,22 +238,22 @@ def test_per_example_terms_give_the_importance_of_any_subset(build, abs_per):
 def test_nothing_accumulates_in_grad_and_training_flag_is_restored():
     case = bert()
     case.model.train()
-    helpers.head_importance(case.model, [case.batch, case.batch], case.loss, progress=False)
+    helpers.head_importance(case.model, [case.batch, case.batch], loss_fn=case.loss, progress=False)
     assert case.model.training
     assert all(p.grad is None for p in case.model.parameters())
 
 
 def test_same_inputs_give_the_same_numbers_twice():
     case = bert()
-    a = helpers.head_importance(case.model, [case.batch], case.loss, progress=False)
-    b = helpers.head_importance(bert().model, [bert().batch], case.loss, progress=False)
+    a = helpers.head_importance(case.model, [case.batch], loss_fn=case.loss, progress=False)
+    b = helpers.head_importance(bert().model, [bert().batch], loss_fn=case.loss, progress=False)
     assert torch.equal(a["self"], b["self"])
 
 
 def test_layer_normalization_gives_unit_rows():
     case = fairseq_wmt()
-    raw = helpers.head_importance(case.model, [case.batch], case.loss, normalize=None, progress=False)
-    normed = helpers.head_importance(case.model, [case.batch], case.loss, progress=False)
+    raw = helpers.head_importance(case.model, [case.batch], loss_fn=case.loss, normalize=None, progress=False)
+    normed = helpers.head_importance(case.model, [case.batch], loss_fn=case.loss, progress=False)
     for kind in raw:
         torch.testing.assert_close(normed[kind].norm(dim=-1), torch.ones(2, dtype=torch.float64))
         torch.testing.assert_close(normed[kind], raw[kind] / raw[kind].norm(dim=-1, keepdim=True))
@@ -258,10 +266,10 @@ def test_masked_gates_equal_a_physically_pruned_model():
     with helpers.HeadGates(case.model) as gates:
         gates.mask(spec)
         masked = helpers.head_importance(
-            case.model, [case.batch], case.loss, normalize=None, gates=gates, progress=False
+            case.model, [case.batch], loss_fn=case.loss, normalize=None, gates=gates, progress=False
         )
     helpers.prune_heads(case.model, spec)
-    pruned = helpers.head_importance(case.model, [case.batch], case.loss, normalize=None, progress=False)
+    pruned = helpers.head_importance(case.model, [case.batch], loss_fn=case.loss, normalize=None, progress=False)
     for kind, layers in spec.items():
         for layer, heads in layers.items():
             assert (pruned[kind][layer, heads] == 0).all()
@@ -272,10 +280,10 @@ def test_masked_gates_equal_a_physically_pruned_model():
 def test_bad_arguments_are_explained():
     case = bert()
     with pytest.raises(ValueError, match="abs_per"):
-        helpers.head_importance(case.model, [case.batch], case.loss, abs_per="sentence")
+        helpers.head_importance(case.model, [case.batch], loss_fn=case.loss, abs_per="sentence")
     with pytest.raises(ValueError, match="normalize"):
-        helpers.head_importance(case.model, [case.batch], case.loss, normalize="global")
+        helpers.head_importance(case.model, [case.batch], loss_fn=case.loss, normalize="global")
     with pytest.raises(ValueError, match="one loss per example"):
-        helpers.head_importance(case.model, [case.batch], lambda m, b: case.loss(m, b).mean(), progress=False)
+        helpers.head_importance(case.model, [case.batch], loss_fn=lambda m, b: case.loss(m, b).mean(), progress=False)
     with pytest.raises(ValueError, match="no batches"):
-        helpers.head_importance(case.model, [], case.loss, progress=False)
+        helpers.head_importance(case.model, [], loss_fn=case.loss, progress=False)

@@ -209,5 +209,5 @@ def test_generation_leaves_the_predicted_cache(name):
     sequences, cache = generate_cached(case.model, ids, 5)
     assert sequences.shape == (2, ids.shape[1] + 5)
     assert cache_bytes(cache) == kv_bytes(case.model, tokens=ids.shape[1] + 4, batch=2)
-    times = generation_seconds(case.model, ids, 2, repeats=2, warmup=1)
+    times = generation_seconds(case.model, ids, new_tokens=2, repeats=2, warmup=1)
     assert len(times) == 2 and all(t > 0 for t in times)

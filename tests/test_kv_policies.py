@@ -77,7 +77,7 @@ def test_the_fast_pass_gives_the_real_caches_log_probabilities(model, ids, name)
 def test_the_bytes_a_real_cache_holds_equal_the_arithmetic(model, ids, name):
     spec = SPECS[name]
     _, measured = real_run(model, ids, PROMPT, spec)
-    assert measured == predicted_peak_bytes(model, spec, PROMPT, TOTAL, BATCH, element=4)
+    assert measured == predicted_peak_bytes(model, spec, prompt=PROMPT, total=TOTAL, batch=BATCH, element=4)
 
 
 @pytest.mark.parametrize("name", ["plain", "fp8", "4-bit", "2-bit"])
@@ -86,7 +86,7 @@ def test_removed_groups_and_quantized_caches_compose_to_the_predicted_bytes(mode
     pruned = pruned_copy(model, [("self", 0, h) for h in range(4)] + [("self", 1, 0), ("self", 1, 1), ("self", 1, 2)])
     spec = SPECS[name]
     real, measured = real_run(pruned, ids, PROMPT, spec)
-    assert measured == predicted_peak_bytes(pruned, spec, PROMPT, TOTAL, BATCH, element=4)
+    assert measured == predicted_peak_bytes(pruned, spec, prompt=PROMPT, total=TOTAL, batch=BATCH, element=4)
     fast = fast_run(pruned, ids, prompt_pass(pruned, ids, PROMPT), spec)
     torch.testing.assert_close(_logp(pruned, fast), _logp(pruned, real), atol=1e-4, rtol=0)
     full, _ = real_run(model, ids, PROMPT, spec)

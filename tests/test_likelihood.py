@@ -72,7 +72,10 @@ def test_many_configurations_per_pass_give_each_ones_own_likelihood(mt, monkeypa
     monkeypatch.setenv("SIXTEEN_HEADS_SWEEP_PROCESSES", "1")
     configs = one_head_configs(model)[::7] + [SPEC]
     together = dict(
-        (i, rows) for i, (_, rows) in enumerate(masked_translation_nll(model, pairs, configs, 4, progress=False))
+        (i, rows)
+        for i, (_, rows) in enumerate(
+            masked_translation_nll(model, pairs, configs=configs, configs_per_pass=4, progress=False)
+        )
     )
     for i, config in enumerate(configs):
         with helpers.HeadGates(model) as gates:
@@ -89,7 +92,7 @@ def test_replayed_single_layer_likelihood_equals_gating_each_configuration(mt, m
     configs = [UNMASKED] + one_head_configs(model)[::5] + all_but_one_configs(model)[::11]
     kinds = {c[0] for c in configs if c != UNMASKED}
     assert kinds == {"enc_self", "enc_dec", "dec_self"}
-    got = list(single_layer_translation_nll(model, pairs, configs, progress=False, max_tokens=40))
+    got = list(single_layer_translation_nll(model, pairs, configs=configs, progress=False, max_tokens=40))
     assert [c for c, _ in got] == configs
     for config, rows in got:
         with helpers.HeadGates(model) as gates:
@@ -102,9 +105,9 @@ def test_likelihood_effects_are_cached_and_add_up(mt, tmp_path):
     model, pairs = mt
     configs = one_head_configs(model)[:5]
     args = dict(bootstrap=Bootstrap(n_resamples=50, min_units=2), progress=False)
-    fresh = translation_likelihood_effects(model, pairs, configs, **args)
-    cached = translation_likelihood_effects(model, pairs, configs, cache_dir=tmp_path, **args)
-    again = translation_likelihood_effects(model, pairs, configs, cache_dir=tmp_path, **args)
+    fresh = translation_likelihood_effects(model, pairs, configs=configs, **args)
+    cached = translation_likelihood_effects(model, pairs, configs=configs, cache_dir=tmp_path, **args)
+    again = translation_likelihood_effects(model, pairs, configs=configs, cache_dir=tmp_path, **args)
     pd.testing.assert_frame_equal(fresh, cached)
     pd.testing.assert_frame_equal(fresh, again)
     base = translation_nll(model, pairs)
@@ -125,8 +128,8 @@ def test_the_gold_label_log_probability_of_a_classifier(smoke, tmp_path):
     table = classifier_effects(
         model,
         tokenizer,
-        examples,
-        [config],
+        examples=examples,
+        configs=[config],
         max_length=48,
         bootstrap=Bootstrap(n_resamples=20, min_units=2),
         progress=False,
@@ -136,8 +139,8 @@ def test_the_gold_label_log_probability_of_a_classifier(smoke, tmp_path):
     accuracy = classifier_effects(
         model,
         tokenizer,
-        examples,
-        [config],
+        examples=examples,
+        configs=[config],
         max_length=48,
         bootstrap=Bootstrap(n_resamples=20, min_units=2),
         progress=False,
@@ -165,8 +168,8 @@ def test_the_gold_label_log_probability_of_a_classifier(smoke, tmp_path):
     assert table["score"].iloc[0] == pytest.approx(masked_lp, abs=1e-5)
     assert accuracy["base"].iloc[0] == base_acc and accuracy["score"].iloc[0] == masked_acc
     with pytest.raises(ValueError, match="unknown measure 'bleu'"):
-        classifier_effects(model, tokenizer, examples, [config], measure="bleu")
+        classifier_effects(model, tokenizer, examples=examples, configs=[config], measure="bleu")
     # the pruning curves' scorer: the same mean gold log-probability, unmasked and under a head spec
-    score = classifier_scorer(tokenizer, examples, "log_likelihood", max_length=48)
+    score = classifier_scorer(tokenizer, examples, metric="log_likelihood", max_length=48)
     assert score(model) == pytest.approx(base_lp, abs=1e-5)
     assert score.many(model, [{kind: {layer: list(heads)}}, {}]) == pytest.approx([masked_lp, base_lp], abs=1e-5)

@@ -85,7 +85,9 @@ def test_llama_cpp_computes_what_transformers_computes_in_the_exact_settings(mod
     with LlamaCpp(written.path, RuntimeSettings(threads=1, exact=True)) as run:
         assert run.greedy(PROMPT, len(tokens)) == tokens
         assert np.abs(run.token_logprobs(PROMPT) - logprobs).max() < LOGPROB_TOLERANCE
-        keys, values = predicted_kv_bytes(written.kv_heads, HEAD_DIM, run.cells, run.cache_type, run.flash_attention)
+        keys, values = predicted_kv_bytes(
+            written.kv_heads, HEAD_DIM, cells=run.cells, cache_type=run.cache_type, flash_attention=run.flash_attention
+        )
         assert (run.k_mib, run.v_mib) == (round(keys / 2**20, 2), round(values / 2**20, 2))
     assert (written.heads, written.kv_heads, written.padded_heads) == WRITTEN[name]
 

@@ -36,7 +36,7 @@ def test_chapters_are_drawn_whole_apart_from_the_excluded_and_end_with_their_pas
     layout = Layout(chapter_tokens=40, repeat_tokens=6, passage_start=3)
     every = long_texts.chapter_token_ids(Words())
     excluded = set(list(every)[:500])
-    drawn = long_texts.draw_chapters(Words(), {"a": 5, "b": 7}, layout, exclude=excluded, seed=3)
+    drawn = long_texts.draw_chapters(Words(), {"a": 5, "b": 7}, layout=layout, exclude=excluded, seed=3)
     assert drawn["a"].shape == (5, 46) and drawn["b"].shape == (7, 46)
     rows = {tuple(r) for split in drawn.values() for r in split.tolist()}
     assert len(rows) == 12  # twelve different chapters
@@ -45,10 +45,10 @@ def test_chapters_are_drawn_whole_apart_from_the_excluded_and_end_with_their_pas
         key = next(k for k, ids in starts.items() if tuple(ids) == row[:40])
         assert key not in excluded
         assert list(row[40:]) == list(row[3:9])  # the passage, repeated
-    again = long_texts.draw_chapters(Words(), {"a": 5, "b": 7}, layout, exclude=excluded, seed=3)
+    again = long_texts.draw_chapters(Words(), {"a": 5, "b": 7}, layout=layout, exclude=excluded, seed=3)
     assert torch.equal(again["a"], drawn["a"])
     with pytest.raises(ValueError, match="ask for fewer"):
-        long_texts.draw_chapters(Words(), {"a": 5000}, layout)
+        long_texts.draw_chapters(Words(), {"a": 5000}, layout=layout)
 
 
 @pytest.fixture(scope="module")

@@ -109,7 +109,7 @@ def test_your_language_model_runs_chapter_11_and_has_its_gguf(own_data):
     )
     params = runner.parameters_for(load_profile(name), "11_nine_heads", {})
     assert params["language_model"] == "my-llama"
-    path, _, _ = runner.run_notebook("11_nine_heads", params, own_data / "executed")
+    path, _, _ = runner.run_notebook("11_nine_heads", params, output_dir=own_data / "executed")
     import nbformat
 
     nb = nbformat.read(path, as_version=4)

@@ -206,8 +206,8 @@ def test_pruned_passes_equal_gated_passes_in_order(processes):
             out = case.run(model, {k: v.repeat(copies, *([1] * (v.dim() - 1))) for k, v in case.batch.items()})
         return list(out.chunk(copies))
 
-    gated = list(gated_passes(case.model, specs, run, configs_per_pass=2, progress=False, processes=1))
-    pruned = list(pruned_passes(case.model, specs, run, progress=False, processes=processes))
+    gated = list(gated_passes(case.model, specs, run=run, configs_per_pass=2, progress=False, processes=1))
+    pruned = list(pruned_passes(case.model, specs, run=run, progress=False, processes=processes))
     assert [s for s, _ in pruned] == specs
     for (_, a), (_, b) in zip(gated, pruned):
         torch.testing.assert_close(b, a, rtol=0, atol=2e-5)

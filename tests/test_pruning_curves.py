@@ -84,16 +84,20 @@ def test_reestimation_masks_the_pruned_heads_and_never_picks_them_again():
 
     def importance(model, gates):
         seen_masked.append(int((gates.tensor("self") == 0).sum()))
-        return helpers.head_importance(model, [case.batch], case.loss, gates=gates, progress=False)
+        return helpers.head_importance(model, [case.batch], loss_fn=case.loss, gates=gates, progress=False)
 
     def evaluate(m):
         return float(case.run(m, case.batch).detach().double().sum())
 
-    curve, order = reestimated_curve(case.model, pool, importance, evaluate, step=0.25, progress=False)
+    curve, order = reestimated_curve(
+        case.model, pool, importance=importance, evaluate=evaluate, step=0.25, progress=False
+    )
     assert seen_masked == [0, 2, 4, 6]  # before each step, the heads pruned so far are masked
     assert sorted(order) == sorted(pool)
     # the first step is the one-shot importance order; each curve point is that prefix masked
-    first = order_by_importance(helpers.head_importance(case.model, [case.batch], case.loss, progress=False), pool)
+    first = order_by_importance(
+        helpers.head_importance(case.model, [case.batch], loss_fn=case.loss, progress=False), pool
+    )
     assert order[:2] == first[:2]
     assert (
         curve["score"].tolist()
@@ -132,7 +136,7 @@ def test_curves_of_several_orders_equal_one_curve_each_and_score_shared_steps_on
     pool = heads_of(case.model)
     orders = {
         "importance": order_by_importance(
-            helpers.head_importance(case.model, [case.batch], case.loss, progress=False), pool
+            helpers.head_importance(case.model, [case.batch], loss_fn=case.loss, progress=False), pool
         ),
         "random 0": random_order(pool, 0),
         "random 1": random_order(pool, 1),
@@ -168,5 +172,5 @@ def test_curves_of_several_orders_equal_one_curve_each_and_score_shared_steps_on
     assert len(together) == 20 and len(masked) == len(distinct) <= 20 - 3 - 2
     specs = [{"self": {0: [1, 0]}}, {"self": {0: [0, 1]}}, {}, {"self": {1: [2]}}]
     with torch.no_grad():
-        scores = score_specs(case.model, specs, evaluate, progress=False)
+        scores = score_specs(case.model, specs, evaluate=evaluate, progress=False)
     assert scores[0] == scores[1] != scores[2] != scores[3]  # the same heads in another order: scored once

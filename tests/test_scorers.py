@@ -23,9 +23,9 @@ def test_classifier_scores_and_losses(smoke):
     examples = course.load_data(smoke, "paraphrase")["valid"]
     pred = predict(model, tokenizer, examples, max_length=80)
     gold = [e.label for e in examples]
-    assert classifier_scorer(tokenizer, examples, "f1", max_length=80)(model) == metrics.f1(pred, gold)
+    assert classifier_scorer(tokenizer, examples, metric="f1", max_length=80)(model) == metrics.f1(pred, gold)
     with pytest.raises(ValueError, match="unknown metric 'bleu'"):
-        classifier_scorer(tokenizer, examples, "bleu")
+        classifier_scorer(tokenizer, examples, metric="bleu")
     batches = classifier_loss_batches(tokenizer, examples, max_length=80, batch_size=8)
     with torch.no_grad():
         for batch in batches:
@@ -69,7 +69,7 @@ def test_classifier_scores_of_many_head_specs_equal_one_at_a_time(monkeypatch, p
 
     model, examples = _tiny_bert_and_examples()
     score = classifier_scorer(
-        _WordIds(), examples, "accuracy", max_length=16, batch_size=16, configs_per_pass=per_pass
+        _WordIds(), examples, metric="accuracy", max_length=16, batch_size=16, configs_per_pass=per_pass
     )
     specs = [{}, {"self": {0: [0]}}, {"self": {2: [0, 1, 2]}}, {"self": {0: [1, 2], 1: [0, 1, 3], 2: [3]}}]
     one = []
@@ -90,7 +90,7 @@ def test_scorers_that_share_passes_give_each_scorers_own_values_and_compute_a_sp
     monkeypatch.setenv("SIXTEEN_HEADS_SWEEP_PROCESSES", "1")
     specs = [{}, {"self": {0: [0]}}, {"self": {2: [0, 1, 2]}}, {"self": {0: [1, 2], 1: [0, 1, 3], 2: [3]}}]
     alone = {
-        m: classifier_scorer(_WordIds(), examples, m, max_length=16, batch_size=16).many(model, specs)
+        m: classifier_scorer(_WordIds(), examples, metric=m, max_length=16, batch_size=16).many(model, specs)
         for m in ("accuracy", "log_likelihood")
     }
     scored = []
@@ -101,7 +101,9 @@ def test_scorers_that_share_passes_give_each_scorers_own_values_and_compute_a_sp
             name,
             lambda m, configs, *a, real=real, **k: (scored.extend(configs), real(m, configs, *a, **k))[1],
         )
-    shared = classifier_scorers(_WordIds(), examples, ["accuracy", "log_likelihood"], max_length=16, batch_size=16)
+    shared = classifier_scorers(
+        _WordIds(), examples, metrics=["accuracy", "log_likelihood"], max_length=16, batch_size=16
+    )
     assert shared["accuracy"].many(model, specs) == alone["accuracy"]
     assert shared["log_likelihood"].many(model, specs[::-1]) == alone["log_likelihood"][::-1]
     assert scored == specs  # the second scorer computed nothing
@@ -129,12 +131,12 @@ def test_importance_wrappers_equal_head_importance_on_the_same_batches(smoke):
     model, tokenizer = course.load_classifier(smoke, "paraphrase")
     examples = course.load_data(smoke, "paraphrase")["train"][:16]
     direct = helpers.head_importance(
-        model, classifier_loss_batches(tokenizer, examples, 80), classifier_loss, progress=False
+        model, classifier_loss_batches(tokenizer, examples, 80), loss_fn=classifier_loss, progress=False
     )
     assert torch.equal(classifier_importance(model, tokenizer, examples, 80)["self"], direct["self"])
     mt = course.load_translation(smoke)
     pairs = course.load_data(smoke, "translation")["train"][:16]
-    direct = helpers.head_importance(mt, translation_loss_batches(mt, pairs), translation_loss, progress=False)
+    direct = helpers.head_importance(mt, translation_loss_batches(mt, pairs), loss_fn=translation_loss, progress=False)
     wrapped = translation_importance(mt, pairs)
     assert all(torch.equal(wrapped[k], direct[k]) for k in direct)
 

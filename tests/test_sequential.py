@@ -48,7 +48,11 @@ MEASURE = SweepScore(stats=lambda outputs, positions: _nll(outputs), score=log_l
 
 def _one_look(configs, rows, seed):
     return effect_rows(
-        configs, _nll(rows[UNMASKED]), lambda c: _nll(rows[c]), log_likelihood, Bootstrap(RESAMPLES, ALPHA, seed)
+        configs,
+        _nll(rows[UNMASKED]),
+        stats_of=lambda c: _nll(rows[c]),
+        score=log_likelihood,
+        bootstrap=Bootstrap(RESAMPLES, ALPHA, seed),
     )
 
 
@@ -63,7 +67,9 @@ def test_two_looks_keep_false_negligible_and_false_positive_rates_at_nominal(sce
     one, two = [], []
     for rep in range(4):  # 2,400 simulated heads in all
         configs, outputs, rows, _ = simulate(np.full(heads, change), seed=rep)
-        (table,) = two_look_rows(N, configs, outputs, [MEASURE], Bootstrap(RESAMPLES, ALPHA, seed=rep))
+        (table,) = two_look_rows(
+            N, configs, outputs=outputs, measures=[MEASURE], bootstrap=Bootstrap(RESAMPLES, ALPHA, seed=rep)
+        )
         one.append(_one_look(configs, rows, rep))
         two.append(table)
     one, two = pd.concat(one, ignore_index=True), pd.concat(two, ignore_index=True)
@@ -83,7 +89,9 @@ def test_two_looks_keep_false_negligible_and_false_positive_rates_at_nominal(sce
 def test_heads_far_from_the_margin_stop_at_the_first_look_and_the_rest_see_every_example():
     changes = np.concatenate([np.full(40, -6 * DELTA), np.full(40, 0.0), np.full(40, -DELTA)])
     configs, outputs, rows, asked = simulate(changes, seed=7)
-    (table,) = two_look_rows(N, configs, outputs, [MEASURE], Bootstrap(RESAMPLES, ALPHA, seed=7))
+    (table,) = two_look_rows(
+        N, configs, outputs=outputs, measures=[MEASURE], bootstrap=Bootstrap(RESAMPLES, ALPHA, seed=7)
+    )
     first, rest = look_split(N, 0.5, 7)
     assert asked[0] == (len(first), len(configs) + 1)  # every head, and the unmasked model, on the first look
     assert asked[1][0] == len(rest) and asked[1][1] == 1 + (table["look"] == 2).sum()
@@ -97,9 +105,9 @@ def test_heads_far_from_the_margin_stop_at_the_first_look_and_the_rest_see_every
     alone = effect_rows(
         [configs[later]],
         _nll(rows[UNMASKED]),
-        lambda c: _nll(rows[c]),
-        log_likelihood,
-        Bootstrap(RESAMPLES, ALPHA / 2, 7),
+        stats_of=lambda c: _nll(rows[c]),
+        score=log_likelihood,
+        bootstrap=Bootstrap(RESAMPLES, ALPHA / 2, 7),
     ).iloc[0]
     assert table.loc[later, "delta"] == pytest.approx(alone["delta"])
     assert table.loc[later, "delta_low"] == pytest.approx(alone["delta_low"])

@@ -15,7 +15,7 @@ def test_one_extra_error_in_ten_is_not_significant_with_the_probability_by_hand(
     gold = [1] * 10
     a = accuracy_stats([1] * 10, gold)
     b = accuracy_stats([1] * 9 + [0], gold)
-    result = paired_bootstrap(a, b, accuracy_from_stats, resample_indices(10, 20000, seed=1))
+    result = paired_bootstrap(a, b, score=accuracy_from_stats, indices=resample_indices(10, 20000, seed=1))
     assert result.delta == pytest.approx(-0.1)
     assert result.p_value == pytest.approx(0.9**10, abs=0.01)
     assert not result.significant
@@ -25,9 +25,9 @@ def test_many_extra_errors_are_significant_and_identical_systems_are_not():
     gold = [0, 1] * 50
     a = accuracy_stats(gold, gold)
     b = accuracy_stats([1 - g if i % 5 == 0 else g for i, g in enumerate(gold)], gold)  # 20 errors
-    result = paired_bootstrap(a, b, accuracy_from_stats)
+    result = paired_bootstrap(a, b, score=accuracy_from_stats)
     assert result.delta == pytest.approx(-0.2) and result.p_value < 0.001 and result.significant
-    same = paired_bootstrap(a, a, accuracy_from_stats)
+    same = paired_bootstrap(a, a, score=accuracy_from_stats)
     assert same.p_value == 1.0 and not same.significant
 
 
@@ -43,8 +43,8 @@ def test_resampling_is_paired():
     result = paired_bootstrap(
         accuracy_stats(pred_a, gold),
         accuracy_stats(pred_b, gold),
-        accuracy_from_stats,
-        resample_indices(200, 50000, seed=2),
+        score=accuracy_from_stats,
+        indices=resample_indices(200, 50000, seed=2),
     )
     assert result.delta == pytest.approx(0.025)
     assert result.p_value == pytest.approx((195 / 200) ** 200, abs=0.002)
@@ -64,7 +64,7 @@ def test_bleu_statistics_reproduce_sacrebleu():
 
 def test_shapes_must_match():
     with pytest.raises(ValueError, match="one shape"):
-        paired_bootstrap(np.ones((3, 2)), np.ones((4, 2)), accuracy_from_stats)
+        paired_bootstrap(np.ones((3, 2)), np.ones((4, 2)), score=accuracy_from_stats)
 
 
 def test_paper_values_are_internally_consistent():
@@ -112,7 +112,7 @@ def test_a_known_effect_is_classed_as_the_truth_says_on_each_side_of_the_margin(
     from helpers.heads.significance import equivalence_class, resample_indices
 
     base, changed = _likelihood_stats(2000, effect, np.random.default_rng(0))
-    result = paired_bootstrap(base, changed, log_likelihood, resample_indices(2000, 500, 1), alpha=0.05)
+    result = paired_bootstrap(base, changed, score=log_likelihood, indices=resample_indices(2000, 500, 1), alpha=0.05)
     assert result.low <= result.delta <= result.high
     assert result.low <= effect + 1e-3 and result.high >= effect - 1e-3  # the interval covers the truth
     assert equivalence_class(result.low, result.high, margin=0.01) == expected
@@ -132,7 +132,7 @@ def test_identical_outputs_are_negligible_with_an_interval_of_zero_width():
     from helpers.heads.significance import equivalence_class
 
     stats = accuracy_stats([1, 0, 1, 1], [1, 1, 1, 0])
-    result = paired_bootstrap(stats, stats.copy(), accuracy_from_stats)
+    result = paired_bootstrap(stats, stats.copy(), score=accuracy_from_stats)
     assert (result.delta, result.low, result.high, result.significant) == (0.0, 0.0, 0.0, False)
     assert equivalence_class(result.low, result.high, 0.01) == "negligible"
 
@@ -151,7 +151,7 @@ def test_a_larger_sample_leaves_fewer_heads_undetermined():
         classes = []
         for effect in effects:
             base, changed = _likelihood_stats(n, effect, rng)
-            r = paired_bootstrap(base, changed, log_likelihood, indices, alpha=0.05)
+            r = paired_bootstrap(base, changed, score=log_likelihood, indices=indices, alpha=0.05)
             classes.append(equivalence_class(r.low, r.high, margin=0.01))
         assert sum(classes.count(c) for c in EQUIVALENCE_CLASSES) == len(effects)
         undetermined[n] = classes.count("undetermined")
@@ -181,7 +181,7 @@ def test_the_array_forms_and_shared_base_sums_give_the_row_by_row_bootstrap_to_t
     ]
     indices = resample_indices(n, 200, 1)
     for a, b, score in cases:
-        got = paired_bootstrap(a, b, score, indices, 0.05, resampled_sums(a, indices))
+        got = paired_bootstrap(a, b, score=score, indices=indices, alpha=0.05, resampled_a=resampled_sums(a, indices))
         sums_a, sums_b = a[indices].sum(1), b[indices].sum(1)
         deltas = np.array([score(y) - score(x) for x, y in zip(sums_a, sums_b)])  # the row-by-row definition
         delta = score(b.sum(0)) - score(a.sum(0))
@@ -203,7 +203,7 @@ def test_systems_with_no_difference_are_flagged_at_the_chance_rate_it_states():
         common = tokens * (2.0 + rng.normal(0, 0.3, n))  # per-example difficulty, shared (paired)
         a = np.stack([common + tokens * rng.normal(0, 0.05, n), tokens], 1)
         b = np.stack([common + tokens * rng.normal(0, 0.05, n), tokens], 1)
-        result = paired_bootstrap(a, b, log_likelihood, indices, alpha=alpha)
+        result = paired_bootstrap(a, b, score=log_likelihood, indices=indices, alpha=alpha)
         flagged += result.significant
         up += result.significant and result.delta > 0
     se = np.sqrt(2 * alpha * (1 - 2 * alpha) / pairs)
@@ -222,9 +222,15 @@ def test_a_bootstrap_below_the_declared_minimum_is_refused_with_what_to_do():
     stats = np.stack([np.random.default_rng(0).gamma(2.0, 1.0, MIN_UNITS - 1), np.ones(MIN_UNITS - 1)], 1)
     config = ("self", 0, (0,))
     with pytest.raises(SampleTooSmall, match=f"{MIN_UNITS - 1} examples is below the declared minimum of {MIN_UNITS}"):
-        effect_rows([config], stats, lambda c: stats + 0.1, log_likelihood, Bootstrap(50, 0.01, 0))
+        effect_rows(
+            [config], stats, stats_of=lambda c: stats + 0.1, score=log_likelihood, bootstrap=Bootstrap(50, 0.01, 0)
+        )
     rows = effect_rows(
-        [config], stats, lambda c: stats + 0.1, log_likelihood, Bootstrap(50, 0.01, 0, min_units=MIN_UNITS - 1)
+        [config],
+        stats,
+        stats_of=lambda c: stats + 0.1,
+        score=log_likelihood,
+        bootstrap=Bootstrap(50, 0.01, 0, min_units=MIN_UNITS - 1),
     )
     assert rows["examples"].tolist() == [MIN_UNITS - 1]  # a code-path check may lower the minimum, explicitly
 
@@ -335,9 +341,11 @@ def test_a_one_sided_rounding_change_is_no_change():
     b = a.copy()
     b[:, 0] = np.nextafter(a[:, 0].astype(np.float32), np.float32(np.inf)).astype(np.float64)
     indices = resample_indices(len(a), 1000, seed=0)
-    result = paired_bootstrap(a, b, log_likelihood, indices)
+    result = paired_bootstrap(a, b, score=log_likelihood, indices=indices)
     assert (result.delta, result.p_value, result.significant) == (0.0, 1.0, False)
-    unaware = paired_bootstrap(a, b, log_likelihood, indices, smallest=0.0)  # the test before the resolution
+    unaware = paired_bootstrap(
+        a, b, score=log_likelihood, indices=indices, smallest=0.0
+    )  # the test before the resolution
     assert unaware.significant and unaware.p_value == 0.0 and unaware.delta < 0
     assert result.low < 0 and result.high < 0 and abs(result.low) < resolution(a, log_likelihood)
     expected = ROUNDING_EPS * FLOAT32_EPS * a[:, 0].sum() / a[:, 1].sum()  # from the scores, by hand
@@ -355,7 +363,7 @@ def test_a_change_beyond_the_resolution_is_still_tested(epsilons):
     a = _verse_likelihoods()
     b = a.copy()
     b[:, 0] *= 1 + epsilons * FLOAT32_EPS
-    result = paired_bootstrap(a, b, log_likelihood, resample_indices(len(a), 1000, seed=0))
+    result = paired_bootstrap(a, b, score=log_likelihood, indices=resample_indices(len(a), 1000, seed=0))
     assert result.significant and result.delta < 0
     assert result.delta == pytest.approx(-epsilons * FLOAT32_EPS * a[:, 0].sum() / a[:, 1].sum(), rel=0.05)
     assert resolution(accuracy_stats([1, 0, 1], [1, 1, 1]), accuracy_from_stats) == 0.0

@@ -51,18 +51,18 @@ def test_a_chapter_reruns_when_a_table_it_read_changes(chapters, tmp_path):
     _notebook(chapters, "writer", _WRITE)
     out = tmp_path / "out"
     table = tmp_path / "results" / "p" / "t.csv"
-    runner.run_notebook("reader", {"x": 1}, out)
-    runner.run_notebook("writer", {"x": 1}, out)
+    runner.run_notebook("reader", {"x": 1}, output_dir=out)
+    runner.run_notebook("writer", {"x": 1}, output_dir=out)
     meta = json.loads((out / "reader.ipynb").read_text())["metadata"]["sixteen_heads"]
     assert list(meta["reads"]) == ["p/t.csv"]  # what it read, relative to the results folder
     assert json.loads((out / "writer.ipynb").read_text())["metadata"]["sixteen_heads"]["reads"] == {}
     assert not list(out.glob("*.reads"))
-    assert runner.run_notebook("reader", {"x": 1}, out)[2]  # nothing changed: reused
+    assert runner.run_notebook("reader", {"x": 1}, output_dir=out)[2]  # nothing changed: reused
     assert runner.stale_readers({"reader": {"x": 1}, "writer": {"x": 1}}, out) == {}
     pd.DataFrame({"a": [1, 3]}).to_csv(table, index=False)
     assert runner.stale_readers({"reader": {"x": 1}, "writer": {"x": 1}}, out) == {"reader": ["p/t.csv"]}
-    assert not runner.run_notebook("reader", {"x": 1}, out)[2]  # its table changed: run again
-    assert runner.run_notebook("reader", {"x": 1}, out)[2]
+    assert not runner.run_notebook("reader", {"x": 1}, output_dir=out)[2]  # its table changed: run again
+    assert runner.run_notebook("reader", {"x": 1}, output_dir=out)[2]
     table.unlink()  # a table that is gone has changed too
     assert reads.changed(meta["reads"]) == ["p/t.csv"]
 
@@ -79,7 +79,7 @@ def test_a_failed_chapter_gets_a_page_that_says_why_and_the_others_still_run(cha
     _notebook(chapters, "last", "z = 1")
     out = tmp_path / "out"
     names = ["first", "broken", "last"]
-    failed = runner.run_chapters(names, dict.fromkeys(names, {"x": 1}), "p", out)
+    failed = runner.run_chapters(names, dict.fromkeys(names, {"x": 1}), profile="p", output_dir=out)
     assert [err.notebook for err in failed] == ["broken"]
     assert json.loads((out / "last.ipynb").read_text())["metadata"]["sixteen_heads"]["status"] == "ok"
     page = nbformat.read(out / "broken.ipynb", as_version=4)

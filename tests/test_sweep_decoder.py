@@ -38,7 +38,12 @@ def _searches(model, sources, configs, decode, per_pass, processes=1):
     def run(m, copies, gated):
         return decode(m, sources, copies, gated, batch_size=16, max_len_b=12)
 
-    return [result for _, result in gated_passes(model, configs, run, per_pass, progress=False, processes=processes)]
+    return [
+        result
+        for _, result in gated_passes(
+            model, configs, run=run, configs_per_pass=per_pass, progress=False, processes=processes
+        )
+    ]
 
 
 def _fairseq(m, sources, copies, gated, **kw):
@@ -52,7 +57,7 @@ def test_greedy_equals_the_generator_unmasked(trained):
     assert greedy == fairseq
     lengths = {len(h.split()) for h in greedy}
     assert len(lengths) > 3  # sentences end at many different steps
-    assert decode_copies(model, sources, 1, beam=1, batch_size=16, max_len_b=12) == [fairseq]
+    assert decode_copies(model, sources, copies=1, beam=1, batch_size=16, max_len_b=12) == [fairseq]
 
 
 def test_both_searches_stop_where_fairseqs_length_rule_says(trained):
@@ -98,7 +103,7 @@ def test_greedy_over_two_processes_equals_one(trained, monkeypatch):
 
 def test_beam_above_one_goes_to_fairseq(trained):
     model, sources = trained
-    assert decode_copies(model, sources[:10], 2, beam=3, batch_size=4, max_len_b=8) == translate_copies(
+    assert decode_copies(model, sources[:10], copies=2, beam=3, batch_size=4, max_len_b=8) == translate_copies(
         model, sources[:10], 2, beam=3, batch_size=4, max_len_b=8
     )
 
@@ -113,9 +118,9 @@ def test_the_generator_switch_and_private_sweeps_turn_the_levers_off(monkeypatch
     calls = []
     monkeypatch.setattr(tm, "translate_copies", lambda *a, **k: calls.append(k["beam"]) or [["x"]])
     monkeypatch.setattr(sd, "greedy_copies", lambda *a, **k: calls.append("greedy") or [["y"]])
-    assert sd.decode_copies(None, ["a"], 1, beam=1) == [["y"]]
+    assert sd.decode_copies(None, ["a"], copies=1, beam=1) == [["y"]]
     monkeypatch.setenv(sd.DECODER_ENV, "generator")
-    assert sd.decode_copies(None, ["a"], 1, beam=1) == [["x"]]
+    assert sd.decode_copies(None, ["a"], copies=1, beam=1) == [["x"]]
     assert calls == ["greedy", 1]
     assert sweeps_scope(tmp_path) == tmp_path
     monkeypatch.setenv("SIXTEEN_HEADS_PRIVATE_SWEEPS", "1")
@@ -138,7 +143,12 @@ def test_a_gpu_decodes_as_many_configurations_per_pass_as_half_its_free_memory_h
     )
     rows, out_len = min(64, len(sources)) * 5, 200
     one = 4 * (2 * layers * 2 * rows * dim * (out_len + longest) + rows * longest * dim + 3 * rows * vocab)
-    assert sweep_decoder.search_bytes(model, longest, min(64, len(sources)), 5, 0.0, 200) == one
+    assert (
+        sweep_decoder.search_bytes(
+            model, longest, batch_size=min(64, len(sources)), beam=5, max_len_a=0.0, max_len_b=200
+        )
+        == one
+    )
     monkeypatch.setattr(sweep_decoder, "device_of", lambda m: torch.device("cuda", 0))
     for free, expected in ((10 * one, 5), (one, 1), (10**6 * one, sweep_decoder.MAX_CONFIGS_PER_PASS)):
         monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device, free=free: (free, 2 * free))

@@ -69,10 +69,10 @@ def test_flops_of_decoder_only_models_before_and_after_pruning(build, ffn_mats, 
 
 def test_throughput_returns_one_rate_per_repeat():
     case = bert()
-    rates = throughput(case.model, [case.batch, case.batch], case.run, repeats=3, warmup=1)
+    rates = throughput(case.model, [case.batch, case.batch], forward=case.run, repeats=3, warmup=1)
     assert len(rates) == 3 and all(r > 0 for r in rates)
     calls = []
-    throughput(case.model, [case.batch, case.batch], lambda m, b: calls.append(1), repeats=3, warmup=2)
+    throughput(case.model, [case.batch, case.batch], forward=lambda m, b: calls.append(1), repeats=3, warmup=2)
     assert len(calls) == (2 + 3) * 2  # the warm-up passes run, untimed: three rates come back
 
 
@@ -94,7 +94,9 @@ def test_compare_speed_measures_three_variants_and_counts_fewer_flops_when_prune
     pruned = copy.deepcopy(case.model)
     helpers.prune_heads(pruned, spec)
     before = case.run(case.model, case.batch).detach()
-    table = compare_speed(case.model, pruned, spec, {4: [case.batch]}, case.run, repeats=2, progress=False)
+    table = compare_speed(
+        case.model, pruned, masked=spec, batches_by_size={4: [case.batch]}, forward=case.run, repeats=2, progress=False
+    )
     assert list(table["variant"]) == ["original", "pruned", "gated"]
     assert all(len(r) == 2 for r in table["runs"]) and (table["median"] > 0).all()
     for row in table.to_dict("records"):  # the summary is recomputed from the raw rates
@@ -120,7 +122,14 @@ def test_compare_speed_times_copies_in_another_dtype_and_leaves_the_models_alone
     pruned = copy.deepcopy(case.model)
     helpers.prune_heads(pruned, spec)
     table = compare_speed(
-        case.model, pruned, spec, {2: [case.batch]}, case.run, repeats=1, progress=False, dtype=dtype
+        case.model,
+        pruned,
+        masked=spec,
+        batches_by_size={2: [case.batch]},
+        forward=case.run,
+        repeats=1,
+        progress=False,
+        dtype=dtype,
     )
     assert set(table["dtype"]) == {dtype} and (table["median"] > 0).all()
     assert {p.dtype for p in case.model.parameters()} == {p.dtype for p in pruned.parameters()} == {torch.float32}

@@ -257,6 +257,10 @@ def test_the_paper_profile_fine_tunes_bert_with_bertadam(monkeypatch):
     model, tokenizer = load_encoder("tiny-bert", num_labels=3, seed=0)
     examples = generate({"train": 8}, seed=0)["train"]
     fine_tune(
-        model, tokenizer, examples, FineTuneConfig(epochs=1.0, batch_size=4, optimizer="bertadam"), progress=False
+        model,
+        tokenizer,
+        train=examples,
+        config=FineTuneConfig(epochs=1.0, batch_size=4, optimizer="bertadam"),
+        progress=False,
     )
     assert len(steps) == 2

@@ -64,8 +64,8 @@ def _in_eval(model: nn.Module) -> Iterator[None]:
 def head_importance(
     model: nn.Module,
     batches: Iterable[Any],
-    loss_fn: _LossFn,
     *,
+    loss_fn: _LossFn,
     normalize: str | None = "layer",
     abs_per: str = "example",
     gates: HeadGates | None = None,
@@ -101,7 +101,7 @@ def head_importance(
         nullcontext(gates) if gates is not None else HeadGates(model) as g,
     ):
         for batch in tqdm(batches, desc="head importance", disable=not progress, leave=False):
-            n_examples += _accumulate(model, g, batch, loss_fn, abs_per, totals)
+            n_examples += _accumulate(model, g, batch=batch, loss_fn=loss_fn, abs_per=abs_per, totals=totals)
         timed.examples = n_examples
     if n_examples == 0:
         raise ValueError("head_importance got no batches")
@@ -109,7 +109,7 @@ def head_importance(
 
 
 def importance_terms(
-    model: nn.Module, batches: Iterable[Any], loss_fn: _LossFn, *, abs_per: str = "example", progress: bool = True
+    model: nn.Module, batches: Iterable[Any], *, loss_fn: _LossFn, abs_per: str = "example", progress: bool = True
 ) -> dict[str, torch.Tensor]:
     """The terms ``head_importance`` averages, one per example: ``{kind: [examples, n_layers,
     n_heads]}`` (float64, CPU), |dL(x)/d xi_h| per example x (``abs_per`` as there). Their mean
@@ -123,7 +123,7 @@ def importance_terms(
     with _in_eval(model), ledger.entry("importance", "head importance terms", model) as timed, HeadGates(model) as g:
         for batch in tqdm(batches, desc="head importance terms", disable=not progress, leave=False):
             found: dict[str, list] = {}
-            size = _accumulate(model, g, batch, loss_fn, abs_per, found, per_example=True)
+            size = _accumulate(model, g, batch=batch, loss_fn=loss_fn, abs_per=abs_per, totals=found, per_example=True)
             examples += size
             for kind, shape in shapes.items():
                 batch_terms = torch.zeros((size, *shape), dtype=torch.float64)  # [batch, n_layers, n_heads]
@@ -150,7 +150,7 @@ def from_terms(
 
 
 def _accumulate(
-    model, gates: HeadGates, batch, loss_fn: _LossFn, abs_per: str, totals, per_example: bool = False
+    model, gates: HeadGates, *, batch, loss_fn: _LossFn, abs_per: str, totals, per_example: bool = False
 ) -> int:
     """One forward + backward on ``batch``; adds per-head sums into ``totals`` (with
     ``per_example``: appends each site's ``(layer, heads, [batch, heads] terms)`` to

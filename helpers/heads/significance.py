@@ -164,6 +164,7 @@ def resample_indices(n: int, n_resamples: int = 1000, seed: int = 0) -> np.ndarr
 def paired_bootstrap(
     stats_a: np.ndarray,
     stats_b: np.ndarray,
+    *,
     score: Scorer,
     indices: np.ndarray | None = None,
     alpha: float = 0.01,
@@ -243,7 +244,12 @@ def centred_likelihood(stats_a: np.ndarray, stats_b: np.ndarray) -> np.ndarray:
 
 
 def null_p_values(
-    pairs: Sequence[tuple[np.ndarray, np.ndarray]], units: int, draws: int = 20, n_resamples: int = 1000, seed: int = 0
+    pairs: Sequence[tuple[np.ndarray, np.ndarray]],
+    units: int,
+    *,
+    draws: int = 20,
+    n_resamples: int = 1000,
+    seed: int = 0,
 ) -> np.ndarray:
     """The p-values ``paired_bootstrap`` gives systems that truly change nothing, on data shaped
     like ``pairs``: per pair of systems (a, b) of ``[N, 2]`` likelihood statistics, b is centred
@@ -258,13 +264,14 @@ def null_p_values(
         for _ in range(draws):
             pick = rng.integers(0, len(a), units)
             indices = rng.integers(0, units, size=(n_resamples, units))
-            out.append(paired_bootstrap(a[pick], null_b[pick], log_likelihood, indices).p_value)
+            out.append(paired_bootstrap(a[pick], null_b[pick], score=log_likelihood, indices=indices).p_value)
     return np.array(out)
 
 
 def null_flag_rate(
     pairs: Sequence[tuple[np.ndarray, np.ndarray]],
     units: int,
+    *,
     alpha: float,
     draws: int = 20,
     n_resamples: int = 1000,
@@ -273,7 +280,7 @@ def null_flag_rate(
     """How often ``paired_bootstrap`` at ``alpha`` calls a system significant (either direction)
     that truly changes nothing (``null_p_values``; significant means p < alpha). Returns
     ``(flagged share, tests run)``; the nominal share is ``chance_flag_rate(alpha)``."""
-    p = null_p_values(pairs, units, draws, n_resamples, seed)
+    p = null_p_values(pairs, units, draws=draws, n_resamples=n_resamples, seed=seed)
     return float(np.mean(p < alpha)), len(p)
 
 

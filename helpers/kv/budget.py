@@ -89,6 +89,7 @@ def entries_after(model: nn.Module, removed: Sequence[tuple[str, int, int]] = ()
 def bytes_after(
     model: nn.Module,
     spec: CacheSpec,
+    *,
     positions: int,
     prompt: int,
     batch: int,
@@ -133,6 +134,7 @@ def _quanto_split(positions: int, prompt: int, residual: int) -> tuple[int, int]
 def predicted_peak_bytes(
     model: nn.Module,
     spec: CacheSpec,
+    *,
     prompt: int,
     total: int,
     batch: int,
@@ -141,7 +143,10 @@ def predicted_peak_bytes(
 ) -> int:
     """The most ``spec``'s cache holds while reading ``total`` positions after a ``prompt``."""
     entries = layer_entries(model) if entries is None else entries
-    return max(bytes_after(model, spec, p, prompt, batch, element, entries) for p in range(prompt, total + 1))
+    return max(
+        bytes_after(model, spec, positions=p, prompt=prompt, batch=batch, element=element, entries=entries)
+        for p in range(prompt, total + 1)
+    )
 
 
 # ---- real caches ------------------------------------------------------------------------------------
@@ -216,7 +221,9 @@ def fast_run(model: nn.Module, input_ids: torch.Tensor, prompt_cache: DynamicCac
     if spec.kind == "window":
         group = model.config.num_attention_heads // model.config.num_key_value_heads
         visible = {
-            layer: window_visibility(full, group, spec.sinks, spec.window, prompt, rest.shape[1])
+            layer: window_visibility(
+                full, group, sinks=spec.sinks, window=spec.window, start=prompt, queries=rest.shape[1]
+            )
             for layer, full in enumerate(spec.full)
         }
         with masked_heads(model, visible):

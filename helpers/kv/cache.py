@@ -171,7 +171,7 @@ def generate_cached(model: nn.Module, input_ids: torch.Tensor, new_tokens: int):
 
 
 def generation_seconds(
-    model: nn.Module, input_ids: torch.Tensor, new_tokens: int, repeats: int = 3, warmup: int = 1
+    model: nn.Module, input_ids: torch.Tensor, *, new_tokens: int, repeats: int = 3, warmup: int = 1
 ) -> list[float]:
     """Wall-clock seconds of ``generate_cached`` per repeat, after ``warmup`` untimed calls (the
     prompt moved to the model's device first, outside the timed region)."""

@@ -188,7 +188,7 @@ class SelectiveCache(Cache):
 
 # ---- attention over what each head keeps ------------------------------------------------------
 def _attend(
-    query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scaling: float, visible: torch.Tensor | None
+    query: torch.Tensor, keys: torch.Tensor, *, values: torch.Tensor, scaling: float, visible: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Softmax attention of ``query`` ``[b, h_kv * g, q, d]`` over ``keys``/``values`` ``[b, h_kv, n, d]``
     (query heads ``i * g .. i * g + g - 1`` read KV head ``i``, without copying the keys ``g``
@@ -227,7 +227,7 @@ def _selective_attention(
             if not prompt:
                 raise ValueError("a selective cache reads one position at a time after its prompt")
             visible = torch.ones(q_len, n, dtype=torch.bool, device=query.device).tril()
-        out[:, rows], probs = _attend(query[:, rows], keys, values, scaling, visible)
+        out[:, rows], probs = _attend(query[:, rows], keys, values=values, scaling=scaling, visible=visible)
         group.observe(probs, g)
         group.trim()
     return out.transpose(1, 2).contiguous(), None
@@ -239,7 +239,7 @@ def _masked_attention(
     """Attention with a per-query-head visibility ``[n_query, q_len, kv_len]`` set on the module
     (``masked_heads``); the model's own mask is ignored (unpadded sequences only)."""
     visible = getattr(module, _VISIBLE_ATTR)
-    out, _ = _attend(query, key, value, scaling, visible.to(query.device))
+    out, _ = _attend(query, key, values=value, scaling=scaling, visible=visible.to(query.device))
     return out.transpose(1, 2).contiguous(), None
 
 
@@ -300,7 +300,7 @@ def masked_heads(model: nn.Module, visible: Mapping[int, torch.Tensor]):
 
 
 def window_visibility(
-    full: Sequence[bool], group_size: int, sinks: int, window: int, start: int, queries: int
+    full: Sequence[bool], group_size: int, *, sinks: int, window: int, start: int, queries: int
 ) -> torch.Tensor:
     """``[n_kv * group_size, queries, start + queries]``: which positions query heads see when
     KV head ``i`` keeps full context (``full[i]``) or sinks + window, for queries at positions

@@ -26,7 +26,9 @@ from ..base.devices import to_device
 from ..heads.sites import attention_sites
 
 
-def repeated_tokens(vocab_size: int, length: int, batch: int, seed: int, low: int = 0, bos: int | None = None) -> dict:
+def repeated_tokens(
+    vocab_size: int, length: int, *, batch: int, seed: int, low: int = 0, bos: int | None = None
+) -> dict:
     """A probe batch: ``input_ids`` ``[batch, 1 + 2 * length]`` (``bos``, or ``low`` when None,
     then ``length`` tokens drawn uniformly from ``[low, vocab_size)`` with ``seed``, twice) and
     ``attention_mask`` of ones; the functions below read ``length`` from the width."""

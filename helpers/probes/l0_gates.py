@@ -92,6 +92,7 @@ def expected_open(log_alpha: torch.Tensor) -> torch.Tensor:
 def train_concrete_gates(
     model: nn.Module,
     batches: Sequence[Any],
+    *,
     loss: Callable[[nn.Module, Any], torch.Tensor],
     penalty: float,
     steps: int = 200,

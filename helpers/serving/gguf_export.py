@@ -212,10 +212,10 @@ def export_gguf(
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
         writer = gguf.GGUFWriter(str(tmp), _ARCHITECTURE)
-        _write_header(writer, config, plans, head_dim, dtype, name)
+        _write_header(writer, config, plans=plans, head_dim=head_dim, dtype=dtype, name=name)
         _copy_tokenizer(writer, Path(tokenizer_gguf))
         tensors = _TensorWriter(writer, dtype)
-        _write_tensors(tensors, model, sites, plans, head_dim)
+        _write_tensors(tensors, model, sites=sites, plans=plans, head_dim=head_dim)
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()
@@ -234,7 +234,7 @@ def export_gguf(
     )
 
 
-def _write_header(writer, config, plans: list[_LayerPlan], head_dim: int, dtype: str, name: str) -> None:
+def _write_header(writer, config, *, plans: list[_LayerPlan], head_dim: int, dtype: str, name: str) -> None:
     import gguf
 
     rope = getattr(config, "rope_parameters", None) or {}
@@ -310,7 +310,7 @@ class _TensorWriter:
 
 
 def _write_tensors(
-    out: _TensorWriter, model, sites: list[AttentionSite], plans: list[_LayerPlan], head_dim: int
+    out: _TensorWriter, model, *, sites: list[AttentionSite], plans: list[_LayerPlan], head_dim: int
 ) -> None:
     base = model.model
     embed = base.embed_tokens.weight

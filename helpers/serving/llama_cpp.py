@@ -220,7 +220,7 @@ class LlamaCpp:
 
 
 def predicted_kv_bytes(
-    kv_heads: Sequence[int], head_dim: int, cells: int, cache_type: str, flash_attention: bool
+    kv_heads: Sequence[int], head_dim: int, *, cells: int, cache_type: str, flash_attention: bool
 ) -> tuple[int, int]:
     """``(key bytes, value bytes)`` of llama.cpp's KV cache: every layer's KV heads (``kv_heads``,
     as written to the file), ``head_dim`` numbers each, for ``cells`` positions, in

@@ -167,14 +167,24 @@ def single_layer_sweep(
     batches = list(batches)
     processes = sweep_processes(model) if processes is None else processes
     if processes > 1 and len(passes) > 1:
-        return _forked_sweep(model, batches, run, passes, reuse, progress, processes, removal)
+        return _forked_sweep(
+            model,
+            batches,
+            run=run,
+            passes=passes,
+            reuse=reuse,
+            progress=progress,
+            processes=processes,
+            removal=removal,
+        )
     with tqdm(total=len(batches) * len(order), desc="ablation sweep", disable=not progress, unit="run") as bar:
-        return _sweep_here(model, batches, run, passes, reuse, bar.update, removal)
+        return _sweep_here(model, batches, run=run, passes=passes, reuse=reuse, advance=bar.update, removal=removal)
 
 
 def _sweep_here(
     model: nn.Module,
     batches: list,
+    *,
     run: Callable,
     passes: list[list[Config]],
     reuse: bool,
@@ -214,6 +224,7 @@ def _sweep_here(
 def _forked_sweep(
     model: nn.Module,
     batches: list,
+    *,
     run: Callable,
     passes: list[list[Config]],
     reuse: bool,
@@ -226,13 +237,15 @@ def _forked_sweep(
     shares = strided_shares(passes, processes)
 
     def work(share, emit):
-        base, outs = _sweep_here(model, batches, run, share, reuse, emit.advance, removal)
+        base, outs = _sweep_here(
+            model, batches, run=run, passes=share, reuse=reuse, advance=emit.advance, removal=removal
+        )
         emit.result(UNMASKED, base)
         for config, out in outs.items():
             emit.result(config, out)
 
     total = len(batches) * sum(map(len, passes))
-    results = dict(run_forked(shares, work, total, "ablation sweep", progress))
+    results = dict(run_forked(shares, work, total=total, desc="ablation sweep", progress=progress))
     return results.pop(UNMASKED), results
 
 
@@ -259,6 +272,7 @@ def _constant(value):
 def gated_runs(
     model: nn.Module,
     configs: Sequence[Config],
+    *,
     run: Callable[[nn.Module], Any],
     progress: bool = True,
     desc: str = "masked runs",
@@ -285,6 +299,7 @@ def gated_runs(
 def gated_passes(
     model: nn.Module,
     configs: Sequence[Config | HeadSpec],
+    *,
     run: Callable[[nn.Module, int, Callable[[int], AbstractContextManager]], Sequence[Any]],
     configs_per_pass: int = 8,
     progress: bool = True,
@@ -314,14 +329,17 @@ def gated_passes(
     passes = [
         list(range(s, min(s + configs_per_pass, len(configs)))) for s in range(0, len(configs), configs_per_pass)
     ]
-    here = lambda share, advance: _passes_here(model, configs, share, run, advance)
-    for index, result in _split_passes(model, passes, here, len(configs), desc, progress, processes):
+    here = lambda share, advance: _passes_here(model, configs, passes=share, run=run, advance=advance)
+    for index, result in _split_passes(
+        model, passes, here=here, total=len(configs), desc=desc, progress=progress, processes=processes
+    ):
         yield configs[index], result
 
 
 def _split_passes(
     model: nn.Module,
     passes: list[list[int]],
+    *,
     here: Callable,
     total: int,
     desc: str,
@@ -341,11 +359,11 @@ def _split_passes(
         for index, result in here(share, emit.advance):
             emit.result(index, result)
 
-    yield from in_order(run_forked(strided_shares(passes, processes), work, total, desc, progress))
+    yield from in_order(run_forked(strided_shares(passes, processes), work, total=total, desc=desc, progress=progress))
 
 
 def _passes_here(
-    model: nn.Module, configs: list, passes: list[list[int]], run: Callable, advance: Callable[[int], Any]
+    model: nn.Module, configs: list, *, passes: list[list[int]], run: Callable, advance: Callable[[int], Any]
 ) -> Iterator[tuple[int, Any]]:
     """``gated_passes``'s work in this process: ``(index in configs, result)`` pass by pass."""
     fairseq = family_of(model) == "fairseq"
@@ -430,6 +448,7 @@ def pruned_sharing_weights(model: nn.Module, spec: Config | HeadSpec) -> nn.Modu
 def pruned_passes(
     model: nn.Module,
     configs: Sequence[Config | HeadSpec],
+    *,
     run: Callable[[nn.Module, int, Callable[[int], AbstractContextManager]], Sequence[Any]],
     progress: bool = True,
     desc: str = "pruned runs",
@@ -454,7 +473,13 @@ def pruned_passes(
             yield i, result
 
     for i, result in _split_passes(
-        model, [[i] for i in range(len(configs))], here, len(configs), desc, progress, processes
+        model,
+        [[i] for i in range(len(configs))],
+        here=here,
+        total=len(configs),
+        desc=desc,
+        progress=progress,
+        processes=processes,
     ):
         yield configs[i], result
 
@@ -462,6 +487,7 @@ def pruned_passes(
 def masked_passes(
     model: nn.Module,
     specs: Sequence[Config | HeadSpec],
+    *,
     run: Callable,
     configs_per_pass: int,
     desc: str,
@@ -472,5 +498,5 @@ def masked_passes(
     arithmetic of the pruned model, the same results up to float rounding); else under gates,
     ``configs_per_pass`` per pass (``gated_passes``), which a GPU runs faster."""
     if configs_per_pass == 1 and device_of(model).type == "cpu":
-        return pruned_passes(model, specs, run, progress=progress, desc=desc)
-    return gated_passes(model, specs, run, configs_per_pass, progress=progress, desc=desc)
+        return pruned_passes(model, specs, run=run, progress=progress, desc=desc)
+    return gated_passes(model, specs, run=run, configs_per_pass=configs_per_pass, progress=progress, desc=desc)

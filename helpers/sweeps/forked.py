@@ -82,6 +82,7 @@ class _Emitter:
 def run_forked(
     shares: Sequence[Sequence],
     work: Callable[[Sequence, _Emitter], None],
+    *,
     total: int,
     desc: str = "sweep",
     progress: bool = True,

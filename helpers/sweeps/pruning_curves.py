@@ -103,7 +103,7 @@ def pruning_curves(
     of curves over one pool, such as the importance order and its random baselines."""
     steps = {label: counts(len(order), step) for label, order in orders.items()}
     specs = [spec_of(order[:count]) for label, order in orders.items() for count in steps[label]]
-    scores = iter(score_specs(model, specs, evaluate, progress=progress, desc=desc))
+    scores = iter(score_specs(model, specs, evaluate=evaluate, progress=progress, desc=desc))
     return pd.DataFrame(
         [
             {"pruned": count, "share": count / len(order), "score": next(scores), "order": label}
@@ -115,7 +115,12 @@ def pruning_curves(
 
 
 def score_specs(
-    model: nn.Module, specs: Sequence[HeadSpec], evaluate: Evaluate, progress: bool = True, desc: str = "pruning curve"
+    model: nn.Module,
+    specs: Sequence[HeadSpec],
+    *,
+    evaluate: Evaluate,
+    progress: bool = True,
+    desc: str = "pruning curve",
 ) -> list[float]:
     """``evaluate(model)`` with the heads of each spec masked (``{kind: {layer: [heads]}}``, as
     ``spec_of`` gives), in order; specs that mask the same heads are scored once. With
@@ -142,6 +147,7 @@ def score_specs(
 def reestimated_curve(
     model: nn.Module,
     pool: Sequence[Head],
+    *,
     importance: Callable[[nn.Module, HeadGates], dict],
     evaluate: Evaluate,
     step: float = 0.1,

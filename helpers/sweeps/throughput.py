@@ -46,7 +46,7 @@ def _sync(device: torch.device) -> None:
 
 @torch.inference_mode()
 def throughput(
-    model: nn.Module, batches: Sequence[dict], forward: Forward, repeats: int = 3, warmup: int = 1
+    model: nn.Module, batches: Sequence[dict], *, forward: Forward, repeats: int = 3, warmup: int = 1
 ) -> list[float]:
     """Examples per second of ``forward(model, batch)`` over all ``batches`` (dicts of tensors [B, ...],
     moved to the model's device before the clock starts), one value per repeat, after ``warmup``
@@ -156,6 +156,7 @@ def compiled(model: nn.Module, compile_mode: str = EAGER, backend: str = "induct
 def compare_speed(
     model: nn.Module,
     pruned: nn.Module,
+    *,
     masked: dict,
     batches_by_size: dict[int, Sequence[dict]],
     forward: Forward,
@@ -186,12 +187,22 @@ def compare_speed(
     examples = sum(len(next(iter(b.values()))) for bs in batches_by_size.values() for b in bs)
     with ledger.entry("timing runs", f"speed: original, pruned, gated ({dtype})", model, examples, 3):
         return _compare_speed(
-            model, pruned, masked, batches_by_size, forward, repeats, warmup, progress, dtype, compile_mode, backend
+            model,
+            pruned,
+            masked=masked,
+            batches_by_size=batches_by_size,
+            forward=forward,
+            repeats=repeats,
+            warmup=warmup,
+            progress=progress,
+            dtype=dtype,
+            compile_mode=compile_mode,
+            backend=backend,
         )
 
 
 def _compare_speed(
-    model, pruned, masked, batches_by_size, forward, repeats, warmup, progress, dtype, compile_mode, backend
+    model, pruned, *, masked, batches_by_size, forward, repeats, warmup, progress, dtype, compile_mode, backend
 ) -> pd.DataFrame:
     dtype_name = str(dtype_of(dtype)).removeprefix("torch.")
     if compile_mode != EAGER:
@@ -218,7 +229,7 @@ def _compare_speed(
             for r in range(repeats):
                 for name in names[r % len(names) :] + names[: r % len(names)]:  # each variant leads in turn
                     rates[name] += throughput(
-                        variants[name], batches, timed_forward, repeats=1, warmup=warmup if r == 0 else 0
+                        variants[name], batches, forward=timed_forward, repeats=1, warmup=warmup if r == 0 else 0
                     )
             flops = {
                 "original": sum(forward_flops(model, b, forward) for b in batches),

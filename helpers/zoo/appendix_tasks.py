@@ -231,4 +231,4 @@ def generate(task: str, sizes: dict[str, int], seed: int = 0) -> dict[str, list[
     if task not in _MAKERS:
         raise ValueError(f"unknown task {task!r}; the tasks are {TASKS}")
     rng = random.Random(f"{task}/{seed}")
-    return draw_splits(sizes, SPLITS, lambda split: _MAKERS[task](rng, split), across=lambda e: e.text)
+    return draw_splits(sizes, SPLITS, draw=lambda split: _MAKERS[task](rng, split), across=lambda e: e.text)

@@ -181,4 +181,14 @@ class PerplexityScorer:
 
         from ..sweeps.ablation import masked_passes  # one per pass on a CPU: on the physically pruned model
 
-        return [r for _, r in masked_passes(model, specs, run, self.configs_per_pass, "pruning curve", self.progress)]
+        return [
+            r
+            for _, r in masked_passes(
+                model,
+                specs,
+                run=run,
+                configs_per_pass=self.configs_per_pass,
+                desc="pruning curve",
+                progress=self.progress,
+            )
+        ]

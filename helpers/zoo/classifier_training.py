@@ -123,7 +123,7 @@ def _parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
 
 
 def fine_tune(
-    model: nn.Module, tokenizer, train: Sequence, config: FineTuneConfig, progress: bool = True
+    model: nn.Module, tokenizer, *, train: Sequence, config: FineTuneConfig, progress: bool = True
 ) -> list[float]:
     """Train ``model`` in place on ``train``; returns the mean training loss of every epoch.
 

@@ -75,6 +75,7 @@ def chapter_token_ids(tokenizer, version: str = "web") -> dict[tuple[int, int], 
 def draw_chapters(
     tokenizer,
     sizes: dict[str, int],
+    *,
     layout: Layout,
     version: str = "web",
     seed: int = 0,

@@ -140,7 +140,7 @@ def build_into(spec: dict, name: str, final: Path, progress: Progress = True) ->
     rejected_file = partial / "rejected.json"
     rejected = json.loads(rejected_file.read_text()) if rejected_file.exists() else []
     for seed in seeds[len(rejected) :]:
-        built = _train(_with_training_seed(spec, seed), data, partial, progress, log)
+        built = _train(_with_training_seed(spec, seed), data, partial=partial, progress=progress, log=log)
         if rule is None or seed is None:
             break
         judged = competence.judge(rule, built, seed)
@@ -185,12 +185,12 @@ def build_into(spec: dict, name: str, final: Path, progress: Progress = True) ->
     return record
 
 
-def _train(spec: dict, data: dict, partial: Path, progress: Progress, log) -> dict:
+def _train(spec: dict, data: dict, *, partial: Path, progress: Progress, log) -> dict:
     if progress:
         log(f"training ({spec['task']}, seed {training_seed(spec)}) in {partial}")
     bars = progress is True
     return (
-        build_translation(spec, data, partial, bars, log=log if progress else None)
+        build_translation(spec, data, directory=partial, progress=bars, log=log if progress else None)
         if spec["task"] == "translation"
         else build_classifier(spec, data, partial, bars)
     )

@@ -261,7 +261,7 @@ def generate(sizes: dict[str, int], seed: int = 0) -> dict[str, list[Example]]:
     return draw_splits(
         sizes,
         SPLITS,
-        draw,
+        draw=draw,
         across=lambda e: e.premise,
         within=lambda e: (e.premise, e.hypothesis),
         balance=lambda e: e.label,

@@ -139,7 +139,7 @@ def build_classifier(spec: dict, data: dict, directory: Path, progress: bool) ->
         losses, seconds = [], 0.0
     else:
         t0 = time.perf_counter()
-        losses = fine_tune(model, tokenizer, data["train"], config, progress=progress)
+        losses = fine_tune(model, tokenizer, train=data["train"], config=config, progress=progress)
         seconds = time.perf_counter() - t0
     save_pruned(model, directory / "model")
     tokenizer.save_pretrained(directory / "model")
@@ -188,7 +188,7 @@ def _curve_point(valid: list):
 
 
 def build_translation(
-    spec: dict, data: dict, directory: Path, progress: bool, log: Callable[[str], None] | None = None
+    spec: dict, data: dict, *, directory: Path, progress: bool, log: Callable[[str], None] | None = None
 ) -> dict:
     """Train a fairseq Transformer on ``data["train"]`` with a checkpoint per epoch in
     ``directory/checkpoints`` (resuming from ``last.pt`` if there is one), save the final model

@@ -40,6 +40,7 @@ _LOG_LIKELIHOOD = "log_likelihood"  # a classifier_scorer metric: the gold label
 def classifier_scorer(
     tokenizer,
     examples: Sequence,
+    *,
     metric: str = "accuracy",
     max_length: int = 64,
     batch_size: int = 64,
@@ -50,12 +51,20 @@ def classifier_scorer(
     the mean log-probability of the gold labels (nats, higher is better). ``score.many(model,
     specs)`` gives the score under each head spec, ``configs_per_pass`` per forward pass, the
     passes split over processes on a CPU (``gated_passes``); ``pruning_curve`` uses it."""
-    return classifier_scorers(tokenizer, examples, [metric], max_length, batch_size, configs_per_pass)[metric]
+    return classifier_scorers(
+        tokenizer,
+        examples,
+        metrics=[metric],
+        max_length=max_length,
+        batch_size=batch_size,
+        configs_per_pass=configs_per_pass,
+    )[metric]
 
 
 def classifier_scorers(
     tokenizer,
     examples: Sequence,
+    *,
     metrics: Sequence[str],
     max_length: int = 64,
     batch_size: int = 64,
@@ -100,12 +109,16 @@ def classifier_scorers(
             return _kept_outputs(
                 kept,
                 model,
-                specs,
-                timed,
-                lambda missing: (
+                specs=specs,
+                timed=timed,
+                compute=lambda missing: (
                     lp
                     for _, lp in masked_passes(
-                        model, missing, log_probs_of_copies, configs_per_pass, "classifier scores"
+                        model,
+                        missing,
+                        run=log_probs_of_copies,
+                        configs_per_pass=configs_per_pass,
+                        desc="classifier scores",
                     )
                 ),
             )
@@ -147,6 +160,7 @@ def classifier_loss(model: nn.Module, batch: dict) -> torch.Tensor:
 def translation_scorer(
     pairs: Sequence,
     beam: int = 5,
+    *,
     batch_size: int = 64,
     max_len_b: int = MAX_LEN_B,
     configs_per_pass: int = 0,
@@ -167,7 +181,7 @@ def translation_scorer(
     def score(model: nn.Module) -> float:
         with ledger.entry("decoding", f"BLEU, beam {beam}", model, len(sources)):
             (hyps,) = decode_copies(
-                model, sources, 1, beam=beam, batch_size=batch_size, max_len_b=max_len_b, max_len_a=max_len_a
+                model, sources, copies=1, beam=beam, batch_size=batch_size, max_len_b=max_len_b, max_len_a=max_len_a
             )
             return bleu(definition.hypotheses(hyps), refs, tokenize)[0]
 
@@ -176,9 +190,9 @@ def translation_scorer(
             return _kept_outputs(
                 kept,
                 model,
-                specs,
-                timed,
-                lambda missing: (
+                specs=specs,
+                timed=timed,
+                compute=lambda missing: (
                     hyps
                     for _, hyps in masked_translations(
                         model,
@@ -210,6 +224,7 @@ def translation_scorer(
 def _kept_outputs(
     kept: weakref.WeakKeyDictionary,
     model: nn.Module,
+    *,
     specs: Sequence[dict],
     timed,
     compute: Callable[[list[dict]], Iterator],
@@ -249,9 +264,9 @@ def masked_translations(
         configs_per_pass = configs_per_pass_for(model, sources, **decoding)
 
     def decode(m: nn.Module, copies: int, gated):
-        return decode_copies(m, sources, copies, gated, **decoding)
+        return decode_copies(m, sources, copies=copies, gated=gated, **decoding)
 
-    return gated_passes(model, configs, decode, configs_per_pass, progress, desc=desc)
+    return gated_passes(model, configs, run=decode, configs_per_pass=configs_per_pass, progress=progress, desc=desc)
 
 
 def translation_loss_batches(model: nn.Module, pairs: Sequence, max_tokens: int = 2000) -> list[dict]:
@@ -292,7 +307,7 @@ def translation_reference(model: nn.Module, pairs: Sequence, kind: str):
 
 @torch.no_grad()
 def _nll_of_copies(
-    model: nn.Module, indexed: list[tuple[list[int], dict]], n: int, copies: int, gated
+    model: nn.Module, indexed: list[tuple[list[int], dict]], *, n: int, copies: int, gated
 ) -> list[np.ndarray]:
     """``copies`` arrays ``[n, 2]`` (summed NLL in nats, target tokens) of the sentences in
     ``indexed`` batches, copy k computed on rows ``[k * b, (k + 1) * b)`` of each repeated batch
@@ -313,12 +328,13 @@ def translation_nll(model: nn.Module, pairs: Sequence, max_tokens: int = 2000) -
     tokens, ``</s>`` included; nats, no label smoothing) and its number of target tokens, in the
     order of ``pairs``; sentences are batched by length up to ``max_tokens`` padded tokens."""
     indexed = _indexed_loss_batches(model, pairs, max_tokens)
-    return _nll_of_copies(model, indexed, len(pairs), 1, lambda rows: contextlib.nullcontext())[0]
+    return _nll_of_copies(model, indexed, n=len(pairs), copies=1, gated=lambda rows: contextlib.nullcontext())[0]
 
 
 def masked_translation_nll(
     model: nn.Module,
     pairs: Sequence,
+    *,
     configs: Sequence,
     configs_per_pass: int = 1,
     progress: bool = True,
@@ -337,15 +353,21 @@ def masked_translation_nll(
     return masked_passes(
         model,
         configs,
-        lambda m, copies, gated: _nll_of_copies(m, indexed, len(pairs), copies, gated),
-        configs_per_pass,
-        desc,
-        progress,
+        run=lambda m, copies, gated: _nll_of_copies(m, indexed, n=len(pairs), copies=copies, gated=gated),
+        configs_per_pass=configs_per_pass,
+        desc=desc,
+        progress=progress,
     )
 
 
 def single_layer_translation_nll(
-    model: nn.Module, pairs: Sequence, configs: Sequence, progress: bool = True, max_tokens: int = 2000, removal=None
+    model: nn.Module,
+    pairs: Sequence,
+    *,
+    configs: Sequence,
+    progress: bool = True,
+    max_tokens: int = 2000,
+    removal=None,
 ) -> Iterator[tuple[Any, np.ndarray]]:
     """``masked_translation_nll`` for configurations that each mask heads of a single layer
     (``Config``s: one head, all but one), by ``ablation.single_layer_sweep``: the teacher-forced
@@ -388,12 +410,17 @@ def translation_likelihood_scorer(
             return _kept_outputs(
                 kept,
                 model,
-                specs,
-                timed,
-                lambda missing: (
+                specs=specs,
+                timed=timed,
+                compute=lambda missing: (
                     nll
                     for _, nll in masked_translation_nll(
-                        model, pairs, missing, configs_per_pass, progress=False, max_tokens=max_tokens
+                        model,
+                        pairs,
+                        configs=missing,
+                        configs_per_pass=configs_per_pass,
+                        progress=False,
+                        max_tokens=max_tokens,
                     )
                 ),
             )
@@ -421,7 +448,11 @@ def classifier_importance(
     from ..heads.importance import head_importance
 
     return head_importance(
-        model, classifier_loss_batches(tokenizer, examples, max_length), classifier_loss, progress=False, **kwargs
+        model,
+        classifier_loss_batches(tokenizer, examples, max_length),
+        loss_fn=classifier_loss,
+        progress=False,
+        **kwargs,
     )
 
 
@@ -429,4 +460,6 @@ def translation_importance(model: nn.Module, pairs: Sequence, **kwargs) -> dict[
     """I_h of a translation model on sentence ``pairs`` (summed token cross-entropy)."""
     from ..heads.importance import head_importance
 
-    return head_importance(model, translation_loss_batches(model, pairs), translation_loss, progress=False, **kwargs)
+    return head_importance(
+        model, translation_loss_batches(model, pairs), loss_fn=translation_loss, progress=False, **kwargs
+    )

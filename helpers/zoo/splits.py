@@ -11,8 +11,8 @@ T = TypeVar("T")
 def draw_splits(
     sizes: dict[str, int],
     names: Sequence[str],
-    draw: Callable[[str], T],
     *,
+    draw: Callable[[str], T],
     across: Callable[[T], Hashable],
     within: Callable[[T], Hashable] | None = None,
     balance: Callable[[T], int] | None = None,

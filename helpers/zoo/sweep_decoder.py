@@ -41,7 +41,7 @@ MAX_CONFIGS_PER_PASS = 64
 MEMORY_SHARE = 0.5  # of the device's free memory, for the searches of one pass
 
 
-def search_bytes(model: nn.Module, source_tokens: int, batch_size: int, beam: int, max_len_a: float,
+def search_bytes(model: nn.Module, source_tokens: int, *, batch_size: int, beam: int, max_len_a: float,
                  max_len_b: int) -> int:  # fmt: skip
     """An estimate of the device memory one configuration's beam search takes (bytes): for each
     of its ``batch_size * beam`` rows, every decoder layer's cached keys and values over the
@@ -59,7 +59,7 @@ def search_bytes(model: nn.Module, source_tokens: int, batch_size: int, beam: in
     return elements * next(model.parameters()).element_size()
 
 
-def configs_per_pass_for(model: nn.Module, sources: Sequence[str], batch_size: int = 64, beam: int = 5,
+def configs_per_pass_for(model: nn.Module, sources: Sequence[str], *, batch_size: int = 64, beam: int = 5,
                          max_len_a: float = MAX_LEN_A, max_len_b: int = MAX_LEN_B, **_) -> int:  # fmt: skip
     """How many configurations a sweep decodes in one search (``gated_passes``): on a CPU
     ``CPU_CONFIGS_PER_PASS``; on a GPU as many as ``MEMORY_SHARE`` of its free memory holds by
@@ -70,7 +70,9 @@ def configs_per_pass_for(model: nn.Module, sources: Sequence[str], batch_size: i
         return CPU_CONFIGS_PER_PASS
     longest = max((len(s.split()) + 1 for s in sources), default=1)  # subword tokens and </s>
     free, _ = torch.cuda.mem_get_info(device)
-    one = search_bytes(model, longest, min(batch_size, len(sources)), beam, max_len_a, max_len_b)
+    one = search_bytes(
+        model, longest, batch_size=min(batch_size, len(sources)), beam=beam, max_len_a=max_len_a, max_len_b=max_len_b
+    )
     return max(1, min(MAX_CONFIGS_PER_PASS, int(free * MEMORY_SHARE // one)))
 
 
@@ -111,6 +113,7 @@ def greedy_copies(
 def decode_copies(
     model: nn.Module,
     sources: Sequence[str],
+    *,
     copies: int,
     gated: Callable[[int], contextlib.AbstractContextManager] | None = None,
     beam: int = 5,

@@ -298,7 +298,15 @@ def train(
         model.train()
         with uniform_dropout():
             total_loss, total_tokens, step = _epoch(
-                model, optimizer, train_items, config, rng, step, epoch, progress, total_updates
+                model,
+                optimizer,
+                items=train_items,
+                config=config,
+                rng=rng,
+                step=step,
+                epoch=epoch,
+                progress=progress,
+                total_updates=total_updates,
             )
         record = {
             "epoch": epoch,
@@ -342,6 +350,7 @@ def train(
 def _epoch(
     model: nn.Module,
     optimizer,
+    *,
     items: Sequence,
     config: TranslationConfig,
     rng: random.Random,
@@ -417,6 +426,7 @@ def mean_token_loss(model: nn.Module, items: Sequence, max_tokens: int = 4000) -
 def translate(
     model: nn.Module,
     sources: Sequence[str],
+    *,
     beam: int = 5,
     lenpen: float = 1.0,
     batch_size: int = 64,

@@ -330,4 +330,4 @@ def generate(sizes: dict[str, int], seed: int = 0) -> dict[str, list[Pair]]:
         clean[pair] = src
         return pair
 
-    return draw_splits(sizes, SPLITS, draw, across=lambda p: clean[p])
+    return draw_splits(sizes, SPLITS, draw=draw, across=lambda p: clean[p])

@@ -95,6 +95,7 @@ class Subwords:
 def translation_splits(
     sizes: Mapping[str, int],
     seed: int = 0,
+    *,
     merges: int = 8000,
     max_words: int = 30,
     shifted: str = OUT_OF_DOMAIN,

@@ -106,7 +106,7 @@ def _heads(heads) -> tuple[int, ...]:
 
 
 def _translation_run(
-    run: Run, chosen_on: Sequence, reported_on: Sequence, names: tuple[str, str], measure: str = "metric"
+    run: Run, chosen_on: Sequence, *, reported_on: Sequence, names: tuple[str, str], measure: str = "metric"
 ) -> pd.DataFrame:
     """Every all-but-one configuration on ``chosen_on``, then the best one per layer on
     ``reported_on``; stacked with ``set`` from ``names`` (chosen, reported).
@@ -131,7 +131,7 @@ def _translation_run(
 
 
 def _classifier_run(
-    run: Run, reported_on: Sequence, chosen_on: Sequence, names: tuple[str, str], measure: str = "metric"
+    run: Run, reported_on: Sequence, *, chosen_on: Sequence, names: tuple[str, str], measure: str = "metric"
 ) -> pd.DataFrame:
     """Every all-but-one configuration on both sets (a classifier sweep is cheap); stacked with
     ``set`` from ``names`` (reported, chosen)."""
@@ -194,7 +194,8 @@ class Protocols:
         (``translation_split``), reported there and on ``sets.heldout`` (``heldout_split``)."""
         names = (self.translation_split, self.heldout_split)
         return self.sweeps.over_runs(
-            self.translation, lambda run: _translation_run(run, sets.chosen_on, sets.heldout, names, measure)
+            self.translation,
+            lambda run: _translation_run(run, sets.chosen_on, reported_on=sets.heldout, names=names, measure=measure),
         )
 
     def classifier_effects(self, sets: _ClassifierSets, measure: str = "metric") -> pd.DataFrame:
@@ -202,7 +203,8 @@ class Protocols:
         (``classifier_split``), chosen on ``sets.selection`` (``selection_split``)."""
         names = (self.classifier_split, self.selection_split)
         return self.sweeps.over_runs(
-            self.classifier, lambda run: _classifier_run(run, sets.reported, sets.selection, names, measure)
+            self.classifier,
+            lambda run: _classifier_run(run, sets.reported, chosen_on=sets.selection, names=names, measure=measure),
         )
 
     def classifier_sets(self, max_examples: int, selection_examples: int) -> _ClassifierSets:
@@ -469,7 +471,7 @@ def classifier_side_by_side(same: pd.DataFrame, other: pd.DataFrame, chosen: str
     )
 
 
-def _change_strip(ax, effects: pd.DataFrame, scale: float, title: str, ylabel: str) -> None:
+def _change_strip(ax, effects: pd.DataFrame, *, scale: float, title: str, ylabel: str) -> None:
     """Every all-but-one configuration's change (``delta * scale``) by layer, one dot each, on ``ax``."""
     import seaborn as sns
 
@@ -513,8 +515,8 @@ def figure(translation: pd.DataFrame, classifier: pd.DataFrame, titles: tuple[st
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    _change_strip(axes[0], translation, 1, titles[0], "BLEU change")
-    _change_strip(axes[1], classifier, 100, titles[1], "accuracy change (pts)")
+    _change_strip(axes[0], translation, scale=1, title=titles[0], ylabel="BLEU change")
+    _change_strip(axes[1], classifier, scale=100, title=titles[1], ylabel="accuracy change (pts)")
     fig.suptitle(suptitle)
     fig.tight_layout()
     return fig

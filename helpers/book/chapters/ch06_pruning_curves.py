@@ -247,7 +247,9 @@ def share_statistic(track: str) -> Callable[[Results], dict[str, Value]]:
         row = present(table[(table["track"] == track) & (table["order"] == "importance")], f"{_SHARES}: {track}").iloc[
             0
         ]
-        return {track: with_error(row["prunable_share"], row, "share_se", track, grain=_step(row), ranged=True)}
+        return {
+            track: with_error(row["prunable_share"], row, column="share_se", what=track, grain=_step(row), ranged=True)
+        }
 
     return statistic
 
@@ -272,8 +274,8 @@ def _ablation_statistic(r: Results) -> dict[str, Value]:
         out[model] = with_error(
             importance["prunable_share"] - by_order.loc["ablation", "prunable_share"],
             importance,
-            "minus_ablation_se",
-            model,
+            column="minus_ablation_se",
+            what=model,
             grain=_step(importance) * np.sqrt(2),
         )
     return out
@@ -297,8 +299,8 @@ def _band_statistic(r: Results) -> dict[str, Value]:
         if not high["random_orders"] >= MIN_BAND_ORDERS:  # no band: the rule leaves this model undecided
             continue
         share, band = (
-            with_error(importance["prunable_share"], importance, "share_se", model),
-            with_error(high["prunable_share"], high, "band_se", f"{model}'s band"),
+            with_error(importance["prunable_share"], importance, column="share_se", what=model),
+            with_error(high["prunable_share"], high, column="band_se", what=f"{model}'s band"),
         )
         out[model] = Value(share.x - band.x, float(np.hypot(share.se, band.se)), grain=_step(importance) * np.sqrt(2))
     if not out:

@@ -114,6 +114,7 @@ def _precision_table(precision: pd.DataFrame) -> pd.DataFrame:
 def precision_timings(
     model,
     pruned,
+    *,
     removed,
     batches_by_size: dict,
     dtypes: list[str],
@@ -129,9 +130,9 @@ def precision_timings(
         compare_speed(
             model,
             pruned,
-            removed,
-            batches_by_size,
-            lambda m, b: m(**b).logits,
+            masked=removed,
+            batches_by_size=batches_by_size,
+            forward=lambda m, b: m(**b).logits,
             repeats=repeats,
             dtype=dtype,
             compile_mode=mode,

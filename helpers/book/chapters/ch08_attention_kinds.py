@@ -63,7 +63,10 @@ def curves(
         orders = {kind: order_by_importance(importance, heads_of(model, [kind])) for kind in paper_values.KINDS}
         curves = pruning_curves(model, orders, score, step=step, desc=f"seed {training_seed}")
         errors = at_80_errors(
-            {kind: resampled_steps(model, order, score, step, bootstrap) for kind, order in orders.items()}
+            {
+                kind: resampled_steps(model, order, score=score, step=step, bootstrap=bootstrap)
+                for kind, order in orders.items()
+            }
         )
         curves = curves.rename(columns={"order": "kind"}).assign(examples=score.examples, step=step)
         for column in ("relative_80%_se", "perplexity_ratio_80%_se"):
@@ -253,7 +256,7 @@ def _margin_statistic(r: Results) -> dict[str, Value]:
     others = table[column].drop("enc_dec")
     return {
         "Enc-Dec's margin": with_error(
-            table.loc["enc_dec", column] - pick(others), table.loc["enc_dec"], margin, "Enc-Dec"
+            table.loc["enc_dec", column] - pick(others), table.loc["enc_dec"], column=margin, what="Enc-Dec"
         )
     }
 
@@ -262,7 +265,10 @@ def _survives_statistic(r: Results) -> dict[str, Value]:
     """``self_attention_survives``'s statistic: each self-attention kind's share of the BLEU left at
     80% pruned, with its bootstrap error."""
     table = r[_SUMMARY].set_index("kind").drop("enc_dec")
-    return {kind: with_error(row["relative_80%"], row, "relative_80%_se", kind) for kind, row in table.iterrows()}
+    return {
+        kind: with_error(row["relative_80%"], row, column="relative_80%_se", what=kind)
+        for kind, row in table.iterrows()
+    }
 
 
 def curves_sample(r: Results) -> str:

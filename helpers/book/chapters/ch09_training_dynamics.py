@@ -53,6 +53,7 @@ def at_share_by_epoch(table: pd.DataFrame, column: str, share: float = 0.4) -> p
 def checkpoint_curves(
     settings: Profile,
     name: str,
+    *,
     epochs: Sequence[int],
     importance_pairs: Sequence,
     score: Callable,
@@ -77,7 +78,7 @@ def checkpoint_curves(
             order = order_by_importance(translation_importance(model, importance_pairs), heads_of(model))
             curve = pruning_curve(model, order, score, step=step, desc=f"seed {training_seed}, epoch {epoch}")
             base = curve.loc[curve["pruned"] == 0, "score"].iloc[0]
-            _, resampled = resampled_steps(model, order, score, step, bootstrap)
+            _, resampled = resampled_steps(model, order, score=score, step=step, bootstrap=bootstrap)
             rows.append(
                 curve.assign(
                     epoch=epoch,
@@ -90,7 +91,7 @@ def checkpoint_curves(
             )
             ll = pruning_curve(model, order, likelihood, step=step, progress=False)
             ll_base = ll.loc[ll["pruned"] == 0, "score"].iloc[0]
-            _, resampled = resampled_steps(model, order, likelihood, step, bootstrap)
+            _, resampled = resampled_steps(model, order, score=likelihood, step=step, bootstrap=bootstrap)
             likelihood_rows.append(
                 ll.assign(
                     epoch=epoch,
@@ -300,7 +301,9 @@ def _at_40_with_error(r: Results, column: str, epochs: dict[str, int]) -> dict[s
     if f"{column}_se" not in table:
         raise LookupError(f"{column}_se")
     value, error = at_share_by_epoch(table, column), at_share_by_epoch(table, f"{column}_se")
-    return {role: with_error(value.loc[e], error, e, f"{column} at epoch {e}") for role, e in epochs.items()}
+    return {
+        role: with_error(value.loc[e], error, column=e, what=f"{column} at epoch {e}") for role, e in epochs.items()
+    }
 
 
 def seed_statistic(which: str):

@@ -50,6 +50,7 @@ BLEU = BleuDefinition()  # the pruning curves score tokenized BLEU, as the autho
 def classifier_curves(
     settings: Profile,
     name: str,
+    *,
     split: str,
     importance_split: str,
     importance_examples: int,
@@ -71,7 +72,7 @@ def classifier_curves(
         order = order_by_importance(
             classifier_importance(model, tokenizer, importance_set, max_length), heads_of(model)
         )
-        scorers = classifier_scorers(tokenizer, scored, [metric, "log_likelihood"], max_length)
+        scorers = classifier_scorers(tokenizer, scored, metrics=[metric, "log_likelihood"], max_length=max_length)
         likelihood.append(
             _with_spread(
                 pruning_curve(model, order, scorers["log_likelihood"], step=step, progress=False).assign(
@@ -83,8 +84,8 @@ def classifier_curves(
                     step=step,
                 ),
                 model,
-                order,
-                scorers["log_likelihood"],
+                order=order,
+                score=scorers["log_likelihood"],
             )
         )
         return _with_spread(
@@ -92,8 +93,8 @@ def classifier_curves(
                 model=name, task=spec["task"], metric=metric, examples=len(scored), step=step
             ),
             model,
-            order,
-            scorers[metric],
+            order=order,
+            score=scorers[metric],
         )
 
     return course.over_seeds(settings, name, measure, training_seeds), pd.concat(likelihood, ignore_index=True)
@@ -102,6 +103,7 @@ def classifier_curves(
 def translation_curves(
     settings: Profile,
     name: str,
+    *,
     split: str,
     importance_split: str,
     importance_examples: int,
@@ -137,8 +139,8 @@ def translation_curves(
                     step=step,
                 ),
                 model,
-                order,
-                nll,
+                order=order,
+                score=nll,
             )
         )
         return _with_spread(
@@ -146,8 +148,8 @@ def translation_curves(
                 model=name, task="translation", metric="BLEU", examples=bleu.examples, step=step
             ),
             model,
-            order,
-            bleu,
+            order=order,
+            score=bleu,
         )
 
     return course.over_seeds(settings, name, measure, training_seeds), pd.concat(likelihood, ignore_index=True)
@@ -158,12 +160,14 @@ def _tolerance_of(metric: str) -> float:
     return TOLERANCE.get(metric, 0.01)
 
 
-def _with_spread(curve: pd.DataFrame, model, order, score, bootstrap: Bootstrap = Bootstrap()) -> pd.DataFrame:
+def _with_spread(curve: pd.DataFrame, model, *, order, score, bootstrap: Bootstrap = Bootstrap()) -> pd.DataFrame:
     """``curve`` (one model's, by ``order``, its ``metric`` and ``step`` in columns) with its prunable
     share's sampling error over the scored examples (``pruning_runs.share_spreads``), read from ``score``'s
     kept passes."""
     tolerance = _tolerance_of(curve["metric"].iloc[0])
-    spread = share_spreads(model, {"importance": order}, score, tolerance, curve["step"].iloc[0], bootstrap)
+    spread = share_spreads(
+        model, {"importance": order}, score=score, tolerance=tolerance, step=curve["step"].iloc[0], bootstrap=bootstrap
+    )
     return curve.assign(**spread["importance"])
 
 
@@ -267,7 +271,11 @@ def share_statistic(course_task: str) -> Callable[[Results], dict[str, Value]]:
             table[table["paper_task"] == _paper_task(course_task)], f"10_appendix_summary: {course_task}"
         ).iloc[0]
         step = _step(r, course_task)  # the share's grid
-        return {course_task: with_error(row["prunable_share"], row, "share_se", course_task, grain=step, ranged=True)}
+        return {
+            course_task: with_error(
+                row["prunable_share"], row, column="share_se", what=course_task, grain=step, ranged=True
+            )
+        }
 
     return statistic
 

@@ -89,7 +89,9 @@ def _significance(base, outs: dict, bootstrap: Bootstrap) -> dict:
     rows against ``base`` (the interval of the change in log-likelihood per token, in nats); the
     bootstrap resamples verses and needs its ``min_units`` of them."""
     configs = sorted(outs)
-    rows = effect_rows(configs, base.numpy(), lambda c: outs[c].numpy(), log_likelihood, bootstrap)
+    rows = effect_rows(
+        configs, base.numpy(), stats_of=lambda c: outs[c].numpy(), score=log_likelihood, bootstrap=bootstrap
+    )
     return {
         c: (p, s, lo, hi)
         for c, p, s, lo, hi in zip(
@@ -105,6 +107,7 @@ def _examples(batches: Sequence[dict]) -> int:
 def lm_sweep(
     model,
     batches: Sequence[dict],
+    *,
     configs: Sequence,
     configs_per_pass: int,
     removal=None,
@@ -146,6 +149,7 @@ def lm_sweep(
 def one_head_grid(
     model,
     batches: Sequence[dict],
+    *,
     configs_per_pass: int,
     bootstrap: Bootstrap = Bootstrap(),
     removal=None,
@@ -160,7 +164,16 @@ def one_head_grid(
     of batch b counts after every row of the batches before it), read from the sweep over all."""
     configs = one_head_configs(model)
     what = "one query head masked" + ("" if removal is None or removal.zero else f", {removal.kind} removal")
-    base, outs = lm_sweep(model, batches, configs, configs_per_pass, removal, progress, cache_dir, what)
+    base, outs = lm_sweep(
+        model,
+        batches,
+        configs=configs,
+        configs_per_pass=configs_per_pass,
+        removal=removal,
+        progress=progress,
+        cache_dir=cache_dir,
+        what=what,
+    )
     if positions is not None:
         at = torch.as_tensor(list(positions))
         base, outs = base[at], {c: rows[at] for c, rows in outs.items()}
@@ -196,6 +209,7 @@ NULL_DRAWS = 10  # null samples drawn per head for the grid's calibration (and a
 def calibrated_grid(
     model,
     batches: Sequence[dict],
+    *,
     configs_per_pass: int,
     bootstrap: Bootstrap = Bootstrap(),
     draws: int = NULL_DRAWS,
@@ -215,12 +229,19 @@ def calibrated_grid(
     from ...heads.significance import calibrated_level, null_p_values
 
     base, outs = lm_sweep(
-        model, batches, one_head_configs(model), configs_per_pass, None, progress, cache_dir, "one query head masked"
+        model,
+        batches,
+        configs=one_head_configs(model),
+        configs_per_pass=configs_per_pass,
+        removal=None,
+        progress=progress,
+        cache_dir=cache_dir,
+        what="one query head masked",
     )
     pairs = [(base.numpy(), outs[c].numpy()) for c in sorted(outs)]
     n, alpha = len(base), bootstrap.alpha
-    fitted = null_p_values(pairs, n, draws, bootstrap.n_resamples, bootstrap.seed + 1)
-    fresh = null_p_values(pairs, n, draws, bootstrap.n_resamples, bootstrap.seed + 2)
+    fitted = null_p_values(pairs, n, draws=draws, n_resamples=bootstrap.n_resamples, seed=bootstrap.seed + 1)
+    fresh = null_p_values(pairs, n, draws=draws, n_resamples=bootstrap.n_resamples, seed=bootstrap.seed + 2)
     level = calibrated_level(fitted, alpha)
     rates = pd.DataFrame(
         [
@@ -274,7 +295,7 @@ def grid_counts(grid: pd.DataFrame, alpha: float, margins: Mapping[str, float] |
 
 
 def keep_one_head(
-    model, grid: pd.DataFrame, batches: Sequence[dict], configs_per_pass: int, bootstrap: Bootstrap = Bootstrap()
+    model, grid: pd.DataFrame, *, batches: Sequence[dict], configs_per_pass: int, bootstrap: Bootstrap = Bootstrap()
 ) -> tuple[pd.DataFrame, float]:
     """Each layer down to the head whose removal hurt most in ``grid`` (chosen on the select set),
     reported on ``batches``: ``(one row per layer, the unmasked perplexity on them)``."""
@@ -329,7 +350,7 @@ def pruning_curves(
         for (unit, label), (order, expand) in plans.items()
         for c in counts(len(order), step)
     ]
-    scores = score_specs(model, [spec for *_, spec in steps], PerplexityScorer(batches, configs_per_pass))
+    scores = score_specs(model, [spec for *_, spec in steps], evaluate=PerplexityScorer(batches, configs_per_pass))
     curves = pd.DataFrame(
         [
             {"unit": unit, "pruned": c, "share": c / n, "score": score, "order": label}
@@ -367,7 +388,9 @@ def pruned_speed(
     removed = spec_of(order_by_importance(importance, pool)[: round(share * len(pool))])
     pruned = copy.deepcopy(model)
     prune_heads(pruned, removed)
-    speed = compare_speed(model, pruned, removed, by_size, lambda m, b: m(**b).logits, repeats=repeats)
+    speed = compare_speed(
+        model, pruned, masked=removed, batches_by_size=by_size, forward=lambda m, b: m(**b).logits, repeats=repeats
+    )
     speed = speed.assign(device=device_name(device_of(model)))  # where it ran, not where the course puts models
     with HeadGates(model) as gates, torch.no_grad():  # the pruned model computes what the gated one does
         gates.mask(removed)
@@ -477,7 +500,12 @@ class VerseSweeps:
     def calibrated_grid(self, draws: int = NULL_DRAWS) -> tuple[pd.DataFrame, torch.Tensor, pd.DataFrame]:
         """``calibrated_grid`` on the select set: ``(grid, unmasked token NLL rows, null rates)``."""
         return calibrated_grid(
-            self.model, self.batches["select"], self.configs_per_pass, self.bootstrap, draws, cache_dir=self.cache_dir
+            self.model,
+            self.batches["select"],
+            configs_per_pass=self.configs_per_pass,
+            bootstrap=self.bootstrap,
+            draws=draws,
+            cache_dir=self.cache_dir,
         )
 
     def importance(self) -> dict[str, torch.Tensor]:
@@ -490,7 +518,13 @@ class VerseSweeps:
     def keep_one_head(self, grid: pd.DataFrame) -> tuple[pd.DataFrame, float]:
         """``keep_one_head``: the head ``grid`` (select set) ranks most needed, kept alone in each
         layer, scored on the report set."""
-        return keep_one_head(self.model, grid, self.batches["report"], self.configs_per_pass, self.bootstrap)
+        return keep_one_head(
+            self.model,
+            grid,
+            batches=self.batches["report"],
+            configs_per_pass=self.configs_per_pass,
+            bootstrap=self.bootstrap,
+        )
 
     def pruning_curves(self, importance, random_orders: int, step: float, seed: int) -> pd.DataFrame:
         """``pruning_curves`` on the report set."""

@@ -274,6 +274,7 @@ def chapter_11_verses(settings) -> dict:
 def language_model_by_removal(
     settings,
     verses: int,
+    *,
     reference_verses: int,
     bootstrap: Bootstrap,
     kinds: Sequence[str] = REMOVAL_KINDS,
@@ -327,8 +328,8 @@ def language_model_by_removal(
             grid, _ = one_head_grid(
                 model,
                 lm_batches(tokenizer, select, batch_size),
-                configs_per_pass,
-                bootstrap,
+                configs_per_pass=configs_per_pass,
+                bootstrap=bootstrap,
                 progress=False,
                 cache_dir=sweeps_dir(lm_name, eleven["seed"]),
                 positions=sorted(row_of[i] for i in chosen),
@@ -340,9 +341,9 @@ def language_model_by_removal(
             grid, _ = one_head_grid(
                 model,
                 lm_batches(tokenizer, [select[i] for i in chosen], batch_size),
-                configs_per_pass,
-                bootstrap,
-                removal,
+                configs_per_pass=configs_per_pass,
+                bootstrap=bootstrap,
+                removal=removal,
                 progress=False,
                 cache_dir=sweeps_dir(lm_name, eleven["seed"]),
             )
@@ -425,7 +426,7 @@ _GATE_MAX_TOKENS = 500  # translation: padded tokens per gate-training step (abo
 METHODS = ("importance", "ablation", RANDOM_MEAN, RANDOM_LOW, RANDOM_HIGH, _L0_ORDER)
 
 
-def _gate_training_batches(runs: PruningRuns, name: str, model, tokenizer, examples: int, seed: int) -> list:
+def _gate_training_batches(runs: PruningRuns, name: str, *, model, tokenizer, examples: int, seed: int) -> list:
     """Batches of ``examples`` examples of the importance split (drawn with ``seed``) for the gates."""
     data = course.subset(runs.sweeps.data(name)[runs.importance_split], examples, seed)
     if tokenizer is None:
@@ -458,6 +459,7 @@ def _task_loss(tokenizer):
 def _l0_curves(
     runs: PruningRuns,
     name: str,
+    *,
     measure: str,
     penalties: Sequence[float],
     steps: int,
@@ -477,12 +479,23 @@ def _l0_curves(
     curves, points = [], []
     for training_seed, run in course.seed_runs(runs.sweeps.settings, name, runs.sweeps.training_seeds):
         model, tokenizer, score = runs.scored_run(name, run, measure)
-        trained = _trained_gates(runs, name, run, model, tokenizer, penalties, steps, examples, seed, progress)
+        trained = _trained_gates(
+            runs,
+            name,
+            run=run,
+            model=model,
+            tokenizer=tokenizer,
+            penalties=penalties,
+            steps=steps,
+            examples=examples,
+            seed=seed,
+            progress=progress,
+        )
         pool = heads_of(model)
         ranking = trained[len(trained) // 2][0].ranking(model)
         steps_ = counts(len(pool), runs.step)
         specs = [spec_of(ranking[:c]) for c in steps_] + [g.pruned(model) for g, _ in trained]
-        scores = score_specs(model, specs, score, progress=progress, desc=f"{run}: L0 gates")
+        scores = score_specs(model, specs, evaluate=score, progress=progress, desc=f"{run}: L0 gates")
         curves.append(
             pd.DataFrame(
                 {
@@ -518,6 +531,7 @@ def _l0_curves(
 def _trained_gates(
     runs: PruningRuns,
     name: str,
+    *,
     run: str,
     model,
     tokenizer,
@@ -531,12 +545,12 @@ def _trained_gates(
     loaded run in ``runs``, so the second measure reuses them)."""
     key = ("L0 gates", run, tuple(penalties), steps, examples, seed)
     if key not in runs._loaded:
-        data = _gate_training_batches(runs, name, model, tokenizer, examples, seed)
+        data = _gate_training_batches(runs, name, model=model, tokenizer=tokenizer, examples=examples, seed=seed)
         trained = []
         for penalty in penalties:
             start = time.perf_counter()
             gates = train_concrete_gates(
-                model, data, _task_loss(tokenizer), penalty, steps, seed=seed, progress=progress
+                model, data, loss=_task_loss(tokenizer), penalty=penalty, steps=steps, seed=seed, progress=progress
             )
             trained.append((gates, time.perf_counter() - start))
         runs._loaded[key] = trained
@@ -628,13 +642,13 @@ def _chapter_06_curves(profile: str, measure: str) -> pd.DataFrame:
 
 
 def _four_methods(
-    runs: PruningRuns, profile: str, measure: str, penalties: Sequence[float], steps: int, examples: int, seed: int
+    runs: PruningRuns, profile: str, *, measure: str, penalties: Sequence[float], steps: int, examples: int, seed: int
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Chapter 06's curves of ``measure`` with the L0 gates' curve added, for both of its models,
     and the gates' points. The unpruned score of each run must equal chapter 06's: else the sets differ."""
     saved = _chapter_06_curves(profile, measure)
     found = [
-        _l0_curves(runs, name, measure, penalties, steps, examples, seed)
+        _l0_curves(runs, name, measure=measure, penalties=penalties, steps=steps, examples=examples, seed=seed)
         for name in (runs.classifier, runs.translation)
     ]
     l0 = pd.concat([c for c, _ in found], ignore_index=True)
@@ -652,11 +666,14 @@ def _four_methods(
 
 
 def both_measures(
-    runs: PruningRuns, profile: str, penalties: Sequence[float], steps: int, examples: int, seed: int
+    runs: PruningRuns, profile: str, *, penalties: Sequence[float], steps: int, examples: int, seed: int
 ) -> tuple[dict[str, pd.DataFrame], pd.DataFrame]:
     """``_four_methods`` on the paper's metric and on the likelihood (the gates trained once per run):
     ``({measure: curves}, the gates' points of both measures)``."""
-    found = {m: _four_methods(runs, profile, m, penalties, steps, examples, seed) for m in measures.BY_KEY}
+    found = {
+        m: _four_methods(runs, profile, measure=m, penalties=penalties, steps=steps, examples=examples, seed=seed)
+        for m in measures.BY_KEY
+    }
     return {m: c for m, (c, _) in found.items()}, pd.concat([p for _, p in found.values()], ignore_index=True)
 
 

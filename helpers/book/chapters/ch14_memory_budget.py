@@ -202,7 +202,7 @@ def plan(
 
 # ---- where windowed heads keep full context ----------------------------------------------------------
 @torch.no_grad()
-def window_scores(model: nn.Module, ids: torch.Tensor, layout: Layout, sinks: int, window: int) -> pd.DataFrame:
+def window_scores(model: nn.Module, ids: torch.Tensor, *, layout: Layout, sinks: int, window: int) -> pd.DataFrame:
     """One row per (layer, KV group): the attention its query heads put, from the positions read
     after the prompt, on positions a window of ``sinks`` + ``window`` would have dropped (mean over
     those positions, the group's query heads and the sequences ``ids``): how much that group reads
@@ -262,6 +262,7 @@ def _batches(ids: torch.Tensor, size: int) -> list[torch.Tensor]:
 def score_all(
     model: nn.Module,
     configs: Sequence[Config],
+    *,
     ids: torch.Tensor,
     layout: Layout,
     batch_size: int = 16,
@@ -346,7 +347,7 @@ def _chapter_gap(real: torch.Tensor, fast: torch.Tensor) -> float:
 
 @torch.no_grad()
 def check_table(
-    model: nn.Module, configs: Sequence[Config], ids: torch.Tensor, layout: Layout, exact: set[str] | None = None
+    model: nn.Module, configs: Sequence[Config], *, ids: torch.Tensor, layout: Layout, exact: set[str] | None = None
 ) -> pd.DataFrame:
     """On ``ids`` (a few sequences), per configuration of ``configs``: the bytes its real cache
     held at most while the sequences were read one position at a time, in the model's dtype
@@ -370,7 +371,9 @@ def check_table(
             "sequences": len(mine),
             "positions": layout.total,
             "bytes, measured": measured,
-            "bytes, predicted": predicted_peak_bytes(pruned, c.spec, layout.prompt, layout.total, len(mine)),
+            "bytes, predicted": predicted_peak_bytes(
+                pruned, c.spec, prompt=layout.prompt, total=layout.total, batch=len(mine)
+            ),
             "fast pass": _fast_kind(c.spec),
         }
         if c.spec.kind != "evict":
@@ -429,14 +432,14 @@ def assert_fast_passes(checks: pd.DataFrame) -> float:
 
 
 def fast_pass_checks(
-    model: nn.Module, configs: Sequence[Config], ids: torch.Tensor, layout: Layout, p: Plan
+    model: nn.Module, configs: Sequence[Config], *, ids: torch.Tensor, layout: Layout, p: Plan
 ) -> tuple[pd.DataFrame, float]:
     """The chapter's check of its fast passes on ``ids`` (a few sequences): ``check_table`` over
     the configurations ``checked`` names at ``p.band_budget``, in float32 as well for those
     ``exact_checked`` names. Returns ``(checks, tolerance)``, after ``assert_fast_passes`` (a
     ValueError when a real cache's bytes or a fast pass's float32 gap disagree)."""
     exact = exact_checked(configs, p.band_budget)
-    checks = check_table(model, checked(configs, p.band_budget), ids, layout, exact=exact)
+    checks = check_table(model, checked(configs, p.band_budget), ids=ids, layout=layout, exact=exact)
     return checks, assert_fast_passes(checks)
 
 
@@ -453,8 +456,10 @@ def _fast_kind(spec: CacheSpec) -> str:
 # ---- tables ----------------------------------------------------------------------------------------------
 def bytes_share(model: nn.Module, c: Config, layout: Layout) -> tuple[int, float]:
     """(bytes per token at ``layout.total`` positions, share of the unpruned 16-bit cache's)."""
-    peak = predicted_peak_bytes(model, c.spec, layout.prompt, layout.total, 1, entries=entries_after(model, c.removed))
-    base = predicted_peak_bytes(model, CacheSpec(), layout.prompt, layout.total, 1)
+    peak = predicted_peak_bytes(
+        model, c.spec, prompt=layout.prompt, total=layout.total, batch=1, entries=entries_after(model, c.removed)
+    )
+    base = predicted_peak_bytes(model, CacheSpec(), prompt=layout.prompt, total=layout.total, batch=1)
     return peak // layout.total if peak % layout.total == 0 else peak / layout.total, peak / base
 
 
@@ -462,11 +467,20 @@ def _prompt_share(model: nn.Module, c: Config, layout: Layout) -> float:
     """The bytes every configuration holds while it reads the prompt in one pass (its model's own
     KV heads, every position of the prompt, 16 bits: windows, codes and evictions apply from the
     first position after it), as a share of the unpruned 16-bit cache's most."""
-    plain = bytes_after(model, CacheSpec(), layout.prompt, layout.prompt, 1, entries=entries_after(model, c.removed))
-    return plain / predicted_peak_bytes(model, CacheSpec(), layout.prompt, layout.total, 1)
+    plain = bytes_after(
+        model,
+        CacheSpec(),
+        positions=layout.prompt,
+        prompt=layout.prompt,
+        batch=1,
+        entries=entries_after(model, c.removed),
+    )
+    return plain / predicted_peak_bytes(model, CacheSpec(), prompt=layout.prompt, total=layout.total, batch=1)
 
 
-def _ratio_interval(stats: np.ndarray, base: np.ndarray, indices: np.ndarray, column: int, count: int) -> np.ndarray:
+def _ratio_interval(
+    stats: np.ndarray, base: np.ndarray, *, indices: np.ndarray, column: int, count: int
+) -> np.ndarray:
     """Resampled ratio of exp(mean NLL) of ``stats`` to ``base`` (paired over sequences)."""
     a = stats[indices][..., column].sum(-1) / stats[indices][..., count].sum(-1)
     b = base[indices][..., column].sum(-1) / base[indices][..., count].sum(-1)
@@ -476,6 +490,7 @@ def _ratio_interval(stats: np.ndarray, base: np.ndarray, indices: np.ndarray, co
 def point_table(
     model: nn.Module,
     configs: Sequence[Config],
+    *,
     rows: Mapping[str, np.ndarray],
     layout: Layout,
     n_resamples: int,
@@ -495,7 +510,7 @@ def point_table(
     for c in configs:
         s = rows[c.name]
         per_token, share = bytes_share(model, c, layout)
-        ratio = _ratio_interval(s, base, indices, 0, 1)
+        ratio = _ratio_interval(s, base, indices=indices, column=0, count=1)
         copied = s[indices][..., 2].sum(-1) / s[indices][..., 3].sum(-1)
         out.append(
             {
@@ -617,6 +632,7 @@ def budget_table(
 def budget_tables(
     points: pd.DataFrame,
     rows: Mapping[str, np.ndarray],
+    *,
     budgets: Sequence[float],
     tolerance: float,
     n_resamples: int,
@@ -799,13 +815,15 @@ def chapter_inputs(
     verse_sets = {"select": texts.select_verses, "report": texts.report_verses}
     drawn = {"version": texts.version, "max_words": texts.max_words, "seed": texts.seed}
     select = verse_texts(verse_sets, **drawn)["select"]
-    importance = head_importance(model, lm_batches(tokenizer, select, texts.batch_size), lm_loss, progress=False)
+    importance = head_importance(
+        model, lm_batches(tokenizer, select, texts.batch_size), loss_fn=lm_loss, progress=False
+    )
     ids = draw_chapters(
         tokenizer,
         {"calibration": texts.calibration_sequences, "scored": texts.sequences},
-        layout,
-        texts.version,
-        texts.seed,
+        layout=layout,
+        version=texts.version,
+        seed=texts.seed,
         exclude=verse_chapters(verse_sets, texts.version, texts.max_words, texts.seed),
     )
     return model.to(getattr(torch, texts.dtype)), importance, ids

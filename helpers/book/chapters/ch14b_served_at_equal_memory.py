@@ -324,7 +324,7 @@ def interval(means: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
 
 
 def quality_table(
-    scores: pd.DataFrame, n_resamples: int, level: float = LEVEL, seed: int = 0, refused: Mapping[str, str] = {}
+    scores: pd.DataFrame, n_resamples: int, *, level: float = LEVEL, seed: int = 0, refused: Mapping[str, str] = {}
 ) -> pd.DataFrame:
     """Per setup: perplexity on the scored tokens, its change from the reference (``exp`` of the
     mean nll difference, less 1) with a paired bootstrap interval over texts at ``level``, and the
@@ -440,7 +440,12 @@ def pair_table(
 
 
 def _contrast_table(
-    scores: pd.DataFrame, pairs: Mapping[str, tuple[str, str]], n_resamples: int, level: float = LEVEL, seed: int = 0
+    scores: pd.DataFrame,
+    pairs: Mapping[str, tuple[str, str]],
+    *,
+    n_resamples: int,
+    level: float = LEVEL,
+    seed: int = 0,
 ) -> pd.DataFrame:
     """Per named contrast ``(a, b)``: the gap ``nll(a) - nll(b)`` in nats per token with its
     interval at ``level``, and each setup's perplexity change; a contrast whose setup llama.cpp
@@ -527,7 +532,7 @@ def speed_summary(speed: pd.DataFrame) -> pd.DataFrame:
 
 
 # ---- texts and the figure ------------------------------------------------------------------------------
-def chapter_texts(tokenizer, texts: int, tokens: int, exclude, version: str = "web", seed: int = 0) -> torch.Tensor:
+def chapter_texts(tokenizer, texts: int, *, tokens: int, exclude, version: str = "web", seed: int = 0) -> torch.Tensor:
     """``[texts, tokens]`` ids: the first ``tokens`` tokens of distinct Bible chapters of at least
     that many, none in ``exclude``, drawn with ``seed``."""
     import random

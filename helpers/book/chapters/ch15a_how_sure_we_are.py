@@ -47,7 +47,7 @@ def margin_example(alpha: float, n_resamples: int, seed: int, n: int = 2000) -> 
     indices = resample_indices(n, n_resamples, seed)
     rows = []
     for name, masked in heads.items():
-        r = paired_bootstrap(_with_ones(full), _with_ones(masked), _mean, indices, alpha=alpha)
+        r = paired_bootstrap(_with_ones(full), _with_ones(masked), score=_mean, indices=indices, alpha=alpha)
         rows.append((name, r.delta, r.low, r.high, r.significant, equivalence_class(r.low, r.high, MARGIN)))
     return pd.DataFrame(rows, columns=["head", "change", "low", "high", "significant", "class"])
 
@@ -66,7 +66,7 @@ def two_scores_example(alpha: float, n_resamples: int, seed: int, n: int = 1000)
     }
     rows = []
     for name, (a, b, score) in scores.items():
-        r = paired_bootstrap(a, b, score, indices, alpha=alpha)
+        r = paired_bootstrap(a, b, score=score, indices=indices, alpha=alpha)
         rows.append((name, r.delta, r.p_value, r.significant))
     return pd.DataFrame(rows, columns=["score", "change", "p", "significant"])
 
@@ -185,7 +185,7 @@ def rounding_example(alpha: float, n_resamples: int, seed: int, n: int = 400) ->
     for name, masked in (("one float32 step up, every verse", rounded), ("10 x the resolution", real)):
         change = log_likelihood(masked.sum(0)) - log_likelihood(full.sum(0))
         for test, limit in (("without the resolution", 0.0), ("with it", None)):
-            r = paired_bootstrap(full, masked, log_likelihood, indices, alpha=alpha, smallest=limit)
+            r = paired_bootstrap(full, masked, score=log_likelihood, indices=indices, alpha=alpha, smallest=limit)
             rows.append((name, change, test, r.delta, r.p_value, r.significant, smallest))
     columns = ["change", "measured", "test", "delta", "p", "significant", "resolution"]
     return pd.DataFrame(rows, columns=columns)

@@ -33,7 +33,7 @@ def _close(mine: torch.Tensor, other: torch.Tensor) -> bool:
     return mine.shape == other.shape and bool(torch.allclose(mine, other, **_CLOSE))
 
 
-def _compare(what: str, mine, library, hint: str, mistakes: Mapping[str, torch.Tensor] | None = None) -> float:
+def _compare(what: str, mine, *, library, hint: str, mistakes: Mapping[str, torch.Tensor] | None = None) -> float:
     """The largest gap between ``mine`` and ``library``; raises ``ExerciseMismatch`` when they
     differ, naming the first of ``mistakes`` (description -> its numbers) that ``mine`` equals."""
     mine, library = torch.as_tensor(mine, dtype=torch.float64), torch.as_tensor(library, dtype=torch.float64)
@@ -75,9 +75,9 @@ def check_gate(gate: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor], 
         gap = _compare(
             "the gate",
             _call(gate, "gate(context [3, 5, 32], xi [4], head_dim=8)", context.clone(), xi.clone(), head_dim),
-            gate_heads(context, xi[:, None], head_dim),
-            "Reshape to [batch, tokens, heads, head_dim], scale each head, and reshape back.",
-            {"heads taken as interleaved columns ([head_dim, heads]), not blocks of head_dim": interleaved},
+            library=gate_heads(context, xi[:, None], head_dim),
+            hint="Reshape to [batch, tokens, heads, head_dim], scale each head, and reshape back.",
+            mistakes={"heads taken as interleaved columns ([head_dim, heads]), not blocks of head_dim": interleaved},
         )
     return f"ok: your gate matches gate_heads (largest gap {gap:.1e})"
 
@@ -95,7 +95,7 @@ def check_importance(importance: Callable[[torch.nn.Module, list, Callable], tor
     task = PairTask(tokenizer, paraphrase_pairs(12, seed=seed), batch_size=4)
 
     def library(**how) -> torch.Tensor:
-        return head_importance(model, task.batches, task.loss, progress=False, **how)["self"]
+        return head_importance(model, task.batches, loss_fn=task.loss, progress=False, **how)["self"]
 
     mistakes = {
         "the absolute value taken per token and summed (the authors' code), not per example (Eq. 2)": library(
@@ -109,10 +109,10 @@ def check_importance(importance: Callable[[torch.nn.Module, list, Callable], tor
     gap = _compare(
         "I_h",
         mine,
-        right,
-        "Take each example's own gates, the absolute value of dL(x)/d xi per example (not per batch "
+        library=right,
+        hint="Take each example's own gates, the absolute value of dL(x)/d xi per example (not per batch "
         "or token), average over examples, then divide each layer's row by its L2 norm.",
-        mistakes,
+        mistakes=mistakes,
     )
     return f"ok: your I_h matches head_importance on {len(task.pairs)} pairs (largest gap {gap:.1e})"
 
@@ -138,7 +138,9 @@ def check_bootstrap(
     cases = [(a, a + s + rng.normal(0.0, 1.0, n)) for s in (0.2, -0.2, 0.0)] + [(correct * 1.0, flipped * 1.0)]
     got, right, mistakes = [], [], {}
     for a, b in cases:  # a gain, a loss, no change, a small gain in 0/1 scores: each mistake shows on one
-        want = paired_bootstrap(np.stack([a, ones], 1), np.stack([b, ones], 1), lambda s: s[0] / s[1], indices)
+        want = paired_bootstrap(
+            np.stack([a, ones], 1), np.stack([b, ones], 1), score=lambda s: s[0] / s[1], indices=indices
+        )
         differences = (b[indices] - a[indices]).mean(1)
         for mistake, p in {
             "a p in one fixed direction (the share of resamples where b is not above a), whatever the sign of delta": (
@@ -157,10 +159,10 @@ def check_bootstrap(
     _compare(
         "the bootstrap's (delta, p) on a gain, a loss, no change and 0/1 scores",
         torch.tensor(got),
-        torch.tensor(right),
-        "delta is mean(b) - mean(a) on every example; p is the share of resamples (rows of indices) whose "
+        library=torch.tensor(right),
+        hint="delta is mean(b) - mean(a) on every example; p is the share of resamples (rows of indices) whose "
         "mean difference has the other sign than delta.",
-        {m: torch.tensor(v, dtype=torch.float64) for m, v in mistakes.items()},
+        mistakes={m: torch.tensor(v, dtype=torch.float64) for m, v in mistakes.items()},
     )
     return "ok: your bootstrap matches paired_bootstrap's delta and p on a gain, a loss, no change and 0/1 scores"
 
@@ -181,7 +183,7 @@ def check_pruning_loop(
 
     model, tokenizer = load_encoder("tiny-bert", seed=seed)
     task = PairTask(tokenizer, paraphrase_pairs(12, seed=seed), batch_size=4)
-    scores = head_importance(model, task.batches, task.loss, progress=False)
+    scores = head_importance(model, task.batches, loss_fn=task.loss, progress=False)
 
     def evaluate(m: torch.nn.Module) -> float:
         with torch.no_grad():
@@ -208,10 +210,10 @@ def check_pruning_loop(
     gap = _compare(
         "the pruning curve",
         mine,
-        right,
-        "Sort all heads together by I_h, least important first; at step k set the gates of the first "
+        library=right,
+        hint="Sort all heads together by I_h, least important first; at step k set the gates of the first "
         "round(k * step * n) heads to 0 (the set grows), evaluate, and go on up to every head.",
-        mistakes,
+        mistakes=mistakes,
     )
     return f"ok: your pruning loop matches pruning_curves at every step (largest gap {gap:.1e})"
 

@@ -39,10 +39,12 @@ def build_one(settings: Profile, name: str, force: bool = False, progress: model
     spec = model_specs(settings)[name]
     final = model_dir(settings, name)
     build = partial(model_cache.build_into, spec, name, final, progress)
-    return _built_once(settings, name, spec, final, build, force)
+    return _built_once(settings, name, spec=spec, final=final, build=build, force=force)
 
 
-def _built_once(settings: Profile, name: str, spec: dict, final: Path, build: Callable[[], dict], force: bool) -> dict:
+def _built_once(
+    settings: Profile, name: str, *, spec: dict, final: Path, build: Callable[[], dict], force: bool
+) -> dict:
     """The record in ``final``, built there first by ``build()`` unless complete (or ``force``);
     under torchrun rank 0 builds and the others wait for its record."""
     if model_cache.is_built(final) and not force:
@@ -89,7 +91,7 @@ def build_arm(
     """Arm ``name`` (``decay_arms``' ``(spec, folder)``), built unless its folder is complete; its record."""
     spec, final = arm
     build = partial(decay_ablation.build_arm, spec, name, final, progress)
-    return _built_once(settings, name, spec, final, build, force)
+    return _built_once(settings, name, spec=spec, final=final, build=build, force=force)
 
 
 def ensure_built(settings: Profile, name: str) -> Path:
@@ -150,6 +152,7 @@ def _prepare_in_worker(settings: Profile, progress: bool) -> None:
 def _build_in_processes(
     settings: Profile,
     names: list[str],
+    *,
     processes: int,
     force: bool,
     progress: bool,
@@ -230,9 +233,9 @@ def build(
                 progress_line(
                     len(done),
                     len(wanted),
-                    f"[{name}] {'cached' if cached else f'built in {seconds:.0f} s'}",
-                    time.perf_counter() - t0,
-                    left,
+                    name=f"[{name}] {'cached' if cached else f'built in {seconds:.0f} s'}",
+                    elapsed=time.perf_counter() - t0,
+                    estimate=left,
                 )
                 + f"; {record['metric']} {line}"
             )
@@ -248,7 +251,16 @@ def build(
                 + (f" and {len(arms_todo)} arms of the weight-decay ablation" if arms_todo else "")
                 + f" in {processes} processes of one thread each (${BUILD_PROCESSES_ENV}=1: one at a time)"
             )
-        _build_in_processes(settings, todo, processes, force, progress, report, shipped=not only, arms=arms_todo)
+        _build_in_processes(
+            settings,
+            todo,
+            processes=processes,
+            force=force,
+            progress=progress,
+            report=report,
+            shipped=not only,
+            arms=arms_todo,
+        )
     for name in [*wanted, *arms]:
         if name in records or name in ablations:
             continue

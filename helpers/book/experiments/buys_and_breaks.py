@@ -126,6 +126,7 @@ def prompt_ids(tokenizer, texts: Sequence[str], tokens: int, batch: int) -> torc
 def memory_and_speed(
     variants: Mapping[tuple[str, float], nn.Module],
     prompts: Mapping[int, torch.Tensor],
+    *,
     new_tokens: int,
     report_batches: Sequence[dict],
     repeats: int = 3,
@@ -150,7 +151,9 @@ def memory_and_speed(
             for size, ids in prompts.items():
                 _, cache = generate_cached(timed, ids, new_tokens)  # also the warm-up
                 positions = ids.shape[1] + new_tokens - 1
-                seconds = statistics.median(generation_seconds(timed, ids, new_tokens, repeats, warmup=0))
+                seconds = statistics.median(
+                    generation_seconds(timed, ids, new_tokens=new_tokens, repeats=repeats, warmup=0)
+                )
                 rows.append(
                     {
                         "unit": unit,
@@ -190,6 +193,7 @@ class Generation:
         cls,
         tokenizer,
         texts: Sequence[str],
+        *,
         prompt_tokens: int,
         batch_sizes: Sequence[int],
         new_tokens: int,
@@ -204,7 +208,14 @@ class Generation:
         self, variants: Mapping[tuple[str, float], nn.Module], report_batches: Sequence[dict], dtypes: Sequence[str]
     ) -> pd.DataFrame:
         """``memory_and_speed`` of every variant with these prompts."""
-        return memory_and_speed(variants, self.prompts, self.new_tokens, report_batches, self.repeats, dtypes)
+        return memory_and_speed(
+            variants,
+            self.prompts,
+            new_tokens=self.new_tokens,
+            report_batches=report_batches,
+            repeats=self.repeats,
+            dtypes=dtypes,
+        )
 
     def keep_and_reload(self, model: nn.Module, prompt: str) -> pd.DataFrame:
         """``keep_and_reload``: ``model`` saved, rebuilt in a fresh process, continuing ``prompt``."""
@@ -216,7 +227,14 @@ class Generation:
         """``served_by_llama_cpp`` of every variant with these prompts, its log-probabilities
         checked on ``texts``."""
         return served_by_llama_cpp(
-            variants, self.tokenizer, language_model, texts, self.prompts, self.new_tokens, self.repeats, profile
+            variants,
+            self.tokenizer,
+            model_name=language_model,
+            texts=texts,
+            prompts=self.prompts,
+            new_tokens=self.new_tokens,
+            repeats=self.repeats,
+            profile=profile,
         )
 
 
@@ -259,7 +277,7 @@ def induction_ranks(
     return table
 
 
-def copying_probes(tokenizer, length: int, sequences: int, batch: int, seed: int) -> tuple[list[dict], list[dict]]:
+def copying_probes(tokenizer, length: int, *, sequences: int, batch: int, seed: int) -> tuple[list[dict], list[dict]]:
     """``(scored, held out)``: two copying probes of ``sequences`` sequences each (batches of
     ``batch``; ``repeated_tokens`` with different seeds), so that an importance estimated on the
     held-out one is scored on tokens it has not seen. Probe tokens skip the special ids and the
@@ -267,7 +285,7 @@ def copying_probes(tokenizer, length: int, sequences: int, batch: int, seed: int
     low = len(tokenizer.all_special_ids) + 100
     batches = max(1, sequences // batch)
     probe = [
-        repeated_tokens(len(tokenizer), length, batch, seed + i, low=low, bos=tokenizer.bos_token_id)
+        repeated_tokens(len(tokenizer), length, batch=batch, seed=seed + i, low=low, bos=tokenizer.bos_token_id)
         for i in range(2 * batches)
     ]
     return probe[:batches], probe[batches:]
@@ -276,6 +294,7 @@ def copying_probes(tokenizer, length: int, sequences: int, batch: int, seed: int
 def copying_curves(
     model: nn.Module,
     orders: Mapping[str, Sequence],
+    *,
     verse_batches: Sequence[dict],
     probe: Sequence[dict],
     step: float,
@@ -285,12 +304,15 @@ def copying_curves(
     (perplexity) and on the copying probe (perplexity of the second copy, and the share of its
     tokens predicted right)."""
     steps = [(label, len(order), c) for label, order in orders.items() for c in counts(len(order), step)]
-    return _copying_points(model, orders, steps, verse_batches, probe, configs_per_pass)
+    return _copying_points(
+        model, orders, steps=steps, verse_batches=verse_batches, probe=probe, configs_per_pass=configs_per_pass
+    )
 
 
 def _copying_points(
     model: nn.Module,
     orders: Mapping[str, Sequence],
+    *,
     steps: Sequence[tuple[str, int, int]],
     verse_batches: Sequence[dict],
     probe: Sequence[dict],
@@ -301,7 +323,7 @@ def _copying_points(
     verses = PerplexityScorer(verse_batches, configs_per_pass)
     steps = [(label, n, c, spec_of(orders[label][:c])) for label, n, c in steps]
     specs = [spec for *_, spec in steps]
-    scored = {"verses": score_specs(model, specs, verses, progress=False)}
+    scored = {"verses": score_specs(model, specs, evaluate=verses, progress=False)}
     # the copying probe's perplexity and accuracy from the same passes: one per distinct step
     distinct = list({heads_in(spec): spec for spec in specs}.values())
     probe_rows = dict(
@@ -345,8 +367,10 @@ def importances(
     from ...zoo.causal_lm import lm_loss
 
     return {
-        "I_h on verses": head_importance(model, verse_batches, lm_loss, progress=False),
-        "I_h on copying": head_importance(model, copying_probe, lambda m, b: copying_nll(m, b)[:, 0], progress=False),
+        "I_h on verses": head_importance(model, verse_batches, loss_fn=lm_loss, progress=False),
+        "I_h on copying": head_importance(
+            model, copying_probe, loss_fn=lambda m, b: copying_nll(m, b)[:, 0], progress=False
+        ),
     }
 
 
@@ -370,18 +394,36 @@ def copying_study(
     given a ``verdict_probe``, the copying kept at those shares with its interval over that
     probe's sequences (``_kept_at``)."""
     orders = orders_for(model, importance, random_orders, seed)
-    curves = copying_curves(model, orders, verses, probe, step, configs_per_pass)
-    band = _random_band(model, copying_summary(curves, orders), band_orders, seed, verses, probe, configs_per_pass)
+    curves = copying_curves(
+        model, orders, verse_batches=verses, probe=probe, step=step, configs_per_pass=configs_per_pass
+    )
+    band = _random_band(
+        model,
+        copying_summary(curves, orders),
+        orders=band_orders,
+        seed=seed,
+        verse_batches=verses,
+        probe=probe,
+        configs_per_pass=configs_per_pass,
+    )
     summary = _band_at(copying_summary(curves, orders), band)
     if verdict_probe is not None:
-        summary = _kept_at(model, summary, orders[BAND_ORDER], verdict_probe, n_resamples, seed, configs_per_pass)
+        summary = _kept_at(
+            model,
+            summary,
+            order=orders[BAND_ORDER],
+            probe=verdict_probe,
+            n_resamples=n_resamples,
+            seed=seed,
+            configs_per_pass=configs_per_pass,
+        )
     return curves, band, summary
 
 
 KEPT_LEVEL = 0.99  # the copying verdict's interval over sequences
 
 
-def verdict_probe(tokenizer, length: int, sequences: int, batch: int, seed: int) -> list[dict]:
+def verdict_probe(tokenizer, length: int, *, sequences: int, batch: int, seed: int) -> list[dict]:
     """A copying probe of its own for the verdict's interval: ``sequences`` sequences (at least
     ``MIN_UNITS``, the units of its bootstrap) in batches of ``batch``, drawn with seeds from
     ``seed + 1000`` on, apart from ``copying_probes``' own."""
@@ -393,7 +435,12 @@ def verdict_probe(tokenizer, length: int, sequences: int, batch: int, seed: int)
     low = len(tokenizer.all_special_ids) + 100
     return [
         repeated_tokens(
-            len(tokenizer), length, min(batch, sequences - start), seed + 1000 + i, low=low, bos=tokenizer.bos_token_id
+            len(tokenizer),
+            length,
+            batch=min(batch, sequences - start),
+            seed=seed + 1000 + i,
+            low=low,
+            bos=tokenizer.bos_token_id,
         )
         for i, start in enumerate(range(0, sequences, batch))
     ]
@@ -402,6 +449,7 @@ def verdict_probe(tokenizer, length: int, sequences: int, batch: int, seed: int)
 def copying_kept(
     model: nn.Module,
     order: Sequence,
+    *,
     pruned: int,
     probe: Sequence[dict],
     n_resamples: int = 1000,
@@ -421,7 +469,7 @@ def copying_kept(
         ).many_rows(model, specs)
     )
     kept = _kept_ratio(base.sum(0), cut.sum(0))
-    low, high, level = calibrated_interval(base, cut, KEPT_LEVEL, n_resamples, seed)
+    low, high, level = calibrated_interval(base, cut, coverage=KEPT_LEVEL, n_resamples=n_resamples, seed=seed)
     return float(kept), float(low), float(high), len(base), float(level)
 
 
@@ -439,6 +487,7 @@ def _kept_ratio(base: np.ndarray, cut: np.ndarray) -> np.ndarray:
 def calibrated_interval(
     base: np.ndarray,
     cut: np.ndarray,
+    *,
     coverage: float,
     n_resamples: int = 1000,
     seed: int = 0,
@@ -471,6 +520,7 @@ def calibrated_interval(
 def _kept_at(
     model: nn.Module,
     summary: pd.DataFrame,
+    *,
     order: Sequence,
     probe: Sequence[dict],
     n_resamples: int,
@@ -484,7 +534,13 @@ def _kept_at(
     for t in _TOLERANCES:
         pruned = round(float(out.loc[row, prunable_within(t)].iloc[0]) * len(order))
         kept, low, high, sequences, level = copying_kept(
-            model, order, pruned, probe, n_resamples, seed, configs_per_pass
+            model,
+            order,
+            pruned=pruned,
+            probe=probe,
+            n_resamples=n_resamples,
+            seed=seed,
+            configs_per_pass=configs_per_pass,
         )
         out.loc[row, COPYING_KEPT.format(t)] = kept
         out.loc[row, copying_kept_interval(t, "low")] = low
@@ -513,6 +569,7 @@ BAND_ORDER = "I_h on verses"  # the order whose decisions the random band is dra
 def _random_band(
     model: nn.Module,
     summary: pd.DataFrame,
+    *,
     orders: int,
     seed: int,
     verse_batches: Sequence[dict],
@@ -533,7 +590,9 @@ def _random_band(
         return pd.DataFrame(
             columns=["order", "pruned", "share", "verse perplexity", "copying perplexity", "copying accuracy"]
         )
-    return _copying_points(model, drawn, steps, verse_batches, probe, configs_per_pass)
+    return _copying_points(
+        model, drawn, steps=steps, verse_batches=verse_batches, probe=probe, configs_per_pass=configs_per_pass
+    )
 
 
 def _band_at(summary: pd.DataFrame, band: pd.DataFrame) -> pd.DataFrame:

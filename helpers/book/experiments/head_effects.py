@@ -68,7 +68,7 @@ TRANSLATION_CONFIGS_PER_PASS = 0
 
 
 def effect_rows(
-    configs: Sequence[Config], base_stats, stats_of, score, bootstrap: Bootstrap = Bootstrap()
+    configs: Sequence[Config], base_stats, *, stats_of, score, bootstrap: Bootstrap = Bootstrap()
 ) -> pd.DataFrame:
     """One row per configuration: the masked ``score`` of its summed statistics (``stats_of(config)``,
     one row per example, paired with ``base_stats``), ``delta``, the paired bootstrap's ``p_value``
@@ -84,7 +84,9 @@ def effect_rows(
     rows = []
     for config in configs:
         stats = stats_of(config)
-        test = paired_bootstrap(base_stats, stats, score, indices, bootstrap.alpha, resampled_base)
+        test = paired_bootstrap(
+            base_stats, stats, score=score, indices=indices, alpha=bootstrap.alpha, resampled_a=resampled_base
+        )
         kind, layer, heads = config
         rows.append(
             {
@@ -114,6 +116,7 @@ MEASURES = tuple(BY_KEY)  # the paper's metric (here accuracy), the likelihood: 
 def classifier_effects(
     model,
     tokenizer,
+    *,
     examples: Sequence,
     configs: Sequence[Config],
     max_length: int = 64,
@@ -150,14 +153,14 @@ def classifier_effects(
         get = classifier_outputs(
             model,
             tokenizer,
-            part,
-            [c for c in wanted if c != UNMASKED],
-            max_length,
-            batch_size,
-            progress,
-            cache_dir,
-            configs_per_pass,
-            removal,
+            examples=part,
+            configs=[c for c in wanted if c != UNMASKED],
+            max_length=max_length,
+            batch_size=batch_size,
+            progress=progress,
+            cache_dir=cache_dir,
+            configs_per_pass=configs_per_pass,
+            removal=removal,
         )
         return lambda c: np.asarray(get(c))
 
@@ -174,7 +177,14 @@ def classifier_effects(
         ),
     }
     return _measured_rows(
-        examples, configs, outputs, list(measures.values()), list(measures).index(measure), looks, positions, bootstrap
+        examples,
+        configs,
+        outputs=outputs,
+        measures=list(measures.values()),
+        chosen=list(measures).index(measure),
+        looks=looks,
+        positions=positions,
+        bootstrap=bootstrap,
     )
 
 
@@ -186,6 +196,7 @@ def _one_of(looks, positions) -> None:
 def _measured_rows(
     examples: Sequence,
     configs: Sequence[Config],
+    *,
     outputs: Callable[[Sequence, list], Callable],
     measures: Sequence[SweepScore],
     chosen: int,
@@ -204,15 +215,16 @@ def _measured_rows(
     return effect_rows(
         configs,
         measure.stats(get(UNMASKED)[at], at),
-        lambda c: measure.stats(get(c)[at], at),
-        measure.score,
-        bootstrap,
+        stats_of=lambda c: measure.stats(get(c)[at], at),
+        score=measure.score,
+        bootstrap=bootstrap,
     )
 
 
 def classifier_outputs(
     model,
     tokenizer,
+    *,
     examples: Sequence,
     configs: Sequence[Config],
     max_length: int = 64,
@@ -300,6 +312,7 @@ def _cache(cache_dir: Path | None, inputs: Sequence, options: dict) -> SweepCach
 def translation_effects(
     model,
     pairs: Sequence,
+    *,
     configs: Sequence[Config],
     beam: int = 5,
     batch_size: int = 64,
@@ -337,16 +350,29 @@ def translation_effects(
     if looks is not None:
         cache_of = lambda part: _cache(cache_dir, part, options)  # one look's sources
         stops = _harmful_only if chosen_here else settled
-        return _bleu_looks(model, pairs, configs, looks, bootstrap, cache_of, search, first_look, stops, bleu)
-    base, outs = translation_sweep(model, sources, configs, cache=_cache(cache_dir, sources, options), **search)
+        return _bleu_looks(
+            model,
+            pairs,
+            configs=configs,
+            looks=looks,
+            bootstrap=bootstrap,
+            cache_of=cache_of,
+            search=search,
+            first=first_look,
+            stops=stops,
+            definition=bleu,
+        )
+    base, outs = translation_sweep(
+        model, sources, configs=configs, cache=_cache(cache_dir, sources, options), **search
+    )
     at = range(len(pairs)) if positions is None else positions
     stats = lambda outputs: bleu_stats(bleu.hypotheses([outputs[i] for i in at]), [refs[i] for i in at], bleu.tokenize)
     return effect_rows(
         configs,
         stats(base),
-        lambda c: stats(outs[c]),
-        lambda sums: bleu_from_stats(sums, bleu.tokenize),
-        bootstrap,
+        stats_of=lambda c: stats(outs[c]),
+        score=lambda sums: bleu_from_stats(sums, bleu.tokenize),
+        bootstrap=bootstrap,
     )
 
 
@@ -359,6 +385,7 @@ def _harmful_only(low: float, high: float, margin: float) -> bool:
 def _bleu_looks(
     model,
     pairs: Sequence,
+    *,
     configs: Sequence[Config],
     looks: Looks,
     bootstrap: Bootstrap,
@@ -376,7 +403,7 @@ def _bleu_looks(
     def outputs(at: np.ndarray, wanted: list) -> dict:
         sources = [pairs[i].src for i in at]
         masked = [c for c in wanted if c != UNMASKED]
-        base, outs = translation_sweep(model, sources, masked, cache=cache_of(sources), **search)
+        base, outs = translation_sweep(model, sources, configs=masked, cache=cache_of(sources), **search)
         found = {c: np.array(outs[c], dtype=object) for c in masked}
         return {**found, UNMASKED: np.array(base, dtype=object)}
 
@@ -385,13 +412,23 @@ def _bleu_looks(
         lambda sums: bleu_from_stats(sums, definition.tokenize),
         looks.margin("translation", "metric"),
     )
-    (table,) = two_look_rows(len(pairs), list(configs), outputs, [bleu], bootstrap, looks.first_share, first, stops)
+    (table,) = two_look_rows(
+        len(pairs),
+        list(configs),
+        outputs=outputs,
+        measures=[bleu],
+        bootstrap=bootstrap,
+        first_share=looks.first_share,
+        first=first,
+        stops=stops,
+    )
     return table
 
 
 def translation_likelihood_effects(
     model,
     pairs: Sequence,
+    *,
     configs: Sequence[Config],
     max_tokens: int = 2000,
     bootstrap: Bootstrap = Bootstrap(),
@@ -411,7 +448,13 @@ def translation_likelihood_effects(
 
     def outputs(part: Sequence, wanted: Sequence[Config]) -> Callable[[Config], np.ndarray]:
         get = _translation_nll_outputs(
-            model, part, [c for c in wanted if c != UNMASKED], max_tokens, progress, cache_dir, removal
+            model,
+            part,
+            configs=[c for c in wanted if c != UNMASKED],
+            max_tokens=max_tokens,
+            progress=progress,
+            cache_dir=cache_dir,
+            removal=removal,
         )
         return lambda c: np.asarray(get(c))
 
@@ -419,12 +462,22 @@ def translation_likelihood_effects(
     measure = SweepScore(
         lambda rows, at: rows, log_likelihood, looks.margin("translation", "likelihood") if looks else 0.0
     )
-    return _measured_rows(pairs, configs, outputs, [measure], 0, looks, positions, bootstrap)
+    return _measured_rows(
+        pairs,
+        configs,
+        outputs=outputs,
+        measures=[measure],
+        chosen=0,
+        looks=looks,
+        positions=positions,
+        bootstrap=bootstrap,
+    )
 
 
 def _translation_nll_outputs(
     model,
     pairs: Sequence,
+    *,
     configs: Sequence[Config],
     max_tokens: int = 2000,
     progress: bool = True,
@@ -449,7 +502,9 @@ def _translation_nll_outputs(
             if not todo or not removal or removal[0] == "zero"
             else translation_reference(model, removal[1], removal[0])
         )
-        for config, rows in single_layer_translation_nll(model, pairs, todo, progress, max_tokens, removed):
+        for config, rows in single_layer_translation_nll(
+            model, pairs, configs=todo, progress=progress, max_tokens=max_tokens, removal=removed
+        ):
             cache.put(config, rows.tolist())
     cache.wait_for(everything)
     return cache.get
@@ -458,6 +513,7 @@ def _translation_nll_outputs(
 def translation_sweep(
     model,
     sources: Sequence[str],
+    *,
     configs: Sequence[Config],
     beam: int = 5,
     lenpen: float = 1.0,
@@ -723,12 +779,15 @@ class Looks:
             get = outputs([examples[i] for i in positions], wanted)
             return {c: get(c) for c in wanted}
 
-        return two_look_rows(len(examples), configs, at, measures, bootstrap, self.first_share)
+        return two_look_rows(
+            len(examples), configs, outputs=at, measures=measures, bootstrap=bootstrap, first_share=self.first_share
+        )
 
 
 def two_look_rows(
     n: int,
     configs: Sequence[Config],
+    *,
     outputs: Callable[[np.ndarray, list[Config]], dict],
     measures: Sequence[SweepScore],
     bootstrap: Bootstrap,
@@ -756,7 +815,13 @@ def two_look_rows(
     level = bootstrap.at(look_alpha(bootstrap.alpha))
     early = outputs(first, [UNMASKED, *configs])
     looked = [
-        effect_rows(configs, m.stats(early[UNMASKED], first), lambda c, m=m: m.stats(early[c], first), m.score, level)
+        effect_rows(
+            configs,
+            m.stats(early[UNMASKED], first),
+            stats_of=lambda c, m=m: m.stats(early[c], first),
+            score=m.score,
+            bootstrap=level,
+        )
         for m in measures
     ]
     placed = [
@@ -777,7 +842,7 @@ def two_look_rows(
     for m, early_rows in zip(measures, looked):
         base_stats = m.stats(full[UNMASKED], every)
         late_rows = effect_rows(
-            later_configs, base_stats, lambda c, m=m: m.stats(full[c], every), m.score, level
+            later_configs, base_stats, stats_of=lambda c, m=m: m.stats(full[c], every), score=m.score, bootstrap=level
         ).assign(look=2, examples=n)
         late_rows["first_look_delta"] = early_rows["delta"].to_numpy()[
             [i for i, done in enumerate(placed) if not done]

@@ -57,6 +57,7 @@ LIKELIHOOD_TOLERANCES = {"classifier": _LIKELIHOOD_TOLERANCE, "translation": _LI
 def _orders_and_curves(
     name: str,
     model,
+    *,
     score: Callable,
     importance,
     effects: pd.DataFrame,
@@ -81,11 +82,13 @@ def _orders_and_curves(
     out = [pruning_curves(model, orders, score, step=step, desc=name)]
     if reestimate:
         again = lambda m, gates: estimate(m, gates=gates)
-        out.append(reestimated_curve(model, pool, again, score, step=step)[0].assign(order="re-estimated"))
+        out.append(
+            reestimated_curve(model, pool, importance=again, evaluate=score, step=step)[0].assign(order="re-estimated")
+        )
     curves = pd.concat(out, ignore_index=True).assign(model=name)
     if tolerance is None or getattr(score, "stats", None) is None:
         return curves
-    spreads = share_spreads(model, chosen, score, tolerance, step, bootstrap)
+    spreads = share_spreads(model, chosen, score=score, tolerance=tolerance, step=step, bootstrap=bootstrap)
     for column in _SPREAD_COLUMNS:
         curves[column] = curves["order"].map({o: row.get(column, math.nan) for o, row in spreads.items()})
     return curves
@@ -95,7 +98,7 @@ _SPREAD_COLUMNS = ("share_se", "share_low", "share_high", "share_resamples", "mi
 
 
 def share_spreads(
-    model, orders: Mapping[str, Sequence], score: Callable, tolerance: float, step: float, bootstrap: Bootstrap
+    model, orders: Mapping[str, Sequence], *, score: Callable, tolerance: float, step: float, bootstrap: Bootstrap
 ) -> dict[str, dict[str, float]]:
     """Per order of ``orders``: its prunable share's sampling error over the scored examples
     (``curve_spread``; ``bootstrap.n_resamples`` resamples, the same draws for every order, so
@@ -105,7 +108,7 @@ def share_spreads(
     steps are read from its cache, not scored again."""
     resampled = {}
     for label, order in orders.items():
-        shares, curves = resampled_steps(model, order, score, step, bootstrap)
+        shares, curves = resampled_steps(model, order, score=score, step=step, bootstrap=bootstrap)
         resampled[label] = prunable_shares(curves, shares, tolerance)
     out = {}
     for label, values in resampled.items():
@@ -246,7 +249,7 @@ class PruningRuns:
                 scored, _ = self._sets(name, self.classifier_split)
                 model, tokenizer = course.load_classifier(settings, run)
                 scorers = classifier_scorers(
-                    tokenizer, scored, ["accuracy", "log_likelihood"], settings.max_length(name)
+                    tokenizer, scored, metrics=["accuracy", "log_likelihood"], max_length=settings.max_length(name)
                 )
                 self._loaded[key] = model, tokenizer, scorers
             else:
@@ -317,9 +320,11 @@ class PruningRuns:
         if name == self.classifier:
             _, ranked = self._sets(name, self.classifier_split)
             batches = classifier_loss_batches(tokenizer, ranked, self.sweeps.settings.max_length(name))
-            return importance_terms(model, batches, classifier_loss, progress=False)
+            return importance_terms(model, batches, loss_fn=classifier_loss, progress=False)
         _, ranked = self._sets(name, self.translation_split)
-        return importance_terms(model, translation_loss_batches(model, ranked), translation_loss, progress=False)
+        return importance_terms(
+            model, translation_loss_batches(model, ranked), loss_fn=translation_loss, progress=False
+        )
 
     def prunable_by(self, name: str) -> Callable[[dict], float]:
         """``share(I_h)``: the share of model ``name``'s heads (first training run) pruned in the
@@ -359,15 +364,15 @@ class PruningRuns:
                 _orders_and_curves(
                     name,
                     model,
-                    score,
-                    importance,
-                    effects,
-                    self.random_count(name, measure),
-                    self.seed,
-                    self.step,
-                    self.reestimate,
-                    tolerance,
-                    self.sweeps.bootstrap,
+                    score=score,
+                    importance=importance,
+                    effects=effects,
+                    random_orders=self.random_count(name, measure),
+                    seed=self.seed,
+                    step=self.step,
+                    reestimate=self.reestimate,
+                    tolerance=tolerance,
+                    bootstrap=self.sweeps.bootstrap,
                 ).assign(training_seed=seed)
             )
         scored, _ = self._sets(name, scored_split)
@@ -446,7 +451,7 @@ def summarise(
 
 
 def resampled_steps(
-    model, order: Sequence, score: Callable, step: float, bootstrap: Bootstrap
+    model, order: Sequence, *, score: Callable, step: float, bootstrap: Bootstrap
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(shares [steps], curves [R, steps])``: the steps of ``order`` (as ``pruning_curves`` takes
     them) and their scores in each of ``bootstrap.n_resamples`` resamples of the examples, from
@@ -551,7 +556,12 @@ _LM_CURVE_SHARES = (0.1, 0.3)  # the language model's curve is read at these sha
 
 
 def importance_sample(
-    runs: PruningRuns, sizes: Sequence[int], draws: int = 20, language_model: str | None = None, curve_draws: int = 0
+    runs: PruningRuns,
+    sizes: Sequence[int],
+    *,
+    draws: int = 20,
+    language_model: str | None = None,
+    curve_draws: int = 0,
 ) -> pd.DataFrame:
     """``importance_sample.agreement_table`` of the classifier's and the translation model's
     first training run (terms on the examples chapter 06 estimates I_h on) and, given a
@@ -615,14 +625,16 @@ def _language_model_sample(
         seed=sets["seed"],
     )
     batches = {split: lm_batches(tokenizer, t, sets["batch_size"]) for split, t in texts.items()}
-    terms = importance_terms(model, batches["select"], lm_loss, progress=False)
+    terms = importance_terms(model, batches["select"], loss_fn=lm_loss, progress=False)
     scorer = PerplexityScorer(batches["report"], sets.get("configs_per_pass", 1))
     pool = heads_of(model)
     unmasked = scorer(model)
 
     def points(importance: dict) -> dict[str, float]:
         order = order_by_importance(importance, pool)
-        scores = score_specs(model, [spec_of(order[: round(s * len(pool))]) for s in shares], scorer, progress=False)
+        scores = score_specs(
+            model, [spec_of(order[: round(s * len(pool))]) for s in shares], evaluate=scorer, progress=False
+        )
         return {rise_column(s): 100 * (math.exp(unmasked - score) - 1) for s, score in zip(shares, scores)}
 
     return terms, points

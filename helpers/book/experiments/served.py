@@ -82,7 +82,9 @@ def _equal_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 def _cache_columns(run: LlamaCpp, kv_heads: Sequence[int], head_dim: int, tag: str) -> dict:
-    k, v = predicted_kv_bytes(kv_heads, head_dim, run.cells, run.cache_type, run.flash_attention)
+    k, v = predicted_kv_bytes(
+        kv_heads, head_dim, cells=run.cells, cache_type=run.cache_type, flash_attention=run.flash_attention
+    )
     return {
         f"KV MiB, llama.cpp ({tag})": run.kv_mib,
         f"KV MiB, predicted ({tag})": (k + v) / 2**20,
@@ -96,6 +98,7 @@ def _cache_columns(run: LlamaCpp, kv_heads: Sequence[int], head_dim: int, tag: s
 def _serve_exactly(
     model: nn.Module,
     folder: Path,
+    *,
     name: str,
     tokenizer_gguf: Path,
     prompt: Sequence[int],
@@ -140,6 +143,7 @@ def _serve_exactly(
 def _serve_in_turn(
     files: Mapping[tuple[str, float], object],
     rows: Mapping[tuple[str, float], dict],
+    *,
     tokens: Mapping[tuple[str, float], list[int]],
     prompt: Sequence[int],
     new_tokens: int,
@@ -197,10 +201,19 @@ def served(
         for (unit, share), model in tqdm(variants.items(), desc="served by llama.cpp", disable=not progress):
             name = f"{unit.replace(' ', '_')}-{share:.3f}"
             row, tokens[unit, share], files[unit, share] = _serve_exactly(
-                model, Path(tmp), name, tokenizer_gguf, prompt, new_tokens, verses, min(threads)
+                model,
+                Path(tmp),
+                name=name,
+                tokenizer_gguf=tokenizer_gguf,
+                prompt=prompt,
+                new_tokens=new_tokens,
+                verses=verses,
+                threads=min(threads),
             )
             rows[unit, share] = {"unit": unit, "share": share, **row}
-        timed = _serve_in_turn(files, rows, tokens, prompt, new_tokens, threads, repeats)
+        timed = _serve_in_turn(
+            files, rows, tokens=tokens, prompt=prompt, new_tokens=new_tokens, threads=threads, repeats=repeats
+        )
         for key, row in rows.items():
             if key == keep and out_dir is not None:
                 Path(out_dir).mkdir(parents=True, exist_ok=True)
@@ -232,6 +245,7 @@ _RUNTIME_VERSES = 6  # verses whose tokens llama.cpp scores one forced token at 
 def served_by_llama_cpp(
     variants: Mapping[tuple[str, float], nn.Module],
     tokenizer,
+    *,
     model_name: str,
     texts: Sequence[str],
     prompts: Mapping[int, torch.Tensor],

@@ -62,7 +62,9 @@ class Run:
         """One row per configuration (``head_effects``' columns) of this run on ``examples`` (on
         those at ``positions`` only, their outputs read from the sweep over all of ``examples``;
         for BLEU, positions in the pairs the sweep decodes, ``HeadSweeps.decoded(examples)``)."""
-        return self.sweeps.run_effects(self, examples, configs, measure, removal, positions)
+        return self.sweeps.run_effects(
+            self, examples, configs=configs, measure=measure, removal=removal, positions=positions
+        )
 
 
 @dataclass(frozen=True)
@@ -142,11 +144,11 @@ class HeadSweeps:
             raise ValueError("bleu_in_looks needs the sweeps' looks (stop_when_decided): none are set")
         first = course.subset_positions(len(pairs), self.decoded_examples)
         if len(first) == len(pairs):  # every pair decoded already: nothing more to look at, one look at alpha
-            return self.run_effects(run, pairs, list(configs), "metric")
+            return self.run_effects(run, pairs, configs=list(configs), measure="metric")
         return translation_effects(
             run.model,
             pairs,
-            list(configs),
+            configs=list(configs),
             beam=self.beam,
             max_len_b=self.max_len_b,
             max_len_a=self.max_len_a,
@@ -171,8 +173,8 @@ class HeadSweeps:
         return classifier_outputs(
             run.model,
             run.tokenizer,
-            examples,
-            list(configs),
+            examples=examples,
+            configs=list(configs),
             max_length=self.settings.max_length(run.name),
             progress=self.progress,
             cache_dir=course.sweeps_dir(self.settings, run.run_name),
@@ -182,6 +184,7 @@ class HeadSweeps:
         self,
         run: Run,
         examples: Sequence,
+        *,
         configs: _Configs,
         measure: str,
         removal: Removal | None = None,
@@ -212,8 +215,8 @@ class HeadSweeps:
             return classifier_effects(
                 run.model,
                 run.tokenizer,
-                examples,
-                chosen,
+                examples=examples,
+                configs=chosen,
                 max_length=max_length,
                 measure=measure,
                 removal=removal,
@@ -223,12 +226,12 @@ class HeadSweeps:
             )
         if measure == "likelihood":
             return translation_likelihood_effects(
-                run.model, examples, chosen, removal=removal, looks=self.looks, positions=positions, **common
+                run.model, examples, configs=chosen, removal=removal, looks=self.looks, positions=positions, **common
             )
         return translation_effects(
             run.model,
             self.decoded(examples),
-            chosen,
+            configs=chosen,
             beam=self.beam,
             max_len_b=self.max_len_b,
             max_len_a=self.max_len_a,

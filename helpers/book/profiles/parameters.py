@@ -177,7 +177,7 @@ def check_profile(profile: Mapping[str, Any], path: Path, sources: Mapping[str, 
         if not having:
             raise SystemExit(f"{path}: defaults: {name} is a parameter of no chapter")
         for n in having:
-            _check_value(path, f"defaults: {name}", name, value, declared[n][name], n)
+            _check_value(path, f"defaults: {name}", name=name, value=value, default=declared[n][name], chapter=n)
     for chapter, params in chapters.items():
         for name, value in (params or {}).items():
             if name not in declared[chapter]:
@@ -185,7 +185,14 @@ def check_profile(profile: Mapping[str, Any], path: Path, sources: Mapping[str, 
                     f"{path}: notebooks: {chapter}: {name} is not a parameter of that chapter; it has "
                     f"{', '.join(p for p in declared[chapter] if p != 'profile')}"
                 )
-            _check_value(path, f"notebooks: {chapter}: {name}", name, value, declared[chapter][name], chapter)
+            _check_value(
+                path,
+                f"notebooks: {chapter}: {name}",
+                name=name,
+                value=value,
+                default=declared[chapter][name],
+                chapter=chapter,
+            )
 
 
 def check_shape(profile: Mapping[str, Any], path: Path) -> None:
@@ -213,7 +220,7 @@ def _check_sections(profile: Mapping[str, Any], path: Path) -> None:
                 raise SystemExit(f"{path}: {key}: {name}: a mapping of settings, not {entry!r}")
 
 
-def _check_value(path: Path, key: str, name: str, value: Any, default: Any, chapter: str) -> None:
+def _check_value(path: Path, key: str, *, name: str, value: Any, default: Any, chapter: str) -> None:
     try:
         value = _coerce(name, value, default, chapter)
     except SystemExit as err:

@@ -82,7 +82,7 @@ def machine_table(summary: dict) -> pd.DataFrame:
     return pd.DataFrame({"value": [str(v) for v in machine.values()]}, index=pd.Index(list(machine), name="machine"))
 
 
-def summary_text(profile: str, summary: dict, models: pd.DataFrame, times: pd.DataFrame, disk: pd.DataFrame) -> str:
+def summary_text(profile: str, summary: dict, *, models: pd.DataFrame, times: pd.DataFrame, disk: pd.DataFrame) -> str:
     """The page's paragraph, every number from the tables above it (Markdown)."""
     from ..store.progress import duration
 
@@ -165,7 +165,7 @@ _DENORMAL_SHARE = 0.0047  # of the weights: what the course translation model he
 
 
 def denormal_costs(
-    settings, model_name: str = "translation", sentences: int = 200, decoded: int = 64, repeats: int = 3
+    settings, model_name: str = "translation", *, sentences: int = 200, decoded: int = 64, repeats: int = 3
 ) -> pd.DataFrame:
     """What flush-to-zero saves, measured now on this machine (one thread, median of ``repeats``):
     the 512 x 512 matmul with and without denormal operands, and on ``model_name``'s first run a

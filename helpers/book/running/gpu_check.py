@@ -208,7 +208,9 @@ def _row(name: str, chapters: str, model: str, device: torch.device, seconds: fl
 
 
 # ---- the passes --------------------------------------------------------------------------------
-def decoding_pass(model: nn.Module, name: str, chapters: str, sizes: Sizes, device: torch.device) -> tuple[dict, dict]:
+def decoding_pass(
+    model: nn.Module, name: str, *, chapters: str, sizes: Sizes, device: torch.device
+) -> tuple[dict, dict]:
     """One beam search over ``decoding_batch`` sources under as many configurations as the device
     holds (``configs_per_pass_for``): its row, and ``{config: translations}`` for the fallback check."""
     from ...sweeps.ablation import one_head_configs
@@ -221,7 +223,14 @@ def decoding_pass(model: nn.Module, name: str, chapters: str, sizes: Sizes, devi
     configs = one_head_configs(model)[:per_pass]
     run = lambda: dict(masked_translations(model, sources, configs, per_pass, progress=False, **decoding))
     seconds, peak, out = measured(run, device, 1)
-    one = search_bytes(model, sizes.source_tokens, sizes.decoding_batch, sizes.beam, 0.0, sizes.max_len_b)
+    one = search_bytes(
+        model,
+        sizes.source_tokens,
+        batch_size=sizes.decoding_batch,
+        beam=sizes.beam,
+        max_len_a=0.0,
+        max_len_b=sizes.max_len_b,
+    )
     return _row(name, chapters, name.split()[0], device, seconds, peak, per_pass, per_pass * one / MIB), out
 
 
@@ -240,7 +249,7 @@ def likelihood_pass(model: nn.Module, sizes: Sizes, device: torch.device) -> dic
     ]
     configs = [c for c in one_head_configs(model) if c[0] == "enc_self" and c[1] == 0][: sizes.configs]
     run = lambda: list(
-        single_layer_translation_nll(model, pairs, configs, progress=False, max_tokens=sizes.loss_tokens * 2)
+        single_layer_translation_nll(model, pairs, configs=configs, progress=False, max_tokens=sizes.loss_tokens * 2)
     )
     seconds, peak, _ = measured(run, device, sizes.repeats)
     return _row(
@@ -284,7 +293,9 @@ def importance_passes(wmt: nn.Module, bert: nn.Module, sizes: Sizes, device: tor
         ("bert", bert, [batch], bert_loss),
         ("wmt", wmt, wmt_batches, translation_loss),
     ):
-        run = lambda model=model, batches=batches, loss=loss: head_importance(model, batches, loss, progress=False)
+        run = lambda model=model, batches=batches, loss=loss: head_importance(
+            model, batches, loss_fn=loss, progress=False
+        )
         seconds, peak, _ = measured(run, device, sizes.repeats)
         rows.append(_row(f"{name} importance", "06-10", name, device, seconds, peak, None, None, "one batch"))
     return rows
@@ -323,7 +334,7 @@ def language_model_passes(model: nn.Module, sizes: Sizes, device: torch.device) 
     verses = [{"input_ids": ids, "attention_mask": torch.ones_like(ids)}]
     configs = one_head_configs(model)[: sizes.lm_configs_per_pass]
     scorer = PerplexityScorer(verses, sizes.lm_configs_per_pass)
-    probe = repeated_tokens(model.config.vocab_size, sizes.probe_length, 8, seed=0, low=1)
+    probe = repeated_tokens(model.config.vocab_size, sizes.probe_length, batch=8, seed=0, low=1)
     prompts = _token_ids(model, sizes.generation_batch, sizes.prompt_tokens, 9)
     chapter = _token_ids(model, 1, sizes.prompt_tokens + sizes.new_tokens, 10)
     layers, kv = model.config.num_hidden_layers, model.config.num_key_value_heads
@@ -346,7 +357,8 @@ def language_model_passes(model: nn.Module, sizes: Sizes, device: torch.device) 
         ("smollm2 perplexity sweep", "11-13b", lambda: scorer.many(model, configs), len(configs), "per pass"),
         ("smollm2 copying probe", "13b", lambda: (copying_stats(model, probe), induction_scores(model, probe)), None,
          "8 sequences"),
-        ("smollm2 cached generation", "13", lambda: generation_seconds(model, prompts, sizes.new_tokens, 1, 0), None,
+        ("smollm2 cached generation", "13",
+         lambda: generation_seconds(model, prompts, new_tokens=sizes.new_tokens, repeats=1, warmup=0), None,
          f"batch {sizes.generation_batch}"),
     ] + [
         (f"smollm2 {name} cache", "14", lambda spec=spec: through(spec), None, "one chapter")
@@ -403,12 +415,12 @@ def fallback_check(model: nn.Module, sizes: Sizes, device: torch.device, first: 
     def run(m, copies, gated):
         if device.type != "cuda" and copies > per_pass:
             raise torch.cuda.OutOfMemoryError("simulated: more configurations than the chosen pass")
-        return decode_copies(m, sources, copies, gated, **decoding)
+        return decode_copies(m, sources, copies=copies, gated=gated, **decoding)
 
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        out = dict(gated_passes(model, configs, run, 2 * per_pass, progress=False, processes=1))
+        out = dict(gated_passes(model, configs, run=run, configs_per_pass=2 * per_pass, progress=False, processes=1))
     seconds = time.perf_counter() - t0
     halved = any("ran out of device memory" in str(w.message) for w in caught)
     same = all(out[c] == first[c] for c in first)
@@ -425,12 +437,12 @@ def run_check(sizes: Sizes, device: torch.device) -> pd.DataFrame:
     bert = bert_model(sizes.bert, device)
     iwslt = translation_model(sizes.iwslt, sizes.iwslt_vocab, device)
     rows = []
-    wmt_row, first = decoding_pass(wmt, "wmt BLEU sweep", "03-05", sizes, device)
+    wmt_row, first = decoding_pass(wmt, "wmt BLEU sweep", chapters="03-05", sizes=sizes, device=device)
     rows.append(wmt_row)
     rows.append(likelihood_pass(wmt, sizes, device))
     rows.append(classifier_pass(bert, sizes, device))
     rows += importance_passes(wmt, bert, sizes, device)
-    rows.append(decoding_pass(iwslt, "iwslt BLEU curve", "09-10", sizes, device)[0])
+    rows.append(decoding_pass(iwslt, "iwslt BLEU curve", chapters="09-10", sizes=sizes, device=device)[0])
     rows.append(attention_paths_gap(wmt, sizes, device))
     rows.append(fallback_check(wmt, sizes, device, first))
     del wmt, bert, iwslt

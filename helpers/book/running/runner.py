@@ -192,7 +192,7 @@ def _comment_lines(text: str, width: int) -> list[str]:
     return ["# " + line for line in textwrap.wrap(text, width - 2, break_on_hyphens=False, break_long_words=False)]
 
 
-def _folded_assignment(name: str, value, default: str, comment: str, width: int) -> list[str]:
+def _folded_assignment(name: str, value, *, default: str, comment: str, width: int) -> list[str]:
     """``name = value`` as the folded parameters cell shows it: the meaning (``comment``) and the
     notebook's ``default`` beside it where the line fits in ``width``, else in comment lines above
     it; a value too long for one line is laid out over several, still valid Python."""
@@ -263,7 +263,7 @@ def fold_parameters(nb, params: dict, width: int | None = None) -> None:
         value = params.get(name, default)
         if name in params and (value != default or type(value) is not type(default)):
             shown = segment if "\n" not in segment else repr(default)
-            out += _folded_assignment(name, value, shown, comments.get(end, ""), width)
+            out += _folded_assignment(name, value, default=shown, comment=comments.get(end, ""), width=width)
         else:
             out += lines[i : end + 1]
         i = end + 1
@@ -305,7 +305,7 @@ def _ipc_kernel_manager() -> type | None:
 
 
 def run_notebook(
-    notebook: str, params: dict, output_dir: Path = _EXECUTED, force: bool = False, models: str = ""
+    notebook: str, params: dict, *, output_dir: Path = _EXECUTED, force: bool = False, models: str = ""
 ) -> tuple[Path, float, bool]:
     """Execute one notebook; returns (executed path, seconds, reused from cache). ``models``
     identifies the trained models it reads (``course.models_key``): new models rerun it."""
@@ -453,7 +453,13 @@ VERDICT_PAGES = ("15_scorecard", "19_the_answer")
 
 
 def run_chapters(
-    names: list[str], params: dict, profile: str, output_dir: Path = _EXECUTED, force: bool = False, models: str = ""
+    names: list[str],
+    params: dict,
+    *,
+    profile: str,
+    output_dir: Path = _EXECUTED,
+    force: bool = False,
+    models: str = "",
 ) -> list[NotebookFailed]:
     """Run ``names`` in order as ``run_notebook`` does (``params``: name -> its parameters), with a
     progress line before each. A chapter that fails gets a ``failure_page`` and the ones after it
@@ -465,9 +471,14 @@ def run_chapters(
     for i, name in enumerate(names, 1):
         left = pending[pending.index(name) :] if name in pending else []
         estimate = estimate_left(left, recorded) if left else "cached, not run again"
-        print(progress_line(i, len(names), f"{name} ({profile})", time.perf_counter() - total, estimate), flush=True)
+        print(
+            progress_line(
+                i, len(names), name=f"{name} ({profile})", elapsed=time.perf_counter() - total, estimate=estimate
+            ),
+            flush=True,
+        )
         try:
-            path, seconds, reused = run_notebook(name, params[name], output_dir, force, models)
+            path, seconds, reused = run_notebook(name, params[name], output_dir=output_dir, force=force, models=models)
         except NotebookFailed as err:
             failed.append(err)
             print(f"FAILED: {err}; its page: {failure_page(err, profile, output_dir)}", file=sys.stderr)
@@ -578,7 +589,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     models = models_key(settings)
     params = {name: parameters_for(settings, name, per_chapter.get(name, {})) for name in names}
-    failed = run_chapters(names, params, args.profile, args.output_dir, args.force, models)
+    failed = run_chapters(
+        names, params, profile=args.profile, output_dir=args.output_dir, force=args.force, models=models
+    )
     if args.only:  # the pages that judge every claim follow a chapter's new tables
         others = [n for n in settings.notebooks if n not in names]
         stale = stale_readers({n: parameters_for(settings, n, {}) for n in others}, args.output_dir, models)
@@ -587,7 +600,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name} read tables that changed ({', '.join(files)}): {what}")
         follow = {n: parameters_for(settings, n, {}) for n in stale if n in VERDICT_PAGES}
         if follow:
-            failed += run_chapters(list(follow), follow, args.profile, args.output_dir, models=models)
+            failed += run_chapters(
+                list(follow), follow, profile=args.profile, output_dir=args.output_dir, models=models
+            )
     if failed:
         print("FAILED: " + ", ".join(err.notebook for err in failed) + " (each page says why)", file=sys.stderr)
         return 1

@@ -34,7 +34,7 @@ def estimate_left(left: Sequence[str], recorded: Mapping[str, float], parallel: 
     return guess + " (last recorded times)"
 
 
-def progress_line(index: int, total: int, name: str, elapsed: float, estimate: str) -> str:
+def progress_line(index: int, total: int, *, name: str, elapsed: float, estimate: str) -> str:
     """``[6/14] 06_pruning_curves: 12.3 min so far, about 20.5 min left (last recorded times)``"""
     return f"[{index}/{total}] {name}: {duration(elapsed)} so far, {estimate}"
 

@@ -220,7 +220,7 @@ class NotTestable(LookupError):
     message says why, and the engine prints it after "not tested"."""
 
 
-def with_error(x: float, row, column: str, what: str, grain: float = 0.0, ranged: bool = False) -> Value:
+def with_error(x: float, row, *, column: str, what: str, grain: float = 0.0, ranged: bool = False) -> Value:
     """``Value(x, row[column])``: an estimate with the sampling error a result table keeps beside it
     (a bootstrap's, e.g. a prunable share's ``share_se``), or a LookupError naming what is missing
     (a table of an older run) or ``NotTestable`` where it is NaN: the engine then says the seeds

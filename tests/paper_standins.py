@@ -141,9 +141,9 @@ def write_wmt(root: Path) -> None:
     train(
         model,
         train_pairs,
-        valid_pairs,
-        TranslationConfig(epochs=4, lr=3e-3, warmup_updates=20, max_tokens=1500),
-        root / "wmt-training",
+        valid_pairs=valid_pairs,
+        config=TranslationConfig(epochs=4, lr=3e-3, warmup_updates=20, max_tokens=1500),
+        directory=root / "wmt-training",
         progress=False,
     )
     joined.save(str(archive / "dict.en.txt"))

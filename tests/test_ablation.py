@@ -24,8 +24,10 @@ def test_replaying_lower_layers_equals_the_naive_loop(name):
     case = ALL_CASES[name]()
     configs = one_head_configs(case.model) + all_but_one_configs(case.model)[:6]
     batches = [case.batch, case.batch]
-    base, fast = single_layer_sweep(case.model, batches, case.run, configs, reuse=True, progress=False)
-    base_naive, naive = single_layer_sweep(case.model, batches, case.run, configs, reuse=False, progress=False)
+    base, fast = single_layer_sweep(case.model, batches, run=case.run, configs=configs, reuse=True, progress=False)
+    base_naive, naive = single_layer_sweep(
+        case.model, batches, run=case.run, configs=configs, reuse=False, progress=False
+    )
     assert torch.equal(base, base_naive)
     for config in configs:
         assert torch.equal(fast[config], naive[config]), config
@@ -44,9 +46,9 @@ def test_many_configurations_per_pass_equal_one_at_a_time(name, reuse):
     case = ALL_CASES[name]()
     configs = one_head_configs(case.model) + all_but_one_configs(case.model)[:6]
     batches = [case.batch, case.batch]
-    base, one = single_layer_sweep(case.model, batches, case.run, configs, reuse=reuse, progress=False)
+    base, one = single_layer_sweep(case.model, batches, run=case.run, configs=configs, reuse=reuse, progress=False)
     base_many, many = single_layer_sweep(
-        case.model, batches, case.run, configs, reuse=reuse, progress=False, configs_per_pass=5
+        case.model, batches, run=case.run, configs=configs, reuse=reuse, progress=False, configs_per_pass=5
     )
     assert torch.equal(base, base_many)
     # equal up to float32 rounding: a pass over 5 copies of the batch multiplies larger matrices,
@@ -63,7 +65,7 @@ def test_many_configurations_per_pass_equal_one_at_a_time(name, reuse):
 def test_masks_change_outputs_and_forward_is_restored():
     case = ALL_CASES["bert"]()
     configs = one_head_configs(case.model)
-    base, outs = single_layer_sweep(case.model, [case.batch], case.run, configs, progress=False)
+    base, outs = single_layer_sweep(case.model, [case.batch], run=case.run, configs=configs, progress=False)
     assert any(not torch.equal(outs[c], base) for c in configs)
     assert all("forward" not in vars(m) for m in case.model.modules())
     assert torch.equal(case.run(case.model, case.batch), base)
@@ -166,11 +168,13 @@ def test_the_masked_layers_own_attention_is_replayed_too(first_token):
     with first_token_only(model) if first_token else torch.no_grad():
         counts, handles = _calls(keys)
         try:
-            base, fast = single_layer_sweep(model, batches, run, configs, progress=False, processes=1)
+            base, fast = single_layer_sweep(model, batches, run=run, configs=configs, progress=False, processes=1)
         finally:
             for h in handles:
                 h.remove()
-        base_naive, naive = single_layer_sweep(model, batches, run, configs, reuse=False, progress=False, processes=1)
+        base_naive, naive = single_layer_sweep(
+            model, batches, run=run, configs=configs, reuse=False, progress=False, processes=1
+        )
     assert torch.equal(base, base_naive)
     for c in configs:
         assert torch.equal(fast[c], naive[c]), c
@@ -209,9 +213,9 @@ def test_every_sweep_runs_fairseqs_explicit_attention_path_the_unmasked_run_too(
     assert calls, "outside a sweep fairseq takes its fused kernel (else this test checks nothing)"
     calls.clear()
     configs = one_head_configs(case.model)[:3] + all_but_one_configs(case.model)[-2:]
-    single_layer_sweep(case.model, [case.batch], case.run, configs, progress=False, processes=1)
+    single_layer_sweep(case.model, [case.batch], run=case.run, configs=configs, progress=False, processes=1)
     sources = ["w4 w9 w12 w5", "w7 w8"]
-    decode = lambda m, copies, gated: translate_copies(m, sources, copies, gated, beam=2, max_len_b=5)
+    decode = lambda m, copies, gated: translate_copies(m, sources, copies=copies, gated=gated, beam=2, max_len_b=5)
     list(gated_passes(case.model, [UNMASKED, *configs], run=decode, configs_per_pass=3, progress=False, processes=1))
     list(gated_runs(case.model, [UNMASKED, configs[0]], run=lambda m: case.run(m, case.batch), progress=False))
     specs = [{}, {"enc_self": {0: [1, 2]}}]

@@ -209,9 +209,9 @@ def test_served_by_llama_cpp_reports_what_llama_cpp_computed_allocated_and_timed
     exact, speed = sv.served(
         variants,
         smollm2_gguf(),
-        prompt,
-        4,
-        verses,
+        prompt=prompt,
+        new_tokens=4,
+        verses=verses,
         threads=(1,),
         repeats=2,
         keep=("KV groups", 1 / 3),

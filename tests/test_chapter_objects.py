@@ -84,7 +84,11 @@ def test_the_verse_sweeps_give_what_the_functions_they_call_give(tiny_lm):
         "self": torch.rand(model.config.num_hidden_layers, heads, generator=torch.Generator().manual_seed(0))
     }
     curves = verses.pruning_curves(importance, random_orders=1, step=0.5, seed=0)
-    assert curves.equals(lm.pruning_curves(model, importance, batches["report"], 1, 0.5, 0, 2))
+    assert curves.equals(
+        lm.pruning_curves(
+            model, importance, batches=batches["report"], random_orders=1, step=0.5, seed=0, configs_per_pass=2
+        )
+    )
 
 
 def test_generation_cuts_one_batch_of_prompts_per_batch_size(tiny_lm):

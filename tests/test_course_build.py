@@ -109,7 +109,7 @@ def test_a_reloaded_classifier_scores_the_same(smoke, name):
     model, tokenizer = course.load_classifier(profile, name)
     data = course.load_data(profile, name)
     for split, scores in record["scores"].items():
-        pred = predict(model, tokenizer, data[split], max_length=profile.max_length(name))
+        pred = predict(model, tokenizer, examples=data[split], max_length=profile.max_length(name))
         gold = [e.label for e in data[split]]
         assert metrics.METRICS[record["metric"]](pred, gold) == pytest.approx(scores[record["metric"]], abs=1e-12)
 
@@ -138,15 +138,26 @@ def test_an_interrupted_translation_run_resumes_exactly(tmp_path):
 
     data = generate({"train": 40, "valid": 8}, seed=5)
     config = TranslationConfig(layers=1, heads=2, embed_dim=8, ffn_dim=16, epochs=3, max_tokens=200, warmup_updates=3)
-    items = data["train"], data["valid"]
+    train_pairs, valid_pairs = data["train"], data["valid"]
 
     straight = model_for(data["train"], config)
-    history = train(straight, *items, config, tmp_path / "straight", progress=False)
+    history = train(
+        straight, train_pairs, valid_pairs=valid_pairs, config=config, directory=tmp_path / "straight", progress=False
+    )
 
     interrupted = model_for(data["train"], config)
-    train(interrupted, *items, dataclasses.replace(config, epochs=2), tmp_path / "resumed", progress=False)
+    train(
+        interrupted,
+        train_pairs,
+        valid_pairs=valid_pairs,
+        config=dataclasses.replace(config, epochs=2),
+        directory=tmp_path / "resumed",
+        progress=False,
+    )
     resumed = model_for(data["train"], config)  # a fresh process: weights come from last.pt
-    history_resumed = train(resumed, *items, config, tmp_path / "resumed", progress=False)
+    history_resumed = train(
+        resumed, train_pairs, valid_pairs=valid_pairs, config=config, directory=tmp_path / "resumed", progress=False
+    )
 
     assert [h["train_loss"] for h in history_resumed] == [h["train_loss"] for h in history]
     for (k, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items()):
@@ -196,9 +207,9 @@ def test_an_interrupted_build_resumes_from_its_partial_folder(smoke, tmp_path, m
     first = train(
         model_for(data["train"], config),
         data["train"],
-        data["valid"],
-        dataclasses.replace(config, epochs=1),
-        final.with_name(final.name + ".partial") / "checkpoints",
+        valid_pairs=data["valid"],
+        config=dataclasses.replace(config, epochs=1),
+        directory=final.with_name(final.name + ".partial") / "checkpoints",
         progress=False,
     )
 

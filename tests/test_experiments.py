@@ -95,7 +95,7 @@ def test_keep_one_tables_choose_on_one_set_and_report_on_another():
     ((same, other),) = keep_one.tables(pd.concat([chosen, reported]), "a", "a", "b").values()
     assert same["kept"].tolist() == [0, 0] and same["delta"].tolist() == [0.0, 0.0]
     assert other["delta"].tolist() == [-3.0, -3.0]  # head 0, chosen on "a", as "b" scores it
-    summary = keep_one.summary(other, "mt", "chosen on a, reported on b")
+    summary = keep_one.summary(other, "mt", protocol="chosen on a, reported on b")
     assert summary == [
         {
             "source": "mt",
@@ -279,11 +279,13 @@ def test_keep_one_summary_counts_the_layers_beyond_the_margin():
         delta_low=rows["delta"] - 0.5, delta_high=rows["delta"] + 0.5
     )  # layer 0: ±0.5, 1: -2.5..-1.5, 2: -4.5..-3.5
     best = keep_one.tables(rows, "a", "a", "a")[0][0]
-    (row,) = keep_one.summary(best, "mt", "chosen and reported on a", margins={"BLEU": 1.0})
+    (row,) = keep_one.summary(best, "mt", protocol="chosen and reported on a", margins={"BLEU": 1.0})
     assert (row["margin"], row["harmful"], row["negligible"]) == (1.0, 2, 1)
-    (row,) = keep_one.summary(best, "mt", "chosen and reported on a", likelihood=True, margins={"perplexity": 0.01})
+    (row,) = keep_one.summary(
+        best, "mt", protocol="chosen and reported on a", likelihood=True, margins={"perplexity": 0.01}
+    )
     assert (row["harmful"], row["negligible"]) == (2, 0) and row["margin"] == pytest.approx(math.log(1.01))
-    assert "harmful" not in keep_one.summary(best, "mt", "chosen and reported on a")[0]
+    assert "harmful" not in keep_one.summary(best, "mt", protocol="chosen and reported on a")[0]
 
 
 # ---- chapter 12: removal kinds and selection methods ------------------------------------------

@@ -16,9 +16,9 @@ def test_a_sweep_over_two_processes_equals_one_process(name):
     case = ALL_CASES[name]()
     configs = one_head_configs(case.model) + all_but_one_configs(case.model)[:6]
     batches = [case.batch, case.batch]
-    base, here = single_layer_sweep(case.model, batches, case.run, configs, progress=False, processes=1)
+    base, here = single_layer_sweep(case.model, batches, run=case.run, configs=configs, progress=False, processes=1)
     base_split, split = single_layer_sweep(
-        case.model, batches, case.run, configs, progress=False, configs_per_pass=2, processes=2
+        case.model, batches, run=case.run, configs=configs, progress=False, configs_per_pass=2, processes=2
     )
     assert torch.equal(base_split, base)
     assert set(split) == set(configs)
@@ -40,9 +40,9 @@ def test_beam_searches_over_three_processes_come_back_in_order(monkeypatch):
     configs = one_head_configs(model)[:11] + [{"enc_self": {0: [0, 1]}, "dec_self": {1: [3]}}]
     settings = dict(beam=2, batch_size=4, max_len_b=10)
     monkeypatch.setenv(forked.ENV, "1")
-    here = list(masked_translations(model, sources, configs, 2, False, **settings))
+    here = list(masked_translations(model, sources, configs=configs, configs_per_pass=2, progress=False, **settings))
     monkeypatch.setenv(forked.ENV, "3")
-    split = list(masked_translations(model, sources, configs, 2, False, **settings))
+    split = list(masked_translations(model, sources, configs=configs, configs_per_pass=2, progress=False, **settings))
     assert [c for c, _ in split] == configs
     assert split == here
     assert len({tuple(h) for _, h in here}) > 1

@@ -99,8 +99,8 @@ def test_classifier_sweeps_batched_by_length_keep_each_example_in_its_place(smok
     stored = json.loads((folder / f"{kind}-L{layer}-mask{heads[0]}.json").read_text())  # label log-probabilities
     with helpers.HeadGates(model) as gates:
         gates.mask({kind: {layer: list(heads)}})
-        alone = [int(predict(model, tokenizer, [e], batch_size=1, max_length=48)[0]) for e in examples]
-        batched = predict(model, tokenizer, examples, batch_size=8, max_length=48).tolist()
+        alone = [int(predict(model, tokenizer, examples=[e], batch_size=1, max_length=48)[0]) for e in examples]
+        batched = predict(model, tokenizer, examples=examples, batch_size=8, max_length=48).tolist()
     assert [max(range(len(lp)), key=lp.__getitem__) for lp in stored] == alone == batched
     lengths = [len(tokenizer(e.premise, e.hypothesis)["input_ids"]) for e in examples]
     assert lengths != sorted(lengths)  # the examples are not already in length order

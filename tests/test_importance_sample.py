@@ -59,7 +59,10 @@ def test_the_figure_draws_a_band_per_model_and_marks_the_samples_used():
 
     matplotlib.use("Agg")
     table = pd.concat(
-        [sample.agreement_table(_terms(seed=s), (4, 16), 5, seed=s).assign(model=m) for s, m in ((0, "a"), (1, "b"))]
+        [
+            sample.agreement_table(_terms(seed=s), (4, 16), draws=5, seed=s).assign(model=m)
+            for s, m in ((0, "a"), (1, "b"))
+        ]
     )
     fig = sample.figure(table, used={"chapter 06": 16})
     assert [len(ax.lines) for ax in fig.axes] == [3, 3]  # two models and the mark, per panel

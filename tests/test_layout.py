@@ -389,3 +389,35 @@ def test_the_python_floor_covers_the_standard_library_the_code_uses():
     if re.fullmatch(r"=[\d.]+", conda):  # conda's `python=3.11` means any 3.11
         conda = f"={conda}.*"
     assert "3.11.3" not in SpecifierSet(conda), f"environment.yml pins python{conda}"
+
+
+# functions whose callers fix their parameters' order: transformers calls an attention function
+# positionally, functools.partial and a process pool pass arguments by position, an exception's
+# arguments are pickled by position, a student writes the pruning loop with this signature, and
+# the head library's importance is called as the paper writes it, I_h(model, data, loss)
+_POSITIONAL_BY_CONTRACT = {
+    ("heads/importance.py", "head_importance"),
+    ("heads/importance.py", "importance_terms"),
+    ("heads/sites.py", "_uneven_attention"),
+    ("kv/selective.py", "_selective_attention"),
+    ("kv/selective.py", "_masked_attention"),
+    ("book/course/building.py", "build_arm"),
+    ("book/course/building.py", "_build_in_worker"),
+    ("book/running/runner.py", "__init__"),
+    ("sweeps/pruning_curves.py", "pruning_curve"),
+}
+
+
+def test_functions_of_five_or_more_parameters_take_all_but_two_by_keyword():
+    import ast
+
+    package = ROOT / "helpers"
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                positional = [a.arg for a in node.args.posonlyargs + node.args.args if a.arg not in ("self", "cls")]
+                if len(positional) + len(node.args.kwonlyargs) >= 5 and len(positional) > 2:
+                    found.append((path.relative_to(package).as_posix(), node.name))
+    assert sorted(set(found) - _POSITIONAL_BY_CONTRACT) == []
+    assert set(found) == _POSITIONAL_BY_CONTRACT  # each exception is still needed

@@ -17,9 +17,9 @@ def test_nested_entries_count_once_and_carry_the_model_name():
     stop = ledger.listen(seen.append)
     model = ledger.name_model(torch.nn.Linear(2, 2), "nli@1")
     try:
-        with ledger.entry(ledger.CONTAINER, "pruning curve", model, configs=3):
+        with ledger.entry(ledger.CONTAINER, "pruning curve", model=model, configs=3):
             time.sleep(0.02)
-            with ledger.entry("decoding", "BLEU", model, examples=10, configs=3) as inner:
+            with ledger.entry("decoding", "BLEU", model=model, examples=10, configs=3) as inner:
                 inner.set_computed(2)
                 time.sleep(0.05)
     finally:
@@ -39,10 +39,10 @@ def test_a_chapters_ledger_file_becomes_its_rows(tmp_path, monkeypatch):
     path = sweep_costs.running_ledger("p", "03_x")
     monkeypatch.setenv(ledger.ENV, str(path))
     model = ledger.name_model(torch.nn.Linear(2, 2), "translation@1 epoch 4")
-    with ledger.entry(ledger.CONTAINER, "curves", model, configs=5):
-        with ledger.entry("teacher-forced scoring", "likelihood", model, examples=400, configs=5) as e:
+    with ledger.entry(ledger.CONTAINER, "curves", model=model, configs=5):
+        with ledger.entry("teacher-forced scoring", "likelihood", model=model, examples=400, configs=5) as e:
             e.set_computed(4)
-        with ledger.entry("importance", "head importance", "smollm2", examples=24):
+        with ledger.entry("importance", "head importance", model="smollm2", examples=24):
             pass
     monkeypatch.delenv(ledger.ENV)
     sweep_costs.record_sweep_costs("p", "03_x", path)

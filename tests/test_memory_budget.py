@@ -77,7 +77,7 @@ def test_each_method_gets_the_most_it_can_hold_within_each_budget(model):
     plan = mb.Plan(
         budgets=(0.9, 0.5, 0.25), evict_budgets=(0.5,), combo_budgets=(0.5,), sinks=2, window=6, band_orders=4
     )
-    configs = mb.plan(model, importance, scores, layout, plan)
+    configs = mb.plan(model, importance, window_scores=scores, layout=layout, p=plan)
     shares = {c.name: mb.bytes_share(model, c, layout)[1] for c in configs}
     groups = 12
     for c in configs:
@@ -135,7 +135,7 @@ def test_pairs_are_paired_over_sequences_and_signed_by_the_better_method():
             {"method": mb.REMOVED, "setting": "r", "bytes share": 0.5, "perplexity": 2.0},
         ]
     )
-    pairs = mb.pair_table(points, rows, [0.5], 200, 0.01, 0)
+    pairs = mb.pair_table(points, rows, budgets=[0.5], n_resamples=200, alpha=0.01, seed=0)
     row = pairs.iloc[0]
     assert (row["better"], row["worse"]) == (mb.QUANTIZED, mb.REMOVED)
     # a constant paired shift has no spread over resamples: the interval is the point
@@ -152,7 +152,7 @@ def test_every_configuration_a_fast_pass_stands_in_for_is_checked_and_one_of_hea
     plan = mb.Plan(
         budgets=(0.9, 0.5, 0.25), evict_budgets=(0.5, 0.25), combo_budgets=(0.5,), sinks=2, window=6, band_orders=2
     )
-    configs = mb.plan(model, importance, scores, layout, plan)
+    configs = mb.plan(model, importance, window_scores=scores, layout=layout, p=plan)
     checked = mb.checked(configs, 0.5)
     cheap = [c for c in configs if c.method not in (mb.RANDOM, mb.EVICTED)]
     assert [c for c in checked if c.method != mb.EVICTED] == cheap

@@ -163,7 +163,7 @@ def test_curves_of_several_orders_equal_one_curve_each_and_score_shared_steps_on
 
     counting = Many() if with_many else (lambda m: masked.append(None) or evaluate(m))
     with torch.no_grad():
-        together = pruning_curves(case.model, orders, counting, step=0.25, progress=False)
+        together = pruning_curves(case.model, orders, evaluate=counting, step=0.25, progress=False)
         for label, order in orders.items():
             alone = pruning_curve(case.model, order, evaluate, step=0.25, progress=False).assign(order=label)
             pd.testing.assert_frame_equal(together[together["order"] == label].reset_index(drop=True), alone)

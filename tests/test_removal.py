@@ -116,7 +116,14 @@ def test_a_sweep_under_another_removal_equals_one_configuration_at_a_time(kind):
     removal = reference_outputs(case.model, [row(case.batch, i) for i in (2, 3)], case.run, kind=kind)
     configs = ablation.one_head_configs(case.model)
     base, outs = ablation.single_layer_sweep(
-        case.model, [case.batch], case.run, configs, progress=False, configs_per_pass=4, processes=1, removal=removal
+        case.model,
+        [case.batch],
+        run=case.run,
+        configs=configs,
+        progress=False,
+        configs_per_pass=4,
+        processes=1,
+        removal=removal,
     )
     for config in configs[:3] + configs[-3:]:
         kind_, layer, masked = config

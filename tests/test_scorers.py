@@ -21,7 +21,7 @@ from helpers.zoo.translation_model import encode_pairs, mean_token_loss, transla
 def test_classifier_scores_and_losses(smoke):
     model, tokenizer = course.load_classifier(smoke, "paraphrase")
     examples = course.load_data(smoke, "paraphrase")["valid"]
-    pred = predict(model, tokenizer, examples, max_length=80)
+    pred = predict(model, tokenizer, examples=examples, max_length=80)
     gold = [e.label for e in examples]
     assert classifier_scorer(tokenizer, examples, metric="f1", max_length=80)(model) == metrics.f1(pred, gold)
     with pytest.raises(ValueError, match="unknown metric 'bleu'"):

@@ -30,7 +30,14 @@ def trained(tmp_path_factory):
         seed=1,
     )
     model = model_for(data["train"], config)
-    train(model, data["train"], data["test13"][:8], config, tmp_path_factory.mktemp("ckpt"), progress=False)
+    train(
+        model,
+        data["train"],
+        valid_pairs=data["test13"][:8],
+        config=config,
+        directory=tmp_path_factory.mktemp("ckpt"),
+        progress=False,
+    )
     return model.eval(), [p.src for p in data["test13"]]
 
 
@@ -47,13 +54,13 @@ def _searches(model, sources, configs, decode, per_pass, processes=1):
 
 
 def _fairseq(m, sources, copies, gated, **kw):
-    return translate_copies(m, sources, copies, gated, beam=1, **kw)
+    return translate_copies(m, sources, copies=copies, gated=gated, beam=1, **kw)
 
 
 def test_greedy_equals_the_generator_unmasked(trained):
     model, sources = trained
     fairseq = translate(model, sources, beam=1, batch_size=16, max_len_b=12)
-    (greedy,) = greedy_copies(model, sources, 1, batch_size=16, max_len_b=12)
+    (greedy,) = greedy_copies(model, sources, copies=1, batch_size=16, max_len_b=12)
     assert greedy == fairseq
     lengths = {len(h.split()) for h in greedy}
     assert len(lengths) > 3  # sentences end at many different steps
@@ -69,7 +76,7 @@ def test_both_searches_stop_where_fairseqs_length_rule_says(trained):
     for max_len_a in (0.0, 1.0):
         limit = dict(batch_size=16, max_len_a=max_len_a, max_len_b=2)
         fairseq = translate(model, sources, beam=1, **limit)
-        (greedy,) = greedy_copies(model, sources, 1, **limit)
+        (greedy,) = greedy_copies(model, sources, copies=1, **limit)
         assert greedy == fairseq
         longest[max_len_a] = max(len(h.split()) for h in greedy)
     assert longest[0.0] <= 2 < longest[1.0]
@@ -104,7 +111,7 @@ def test_greedy_over_two_processes_equals_one(trained, monkeypatch):
 def test_beam_above_one_goes_to_fairseq(trained):
     model, sources = trained
     assert decode_copies(model, sources[:10], copies=2, beam=3, batch_size=4, max_len_b=8) == translate_copies(
-        model, sources[:10], 2, beam=3, batch_size=4, max_len_b=8
+        model, sources[:10], copies=2, beam=3, batch_size=4, max_len_b=8
     )
 
 

@@ -76,7 +76,7 @@ def model_name(model: nn.Module | str | None) -> str:
 
 @contextmanager
 def entry(
-    category: str, what: str, model: nn.Module | str | None = None, examples: int = 0, configs: int = 1
+    category: str, what: str, *, model: nn.Module | str | None = None, examples: int = 0, configs: int = 1
 ) -> Iterator[_Entry]:
     """Time the block inside as one ``_Entry`` (see the module docstring); ``category`` is one of
     ``CATEGORIES`` or ``CONTAINER``."""

@@ -64,8 +64,8 @@ def _in_eval(model: nn.Module) -> Iterator[None]:
 def head_importance(
     model: nn.Module,
     batches: Iterable[Any],
-    *,
     loss_fn: _LossFn,
+    *,
     normalize: str | None = "layer",
     abs_per: str = "example",
     gates: HeadGates | None = None,
@@ -97,7 +97,7 @@ def head_importance(
     n_examples = 0
     with (
         _in_eval(model),
-        ledger.entry("importance", "head importance", model) as timed,
+        ledger.entry("importance", "head importance", model=model) as timed,
         nullcontext(gates) if gates is not None else HeadGates(model) as g,
     ):
         for batch in tqdm(batches, desc="head importance", disable=not progress, leave=False):
@@ -109,7 +109,7 @@ def head_importance(
 
 
 def importance_terms(
-    model: nn.Module, batches: Iterable[Any], *, loss_fn: _LossFn, abs_per: str = "example", progress: bool = True
+    model: nn.Module, batches: Iterable[Any], loss_fn: _LossFn, *, abs_per: str = "example", progress: bool = True
 ) -> dict[str, torch.Tensor]:
     """The terms ``head_importance`` averages, one per example: ``{kind: [examples, n_layers,
     n_heads]}`` (float64, CPU), |dL(x)/d xi_h| per example x (``abs_per`` as there). Their mean
@@ -120,7 +120,11 @@ def importance_terms(
     shapes = head_grid(model)
     parts: dict[str, list[torch.Tensor]] = {kind: [] for kind in shapes}
     examples = 0
-    with _in_eval(model), ledger.entry("importance", "head importance terms", model) as timed, HeadGates(model) as g:
+    with (
+        _in_eval(model),
+        ledger.entry("importance", "head importance terms", model=model) as timed,
+        HeadGates(model) as g,
+    ):
         for batch in tqdm(batches, desc="head importance terms", disable=not progress, leave=False):
             found: dict[str, list] = {}
             size = _accumulate(model, g, batch=batch, loss_fn=loss_fn, abs_per=abs_per, totals=found, per_example=True)

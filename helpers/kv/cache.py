@@ -179,7 +179,9 @@ def generation_seconds(
 
     input_ids = to_device(input_ids, model)
 
-    with ledger.entry("timing runs", f"cached generation, batch {len(input_ids)}", model, len(input_ids)):
+    with ledger.entry(
+        "timing runs", f"cached generation, batch {len(input_ids)}", model=model, examples=len(input_ids)
+    ):
         for _ in range(warmup):
             generate_cached(model, input_ids, new_tokens)
         times = []

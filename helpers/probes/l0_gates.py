@@ -127,7 +127,7 @@ def train_concrete_gates(
         for p, _ in frozen:
             p.requires_grad_(False)
         with (
-            ledger.entry("gate training", f"L0 gates, penalty {penalty:g} ({steps} steps)", model),
+            ledger.entry("gate training", f"L0 gates, penalty {penalty:g} ({steps} steps)", model=model),
             HeadGates(model, requires_grad=True) as gates,
         ):
             for step in tqdm(range(steps), desc=f"L0 gates (penalty {penalty:g})", disable=not progress, unit="step"):

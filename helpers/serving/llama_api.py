@@ -327,7 +327,7 @@ class LlamaModel:
         takes up to ``batch`` tokens a pass (default: ``cells``)."""
         if self._model is None:
             raise LlamaApiError("use LlamaModel as a context manager: `with LlamaModel(path) as model: ...`")
-        return LlamaContext(self, cells, cache, threads, batch or cells)
+        return LlamaContext(self, cells, cache=cache, threads=threads, batch=batch or cells)
 
 
 class LlamaContext:
@@ -335,7 +335,7 @@ class LlamaContext:
     ``__enter__``: ``cache_mib``, ``k_mib``, ``v_mib`` (as logged, to 0.01 MiB), ``cells``,
     ``k_type``, ``v_type``, ``rotated`` (``{"k": bool, "v": bool}``) and ``log``."""
 
-    def __init__(self, model: LlamaModel, cells: int, cache: Cache, threads: int, batch: int):
+    def __init__(self, model: LlamaModel, cells: int, *, cache: Cache, threads: int, batch: int):
         self.model, self.cache, self.threads, self.batch = model, cache, threads, batch
         self._requested_cells = cells
         self._ctx = None

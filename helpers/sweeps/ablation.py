@@ -142,6 +142,7 @@ class _Recorder:
 def single_layer_sweep(
     model: nn.Module,
     batches: Iterable,
+    *,
     run: Callable[[nn.Module, Any], torch.Tensor],
     configs: Sequence[Config],
     reuse: bool = True,

@@ -85,13 +85,14 @@ def pruning_curve(
     which may put several of them in one pass; the scores are the same.
     Returns one row per step: ``pruned`` (heads masked), ``share`` (of ``order``, 0..1), ``score``.
     """
-    curve = pruning_curves(model, {"": order}, evaluate, step=step, progress=progress, desc=desc)
+    curve = pruning_curves(model, {"": order}, evaluate=evaluate, step=step, progress=progress, desc=desc)
     return curve.drop(columns="order")
 
 
 def pruning_curves(
     model: nn.Module,
     orders: Mapping[str, Sequence[Head]],
+    *,
     evaluate: Evaluate,
     step: float = 0.1,
     progress: bool = True,
@@ -129,7 +130,7 @@ def score_specs(
     for spec in specs:
         firsts.setdefault(heads_in(spec), spec)
     many = getattr(evaluate, "many", None)
-    with ledger.entry(ledger.CONTAINER, desc, model, configs=len(firsts)):
+    with ledger.entry(ledger.CONTAINER, desc, model=model, configs=len(firsts)):
         if many is not None:
             scores = [float(s) for s in many(model, list(firsts.values()))]
         else:

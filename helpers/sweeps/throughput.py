@@ -185,7 +185,9 @@ def compare_speed(
     (examples/s; ``median_iqr``), runs (the raw rates, in order), flops, dtype and compile_mode.
     """
     examples = sum(len(next(iter(b.values()))) for bs in batches_by_size.values() for b in bs)
-    with ledger.entry("timing runs", f"speed: original, pruned, gated ({dtype})", model, examples, 3):
+    with ledger.entry(
+        "timing runs", f"speed: original, pruned, gated ({dtype})", model=model, examples=examples, configs=3
+    ):
         return _compare_speed(
             model,
             pruned,

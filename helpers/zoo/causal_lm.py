@@ -154,7 +154,7 @@ class PerplexityScorer:
 
     @torch.no_grad()
     def __call__(self, model: nn.Module) -> float:
-        with ledger.entry("teacher-forced scoring", "language-model likelihood", model, self.examples):
+        with ledger.entry("teacher-forced scoring", "language-model likelihood", model=model, examples=self.examples):
             return log_likelihood(torch.cat([self.stats(model, b) for b in self.batches]).sum(0).numpy())
 
     @torch.no_grad()
@@ -165,7 +165,13 @@ class PerplexityScorer:
     def many_rows(self, model: nn.Module, specs: Sequence) -> list[torch.Tensor]:
         """Per head spec, the ``stats`` rows of every text, in the batches' order (``[N, k]``):
         for a caller that derives more than one score from the same passes."""
-        with ledger.entry("teacher-forced scoring", "language-model likelihood", model, self.examples, len(specs)):
+        with ledger.entry(
+            "teacher-forced scoring",
+            "language-model likelihood",
+            model=model,
+            examples=self.examples,
+            configs=len(specs),
+        ):
             return self._many(model, specs)
 
     def _many(self, model: nn.Module, specs: Sequence) -> list[torch.Tensor]:

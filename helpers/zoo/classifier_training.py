@@ -55,7 +55,7 @@ class BertAdam(torch.optim.Optimizer):
     defaults, for a steady gradient), ``e`` is 1e-6, and the weight decay is scaled by ``lr``
     inside the same update."""
 
-    def __init__(self, params, lr: float, b1: float = 0.9, b2: float = 0.999, e: float = 1e-6,
+    def __init__(self, params, lr: float, *, b1: float = 0.9, b2: float = 0.999, e: float = 1e-6,
                  weight_decay: float = 0.0, max_grad_norm: float = 1.0):  # fmt: skip
         super().__init__(
             params, dict(lr=lr, b1=b1, b2=b2, e=e, weight_decay=weight_decay, max_grad_norm=max_grad_norm)
@@ -186,7 +186,7 @@ def in_order(rows: torch.Tensor, order: Sequence[int]) -> torch.Tensor:
 
 
 def predict(
-    model: nn.Module, tokenizer, examples: Sequence, batch_size: int = 64, max_length: int = 64
+    model: nn.Module, tokenizer, *, examples: Sequence, batch_size: int = 64, max_length: int = 64
 ) -> torch.Tensor:
     """Predicted label of each example, [N] int64 on the CPU. The model is used in eval mode;
     examples are batched by length and the predictions returned in their order."""

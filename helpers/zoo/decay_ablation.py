@@ -74,7 +74,13 @@ def build_arm(spec: dict, name: str, final: Path, progress: model_cache.Progress
         log(f"training the weight-decay ablation's arm ({config.epochs} epochs) in {partial}")
     checkpoints = partial / "checkpoints"
     history = train(
-        model, data["train"], data["valid"], config, checkpoints, progress is True, log=log if progress else None
+        model,
+        data["train"],
+        valid_pairs=data["valid"],
+        config=config,
+        directory=checkpoints,
+        progress=progress is True,
+        log=log if progress else None,
     )
     epochs = [
         {**h, "head_norms": head_norm_lists(load_pruned(checkpoints / f"checkpoint{h['epoch']}"))} for h in history

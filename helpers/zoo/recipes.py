@@ -148,7 +148,7 @@ def build_classifier(spec: dict, data: dict, directory: Path, progress: bool) ->
     for split, examples in data.items():
         if split == "train":
             continue
-        pred = predict(model, tokenizer, examples, max_length=config.max_length)
+        pred = predict(model, tokenizer, examples=examples, max_length=config.max_length)
         gold = [e.label for e in examples]
         # the baseline: the best constant prediction (majority class for accuracy, always
         # "paraphrase" for F1, 0 for Matthews correlation)
@@ -213,10 +213,10 @@ def build_translation(
         history = train(
             model,
             data["train"],
-            data["valid"],
-            config,
-            directory / "checkpoints",
-            progress,
+            valid_pairs=data["valid"],
+            config=config,
+            directory=directory / "checkpoints",
+            progress=progress,
             evaluate=_curve_point(data["valid"]),
             log=log,
         )

@@ -105,7 +105,9 @@ def classifier_scorers(
     def many_log_probs(model: nn.Module, specs: Sequence[dict]) -> list[torch.Tensor]:
         from ..sweeps.ablation import masked_passes
 
-        with ledger.entry("classifier scoring", "classifier scores", model, len(examples), len(specs)) as timed:
+        with ledger.entry(
+            "classifier scoring", "classifier scores", model=model, examples=len(examples), configs=len(specs)
+        ) as timed:
             return _kept_outputs(
                 kept,
                 model,
@@ -131,7 +133,7 @@ def classifier_scorers(
 
     def scorer(metric: str) -> Callable[[nn.Module], float]:
         def score(model: nn.Module) -> float:
-            with ledger.entry("classifier scoring", "classifier score", model, len(examples)):
+            with ledger.entry("classifier scoring", "classifier score", model=model, examples=len(examples)):
                 return value(metric, log_probs_of_copies(model, 1, lambda rows: contextlib.nullcontext())[0])
 
         score.many = lambda model, specs: [value(metric, lp) for lp in many_log_probs(model, specs)]
@@ -179,14 +181,16 @@ def translation_scorer(
     tokenize = definition.tokenize
 
     def score(model: nn.Module) -> float:
-        with ledger.entry("decoding", f"BLEU, beam {beam}", model, len(sources)):
+        with ledger.entry("decoding", f"BLEU, beam {beam}", model=model, examples=len(sources)):
             (hyps,) = decode_copies(
                 model, sources, copies=1, beam=beam, batch_size=batch_size, max_len_b=max_len_b, max_len_a=max_len_a
             )
             return bleu(definition.hypotheses(hyps), refs, tokenize)[0]
 
     def hypotheses(model: nn.Module, specs: Sequence[dict]) -> list[list[str]]:
-        with ledger.entry("decoding", f"BLEU, beam {beam}", model, len(sources), len(specs)) as timed:
+        with ledger.entry(
+            "decoding", f"BLEU, beam {beam}", model=model, examples=len(sources), configs=len(specs)
+        ) as timed:
             return _kept_outputs(
                 kept,
                 model,
@@ -197,8 +201,8 @@ def translation_scorer(
                     for _, hyps in masked_translations(
                         model,
                         sources,
-                        missing,
-                        configs_per_pass,
+                        configs=missing,
+                        configs_per_pass=configs_per_pass,
                         progress=False,
                         beam=beam,
                         batch_size=batch_size,
@@ -246,6 +250,7 @@ def _kept_outputs(
 def masked_translations(
     model: nn.Module,
     sources: Sequence[str],
+    *,
     configs: Sequence,
     configs_per_pass: int,
     progress: bool = True,
@@ -387,7 +392,7 @@ def single_layer_translation_nll(
 
     masked = [c for c in configs if c != UNMASKED]
     base, outs = single_layer_sweep(
-        model, [batch for _, batch in indexed], run, masked, progress=progress, removal=removal
+        model, [batch for _, batch in indexed], run=run, configs=masked, progress=progress, removal=removal
     )
     order = np.argsort(np.concatenate([idx for idx, _ in indexed]))  # batch order -> pairs order
     for config in configs:
@@ -402,11 +407,13 @@ def translation_likelihood_scorer(
     ``translation_scorer``'s."""
 
     def score(model: nn.Module) -> float:
-        with ledger.entry("teacher-forced scoring", "translation likelihood", model, len(pairs)):
+        with ledger.entry("teacher-forced scoring", "translation likelihood", model=model, examples=len(pairs)):
             return log_likelihood(translation_nll(model, pairs, max_tokens).sum(0))
 
     def rows(model: nn.Module, specs: Sequence[dict]) -> list[np.ndarray]:
-        with ledger.entry("teacher-forced scoring", "translation likelihood", model, len(pairs), len(specs)) as timed:
+        with ledger.entry(
+            "teacher-forced scoring", "translation likelihood", model=model, examples=len(pairs), configs=len(specs)
+        ) as timed:
             return _kept_outputs(
                 kept,
                 model,

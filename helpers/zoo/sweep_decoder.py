@@ -80,6 +80,7 @@ def configs_per_pass_for(model: nn.Module, sources: Sequence[str], *, batch_size
 def greedy_copies(
     model: nn.Module,
     sources: Sequence[str],
+    *,
     copies: int,
     gated: Callable[[int], contextlib.AbstractContextManager] | None = None,
     batch_size: int = 64,
@@ -128,15 +129,15 @@ def decode_copies(
     the same book)."""
     if beam == 1 and os.environ.get(DECODER_ENV) != "generator":
         return greedy_copies(
-            model, sources, copies, gated, batch_size=batch_size, max_len_b=max_len_b, max_len_a=max_len_a
+            model, sources, copies=copies, gated=gated, batch_size=batch_size, max_len_b=max_len_b, max_len_a=max_len_a
         )
     from .translation_model import translate_copies
 
     return translate_copies(
         model,
         sources,
-        copies,
-        gated,
+        copies=copies,
+        gated=gated,
         beam=beam,
         lenpen=lenpen,
         batch_size=batch_size,

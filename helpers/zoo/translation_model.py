@@ -258,6 +258,7 @@ def _epoch_dir(directory: str | os.PathLike, epoch: int) -> Path:
 def train(
     model: nn.Module,
     train_pairs: Sequence,
+    *,
     valid_pairs: Sequence,
     config: TranslationConfig,
     directory: str | os.PathLike,
@@ -442,7 +443,7 @@ def translate(
     (out,) = translate_copies(
         model,
         sources,
-        1,
+        copies=1,
         beam=beam,
         lenpen=lenpen,
         batch_size=batch_size,
@@ -457,6 +458,7 @@ def translate(
 def translate_copies(
     model: nn.Module,
     sources: Sequence[str],
+    *,
     copies: int,
     gated: Callable[[int], contextlib.AbstractContextManager] | None = None,
     beam: int = 5,

@@ -346,7 +346,7 @@ def nli_by_edit(settings: Profile, runs: list[tuple[int, str]]) -> pd.DataFrame 
     for seed, run in runs:
         model, tokenizer = course.load_classifier(settings, run)
         for split in ("matched", "mismatched"):
-            pred = predict(model, tokenizer, data[split], max_length=max_length).tolist()
+            pred = predict(model, tokenizer, examples=data[split], max_length=max_length).tolist()
             rows += [
                 {
                     "training_seed": seed,

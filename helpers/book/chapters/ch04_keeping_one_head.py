@@ -120,10 +120,10 @@ def _translation_run(
     head's score there: only a layer it finds harmful stops at it, every other one goes on to the
     whole split (whose other half is new to the choice; the rows keep the selection of the
     paper's same-set protocol, Table 2)."""
-    chosen = run.effects(chosen_on, "all_but_one", measure)
+    chosen = run.effects(chosen_on, "all_but_one", measure=measure)
     picked = configs_of(best_per_layer(chosen))
     if measure != "metric" or run.sweeps.looks is None or not run.sweeps.is_translation(run.name):
-        reported = run.effects(reported_on, picked, measure)
+        reported = run.effects(reported_on, picked, measure=measure)
         return pd.concat([chosen.assign(set=names[0]), reported.assign(set=names[1])])
     again = run.sweeps.bleu_in_looks(run, chosen_on, picked, chosen_here=True).assign(set=_AGAIN.format(names[0]))
     reported = run.sweeps.bleu_in_looks(run, reported_on, picked).assign(set=names[1])
@@ -137,8 +137,8 @@ def _classifier_run(
     ``set`` from ``names`` (reported, chosen)."""
     return pd.concat(
         [
-            run.effects(reported_on, "all_but_one", measure).assign(set=names[0]),
-            run.effects(chosen_on, "all_but_one", measure).assign(set=names[1]),
+            run.effects(reported_on, "all_but_one", measure=measure).assign(set=names[0]),
+            run.effects(chosen_on, "all_but_one", measure=measure).assign(set=names[1]),
         ]
     )
 
@@ -313,6 +313,7 @@ class Protocols:
 def summary(
     rows: pd.DataFrame,
     source: str,
+    *,
     protocol: str,
     likelihood: bool = False,
     heads_per_layer: int | None = None,
@@ -378,7 +379,7 @@ def counts(
         for name, by_seed, protocols in per_model
         for seed, pair in by_seed.items()
         for table, protocol in zip(pair, protocols)
-        for row in summary(table, name, protocol, likelihood, margins=margins, alpha=alpha)
+        for row in summary(table, name, protocol=protocol, likelihood=likelihood, margins=margins, alpha=alpha)
     ]
     return pd.DataFrame(rows)
 
@@ -397,7 +398,7 @@ def paper_counts() -> pd.DataFrame:
             for row in summary(
                 paper_values.effects(table),
                 model,
-                f"Table {table}",
+                protocol=f"Table {table}",
                 heads_per_layer=paper_values.HEADS_PER_LAYER[model],
             )
         ]

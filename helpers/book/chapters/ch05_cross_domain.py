@@ -51,7 +51,9 @@ def effects(
     sweeps: HeadSweeps, name: str, sets: tuple[Sequence, Sequence], measure: str = "metric"
 ) -> dict[int, tuple[pd.DataFrame, pd.DataFrame]]:
     """``{training seed: (in-domain effects, out-of-domain effects)}`` of every head alone."""
-    return {run.seed: tuple(run.effects(part, "one_head", measure) for part in sets) for run in sweeps.runs(name)}
+    return {
+        run.seed: tuple(run.effects(part, "one_head", measure=measure) for part in sets) for run in sweeps.runs(name)
+    }
 
 
 def pairs(by_seed: dict[int, tuple[pd.DataFrame, pd.DataFrame]]) -> pd.DataFrame:
@@ -65,6 +67,7 @@ def pairs(by_seed: dict[int, tuple[pd.DataFrame, pd.DataFrame]]) -> pd.DataFrame
 def _row(
     model: str,
     kind: str,
+    *,
     paired: pd.DataFrame,
     inside: pd.DataFrame,
     outside: pd.DataFrame,
@@ -97,11 +100,20 @@ def correlations(models: Sequence[tuple[str, str, dict]]) -> pd.DataFrame:
         for seed, (inside, outside) in by_seed.items():
             paired = paired_scores(inside, outside)
             if track == "classifier":
-                rows.append(_row(name, "self", paired, inside, outside, seed, paper_r))
+                rows.append(
+                    _row(name, "self", paired=paired, inside=inside, outside=outside, seed=seed, paper_r=paper_r)
+                )
                 continue
-            rows.append(_row(name, "all", paired, inside, outside, seed, paper_r))
+            rows.append(_row(name, "all", paired=paired, inside=inside, outside=outside, seed=seed, paper_r=paper_r))
             rows += [
-                _row(name, kind, part, inside[inside["kind"] == kind], outside[outside["kind"] == kind], seed)
+                _row(
+                    name,
+                    kind,
+                    paired=part,
+                    inside=inside[inside["kind"] == kind],
+                    outside=outside[outside["kind"] == kind],
+                    seed=seed,
+                )
                 for kind, part in paired.groupby("kind", sort=False)
             ]
     return pd.DataFrame(rows)

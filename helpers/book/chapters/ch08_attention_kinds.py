@@ -46,6 +46,7 @@ from ..verdicts.text import words
 def curves(
     settings: Profile,
     name: str,
+    *,
     score: Callable,
     importance_set: Sequence,
     step: float,
@@ -61,7 +62,7 @@ def curves(
         model = course.load_translation(settings, run)
         importance = translation_importance(model, importance_set)
         orders = {kind: order_by_importance(importance, heads_of(model, [kind])) for kind in paper_values.KINDS}
-        curves = pruning_curves(model, orders, score, step=step, desc=f"seed {training_seed}")
+        curves = pruning_curves(model, orders, evaluate=score, step=step, desc=f"seed {training_seed}")
         errors = at_80_errors(
             {
                 kind: resampled_steps(model, order, score=score, step=step, bootstrap=bootstrap)

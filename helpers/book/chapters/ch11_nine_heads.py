@@ -127,14 +127,16 @@ def lm_sweep(
     cache = SweepCache(None if cache_dir is None else Path(cache_dir) / sweep_key(inputs, options), _examples(batches))
     everything = [UNMASKED, *configs]
     todo = cache.missing(everything)
-    with ledger.entry("teacher-forced scoring", what, model, _examples(batches), len(everything)) as timed:
+    with ledger.entry(
+        "teacher-forced scoring", what, model=model, examples=_examples(batches), configs=len(everything)
+    ) as timed:
         timed.set_computed(len(todo))
         if todo:
             base, outs = single_layer_sweep(
                 model,
                 batches,
-                token_nll,
-                [c for c in todo if c != UNMASKED],
+                run=token_nll,
+                configs=[c for c in todo if c != UNMASKED],
                 configs_per_pass=configs_per_pass,
                 removal=removal,
                 progress=progress,
@@ -303,9 +305,15 @@ def keep_one_head(
     kept = grid.loc[grid.groupby("layer")["change_pct"].idxmax(), ["layer", "head"]].set_index("layer")["head"]
     configs = [("self", int(layer), tuple(h for h in sites[layer].heads if h != head)) for layer, head in kept.items()]
     with ledger.entry(
-        "teacher-forced scoring", "one head kept per layer", model, _examples(batches), len(configs) + 1
+        "teacher-forced scoring",
+        "one head kept per layer",
+        model=model,
+        examples=_examples(batches),
+        configs=len(configs) + 1,
     ):
-        base, outs = single_layer_sweep(model, batches, token_nll, configs, configs_per_pass=configs_per_pass)
+        base, outs = single_layer_sweep(
+            model, batches, run=token_nll, configs=configs, configs_per_pass=configs_per_pass
+        )
     tests = _significance(base, outs, bootstrap)
     base_ppl = perplexity(base)
     rows = [
@@ -326,7 +334,7 @@ def keep_one_head(
 
 
 def pruning_curves(
-    model, importance, batches: Sequence[dict], random_orders: int, step: float, seed: int, configs_per_pass: int
+    model, importance, *, batches: Sequence[dict], random_orders: int, step: float, seed: int, configs_per_pass: int
 ) -> pd.DataFrame:
     """Perplexity on ``batches`` as query heads, or whole KV groups, are pruned by importance
     (a KV group's: the sum of its query heads' I_h) and in ``random_orders`` random orders; every
@@ -380,7 +388,7 @@ def prunable_shares(curves: pd.DataFrame) -> pd.DataFrame:
 
 
 def pruned_speed(
-    model, importance, share: float, by_size: dict, check_batches: Sequence[dict], repeats: int
+    model, importance, *, share: float, by_size: dict, check_batches: Sequence[dict], repeats: int
 ) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     """The least important ``share`` of query heads removed: ``(timings, speed-ups by batch size,
     a line on what is left and on the largest logit gap between the pruned and the gated model)``."""
@@ -529,16 +537,29 @@ class VerseSweeps:
     def pruning_curves(self, importance, random_orders: int, step: float, seed: int) -> pd.DataFrame:
         """``pruning_curves`` on the report set."""
         return pruning_curves(
-            self.model, importance, self.batches["report"], random_orders, step, seed, self.configs_per_pass
+            self.model,
+            importance,
+            batches=self.batches["report"],
+            random_orders=random_orders,
+            step=step,
+            seed=seed,
+            configs_per_pass=self.configs_per_pass,
         )
 
     def pruned_speed(
-        self, importance, share: float, tokenizer, texts: Sequence[str], batch_sizes: Sequence[int], repeats: int
+        self, importance, share: float, *, tokenizer, texts: Sequence[str], batch_sizes: Sequence[int], repeats: int
     ) -> tuple[pd.DataFrame, pd.DataFrame, str]:
         """``pruned_speed``, timed on ``texts`` in batches of each of ``batch_sizes``, and checked
         (pruned against gated) on the report set's first two batches."""
         by_size = {size: lm_batches(tokenizer, texts, batch_size=size) for size in batch_sizes}
-        return pruned_speed(self.model, importance, share, by_size, self.batches["report"][:2], repeats)
+        return pruned_speed(
+            self.model,
+            importance,
+            share=share,
+            by_size=by_size,
+            check_batches=self.batches["report"][:2],
+            repeats=repeats,
+        )
 
 
 def small_sample(sets) -> str:

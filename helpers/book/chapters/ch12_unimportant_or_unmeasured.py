@@ -96,8 +96,10 @@ def by_removal(
 
     def one(kind: str) -> pd.DataFrame:
         if kind == "zero":
-            return sweeps.effects(name, scored.within, "one_head", measure, positions=scored.positions)
-        return sweeps.effects(name, scored.examples, "one_head", measure, (kind, scored.reference))
+            return sweeps.effects(name, scored.within, configs="one_head", measure=measure, positions=scored.positions)
+        return sweeps.effects(
+            name, scored.examples, configs="one_head", measure=measure, removal=(kind, scored.reference)
+        )
 
     return pd.concat([one(kind).assign(removal=kind) for kind in kinds], ignore_index=True)
 

@@ -125,7 +125,7 @@ def _kept_within(model: nn.Module, order: Sequence[tuple[int, int]], budget: flo
 
 
 def plan(
-    model: nn.Module, importance: Mapping[str, torch.Tensor], window_scores: pd.DataFrame, layout: Layout, p: Plan
+    model: nn.Module, importance: Mapping[str, torch.Tensor], *, window_scores: pd.DataFrame, layout: Layout, p: Plan
 ) -> list[Config]:
     """Every configuration the chapter scores: the unpruned model; KV groups removed by importance
     to each budget and at random (``band_orders`` orders at ``band_budget``); windowed heads at each
@@ -552,6 +552,7 @@ def _copied(stats: np.ndarray) -> np.ndarray:
 def pair_table(
     points: pd.DataFrame,
     rows: Mapping[str, np.ndarray],
+    *,
     budgets: Sequence[float],
     n_resamples: int,
     alpha: float,

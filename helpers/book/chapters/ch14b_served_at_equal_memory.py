@@ -404,7 +404,7 @@ def partners(memory: pd.DataFrame, axis: str) -> pd.DataFrame:
 
 
 def pair_table(
-    scores: pd.DataFrame, memory: pd.DataFrame, n_resamples: int, level: float = LEVEL, seed: int = 0
+    scores: pd.DataFrame, memory: pd.DataFrame, *, n_resamples: int, level: float = LEVEL, seed: int = 0
 ) -> pd.DataFrame:
     """``partners`` on both axes with the gap ``nll(partner) - nll(removal)`` in nats per token
     (below 0: quantizing costs less) and its interval at ``level``; ``quantizing wins`` where the
@@ -495,6 +495,7 @@ def budget_table(table: pd.DataFrame, budgets: Sequence[float]) -> pd.DataFrame:
 def summaries(
     scores: pd.DataFrame,
     memory: pd.DataFrame,
+    *,
     refused: Mapping[str, str],
     budgets: Sequence[float],
     n_resamples: int,

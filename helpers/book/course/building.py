@@ -189,6 +189,7 @@ def _build_in_processes(
 def build(
     settings: Profile,
     only: list[str] | None = None,
+    *,
     force: bool = False,
     progress: bool = True,
     processes: int | None = None,

@@ -209,7 +209,7 @@ def _measured_rows(
     read from the sweep over all of them). ``outputs(examples, configs)`` gives a getter of each
     configuration's per-example outputs."""
     if looks is not None:
-        return looks.rows(examples, configs, outputs, measures, bootstrap)[chosen]
+        return looks.rows(examples, configs, outputs=outputs, measures=measures, bootstrap=bootstrap)[chosen]
     get, measure = outputs(examples, configs), measures[chosen]
     at = np.arange(len(examples)) if positions is None else np.asarray(positions)
     return effect_rows(
@@ -246,7 +246,12 @@ def classifier_outputs(
     everything = [UNMASKED, *configs]
     todo = cache.share(everything)
     what = "head configurations" if removal is None else f"head configurations, {removal[0]} removal"
-    with ledger.entry("classifier scoring", what, model, len(examples), len(everything)) as timed, cache.working():
+    with (
+        ledger.entry(
+            "classifier scoring", what, model=model, examples=len(examples), configs=len(everything)
+        ) as timed,
+        cache.working(),
+    ):
         timed.set_computed(len(todo))
         if todo:
             encoded = encode(tokenizer, examples, max_length)
@@ -258,8 +263,8 @@ def classifier_outputs(
                 base, outs = single_layer_sweep(
                     model,
                     data,
-                    _label_log_probs,
-                    todo,
+                    run=_label_log_probs,
+                    configs=todo,
                     progress=progress,
                     configs_per_pass=configs_per_pass,
                     removal=removed,
@@ -495,7 +500,12 @@ def _translation_nll_outputs(
     everything = [UNMASKED, *configs]
     todo = cache.share(everything)
     what = "head configurations" if removal is None else f"head configurations, {removal[0]} removal"
-    with ledger.entry("teacher-forced scoring", what, model, len(pairs), len(everything)) as timed, cache.working():
+    with (
+        ledger.entry(
+            "teacher-forced scoring", what, model=model, examples=len(pairs), configs=len(everything)
+        ) as timed,
+        cache.working(),
+    ):
         timed.set_computed(len(todo))
         removed = (
             None
@@ -536,17 +546,23 @@ def translation_sweep(
     todo = cache.share(everything)  # what is missing; under torchrun, of this process's share
 
     with (
-        ledger.entry("decoding", f"head configurations, beam {beam}", model, len(sources), len(everything)) as timed,
+        ledger.entry(
+            "decoding",
+            f"head configurations, beam {beam}",
+            model=model,
+            examples=len(sources),
+            configs=len(everything),
+        ) as timed,
         cache.working(),
     ):
         timed.set_computed(len(todo))
         for config, hypotheses in masked_translations(
             model,
             sources,
-            todo,
-            configs_per_pass,
-            progress,
-            "translation sweep",
+            configs=todo,
+            configs_per_pass=configs_per_pass,
+            progress=progress,
+            desc="translation sweep",
             beam=beam,
             lenpen=lenpen,
             batch_size=batch_size,
@@ -768,6 +784,7 @@ class Looks:
         self,
         examples: Sequence,
         configs: Sequence[Config],
+        *,
         outputs: Callable[[Sequence, list], Callable],
         measures: Sequence[SweepScore],
         bootstrap: Bootstrap,

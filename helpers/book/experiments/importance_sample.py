@@ -51,6 +51,7 @@ def rise_column(share: float) -> str:
 def agreement_table(
     terms: Mapping[str, torch.Tensor],
     sizes: Sequence[int],
+    *,
     draws: int,
     seed: int = 0,
     share: float = _EDGE,

@@ -79,7 +79,7 @@ def _orders_and_curves(
     orders = {"importance": order_by_importance(first, pool), "ablation": order_by_ablation(effects, pool)}
     chosen = dict(orders)
     orders.update({f"random {s}": random_order(pool, seed + s) for s in range(random_orders)})
-    out = [pruning_curves(model, orders, score, step=step, desc=name)]
+    out = [pruning_curves(model, orders, evaluate=score, step=step, desc=name)]
     if reestimate:
         again = lambda m, gates: estimate(m, gates=gates)
         out.append(
@@ -337,7 +337,11 @@ class PruningRuns:
 
         def share(importance: dict) -> float:
             curve = pruning_curves(
-                model, {"sample": order_by_importance(importance, pool)}, score, step=self.step, progress=False
+                model,
+                {"sample": order_by_importance(importance, pool)},
+                evaluate=score,
+                step=self.step,
+                progress=False,
             )
             return prunable_share(curve, _LIKELIHOOD_TOLERANCE)
 
@@ -354,7 +358,7 @@ class PruningRuns:
         for seed, run in course.seed_runs(self.sweeps.settings, name, self.sweeps.training_seeds):
             model, tokenizer, importance = self._loaded_run(name, run)
             effects = Run(self.sweeps, name, run, seed, model, tokenizer).effects(
-                ablation_set, "one_head", measure, positions=positions
+                ablation_set, "one_head", measure=measure, positions=positions
             )
             score = self.scored_run(name, run, measure)[2]
             tolerance = (
@@ -590,8 +594,8 @@ def importance_sample(
             agreement_table(
                 t,
                 sizes,
-                draws,
-                runs.seed,
+                draws=draws,
+                seed=runs.seed,
                 prunable=curves.get(name),
                 curve_draws=curve_draws,
                 curve_points=points.get(name),

@@ -182,6 +182,7 @@ def _serve_in_turn(
 def served(
     variants: Mapping[tuple[str, float], nn.Module],
     tokenizer_gguf: Path,
+    *,
     prompt: Sequence[int],
     new_tokens: int,
     verses: Sequence[Sequence[int]],
@@ -266,9 +267,9 @@ def served_by_llama_cpp(
     return served(
         variants,
         tokenizer_gguf(model_name),
-        prompt,
-        new_tokens,
-        verses,
+        prompt=prompt,
+        new_tokens=new_tokens,
+        verses=verses,
         threads=sorted({1, usable_cores()}),
         repeats=repeats,
         keep=keep,

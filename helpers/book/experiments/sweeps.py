@@ -55,6 +55,7 @@ class Run:
         self,
         examples: Sequence,
         configs: _Configs,
+        *,
         measure: str = "metric",
         removal: Removal | None = None,
         positions: Sequence[int] | None = None,
@@ -119,6 +120,7 @@ class HeadSweeps:
         self,
         name: str,
         examples: Sequence,
+        *,
         configs: _Configs,
         measure: str = "metric",
         removal: Removal | None = None,
@@ -127,7 +129,9 @@ class HeadSweeps:
         """``Run.effects`` on every training run of ``name``, stacked with ``training_seed``.
         ``removal``: ``(kind, reference examples)`` to remove heads by mean or resample ablation
         (helpers/heads/removal.py) instead of zeroing them; ``positions``: as ``Run.effects``'s."""
-        return self.over_runs(name, lambda run: run.effects(examples, configs, measure, removal, positions))
+        return self.over_runs(
+            name, lambda run: run.effects(examples, configs, measure=measure, removal=removal, positions=positions)
+        )
 
     def bleu_in_looks(
         self, run: Run, pairs: Sequence, configs: Sequence[Config], chosen_here: bool = False

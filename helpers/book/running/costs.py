@@ -195,7 +195,7 @@ def denormal_costs(
             (f"teacher-forced pass, {len(pairs)} sentences", lambda m=m: translation_nll(m, pairs)),
             (
                 f"greedy decoding, {decoded} sentences",
-                lambda m=m: greedy_copies(m, [p.src for p in pairs[:decoded]], 1, max_len_a=1.0, max_len_b=24),
+                lambda m=m: greedy_copies(m, [p.src for p in pairs[:decoded]], copies=1, max_len_a=1.0, max_len_b=24),
             ),
         ):
             off, on = (timed(run, flush, repeats) for flush in (False, True))

@@ -192,7 +192,7 @@ def measured(run: Callable[[], Any], device: torch.device, repeats: int) -> tupl
     return statistics.median(seconds), peak, result
 
 
-def _row(name: str, chapters: str, model: str, device: torch.device, seconds: float, peak: float | None,
+def _row(name: str, chapters: str, *, model: str, device: torch.device, seconds: float, peak: float | None,
          per_pass: int | None = None, estimate: float | None = None, note: str = "") -> dict:  # fmt: skip
     return {
         "pass": name,
@@ -221,7 +221,9 @@ def decoding_pass(
     decoding = dict(beam=sizes.beam, batch_size=sizes.decoding_batch, max_len_a=0.0, max_len_b=sizes.max_len_b)
     per_pass = configs_per_pass_for(model, sources, **decoding)
     configs = one_head_configs(model)[:per_pass]
-    run = lambda: dict(masked_translations(model, sources, configs, per_pass, progress=False, **decoding))
+    run = lambda: dict(
+        masked_translations(model, sources, configs=configs, configs_per_pass=per_pass, progress=False, **decoding)
+    )
     seconds, peak, out = measured(run, device, 1)
     one = search_bytes(
         model,
@@ -231,7 +233,16 @@ def decoding_pass(
         max_len_a=0.0,
         max_len_b=sizes.max_len_b,
     )
-    return _row(name, chapters, name.split()[0], device, seconds, peak, per_pass, per_pass * one / MIB), out
+    return _row(
+        name,
+        chapters,
+        model=name.split()[0],
+        device=device,
+        seconds=seconds,
+        peak=peak,
+        per_pass=per_pass,
+        estimate=per_pass * one / MIB,
+    ), out
 
 
 def likelihood_pass(model: nn.Module, sizes: Sizes, device: torch.device) -> dict:
@@ -253,7 +264,15 @@ def likelihood_pass(model: nn.Module, sizes: Sizes, device: torch.device) -> dic
     )
     seconds, peak, _ = measured(run, device, sizes.repeats)
     return _row(
-        "wmt likelihood sweep", "03-05", "wmt", device, seconds / len(configs), peak, 1, None, "per configuration"
+        "wmt likelihood sweep",
+        "03-05",
+        model="wmt",
+        device=device,
+        seconds=seconds / len(configs),
+        peak=peak,
+        per_pass=1,
+        estimate=None,
+        note="per configuration",
     )
 
 
@@ -264,10 +283,18 @@ def classifier_pass(model: nn.Module, sizes: Sizes, device: torch.device) -> dic
 
     batch = _bert_batch(model, sizes, device)
     configs = one_head_configs(model)[: sizes.configs]
-    run = lambda: single_layer_sweep(model, [batch], _logits, configs, progress=False, processes=1)
+    run = lambda: single_layer_sweep(model, [batch], run=_logits, configs=configs, progress=False, processes=1)
     seconds, peak, _ = measured(run, device, sizes.repeats)
     return _row(
-        "bert accuracy sweep", "03-05", "bert", device, seconds / len(configs), peak, 1, None, "per configuration"
+        "bert accuracy sweep",
+        "03-05",
+        model="bert",
+        device=device,
+        seconds=seconds / len(configs),
+        peak=peak,
+        per_pass=1,
+        estimate=None,
+        note="per configuration",
     )
 
 
@@ -297,7 +324,19 @@ def importance_passes(wmt: nn.Module, bert: nn.Module, sizes: Sizes, device: tor
             model, batches, loss_fn=loss, progress=False
         )
         seconds, peak, _ = measured(run, device, sizes.repeats)
-        rows.append(_row(f"{name} importance", "06-10", name, device, seconds, peak, None, None, "one batch"))
+        rows.append(
+            _row(
+                f"{name} importance",
+                "06-10",
+                model=name,
+                device=device,
+                seconds=seconds,
+                peak=peak,
+                per_pass=None,
+                estimate=None,
+                note="one batch",
+            )
+        )
     return rows
 
 
@@ -371,7 +410,19 @@ def language_model_passes(model: nn.Module, sizes: Sizes, device: torch.device) 
                 seconds, peak, _ = measured(run, device, sizes.repeats)
         except Exception as err:  # reported, not raised: the row says what this device cannot run
             seconds, peak, note = float("nan"), None, f"FAILED: {type(err).__name__}: {str(err).splitlines()[0][:160]}"
-        rows.append(_row(name, chapters, "smollm2", device, seconds, peak, per_pass, None, note))
+        rows.append(
+            _row(
+                name,
+                chapters,
+                model="smollm2",
+                device=device,
+                seconds=seconds,
+                peak=peak,
+                per_pass=per_pass,
+                estimate=None,
+                note=note,
+            )
+        )
     return rows
 
 
@@ -395,7 +446,17 @@ def attention_paths_gap(model: nn.Module, sizes: Sizes, device: torch.device) ->
     gap = float(((explicit - fused).abs() / fused.abs()).max()) / FLOAT32_EPS
     verdict = "within" if gap < ROUNDING_EPS else "BEYOND"
     note = f"{gap:.2f} float32 eps ({verdict} the rounding bound of {ROUNDING_EPS})"
-    return _row("fused vs explicit attention", "03-10", "wmt", device, float("nan"), None, None, None, note)
+    return _row(
+        "fused vs explicit attention",
+        "03-10",
+        model="wmt",
+        device=device,
+        seconds=float("nan"),
+        peak=None,
+        per_pass=None,
+        estimate=None,
+        note=note,
+    )
 
 
 def fallback_check(model: nn.Module, sizes: Sizes, device: torch.device, first: dict) -> dict:
@@ -428,7 +489,17 @@ def fallback_check(model: nn.Module, sizes: Sizes, device: torch.device, first: 
         f"{'halved after an out-of-memory error' if halved else 'no out-of-memory error at this size'}; "
         f"translations {'equal' if same else 'DIFFERENT'} to the pass without it"
     )
-    return _row("out-of-memory fallback", "03-10", "wmt", device, seconds, None, 2 * per_pass, None, note)
+    return _row(
+        "out-of-memory fallback",
+        "03-10",
+        model="wmt",
+        device=device,
+        seconds=seconds,
+        peak=None,
+        per_pass=2 * per_pass,
+        estimate=None,
+        note=note,
+    )
 
 
 def run_check(sizes: Sizes, device: torch.device) -> pd.DataFrame:

@@ -21,8 +21,10 @@ from helpers.book.chapters import ch13_what_removing_heads_buys as ch13
 from helpers.book.chapters import ch13b_what_removing_heads_breaks as ch13b
 from helpers.book.chapters import ch14_memory_budget as ch14
 from helpers.book.chapters import ch14b_served_at_equal_memory as ch14b
+from helpers.book.experiments.served import speed_summary
 from helpers.book.scorecard import ch15_scorecard as ch15
 from helpers.book.store.results import ChapterTables, MissingTable, results_dir
+from helpers.sweeps.throughput import speed_gains
 
 
 @pytest.fixture
@@ -229,6 +231,7 @@ def test_chapter_05_explains_a_negative_correlation_only_where_the_classes_move_
                 ],
             )
         results("05_label_shifts", shifts.to_dict("records"))
+        results("05_class_by_class", ch05.class_by_class(shifts).to_dict("records"))  # as the notebook saves it
 
     tables(_shifts(trade=True))
     text = ch05.findings(ChapterTables("p"))
@@ -367,6 +370,7 @@ def test_chapter_07_reads_speed_ups_as_ratios_of_medians(results):
                     }
                 )
         results("07_speed", rows)
+        results("07_speed_gains", speed_gains(pd.DataFrame(rows)).to_dict("records"))  # as the notebook saves it
 
     speed([100.0, 100.0, 100.0])
     text = ch07.findings(ChapterTables("p"))
@@ -375,6 +379,14 @@ def test_chapter_07_reads_speed_ups_as_ratios_of_medians(results):
     assert _scorecard_verdict("speedup_small") == "partly" and "partly" not in text
     speed([10.0, 100.0, 100.0])  # one disturbed pass: the median, and so the sentence, stay
     assert ch07.findings(ChapterTables("p")) == text
+
+
+def _importance_sample(results, rows: list[dict]) -> None:
+    """Chapter 06's draws and their summary, as its notebook saves them."""
+    from helpers.book.experiments.importance_sample import SUMMARY, summary
+
+    results("06_importance_sample", rows)
+    results(SUMMARY, summary(pd.DataFrame(rows)).to_dict("records"))
 
 
 def test_chapter_06_shares_follow_the_table(results):
@@ -433,7 +445,7 @@ def test_chapter_06_shares_follow_the_table(results):
         for d in range(3)
     ]
     rows = [r for r in rows if r["examples"] < 64 or r["draw"] == 0]
-    results("06_importance_sample", rows)
+    _importance_sample(results, rows)
     found = ch06.findings(ChapterTables("p"))
     assert (
         "**How many examples importance needs.** Medians over 3 random draws per size, against I_h of every "
@@ -442,13 +454,13 @@ def test_chapter_06_shares_follow_the_table(results):
         "is part of the whole it is compared with"
     ) in found
     rows = [dict(r, spearman=r["spearman"] / 2) for r in rows]
-    results("06_importance_sample", rows)
+    _importance_sample(results, rows)
     assert "A median Spearman of 0.9 is reached at no size below all of them." in ch06.findings(
         ChapterTables("p")
     )  # 64 of 64 agrees with itself
     assert "Pruned by I_h from fewer examples" not in ch06.findings(ChapterTables("p"))  # no curves drawn
     shares = {(4, 0): 0.1, (4, 1): 0.3, (4, 2): None, (16, 0): 0.4, (16, 1): 0.4, (16, 2): None, (64, 0): 0.5}
-    results("06_importance_sample", [dict(r, prunable_share=shares[r["examples"], r["draw"]]) for r in rows])
+    _importance_sample(results, [dict(r, prunable_share=shares[r["examples"], r["draw"]]) for r in rows])
     assert (
         "**Pruned by I_h from fewer examples.** The share of heads prunable within perplexity +1%, as its range over "
         "2 draws per size:\n\n* nli: 10%-30% from 4, 40% from 16; 50% with all 64.\n\nEach sample is part of the "
@@ -469,7 +481,7 @@ def test_chapter_06_shares_follow_the_table(results):
         }
         for n, d in ((4, 0), (4, 1), (16, 0), (16, 1), (30, 0))
     ]
-    results("06_importance_sample", rows + lm)
+    _importance_sample(results, rows + lm)
     assert (
         "**A language model pruned by I_h from fewer examples.** The perplexity rise on chapter 11's report verses, "
         "as its range over 2 draws per size. It is read at fixed shares of the query heads, since chapter 11's "
@@ -583,10 +595,11 @@ def test_chapter_11_follows_its_tables(results):
         for h in range(4)
     ]
     results("11_one_head_grid", grid)
-    results(
-        "11_keep_one_head",
-        [{"layer": layer, "change_pct": c, "significant": c > 10} for layer, c in enumerate((300.0, 4.0, 2.0))],
+    keep = pd.DataFrame(
+        [{"layer": layer, "change_pct": c, "significant": c > 10} for layer, c in enumerate((300.0, 4.0, 2.0))]
     )
+    results("11_keep_one_head", keep.to_dict("records"))
+    results("11_keep_one_summary", ch11.keep_one_summary(keep).to_dict("records"))  # as the notebook saves it
     results(
         "11_prunable_shares",
         [
@@ -601,8 +614,7 @@ def test_chapter_11_follows_its_tables(results):
             for o in ("importance", "random 0")
         ],
     )
-    results(
-        "11_speed",
+    speed = pd.DataFrame(
         [
             {
                 "batch_size": b,
@@ -612,23 +624,14 @@ def test_chapter_11_follows_its_tables(results):
             }
             for b in (1, 16)
             for v in ("original", "pruned", "gated")
-        ],
+        ]
     )
-    results(
-        "11_one_head_counts",
-        [
-            {
-                "heads": 12,
-                "margin (nats)": 0.00995,
-                "harmful": 2,
-                "negligible": 7,
-                "helpful": 0,
-                "undetermined": 3,
-                "unplaced": 1,
-            }
-        ],
-    )
-    text = ch11.findings(ChapterTables("p"), 0.01, speed_share=0.25)
+    results("11_speed", speed.to_dict("records"))
+    results("11_speed_gains", speed_gains(speed).to_dict("records"))  # as the notebook saves it
+    placed = {"margin (nats)": 0.00995, "harmful": 2, "negligible": 7, "helpful": 0, "undetermined": 3, "unplaced": 1}
+    counts = ch11.grid_counts(pd.DataFrame(grid), 0.01).assign(**placed)  # as chapter 11 saves them
+    results("11_one_head_counts", counts.to_dict("records"))
+    text = ch11.findings(ChapterTables("p"), speed_share=0.25)
     assert (
         "6 of 12 query heads raise the perplexity significantly" in text
         and "Chance alone would flag 0.1 in each direction" in text
@@ -664,7 +667,7 @@ def test_chapter_11_follows_its_tables(results):
             },
         ],
     )
-    text = ch11.findings(ChapterTables("p"), 0.01, speed_share=0.25)
+    text = ch11.findings(ChapterTables("p"), speed_share=0.25)
     assert "6 of 12 query heads raise the perplexity significantly and 3 lower it significantly (p < 0.004" in text
     assert (
         "30 verses drawn from them (120 tests), the bootstrap at its nominal p < 0.01 flags 4.9% of the heads, "
@@ -693,9 +696,7 @@ def test_chapter_11_follows_its_tables(results):
             },
         ],
     )
-    assert "tested at no level at all (no head can be called significant here)" in ch11.findings(
-        ChapterTables("p"), 0.01
-    )
+    assert "tested at no level at all (no head can be called significant here)" in ch11.findings(ChapterTables("p"))
 
 
 # ---- one judge: a chapter's verdict table and the scorecard give the same verdict -------------
@@ -849,8 +850,7 @@ def _chapter_12_tables(write, negligible_mean: int, best_share: float):
         ],
     )
     for suffix in ("", "_likelihood"):
-        write(
-            f"12_selection{suffix}",
+        selection = pd.DataFrame(
             [
                 {
                     "track": "classifier",
@@ -871,8 +871,10 @@ def _chapter_12_tables(write, negligible_mean: int, best_share: float):
                     ("random (95%)", 0.25),
                     ("ablation", 0.2),
                 )
-            ],
+            ]
         )
+        write(f"12_selection{suffix}", selection.to_dict("records"))
+        write(f"12_selection_spread{suffix}", ch12.spread(selection).to_dict("records"))  # as the notebook saves it
     write(
         "12_l0_points",
         [
@@ -1002,8 +1004,7 @@ def _chapter_13_tables(write, kept_accuracy: float, measured_offset: int = 0):
             },
         ],
     )
-    write(
-        "13_runtime_speed",
+    served_speed = pd.DataFrame(
         [
             {
                 "unit": unit,
@@ -1015,8 +1016,10 @@ def _chapter_13_tables(write, kept_accuracy: float, measured_offset: int = 0):
             }
             for unit, share, speed in (("unpruned", 0.0, 50.0), ("KV groups", 1 / 3, 59.0))
             for i in range(3)
-        ],
+        ]
     )
+    write("13_runtime_speed", served_speed.to_dict("records"))
+    write("13_runtime_speed_summary", speed_summary(served_speed).to_dict("records"))  # as the notebook saves it
 
 
 def test_chapters_13_and_13b_follow_the_memory_induction_and_copying_tables(results):

@@ -132,3 +132,43 @@ def test_a_chapters_saved_table_is_held_as_its_file_reads(tmp_path, monkeypatch)
     assert tables.get("05_missing") is None
     with pytest.raises(results.MissingTable, match=r"05_missing.csv is missing: .*--profile p --only 05_cross_domain"):
         tables["05_missing"]
+
+
+# what computes a statistic: a table of the chapter's own (``summary``, ``spread``, gains) or a
+# number a reader would take for a result; the findings format what the tables hold
+_STATISTICS = {
+    "mean", "median", "std", "var", "sem", "quantile", "percentile", "corr", "corrcoef", "cov",
+    "pearsonr", "spearmanr", "kendalltau", "binomtest", "chance_flag_rate", "speed_gains",
+    "speed_summary", "class_by_class", "summary", "spread", "keep_one_summary",
+}  # fmt: skip
+
+
+def _reached_from_findings(tree: ast.Module) -> list[ast.FunctionDef]:
+    """``findings`` and every function of the module it calls, directly or not."""
+    functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    reached, todo = {}, ["findings"]
+    while todo:
+        name = todo.pop()
+        if name in reached or name not in functions:
+            continue
+        reached[name] = functions[name]
+        todo += [
+            c.func.id for c in ast.walk(functions[name]) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+        ]
+    return list(reached.values())
+
+
+def test_no_chapters_findings_compute_a_statistic():
+    found = []
+    for path in sorted((PACKAGE / "book" / "chapters").glob("ch*.py")):
+        for function in _reached_from_findings(ast.parse(path.read_text())):
+            for node in ast.walk(function):
+                name = getattr(node, "func", None)
+                name = getattr(name, "attr", None) or getattr(name, "id", None)
+                imported = isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in (
+                    "scipy",
+                    "statistics",
+                )
+                if (isinstance(node, ast.Call) and name in _STATISTICS) or imported:
+                    found.append(f"{path.stem}.{function.name}:{node.lineno}")
+    assert found == [], f"findings that compute what a saved table should hold: {found}"

@@ -258,8 +258,9 @@ def _compare_speed(
 def speed_gains(table: pd.DataFrame) -> pd.DataFrame:
     """From ``compare_speed`` rows (of one or more settings): one row per dtype, compile mode and
     batch size with the measured speed-ups of the pruned and the gated model over the original
-    (ratio of median rates minus one), the speed-up the FLOPs predict, and the share of that
-    prediction the pruned model realises."""
+    (ratio of median rates minus one), the speed-up the FLOPs predict, the share of that
+    prediction the pruned model realises, and (where the rows have an ``iqr``) the timing
+    ``noise``: the larger interquartile range over median of the original and the gated model."""
     keys = [k for k in ("dtype", "compile_mode") if k in table.columns] + ["batch_size"]
     rows = []
     for key, part in table.groupby(keys, sort=False):
@@ -273,6 +274,11 @@ def speed_gains(table: pd.DataFrame) -> pd.DataFrame:
                 gated=by.loc["gated", "median"] / by.loc["original", "median"] - 1,
                 predicted=predicted,
                 share_of_predicted=measured / predicted if predicted else float("nan"),
+                **(
+                    {"noise": max(by.loc[v, "iqr"] / by.loc[v, "median"] for v in ("original", "gated"))}
+                    if "iqr" in by
+                    else {}
+                ),
             )
         )
     return pd.DataFrame(rows)

@@ -490,14 +490,13 @@ def findings(tables: ChapterTables) -> str:
 
 
 def _class_lines(tables: ChapterTables) -> list[str]:
-    """The classifier's correlation read class by class (``05_label_shifts``): whether its heads
-    act alike in both domains once a label's gain is not netted against another's loss; none for
-    a run from before the table existed."""
-
-    shifts = tables.get("05_label_shifts")
-    if shifts is None:
+    """The classifier's correlation read class by class (``05_class_by_class``, ``class_by_class``
+    of ``05_label_shifts``): whether its heads act alike in both domains once a label's gain is
+    not netted against another's loss; none for a run from before the table existed."""
+    table = tables.get("05_class_by_class")
+    if table is None:
         return []
-    table = class_by_class(shifts).sort_values("training_seed")
+    table = table.sort_values("training_seed")
     flipped = table[(table["accuracy r"] < 0) & (table["accuracy p"] < 0.01)]
     line = (
         f"**The classifier, class by class:** across domains its heads' recall changes correlate one label at a "

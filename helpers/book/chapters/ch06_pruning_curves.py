@@ -426,37 +426,35 @@ _SETTLED = 0.9  # a median Spearman with I_h of every example at or above this c
 
 
 def _sample_lines(tables: ChapterTables) -> list[str]:
-    """How many examples each model's I_h needs (``06_importance_sample``): the agreement with I_h
-    of all the examples at the largest sample below them, and the smallest sample whose median
-    Spearman reaches ``_SETTLED``; none for a run from before the table existed."""
+    """How many examples each model's I_h needs (``06_importance_sample_summary``): the agreement
+    with I_h of all the examples at the largest sample below them, and the smallest sample whose
+    median Spearman reaches ``_SETTLED``; none for a run from before the table existed."""
+    from ..experiments.importance_sample import SUMMARY
 
-    table = tables.get("06_importance_sample")
+    table = tables.get(SUMMARY)
     if table is None:
         return []
     parts = []
     for model, part in table.groupby("model", sort=False):
         used = int(part["used"].iloc[0])
-        q = part.groupby("examples")[["spearman", "bottom overlap"]].quantile([0.05, 0.5, 0.95]).unstack()
-        below = [n for n in q.index if n < used]
+        q = part.set_index("examples")
+        below = [int(n) for n in q.index if n < used]
         if not below:
             parts.append(f"{model}: I_h rests on {used} examples, no smaller sample was drawn")
             continue
         n = max(below)
-        settled = [
-            int(k) for k in below if q.loc[k, ("spearman", 0.5)] >= _SETTLED
-        ]  # all of them agree with themselves
+        settled = [k for k in below if q.loc[k, "spearman (median)"] >= _SETTLED]  # all of them agree with themselves
         parts.append(
-            f"{model}: from {n} of its {used} examples, Spearman {q.loc[n, ('spearman', 0.5)]:.2f} (5-95%: "
-            f"{q.loc[n, ('spearman', 0.05)]:.2f} to {q.loc[n, ('spearman', 0.95)]:.2f}), and "
-            f"{q.loc[n, ('bottom overlap', 0.5)]:.0%} of the least important tenth found. A median Spearman of "
+            f"{model}: from {n} of its {used} examples, Spearman {q.loc[n, 'spearman (median)']:.2f} (5-95%: "
+            f"{q.loc[n, 'spearman (5%)']:.2f} to {q.loc[n, 'spearman (95%)']:.2f}), and "
+            f"{q.loc[n, 'bottom overlap (median)']:.0%} of the least important tenth found. A median Spearman of "
             f"{_SETTLED} is reached "
             + (f"from {min(settled)} examples." if settled else "at no size below all of them.")
         )
-    draws = int(table.groupby(["model", "examples"]).size().max())
     return (
         [
-            f"**How many examples importance needs.** Medians over {draws} random draws per size, against I_h of "
-            "every example the verdict used:\n\n"
+            f"**How many examples importance needs.** Medians over {int(table['draws'].max())} random draws per "
+            "size, against I_h of every example the verdict used:\n\n"
             + "\n".join(f"* {part}" for part in parts)
             + "\n\nA sample is part of the whole it is compared with, which raises the agreement as it grows. With "
             "no signal at all, Spearman is about the square root of the share drawn. And agreement with the whole "
@@ -467,28 +465,36 @@ def _sample_lines(tables: ChapterTables) -> list[str]:
     )
 
 
-def _curve_lines(table: pd.DataFrame) -> list[str]:
-    """What pruning by I_h from n examples does to the share prunable on the likelihood: per model,
-    its range over the drawn curves at each size, beside the share with every example."""
-    if "prunable_share" not in table or table["prunable_share"].isna().all():
-        return []
-    curves = table.dropna(subset=["prunable_share"])
-    parts = []
-    for model, part in curves.groupby("model", sort=False):
+def _ranges(table: pd.DataFrame, column: str, shown: Callable[[float], str], joined: str) -> dict[str, str]:
+    """Per model, ``column``'s range over the draws at each sample size of the summary (its
+    ``(min)`` and ``(max)``, one value where they print alike) and its value with every example."""
+    out = {}
+    for model, part in table.dropna(subset=[f"{column} (min)"]).groupby("model", sort=False):
         used = int(part["used"].iloc[0])
-        sizes = part.groupby("examples")["prunable_share"].agg(["min", "max", "size"])
-        whole = f"{sizes.loc[used, 'min']:.0%} with all {used}" if used in sizes.index else "no curve with all of them"
+        sizes = part.set_index("examples")
+        low, high = f"{column} (min)", f"{column} (max)"
+        whole = f"{shown(sizes.loc[used, low])} with all {used}" if used in sizes.index else "none with all of them"
         ranges = ", ".join(
-            f"{r['min']:.0%}" + (f"-{r['max']:.0%}" if r["max"] > r["min"] else "") + f" from {n}"
+            shown(r[low])
+            + (f"{joined}{shown(r[high])}" if shown(r[high]) != shown(r[low]) else "")
+            + f" from {int(n)}"
             for n, r in sizes.iterrows()
             if n != used
         )
-        parts.append(f"{model}: {ranges}; {whole}.")
-    draws = int(curves.groupby(["model", "examples"]).size().max())
+        out[str(model)] = f"{ranges}; {whole}."
+    return out
+
+
+def _curve_lines(table: pd.DataFrame) -> list[str]:
+    """What pruning by I_h from n examples does to the share prunable on the likelihood: per model,
+    its range over the drawn curves at each size, beside the share with every example."""
+    if "prunable_share (min)" not in table:
+        return []
+    parts = _ranges(table, "prunable_share", lambda v: f"{v:.0%}", "-")
     return [
         "**Pruned by I_h from fewer examples.** The share of heads prunable within perplexity +1%, as its range "
-        f"over {draws} draws per size:\n\n"
-        + "\n".join(f"* {part}" for part in parts)
+        f"over {int(table['prunable_share (draws)'].max())} draws per size:\n\n"
+        + "\n".join(f"* {model}: {text}" for model, text in parts.items())
         + "\n\nEach sample is part of the whole, so at the larger sizes the same share is partly built in. A share "
         "that already holds from a handful of examples is the finding."
     ]
@@ -496,34 +502,21 @@ def _curve_lines(table: pd.DataFrame) -> list[str]:
 
 def _rise_lines(table: pd.DataFrame) -> list[str]:
     """What pruning a language model by I_h from n examples does to its perplexity at the shares
-    of its query heads the table has columns for (``importance_sample.RISE``): per model and
+    of its query heads the summary has columns for (``importance_sample.RISE``): per model and
     share, the range over the drawn curves at each size, beside the rise with every example."""
     from ..experiments.importance_sample import RISE
 
-    columns = [c for c in table.columns if c.startswith(RISE) and table[c].notna().any()]
+    columns = [c.removesuffix(" (min)") for c in table.columns if c.startswith(RISE) and c.endswith(" (min)")]
     parts = []
     for column in columns:
         share = column.removeprefix(RISE).removesuffix(" pruned (%)").strip()
-        for model, part in table.dropna(subset=[column]).groupby("model", sort=False):
-            used = int(part["used"].iloc[0])
-            sizes = part.groupby("examples")[column].agg(["min", "max"])
-            whole = (
-                f"{sizes.loc[used, 'min']:+.0f}% with all {used}" if used in sizes.index else "none with all of them"
-            )
-            ranges = ", ".join(
-                f"{r['min']:+.0f}%"
-                + (f" to {r['max']:+.0f}%" if round(r["max"]) > round(r["min"]) else "")
-                + f" from {n}"
-                for n, r in sizes.iterrows()
-                if n != used
-            )
-            parts.append(f"{model} with {share} of its query heads pruned: {ranges}; {whole}.")
+        for model, text in _ranges(table, column, lambda v: f"{v:+.0f}%", " to ").items():
+            parts.append(f"{model} with {share} of its query heads pruned: {text}")
     if not parts:
         return []
-    draws = int(table.dropna(subset=columns[:1]).groupby(["model", "examples"]).size().max())
     return [
         "**A language model pruned by I_h from fewer examples.** The perplexity rise on chapter 11's report "
-        f"verses, as its range over {draws} draws per size. It is read at fixed shares of the query heads, since "
-        "chapter 11's curves are coarser than the language model's tolerance:\n\n"
+        f"verses, as its range over {int(table[f'{columns[0]} (draws)'].max())} draws per size. It is read at fixed "
+        "shares of the query heads, since chapter 11's curves are coarser than the language model's tolerance:\n\n"
         + "\n".join(f"* {part}" for part in parts)
     ]

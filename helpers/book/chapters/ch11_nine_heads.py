@@ -287,6 +287,7 @@ def grid_counts(grid: pd.DataFrame, alpha: float, margins: Mapping[str, float] |
                 "significantly worse": len(worse),
                 "significantly better": len(better),
                 "expected by chance": chance_flag_rate(alpha) * len(grid),
+                "expected by chance each way": chance_flag_rate(alpha, one_direction=True) * len(grid),
                 "within 1% of the unmasked perplexity": int((grid["change_pct"].abs() < 1).sum()),
                 "largest rise (%)": grid["change_pct"].max(),
                 "margin (nats)": delta,
@@ -609,21 +610,36 @@ def level_text(level: float) -> str:
     return f"p < {level:.3g}" if level > 0 else "no level at all (no head can be called significant here)"
 
 
-def findings(tables: ChapterTables, alpha: float, speed_share: float = 0.5) -> str:
+def keep_one_summary(keep_one: pd.DataFrame) -> pd.DataFrame:
+    """``keep_one_head``'s layers in one row: ``layers``, ``kept`` (no significant loss with one
+    query head), the median layer's ``change_pct`` and the worst (``worst change_pct``, at
+    ``worst layer``, numbered from 0 as the per-layer table is)."""
+    worst = keep_one.loc[keep_one["change_pct"].idxmax()]
+    return pd.DataFrame(
+        [
+            {
+                "layers": len(keep_one),
+                "kept": int((~keep_one["significant"].astype(bool)).sum()),
+                "median change_pct": float(keep_one["change_pct"].median()),
+                "worst change_pct": float(worst["change_pct"]),
+                "worst layer": int(worst["layer"]),
+            }
+        ]
+    )
+
+
+def findings(tables: ChapterTables, speed_share: float = 0.5) -> str:
     """Chapter 11's findings (one language model, one draw of verses): the one-head grid against
     chance, the layers that keep their perplexity with one head, the prunable shares and the
     speed-up against the FLOP prediction, with ``speed_share`` of the query heads removed."""
-    from ...sweeps.throughput import speed_gains
-
     sets = tables["11_sets"].set_index("set")
     grid = tables["11_one_head_grid"]
-    keep = tables["11_keep_one_head"]
+    keep = tables["11_keep_one_summary"].iloc[0]
     shares = tables["11_prunable_shares"].set_index(["unit", "order"])
-    gains = speed_gains(tables["11_speed"]).set_index("batch_size")
+    gains = tables["11_speed_gains"].set_index("batch_size")
     worse = grid[grid["significant"] & (grid["change_pct"] > 0)]
     better = grid[grid["significant"] & (grid["change_pct"] < 0)]
     top = grid.loc[grid["change_pct"].idxmax()]
-    kept = keep[~keep["significant"]]
     counts = tables["11_one_head_counts"].iloc[0]
     at_level = f" ({level_text(grid['level'].iloc[0])}, the calibrated level below)" if "level" in grid else ""
     lines = [
@@ -632,9 +648,8 @@ def findings(tables: ChapterTables, alpha: float, speed_share: float = 0.5) -> s
         + small_sample(sets),
         f"**One head masked:** {len(worse)} of {len(grid)} query heads raise the perplexity significantly and "
         f"{len(better)} lower it significantly{at_level}. Chance alone would flag "
-        f"{chance_flag_rate(alpha, one_direction=True) * len(grid):.1f} in each direction "
-        f"({chance_flag_rate(alpha) * len(grid):.1f} in all). "
-        f"{int((grid['change_pct'].abs() < 1).sum())} change it by less than 1%. The largest rise is "
+        f"{counts['expected by chance each way']:.1f} in each direction ({counts['expected by chance']:.1f} in all). "
+        f"{int(counts['within 1% of the unmasked perplexity'])} change it by less than 1%. The largest rise is "
         f"{top['change_pct']:+.1f}% (layer {shown(top['layer'])}, head {shown(top['head'])}); the significant "
         "heads are in "
         f"{grid.loc[grid['significant'], 'layer'].nunique()} of the {grid['layer'].nunique()} layers."
@@ -647,9 +662,9 @@ def findings(tables: ChapterTables, alpha: float, speed_share: float = 0.5) -> s
             else ""
         ),
         *_null_rate_line(tables),
-        f"**One head kept:** {len(kept)} of {len(keep)} layers show no significant loss with a single query head; "
-        f"the median layer changes the perplexity by {keep['change_pct'].median():+.0f}% and the worst by "
-        f"{keep['change_pct'].max():+.0f}% (layer {shown(keep.loc[keep['change_pct'].idxmax(), 'layer'])}).",
+        f"**One head kept:** {int(keep['kept'])} of {int(keep['layers'])} layers show no significant loss with a "
+        f"single query head; the median layer changes the perplexity by {keep['median change_pct']:+.0f}% and the "
+        f"worst by {keep['worst change_pct']:+.0f}% (layer {shown(int(keep['worst layer']))}).",
     ]
     for unit in ("query heads", "KV groups"):
         imp = shares.loc[(unit, "importance")]

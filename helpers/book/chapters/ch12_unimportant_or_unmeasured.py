@@ -587,10 +587,35 @@ def spreads(summaries: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 def spread(table: pd.DataFrame) -> pd.DataFrame:
-    """``summary`` over seeds: per model and method the mean and the range (max - min) of each column."""
-    grouped = table.groupby(["model", "method"], sort=False)[["prunable_share", "area"]]
-    out = grouped.mean().join(grouped.agg(lambda s: s.max() - s.min()), rsuffix=" range")
-    return out.rename(columns={"prunable_share": "prunable share (mean)", "area": "area (mean)"}).reset_index()
+    """``summary`` over seeds: per model and method the mean prunable share with its smallest and
+    largest, the mean area, the range (max - min) of each, and ``out of sample``: whether every
+    seed chose the method's heads on data its curve does not score (where the table says)."""
+    grouped = table.groupby(["model", "method"], sort=False)
+    out = pd.DataFrame(
+        {
+            "prunable share (mean)": grouped["prunable_share"].mean(),
+            "area (mean)": grouped["area"].mean(),
+            "prunable share (min)": grouped["prunable_share"].min(),
+            "prunable share (max)": grouped["prunable_share"].max(),
+            "prunable_share range": grouped["prunable_share"].max() - grouped["prunable_share"].min(),
+            "area range": grouped["area"].max() - grouped["area"].min(),
+        }
+    )
+    if "selected_on" in table:
+        out["out of sample"] = grouped["selected_on"].agg(lambda s: bool((s != IN_SAMPLE).all()))
+    return out.reset_index()
+
+
+def selection_tables(summaries: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The tables chapter 12 saves of ``{measure: summary}``: each measure's ``summary``
+    (``12_selection``) and its ``spread`` over seeds (``12_selection_spread``), with the measure's
+    suffix."""
+    out = {}
+    for measure, table in summaries.items():
+        suffix = measures.BY_KEY[measure].suffix
+        out[f"12_selection{suffix}"] = table
+        out[f"12_selection_spread{suffix}"] = spread(table)
+    return out
 
 
 _CHAPTER_06 = "06_pruning_curves"
@@ -924,18 +949,20 @@ def _selection_lines(tables: ChapterTables) -> list[str]:
     out of sample keep the score longest (ties named as ties), and each against the random band."""
     lines = []
     for suffix, measure in MEASURES.items():
-        table = tables[f"12_selection{suffix}"]
+        table, spreads_of = tables[f"12_selection{suffix}"], tables[f"12_selection_spread{suffix}"]
         for name, part in table.groupby("model", sort=False):
-            shown = part[~part["method"].isin([RANDOM_LOW, RANDOM_HIGH])]
-            share = shown.groupby("method", sort=False)["prunable_share"]
-            mean, low, high = share.mean(), share.min(), share.max()
-            ranked = "; ".join(
-                f"{m} {mean[m]:.0%} ({low[m]:.0%} to {high[m]:.0%})" for m in mean.sort_values(ascending=False).index
+            each = spreads_of[spreads_of["model"] == name].set_index("method")
+            shown = each.drop([RANDOM_LOW, RANDOM_HIGH], errors="ignore").sort_values(
+                "prunable share (mean)", ascending=False, kind="stable"
             )
-            fair = part[part["method"].isin(CHOSEN) & (part["selected_on"] != IN_SAMPLE)]
-            fair_mean = fair.groupby("method", sort=False)["prunable_share"].mean()
+            ranked = "; ".join(
+                f"{m} {r['prunable share (mean)']:.0%} ({r['prunable share (min)']:.0%} to "
+                f"{r['prunable share (max)']:.0%})"
+                for m, r in shown.iterrows()
+            )
+            fair = each[each.index.isin(CHOSEN) & each["out of sample"].astype(bool)]
+            fair_mean, area = fair["prunable share (mean)"], fair["area (mean)"]
             best = [m for m, v in fair_mean.items() if v == fair_mean.max()]
-            area = fair.groupby("method", sort=False)["area"].mean()
             lines.append(
                 f"**Choosing heads on {name}, {measure}:** share prunable within δ, mean over seeds (range): "
                 f"{ranked}. Of the methods that choose heads out of sample, "

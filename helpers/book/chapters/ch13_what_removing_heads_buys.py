@@ -202,7 +202,6 @@ def _kept_lines(tables: ChapterTables) -> list[str]:
 
 def _runtime_lines(tables: ChapterTables) -> list[str]:
     """What llama.cpp computed, allocated and how fast it ran, against transformers and the arithmetic."""
-    from ..experiments.served import speed_summary
 
     exact = tables["13_runtime"]
     new = int(exact["new tokens"].iloc[0])
@@ -251,7 +250,7 @@ def _runtime_lines(tables: ChapterTables) -> list[str]:
             else ""
         ),
     ]
-    summary = speed_summary(tables["13_runtime_speed"])
+    summary = tables["13_runtime_speed_summary"]
     parts = [
         f"{r['unit']} {percent(r['share'])}, {int(r['threads'])} thread{'s' if r['threads'] > 1 else ''}: "
         f"{r['generated tokens per second']:.0f} tokens/s ({r['generated tokens per second, ratio']:.2f}x)"

@@ -681,12 +681,16 @@ def raw_tables(
     configs: Sequence[Config], rows: Mapping[str, np.ndarray], floor: float, window: pd.DataFrame
 ) -> dict[str, pd.DataFrame]:
     """The chapter's raw data as tables: one row per configuration and sequence
-    (``14_sequence_stats``), the copying accuracy of a first read (``14_floor``) and the KV
-    groups' attention beyond the window (``14_window_groups``, from ``window_scores``)."""
+    (``14_sequence_stats``), the copying accuracy of a first read (``14_floor``), the KV groups'
+    attention beyond the window (``14_window_groups``, from ``window_scores``) and its median
+    over the groups (``14_window_summary``)."""
     return {
         "14_sequence_stats": sequence_table(configs, rows),
         "14_floor": pd.DataFrame([{"first-read accuracy": floor}]),
         "14_window_groups": window,
+        "14_window_summary": pd.DataFrame(
+            [{"groups": len(window), "median beyond window": float(window["beyond window"].median())}]
+        ),
     }
 
 
@@ -1117,8 +1121,8 @@ def _window_lines(tables: ChapterTables) -> list[str]:
     ]
     return [
         f"**Where windowed heads keep full context:** the groups that read most beyond the window (layer.group, "
-        f"attention beyond it) are {words(top)}; the median group puts {scores['beyond window'].median():.2f} of its "
-        "attention there."
+        f"attention beyond it) are {words(top)}; the median group puts "
+        f"{tables['14_window_summary']['median beyond window'].iloc[0]:.2f} of its attention there."
     ]
 
 

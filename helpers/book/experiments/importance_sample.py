@@ -92,13 +92,30 @@ def agreement_table(
     return pd.DataFrame(rows)
 
 
+SUMMARY = "06_importance_sample_summary"  # ``summary`` of chapter 06's draws, as it saves it
+_AGREEMENTS = ["spearman", "top overlap", "bottom overlap"]
+
+
 def summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Per model (where the table has a ``model`` column) and sample size: the median of each
-    agreement over the draws, and its 5th and 95th percentiles."""
+    """Per model (where the table has a ``model`` column) and sample size (``examples``): ``used``
+    (the examples the verdict used, where the table has it), ``draws``, the median of each
+    agreement over the draws with its 5th and 95th percentiles (``spearman (median)``,
+    ``spearman (5%)``, ...), and for each drawn curve's column (``prunable_share``, the
+    perplexity rises: ``RISE``) that has values, its ``(min)``, ``(max)`` and ``(draws)`` over the
+    draws that have one."""
     keys = [c for c in ("model", "examples") if c in table]
-    out = table.groupby(keys)[["spearman", "top overlap", "bottom overlap"]].quantile([0.05, 0.5, 0.95]).unstack()
+    grouped = table.groupby(keys, sort=False)
+    out = grouped[_AGREEMENTS].quantile([0.05, 0.5, 0.95]).unstack()
     out.columns = [f"{measure} ({'median' if q == 0.5 else f'{q:.0%}'})" for measure, q in out.columns]
-    return out.reset_index()
+    out.insert(0, "draws", grouped.size())
+    if "used" in table:
+        out.insert(0, "used", grouped["used"].first())
+    for column in [c for c in table if c == "prunable_share" or c.startswith(RISE)]:
+        if table[column].notna().any():
+            out[f"{column} (min)"] = grouped[column].min()
+            out[f"{column} (max)"] = grouped[column].max()
+            out[f"{column} (draws)"] = grouped[column].count()
+    return out.reset_index().sort_values(keys, kind="stable").reset_index(drop=True)
 
 
 def figure(table: pd.DataFrame, used: Mapping[str, int] | None = None):

@@ -644,6 +644,14 @@ def _language_model_sample(
     return terms, points
 
 
+def sample_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """``importance_sample.summary`` of ``importance_sample``'s draws: what chapter 06's findings
+    state, per model and sample size."""
+    from .importance_sample import summary
+
+    return summary(table)
+
+
 def sample_figure(table: pd.DataFrame):
     """``importance_sample.figure`` with each model's pruning sample marked."""
     from .importance_sample import figure

@@ -1510,3 +1510,120 @@ def test_the_scorecards_14b_verdicts_follow_the_tables_they_read(table):
             assert card[key]["verdict"] == "reproduced"
         elif c["high"] is not None and c["high"] < 0:
             assert card[key]["verdict"] == "not reproduced"
+
+
+# ---- the summaries the findings format (each recomputed from the rows it summarises) -------------
+def _binomial_tail(n: int, k: int, p: float) -> float:
+    """P(Binomial(n, p) >= k), summed term by term."""
+    return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(max(k, 0), n + 1))
+
+
+@pytest.mark.parametrize("measure", ["", "_likelihood"])
+def test_chapter_03_chance_line_and_split_half_r_add_up(table, measure):
+    from helpers.book.chapters.ch03_ablating_one_head import BINOMIAL_LEVEL
+
+    alpha = _param("03_ablating_one_head", "alpha")
+    per_model = {
+        _param("03_ablating_one_head", "classifier"): table(f"03_one_head_classifier{measure}"),
+        _param("03_ablating_one_head", "translation"): table(f"03_one_head_translation{measure}"),
+    }
+    counts = _ours(table(f"03_one_head_counts{measure}"), "model")
+    for (model, seed), rows in _by(counts, "model", SEED).items():
+        heads, significant = sum(r["heads"] for r in rows), sum(r["significant"] for r in rows)
+        heads_rows = _seed_of(per_model[model], seed)
+        r, _ = _pearson([h["score_even"] for h in heads_rows], [h["score_odd"] for h in heads_rows])
+        p = _binomial_tail(heads, significant, 2 * alpha)  # a test at alpha flags 2 alpha either way
+        for row in rows:  # the model's statistics stand on each of its kinds' rows
+            assert (row["model heads"], row["model significant"]) == (heads, significant)
+            assert row["expected by chance"] == pytest.approx(2 * alpha * heads)
+            assert row["gains expected by chance"] == pytest.approx(alpha * heads)
+            assert row["binomial p"] == pytest.approx(p, rel=1e-6, abs=1e-12)
+            assert row["beyond chance"] == (p < BINOMIAL_LEVEL)
+            assert _same(row["split-half r"], r), (model, seed)
+
+
+def _percentile(values: list[float], q: float) -> float:
+    """The q-quantile with linear interpolation between the order statistics."""
+    ordered = sorted(values)
+    at = q * (len(ordered) - 1)
+    low = math.floor(at)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
+
+
+def test_chapter_06_importance_sample_summary_adds_up(table):
+    draws = _by(table("06_importance_sample"), "model", "examples")
+    summary = {(r["model"], r["examples"]): r for r in table("06_importance_sample_summary")}
+    assert set(summary) == set(draws)
+    for key, rows in draws.items():
+        row = summary[key]
+        assert (row["draws"], row["used"]) == (len(rows), rows[0]["used"])
+        for column in ("spearman", "top overlap", "bottom overlap"):
+            values = [r[column] for r in rows]
+            for q, name in ((0.05, "5%"), (0.5, "median"), (0.95, "95%")):
+                assert row[f"{column} ({name})"] == pytest.approx(_percentile(values, q), **CLOSE), (key, column, q)
+        curved = [r["prunable_share"] for r in rows if r.get("prunable_share") is not None]
+        if curved:
+            assert (row["prunable_share (min)"], row["prunable_share (max)"]) == (min(curved), max(curved))
+            assert row["prunable_share (draws)"] == len(curved)
+
+
+def _gains(rows: list[dict]) -> dict[tuple, dict]:
+    """Per batch size (and precision, compile mode): the pruned and gated models' ratio of median
+    rates to the original's less one, the FLOPs' prediction and the larger IQR over median."""
+    keys = [k for k in ("dtype", "compile_mode") if k in rows[0]] + ["batch_size"]
+    out = {}
+    for key, part in _by(rows, *keys).items():
+        by = {r["variant"]: r for r in part}
+        pruned = by["pruned"]["median"] / by["original"]["median"] - 1
+        predicted = by["original"]["flops"] / by["pruned"]["flops"] - 1
+        out[key] = {
+            "pruned": pruned,
+            "gated": by["gated"]["median"] / by["original"]["median"] - 1,
+            "predicted": predicted,
+            "share_of_predicted": pruned / predicted,
+        }
+        if "iqr" in by["original"]:
+            out[key]["noise"] = max(by[v]["iqr"] / by[v]["median"] for v in ("original", "gated"))
+    return out
+
+
+@pytest.mark.parametrize("speed,gains", [("07_speed", "07_speed_gains"), ("11_speed", "11_speed_gains")])
+def test_the_speed_gains_add_up_from_the_timed_rates(table, speed, gains):
+    want = _gains(table(speed))
+    saved = table(gains)
+    keys = [k for k in ("dtype", "compile_mode") if k in saved[0]] + ["batch_size"]
+    assert {tuple(r[k] for k in keys) for r in saved} == set(want)
+    for row in saved:
+        for column, value in want[tuple(row[k] for k in keys)].items():
+            assert row[column] == pytest.approx(value, **CLOSE), (gains, column)
+
+
+def test_chapter_11_keep_one_summary_adds_up(table):
+    layers = table("11_keep_one_head")
+    (row,) = table("11_keep_one_summary")
+    worst = max(layers, key=lambda r: r["change_pct"])
+    assert (row["layers"], row["kept"]) == (len(layers), sum(1 for r in layers if not r["significant"]))
+    assert row["median change_pct"] == pytest.approx(_percentile([r["change_pct"] for r in layers], 0.5), **CLOSE)
+    assert (row["worst change_pct"], row["worst layer"]) == (pytest.approx(worst["change_pct"]), worst["layer"])
+
+
+@pytest.mark.parametrize("measure", ["", "_likelihood"])
+def test_chapter_12_selection_spread_adds_up(table, measure):
+    rows = table(f"12_selection{measure}")
+    spread = {(r["model"], r["method"]): r for r in table(f"12_selection_spread{measure}")}
+    assert set(spread) == set(_by(rows, "model", "method"))
+    for key, part in _by(rows, "model", "method").items():
+        shares, areas = [r["prunable_share"] for r in part], [r["area"] for r in part]
+        row = spread[key]
+        assert row["prunable share (mean)"] == pytest.approx(sum(shares) / len(shares), **CLOSE)
+        assert row["area (mean)"] == pytest.approx(sum(areas) / len(areas), **CLOSE)
+        assert (row["prunable share (min)"], row["prunable share (max)"]) == (min(shares), max(shares))
+        assert row["out of sample"] == all(r["selected_on"] != "the scored set (in-sample)" for r in part)
+
+
+def test_chapter_14_window_summary_adds_up(table):
+    groups = [r["beyond window"] for r in table("14_window_groups")]
+    (row,) = table("14_window_summary")
+    assert row["groups"] == len(groups)
+    assert row["median beyond window"] == pytest.approx(_percentile(groups, 0.5), **CLOSE)

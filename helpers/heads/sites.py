@@ -71,7 +71,7 @@ class HeadSpecError(ValueError):
     """A head specification names an unknown kind, a layer or head out of range, or a pruned head."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, kw_only=True)
 class AttentionSite:
     """One multi-head attention block.
 
@@ -240,16 +240,16 @@ def _bert_sites(model: nn.Module) -> list[AttentionSite]:
     layers = model.base_model.encoder.layer
     return [
         AttentionSite(
-            "self",
-            i,
-            "bert",
-            blk.attention.self,
-            blk.attention.self.query,
-            blk.attention.self.key,
-            blk.attention.self.value,
-            blk.attention.output.dense,
-            blk.attention.self.attention_head_size,
-            0,
+            kind="self",
+            layer=i,
+            family="bert",
+            module=blk.attention.self,
+            query=blk.attention.self.query,
+            key=blk.attention.self.key,
+            value=blk.attention.self.value,
+            output=blk.attention.output.dense,
+            head_dim=blk.attention.self.attention_head_size,
+            batch_dim=0,
         )
         for i, blk in enumerate(layers)
     ]
@@ -259,16 +259,16 @@ def _distilbert_sites(model: nn.Module) -> list[AttentionSite]:
     layers = model.base_model.transformer.layer
     return [
         AttentionSite(
-            "self",
-            i,
-            "distilbert",
-            blk.attention,
-            blk.attention.q_lin,
-            blk.attention.k_lin,
-            blk.attention.v_lin,
-            blk.attention.out_lin,
-            blk.attention.attention_head_size,
-            0,
+            kind="self",
+            layer=i,
+            family="distilbert",
+            module=blk.attention,
+            query=blk.attention.q_lin,
+            key=blk.attention.k_lin,
+            value=blk.attention.v_lin,
+            output=blk.attention.out_lin,
+            head_dim=blk.attention.attention_head_size,
+            batch_dim=0,
         )
         for i, blk in enumerate(layers)
     ]
@@ -277,16 +277,16 @@ def _distilbert_sites(model: nn.Module) -> list[AttentionSite]:
 def _seq2seq_sites(encoder_layers, decoder_layers, family: str, batch_dim: int) -> list[AttentionSite]:
     def site(kind: str, i: int, attn: nn.Module) -> AttentionSite:
         return AttentionSite(
-            kind,
-            i,
-            family,
-            attn,
-            attn.q_proj,
-            attn.k_proj,
-            attn.v_proj,
-            attn.out_proj,
-            attn.head_dim,
-            batch_dim,
+            kind=kind,
+            layer=i,
+            family=family,
+            module=attn,
+            query=attn.q_proj,
+            key=attn.k_proj,
+            value=attn.v_proj,
+            output=attn.out_proj,
+            head_dim=attn.head_dim,
+            batch_dim=batch_dim,
         )
 
     sites = [site("enc_self", i, blk.self_attn) for i, blk in enumerate(encoder_layers)]
@@ -309,16 +309,16 @@ def _fairseq_sites(model: nn.Module) -> list[AttentionSite]:
 def _gpt2_sites(model: nn.Module) -> list[AttentionSite]:
     return [
         AttentionSite(
-            "self",
-            i,
-            "gpt2",
-            blk.attn,
-            blk.attn.c_attn,
-            blk.attn.c_attn,
-            blk.attn.c_attn,
-            blk.attn.c_proj,
-            blk.attn.head_dim,
-            0,
+            kind="self",
+            layer=i,
+            family="gpt2",
+            module=blk.attn,
+            query=blk.attn.c_attn,
+            key=blk.attn.c_attn,
+            value=blk.attn.c_attn,
+            output=blk.attn.c_proj,
+            head_dim=blk.attn.head_dim,
+            batch_dim=0,
             fused_qkv=True,
         )
         for i, blk in enumerate(model.base_model.h)
@@ -330,16 +330,16 @@ def _llama_sites(model: nn.Module) -> list[AttentionSite]:
     group_size = config.num_attention_heads // config.num_key_value_heads
     return [
         AttentionSite(
-            "self",
-            i,
-            "llama",
-            blk.self_attn,
-            blk.self_attn.q_proj,
-            blk.self_attn.k_proj,
-            blk.self_attn.v_proj,
-            blk.self_attn.o_proj,
-            blk.self_attn.head_dim,
-            0,
+            kind="self",
+            layer=i,
+            family="llama",
+            module=blk.self_attn,
+            query=blk.self_attn.q_proj,
+            key=blk.self_attn.k_proj,
+            value=blk.self_attn.v_proj,
+            output=blk.self_attn.o_proj,
+            head_dim=blk.self_attn.head_dim,
+            batch_dim=0,
             group_size=group_size,
         )
         for i, blk in enumerate(model.base_model.layers)

@@ -71,11 +71,11 @@ def check_gate(gate: Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor], 
     heads, head_dim = 4, 8
     context = torch.randn(3, 5, heads * head_dim, generator=generator)
     for xi in (torch.rand(heads, generator=generator), torch.tensor([1.0, 0.0, 1.0, 0.0])):
-        interleaved = (context.unflatten(-1, (head_dim, heads)) * xi).flatten(-2)
+        interleaved = (context.unflatten(-1, (head_dim, heads)) * xi).flatten(-2)  # [3, 5, 8, 4] -> [3, 5, 32]
         gap = _compare(
             "the gate",
             _call(gate, "gate(context [3, 5, 32], xi [4], head_dim=8)", context.clone(), xi.clone(), head_dim),
-            library=gate_heads(context, xi[:, None], head_dim),
+            library=gate_heads(context, xi[:, None], head_dim),  # xi [4, 1]: one gate per head, every example
             hint="Reshape to [batch, tokens, heads, head_dim], scale each head, and reshape back.",
             mistakes={"heads taken as interleaved columns ([head_dim, heads]), not blocks of head_dim": interleaved},
         )

@@ -236,57 +236,67 @@ class Family:
     gate_switch: Callable[[AttentionSite, Callable[[], bool]], Callable[[], None]] | None = None
 
 
+def _site(
+    kind: str,
+    layer: int,
+    *,
+    family: str,
+    module: nn.Module,
+    projections: tuple[nn.Module, nn.Module, nn.Module, nn.Module],
+    head_dim: int,
+    batch_dim: int = 0,
+    **more,
+) -> AttentionSite:
+    """An ``AttentionSite`` of ``module`` with its ``(query, key, value, output)`` projections."""
+    query, key, value, output = projections
+    return AttentionSite(
+        kind=kind,
+        layer=layer,
+        family=family,
+        module=module,
+        query=query,
+        key=key,
+        value=value,
+        output=output,
+        head_dim=head_dim,
+        batch_dim=batch_dim,
+        **more,
+    )
+
+
 def _bert_sites(model: nn.Module) -> list[AttentionSite]:
-    layers = model.base_model.encoder.layer
     return [
-        AttentionSite(
-            kind="self",
-            layer=i,
+        _site(
+            "self",
+            i,
             family="bert",
-            module=blk.attention.self,
-            query=blk.attention.self.query,
-            key=blk.attention.self.key,
-            value=blk.attention.self.value,
-            output=blk.attention.output.dense,
-            head_dim=blk.attention.self.attention_head_size,
-            batch_dim=0,
+            module=(a := blk.attention.self),
+            projections=(a.query, a.key, a.value, blk.attention.output.dense),
+            head_dim=a.attention_head_size,
         )
-        for i, blk in enumerate(layers)
+        for i, blk in enumerate(model.base_model.encoder.layer)
     ]
 
 
 def _distilbert_sites(model: nn.Module) -> list[AttentionSite]:
-    layers = model.base_model.transformer.layer
     return [
-        AttentionSite(
-            kind="self",
-            layer=i,
+        _site(
+            "self",
+            i,
             family="distilbert",
-            module=blk.attention,
-            query=blk.attention.q_lin,
-            key=blk.attention.k_lin,
-            value=blk.attention.v_lin,
-            output=blk.attention.out_lin,
-            head_dim=blk.attention.attention_head_size,
-            batch_dim=0,
+            module=(a := blk.attention),
+            projections=(a.q_lin, a.k_lin, a.v_lin, a.out_lin),
+            head_dim=a.attention_head_size,
         )
-        for i, blk in enumerate(layers)
+        for i, blk in enumerate(model.base_model.transformer.layer)
     ]
 
 
 def _seq2seq_sites(encoder_layers, decoder_layers, family: str, batch_dim: int) -> list[AttentionSite]:
     def site(kind: str, i: int, attn: nn.Module) -> AttentionSite:
-        return AttentionSite(
-            kind=kind,
-            layer=i,
-            family=family,
-            module=attn,
-            query=attn.q_proj,
-            key=attn.k_proj,
-            value=attn.v_proj,
-            output=attn.out_proj,
-            head_dim=attn.head_dim,
-            batch_dim=batch_dim,
+        projections = (attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj)
+        return _site(
+            kind, i, family=family, module=attn, projections=projections, head_dim=attn.head_dim, batch_dim=batch_dim
         )
 
     sites = [site("enc_self", i, blk.self_attn) for i, blk in enumerate(encoder_layers)]
@@ -308,17 +318,13 @@ def _fairseq_sites(model: nn.Module) -> list[AttentionSite]:
 
 def _gpt2_sites(model: nn.Module) -> list[AttentionSite]:
     return [
-        AttentionSite(
-            kind="self",
-            layer=i,
+        _site(
+            "self",
+            i,
             family="gpt2",
             module=blk.attn,
-            query=blk.attn.c_attn,
-            key=blk.attn.c_attn,
-            value=blk.attn.c_attn,
-            output=blk.attn.c_proj,
+            projections=(blk.attn.c_attn, blk.attn.c_attn, blk.attn.c_attn, blk.attn.c_proj),
             head_dim=blk.attn.head_dim,
-            batch_dim=0,
             fused_qkv=True,
         )
         for i, blk in enumerate(model.base_model.h)
@@ -329,17 +335,13 @@ def _llama_sites(model: nn.Module) -> list[AttentionSite]:
     config = model.config
     group_size = config.num_attention_heads // config.num_key_value_heads
     return [
-        AttentionSite(
-            kind="self",
-            layer=i,
+        _site(
+            "self",
+            i,
             family="llama",
-            module=blk.self_attn,
-            query=blk.self_attn.q_proj,
-            key=blk.self_attn.k_proj,
-            value=blk.self_attn.v_proj,
-            output=blk.self_attn.o_proj,
-            head_dim=blk.self_attn.head_dim,
-            batch_dim=0,
+            module=(a := blk.self_attn),
+            projections=(a.q_proj, a.k_proj, a.v_proj, a.o_proj),
+            head_dim=a.head_dim,
             group_size=group_size,
         )
         for i, blk in enumerate(model.base_model.layers)

@@ -263,12 +263,18 @@ def likelihood_pass(model: nn.Module, sizes: Sizes, device: torch.device) -> dic
         single_layer_translation_nll(model, pairs, configs=configs, progress=False, max_tokens=sizes.loss_tokens * 2)
     )
     seconds, peak, _ = measured(run, device, sizes.repeats)
+    return _sweep_row("wmt likelihood sweep", "wmt", device=device, seconds=seconds, peak=peak, configs=len(configs))
+
+
+def _sweep_row(name: str, model: str, *, device: torch.device, seconds: float, peak, configs: int) -> dict:
+    """The row of a one-head sweep of chapters 03-05: ``seconds`` over ``configs`` configurations,
+    one configuration a pass."""
     return _row(
-        "wmt likelihood sweep",
+        name,
         "03-05",
-        model="wmt",
+        model=model,
         device=device,
-        seconds=seconds / len(configs),
+        seconds=seconds / configs,
         peak=peak,
         per_pass=1,
         estimate=None,
@@ -285,17 +291,7 @@ def classifier_pass(model: nn.Module, sizes: Sizes, device: torch.device) -> dic
     configs = one_head_configs(model)[: sizes.configs]
     run = lambda: single_layer_sweep(model, [batch], run=_logits, configs=configs, progress=False, processes=1)
     seconds, peak, _ = measured(run, device, sizes.repeats)
-    return _row(
-        "bert accuracy sweep",
-        "03-05",
-        model="bert",
-        device=device,
-        seconds=seconds / len(configs),
-        peak=peak,
-        per_pass=1,
-        estimate=None,
-        note="per configuration",
-    )
+    return _sweep_row("bert accuracy sweep", "bert", device=device, seconds=seconds, peak=peak, configs=len(configs))
 
 
 def importance_passes(wmt: nn.Module, bert: nn.Module, sizes: Sizes, device: torch.device) -> list[dict]:

@@ -132,14 +132,18 @@ def chapter_module(notebook: str) -> str | None:
 _DATA_FOLDER = "data"  # next to the executed notebooks: the CSV tables each chapter links
 
 
+def chapter_tables(folder: Path, notebook: str) -> list[Path]:
+    """The CSV tables in ``folder`` that ``notebook`` saves: those named with its number (``03_...``)."""
+    return sorted(Path(folder).glob(f"{notebook.split('_', 1)[0]}_*.csv"))
+
+
 def _chapter_tables(notebook: str, profile: str) -> list[Path]:
-    """The CSV tables ``notebook`` saved under ``results/<profile>/``: those named with its
-    number (``03_...``); the scorecard's page, which reads them all, gets every table."""
+    """The CSV tables ``notebook`` saved under ``results/<profile>/`` (``chapter_tables``); the
+    scorecard's page, which reads them all, gets every table."""
     from ..store.results import results_dir
 
     folder = results_dir(profile)
-    pattern = "*.csv" if notebook.endswith("_scorecard") else f"{notebook.split('_', 1)[0]}_*.csv"
-    return sorted(folder.glob(pattern))
+    return sorted(folder.glob("*.csv")) if notebook.endswith("_scorecard") else chapter_tables(folder, notebook)
 
 
 def data_links(notebook: str, profile: str, output_dir: Path) -> str | None:

@@ -33,7 +33,7 @@ def run_prediction(profile: str, chapter: str, override: str, out: Path) -> int:
     (made first as a copy of the profile's); the runner's exit code."""
     tables = out / "results"
     runner.copy_tables(results_dir(profile), tables / profile)
-    for own in (tables / profile).glob(f"{chapter.split('_', 1)[0]}_*.csv"):  # never the profile's, read as the run's
+    for own in runner.chapter_tables(tables / profile, chapter):  # never the profile's, read as the run's
         own.unlink()
     before = os.environ.get(ENV)
     os.environ[ENV] = str(tables)

@@ -91,6 +91,19 @@ def _is_current(notebook: str, params: dict, output_dir: Path = _EXECUTED, model
     return source.exists() and _cached(output_dir / f"{notebook}.ipynb", fingerprint(source, params, models))
 
 
+def is_current(profile: str, notebook: str, overrides: list[str], output_dir: Path) -> bool:
+    """Whether ``--profile <profile> --only <notebook> -p <override>... --output-dir <output_dir>``
+    would reuse the executed copy there: same notebook, parameters, models and code, and the
+    tables it read unchanged under the results root in force."""
+    from ..course import models_key
+    from ..profiles.parameters import checked_overrides
+
+    settings = load_profile(profile)
+    parsed = parse_overrides(overrides)
+    mine = checked_overrides({notebook: NOTEBOOKS / f"{notebook}.ipynb"}, parsed).get(notebook, {}) if parsed else {}
+    return _is_current(notebook, parameters_for(settings, notebook, mine), output_dir, models_key(settings))
+
+
 def launch_links(notebook: str, profile: str, repo: tuple[str, str] | None = None) -> str:
     """The line under a chapter's title: open its source notebook on Colab or Binder (from the
     repository in ``_config.yml``, or ``repo`` = (url, branch)), or, with no repository set, how to

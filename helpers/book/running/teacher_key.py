@@ -48,14 +48,14 @@ def _results_at(root: Path) -> Iterator[None]:
 
 
 def _read_the_same(out: Path, profile: str, chapter: str, root: Path) -> bool:
-    """Whether the run in ``out`` saved ``chapter``'s tables and read, of the profile's other
-    tables, what is under ``root/<profile>`` now (byte for byte)."""
-    executed, copy = out / f"{chapter}.ipynb", out / "results" / profile
-    own = {f"{profile}/{p.name}" for p in runner.chapter_tables(copy, chapter)}
-    if not own or not executed.is_file():
+    """Whether the run in ``out`` saved ``chapter``'s tables and read, of what other chapters
+    wrote, what is under ``root/<profile>`` now (byte for byte)."""
+    executed = out / f"{chapter}.ipynb"
+    if not runner.chapter_tables(out / "results" / profile, chapter) or not executed.is_file():
         return False
     reads = json.loads(executed.read_text())["metadata"].get("sixteen_heads", {}).get("reads", {})
-    return not changed({rel: d for rel, d in reads.items() if rel not in own}, root)
+    own = chapter.split("_", 1)[0] + "_"  # its tables and its parameters file are its own
+    return not changed({rel: d for rel, d in reads.items() if not Path(rel).name.startswith(own)}, root)
 
 
 def run_prediction(profile: str, chapter: str, override: str, out: Path) -> int:

@@ -91,6 +91,19 @@ def _is_current(notebook: str, params: dict, output_dir: Path = _EXECUTED, model
     return source.exists() and _cached(output_dir / f"{notebook}.ipynb", fingerprint(source, params, models))
 
 
+def is_current(profile: str, notebook: str, overrides: list[str], output_dir: Path) -> bool:
+    """Whether ``--profile <profile> --only <notebook> -p <override>... --output-dir <output_dir>``
+    would reuse the executed copy there: same notebook, parameters, models and code, and the
+    tables it read unchanged under the results root in force."""
+    from ..course import models_key
+    from ..profiles.parameters import checked_overrides
+
+    settings = load_profile(profile)
+    parsed = parse_overrides(overrides)
+    mine = checked_overrides({notebook: NOTEBOOKS / f"{notebook}.ipynb"}, parsed).get(notebook, {}) if parsed else {}
+    return _is_current(notebook, parameters_for(settings, notebook, mine), output_dir, models_key(settings))
+
+
 def launch_links(notebook: str, profile: str, repo: tuple[str, str] | None = None) -> str:
     """The line under a chapter's title: open its source notebook on Colab or Binder (from the
     repository in ``_config.yml``, or ``repo`` = (url, branch)), or, with no repository set, how to
@@ -132,14 +145,18 @@ def chapter_module(notebook: str) -> str | None:
 _DATA_FOLDER = "data"  # next to the executed notebooks: the CSV tables each chapter links
 
 
+def chapter_tables(folder: Path, notebook: str) -> list[Path]:
+    """The CSV tables in ``folder`` that ``notebook`` saves: those named with its number (``03_...``)."""
+    return sorted(Path(folder).glob(f"{notebook.split('_', 1)[0]}_*.csv"))
+
+
 def _chapter_tables(notebook: str, profile: str) -> list[Path]:
-    """The CSV tables ``notebook`` saved under ``results/<profile>/``: those named with its
-    number (``03_...``); the scorecard's page, which reads them all, gets every table."""
+    """The CSV tables ``notebook`` saved under ``results/<profile>/`` (``chapter_tables``); the
+    scorecard's page, which reads them all, gets every table."""
     from ..store.results import results_dir
 
     folder = results_dir(profile)
-    pattern = "*.csv" if notebook.endswith("_scorecard") else f"{notebook.split('_', 1)[0]}_*.csv"
-    return sorted(folder.glob(pattern))
+    return sorted(folder.glob("*.csv")) if notebook.endswith("_scorecard") else chapter_tables(folder, notebook)
 
 
 def data_links(notebook: str, profile: str, output_dir: Path) -> str | None:

@@ -207,7 +207,7 @@ def test_a_translation_scorer_decodes_a_spec_once_for_scores_and_statistics(smok
     monkeypatch.setattr(
         scorers,
         "masked_translations",
-        lambda m, sources, configs, *a, **k: (decoded.extend(configs), real(m, sources, configs, *a, **k))[1],
+        lambda m, sources, *a, configs, **k: (decoded.extend(configs), real(m, sources, *a, configs=configs, **k))[1],
     )
     score = scorers.translation_scorer(pairs, beam=1)
     specs = [{}, {"enc_self": {0: [0]}}]

@@ -3,7 +3,7 @@
 The library's functions that do a block of work worth timing (a sweep over head configurations,
 an importance estimate, gate training, a timing run) open an ``entry``:
 
-    with ledger.entry("decoding", "one-head sweep", model, examples=200, configs=145) as e:
+    with ledger.entry("decoding", "one-head sweep", model=model, examples=200, configs=145) as e:
         ...                       # compute; e.computed(k) when only k configurations were new
 
 and when the block ends, every listener receives one ``_Entry``: its category (``CATEGORIES``),

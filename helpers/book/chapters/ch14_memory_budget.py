@@ -9,10 +9,10 @@ holds while reading a sequence, over the sequence's length, against the plain 16
 the unpruned model (100%). Scores per sequence: the negative log-likelihood of the chapter's
 later half (perplexity) and the copying of a passage repeated after hundreds of tokens.
 
-    configs = plan(model, importance, window_scores, layout, Plan(...))     # every configuration
-    rows, bytes_ = score_all(model, configs, ids, layout)                    # per config and sequence
-    points = point_table(configs, rows, layout, bootstrap)                  # one row per config, intervals
-    pairs = pair_table(points, rows, bootstrap)                             # per budget, method against method
+    configs = plan(model, importance, window_scores=windows, layout=layout, p=Plan(...))  # every configuration
+    rows = score_all(model, configs, ids=ids, layout=layout)                             # per config and sequence
+    points = point_table(model, configs, rows=rows, layout=layout, **bootstrap)          # per config, intervals
+    pairs = pair_table(points, rows, budgets=(0.5, 0.25), **bootstrap)                   # per budget, method pairs
 
 Chapter 14's claims, from work after the paper: at equal KV-cache bytes, quantizing the cache
 costs less perplexity than evicting tokens ("More Tokens, Lower Precision", Zhang et al. 2024,

@@ -3,11 +3,13 @@ generation at a few pruning levels (chapter 13), and the induction heads that in
 needs (chapter 13b).
 
     variants = pruned_variants(model, importance, (0, 1/3, 2/3))       # KV groups and query heads
-    generation = Generation.from_verses(tokenizer, texts, 256, [1, 8], new_tokens=64, repeats=3)
+    generation = Generation.from_verses(
+        tokenizer, texts, prompt_tokens=256, batch_sizes=[1, 8], new_tokens=64, repeats=3
+    )
     table = generation.memory_and_speed(variants, report, ["float32"])  # bytes, tokens/s, perplexity
     heads = induction_ranks(model, probe, {"I_h on verses": imp_v, "I_h on copying": imp_c}, grid)
-    curves = copying_curves(model, orders, verse_batches, probe, step)  # scored on verses and copying
-    exact, speed = served_by_llama_cpp(variants, tokenizer, "smollm2", texts, prompts, 64, 3, profile)  # served.py
+    curves = copying_curves(model, orders, verse_batches=verses, probe=probe, step=step)  # verses and copying
+    exact, speed = generation.served_by_llama_cpp(variants, "smollm2", texts, profile)  # served.py
 """
 
 from __future__ import annotations

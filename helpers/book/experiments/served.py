@@ -1,7 +1,7 @@
 """Chapter 13's pruned models served by llama.cpp: each variant written as a GGUF file
 (``serving.gguf_export``) and run in llama.cpp (``serving.llama_cpp``), against transformers.
 
-    exact, speed = served(variants, tokenizer_gguf, prompt, new_tokens, verses, threads=(1, 2))
+    exact, speed = served(variants, tokenizer_gguf, prompt=prompt, new_tokens=64, verses=verses, threads=(1, 2))
 
 * ``exact`` (one row per variant): the float32 file in llama.cpp's exact settings: greedy tokens
   and per-token log-probabilities on the verses against transformers', and the KV cache llama.cpp

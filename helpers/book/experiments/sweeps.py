@@ -2,8 +2,8 @@
 
     sweeps = HeadSweeps(settings, training_seeds=0, decoded_examples=200, beam=1, max_len_a=1.0, max_len_b=24,
                         bootstrap=Bootstrap(n_resamples=1000, alpha=0.01, seed=0))
-    effects = sweeps.effects("nli", examples, "one_head")                  # every seed, accuracy
-    effects = sweeps.effects("translation", pairs, "one_head", "likelihood")  # every seed, nats per token
+    effects = sweeps.effects("nli", examples, configs="one_head")  # every seed, accuracy
+    effects = sweeps.effects("translation", pairs, configs="one_head", measure="likelihood")  # nats per token
 
 A sweep masks each configuration (``"one_head"``: every head alone; ``"all_but_one"``: every
 layer down to one head; a function of the model; or a list of configurations) and scores it on one of two measures:

@@ -255,6 +255,12 @@ def _compare_speed(
     return pd.DataFrame(rows)
 
 
+def with_gains(name: str, table: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """``{name: table, name + "_gains": speed_gains(table)}``: timed rows and their speed-ups, as a
+    chapter saves them."""
+    return {name: table, f"{name}_gains": speed_gains(table)}
+
+
 def speed_gains(table: pd.DataFrame) -> pd.DataFrame:
     """From ``compare_speed`` rows (of one or more settings): one row per dtype, compile mode and
     batch size with the measured speed-ups of the pruned and the gated model over the original

@@ -158,8 +158,10 @@ def styled_precision_table(precision: pd.DataFrame):
     )
 
 
-def gains_figure(gains: pd.DataFrame, batch_sizes: list[int], title: str):
-    """The speed-ups of ``gains_table`` in percent against the batch size (log scale). Returns the axes."""
+def gains_figure(gains: pd.DataFrame, batch_sizes: list[int], *, share: float, profile: str):
+    """The speed-ups of ``gains_table`` in percent against the batch size (log scale), titled with
+    the ``share`` of heads removed, the profile and the device. Returns the axes."""
+    title = f"removing {share:.0%} of the heads ({profile} profile, {device_name()})"
     ax = (gains * 100).plot(marker="o", figsize=(7, 4))
     ax.axhline(0, color="grey", linewidth=1)
     ax.set(

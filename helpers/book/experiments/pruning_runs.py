@@ -644,12 +644,13 @@ def _language_model_sample(
     return terms, points
 
 
-def sample_summary(table: pd.DataFrame) -> pd.DataFrame:
-    """``importance_sample.summary`` of ``importance_sample``'s draws: what chapter 06's findings
-    state, per model and sample size."""
-    from .importance_sample import summary
+def sample_tables(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """What chapter 06 saves of ``importance_sample``'s draws: the draws
+    (``06_importance_sample``) and their ``importance_sample.summary`` per model and sample size
+    (``importance_sample.SUMMARY``), which its findings state."""
+    from .importance_sample import SUMMARY, summary
 
-    return summary(table)
+    return {"06_importance_sample": table, SUMMARY: summary(table)}
 
 
 def sample_figure(table: pd.DataFrame):

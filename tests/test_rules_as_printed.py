@@ -11,7 +11,6 @@ import pandas as pd
 import pytest
 
 from helpers.book.chapters import ch04_keeping_one_head as ch04
-from helpers.book.paper import values as paper_values
 from helpers.book.scorecard.card import CLAIMS_BY_KEY
 from helpers.book.verdicts.engine import (
     CANNOT_TELL,
@@ -94,10 +93,14 @@ def test_few_heads_matter_alone_partly_because_of_the_unplaced_heads(folder):
         ],
     )
     rule = rule_text(CLAIMS_BY_KEY["few_significant"])
-    assert "however many of the heads placed by neither test" in rule and "Cannot tell: where those heads" in rule
-    printed = _printed("few_significant", folder)
     assert (
-        printed[POOLED][0] == "nli 0/144 (17 placed by neither test); translation 11/288 (163 placed by neither test)"
+        "however many of the heads placed by neither test" in rule
+        and "Cannot tell: in none, but where those heads" in rule
+    )
+    printed = _printed("few_significant", folder)
+    assert printed[POOLED][0] == (
+        "nli 0/144 (17 placed by neither test); translation 11/288 (163 placed by neither test) "
+        "(2 seeds' heads together)"
     )
 
     def by_hand(evidence: str) -> str:
@@ -204,14 +207,16 @@ def test_the_held_out_choice_prints_the_undecided_layers_it_reads_over(undecided
     assert ("layers undecided held out" in evidence) == bool(undecided)
 
 
-def _share_by_hand(evidence: str, paper: float) -> str:
-    """ "Reproduced: within 10% of the paper's share. Partly: above 0. Read over the 95% interval"
-    on the printed ``X% [L%, H%]``."""
+def _share_by_hand(evidence: str, rule: str) -> str:
+    """The printed share rule ("Reproduced: within T points of the paper's P%. Partly: above 0.
+    Not reproduced: 0. Read over the 95% interval"), its T and P read from the printed rule, on
+    the printed ``X% [L%, H%]``."""
+    tolerance, paper = (float(x) / 100 for x in re.search(r"within (\d+) points of the paper's (\d+)%", rule).groups())
     low, high = (float(x) / 100 for x in re.search(r"\[<?([\d.]+)%, ([\d.]+)%\]", evidence).groups())
     found = set()
-    if low <= paper + 0.10 and high >= paper - 0.10:
+    if low <= paper + tolerance and high >= paper - tolerance:
         found.add(REPRODUCED)
-    if high > 0 and (low < paper - 0.10 or high > paper + 0.10):  # above 0, outside the band
+    if high > 0 and (low < paper - tolerance or high > paper + tolerance):  # above 0, outside the band
         found.add(PARTLY)
     if low <= 0:
         found.add(NOT_REPRODUCED)
@@ -239,10 +244,10 @@ def test_the_classifiers_prunable_share_at_the_papers_own_value_is_partly(folder
         ],
     )
     rule = rule_text(CLAIMS_BY_KEY["prunable_classifier"])
-    assert "Reproduced: within 10% of the paper's share. Partly: above 0. Read over the 95% interval" in rule
+    assert "Reproduced: within 10 points of the paper's 40%. Partly: above 0. Not reproduced: 0." in rule
     printed = _printed("prunable_classifier", folder)
     for evidence, verdict in printed.values():
-        assert _share_by_hand(evidence, paper_values.PRUNABLE_SHARE["classifier"]) == verdict, evidence
+        assert _share_by_hand(evidence, rule) == verdict, evidence
     assert printed[POOLED] == ("39.5% [8%, 96%] (2 seeds pooled)", PARTLY)
 
 
@@ -268,8 +273,9 @@ def test_a_share_whose_interval_reaches_0_prints_0_and_one_above_it_does_not(fol
         ],
     )
     printed = _printed("flat_start_sentiment", folder)
+    rule = rule_text(CLAIMS_BY_KEY["flat_start_sentiment"])
     for evidence, verdict in printed.values():
-        assert _share_by_hand(evidence, 0.6) == verdict, evidence
+        assert _share_by_hand(evidence, rule) == verdict, evidence
     assert printed[0] == ("10% [0%, 31%] (sentiment)", CANNOT_TELL)
     assert printed[POOLED] == ("10% [0.4%, 31%] (sentiment, 2 seeds pooled)", PARTLY)
 
@@ -327,3 +333,27 @@ def test_chapter_12_and_chapter_03_give_one_verdict_on_the_same_data(folder, tmp
         for seed in (0, 1):
             assert zero.loc[(name, seed), "verdict"] == chapter_03[seed][1], (name, seed)
     assert "on the paper's metric the classifier alone" in rule_text(CLAIMS_BY_KEY["few_significant_every_removal"])
+
+
+def test_a_share_within_ten_points_is_reproduced_where_ten_percent_of_it_would_not_be(folder):
+    """ "Within 10 points of the paper's 40%": a share of 31% to 35% is reproduced. Read as 10% of
+    40% (36% to 44%) it would be partly; the rule prints points so that it cannot be misread."""
+    _write(
+        folder,
+        "06_prunable_shares",
+        [
+            {
+                "track": "classifier",
+                "model": "nli",
+                "order": "importance",
+                "training_seed": 0,
+                "prunable_share": 0.33,
+                "share_se": 0.0,
+                "share_low": 0.31,
+                "share_high": 0.35,
+            }
+        ],
+    )
+    rule = rule_text(CLAIMS_BY_KEY["prunable_classifier"])
+    evidence, verdict = _printed("prunable_classifier", folder)[POOLED]
+    assert evidence == "33% [31%, 35%]" and verdict == REPRODUCED == _share_by_hand(evidence, rule)

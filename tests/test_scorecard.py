@@ -382,7 +382,9 @@ def test_chapter_03s_rules_are_judged_under_each_way_of_removing_a_head(tmp_path
     _write(tmp_path / "p", "12_removal_counts", rows(significant_mean=30, negligible_resample=10))
     verdicts, card = _verdicts(tmp_path)
     assert (verdicts[few], verdicts[most]) == (PARTLY, PARTLY)
-    assert "mean: lm 2/270; nli 60/144 (partly)" in card.set_index("claim").loc[few, "ours"]  # both seeds' heads
+    assert (
+        "mean: lm 2/270; nli 60/144 (2 seeds' heads together) (partly)" in card.set_index("claim").loc[few, "ours"]
+    )  # both seeds' heads
     table = removal_table("p", results_root=tmp_path)
     assert table.loc[("few_significant", "the paper's metric", "lm and nli", 0)].tolist() == [
         REPRODUCED,

@@ -818,7 +818,11 @@ def removal_table(profile: str, results_root: Path | None = None) -> pd.DataFram
 
 
 # chapter 12's counts hold the translation model on the likelihood only (see the module's docstring)
-_MODELS_JUDGED = "judged on the models removed every way: on the paper's metric the classifier alone"
+_MODELS_JUDGED = (
+    "not reproduced: under no way, and refuted under some (another way's cannot tell does not hide a refutation); "
+    "judged on the models removed every way: on the paper's metric the classifier alone, on the likelihood the "
+    "translation model and chapter 11's language model too"
+)
 
 
 def counts_sample(r: Results) -> str:

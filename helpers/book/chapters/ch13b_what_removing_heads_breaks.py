@@ -163,7 +163,9 @@ CLAIMS = [
         f"{KEPT_LEVEL:.0%}) and "
         "less than "
         f"the 5th percentile of random orders pruning the same share; partly: under {_COPYING_DENTED:.0%}, or broken "
-        f"as much by random orders; cannot tell: the interval straddles {_COPYING_DENTED:.0%}",
+        f"as much by random orders; not reproduced: the whole interval at or above {_COPYING_DENTED:.0%}; cannot "
+        f"tell: the interval straddles {_COPYING_DENTED:.0%}, the unpruned model does not copy, no interval was "
+        f"drawn, or fewer than {MIN_BAND_ORDERS} random orders stand beside a broken copying",
         CHAPTER,
         copying_breaks,
         measured_on="copying accuracy and perplexity on verses",

@@ -1025,8 +1025,8 @@ CLAIMS = [
         "(the one budget the random band is drawn at)",
         "importance keeps the score far longer than random (§4.2)",
         f"reproduced: at {{band_budget:.0%}} of the bytes, perplexity below that of every random order removing as "
-        f"many groups (a rank test: 1 in 21 by chance with 20 orders); cannot tell: fewer than {MIN_BAND_ORDERS} "
-        "orders, or orders keeping other bytes",
+        f"many groups (a rank test: 1 in 21 by chance with 20 orders); not reproduced: some random order as good; "
+        f"cannot tell: fewer than {MIN_BAND_ORDERS} orders, orders keeping other bytes, or no removal at that budget",
         CHAPTER,
         importance_beats_random_groups,
         parameters={"band_budget": Plan.band_budget},

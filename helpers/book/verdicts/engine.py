@@ -73,7 +73,8 @@ VERDICT_MEANINGS = {
 READ_OVER = (
     "A rule read over an interval, or over every count the undecided units allow, gives the verdict "
     "it gives at every point of it; reproduced at some points and partly at the others is partly; "
-    "any other mix is cannot tell."
+    "any other mix is cannot tell, unless the rule names its own reading. The intervals hold the "
+    "sampling noise of the examples, given these training seeds."
 )
 POOLED = "all"  # the training_seed of a claim's one answer, on every seed's evidence together
 SEED = "training_seed"
@@ -469,6 +470,8 @@ def rule_text(claim: Claim, params: dict[str, Any] | None = None) -> str:
         raise ValueError(f"claim {claim.key!r} has no rule: state every condition that decides its verdicts")
     values = {**claim.parameters, **(params or {})}
     text = _sentences(claim.rule.format(**values))
+    if claim.units is not None:  # ``_with_enough_units``: no verdict on too few resampled units
+        text += f" Cannot tell: fewer than {MIN_UNITS} units resampled (the sample column names them)."
     if claim.likelihood and claim.likelihood_rule != SAME_RULE:
         text += f" On {LIKELIHOOD_NAME}: " + _sentences(claim.likelihood_rule.format(**values))
     return text

@@ -269,7 +269,7 @@ if fault:  # this rank breaks inside its share: with an error, or dying without 
     head_effects.single_layer_sweep = broken
 model, tokenizer = load_encoder("tiny-bert", num_labels=3, seed=0)
 examples = nli_task.generate({"train": 1, "matched": 40, "mismatched": 1}, seed=0)["matched"]
-df = classifier_effects(model, tokenizer, examples, one_head_configs(model),
+df = classifier_effects(model, tokenizer, examples=examples, configs=one_head_configs(model),
                         bootstrap=Bootstrap(n_resamples=50, min_units=2), cache_dir=sys.argv[1], progress=False)
 print(json.dumps(df[["kind", "layer", "heads", "score"]].astype(str).values.tolist()))
 print("threads", torch.get_num_threads(), file=sys.stderr)

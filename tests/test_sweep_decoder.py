@@ -43,7 +43,7 @@ def trained(tmp_path_factory):
 
 def _searches(model, sources, configs, decode, per_pass, processes=1):
     def run(m, copies, gated):
-        return decode(m, sources, copies, gated, batch_size=16, max_len_b=12)
+        return decode(m, sources, copies=copies, gated=gated, batch_size=16, max_len_b=12)
 
     return [
         result
@@ -53,7 +53,7 @@ def _searches(model, sources, configs, decode, per_pass, processes=1):
     ]
 
 
-def _fairseq(m, sources, copies, gated, **kw):
+def _fairseq(m, sources, *, copies, gated, **kw):
     return translate_copies(m, sources, copies=copies, gated=gated, beam=1, **kw)
 
 

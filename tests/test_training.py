@@ -184,7 +184,9 @@ def test_decay_coupled_into_adam_kills_heads_that_the_recipe_keeps(tmp_path):
     for decay in ("coupled", None):  # None: the trainer's default
         config = TranslationConfig(**recipe, weight_decay=5e-3, **({"decay": decay} if decay else {}))
         model = model_for(pairs, config)
-        history = train_translation(model, pairs, valid, config, tmp_path / str(decay), progress=False)
+        history = train_translation(
+            model, pairs, valid_pairs=valid, config=config, directory=tmp_path / str(decay), progress=False
+        )
         found[decay] = (dead_heads(head_norms(model)), history[-1]["valid_loss"])
     assert len(found["coupled"][0]) >= 3 and found["coupled"][1] < 0.5  # heads died, the copy was learned
     assert found[None][0] == [] and found[None][1] < 0.5

@@ -132,8 +132,8 @@ class ChapterTables(Mapping[str, pd.DataFrame]):
 def read_run_times(profile: str) -> pd.DataFrame:
     """``results/<profile>/run_times.csv``: one row per chapter's last complete run (notebook,
     seconds, finished: UTC time); no rows before the first run."""
-    times = saved_table(profile, "run_times")
-    return pd.DataFrame(columns=["notebook", "seconds", "finished"]) if times is None else times
+    path = results_dir(profile) / "run_times.csv"
+    return read_table_file(path) if path.exists() else pd.DataFrame(columns=["notebook", "seconds", "finished"])
 
 
 def read_models_summary(profile: str) -> dict:

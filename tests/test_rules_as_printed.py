@@ -223,9 +223,8 @@ def _share_by_hand(evidence: str, rule: str) -> str:
     return _read_over(found)
 
 
-def test_the_classifiers_prunable_share_at_the_papers_own_value_is_partly(folder):
-    """Chapter 06: the classifier's share, 40% against the paper's 40%, was "partly": its
-    interval reaches far outside the 10 points, which the printed interval shows."""
+def _classifier_shares(folder, seeds: list[tuple]) -> None:
+    """Chapter 06's importance shares of the classifier: ``(seed, share, se, low, high)`` each."""
     _write(
         folder,
         "06_prunable_shares",
@@ -234,15 +233,21 @@ def test_the_classifiers_prunable_share_at_the_papers_own_value_is_partly(folder
                 "track": "classifier",
                 "model": "nli",
                 "order": "importance",
-                "training_seed": s,
+                "training_seed": seed,
                 "prunable_share": x,
                 "share_se": se,
                 "share_low": lo,
                 "share_high": hi,
             }
-            for s, x, se, lo, hi in ((0, 0.19, 0.06, 0.08, 0.31), (1, 0.60, 0.2, 0.10, 0.96))
+            for seed, x, se, lo, hi in seeds
         ],
     )
+
+
+def test_the_classifiers_prunable_share_at_the_papers_own_value_is_partly(folder):
+    """Chapter 06: the classifier's share, 40% against the paper's 40%, was "partly": its
+    interval reaches far outside the 10 points, which the printed interval shows."""
+    _classifier_shares(folder, [(0, 0.19, 0.06, 0.08, 0.31), (1, 0.60, 0.2, 0.10, 0.96)])
     rule = rule_text(CLAIMS_BY_KEY["prunable_classifier"])
     assert "Reproduced: within 10 points of the paper's 40%. Partly: above 0. Not reproduced: 0." in rule
     printed = _printed("prunable_classifier", folder)
@@ -338,22 +343,7 @@ def test_chapter_12_and_chapter_03_give_one_verdict_on_the_same_data(folder, tmp
 def test_a_share_within_ten_points_is_reproduced_where_ten_percent_of_it_would_not_be(folder):
     """ "Within 10 points of the paper's 40%": a share of 31% to 35% is reproduced. Read as 10% of
     40% (36% to 44%) it would be partly; the rule prints points so that it cannot be misread."""
-    _write(
-        folder,
-        "06_prunable_shares",
-        [
-            {
-                "track": "classifier",
-                "model": "nli",
-                "order": "importance",
-                "training_seed": 0,
-                "prunable_share": 0.33,
-                "share_se": 0.0,
-                "share_low": 0.31,
-                "share_high": 0.35,
-            }
-        ],
-    )
+    _classifier_shares(folder, [(0, 0.33, 0.0, 0.31, 0.35)])
     rule = rule_text(CLAIMS_BY_KEY["prunable_classifier"])
     evidence, verdict = _printed("prunable_classifier", folder)[POOLED]
     assert evidence == "33% [31%, 35%]" and verdict == REPRODUCED == _share_by_hand(evidence, rule)

@@ -347,3 +347,12 @@ def test_a_share_within_ten_points_is_reproduced_where_ten_percent_of_it_would_n
     rule = rule_text(CLAIMS_BY_KEY["prunable_classifier"])
     evidence, verdict = _printed("prunable_classifier", folder)[POOLED]
     assert evidence == "33% [31%, 35%]" and verdict == REPRODUCED == _share_by_hand(evidence, rule)
+
+
+def test_a_printed_bound_never_crosses_a_threshold_it_has_not():
+    from helpers.book.verdicts.text import share_interval
+
+    assert share_interval(0.3, 0.29996, 0.30004) == "30% [29.9%, 30.1%]"  # outside a band edge at 30%: printed so
+    assert share_interval(0.1, 0.004, 0.31) == "10% [0.4%, 31%]"
+    assert share_interval(0.1, 0.0004, 0.2) == "10% [<0.1%, 20%]" and share_interval(0.1, 0.0, 0.31) == "10% [0%, 31%]"
+    assert share_interval(0.33, 0.31, 0.35) == "33% [31%, 35%]"  # float error does not move an exact bound

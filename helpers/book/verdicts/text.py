@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import pandas as pd
 
@@ -33,17 +33,17 @@ def percent(value: float) -> str:
 
 
 def share_interval(value: float, low: float, high: float) -> str:
-    """A share with its interval, the bounds to a tenth of a point, so that a bound near a
-    threshold never prints on it (a bound above 0 never prints as 0%):
-    ``0.1, 0.004, 0.31`` -> ``"10% [0.4%, 31%]"``."""
-    return f"{_bound(value)} [{_bound(low)}, {_bound(high)}]"
+    """A share with its interval, the bounds rounded outward to a tenth of a point, so that a bound
+    never prints on the far side of a threshold it has not crossed (a bound above 0 never prints as
+    0%, 29.996% prints as 29.9%): ``0.1, 0.004, 0.31`` -> ``"10% [0.4%, 31%]"``."""
+    return f"{_tenths(value, round)} [{_tenths(low, math.floor)}, {_tenths(high, math.ceil)}]"
 
 
-def _bound(value: float) -> str:
-    text = f"{value:.1%}".replace(".0%", "%")
-    if value != 0 and text in ("0%", "-0%"):
+def _tenths(value: float, rounding: Callable[[float], float]) -> str:
+    tenths = rounding(value * 1000 + (1e-9 if rounding is math.floor else -1e-9 if rounding is math.ceil else 0))
+    if tenths == 0 and value != 0:
         return "<0.1%" if value > 0 else ">-0.1%"
-    return text
+    return f"{tenths / 10:.1f}%".replace(".0%", "%")
 
 
 def percents(values: Iterable[float]) -> str:

@@ -174,3 +174,33 @@ def test_the_lab_plan_builds_the_chapters_the_guides_lesson_uses():
     table = lesson[lesson.index("## A 90-minute lab") :].split("\n\n")[1]
     used = set(re.findall(r"\{doc\}`[^<`]*<([\w]+)>`", table))
     assert used == set(plan) - {"19_the_answer"}, (sorted(used), plan)  # the front page: the book's root
+
+
+def test_the_teachers_key_keeps_a_finished_run_and_reruns_a_stale_one(chapters, tmp_path, monkeypatch):
+    from helpers.book.running import teacher_key
+
+    _notebook(chapters, "40_reader", _READ + "\nsave_table(pd.DataFrame({'a': [x]}), 'p', '40_w')")
+    runs = []
+
+    def run(argv: list[str]) -> int:  # the runner on our own notebook, its parameters given
+        runs.append(argv)
+        return 0 if runner.run_notebook("40_reader", {"x": 2}, Path(argv[argv.index("--output-dir") + 1])) else 1
+
+    monkeypatch.setattr(runner, "main", run)
+    monkeypatch.setattr(runner, "is_current", lambda _p, name, _o, out: runner._is_current(name, {"x": 2}, out))
+    out, table = tmp_path / "key" / "40-x", tmp_path / "results" / "p" / "t.csv"
+    own = out / "results" / "p" / "40_w.csv"
+
+    def predict() -> int:
+        assert teacher_key.run_prediction("p", "40_reader", "x=2", out) == 0
+        return len(runs)
+
+    assert predict() == 1 and own.is_file()
+    assert not (tmp_path / "results" / "p" / "40_w.csv").exists()  # the profile's tables stay as they were
+    assert predict() == 1  # finished on the same tables: kept
+    pd.DataFrame({"a": [5]}).to_csv(table, index=False)
+    assert predict() == 2  # a table it read changed in the profile: run again, on a new copy
+    assert (out / "results" / "p" / "t.csv").read_bytes() == table.read_bytes()
+    assert predict() == 2
+    own.unlink()
+    assert predict() == 3  # its own table is gone: run again

@@ -145,9 +145,14 @@ def chapter_module(notebook: str) -> str | None:
 _DATA_FOLDER = "data"  # next to the executed notebooks: the CSV tables each chapter links
 
 
+def chapter_prefix(notebook: str) -> str:
+    """What the files a chapter saves begin with: its number and an underscore (``03_``)."""
+    return notebook.split("_", 1)[0] + "_"
+
+
 def chapter_tables(folder: Path, notebook: str) -> list[Path]:
     """The CSV tables in ``folder`` that ``notebook`` saves: those named with its number (``03_...``)."""
-    return sorted(Path(folder).glob(f"{notebook.split('_', 1)[0]}_*.csv"))
+    return sorted(Path(folder).glob(f"{chapter_prefix(notebook)}*.csv"))
 
 
 def _chapter_tables(notebook: str, profile: str) -> list[Path]:

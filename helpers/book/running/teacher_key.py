@@ -54,7 +54,7 @@ def _read_the_same(out: Path, profile: str, chapter: str, root: Path) -> bool:
     if not runner.chapter_tables(out / "results" / profile, chapter) or not executed.is_file():
         return False
     reads = json.loads(executed.read_text())["metadata"].get("sixteen_heads", {}).get("reads", {})
-    own = chapter.split("_", 1)[0] + "_"  # its tables and its parameters file are its own
+    own = runner.chapter_prefix(chapter)  # its tables and its parameters file are its own
     return not changed({rel: d for rel, d in reads.items() if not Path(rel).name.startswith(own)}, root)
 
 

@@ -198,8 +198,9 @@ def test_chapter_05_verdict_follows_the_correlation(results):
     tables(-0.3)
     text = ch05.findings(ChapterTables("p"))
     assert "r = 0.70 (p = 0.001) and -0.30 (p = 0.001)" in text
-    # one answer on both seeds' heads: the mean of Fisher's z, r = 0.27, short of 0.4 (before: "depends on the seed")
-    assert _scorecard_verdict("cross_domain") == "not reproduced"
+    # one answer on both seeds' heads: the mean of Fisher's z, r = 0.27, short of 0.4 (before: "depends on the seed"),
+    # its interval over the heads reaching 0.4: neither strong nor excluded
+    assert _scorecard_verdict("cross_domain") == "cannot tell"
     assert _scorecard_verdict("cross_domain", "seeds differ").startswith("yes")
     assert "reproduced" not in text  # the verdict table above the text says it, once
 
@@ -375,7 +376,7 @@ def test_chapter_07_reads_speed_ups_as_ratios_of_medians(results):
     speed([100.0, 100.0, 100.0])
     text = ch07.findings(ChapterTables("p"))
     assert "+20.0% faster at batch 64" in text and "+50.0% predicted" in text and "At batch 1 it gained +10.0%" in text
-    assert "less than at the largest batch (point estimates)." in text and "as in the paper" not in text
+    assert "less than at the largest batch, beyond the timing noise (0.0%)." in text and "as in the paper" not in text
     assert _scorecard_verdict("speedup_small") == "partly" and "partly" not in text
     speed([10.0, 100.0, 100.0])  # one disturbed pass: the median, and so the sentence, stay
     assert ch07.findings(ChapterTables("p")) == text
@@ -753,7 +754,7 @@ def test_chapter_05_says_what_the_scorecard_says_between_the_old_thresholds(resu
         )
         results(f"05_cross_domain_translation{suffix}", _heads_with_r(r, 0) + _heads_with_r(r, 1))
     verdict = _scorecard_verdict("cross_domain")
-    assert verdict == ("reproduced" if r >= 0.4 else "not reproduced")
+    assert verdict == ("reproduced" if r >= 0.4 else "cannot tell")  # 0.35's interval reaches 0.4
     assert verdict_of(chapter_verdicts("p", rules.CLAIMS), "cross_domain") == verdict  # the chapter's own table
 
 

@@ -356,3 +356,17 @@ def test_a_printed_bound_never_crosses_a_threshold_it_has_not():
     assert share_interval(0.1, 0.004, 0.31) == "10% [0.4%, 31%]"
     assert share_interval(0.1, 0.0004, 0.2) == "10% [<0.1%, 20%]" and share_interval(0.1, 0.0, 0.31) == "10% [0%, 31%]"
     assert share_interval(0.33, 0.31, 0.35) == "33% [31%, 35%]"  # float error does not move an exact bound
+
+
+def test_every_printed_interval_rounds_its_bounds_outward_in_its_own_format():
+    from helpers.book.verdicts.pooling import Pooled
+    from helpers.book.verdicts.text import interval
+
+    # chapter 04's last layer against a quarter of the BLEU: -24.96% is not a quarter lost
+    assert interval(-0.26, -0.37, -0.2496, "{:+.0%}") == "-26% [-37%, -24.9%]"
+    assert interval(0.31, 0.3999, 0.52, "{:.2f}") == "0.31 [0.39, 0.52]"  # not 0.40 below a threshold at 0.4
+    assert interval(0.0, -0.0001, 0.0101, "{:+.2f}") == "+0.00 [-0.01, +0.02]"  # a bound off 0 prints off it
+    assert interval(0.5, 0.22, 0.4, "{:.2f}") == "0.50 [0.22, 0.40]"  # float error does not move an exact bound
+    assert Pooled(0.5, 0.2999, 0.7).text("{:.0%}") == "50% [29.9%, 70%]"  # pooled intervals print the same way
+    with pytest.raises(ValueError, match="interval format"):
+        interval(0.5, 0.2, 0.7, "{:.2e}")

@@ -77,18 +77,29 @@ def test_prunable_share_rule(tmp_path, share, expected):
 
 
 def test_speed_rules_compare_batch_sizes(tmp_path):
+    from helpers.sweeps.throughput import speed_gains
+
     def speed(gain_small, gain_large):
-        return [
-            {"batch_size": b, "variant": v, "median": 100 * (1 + g if v == "pruned" else 1), "device": "cpu"}
+        rows = [
+            {
+                "batch_size": b,
+                "variant": v,
+                "median": 100 * (1 + g if v == "pruned" else 1),
+                "iqr": 1.0,
+                "flops": 50 if v == "pruned" else 100,
+                "device": "cpu",
+            }
             for b, g in ((1, gain_small), (64, gain_large))
             for v in ("original", "pruned", "gated")
         ]
+        _write(tmp_path / "p", "07_speed", rows)
+        _write(tmp_path / "p", "07_speed_gains", speed_gains(pd.DataFrame(rows)).to_dict("records"))
 
-    _write(tmp_path / "p", "07_speed", speed(0.01, 0.175))
+    speed(0.01, 0.175)
     verdicts, _ = _verdicts(tmp_path)
     assert verdicts["Removing half the heads speeds inference up at large batches"] == REPRODUCED
     assert verdicts["At batch size 1 there is almost no gain"] == REPRODUCED
-    _write(tmp_path / "p", "07_speed", speed(0.20, 0.03))
+    speed(0.20, 0.03)
     verdicts, _ = _verdicts(tmp_path)
     assert verdicts["Removing half the heads speeds inference up at large batches"] == PARTLY  # faster, far below
     assert verdicts["At batch size 1 there is almost no gain"] == NOT_REPRODUCED
@@ -641,22 +652,23 @@ def test_the_card_shows_what_a_correlation_and_a_timing_rest_on(tmp_path):
         x = rng.standard_normal(heads)
         rows = [{"delta_in": a, "delta_out": a + b} for a, b in zip(x, rng.standard_normal(heads))]
         _write(tmp_path / "p", name, rows)
-    _write(
-        tmp_path / "p",
-        "07_speed",
-        [
-            {
-                "batch_size": b,
-                "variant": v,
-                "median": 100.0,
-                "iqr": iqr,
-                "runs": "[99.0, 100.0, 101.0]",
-                "device": "cpu",
-            }
-            for b, iqr in ((1, 2.0), (64, 5.0))
-            for v in ("original", "pruned", "gated")
-        ],
-    )
+    from helpers.sweeps.throughput import speed_gains
+
+    speed = [
+        {
+            "batch_size": b,
+            "variant": v,
+            "median": 100.0,
+            "iqr": iqr,
+            "runs": "[99.0, 100.0, 101.0]",
+            "flops": 50 if v == "pruned" else 100,
+            "device": "cpu",
+        }
+        for b, iqr in ((1, 2.0), (64, 5.0))
+        for v in ("original", "pruned", "gated")
+    ]
+    _write(tmp_path / "p", "07_speed", speed)
+    _write(tmp_path / "p", "07_speed_gains", speed_gains(pd.DataFrame(speed)).to_dict("records"))
     _, card = _verdicts(tmp_path)
     sample = dict(zip(card["key"] if "key" in card else card["claim"], card["sample"]))
     cross = next(v for k, v in sample.items() if "in domain" in str(k) or k == "cross_domain")

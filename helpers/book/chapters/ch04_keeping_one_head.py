@@ -56,7 +56,7 @@ from ..verdicts.engine import (
     three_way,
 )
 from ..verdicts.pooling import mean_over_seeds, over_counts, supported
-from ..verdicts.text import MEASURES, heads_per_layer_line, paper_model, words
+from ..verdicts.text import MEASURES, heads_per_layer_line, interval, paper_model, words
 
 _AGAIN = "{} again"  # a set's rows of the chosen heads, reported in two looks over the whole set
 _SAME_SET = "chosen and reported on {}"  # Tables 2 and 3: a protocol's name in the counts
@@ -640,7 +640,7 @@ def last_enc_dec(r: Results) -> tuple[str, str]:
     verdict = supported(three_way(w and q, w or q) for w in worst for q in quarter)
     others = [shown(layer) for kind, layer in candidates if (kind, layer) != last]
     text = (
-        f"last Enc-Dec layer ({shown(last[1])}): {own.x:+.0%} [{own.low:+.0%}, {own.high:+.0%}] of the BLEU"
+        f"last Enc-Dec layer ({shown(last[1])}): {interval(own.x, own.low, own.high, '{:+.0%}')} of the BLEU"
         + (f"; layer{'s' * (len(others) > 1)} {', '.join(map(str, others))} could be worse" if others else "")
         + _of_seeds(r)
     )
@@ -781,8 +781,8 @@ CLAIMS = [
         "The last Enc-Dec layer is the exception: it needs its heads",
         "-13.56 BLEU of 36.05 with one head",
         f"reproduced: the last Enc-Dec layer is the worst of its kind (no other's interval reaches its) and itself "
-        f"loses at least {_QUARTER:.0%} of the BLEU (its whole interval); partly: one of the two; read over every "
-        "state the intervals leave open",
+        f"loses at least {_QUARTER:.0%} of the BLEU (its whole interval); partly: one of the two; cannot tell: an "
+        "unpruned BLEU of 0 (no share of it to lose); read over every state the intervals leave open",
         CHAPTER,
         last_enc_dec,
         likelihood=_last_enc_dec_likelihood,

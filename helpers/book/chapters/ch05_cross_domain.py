@@ -17,6 +17,7 @@ domain. The rule reads the heads' changes in and out of domain (``05_cross_domai
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from ..store.results import ChapterTables
 from ..verdicts import samples
 from ..verdicts.between_seeds import Pairs
 from ..verdicts.engine import Claim, Results, three_way
+from ..verdicts.pooling import supported
 from ..verdicts.text import MEASURES, r_text, words
 
 _TRACKS = {"translation": "translation", "classifier": "classifier"}  # paper_values.CROSS_DOMAIN_R's keys
@@ -416,20 +418,25 @@ def _r_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def cross_domain(r: Results) -> tuple[str, str]:
     """Per model: r pooled over the seeds with its (1 - ``LEVEL``) bootstrap interval over the
-    heads; strong where r >= ``_STRONG_R`` and the interval lies above 0. Reproduced: strong for
-    every model; partly: for some."""
-    parts, strong = [], []
+    heads; strong where r >= ``_STRONG_R`` and the interval lies above 0, weak where the whole
+    interval lies below ``_STRONG_R`` (the heads' noise excludes a strong r), undecided otherwise
+    (or where r is undefined). Reproduced: strong for every model; partly: strong for some, weak
+    for the others; not reproduced: weak for every model; read over both states of each undecided
+    model (``supported``)."""
+    parts, states = [], []
     for model, heads in _pairs(r).items():
         r_all, draws, _ = _pooled_r(heads)
         if np.isnan(r_all):  # some seed's heads change nothing in or out of domain
-            strong.append(False)
+            states.append((True, False))
             parts.append(f"{model} r undefined (no change to correlate)")
             continue
         low, high = np.nanquantile(draws, [LEVEL / 2, 1 - LEVEL / 2])
-        strong.append(r_all >= _STRONG_R and low > 0)
-        parts.append(f"{model} r = {r_all:.2f} [{low:.2f}, {high:.2f}]")
+        strong, weak = r_all >= _STRONG_R and low > 0, high < _STRONG_R
+        states.append((True,) if strong else (False,) if weak else (True, False))
+        parts.append(f"{model} r = {r_all:.2f} [{low:.2f}, {high:.2f}]" + ("" if strong or weak else " (undecided)"))
     seeds = f" ({len(r.seeds)} seeds pooled)" if len(r.seeds) > 1 else ""
-    return "; ".join(parts) + seeds, three_way(all(strong), any(strong))
+    verdict = supported(three_way(all(each), any(each)) for each in itertools.product(*states))
+    return "; ".join(parts) + seeds, verdict
 
 
 def _correlation_statistic(r: Results) -> dict[str, Pairs]:
@@ -450,7 +457,9 @@ CLAIMS = [
         "A head's effect in domain predicts its effect out of domain",
         f"r = {paper_values.CROSS_DOMAIN_R['translation']} (WMT), {paper_values.CROSS_DOMAIN_R['classifier']} (BERT)",
         f"reproduced: r >= {_STRONG_R} for every model, with its {1 - LEVEL:.0%} bootstrap interval over the heads "
-        "above 0 (r pooled over the seeds as the mean of Fisher's z); partly: for one",
+        f"above 0 (r pooled over the seeds as the mean of Fisher's z); partly: for one, the others' intervals below "
+        f"{_STRONG_R}; not reproduced: every model's interval below {_STRONG_R}; a model neither way, or with r "
+        "undefined, is read both ways",
         CHAPTER,
         cross_domain,
         likelihood=True,

@@ -47,9 +47,9 @@ def kv_groups_buy_memory(r: Results) -> tuple[str, str]:
     as_predicted = bool((measured == rows["KV bytes, predicted"]).all())
     cost = rows["perplexity"].iloc[0] / base["perplexity"].iloc[0] - 1
     text = (
-        f"{share:.0%} of the KV groups: {saved.min():.0%} of the measured cache saved"
+        f"{share:.0%} of the KV groups: {saved.min():.1%} of the measured cache saved"
         f"{'' if saved.nunique() == 1 else f' (at least; {len(saved)} batch sizes)'}, "
-        f"{'as predicted' if as_predicted else 'not the predicted bytes'}; perplexity {cost:+.0%}"
+        f"{'as predicted' if as_predicted else 'not the predicted bytes'}; perplexity {cost:+.1%}"
     )
     follows = as_predicted and bool((saved >= share - 0.05).all())
     return text, REPRODUCED if follows and cost <= _PERPLEXITY_COST else PARTLY if follows else NOT_REPRODUCED

@@ -41,7 +41,7 @@ from ..verdicts.engine import (
     present,
     three_way,
 )
-from ..verdicts.text import percent, words
+from ..verdicts.text import percent, share_interval, words
 
 CHAPTER = "13b_what_removing_heads_breaks"
 _COPYING_DENTED = 0.90  # copying "breaks" below COPYING_FLOOR of its accuracy, and is dented below this
@@ -77,7 +77,7 @@ def copying_breaks(r: Results) -> tuple[str, str]:
     kept = row.get(COPYING_KEPT.format(t), math.nan)
     lo, hi = (row.get(copying_kept_interval(t, end), math.nan) for end in ("low", "high"))
     interval = (
-        f"{kept:.0%} [{lo:.0%}, {hi:.0%}] over {int(row[VERDICT_SEQUENCES])} sequences"
+        f"{share_interval(kept, lo, hi)} over {int(row[VERDICT_SEQUENCES])} sequences"
         if not pd.isna(kept)
         else "no interval over sequences"
     )

@@ -746,7 +746,8 @@ CLAIMS = [
         "+11% perplexity without rotation, +0.9% with, for a q4_0 cache on a 30B model (llama.cpp's pull request "
         "that rotates activations)",
         f"reproduced: the unrotated q4_0 cache's nll less the rotated one's, its {LEVEL:.0%} interval above 0; "
-        "not reproduced: below 0; cannot tell: it holds 0",
+        "not reproduced: below 0; cannot tell: it holds 0, or llama.cpp's log says it rotated neither setup's "
+        "keys or both",
         CHAPTER,
         _rotation_helps,
         measured_on="perplexity in llama.cpp",

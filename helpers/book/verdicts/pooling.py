@@ -32,6 +32,7 @@ from statistics import NormalDist
 import numpy as np
 
 from .engine import CANNOT_TELL, PARTLY, REPRODUCED
+from .text import interval
 
 _INTERVAL = 0.95  # the two-sided coverage of a pooled value's interval
 _GRID_POINTS = 201  # where a rule is read inside an interval (besides its ends and the estimate)
@@ -48,11 +49,12 @@ class Pooled:
     per_seed: tuple[float, ...] = ()
 
     def text(self, fmt: str = "{:.2f}") -> str:
-        """``0.31 [0.22, 0.40]``: the estimate and its interval in ``fmt`` (where the interval is
-        unbounded, its sampling error undefined, that in words)."""
+        """``0.31 [0.22, 0.40]``: the estimate and its interval in ``fmt``, the bounds rounded
+        outward (``text.interval``); where the interval is unbounded, its sampling error undefined,
+        that in words."""
         if math.isinf(self.low) or math.isinf(self.high):
             return f"{fmt.format(self.x)} (no interval: its sampling error is undefined)"
-        return f"{fmt.format(self.x)} [{fmt.format(self.low)}, {fmt.format(self.high)}]"
+        return interval(self.x, self.low, self.high, fmt)
 
 
 def _z_of(coverage: float = _INTERVAL) -> float:

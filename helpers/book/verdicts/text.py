@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Sequence
 
 import pandas as pd
@@ -33,17 +34,36 @@ def percent(value: float) -> str:
 
 
 def share_interval(value: float, low: float, high: float) -> str:
-    """A share with its interval, the bounds rounded outward to a tenth of a point, so that a bound
-    never prints on the far side of a threshold it has not crossed (a bound above 0 never prints as
-    0%, 29.996% prints as 29.9%): ``0.1, 0.004, 0.31`` -> ``"10% [0.4%, 31%]"``."""
-    return f"{_tenths(value, round)} [{_tenths(low, math.floor)}, {_tenths(high, math.ceil)}]"
+    """A share with its interval: ``interval`` in whole percent, ``0.1, 0.004, 0.31`` ->
+    ``"10% [0.4%, 31%]"``."""
+    return interval(value, low, high, "{:.0%}")
 
 
-def _tenths(value: float, rounding: Callable[[float], float]) -> str:
+_FORMAT = re.compile(r"\{:(\+?)\.(\d+)([f%])\}")  # the formats ``interval`` rounds: {:.2f}, {:+.0%}, ...
+
+
+def interval(value: float, low: float, high: float, fmt: str = "{:.2f}") -> str:
+    """``value [low, high]`` in ``fmt``, the bounds rounded outward, so that a bound never prints on
+    the far side of a threshold it has not crossed (29.996% prints as 29.9%, 0.3999 as 0.39 in
+    ``{:.2f}``). Percent formats print to a tenth of a point (a bound above 0 never prints as 0%):
+    ``0.1, 0.004, 0.31`` -> ``"10% [0.4%, 31%]"``. ``fmt``: ``{:.Nf}`` or ``{:.N%}``, with or
+    without ``+``."""
+    found = _FORMAT.fullmatch(fmt)
+    if not found:
+        raise ValueError(f"interval format {fmt!r}: use {{:.2f}} or {{:.0%}} (a sign + may lead)")
+    sign, digits, kind = found.groups()
+    if kind == "%":
+        return f"{_tenths(value, round, sign)} [{_tenths(low, math.floor, sign)}, {_tenths(high, math.ceil, sign)}]"
+    step = 10.0 ** -int(digits)
+    down, up = math.floor(low / step + 1e-9) * step, math.ceil(high / step - 1e-9) * step
+    return f"{fmt.format(value)} [{fmt.format(down)}, {fmt.format(up)}]"
+
+
+def _tenths(value: float, rounding: Callable[[float], float], sign: str = "") -> str:
     tenths = rounding(value * 1000 + (1e-9 if rounding is math.floor else -1e-9 if rounding is math.ceil else 0))
     if tenths == 0 and value != 0:
         return "<0.1%" if value > 0 else ">-0.1%"
-    return f"{tenths / 10:.1f}%".replace(".0%", "%")
+    return f"{tenths / 10:{sign}.1f}%".replace(".0%", "%")
 
 
 def percents(values: Iterable[float]) -> str:

@@ -120,7 +120,7 @@ class RowGates:
             )
         view = [1] * (len(shape) - 1) + [rows.shape[1], 1]
         view[site.batch_dim] = rows.shape[0]
-        return rows.reshape(view)
+        return rows.reshape(view)  # [1.., rows on the batch dim, 1.., heads, 1]: broadcasts over [..., H, d]
 
 
 @dataclass

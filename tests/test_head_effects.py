@@ -42,7 +42,7 @@ def test_classifier_cache_gives_the_uncached_table_and_computes_only_new_configs
     monkeypatch.setattr(
         head_effects,
         "single_layer_sweep",
-        lambda m, d, run, todo, **kw: swept.append(list(todo)) or real(m, d, run, todo, **kw),
+        lambda m, d, *, configs, **kw: swept.append(list(configs)) or real(m, d, configs=configs, **kw),
     )
     cached = classifier_effects(model, tokenizer, examples=examples, configs=configs, cache_dir=tmp_path, **args)
     assert swept == [configs[3:]]  # the first three came from the cache

@@ -184,7 +184,8 @@ def test_the_teachers_key_keeps_a_finished_run_and_reruns_a_stale_one(chapters, 
 
     def run(argv: list[str]) -> int:  # the runner on our own notebook, its parameters given
         runs.append(argv)
-        return 0 if runner.run_notebook("40_reader", {"x": 2}, Path(argv[argv.index("--output-dir") + 1])) else 1
+        folder = Path(argv[argv.index("--output-dir") + 1])
+        return 0 if runner.run_notebook("40_reader", {"x": 2}, output_dir=folder) else 1
 
     monkeypatch.setattr(runner, "main", run)
     monkeypatch.setattr(runner, "is_current", lambda _p, name, _o, out: runner._is_current(name, {"x": 2}, out))

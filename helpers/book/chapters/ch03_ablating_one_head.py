@@ -247,8 +247,8 @@ def most_negligible(r: Results) -> tuple[str, str]:
     shares = counts["negligible"] / counts["heads"]
     could = (counts["negligible"] + counts["undetermined"]) / counts["heads"]
     text = "; ".join(
-        f"{m} {int(row['negligible'])}/{int(row['heads'])} negligible, {int(row['undetermined'])} "
-        f"undetermined ({int(row['unplaced'])} placed by neither test)"
+        f"{m} {int(row['negligible'])}/{int(row['heads'])} negligible, {int(row['undetermined'])} undetermined"
+        + (f" ({int(row['unplaced'])} placed by neither test)" if row["unplaced"] else "")
         for m, row in counts.iterrows()
     )
     holds = shares > 1 - FEW_SHARE

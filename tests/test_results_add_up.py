@@ -648,6 +648,26 @@ def _speed_claims(table) -> dict[str, list[tuple[float, int]]]:
     }
 
 
+def _undecided_layers(held: dict, same: dict, down, open_) -> list:
+    """Chapter 04's held-out evidence where some layers are undecided: how many held out and on the
+    reported set, then McNemar's one-sided p and the 95% Clopper-Pearson bound on the layers down
+    only held out, lowest and highest over the three ways the undecided layers can fall."""
+    from scipy.stats import beta
+
+    undecided = sum(open_(r) for r in held.values()), sum(open_(r) for r in same.values())
+    if not any(undecided):
+        return []
+    either = lambda r: down(r) or open_(r)  # noqa: E731 (an undecided layer counted as down)
+    ps, bounds = [], []
+    for held_down, same_down in ((down, down), (either, down), (down, either)):
+        b = sum(held_down(held[k]) and not same_down(same[k]) for k in held)
+        c = sum(same_down(same[k]) and not held_down(held[k]) for k in held)
+        ps.append(sum(math.comb(b + c, i) for i in range(b, b + c + 1)) / 2 ** (b + c))
+        bounds.append(1.0 if b >= len(held) else float(beta.ppf(0.95, b + 1, len(held) - b)))
+    two_digits = lambda p: (p, max(0, 1 - math.floor(math.log10(p))))  # noqa: E731 (as {:.2g} shows it)
+    return [*map(_int, undecided), two_digits(min(ps)), two_digits(max(ps)), _pct(min(bounds)), _pct(max(bounds))]
+
+
 def _recomputed_for_seeds(table, seeds: list[int], likelihood: bool = False) -> dict:
     """``_recomputed`` on ``seeds`` together (one seed: that seed's values). A seed that only some
     models were trained with (the course profile trains the translation model with two seeds, the
@@ -905,6 +925,7 @@ def _recomputed(table, seeds: list[int], likelihood: bool = False) -> dict[str, 
             _int(sum(down(r) for r in reported)),
             _int(only_held),
             _int(only_same),
+            *_undecided_layers(pairs, same, down, open_),
         ],
         "A head's effect in domain": r05,
         "A share of the translation model's heads": share06("translation"),
@@ -1274,8 +1295,8 @@ def _holds(text: str, want: list, claim: str) -> None:
         value, decimals = expected
         if math.isnan(value):
             assert math.isnan(got), (claim, text, value)
-        else:  # as shown: rounded to `decimals` (half a unit of slack for round-half-even)
-            assert abs(got - value) <= 0.5 * 10**-decimals + 1e-9, (claim, text, value, decimals)
+        else:  # as shown: rounded to `decimals`, an interval's bounds outward (text.interval): within one unit
+            assert abs(got - value) < 10**-decimals + 1e-9, (claim, text, value, decimals)
 
 
 def test_the_front_pages_grid_says_what_the_scorecard_says(table):

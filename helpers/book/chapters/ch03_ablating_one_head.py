@@ -38,7 +38,7 @@ from ..verdicts.engine import (
     for_every,
     ours,
 )
-from ..verdicts.pooling import over_counts
+from ..verdicts.pooling import interval_se, over_counts
 from ..verdicts.text import (
     MEASURES,
     heads_per_layer_line,
@@ -318,10 +318,7 @@ def _head_tests(r: Results) -> pd.DataFrame:
         # the classifier is the model with self-attention alone; the translation model has the others
         model = next(m for m, k in kinds.items() if (k == {"self"}) == (track == "classifier"))
         table = r[name].assign(model=model)
-        width = (table["delta_high"] - table["delta_low"]).clip(lower=0)
-        looked = table["look"].notna() if "look" in table else pd.Series(False, index=table.index)
-        z = looked.map({True: NormalDist().inv_cdf(1 - alpha / 2), False: NormalDist().inv_cdf(1 - alpha)})
-        se = width / (2 * z)  # a row of two looks holds its interval at alpha / 2 (helpers/sweeps/sequential.py)
+        se = interval_se(table, alpha).clip(lower=0)
         smallest = se[se > 0].min() if (se > 0).any() else 1e-12
         tables.append(table.assign(se=se.where(se > 0, smallest), margin=float(margins[model])))
     return pd.concat(tables, ignore_index=True)

@@ -22,7 +22,6 @@ import ast
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import NamedTuple
 
 import pandas as pd
@@ -55,7 +54,7 @@ from ..verdicts.engine import (
     present,
     three_way,
 )
-from ..verdicts.pooling import mean_over_seeds, over_counts, supported
+from ..verdicts.pooling import interval_se, mean_over_seeds, over_counts, supported
 from ..verdicts.text import MEASURES, heads_per_layer_line, interval, paper_model, words
 
 _AGAIN = "{} again"  # a set's rows of the chosen heads, reported in two looks over the whole set
@@ -596,12 +595,7 @@ def _layers(r: Results, held_out: bool = False) -> pd.DataFrame:
     part = _keep_one(r, "translation", held_out=held_out)
     protocol, margin = part["protocol"].iloc[0], float(part["margin"].iloc[0]) if "margin" in part else 0.0
     rows = per_layer(r[TRANSLATION], protocol, bool(r.measure), margin)
-    alpha = r.params.get("alpha", 0.01)
-    looked = rows["look"].notna() if "look" in rows else pd.Series(False, index=rows.index)
-    z = looked.map(
-        {True: NormalDist().inv_cdf(1 - alpha / 2), False: NormalDist().inv_cdf(1 - alpha)}
-    )  # a look: alpha/2
-    se = (rows["delta_high"] - rows["delta_low"]) / (2 * z)
+    se = interval_se(rows, r.params.get("alpha", 0.01))
     scale = rows["base"].where(rows["base"] != 0) if not r.measure else 1.0
     return rows.assign(relative=rows["delta"] / scale, relative_se=se / scale)
 

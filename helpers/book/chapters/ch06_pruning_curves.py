@@ -198,10 +198,8 @@ def importance_beats_ablation(r: Results) -> tuple[str, str]:
         if _tied_at_an_end(part):
             verdicts.append(CANNOT_TELL)
             continue
-        # a gap of one grid step prints as -10 points whatever its float error: the tolerance as within()'s
-        verdicts.append(
-            over_interval(lambda v: REPRODUCED if v >= -SHARE_TOLERANCE - 1e-9 else NOT_REPRODUCED, pooled)
-        )
+        # at least -10 points, as within() reads the tolerance (a one-step gap is -10 whatever its float error)
+        verdicts.append(over_interval(lambda v: REPRODUCED if v >= 0 or within(v, 0.0) else NOT_REPRODUCED, pooled))
     text = "; ".join(parts) + _seeds(r) + note
     if _in_sample(shares):
         return text + " (the ablation order in-sample or not recorded: no fair comparison)", CANNOT_TELL

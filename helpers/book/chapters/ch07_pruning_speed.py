@@ -178,10 +178,16 @@ def gains_figure(gains: pd.DataFrame, batch_sizes: list[int], *, share: float, p
 CHAPTER = "07_pruning_speed"
 
 
-def _gains(r: Results) -> pd.DataFrame:
+def _gains(tables: Results | ChapterTables) -> pd.DataFrame:
     """``07_speed_gains`` by batch size: the pruned model's speed-up and the timing noise."""
-    gains = r["07_speed_gains"].set_index("batch_size").sort_index()
+    gains = tables["07_speed_gains"].set_index("batch_size").sort_index()
     return gains.assign(noise=gains["noise"].fillna(0.0) if "noise" in gains else 0.0)
+
+
+def _batch_gap(small: pd.Series, large: pd.Series) -> tuple[float, float]:
+    """``(gap, noise)``: the largest batch's speed-up less the smallest's, and the larger timing
+    noise of the two."""
+    return float(large["pruned"] - small["pruned"]), float(max(small["noise"], large["noise"]))
 
 
 def _beyond_noise(change: float, noise: float) -> str | None:
@@ -204,7 +210,7 @@ def speedup_large(r: Results) -> tuple[str, str]:
 def speedup_small(r: Results) -> tuple[str, str]:
     gains = _gains(r)
     small, large = gains.iloc[0], gains.iloc[-1]
-    gap, noise = float(large["pruned"] - small["pruned"]), float(max(small["noise"], large["noise"]))
+    gap, noise = _batch_gap(small, large)
     text = (
         f"{small['pruned']:+.1%} at batch {gains.index[0]}, {large['pruned']:+.1%} at {gains.index[-1]} "
         f"(noise {noise:.1%})"
@@ -249,10 +255,10 @@ CLAIMS = [
 
 def _against_largest(small: pd.Series, large: pd.Series) -> str:
     """The batch-1 gain set against the largest batch's, as ``speedup_small`` reads them."""
-    noise = max(small["noise"], large["noise"])
-    if abs(large["pruned"] - small["pruned"]) <= noise:
+    gap, noise = _batch_gap(small, large)
+    if _beyond_noise(gap, noise) == CANNOT_TELL:
         return f"within the timing noise ({noise:.1%}) of the largest batch's. "
-    side = "less" if small["pruned"] < large["pruned"] else "more"
+    side = "less" if gap > 0 else "more"
     return f"{side} than at the largest batch, beyond the timing noise ({noise:.1%}). "
 
 
@@ -262,7 +268,7 @@ def findings(tables: ChapterTables) -> str:
     the precision table's rows."""
     from ..paper.values import TABLE4_SPEEDUP
 
-    gains = tables["07_speed_gains"].set_index("batch_size")
+    gains = _gains(tables)
     sizes = list(gains.index)
     small, large = sizes[0], sizes[-1]
     g = gains.loc[large]

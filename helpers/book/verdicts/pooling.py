@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
+import pandas as pd
 
 from .engine import CANNOT_TELL, PARTLY, REPRODUCED
 from .text import interval
@@ -55,6 +56,15 @@ class Pooled:
         if math.isinf(self.low) or math.isinf(self.high):
             return f"{fmt.format(self.x)} (no interval: its sampling error is undefined)"
         return interval(self.x, self.low, self.high, fmt)
+
+
+def interval_se(rows: pd.DataFrame, alpha: float) -> pd.Series:
+    """Each row's standard error of ``delta`` read off its bootstrap interval (``delta_low``,
+    ``delta_high``: the alpha and 1 - alpha quantiles, alpha / 2 on a row of two looks, which has a
+    ``look``; helpers/sweeps/sequential.py): the width over 2 z, a Series on ``rows``' index."""
+    looked = rows["look"].notna() if "look" in rows else pd.Series(False, index=rows.index)
+    z = looked.map({True: NormalDist().inv_cdf(1 - alpha / 2), False: NormalDist().inv_cdf(1 - alpha)})
+    return (rows["delta_high"] - rows["delta_low"]) / (2 * z)
 
 
 def _z_of(coverage: float = _INTERVAL) -> float:

@@ -139,18 +139,18 @@ def export_files(
 def export_setups(
     model: nn.Module, importance: Mapping[str, torch.Tensor], setups: Sequence[_Setup], language_model: str
 ) -> dict[tuple[float, str], GgufExport]:
-    """``export_files`` for ``setups``, into a new temporary folder: ``model`` with each share of
-    KV groups the setups remove taken out by ``importance`` (I_h; ``pruned_variants``), written
-    with ``language_model``'s tokenizer (``registry.tokenizer_gguf``)."""
-    import tempfile
-
+    """``export_files`` for ``setups``, into a scratch folder deleted when the process (the
+    notebook's kernel) exits: ``model`` with each share of KV groups the setups remove taken out
+    by ``importance`` (I_h; ``pruned_variants``), written with ``language_model``'s tokenizer
+    (``registry.tokenizer_gguf``). ``keep_files`` copies out the files worth keeping."""
+    from ...base.scratch import scratch_folder
     from ...zoo.registry import tokenizer_gguf
     from ..experiments.buys_and_breaks import pruned_variants
 
     shares = sorted({s.removed for s in setups})
     variants = pruned_variants(model, importance, shares=shares, units=["KV groups"])
     models = {share: m for (_, share), m in variants.items()}
-    folder = Path(tempfile.mkdtemp(prefix="14b_"))
+    folder = scratch_folder(prefix="sixteen-heads-14b-")
     return export_files(models, setups, folder=folder, tokenizer_gguf=tokenizer_gguf(language_model))
 
 
